@@ -1,0 +1,53 @@
+// File: cli/cli.h
+//
+// The pieces of the `stepcast` command line that are worth testing on their own: the readable
+// report, the validation against published runs, and the planning answers.
+#ifndef STEPCAST_CLI_CLI_H_
+#define STEPCAST_CLI_CLI_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/job.h"
+#include "core/predict.h"
+#include "proto/catalog.h"
+#include "stepcast/v1/validation.pb.h"
+
+namespace stepcast::cli {
+
+// Human-readable prediction: headline, breakdown table, memory table, bottleneck and why.
+std::string FormatReport(const Job& job, const Prediction& p);
+
+// Reads a CSV with the columns of shared/validation/published_runs.csv, builds each row's job
+// (conventions in docs/VALIDATION.md), predicts, and compares with the measured iteration time:
+//   S3-style rows: iter_time_s as printed;
+//   rows with tokens_per_s_per_gpu: global_batch_tokens / (tokens/s/GPU x GPUs);
+//   S1-style rows (TFLOP/s per GPU, Megatron Eq. 3): F / (TFLOP/s x GPUs), F = NarayananEq3Flops.
+// No fitting: one reference profile per GPU type.
+absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog);
+std::string FormatValidation(const v1::ValidationReport& r);
+
+}  // namespace stepcast::cli
+
+#endif  // STEPCAST_CLI_CLI_H_
+
+namespace stepcast::cli {
+
+// `stepcast plan` options: seed 000's throughput question (GPUs, $/hr and cluster HBM TB/s for
+// a tokens/s target, across hardware) and seed 004's budget question (GPUs a budget buys for a
+// deadline, and the MFU the run then needs).
+struct PlanOptions {
+  std::vector<std::string> hardware;
+  std::string model;                 // preset; empty: seed 000's 70B example
+  double n_params = 70e9, layers = 80, d_model = 8192;
+  double target_tokens_per_s = 0;
+  int dp_world_size = 8;
+  double utilization = 0.75;
+  double recompute_mult = 1.2, alpha_opt_bytes_per_param = 16, c_act = 5, global_tokens_per_step = 512000;
+  double bytes_per_grad_elem = 2;
+  double budget_usd = 0, days = 0, dataset_tokens = 0, price_override = -1;
+};
+absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog);
+
+}  // namespace stepcast::cli

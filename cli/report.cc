@@ -1,0 +1,90 @@
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/cli.h"
+
+namespace stepcast::cli {
+namespace {
+
+std::string Gib(double bytes) { return absl::StrFormat("%8.2f", bytes / (1ull << 30)); }
+
+std::string Thousands(double v) {
+  std::string s = absl::StrFormat("%.0f", v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) {
+    if (s[i - 1] != '-') s.insert(i, ",");
+  }
+  return s;
+}
+
+std::string Duration(double s) {
+  if (s >= 86400) return absl::StrFormat("%.1f days", s / 86400);
+  if (s >= 3600) return absl::StrFormat("%.1f h", s / 3600);
+  return absl::StrFormat("%.1f s", s);
+}
+
+}  // namespace
+
+std::string FormatReport(const Job& job, const Prediction& p) {
+  const Parallelism& par = job.parallelism;
+  const TrainingConfig& t = job.training;
+  std::string o;
+  absl::StrAppendFormat(&o, "stepcast prediction: %s\n", p.job_name);
+  absl::StrAppendFormat(&o, "  model      %s (%.2fB params, %.2fB active)\n", p.model_name,
+                        p.parameters.total / 1e9, p.parameters.active / 1e9);
+  absl::StrAppendFormat(&o, "  cluster    %d x %s, %d per node; profile %s\n", p.gpu_count,
+                        p.hardware_name, job.GpusPerNode(), p.profile_name);
+  absl::StrAppendFormat(&o, "  layout     TP=%d PP=%d DP=%d CP=%d EP=%d VPP=%d SP=%s ZeRO=%s recompute=%s %s\n",
+                        par.tp, par.pp, par.dp, par.cp, par.ep, par.vpp,
+                        par.sequence_parallel ? "on" : "off", ShardingName(t.sharding),
+                        RecomputeName(t.recompute), DTypeName(t.precision.gemm));
+  absl::StrAppendFormat(&o, "  batch      %d x %d tokens, micro-batch %d, %d micro-batches per step\n\n",
+                        t.global_batch_size, t.seq_length, t.micro_batch_size, p.micro_batches_per_step);
+  absl::StrAppendFormat(&o, "  step time  %.4f s\n", p.step_time_s);
+  absl::StrAppendFormat(&o, "  tokens/s   %s (%s per GPU)\n", Thousands(p.tokens_per_s),
+                        Thousands(p.tokens_per_s_per_gpu));
+  absl::StrAppendFormat(&o, "  MFU / HFU  %.1f%% / %.1f%% of %.0f TFLOP/s %s peak (model FLOPs %.3g per step)\n",
+                        100 * p.mfu, 100 * p.hfu, p.peak_flops_per_s_per_gpu / 1e12,
+                        DTypeName(t.precision.gemm), p.model_flops_per_step);
+  absl::StrAppendFormat(&o, "  bottleneck %s: %s\n\n", BottleneckName(p.bottleneck.kind), p.bottleneck.reason);
+
+  const StepBreakdown& b = p.breakdown;
+  if (b.Total() > 0) {
+    o += "  step breakdown (slowest stage)      seconds    share\n";
+    const struct { const char* name; double v; } rows[] = {
+        {"GEMM (fwd+bwd)", b.gemm_s},           {"attention core", b.attention_s},
+        {"elementwise / memory-bound", b.elementwise_s}, {"recompute", b.recompute_s},
+        {"TP communication", b.tp_comm_s},      {"CP communication", b.cp_comm_s},
+        {"EP all-to-all", b.ep_comm_s},         {"PP send/recv", b.pp_comm_s},
+        {"DP gradient sync (exposed)", b.dp_comm_s}, {"pipeline bubble", b.pipeline_bubble_s},
+        {"optimizer step", b.optimizer_s}};
+    for (const auto& r : rows) {
+      if (r.v <= 0) continue;
+      absl::StrAppendFormat(&o, "    %-30s %10.4f  %6.1f%%\n", r.name, r.v, 100 * r.v / p.step_time_s);
+    }
+    absl::StrAppendFormat(&o, "    %-30s %10.4f\n\n", "total", b.Total());
+  }
+
+  const MemoryEstimate& m = p.memory;
+  o += "  memory per GPU (most loaded stage)      GiB\n";
+  for (const auto& it : m.items) absl::StrAppendFormat(&o, "    %-30s %s\n", it.name, Gib(it.bytes));
+  absl::StrAppendFormat(&o, "    %-30s %s of %s GiB: ", "total", Gib(m.total_bytes), Gib(m.capacity_bytes));
+  if (m.fits) {
+    absl::StrAppendFormat(&o, "fits, %.2f GiB headroom\n\n", m.headroom_bytes / (1ull << 30));
+  } else {
+    absl::StrAppendFormat(&o, "DOES NOT FIT, %.2f GiB over\n\n", -m.headroom_bytes / (1ull << 30));
+  }
+
+  const CostEstimate& c = p.cost;
+  absl::StrAppendFormat(&o, "  cost       $%.2f per hour, $%.4f per step; $%.2f per GPU-hour per HBM TB/s\n",
+                        c.per_hour_usd, c.per_step_usd, c.per_hbm_tb_per_s_hour_usd);
+  if (c.steps_per_run > 0) {
+    absl::StrAppendFormat(&o, "  run        %s steps: $%s, %s, %.1f MWh (GPU board power)\n",
+                          Thousands(c.steps_per_run), Thousands(c.per_run_usd), Duration(c.time_to_train_s),
+                          c.energy_per_run_kwh / 1000);
+  }
+  for (const auto& w : p.warnings) absl::StrAppendFormat(&o, "  warning: %s\n", w);
+  return o;
+}
+
+}  // namespace stepcast::cli

@@ -1,0 +1,50 @@
+#include "core/flops.h"
+
+namespace stepcast {
+
+double ForwardGemmFlopsPerToken(const ModelShape& in) {
+  const ModelShape s = in.Resolved();
+  const ParameterCounts c = CountParameters(s);
+  const double layers = s.DenseLayerCount() * c.dense_layer_gemm +
+                        s.MoeLayerCount() * c.moe_layer_gemm_active;
+  const double logits = static_cast<double>(s.vocab_size) * s.hidden_size;
+  return 2.0 * (layers + logits);
+}
+
+double ForwardAttentionFlopsPerToken(const ModelShape& in, int64_t seq_length) {
+  const ModelShape s = in.Resolved();
+  return 2.0 * seq_length * s.attention_heads * (s.QkHeadDim() + s.VHeadDim()) * s.layers;
+}
+
+double ModelFlopsPerStep(const ModelShape& shape, int64_t seq_length, double sequences) {
+  const double tokens = sequences * seq_length;
+  return 3.0 * tokens *
+         (ForwardGemmFlopsPerToken(shape) + ForwardAttentionFlopsPerToken(shape, seq_length));
+}
+
+double HardwareFlopsPerStep(const ModelShape& in, int64_t seq_length, double sequences,
+                            Recompute recompute, bool flash_attention) {
+  const ModelShape s = in.Resolved();
+  const double tokens = sequences * seq_length;
+  const double model = ModelFlopsPerStep(s, seq_length, sequences);
+  const double attn_fwd = ForwardAttentionFlopsPerToken(s, seq_length);
+  switch (recompute) {
+    case Recompute::kNone: return model;
+    case Recompute::kSelective: return flash_attention ? model : model + 3.0 * tokens * attn_fwd;
+    case Recompute::kFull: {
+      const double logits_fwd = 2.0 * static_cast<double>(s.vocab_size) * s.hidden_size;
+      return model + tokens * (ForwardGemmFlopsPerToken(s) - logits_fwd + attn_fwd);
+    }
+  }
+  return model;
+}
+
+double NarayananEq3Flops(double B, double s, double l, double h, double V) {
+  return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+}
+
+double KorthikantiModelFlops(double B, double s, double l, double h, double V) {
+  return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
+}  // namespace stepcast

@@ -1,0 +1,204 @@
+#include "core/hardware.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace stepcast {
+
+const char* CollectiveName(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "all_reduce";
+    case Collective::kAllGather: return "all_gather";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kAllToAll: return "all_to_all";
+    case Collective::kSendRecv: return "send_recv";
+  }
+  return "?";
+}
+
+const char* ScopeName(Scope s) {
+  return s == Scope::kIntraNode ? "intra_node" : "inter_node";
+}
+
+double BusBwFactor(Collective c, int64_t n) {
+  if (n <= 1) return 0.0;
+  const double nn = static_cast<double>(n);
+  switch (c) {
+    case Collective::kAllReduce: return 2.0 * (nn - 1) / nn;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll: return (nn - 1) / nn;
+    case Collective::kSendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+double CollectiveTime(const CollectiveRate& rate, int64_t n, double size_bytes) {
+  if (n <= 1 || size_bytes <= 0) return 0.0;
+  const auto& pts = rate.points;
+  if (pts.size() >= 2 && (rate.group_size == 0 || rate.group_size == n)) {
+    // Piecewise-linear in log-log between measured points; beyond the largest point the
+    // busbw form continues from it, below the smallest the floor (alpha) holds.
+    if (size_bytes <= pts.front().size_bytes) return pts.front().time_s;
+    for (size_t i = 1; i < pts.size(); ++i) {
+      if (size_bytes <= pts[i].size_bytes) {
+        const double x0 = std::log(pts[i - 1].size_bytes), x1 = std::log(pts[i].size_bytes);
+        const double y0 = std::log(pts[i - 1].time_s), y1 = std::log(pts[i].time_s);
+        const double f = (std::log(size_bytes) - x0) / (x1 - x0);
+        return std::exp(y0 + f * (y1 - y0));
+      }
+    }
+    const CollectivePoint& last = pts.back();
+    if (rate.busbw_bytes_per_s > 0) {
+      return last.time_s + (size_bytes - last.size_bytes) * BusBwFactor(rate.collective, n) /
+                               rate.busbw_bytes_per_s;
+    }
+    return last.time_s * size_bytes / last.size_bytes;
+  }
+  return AlphaForGroup(rate, n) + size_bytes * BusBwFactor(rate.collective, n) / rate.busbw_bytes_per_s;
+}
+
+double RingSteps(Collective c, int64_t n) {
+  if (n <= 1) return 0;
+  switch (c) {
+    case Collective::kAllReduce: return 2.0 * (n - 1);
+    case Collective::kSendRecv: return 1.0;
+    default: return static_cast<double>(n - 1);
+  }
+}
+
+double AlphaForGroup(const CollectiveRate& rate, int64_t n) {
+  if (rate.group_size <= 1 || n == rate.group_size) return rate.alpha_s;
+  return rate.alpha_s * RingSteps(rate.collective, n) / RingSteps(rate.collective, rate.group_size);
+}
+
+RateProfile::GemmLookup RateProfile::GemmRate(DType dtype, double m, double n, double k) const {
+  // No allocation: this runs a dozen times per prediction. Find the dtype's points (or the
+  // bf16/fp16 twin's), then the neighbours of log10(2mnk) among them.
+  GemmLookup out;
+  DType use = dtype;
+  bool any = false;
+  for (const auto& p : gemm) any = any || p.dtype == dtype;
+  if (!any && (dtype == DType::kBF16 || dtype == DType::kFP16)) {
+    use = dtype == DType::kBF16 ? DType::kFP16 : DType::kBF16;
+    for (const auto& p : gemm) any = any || p.dtype == use;
+    out.extrapolated = any;
+  }
+  if (!any) return out;
+  out.found = true;
+  const double x = std::log10(std::max(2.0 * m * n * k, 1.0));
+  const GemmRatePoint *lo = nullptr, *hi = nullptr, *min_p = nullptr, *max_p = nullptr;
+  double lo_x = 0, hi_x = 0, min_x = 0, max_x = 0;
+  for (const auto& p : gemm) {
+    if (p.dtype != use) continue;
+    if (p.m == 0 && p.n == 0 && p.k == 0) {  // a flat rate answers every shape
+      out.flops_per_s = p.flops_per_s;
+      return out;
+    }
+    const double px = std::log10(2.0 * p.m * p.n * p.k);
+    if (px <= x && (lo == nullptr || px > lo_x)) { lo = &p; lo_x = px; }
+    if (px >= x && (hi == nullptr || px < hi_x)) { hi = &p; hi_x = px; }
+    if (min_p == nullptr || px < min_x) { min_p = &p; min_x = px; }
+    if (max_p == nullptr || px > max_x) { max_p = &p; max_x = px; }
+  }
+  if (lo == nullptr) {  // below the smallest measured shape
+    out.flops_per_s = min_p->flops_per_s;
+    out.extrapolated = true;
+  } else if (hi == nullptr) {  // above the largest
+    out.flops_per_s = max_p->flops_per_s;
+    out.extrapolated = true;
+  } else if (hi_x - lo_x < 1e-12) {
+    out.flops_per_s = lo->flops_per_s;
+  } else {
+    const double f = (x - lo_x) / (hi_x - lo_x);
+    out.flops_per_s = lo->flops_per_s + f * (hi->flops_per_s - lo->flops_per_s);
+  }
+  return out;
+}
+
+const CollectiveRate* RateProfile::FindCollective(Collective c, Scope s) const {
+  for (const auto& r : collectives) {
+    if (r.collective == c && r.scope == s) return &r;
+  }
+  return nullptr;
+}
+
+absl::Status ValidateRateProfile(const RateProfile& p, const std::string& prefix) {
+  for (size_t i = 0; i < p.gemm.size(); ++i) {
+    const auto& g = p.gemm[i];
+    const std::string f = absl::StrCat(prefix, ".gemm[", i, "]");
+    if (!(g.flops_per_s > 0)) return absl::InvalidArgumentError(f + ".flops_per_s: must be > 0");
+    if (g.m < 0 || g.n < 0 || g.k < 0) {
+      return absl::InvalidArgumentError(f + ": m, n, k must be >= 0");
+    }
+    const bool flat = g.m == 0 && g.n == 0 && g.k == 0;
+    if (!flat && (g.m == 0 || g.n == 0 || g.k == 0)) {
+      return absl::InvalidArgumentError(f + ": give all of m, n, k or none (a flat rate)");
+    }
+  }
+  if (p.gemm.empty()) return absl::InvalidArgumentError(prefix + ".gemm: no GEMM rates");
+  if (!(p.hbm_bandwidth_bytes_per_s > 0)) {
+    return absl::InvalidArgumentError(prefix + ".hbm_bandwidth_bytes_per_s: must be > 0");
+  }
+  if (p.attention_flops_per_s < 0) {
+    return absl::InvalidArgumentError(prefix + ".attention_flops_per_s: must be >= 0");
+  }
+  for (size_t i = 0; i < p.collectives.size(); ++i) {
+    const auto& c = p.collectives[i];
+    const std::string f = absl::StrCat(prefix, ".collectives[", i, "]");
+    if (!(c.busbw_bytes_per_s > 0) && c.points.size() < 2) {
+      return absl::InvalidArgumentError(f + ".busbw_bytes_per_s: must be > 0 (or give >= 2 points)");
+    }
+    if (c.alpha_s < 0) return absl::InvalidArgumentError(f + ".alpha_s: must be >= 0");
+    for (size_t j = 0; j < c.points.size(); ++j) {
+      if (!(c.points[j].size_bytes > 0) || !(c.points[j].time_s > 0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(f, ".points[", j, "]: size_bytes and time_s must be > 0"));
+      }
+      if (j > 0 && c.points[j].size_bytes <= c.points[j - 1].size_bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(f, ".points[", j, "].size_bytes: points must be in increasing size"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+double Hardware::PeakFlops(DType d) const {
+  switch (d) {
+    case DType::kBF16: return peak_bf16_flops_per_s;
+    case DType::kFP16: return peak_fp16_flops_per_s > 0 ? peak_fp16_flops_per_s : peak_bf16_flops_per_s;
+    case DType::kFP8: return peak_fp8_flops_per_s;
+    case DType::kTF32: return peak_tf32_flops_per_s;
+    case DType::kFP32: return peak_fp32_flops_per_s;
+    case DType::kINT8: return peak_fp8_flops_per_s;
+  }
+  return 0;
+}
+
+absl::Status ValidateHardware(const Hardware& hw, const std::string& prefix) {
+  auto bad = [&](const char* field, const char* why) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, ".", field, ": ", why));
+  };
+  if (!(hw.peak_bf16_flops_per_s > 0) && !(hw.peak_fp16_flops_per_s > 0)) {
+    return bad("peak", "needs a bf16 or fp16 peak > 0");
+  }
+  if (!(hw.hbm_capacity_bytes > 0)) return bad("hbm_capacity_bytes", "must be > 0");
+  if (!(hw.hbm_bandwidth_bytes_per_s > 0)) return bad("hbm_bandwidth_bytes_per_s", "must be > 0");
+  if (!(hw.intra_node_bandwidth_bytes_per_s > 0)) {
+    return bad("intra_node_bandwidth_bytes_per_s", "must be > 0");
+  }
+  if (!(hw.inter_node_bandwidth_bytes_per_s > 0)) {
+    return bad("inter_node_bandwidth_bytes_per_s", "must be > 0");
+  }
+  if (hw.intra_node_latency_s < 0) return bad("intra_node_latency_s", "must be >= 0");
+  if (hw.inter_node_latency_s < 0) return bad("inter_node_latency_s", "must be >= 0");
+  if (hw.gpus_per_node <= 0) return bad("gpus_per_node", "must be > 0");
+  if (hw.power_w < 0) return bad("power_w", "must be >= 0");
+  if (hw.price_per_gpu_hour_usd < 0) return bad("price_per_gpu_hour_usd", "must be >= 0");
+  return absl::OkStatus();
+}
+
+}  // namespace stepcast

@@ -1,0 +1,125 @@
+// File: core/hardware.h
+//
+// Hardware (datasheet figures) and rate profiles (usable rates measured by microbenchmarks).
+// The model runs on a RateProfile; Hardware supplies peaks (for MFU), capacity, node size,
+// power and price. Units: bytes, seconds, FLOP/s, bytes/s, watts, USD.
+#ifndef STEPCAST_CORE_HARDWARE_H_
+#define STEPCAST_CORE_HARDWARE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/dtype.h"
+
+namespace stepcast {
+
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
+enum class Scope { kIntraNode, kInterNode };
+
+const char* CollectiveName(Collective c);
+const char* ScopeName(Scope s);
+
+// One measured GEMM rate. m = n = k = 0 means a flat rate for every shape.
+struct GemmRatePoint {
+  DType dtype = DType::kBF16;
+  int64_t m = 0, n = 0, k = 0;
+  double flops_per_s = 0;
+  std::string source;
+};
+
+struct CollectivePoint {
+  double size_bytes = 0;
+  double time_s = 0;
+};
+
+// A collective's cost in one scope.
+//   alpha-beta form (Hockney; nccl-tests busbw): time(S, n) = alpha_s + S * BusBwFactor(c, n) / busbw
+//   measured form: log-log interpolation of `points` (measured at group_size ranks).
+struct CollectiveRate {
+  Collective collective = Collective::kAllReduce;
+  Scope scope = Scope::kIntraNode;
+  int64_t group_size = 0;
+  double alpha_s = 0;
+  double busbw_bytes_per_s = 0;
+  std::vector<CollectivePoint> points;
+  std::string source;
+};
+
+// Usable rates of one cluster.
+struct RateProfile {
+  std::string name;
+  std::string hardware;
+  std::vector<GemmRatePoint> gemm;
+  double attention_flops_per_s = 0;  // fused attention fwd+bwd; 0: use the GEMM rate
+  std::string attention_source;
+  double hbm_bandwidth_bytes_per_s = 0;
+  std::string hbm_source;
+  std::vector<CollectiveRate> collectives;
+  std::vector<std::string> notes;
+
+  struct GemmLookup {
+    double flops_per_s = 0;
+    bool extrapolated = false;  // outside the measured range of shapes, or dtype borrowed
+    bool found = false;
+  };
+  // GEMM rate for dtype and an m x k by k x n product. Points of the dtype are interpolated
+  // piecewise-linearly in log10(2mnk); outside their range the nearest end is used and the
+  // lookup is marked extrapolated. BF16 and FP16 stand in for each other (same tensor-core
+  // rate on every listed GPU), marked extrapolated.
+  GemmLookup GemmRate(DType dtype, double m, double n, double k) const;
+
+  // The rate entry for (collective, scope), or nullptr.
+  const CollectiveRate* FindCollective(Collective c, Scope s) const;
+};
+
+// Checks a profile: positive rates, known dtypes. Errors name "<prefix>.<field>".
+absl::Status ValidateRateProfile(const RateProfile& p, const std::string& prefix);
+
+// nccl-tests bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor, where algbw = S/t
+// and S is the per-rank buffer for all-reduce, the total (gathered) size for all-gather,
+// reduce-scatter and all-to-all. all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all
+// (n-1)/n; send/recv 1.
+double BusBwFactor(Collective c, int64_t n);
+
+// Ring steps of a collective over n ranks: all-reduce 2(n-1), all-gather / reduce-scatter /
+// all-to-all n-1, send/recv 1 (Thakur, Rabenseifner, Gropp 2005; NCCL tuning.cc).
+double RingSteps(Collective c, int64_t n);
+// Latency term for n ranks: alpha_s measured at group_size ranks, scaled by the ring steps
+// (NCCL's latency model is per step); alpha_s itself when group_size is 0 or 1.
+double AlphaForGroup(const CollectiveRate& rate, int64_t n);
+
+// Time of one collective over n ranks moving S bytes (as nccl-tests counts S), from `rate`.
+// n == 1 costs 0.
+double CollectiveTime(const CollectiveRate& rate, int64_t n, double size_bytes);
+
+// Datasheet figures of one accelerator and its usual node.
+struct Hardware {
+  std::string name;
+  double peak_bf16_flops_per_s = 0;
+  double peak_fp16_flops_per_s = 0;
+  double peak_fp8_flops_per_s = 0;
+  double peak_tf32_flops_per_s = 0;
+  double peak_fp32_flops_per_s = 0;
+  double hbm_capacity_bytes = 0;
+  double hbm_bandwidth_bytes_per_s = 0;
+  double intra_node_bandwidth_bytes_per_s = 0;
+  double intra_node_latency_s = 0;
+  double inter_node_bandwidth_bytes_per_s = 0;
+  double inter_node_latency_s = 0;
+  int64_t gpus_per_node = 8;
+  double power_w = 0;
+  double price_per_gpu_hour_usd = 0;
+  std::vector<std::string> sources;
+  RateProfile reference_profile;
+
+  // Peak dense FLOP/s for a GEMM dtype (0 if the hardware has no such path, e.g. FP8 on A100).
+  double PeakFlops(DType d) const;
+};
+
+absl::Status ValidateHardware(const Hardware& hw, const std::string& prefix);
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_CORE_HARDWARE_H_

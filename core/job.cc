@@ -1,0 +1,168 @@
+#include "core/job.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace stepcast {
+
+const char* RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+const char* ShardingName(Sharding s) {
+  switch (s) {
+    case Sharding::kNone: return "none";
+    case Sharding::kZero1: return "zero1";
+    case Sharding::kZero2: return "zero2";
+    case Sharding::kZero3: return "zero3";
+  }
+  return "?";
+}
+const char* OptimizerName(Optimizer o) {
+  switch (o) {
+    case Optimizer::kAdamW: return "adamw";
+    case Optimizer::kAdam: return "adam";
+    case Optimizer::kSgd: return "sgd";
+    case Optimizer::kAdamW8bit: return "adamw_8bit";
+  }
+  return "?";
+}
+
+namespace {
+
+absl::Status Bad(absl::string_view field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+}  // namespace
+
+absl::Status ValidateJob(const Job& job) {
+  if (absl::Status s = ValidateModelShape(job.model); !s.ok()) return s;
+  if (absl::Status s = ValidateHardware(job.hardware, "hardware"); !s.ok()) return s;
+  if (absl::Status s = ValidateRateProfile(job.profile, "profile"); !s.ok()) return s;
+  const ModelShape m = job.model.Resolved();
+  const TrainingConfig& t = job.training;
+  const Parallelism& p = job.parallelism;
+
+  if (t.seq_length <= 0) return Bad("training.seq_length", "must be > 0");
+  if (t.global_batch_size <= 0) return Bad("training.global_batch_size", "must be > 0 (sequences)");
+  if (t.micro_batch_size <= 0) return Bad("training.micro_batch_size", "must be > 0");
+  if (t.dataset_tokens < 0) return Bad("training.dataset_tokens", "must be >= 0");
+  if (t.train_iters < 0) return Bad("training.train_iters", "must be >= 0");
+  if (t.precision.gemm != DType::kBF16 && t.precision.gemm != DType::kFP16 &&
+      t.precision.gemm != DType::kFP8 && t.precision.gemm != DType::kTF32 &&
+      t.precision.gemm != DType::kFP32) {
+    return Bad("training.precision.gemm", "must be bf16, fp16, fp8, tf32 or fp32");
+  }
+  if (!(job.hardware.PeakFlops(t.precision.gemm) > 0)) {
+    return Bad("training.precision.gemm",
+               absl::StrCat(DTypeName(t.precision.gemm), " needs a hardware path with a peak; ",
+                            job.hardware.name, " has none"));
+  }
+  if (!job.profile.GemmRate(t.precision.gemm, 4096, 4096, 4096).found) {
+    return Bad("profile.gemm", absl::StrCat("no GEMM rate for ", DTypeName(t.precision.gemm),
+                                            " in profile ", job.profile.name));
+  }
+  if (t.precision.params != DType::kBF16 && t.precision.params != DType::kFP16 &&
+      t.precision.params != DType::kFP32) {
+    return Bad("training.precision.params", "must be bf16, fp16 or fp32");
+  }
+  if (t.precision.grads == DType::kFP8 || t.precision.grads == DType::kINT8) {
+    return Bad("training.precision.grads", "must be fp32, bf16 or fp16");
+  }
+
+  const struct { const char* name; int64_t v; } dims[] = {
+      {"parallelism.tp", p.tp}, {"parallelism.pp", p.pp}, {"parallelism.dp", p.dp},
+      {"parallelism.cp", p.cp}, {"parallelism.ep", p.ep}, {"parallelism.vpp", p.vpp}};
+  for (const auto& d : dims) {
+    if (d.v < 1) return Bad(d.name, absl::StrCat(d.v, " must be >= 1"));
+  }
+  if (job.cluster.gpu_count <= 0) return Bad("cluster.gpu_count", "must be > 0");
+  if (job.cluster.gpus_per_node < 0) return Bad("cluster.gpus_per_node", "must be >= 0");
+  if (p.gpu_count() != job.cluster.gpu_count) {
+    return Bad("cluster.gpu_count",
+               absl::StrCat(job.cluster.gpu_count, " does not match tp*pp*dp*cp = ", p.tp, "*",
+                            p.pp, "*", p.dp, "*", p.cp, " = ", p.gpu_count()));
+  }
+  if (m.attention_heads % p.tp != 0) {
+    return Bad("parallelism.tp", absl::StrCat(p.tp, " does not divide model attention_heads ",
+                                              m.attention_heads));
+  }
+  if (!m.mla.enabled() && m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
+    return Bad("parallelism.tp", absl::StrCat(p.tp, " and model kv_heads ", m.kv_heads,
+                                              " must divide one another"));
+  }
+  if (m.ffn_hidden_size % p.tp != 0) {
+    return Bad("parallelism.tp", absl::StrCat(p.tp, " does not divide model ffn_hidden_size ",
+                                              m.ffn_hidden_size));
+  }
+  // Uneven splits are allowed (Megatron's decoder_first/last_pipeline_num_layers or pipeline
+  // layouts); the slowest stage carries ceil(layers / (pp * vpp)) layers per chunk.
+  if (m.layers < p.pp * p.vpp) {
+    return Bad("parallelism.pp", absl::StrCat("pp*vpp = ", p.pp * p.vpp, " exceeds model layers ",
+                                              m.layers, " (every chunk needs a layer)"));
+  }
+  if (p.vpp > 1 && p.pp == 1) return Bad("parallelism.vpp", "interleaving needs pp > 1");
+  if (p.cp > 1 && t.seq_length % (2 * p.cp) != 0) {
+    return Bad("parallelism.cp", absl::StrCat("seq_length ", t.seq_length,
+                                              " must be a multiple of 2*cp = ", 2 * p.cp,
+                                              " (load-balanced causal chunks)"));
+  }
+  if (p.ep > 1) {
+    if (!m.moe.enabled()) return Bad("parallelism.ep", "expert parallelism needs an MoE model");
+    if (m.moe.routed_experts % p.ep != 0) {
+      return Bad("parallelism.ep", absl::StrCat(p.ep, " does not divide model moe.routed_experts ",
+                                                m.moe.routed_experts));
+    }
+    if ((p.dp * p.cp) % p.ep != 0) {
+      return Bad("parallelism.ep", absl::StrCat(p.ep, " does not divide dp*cp = ", p.dp * p.cp));
+    }
+  }
+  const int64_t per_step = t.micro_batch_size * p.dp;
+  if (t.global_batch_size % per_step != 0) {
+    return Bad("training.global_batch_size",
+               absl::StrCat(t.global_batch_size, " is not a multiple of micro_batch_size*dp = ",
+                            t.micro_batch_size, "*", p.dp, " = ", per_step));
+  }
+  const int64_t micro_batches = t.global_batch_size / per_step;
+  if (p.vpp > 1 && micro_batches % p.pp != 0) {
+    return Bad("training.global_batch_size",
+               absl::StrCat("interleaved 1F1B needs micro-batches per step (", micro_batches,
+                            ") to be a multiple of pp (", p.pp, ")"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+GroupPlacement Place(int64_t stride, int64_t size, int64_t gpus_per_node) {
+  GroupPlacement g;
+  g.size = size;
+  if (stride * size <= gpus_per_node) {
+    g.scope = Scope::kIntraNode;
+    g.members_per_node = size;
+  } else {
+    g.scope = Scope::kInterNode;
+    g.members_per_node = std::clamp<int64_t>(gpus_per_node / stride, 1, size);
+  }
+  return g;
+}
+
+}  // namespace
+
+Placement PlaceGroups(const Parallelism& p, int64_t gpus_per_node) {
+  Placement out;
+  out.tp = Place(1, p.tp, gpus_per_node);
+  out.cp = Place(p.tp, p.cp, gpus_per_node);
+  out.ep = Place(p.tp, p.ep, gpus_per_node);
+  out.dp = Place(p.tp * p.cp, p.dp, gpus_per_node);
+  out.pp = Place(p.tp * p.cp * p.dp, p.pp, gpus_per_node);
+  return out;
+}
+
+}  // namespace stepcast

@@ -1,0 +1,121 @@
+// File: core/job.h
+//
+// A training job: model, hardware, rates, training settings, parallel layout, cluster. Plain
+// values; ValidateJob() is the one place that says whether a combination makes sense.
+#ifndef STEPCAST_CORE_JOB_H_
+#define STEPCAST_CORE_JOB_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/dtype.h"
+#include "core/hardware.h"
+#include "core/model_shape.h"
+
+namespace stepcast {
+
+enum class Optimizer { kAdamW, kAdam, kSgd, kAdamW8bit };
+enum class Recompute { kNone, kSelective, kFull };
+// ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054): stage 1 shards optimizer states (= Megatron
+// distributed optimizer), stage 2 also gradients, stage 3 (= FSDP) also weights.
+enum class Sharding { kNone, kZero1, kZero2, kZero3 };
+
+const char* RecomputeName(Recompute r);
+const char* ShardingName(Sharding s);
+const char* OptimizerName(Optimizer o);
+
+// Mixed precision. Defaults are Megatron-LM's bf16 recipe: bf16 weights and GEMMs, fp32 main
+// gradients, fp32 master weights and Adam moments (18 bytes/parameter before sharding;
+// Megatron-LM theoretical_memory_usage.py).
+struct Precision {
+  DType gemm = DType::kBF16;
+  DType params = DType::kBF16;
+  DType grads = DType::kFP32;
+  DType master_weights = DType::kFP32;
+  DType optimizer_states = DType::kFP32;
+};
+
+struct TrainingConfig {
+  int64_t seq_length = 0;
+  int64_t global_batch_size = 0;  // sequences
+  int64_t micro_batch_size = 1;   // sequences
+  Precision precision;
+  Optimizer optimizer = Optimizer::kAdamW;
+  Recompute recompute = Recompute::kNone;
+  bool flash_attention = true;
+  Sharding sharding = Sharding::kNone;
+  bool overlap_dp_comm = true;
+  bool overlap_tp_comm = false;
+  double dataset_tokens = 0;
+  int64_t train_iters = 0;
+  bool dropout = false;  // hidden + attention dropout masks (GPT-style training)
+};
+
+// Parallel layout. Ranks are ordered as in Megatron-Core: TP innermost, then CP, then DP (EP
+// groups are carved from DP x CP), then PP outermost.
+struct Parallelism {
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t dp = 1;
+  int64_t cp = 1;
+  int64_t ep = 1;
+  int64_t vpp = 1;
+  bool sequence_parallel = false;
+  int64_t gpu_count() const { return tp * pp * dp * cp; }
+};
+
+struct Cluster {
+  std::string name;
+  int64_t gpu_count = 0;
+  int64_t gpus_per_node = 0;            // 0: hardware.gpus_per_node
+  double price_per_gpu_hour_usd = -1;   // < 0: hardware price
+};
+
+struct Job {
+  std::string name;
+  ModelShape model;
+  Hardware hardware;
+  RateProfile profile;  // usable rates; usually hardware.reference_profile or a calibration
+  TrainingConfig training;
+  Parallelism parallelism;
+  Cluster cluster;
+
+  int64_t GpusPerNode() const {
+    return cluster.gpus_per_node > 0 ? cluster.gpus_per_node : hardware.gpus_per_node;
+  }
+  double PricePerGpuHourUsd() const {
+    return cluster.price_per_gpu_hour_usd >= 0 ? cluster.price_per_gpu_hour_usd
+                                               : hardware.price_per_gpu_hour_usd;
+  }
+  // Micro-batches each pipeline processes per step: global / (micro * dp).
+  int64_t MicroBatchesPerStep() const {
+    return training.global_batch_size / (training.micro_batch_size * parallelism.dp);
+  }
+  double TokensPerStep() const {
+    return static_cast<double>(training.global_batch_size) * training.seq_length;
+  }
+};
+
+// Checks every field and every combination; the error names the field path as in the job file
+// ("parallelism.tp") and the reason, e.g. "parallelism.tp: 3 does not divide
+// model attention_heads 64". Does not check memory: not fitting is an answer, not an error.
+absl::Status ValidateJob(const Job& job);
+
+// Where a parallel group's members sit, from the rank order above and GPUs per node.
+//   span = stride * size consecutive-rank block; intra-node iff span <= gpus_per_node (the
+//   scheduler aligns groups to NVLink domains). members_per_node: members that share a node
+//   (> 1 for hierarchical groups, which then have that many NICs to stripe over).
+struct GroupPlacement {
+  int64_t size = 1;
+  Scope scope = Scope::kIntraNode;
+  int64_t members_per_node = 1;
+};
+struct Placement {
+  GroupPlacement tp, cp, ep, dp, pp;
+};
+Placement PlaceGroups(const Parallelism& par, int64_t gpus_per_node);
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_CORE_JOB_H_

@@ -1,0 +1,87 @@
+// File: core/memory.h
+//
+// Per-GPU memory of a training job: weights, gradients, optimizer states, activations,
+// communication buffers, CUDA context and workspaces, against the device's capacity.
+#ifndef STEPCAST_CORE_MEMORY_H_
+#define STEPCAST_CORE_MEMORY_H_
+
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+
+namespace stepcast {
+
+// Activation bytes of ONE transformer layer for one micro-batch on one GPU, as stored for the
+// backward pass. Korthikanti et al. 2022 (arXiv:2205.05198) Sec. 4 and Table 2, generalised:
+//   per layer, with e = 2-byte activations, t = TP, s = tokens per CP rank, b = micro-batch:
+//     attention  2sbh (QKV in) + 2sb(a + 2kv)d (Q, K, V) + 2sbad (proj in) [+ sbh mask]
+//     core       2abs*s_kv (softmax) [+ abs*s_kv mask + 2abs*s_kv dropout]; 0 with flash
+//     MLP        2sbh (in) + GELU 4sbf | SwiGLU 6sbf [+ sbh mask]; MoE: x top_k experts + shared
+//     norms      4sbh
+//   The parts Korthikanti call "10" (norm and GEMM inputs, masks) are split by TP only with
+//   sequence parallelism; the rest by TP always. For GPT (f=4h, MHA, dropout) this reproduces
+//   Table 2: sbh(10 + 24/t + 5as/(ht)) without SP, sbh/t(34 + 5as/h) with SP, and
+//   selective recompute drops the core term: sbh(10 + 24/t) / sbh*34/t.
+//   Full recompute keeps only the layer input: 2sbh (/t with SP).
+struct LayerActivationInput {
+  double seq_tokens = 0;     // s: tokens of one sequence on this CP rank (seq_length / cp)
+  double kv_tokens = 0;      // keys each query attends to (seq_length)
+  double micro_batch = 1;    // b
+  double tp = 1;             // t
+  bool sequence_parallel = false;
+  bool flash_attention = false;
+  bool dropout = false;
+  Recompute recompute = Recompute::kNone;
+  double bytes_per_activation = 2;
+  bool moe_layer = false;
+};
+double LayerActivationBytes(const ModelShape& shape, const LayerActivationInput& in);
+
+// Per-GPU memory of the most loaded pipeline stage (the first stage: most in-flight
+// micro-batches and the input embedding; the output head counted too when pp == 1).
+//   weights: local parameters x params dtype (/ dp*cp under ZeRO-3);
+//   gradients: x grads dtype (/ dp*cp under ZeRO-2/3);
+//   optimizer: Adam/AdamW master + 2 moments (SGD: master + momentum; 8-bit moments 1 byte + 
+//              2% block scales), / dp*cp under ZeRO-1+ (Megatron distributed optimizer);
+//              no separate master copy when master dtype == params dtype;
+//   activations: layers per stage x in-flight micro-batches (1F1B: pp on the first stage,
+//              interleaved x (1 + (p-1)/(p*v)), scaled by min(1, m/p); Megatron-LM
+//              theoretical_memory_usage.py) + embedding output + fp32 logits (pp == 1) + one
+//              layer's full activations while recomputing (full recompute);
+//   communication buffers: DP gradient buckets (2 x 40M params x grad dtype, Megatron DDP
+//              default bucket) + 64 MiB of NCCL buffers per communicator in use;
+//   CUDA context: 0.5 GiB; workspaces: 32 MiB cuBLAS workspace per stream x 2 (Hopper size,
+//              cuBLAS docs), + ZeRO-3 gathered-layer buffers (2 layers' weights).
+struct MemoryItemBytes {
+  const char* name = "";
+  double bytes = 0;
+};
+struct MemoryEstimate {
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_states_bytes = 0;
+  double activations_bytes = 0;
+  double communication_buffers_bytes = 0;
+  double cuda_context_bytes = 0;
+  double workspace_bytes = 0;
+  double total_bytes = 0;
+  double capacity_bytes = 0;
+  bool fits = false;
+  double headroom_bytes = 0;  // capacity - total
+  std::vector<MemoryItemBytes> items;
+};
+MemoryEstimate EstimateMemory(const Job& job);
+
+// Parameters held by one GPU of the most loaded stage (before ZeRO sharding), split into the
+// dense part (sharded by TP) and the expert part (sharded by EP x TP).
+struct LocalParameters {
+  double dense = 0;
+  double expert = 0;
+  double total() const { return dense + expert; }
+};
+LocalParameters LocalParameterCount(const Job& job);
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_CORE_MEMORY_H_

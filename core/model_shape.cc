@@ -1,0 +1,152 @@
+#include "core/model_shape.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace stepcast {
+
+ModelShape ModelShape::Resolved() const {
+  // Copies the dimensions only: name and source stay empty (this runs in the model's hot path).
+  ModelShape s;
+  s.layers = layers;
+  s.hidden_size = hidden_size;
+  s.attention_heads = attention_heads;
+  s.kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.ffn_hidden_size = ffn_hidden_size;
+  s.ffn_type = ffn_type;
+  s.vocab_size = vocab_size;
+  s.tied_embeddings = tied_embeddings;
+  s.linear_bias = linear_bias;
+  s.learned_position_embeddings = learned_position_embeddings;
+  s.norm_type = norm_type;
+  s.moe = moe;
+  s.mla = mla;
+  if (s.kv_heads == 0) s.kv_heads = s.attention_heads;
+  if (s.head_dim == 0 && s.attention_heads > 0) s.head_dim = s.hidden_size / s.attention_heads;
+  if (s.ffn_hidden_size == 0) s.ffn_hidden_size = 4 * s.hidden_size;
+  if (s.moe.layer_freq == 0) s.moe.layer_freq = 1;
+  if (s.moe.shared_expert_ffn_hidden_size == 0) {
+    s.moe.shared_expert_ffn_hidden_size = s.moe.expert_ffn_hidden_size;
+  }
+  return s;
+}
+
+int64_t ModelShape::MoeLayerCount() const {
+  if (!moe.enabled()) return 0;
+  // Layers first_dense_layers, +freq, +2 freq, ... below `layers`.
+  const int64_t freq = moe.layer_freq > 0 ? moe.layer_freq : 1;
+  const int64_t span = layers - moe.first_dense_layers;
+  return span <= 0 ? 0 : (span + freq - 1) / freq;
+}
+
+int64_t ModelShape::QkHeadDim() const {
+  return mla.enabled() ? mla.qk_nope_head_dim + mla.qk_rope_head_dim : head_dim;
+}
+int64_t ModelShape::VHeadDim() const { return mla.enabled() ? mla.v_head_dim : head_dim; }
+
+namespace {
+absl::Status Bad(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat("model.shape.", field, ": ", why));
+}
+}  // namespace
+
+absl::Status ValidateModelShape(const ModelShape& in) {
+  if (in.layers <= 0) return Bad("layers", "must be > 0");
+  if (in.hidden_size <= 0) return Bad("hidden_size", "must be > 0");
+  if (in.attention_heads <= 0) return Bad("attention_heads", "must be > 0");
+  if (in.kv_heads < 0) return Bad("kv_heads", "must be >= 0 (0 means attention_heads)");
+  if (in.head_dim < 0) return Bad("head_dim", "must be >= 0");
+  if (in.ffn_hidden_size < 0) return Bad("ffn_hidden_size", "must be >= 0");
+  if (in.vocab_size <= 0) return Bad("vocab_size", "must be > 0");
+  if (in.learned_position_embeddings < 0) return Bad("learned_position_embeddings", "must be >= 0");
+  const ModelShape s = in.Resolved();
+  if (s.head_dim == 0 && !s.mla.enabled()) {
+    return Bad("head_dim", absl::StrCat("hidden_size ", s.hidden_size,
+                                        " is smaller than attention_heads ", s.attention_heads));
+  }
+  if (s.attention_heads % s.kv_heads != 0) {
+    return Bad("kv_heads", absl::StrCat(s.kv_heads, " does not divide attention_heads ",
+                                        s.attention_heads, " (GQA groups must be equal)"));
+  }
+  if (s.kv_heads > s.attention_heads) return Bad("kv_heads", "exceeds attention_heads");
+  const MoeShape& m = s.moe;
+  if (m.routed_experts < 0) return Bad("moe.routed_experts", "must be >= 0");
+  if (m.enabled()) {
+    if (m.top_k <= 0) return Bad("moe.top_k", "must be > 0 when moe.routed_experts > 0");
+    if (m.top_k > m.routed_experts) {
+      return Bad("moe.top_k", absl::StrCat(m.top_k, " exceeds moe.routed_experts ", m.routed_experts));
+    }
+    if (m.expert_ffn_hidden_size <= 0) return Bad("moe.expert_ffn_hidden_size", "must be > 0");
+    if (m.shared_experts < 0) return Bad("moe.shared_experts", "must be >= 0");
+    if (m.layer_freq < 0) return Bad("moe.layer_freq", "must be >= 0");
+    if (m.first_dense_layers < 0 || m.first_dense_layers >= s.layers) {
+      return Bad("moe.first_dense_layers", "must be in [0, layers)");
+    }
+  }
+  if (s.mla.enabled()) {
+    if (s.mla.qk_rope_head_dim <= 0 || s.mla.qk_nope_head_dim <= 0 || s.mla.v_head_dim <= 0) {
+      return Bad("mla", "qk_nope_head_dim, qk_rope_head_dim and v_head_dim must be > 0 with kv_lora_rank");
+    }
+    if (s.mla.q_lora_rank < 0) return Bad("mla.q_lora_rank", "must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+ParameterCounts CountParameters(const ModelShape& in) {
+  const ModelShape s = in.Resolved();
+  const double h = s.hidden_size;
+  const double a = s.attention_heads;
+  ParameterCounts c;
+
+  // Attention projections (GEMM weights only).
+  double attn = 0;
+  double attn_extra = 0;  // biases and MLA's internal norms
+  if (s.mla.enabled()) {
+    const double dqk = s.QkHeadDim(), dv = s.VHeadDim();
+    const double rq = s.mla.q_lora_rank, rkv = s.mla.kv_lora_rank;
+    const double q = rq > 0 ? h * rq + rq * a * dqk : h * a * dqk;
+    const double kv = h * (rkv + s.mla.qk_rope_head_dim) + rkv * a * (s.mla.qk_nope_head_dim + dv);
+    attn = q + kv + a * dv * h;
+    attn_extra = rkv + (rq > 0 ? rq : 0);  // RMSNorms on the latent vectors
+  } else {
+    const double dh = s.head_dim, kv = s.kv_heads;
+    attn = h * a * dh + 2 * h * kv * dh + a * dh * h;
+    if (s.linear_bias) attn_extra = a * dh + 2 * kv * dh + h;
+  }
+
+  const int f_mats = s.ffn_type == FfnType::kSwiGlu ? 3 : 2;
+  const double dense_ffn = f_mats * h * s.ffn_hidden_size;
+  const double dense_ffn_bias = s.linear_bias ? s.ffn_hidden_size + h : 0;
+  const double norm = (s.norm_type == NormType::kLayerNorm ? 2 : 1) * h;
+
+  double moe_total = 0, moe_active = 0;
+  if (s.moe.enabled()) {
+    const double fe = f_mats * h * s.moe.expert_ffn_hidden_size;
+    const double fs = f_mats * h * s.moe.shared_expert_ffn_hidden_size;
+    const double router = h * s.moe.routed_experts;
+    moe_total = s.moe.routed_experts * fe + s.moe.shared_experts * fs + router;
+    moe_active = s.moe.top_k * fe + s.moe.shared_experts * fs + router;
+  }
+
+  const double n_moe = s.MoeLayerCount();
+  const double n_dense = s.DenseLayerCount();
+  const double per_layer_fixed = attn + attn_extra + 2 * norm;
+  const double layers_total = n_dense * (per_layer_fixed + dense_ffn + dense_ffn_bias) +
+                              n_moe * (per_layer_fixed + moe_total);
+  const double layers_active = n_dense * (per_layer_fixed + dense_ffn + dense_ffn_bias) +
+                               n_moe * (per_layer_fixed + moe_active);
+
+  const double input_emb = s.vocab_size * h + s.learned_position_embeddings * h;
+  const double output_head = s.tied_embeddings ? 0.0 : s.vocab_size * h;
+  c.embedding = input_emb + output_head;
+  c.total = layers_total + norm + c.embedding;
+  c.active = layers_active + norm + c.embedding;
+  c.non_embedding = c.total - c.embedding;
+  c.attention_gemm = attn;
+  c.dense_layer_gemm = attn + dense_ffn;
+  c.moe_layer_gemm_active = attn + moe_active;
+  c.moe_layer_gemm_total = attn + moe_total;
+  return c;
+}
+
+}  // namespace stepcast

@@ -1,0 +1,74 @@
+// File: core/step_time.h
+//
+// Step time of a training job on its rate profile, with the breakdown by term.
+//
+// Method (per micro-batch, per transformer layer, on one GPU of the slowest pipeline stage):
+//  * every GEMM (QKV/MLA projections, attention output, MLP or MoE experts, logits) and the
+//    attention core is a roofline: time = max(FLOPs / rate, bytes / HBM bandwidth), the rate
+//    from the profile by dtype and shape (Williams et al. 2009, "Roofline"); backward = 2x
+//    forward (dgrad + wgrad); fused attention (FlashAttention) backward = 2.5x forward FLOPs
+//    (Dao 2023, arXiv:2307.08691 Sec. 4), causal half executed;
+//  * elementwise work (norms, residual adds, dropout, activations, rotary, fp8 casts, MoE
+//    permutes, cross entropy) is bytes / HBM bandwidth, backward 2x forward;
+//  * recomputation adds the forward of every layer (full) or of the attention core (selective);
+//  * TP: per layer 2 all-reduces forward and 2 backward of s*b*h activations, or with sequence
+//    parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022 Sec. 4.2.2);
+//    CP: ring exchange of K,V (cp-1 steps forward, 2x backward) overlapped with attention;
+//    EP: 2 all-to-alls forward (dispatch, combine) and 2 backward per MoE layer;
+//    PP: one send/recv of the stage output per micro-batch and chunk, each way;
+//    each costed by the profile's collective model for the group's scope (core/job.h
+//    PlaceGroups); groups spanning nodes with k members per node stripe over k NICs;
+//  * step = m x (slowest stage per micro-batch) + bubble (p-1)/v x (average stage)
+//    (Narayanan et al. 2021 Sec. 2.2, interleaved 1F1B) + exposed DP communication (overlapped
+//    with the last backward / next forward when overlap_dp_comm) + optimizer step (bytes / HBM).
+#ifndef STEPCAST_CORE_STEP_TIME_H_
+#define STEPCAST_CORE_STEP_TIME_H_
+
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+
+namespace stepcast {
+
+// Seconds per term; the terms add up to the step time.
+struct StepBreakdown {
+  double gemm_s = 0;
+  double attention_s = 0;
+  double elementwise_s = 0;
+  double recompute_s = 0;
+  double tp_comm_s = 0;
+  double cp_comm_s = 0;
+  double ep_comm_s = 0;
+  double pp_comm_s = 0;
+  double dp_comm_s = 0;
+  double pipeline_bubble_s = 0;
+  double optimizer_s = 0;
+  double Total() const {
+    return gemm_s + attention_s + elementwise_s + recompute_s + tp_comm_s + cp_comm_s +
+           ep_comm_s + pp_comm_s + dp_comm_s + pipeline_bubble_s + optimizer_s;
+  }
+};
+
+struct StepTimeEstimate {
+  StepBreakdown breakdown;
+  double step_time_s = 0;
+  // The same step split by limiting resource (adds up to step_time_s).
+  double compute_bound_s = 0;   // ops whose FLOP time exceeds their byte time
+  double memory_bound_s = 0;    // elementwise, optimizer, and GEMMs under the roofline ridge
+  double network_intra_node_s = 0;
+  double network_inter_node_s = 0;
+  double bubble_s = 0;
+  // Per GPU per step (executed work, incl. recompute), for seed 000's intensity test.
+  double executed_flops = 0;
+  double hbm_bytes = 0;
+  double machine_balance_flops_per_byte = 0;  // GEMM rate / HBM bandwidth of the profile
+  std::vector<std::string> warnings;
+};
+
+// Requires ValidateJob(job).ok().
+StepTimeEstimate EstimateStepTime(const Job& job);
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_CORE_STEP_TIME_H_

@@ -1,0 +1,45 @@
+// File: proto/catalog.h
+//
+// The preset catalog: hardware and model presets, one YAML file each under presets/ (compiled
+// into the binary), plus any directory given at run time.
+#ifndef STEPCAST_PROTO_CATALOG_H_
+#define STEPCAST_PROTO_CATALOG_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/hardware.h"
+#include "core/model_shape.h"
+
+namespace stepcast {
+
+struct EmbeddedPreset {
+  const char* path;  // relative to presets/, e.g. "hardware/h100-sxm.yaml"
+  const char* text;
+};
+const std::vector<EmbeddedPreset>& EmbeddedPresets();
+
+class Catalog {
+ public:
+  // The compiled-in presets. Fails only if a preset file is malformed (a build defect).
+  static absl::StatusOr<Catalog> Builtin();
+  // Adds or replaces presets from `dir`/hardware/*.yaml and `dir`/models/*.yaml.
+  absl::Status AddDirectory(const std::string& dir);
+
+  // Lookups by name (the file name without .yaml, case-insensitive). Errors list known names.
+  absl::StatusOr<Hardware> FindHardware(const std::string& name) const;
+  absl::StatusOr<ModelShape> FindModel(const std::string& name) const;
+  const std::map<std::string, Hardware>& hardware() const { return hardware_; }
+  const std::map<std::string, ModelShape>& models() const { return models_; }
+
+ private:
+  absl::Status Add(const std::string& rel_path, const std::string& text);
+  std::map<std::string, Hardware> hardware_;
+  std::map<std::string, ModelShape> models_;
+};
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_PROTO_CATALOG_H_

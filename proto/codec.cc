@@ -1,0 +1,676 @@
+#include "proto/codec.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/catalog.h"
+#include "proto/hf_config.h"
+#include "yaml-cpp/yaml.h"
+
+namespace stepcast {
+
+namespace pb = google::protobuf;
+
+absl::StatusOr<SpecFormat> FormatFromPath(absl::string_view path) {
+  const std::string p = absl::AsciiStrToLower(path);
+  if (absl::EndsWith(p, ".yaml") || absl::EndsWith(p, ".yml")) return SpecFormat::kYaml;
+  if (absl::EndsWith(p, ".json")) return SpecFormat::kJson;
+  for (const char* ext : {".textproto", ".txtpb", ".pbtxt", ".txt"}) {
+    if (absl::EndsWith(p, ext)) return SpecFormat::kTextProto;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": unknown file type; use .yaml, .yml, .json or .textproto"));
+}
+
+namespace {
+
+void JsonString(absl::string_view s, std::string& out) {
+  out.push_back('"');
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+absl::Status FieldError(const std::string& path, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
+}
+
+std::string Join(const std::string& path, absl::string_view name) {
+  return path.empty() ? std::string(name) : absl::StrCat(path, ".", name);
+}
+
+// "D_TYPE_UNSPECIFIED" -> "D_TYPE_".
+std::string EnumPrefix(const pb::EnumDescriptor* e) {
+  std::string zero = e->value(0)->name();
+  const std::string suffix = "UNSPECIFIED";
+  if (absl::EndsWith(zero, suffix)) zero.resize(zero.size() - suffix.size());
+  return zero;
+}
+
+std::string ShortEnumNames(const pb::EnumDescriptor* e) {
+  const std::string prefix = EnumPrefix(e);
+  std::vector<std::string> names;
+  for (int i = 1; i < e->value_count(); ++i) {
+    names.push_back(absl::AsciiStrToLower(e->value(i)->name().substr(prefix.size())));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const std::string& path,
+                         std::string& out);
+
+absl::Status WalkScalar(const YAML::Node& node, const pb::FieldDescriptor* f,
+                        const std::string& path, std::string& out) {
+  using FD = pb::FieldDescriptor;
+  if (f->cpp_type() == FD::CPPTYPE_MESSAGE) return WalkMessage(node, f->message_type(), path, out);
+  if (!node.IsScalar()) return FieldError(path, "expected a single value, got a list or a map");
+  const std::string v = node.Scalar();
+  switch (f->cpp_type()) {
+    case FD::CPPTYPE_STRING: JsonString(v, out); return absl::OkStatus();
+    case FD::CPPTYPE_BOOL: {
+      const std::string l = absl::AsciiStrToLower(v);
+      if (l == "true" || l == "yes" || l == "on") { out += "true"; return absl::OkStatus(); }
+      if (l == "false" || l == "no" || l == "off") { out += "false"; return absl::OkStatus(); }
+      return FieldError(path, absl::StrCat("'", v, "' is not a boolean (true/false)"));
+    }
+    case FD::CPPTYPE_INT32:
+    case FD::CPPTYPE_INT64:
+    case FD::CPPTYPE_UINT32:
+    case FD::CPPTYPE_UINT64: {
+      errno = 0;
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || errno != 0 || !std::isfinite(x) || x != std::floor(x) ||
+          std::fabs(x) > 9.0e15) {
+        return FieldError(path, absl::StrCat("'", v, "' is not an integer"));
+      }
+      out += absl::StrFormat("%.0f", x);
+      return absl::OkStatus();
+    }
+    case FD::CPPTYPE_DOUBLE:
+    case FD::CPPTYPE_FLOAT: {
+      errno = 0;
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || errno != 0 || !std::isfinite(x)) {
+        return FieldError(path, absl::StrCat("'", v, "' is not a number"));
+      }
+      out += absl::StrFormat("%.17g", x);
+      return absl::OkStatus();
+    }
+    case FD::CPPTYPE_ENUM: {
+      const pb::EnumDescriptor* e = f->enum_type();
+      std::string name = absl::AsciiStrToUpper(v);
+      for (char& c : name) {
+        if (c == '-' || c == ' ') c = '_';
+      }
+      const pb::EnumValueDescriptor* ev = e->FindValueByName(name);
+      if (ev == nullptr) ev = e->FindValueByName(EnumPrefix(e) + name);
+      if (ev == nullptr || ev->number() == 0) {
+        return FieldError(path, absl::StrCat("'", v, "' is not one of: ", ShortEnumNames(e)));
+      }
+      JsonString(ev->name(), out);
+      return absl::OkStatus();
+    }
+    default: return FieldError(path, "unsupported field type");
+  }
+}
+
+absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const std::string& path,
+                         std::string& out) {
+  if (!node || node.IsNull()) {
+    out += "{}";
+    return absl::OkStatus();
+  }
+  if (node.IsScalar()) {
+    // Shorthand: `model: llama3-8b` for `model: {preset: llama3-8b}`.
+    const pb::FieldDescriptor* preset = d->FindFieldByName("preset");
+    if (preset != nullptr && preset->type() == pb::FieldDescriptor::TYPE_STRING) {
+      out += "{\"preset\":";
+      JsonString(node.Scalar(), out);
+      out += "}";
+      return absl::OkStatus();
+    }
+    return FieldError(path.empty() ? "(top level)" : path,
+                      absl::StrCat("expected a map of fields, got '", node.Scalar(), "'"));
+  }
+  if (!node.IsMap()) {
+    return FieldError(path.empty() ? "(top level)" : path, "expected a map of fields, got a list");
+  }
+  out.push_back('{');
+  bool first = true;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const std::string fpath = Join(path, key);
+    const pb::FieldDescriptor* f = d->FindFieldByName(key);
+    if (f == nullptr) f = d->FindFieldByCamelcaseName(key);
+    if (f == nullptr) {
+      std::vector<std::string> known;
+      for (int i = 0; i < d->field_count(); ++i) known.push_back(d->field(i)->name());
+      return FieldError(fpath, absl::StrCat("unknown field; known fields: ", absl::StrJoin(known, ", ")));
+    }
+    if (!first) out.push_back(',');
+    first = false;
+    JsonString(f->name(), out);
+    out.push_back(':');
+    if (f->is_repeated()) {
+      const YAML::Node& seq = kv.second;
+      if (!seq.IsSequence()) return FieldError(fpath, "expected a list");
+      out.push_back('[');
+      for (size_t i = 0; i < seq.size(); ++i) {
+        if (i) out.push_back(',');
+        if (absl::Status s = WalkScalar(seq[i], f, absl::StrCat(fpath, "[", i, "]"), out); !s.ok()) return s;
+      }
+      out.push_back(']');
+    } else {
+      if (absl::Status s = WalkScalar(kv.second, f, fpath, out); !s.ok()) return s;
+    }
+  }
+  out.push_back('}');
+  return absl::OkStatus();
+}
+
+class TextErrors : public pb::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty()) first_ = absl::StrCat("line ", line + 1, ":", column + 1, ": ", message);
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+};
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::string_view origin,
+                          pb::Message* msg) {
+  if (format == SpecFormat::kTextProto) {
+    pb::TextFormat::Parser parser;
+    TextErrors errors;
+    parser.RecordErrorsTo(&errors);
+    if (!parser.ParseFromString(std::string(text), msg)) {
+      return absl::InvalidArgumentError(absl::StrCat(origin, ": ", errors.first()));
+    }
+    return absl::OkStatus();
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": line ", e.mark.line + 1, ":",
+                                                   e.mark.column + 1, ": ", e.msg));
+  }
+  std::string json;
+  if (absl::Status s = WalkMessage(root, msg->GetDescriptor(), "", json); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", s.message()));
+  }
+  pb::util::JsonParseOptions opts;
+  if (auto s = pb::util::JsonStringToMessage(json, msg, opts); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", s.message().as_string()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseMessageFile(const std::string& path, pb::Message* msg) {
+  absl::StatusOr<SpecFormat> fmt = FormatFromPath(path);
+  if (!fmt.ok()) return fmt.status();
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseMessage(*text, *fmt, path, msg);
+}
+
+namespace {
+
+DType FromProto(v1::DType d, DType unspecified) {
+  switch (d) {
+    case v1::D_TYPE_FP32: return DType::kFP32;
+    case v1::D_TYPE_TF32: return DType::kTF32;
+    case v1::D_TYPE_BF16: return DType::kBF16;
+    case v1::D_TYPE_FP16: return DType::kFP16;
+    case v1::D_TYPE_FP8: return DType::kFP8;
+    case v1::D_TYPE_INT8: return DType::kINT8;
+    default: return unspecified;
+  }
+}
+v1::DType ToProto(DType d) {
+  switch (d) {
+    case DType::kFP32: return v1::D_TYPE_FP32;
+    case DType::kTF32: return v1::D_TYPE_TF32;
+    case DType::kBF16: return v1::D_TYPE_BF16;
+    case DType::kFP16: return v1::D_TYPE_FP16;
+    case DType::kFP8: return v1::D_TYPE_FP8;
+    case DType::kINT8: return v1::D_TYPE_INT8;
+  }
+  return v1::D_TYPE_UNSPECIFIED;
+}
+Collective FromProto(v1::Collective c) {
+  switch (c) {
+    case v1::COLLECTIVE_ALL_GATHER: return Collective::kAllGather;
+    case v1::COLLECTIVE_REDUCE_SCATTER: return Collective::kReduceScatter;
+    case v1::COLLECTIVE_ALL_TO_ALL: return Collective::kAllToAll;
+    case v1::COLLECTIVE_SEND_RECV: return Collective::kSendRecv;
+    default: return Collective::kAllReduce;
+  }
+}
+v1::Collective ToProto(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return v1::COLLECTIVE_ALL_REDUCE;
+    case Collective::kAllGather: return v1::COLLECTIVE_ALL_GATHER;
+    case Collective::kReduceScatter: return v1::COLLECTIVE_REDUCE_SCATTER;
+    case Collective::kAllToAll: return v1::COLLECTIVE_ALL_TO_ALL;
+    case Collective::kSendRecv: return v1::COLLECTIVE_SEND_RECV;
+  }
+  return v1::COLLECTIVE_UNSPECIFIED;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const std::string& prefix) {
+  ModelShape s;
+  s.name = m.name();
+  s.layers = m.layers();
+  s.hidden_size = m.hidden_size();
+  s.attention_heads = m.attention_heads();
+  s.kv_heads = m.kv_heads();
+  s.head_dim = m.head_dim();
+  s.ffn_hidden_size = m.ffn_hidden_size();
+  s.ffn_type = m.ffn_type() == v1::FFN_TYPE_SWIGLU ? FfnType::kSwiGlu : FfnType::kGelu;
+  if (m.ffn_type() == v1::FFN_TYPE_UNSPECIFIED) {
+    return FieldError(prefix + ".ffn_type", "required (gelu or swiglu)");
+  }
+  s.vocab_size = m.vocab_size();
+  s.tied_embeddings = m.tied_embeddings();
+  s.linear_bias = m.linear_bias();
+  s.learned_position_embeddings = m.learned_position_embeddings();
+  s.norm_type = m.norm_type() == v1::NORM_TYPE_RMSNORM ? NormType::kRmsNorm : NormType::kLayerNorm;
+  s.moe.routed_experts = m.moe().routed_experts();
+  s.moe.top_k = m.moe().top_k();
+  s.moe.expert_ffn_hidden_size = m.moe().expert_ffn_hidden_size();
+  s.moe.shared_experts = m.moe().shared_experts();
+  s.moe.shared_expert_ffn_hidden_size = m.moe().shared_expert_ffn_hidden_size();
+  s.moe.layer_freq = m.moe().layer_freq() == 0 ? 1 : m.moe().layer_freq();
+  s.moe.first_dense_layers = m.moe().first_dense_layers();
+  s.mla.q_lora_rank = m.mla().q_lora_rank();
+  s.mla.kv_lora_rank = m.mla().kv_lora_rank();
+  s.mla.qk_nope_head_dim = m.mla().qk_nope_head_dim();
+  s.mla.qk_rope_head_dim = m.mla().qk_rope_head_dim();
+  s.mla.v_head_dim = m.mla().v_head_dim();
+  s.source = m.source();
+  if (absl::Status st = ValidateModelShape(s); !st.ok()) {
+    std::string msg(st.message());
+    if (absl::StartsWith(msg, "model.shape")) msg = prefix + msg.substr(std::string("model.shape").size());
+    return absl::InvalidArgumentError(msg);
+  }
+  return s;
+}
+
+absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const std::string& prefix) {
+  RateProfile r;
+  r.name = p.name();
+  r.hardware = p.hardware();
+  for (int i = 0; i < p.gemm_size(); ++i) {
+    const auto& g = p.gemm(i);
+    if (g.dtype() == v1::D_TYPE_UNSPECIFIED) {
+      return FieldError(absl::StrCat(prefix, ".gemm[", i, "].dtype"), "required");
+    }
+    r.gemm.push_back({FromProto(g.dtype(), DType::kBF16), g.m(), g.n(), g.k(), g.flops_per_s(), g.source()});
+  }
+  r.attention_flops_per_s = p.attention_flops_per_s();
+  r.attention_source = p.attention_source();
+  r.hbm_bandwidth_bytes_per_s = p.hbm_bandwidth_bytes_per_s();
+  r.hbm_source = p.hbm_source();
+  for (int i = 0; i < p.collectives_size(); ++i) {
+    const auto& c = p.collectives(i);
+    const std::string f = absl::StrCat(prefix, ".collectives[", i, "]");
+    if (c.collective() == v1::COLLECTIVE_UNSPECIFIED) return FieldError(f + ".collective", "required");
+    if (c.scope() == v1::SCOPE_UNSPECIFIED) return FieldError(f + ".scope", "required (intra_node or inter_node)");
+    CollectiveRate cr;
+    cr.collective = FromProto(c.collective());
+    cr.scope = c.scope() == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
+    cr.group_size = c.group_size();
+    cr.alpha_s = c.alpha_s();
+    cr.busbw_bytes_per_s = c.busbw_bytes_per_s();
+    for (const auto& pt : c.points()) cr.points.push_back({pt.size_bytes(), pt.time_s()});
+    cr.source = c.source();
+    r.collectives.push_back(std::move(cr));
+  }
+  for (const auto& n : p.notes()) r.notes.push_back(n);
+  if (absl::Status s = ValidateRateProfile(r, prefix); !s.ok()) return s;
+  return r;
+}
+
+v1::RateProfile RateProfileToProto(const RateProfile& r) {
+  v1::RateProfile p;
+  p.set_name(r.name);
+  p.set_hardware(r.hardware);
+  for (const auto& g : r.gemm) {
+    auto* x = p.add_gemm();
+    x->set_dtype(ToProto(g.dtype));
+    x->set_m(g.m); x->set_n(g.n); x->set_k(g.k);
+    x->set_flops_per_s(g.flops_per_s);
+    x->set_source(g.source);
+  }
+  p.set_attention_flops_per_s(r.attention_flops_per_s);
+  p.set_attention_source(r.attention_source);
+  p.set_hbm_bandwidth_bytes_per_s(r.hbm_bandwidth_bytes_per_s);
+  p.set_hbm_source(r.hbm_source);
+  for (const auto& c : r.collectives) {
+    auto* x = p.add_collectives();
+    x->set_collective(ToProto(c.collective));
+    x->set_scope(c.scope == Scope::kInterNode ? v1::SCOPE_INTER_NODE : v1::SCOPE_INTRA_NODE);
+    x->set_group_size(c.group_size);
+    x->set_alpha_s(c.alpha_s);
+    x->set_busbw_bytes_per_s(c.busbw_bytes_per_s);
+    for (const auto& pt : c.points) {
+      auto* q = x->add_points();
+      q->set_size_bytes(pt.size_bytes);
+      q->set_time_s(pt.time_s);
+    }
+    x->set_source(c.source);
+  }
+  for (const auto& n : r.notes) p.add_notes(n);
+  return p;
+}
+
+absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareSpec& h, const std::string& prefix) {
+  Hardware hw;
+  hw.name = h.name();
+  for (int i = 0; i < h.peak_size(); ++i) {
+    const auto& pk = h.peak(i);
+    const std::string f = absl::StrCat(prefix, ".peak[", i, "]");
+    if (!(pk.flops_per_s() > 0)) return FieldError(f + ".flops_per_s", "must be > 0");
+    switch (pk.dtype()) {
+      case v1::D_TYPE_BF16: hw.peak_bf16_flops_per_s = pk.flops_per_s(); break;
+      case v1::D_TYPE_FP16: hw.peak_fp16_flops_per_s = pk.flops_per_s(); break;
+      case v1::D_TYPE_FP8: hw.peak_fp8_flops_per_s = pk.flops_per_s(); break;
+      case v1::D_TYPE_TF32: hw.peak_tf32_flops_per_s = pk.flops_per_s(); break;
+      case v1::D_TYPE_FP32: hw.peak_fp32_flops_per_s = pk.flops_per_s(); break;
+      default: return FieldError(f + ".dtype", "must be bf16, fp16, fp8, tf32 or fp32");
+    }
+  }
+  hw.hbm_capacity_bytes = h.hbm_capacity_bytes();
+  hw.hbm_bandwidth_bytes_per_s = h.hbm_bandwidth_bytes_per_s();
+  hw.intra_node_bandwidth_bytes_per_s = h.intra_node_bandwidth_bytes_per_s();
+  hw.intra_node_latency_s = h.intra_node_latency_s();
+  hw.inter_node_bandwidth_bytes_per_s = h.inter_node_bandwidth_bytes_per_s();
+  hw.inter_node_latency_s = h.inter_node_latency_s();
+  hw.gpus_per_node = h.gpus_per_node();
+  hw.power_w = h.power_w();
+  hw.price_per_gpu_hour_usd = h.price_per_gpu_hour_usd();
+  for (const auto& s : h.sources()) hw.sources.push_back(s);
+  if (absl::Status s = ValidateHardware(hw, prefix); !s.ok()) return s;
+  if (h.has_reference_profile()) {
+    absl::StatusOr<RateProfile> p = RateProfileFromProto(h.reference_profile(), prefix + ".reference_profile");
+    if (!p.ok()) return p.status();
+    hw.reference_profile = *std::move(p);
+    if (hw.reference_profile.hardware.empty()) hw.reference_profile.hardware = hw.name;
+  }
+  return hw;
+}
+
+absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec, const Catalog& catalog,
+                                const std::string& base_dir, const RateProfile* profile) {
+  Job job;
+  job.name = spec.name();
+  switch (spec.model().source_case()) {
+    case v1::ModelSpec::kPreset: {
+      absl::StatusOr<ModelShape> m = catalog.FindModel(spec.model().preset());
+      if (!m.ok()) return FieldError("model.preset", std::string(m.status().message()));
+      job.model = *std::move(m);
+      break;
+    }
+    case v1::ModelSpec::kShape: {
+      absl::StatusOr<ModelShape> m = ModelShapeFromProto(spec.model().shape(), "model.shape");
+      if (!m.ok()) return m.status();
+      job.model = *std::move(m);
+      break;
+    }
+    case v1::ModelSpec::kHfConfig: {
+      std::filesystem::path p(spec.model().hf_config());
+      if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+      absl::StatusOr<ModelShape> m = LoadHfConfig(p.string());
+      if (!m.ok()) return FieldError("model.hf_config", std::string(m.status().message()));
+      job.model = *std::move(m);
+      break;
+    }
+    case v1::ModelSpec::SOURCE_NOT_SET:
+      return FieldError("model", "required: a preset name, an inline shape, or hf_config");
+  }
+  switch (spec.hardware().source_case()) {
+    case v1::HardwareRef::kPreset: {
+      absl::StatusOr<Hardware> h = catalog.FindHardware(spec.hardware().preset());
+      if (!h.ok()) return FieldError("hardware.preset", std::string(h.status().message()));
+      job.hardware = *std::move(h);
+      break;
+    }
+    case v1::HardwareRef::kSpec: {
+      absl::StatusOr<Hardware> h = HardwareFromProto(spec.hardware().spec(), "hardware.spec");
+      if (!h.ok()) return h.status();
+      job.hardware = *std::move(h);
+      break;
+    }
+    case v1::HardwareRef::SOURCE_NOT_SET:
+      return FieldError("hardware", "required: a preset name or an inline spec");
+  }
+  if (profile != nullptr) {
+    job.profile = *profile;
+  } else {
+    job.profile = job.hardware.reference_profile;
+    if (job.profile.gemm.empty()) {
+      return FieldError("hardware", absl::StrCat(job.hardware.name,
+                                                 " has no reference profile; pass a measured one with --profile"));
+    }
+  }
+
+  // Cluster and parallelism; 0 means "default" for every degree.
+  const auto& par = spec.parallelism();
+  Parallelism& p = job.parallelism;
+  p.tp = par.tp() == 0 ? 1 : par.tp();
+  p.pp = par.pp() == 0 ? 1 : par.pp();
+  p.cp = par.cp() == 0 ? 1 : par.cp();
+  p.ep = par.ep() == 0 ? 1 : par.ep();
+  p.vpp = par.vpp() == 0 ? 1 : par.vpp();
+  p.sequence_parallel = par.has_sequence_parallel() ? par.sequence_parallel() : false;
+  const auto& cl = spec.cluster();
+  job.cluster.name = cl.name();
+  job.cluster.gpus_per_node = cl.gpus_per_node();
+  job.cluster.price_per_gpu_hour_usd = cl.price_per_gpu_hour_usd() > 0 ? cl.price_per_gpu_hour_usd() : -1;
+  if (cl.price_per_gpu_hour_usd() < 0) {
+    return FieldError("cluster.price_per_gpu_hour_usd", "must be >= 0");
+  }
+  if (par.dp() != 0) {
+    p.dp = par.dp();
+    job.cluster.gpu_count = cl.gpu_count() != 0 ? cl.gpu_count() : p.gpu_count();
+  } else {
+    if (cl.gpu_count() <= 0) {
+      return FieldError("cluster.gpu_count", "required (> 0) unless parallelism.dp is given");
+    }
+    const int64_t model_parallel = p.tp * p.pp * p.cp;
+    if (model_parallel <= 0) {
+      return FieldError("parallelism", "tp, pp and cp must be >= 1");
+    }
+    if (cl.gpu_count() % model_parallel != 0) {
+      return FieldError("cluster.gpu_count", absl::StrCat(cl.gpu_count(), " is not a multiple of tp*pp*cp = ",
+                                                          model_parallel));
+    }
+    p.dp = cl.gpu_count() / model_parallel;
+    job.cluster.gpu_count = cl.gpu_count();
+  }
+
+  // Training, with defaults.
+  const auto& tr = spec.training();
+  TrainingConfig& t = job.training;
+  t.seq_length = tr.seq_length();
+  t.global_batch_size = tr.global_batch_size();
+  t.micro_batch_size = tr.micro_batch_size() == 0 ? 1 : tr.micro_batch_size();
+  const auto& pr = tr.precision();
+  t.precision.gemm = FromProto(pr.gemm(), DType::kBF16);
+  t.precision.params = FromProto(pr.params(), t.precision.gemm == DType::kFP16 ? DType::kFP16 : DType::kBF16);
+  t.precision.grads = FromProto(pr.grads(), t.precision.params == DType::kFP16 ? DType::kFP16 : DType::kFP32);
+  t.precision.master_weights = FromProto(pr.master_weights(), DType::kFP32);
+  t.precision.optimizer_states = FromProto(pr.optimizer_states(), DType::kFP32);
+  switch (tr.optimizer()) {
+    case v1::OPTIMIZER_ADAM: t.optimizer = Optimizer::kAdam; break;
+    case v1::OPTIMIZER_SGD: t.optimizer = Optimizer::kSgd; break;
+    case v1::OPTIMIZER_ADAMW_8BIT: t.optimizer = Optimizer::kAdamW8bit; break;
+    default: t.optimizer = Optimizer::kAdamW;
+  }
+  switch (tr.recompute()) {
+    case v1::RECOMPUTE_SELECTIVE: t.recompute = Recompute::kSelective; break;
+    case v1::RECOMPUTE_FULL: t.recompute = Recompute::kFull; break;
+    default: t.recompute = Recompute::kNone;
+  }
+  t.flash_attention = tr.has_flash_attention() ? tr.flash_attention() : true;
+  switch (tr.sharding()) {
+    case v1::SHARDING_ZERO1: t.sharding = Sharding::kZero1; break;
+    case v1::SHARDING_ZERO2: t.sharding = Sharding::kZero2; break;
+    case v1::SHARDING_ZERO3: t.sharding = Sharding::kZero3; break;
+    default: t.sharding = Sharding::kNone;
+  }
+  t.overlap_dp_comm = tr.has_overlap_dp_comm() ? tr.overlap_dp_comm() : true;
+  t.overlap_tp_comm = tr.has_overlap_tp_comm() ? tr.overlap_tp_comm() : false;
+  t.dataset_tokens = tr.dataset_tokens();
+  t.train_iters = tr.train_iters();
+  t.dropout = tr.dropout();
+
+  if (absl::Status s = ValidateJob(job); !s.ok()) return s;
+  return job;
+}
+
+absl::StatusOr<Job> LoadJob(const std::string& path, const Catalog& catalog, const RateProfile* profile) {
+  v1::JobSpec spec;
+  if (absl::Status s = ParseMessageFile(path, &spec); !s.ok()) return s;
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  absl::StatusOr<Job> job = JobFromSpec(spec, catalog, dir, profile);
+  if (!job.ok()) {
+    return absl::Status(job.status().code(), absl::StrCat(path, ": ", job.status().message()));
+  }
+  if (job->name.empty()) job->name = std::filesystem::path(path).stem().string();
+  return job;
+}
+
+absl::StatusOr<RateProfile> LoadRateProfile(const std::string& path) {
+  v1::RateProfile p;
+  if (absl::Status s = ParseMessageFile(path, &p); !s.ok()) return s;
+  absl::StatusOr<RateProfile> r = RateProfileFromProto(p, "profile");
+  if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", r.status().message()));
+  if (r->name.empty()) r->name = std::filesystem::path(path).stem().string();
+  return r;
+}
+
+v1::Prediction PredictionToProto(const Prediction& p) {
+  v1::Prediction out;
+  out.set_job_name(p.job_name);
+  out.set_model_name(p.model_name);
+  out.set_hardware_name(p.hardware_name);
+  out.set_profile_name(p.profile_name);
+  out.set_gpu_count(p.gpu_count);
+  out.set_step_time_s(p.step_time_s);
+  out.set_tokens_per_step(p.tokens_per_step);
+  out.set_tokens_per_s(p.tokens_per_s);
+  out.set_tokens_per_s_per_gpu(p.tokens_per_s_per_gpu);
+  out.set_model_flops_per_step(p.model_flops_per_step);
+  out.set_hardware_flops_per_step(p.hardware_flops_per_step);
+  out.set_peak_flops_per_s_per_gpu(p.peak_flops_per_s_per_gpu);
+  out.set_mfu(p.mfu);
+  out.set_hfu(p.hfu);
+  auto* b = out.mutable_breakdown();
+  b->set_gemm_s(p.breakdown.gemm_s);
+  b->set_attention_s(p.breakdown.attention_s);
+  b->set_elementwise_s(p.breakdown.elementwise_s);
+  b->set_recompute_s(p.breakdown.recompute_s);
+  b->set_tp_comm_s(p.breakdown.tp_comm_s);
+  b->set_cp_comm_s(p.breakdown.cp_comm_s);
+  b->set_ep_comm_s(p.breakdown.ep_comm_s);
+  b->set_pp_comm_s(p.breakdown.pp_comm_s);
+  b->set_dp_comm_s(p.breakdown.dp_comm_s);
+  b->set_pipeline_bubble_s(p.breakdown.pipeline_bubble_s);
+  b->set_optimizer_s(p.breakdown.optimizer_s);
+  auto* bn = out.mutable_bottleneck();
+  bn->set_kind(static_cast<v1::BottleneckKind>(static_cast<int>(p.bottleneck.kind)));
+  bn->set_share(p.bottleneck.share);
+  bn->set_arithmetic_intensity_flops_per_byte(p.bottleneck.arithmetic_intensity_flops_per_byte);
+  bn->set_machine_balance_flops_per_byte(p.bottleneck.machine_balance_flops_per_byte);
+  bn->set_reason(p.bottleneck.reason);
+  auto* m = out.mutable_memory();
+  m->set_weights_bytes(p.memory.weights_bytes);
+  m->set_gradients_bytes(p.memory.gradients_bytes);
+  m->set_optimizer_states_bytes(p.memory.optimizer_states_bytes);
+  m->set_activations_bytes(p.memory.activations_bytes);
+  m->set_communication_buffers_bytes(p.memory.communication_buffers_bytes);
+  m->set_cuda_context_bytes(p.memory.cuda_context_bytes);
+  m->set_workspace_bytes(p.memory.workspace_bytes);
+  m->set_total_bytes(p.memory.total_bytes);
+  m->set_capacity_bytes(p.memory.capacity_bytes);
+  m->set_fits(p.memory.fits);
+  m->set_headroom_bytes(p.memory.headroom_bytes);
+  for (const auto& it : p.memory.items) {
+    auto* x = m->add_items();
+    x->set_name(it.name);
+    x->set_bytes(it.bytes);
+  }
+  auto* c = out.mutable_cost();
+  c->set_per_hour_usd(p.cost.per_hour_usd);
+  c->set_per_step_usd(p.cost.per_step_usd);
+  c->set_per_run_usd(p.cost.per_run_usd);
+  c->set_per_hbm_tb_per_s_hour_usd(p.cost.per_hbm_tb_per_s_hour_usd);
+  c->set_energy_per_step_j(p.cost.energy_per_step_j);
+  c->set_energy_per_run_kwh(p.cost.energy_per_run_kwh);
+  c->set_steps_per_run(p.cost.steps_per_run);
+  c->set_time_to_train_s(p.cost.time_to_train_s);
+  auto* pc = out.mutable_parameters();
+  pc->set_total(p.parameters.total);
+  pc->set_active(p.parameters.active);
+  pc->set_embedding(p.parameters.embedding);
+  pc->set_non_embedding(p.parameters.non_embedding);
+  out.set_micro_batches_per_step(p.micro_batches_per_step);
+  for (const auto& w : p.warnings) out.add_warnings(w);
+  return out;
+}
+
+std::string ToJson(const pb::Message& msg) {
+  pb::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;
+  std::string out;
+  (void)pb::util::MessageToJsonString(msg, &out, opts);
+  return out;
+}
+
+}  // namespace stepcast

@@ -1,0 +1,63 @@
+// File: proto/codec.h
+//
+// The codec between files/messages and core types.
+//   * Spec files in YAML, JSON or text proto are read into stepcast.v1 messages. YAML and JSON go
+//     through one walker that follows the message descriptor, so every error names the field
+//     path ("training.seq_length: 'abc' is not an integer"); enum values may be written short
+//     ("bf16" for D_TYPE_BF16, "selective" for RECOMPUTE_SELECTIVE), and a message with a
+//     `preset` oneof may be written as just the preset name (`model: llama3-8b`).
+//   * Messages are converted to core types with defaults resolved (see docs/JOB_SPEC.md) and
+//     validated by core's ValidateJob.
+//   * Predictions are converted to stepcast.v1.Prediction and printed as JSON.
+#ifndef STEPCAST_PROTO_CODEC_H_
+#define STEPCAST_PROTO_CODEC_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "core/hardware.h"
+#include "core/job.h"
+#include "core/predict.h"
+#include "google/protobuf/message.h"
+#include "stepcast/v1/hardware.pb.h"
+#include "stepcast/v1/job.pb.h"
+#include "stepcast/v1/prediction.pb.h"
+
+namespace stepcast {
+
+class Catalog;
+
+enum class SpecFormat { kYaml, kJson, kTextProto };
+// From the file name's extension: .yaml/.yml, .json, .textproto/.txtpb/.pbtxt/.txt.
+absl::StatusOr<SpecFormat> FormatFromPath(absl::string_view path);
+
+// Parses `text` into `msg`. `origin` (a file name) prefixes errors.
+absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::string_view origin,
+                          google::protobuf::Message* msg);
+// Reads and parses a file; format from the extension.
+absl::Status ParseMessageFile(const std::string& path, google::protobuf::Message* msg);
+
+// Message -> core conversions. `prefix` is the field path of the message in the job file.
+absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const std::string& prefix);
+absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const std::string& prefix);
+absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareSpec& h, const std::string& prefix);
+v1::RateProfile RateProfileToProto(const RateProfile& p);
+
+// Builds a core Job from a spec: resolves presets through `catalog`, reads a Hugging Face
+// config (relative paths against `base_dir`), fills defaults, validates. `profile` replaces the
+// hardware's reference profile when non-null.
+absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec, const Catalog& catalog,
+                                const std::string& base_dir, const RateProfile* profile);
+// Reads a job file and builds the Job.
+absl::StatusOr<Job> LoadJob(const std::string& path, const Catalog& catalog, const RateProfile* profile);
+// Reads a rate profile file (RateProfile message, YAML/JSON/text proto).
+absl::StatusOr<RateProfile> LoadRateProfile(const std::string& path);
+
+v1::Prediction PredictionToProto(const Prediction& p);
+// JSON with the proto field names (snake_case) and every field printed.
+std::string ToJson(const google::protobuf::Message& msg);
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_PROTO_CODEC_H_

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that stepcast's build and tests need, configures and builds.
+# Idempotent: a second run only rebuilds what changed.
+#   scripts/setup.sh            install + configure + build (Release) into build/
+#   STEPCAST_SKIP_APT=1 ...     skip the apt-get step (packages already present)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  g++ cmake ninja-build pkg-config       # toolchain
+  libabsl-dev                            # absl::Status / StatusOr
+  libprotobuf-dev protobuf-compiler      # schemas, JSON and text-proto codecs
+  libyaml-cpp-dev                        # YAML job files
+  libcli11-dev                           # command-line parsing
+  libgtest-dev libgmock-dev              # tests
+  libbenchmark-dev                       # Google Benchmark
+  libcsv-dev                             # CSV reader (stepcast validate)
+)
+
+if [ "${STEPCAST_SKIP_APT:-0}" != "1" ]; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    echo "setup: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${STEPCAST_BUILD_TYPE:-Release}" >/dev/null
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,90 @@
+// Collective costs: nccl-tests' bus-bandwidth factors, the alpha-beta model, measured curves,
+// and the placement of parallel groups.
+#include "core/hardware.h"
+#include "core/job.h"
+#include "gtest/gtest.h"
+
+namespace stepcast {
+namespace {
+
+TEST(BusBw, NcclTestsFactors) {
+  // nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all
+  // (n-1)/n; send/recv 1. For 8 ranks: 1.75 and 0.875.
+  EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllReduce, 8), 1.75);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllGather, 8), 0.875);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kReduceScatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllToAll, 8), 0.875);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kSendRecv, 2), 1.0);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllReduce, 1), 0.0);
+}
+
+TEST(CollectiveTime, Seed004RingAllReduce) {
+  // Seed 004: T_AR = 2(P-1)/P x 2 Psi / beta; 70B, 128 GPUs, 50 GB/s -> ~5.6 s.
+  CollectiveRate r;
+  r.collective = Collective::kAllReduce;
+  r.busbw_bytes_per_s = 50e9;
+  EXPECT_NEAR(CollectiveTime(r, 128, 2 * 70e9), 2.0 * 127 / 128 * 140e9 / 50e9, 1e-9);
+  EXPECT_NEAR(CollectiveTime(r, 128, 2 * 70e9), 5.6, 0.05);
+  EXPECT_EQ(CollectiveTime(r, 1, 1e9), 0.0);
+}
+
+TEST(CollectiveTime, AlphaScalesWithRingSteps) {
+  CollectiveRate r;
+  r.collective = Collective::kAllReduce;
+  r.group_size = 8;
+  r.alpha_s = 14 * 4e-6;  // 14 ring steps at n = 8
+  r.busbw_bytes_per_s = 1e12;
+  EXPECT_DOUBLE_EQ(AlphaForGroup(r, 8), 56e-6);
+  EXPECT_DOUBLE_EQ(AlphaForGroup(r, 4), 6 * 4e-6);
+  EXPECT_NEAR(CollectiveTime(r, 4, 0.0 + 1e6), 24e-6 + 1e6 * 1.5 / 1e12, 1e-15);
+}
+
+TEST(CollectiveTime, MeasuredPointsInterpolateLogLog) {
+  CollectiveRate r;
+  r.collective = Collective::kAllGather;
+  r.group_size = 8;
+  r.points = {{1e6, 100e-6}, {100e6, 1e-3}};
+  r.busbw_bytes_per_s = 200e9;
+  EXPECT_NEAR(CollectiveTime(r, 8, 10e6), 100e-6 * std::sqrt(10.0), 1e-12);  // halfway in log
+  EXPECT_DOUBLE_EQ(CollectiveTime(r, 8, 1e3), 100e-6);                      // floor below
+  EXPECT_NEAR(CollectiveTime(r, 8, 200e6), 1e-3 + 100e6 * 0.875 / 200e9, 1e-12);  // busbw beyond
+}
+
+TEST(Placement, MegatronRankOrder) {
+  Parallelism p;
+  p.tp = 8; p.pp = 4; p.dp = 4;
+  Placement pl = PlaceGroups(p, 8);
+  EXPECT_EQ(pl.tp.scope, Scope::kIntraNode);
+  EXPECT_EQ(pl.dp.scope, Scope::kInterNode);
+  EXPECT_EQ(pl.dp.members_per_node, 1);
+  EXPECT_EQ(pl.pp.scope, Scope::kInterNode);
+  // TP 1, DP 32 on 8-GPU nodes: a hierarchical DP group with 8 members per node.
+  Parallelism q;
+  q.dp = 32;
+  pl = PlaceGroups(q, 8);
+  EXPECT_EQ(pl.dp.scope, Scope::kInterNode);
+  EXPECT_EQ(pl.dp.members_per_node, 8);
+  // TP 2, DP 4: the whole DP group (stride 2, span 8) fits in one node.
+  Parallelism r;
+  r.tp = 2; r.dp = 4;
+  EXPECT_EQ(PlaceGroups(r, 8).dp.scope, Scope::kIntraNode);
+}
+
+TEST(GemmRate, InterpolatesInLogFlopsAndFlagsExtrapolation) {
+  RateProfile p;
+  p.gemm = {{DType::kBF16, 1024, 1024, 1024, 100e12, ""}, {DType::kBF16, 8192, 8192, 8192, 400e12, ""}};
+  // 2*2048^3 lies a third of the way (in log10 FLOPs) from 1024^3 to 8192^3.
+  auto mid = p.GemmRate(DType::kBF16, 2048, 2048, 2048);
+  EXPECT_NEAR(mid.flops_per_s, 200e12, 1e6);
+  EXPECT_FALSE(mid.extrapolated);
+  auto big = p.GemmRate(DType::kBF16, 16384, 16384, 16384);
+  EXPECT_DOUBLE_EQ(big.flops_per_s, 400e12);
+  EXPECT_TRUE(big.extrapolated);
+  auto fp16 = p.GemmRate(DType::kFP16, 8192, 8192, 8192);  // borrowed from bf16
+  EXPECT_TRUE(fp16.found);
+  EXPECT_TRUE(fp16.extrapolated);
+  EXPECT_FALSE(p.GemmRate(DType::kFP8, 8192, 8192, 8192).found);
+}
+
+}  // namespace
+}  // namespace stepcast

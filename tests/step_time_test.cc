@@ -1,0 +1,162 @@
+// Step-time model: structure and hand-computed terms.
+#include <cmath>
+
+#include "core/predict.h"
+#include "core/step_time.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace stepcast {
+namespace {
+
+Job Llama70B() {
+  auto job = testing::JobFromYaml(R"(
+model: llama3-70b
+hardware: h100-sxm
+cluster: {gpu_count: 64}
+parallelism: {tp: 4, pp: 8, vpp: 5, sequence_parallel: true}
+training: {seq_length: 8192, global_batch_size: 128, sharding: zero1})");
+  EXPECT_TRUE(job.ok()) << job.status();
+  return *job;
+}
+
+TEST(StepTime, BreakdownAddsUpAndSplitsByResource) {
+  const StepTimeEstimate st = EstimateStepTime(Llama70B());
+  EXPECT_NEAR(st.breakdown.Total(), st.step_time_s, 1e-12 * st.step_time_s);
+  const double split = st.compute_bound_s + st.memory_bound_s + st.network_intra_node_s +
+                       st.network_inter_node_s + st.bubble_s;
+  EXPECT_NEAR(split, st.step_time_s, 1e-9 * st.step_time_s);
+}
+
+TEST(StepTime, SlowerMeasuredGemmSlowsTheStepByTheGemmShare) {
+  // Calibration use: a GEMM rate half as fast doubles every compute-bound GEMM's time and
+  // nothing else (elementwise, communication and optimizer terms are unchanged).
+  Job fast = Llama70B();
+  for (auto& g : fast.profile.gemm) g.flops_per_s = 700e12;
+  Job slow = fast;
+  for (auto& g : slow.profile.gemm) g.flops_per_s = 350e12;
+  const StepBreakdown a = EstimateStepTime(fast).breakdown;
+  const StepBreakdown b = EstimateStepTime(slow).breakdown;
+  EXPECT_NEAR(b.gemm_s, 2 * a.gemm_s, 1e-9 * a.gemm_s);
+  EXPECT_DOUBLE_EQ(b.elementwise_s, a.elementwise_s);
+  EXPECT_DOUBLE_EQ(b.tp_comm_s, a.tp_comm_s);
+  EXPECT_DOUBLE_EQ(b.optimizer_s, a.optimizer_s);
+  EXPECT_DOUBLE_EQ(b.attention_s, a.attention_s);  // fused attention has its own rate
+}
+
+TEST(StepTime, InterleavingDividesTheBubble) {
+  // Narayanan et al. 2021 Sec. 2.2.2: bubble = (p-1)/v x stage time.
+  Job j1 = Llama70B();
+  j1.parallelism.vpp = 1;
+  Job j2 = Llama70B();
+  j2.parallelism.vpp = 2;
+  const StepTimeEstimate a = EstimateStepTime(j1), b = EstimateStepTime(j2);
+  const double stage_a = (a.step_time_s - a.breakdown.pipeline_bubble_s - a.breakdown.dp_comm_s -
+                          a.breakdown.optimizer_s) / j1.MicroBatchesPerStep();
+  EXPECT_GT(a.breakdown.pipeline_bubble_s, 0);
+  // (p-1) x the average stage (the last stage also carries the logits) is below (p-1) x slowest.
+  EXPECT_LE(a.breakdown.pipeline_bubble_s, 7 * stage_a + 1e-9);
+  EXPECT_GT(a.breakdown.pipeline_bubble_s, 0.9 * 7 * stage_a);
+  EXPECT_NEAR(b.breakdown.pipeline_bubble_s / a.breakdown.pipeline_bubble_s, 0.5, 0.02);
+}
+
+TEST(StepTime, DataParallelAllReduceByHand) {
+  // 16 GPUs of DP on two 8-GPU nodes, no overlap, no sharding: one all-reduce of the fp32
+  // gradients over 16 ranks, 8 per node striped over 8 NICs (busbw min(intra, 8 x inter)).
+  auto job = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: 16}
+training: {seq_length: 4096, global_batch_size: 16, overlap_dp_comm: false})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const RateProfile& prof = job->profile;
+  const CollectiveRate* inter = prof.FindCollective(Collective::kAllReduce, Scope::kInterNode);
+  const CollectiveRate* intra = prof.FindCollective(Collective::kAllReduce, Scope::kIntraNode);
+  ASSERT_NE(inter, nullptr);
+  const double bytes = CountParameters(job->model).total * 4;
+  const double busbw = std::min(intra->busbw_bytes_per_s, 8 * inter->busbw_bytes_per_s);
+  const double expected = AlphaForGroup(*inter, 16) + bytes * 2 * 15.0 / 16 / busbw;
+  EXPECT_NEAR(EstimateStepTime(*job).breakdown.dp_comm_s, expected, 1e-9 * expected);
+  job->training.overlap_dp_comm = true;
+  EXPECT_LT(EstimateStepTime(*job).breakdown.dp_comm_s, expected);
+}
+
+TEST(StepTime, TensorParallelAllReducesByHand) {
+  // TP 8 without SP: per layer 2 all-reduces forward and 2 backward of s*b*h bf16 activations.
+  auto job = testing::JobFromYaml(R"(
+model: gpt-22b
+hardware: a100-80gb
+cluster: {gpu_count: 8}
+parallelism: {tp: 8}
+training: {seq_length: 2048, global_batch_size: 1, flash_attention: false})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const CollectiveRate* ar = job->profile.FindCollective(Collective::kAllReduce, Scope::kIntraNode);
+  const double S = 2048.0 * 6144 * 2;
+  const double per_layer = 4 * CollectiveTime(*ar, 8, S);
+  const StepBreakdown b = EstimateStepTime(*job).breakdown;
+  // The logits add one backward all-reduce of S and three 8 KB statistics all-reduces.
+  const double logits = CollectiveTime(*ar, 8, S) + 3 * CollectiveTime(*ar, 8, 2048.0 * 4);
+  EXPECT_NEAR(b.tp_comm_s, 48 * per_layer + logits, 1e-9 * b.tp_comm_s);
+}
+
+TEST(Predict, BottleneckFollowsTheLargestShare) {
+  // Deep pipeline, few micro-batches: the bubble dominates.
+  auto deep = testing::JobFromYaml(R"(
+model: gpt-1t
+hardware: a100-80gb
+cluster: {gpu_count: 512}
+parallelism: {tp: 8, pp: 64}
+training: {seq_length: 2048, global_batch_size: 8, recompute: full, flash_attention: false})");
+  ASSERT_TRUE(deep.ok()) << deep.status();
+  auto p = Predict(*deep);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->bottleneck.kind, BottleneckKind::kPipelineBubble) << p->bottleneck.reason;
+  EXPECT_GT(p->bottleneck.share, 0.5);
+  // Pure data parallel over slow NICs without overlap: the inter-node network.
+  auto dp = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: l4
+cluster: {gpu_count: 64, gpus_per_node: 1}
+training: {seq_length: 512, global_batch_size: 64, overlap_dp_comm: false})");
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  p = Predict(*dp);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->bottleneck.kind, BottleneckKind::kNetworkInterNode) << p->bottleneck.reason;
+  // A big dense job on one node: compute, with intensity above the machine balance.
+  auto dense = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+training: {seq_length: 8192, global_batch_size: 64, sharding: zero1})");
+  p = Predict(*dense);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->bottleneck.kind, BottleneckKind::kCompute);
+  EXPECT_GT(p->bottleneck.arithmetic_intensity_flops_per_byte, p->bottleneck.machine_balance_flops_per_byte);
+}
+
+TEST(Predict, MfuTokensAndCostAreConsistent) {
+  Job job = Llama70B();
+  job.training.dataset_tokens = 1e12;
+  auto p = Predict(job);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->tokens_per_s, 128.0 * 8192 / p->step_time_s, 1e-9 * p->tokens_per_s);
+  EXPECT_NEAR(p->mfu, p->model_flops_per_step / (p->step_time_s * 64 * 989e12), 1e-12);
+  EXPECT_NEAR(p->cost.per_hour_usd, 64 * 3.93, 1e-9);
+  EXPECT_NEAR(p->cost.steps_per_run, 1e12 / (128.0 * 8192), 1e-6);
+  EXPECT_NEAR(p->cost.per_run_usd, p->cost.per_step_usd * p->cost.steps_per_run, 1e-6);
+  EXPECT_NEAR(p->cost.per_hbm_tb_per_s_hour_usd, 3.93 / 3.35, 1e-12);  // seed 000's $/TB/s-hr
+  EXPECT_NEAR(p->cost.energy_per_step_j, 64 * 700 * p->step_time_s, 1e-6);
+}
+
+TEST(Predict, QuickEstimateAtMfuIsSeed004sFormula) {
+  // T_step = 6 Psi B S / (MFU x peak x P); with the full model-FLOP count (attention + logits).
+  Job job = Llama70B();
+  auto p = PredictAtMfu(job, 0.45);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->step_time_s, p->model_flops_per_step / (0.45 * 989e12 * 64), 1e-12);
+  EXPECT_NEAR(p->mfu, 0.45, 1e-12);
+  EXPECT_FALSE(PredictAtMfu(job, 1.5).ok());
+}
+
+}  // namespace
+}  // namespace stepcast

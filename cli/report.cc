@@ -10,11 +10,13 @@ namespace {
 std::string Gib(double bytes) { return absl::StrFormat("%8.2f", bytes / (1ull << 30)); }
 
 std::string Thousands(double v) {
-  std::string s = absl::StrFormat("%.0f", v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) {
-    if (s[i - 1] != '-') s.insert(i, ",");
+  const std::string digits = absl::StrFormat("%.0f", v < 0 ? -v : v);
+  std::string out = v < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
   }
-  return s;
+  return out;
 }
 
 std::string Duration(double s) {

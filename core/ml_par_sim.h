@@ -65,3 +65,38 @@ EfficiencyResult CheckEfficiency(const EfficiencyConfig& c);
 }  // namespace stepcast::seed002
 
 #endif  // STEPCAST_CORE_ML_PAR_SIM_H_
+
+namespace stepcast::seed002 {
+
+// transformer.py's FLOP / Tx / Rx accounting of a whole training run (README example 1), on
+// lib.py's algebra: tensors are sets of data dimensions laid out over parallel axes; a pointwise
+// product costs its element count forward and 4x backward; a broadcast of scattered axes costs
+// I transmissions and I*J*(K-1) receives forward (I data elements, J broadcast degree, K scatter
+// degree; pipeline rotation adds the stage-crossing fraction) and the same again in FLOP, Tx and
+// Rx backward; a reduction costs I*(J-1) FLOP and I*(K-1) Tx and Rx forward, I Tx and I*(K-1) Rx
+// backward. Counts are elements (x net_precision_bytes for bytes).
+struct AccountingConfig {
+  int64_t batch_size = 2048, seq_len = 2048, num_experts = 1;
+  int64_t num_layers = 0, d_model = 0, d_ffn = 0, d_head = 64;
+  double dataset_tokens = 0;
+  int64_t p_data = 1, p_pipe = 1, p_exp = 1, p_seq = 1, p_tensor_int = 1, p_tensor_ext = 1;
+  bool multi_query = true, use_glu = false, consecutive_attn_and_ffn = false;
+  bool activation_checkpointing = false;
+  double cluster_flop_rate = 0;  // FLOP/s of one cluster (chip)
+  double net_precision_bytes = 2;
+};
+struct AccountingResult {
+  double params = 0, dataset_tokens = 0;
+  int64_t chips = 0;
+  double flop_fwd = 0, flop_bwd = 0, tx_fwd = 0, tx_bwd = 0, rx_fwd = 0, rx_bwd = 0;
+  double flop_total() const { return flop_fwd + flop_bwd; }
+  double tx_total() const { return tx_fwd + tx_bwd; }
+  double rx_total() const { return rx_fwd + rx_bwd; }
+  // Per cluster and in total, bytes/s at cluster_flop_rate; runtime = FLOP / (chips x rate).
+  double cluster_bytes_per_s = 0, cluster_tx_bytes_per_s = 0, cluster_rx_bytes_per_s = 0;
+  double total_flop_per_s = 0, total_bytes_per_s = 0;
+  double runtime_s = 0;
+};
+absl::StatusOr<AccountingResult> TransformerAccounting(const AccountingConfig& c);
+
+}  // namespace stepcast::seed002

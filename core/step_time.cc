@@ -343,7 +343,6 @@ StepTimeEstimate StepModel::Run() {
   Work last_extra = last_extra_gemm;
   last_extra += last_extra_elem;
   last_extra += last_extra_tp;
-  const double stage_last_s = stage_common.time_s + last_extra.time_s;
   const double stage_avg_s = stage_common.time_s * (m_.layers / pp) / layers_per_stage + last_extra.time_s / pp;
 
   StepBreakdown& br = out.breakdown;

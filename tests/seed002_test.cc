@@ -60,3 +60,61 @@ TEST(Seed002, EfficiencyConstraintsExample1) {
 
 }  // namespace
 }  // namespace stepcast::seed002
+
+namespace stepcast::seed002 {
+namespace {
+
+TEST(Seed002, AccountingExample1) {
+  // transformer.py --cluster_flop_rate 156e12 --num_experts 8 --batch_size 8192 --seq_len 8192
+  // --dataset_size 13e12 --num_layers 120 --d_model 15360 --p_pipe 15 --p_data 16 --p_seq 1
+  // --p_exp 8 --p_tensor_int 8 --p_tensor_ext 1  (README's printed table, 4 significant digits)
+  AccountingConfig c;
+  c.cluster_flop_rate = 156e12; c.num_experts = 8; c.batch_size = 8192; c.seq_len = 8192;
+  c.dataset_tokens = 13e12; c.num_layers = 120; c.d_model = 15360; c.p_pipe = 15; c.p_data = 16;
+  c.p_exp = 8; c.p_tensor_int = 8;
+  auto r = TransformerAccounting(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto near4 = [](double got, double printed) { EXPECT_NEAR(got / printed, 1.0, 6e-4) << got; };
+  near4(r->params, 2.267e12);
+  near4(r->dataset_tokens, 1.300e13);
+  EXPECT_EQ(r->chips, 15360);
+  near4(r->flop_fwd, 8.198e24);
+  near4(r->flop_bwd, 1.640e25);
+  near4(r->flop_total(), 2.460e25);
+  near4(r->tx_fwd, 1.923e20);
+  near4(r->tx_bwd, 2.308e20);
+  near4(r->tx_total(), 4.231e20);
+  near4(r->rx_fwd, 3.746e20);
+  near4(r->rx_bwd, 3.746e20);
+  near4(r->rx_total(), 7.492e20);
+  near4(r->tx_fwd + r->rx_fwd, 5.669e20);
+  near4(r->tx_bwd + r->rx_bwd, 6.054e20);
+  near4(r->cluster_bytes_per_s, 1.487e10);
+  near4(r->cluster_tx_bytes_per_s, 5.367e9);
+  near4(r->cluster_rx_bytes_per_s, 9.501e9);
+  near4(r->total_flop_per_s, 2.396e18);
+  near4(r->total_bytes_per_s, 2.284e14);
+  EXPECT_NEAR(r->runtime_s / 86400, 118.8, 0.05);
+}
+
+TEST(Seed002, AccountingEarlierReadmeExample) {
+  // ec5fbb8's README: --p_pipe 120 --p_tensor_int 1 -> FLOP 2.447e25, Tx 5.650e19,
+  // Rx 6.384e19, net 1.203e20; cluster 1.534e9 B/s; total 2.357e13 B/s; 118.2 days.
+  AccountingConfig c;
+  c.cluster_flop_rate = 156e12; c.num_experts = 8; c.batch_size = 8192; c.seq_len = 8192;
+  c.dataset_tokens = 13e12; c.num_layers = 120; c.d_model = 15360; c.p_pipe = 120; c.p_data = 16;
+  c.p_exp = 8; c.p_tensor_int = 1;
+  auto r = TransformerAccounting(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto near4 = [](double got, double printed) { EXPECT_NEAR(got / printed, 1.0, 6e-4) << got; };
+  near4(r->flop_total(), 2.447e25);
+  near4(r->tx_total(), 5.650e19);
+  near4(r->rx_total(), 6.384e19);
+  near4(r->tx_total() + r->rx_total(), 1.203e20);
+  near4(r->cluster_bytes_per_s, 1.534e9);
+  near4(r->total_bytes_per_s, 2.357e13);
+  EXPECT_NEAR(r->runtime_s / 86400, 118.2, 0.05);
+}
+
+}  // namespace
+}  // namespace stepcast::seed002

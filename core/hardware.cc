@@ -95,6 +95,7 @@ RateProfile::GemmLookup RateProfile::GemmRate(DType dtype, double m, double n, d
     if (p.dtype != use) continue;
     if (p.m == 0 && p.n == 0 && p.k == 0) {  // a flat rate answers every shape
       out.flops_per_s = p.flops_per_s;
+      out.flat = true;
       return out;
     }
     const double px = std::log10(2.0 * p.m * p.n * p.k);
@@ -164,6 +165,15 @@ absl::Status ValidateRateProfile(const RateProfile& p, const std::string& prefix
     }
   }
   return absl::OkStatus();
+}
+
+double WaveEfficiency(double m, double n, int64_t sm_count) {
+  if (sm_count <= 0 || m <= 0 || n <= 0) return 1.0;
+  auto eff = [&](double tm, double tn) {
+    const double waves = std::ceil(m / tm) * std::ceil(n / tn) / static_cast<double>(sm_count);
+    return waves <= 1.0 ? 1.0 : waves / std::ceil(waves);
+  };
+  return std::max(eff(256, 128), eff(128, 256));
 }
 
 double Hardware::PeakFlops(DType d) const {

@@ -63,6 +63,7 @@ struct RateProfile {
     double flops_per_s = 0;
     bool extrapolated = false;  // outside the measured range of shapes, or dtype borrowed
     bool found = false;
+    bool flat = false;  // a shape-independent rate (reference profiles)
   };
   // GEMM rate for dtype and an m x k by k x n product. Points of the dtype are interpolated
   // piecewise-linearly in log10(2mnk); outside their range the nearest end is used and the
@@ -94,6 +95,14 @@ double AlphaForGroup(const CollectiveRate& rate, int64_t n);
 // n == 1 costs 0.
 double CollectiveTime(const CollectiveRate& rate, int64_t n, double size_bytes);
 
+// Wave quantization of an m x n output on `sm_count` SMs (NVIDIA, "Matrix Multiplication
+// Background User's Guide", wave and tile quantization): with 256 x 128 output tiles in the
+// better of the two orientations (CUTLASS/cuBLAS's large tile on SM80/SM90), a GEMM of w waves
+// keeps w / ceil(w) of the machine busy; below one wave split-K fills the SMs (1.0). Returns 1
+// when sm_count <= 0. Applied only to flat rates, which are measured on well-quantized shapes
+// (mamf-finder's best A100 shape, 1024 x 10240, is 2.96 waves; 8192^2 is 18.96).
+double WaveEfficiency(double m, double n, int64_t sm_count);
+
 // Datasheet figures of one accelerator and its usual node.
 struct Hardware {
   std::string name;
@@ -109,6 +118,7 @@ struct Hardware {
   double inter_node_bandwidth_bytes_per_s = 0;
   double inter_node_latency_s = 0;
   int64_t gpus_per_node = 8;
+  int64_t sm_count = 0;  // 0: no wave quantization
   double power_w = 0;
   double price_per_gpu_hour_usd = 0;
   std::vector<std::string> sources;

@@ -91,6 +91,7 @@ class StepModel {
  private:
   double GemmRate(double m, double n, double k) {
     const auto r = job_.profile.GemmRate(t_.precision.gemm, m, n, k);
+    if (r.flat) return r.flops_per_s * WaveEfficiency(m, n, job_.hardware.sm_count);
     if (r.extrapolated && !warned_gemm_) {
       warned_gemm_ = true;
       warnings_.push_back(absl::StrCat("GEMM rate for ", DTypeName(t_.precision.gemm),

@@ -12,6 +12,9 @@ TEST(Catalog, RequiredHardwareWithSourcedReferenceProfiles) {
     auto hw = testing::BuiltinCatalog().FindHardware(name);
     ASSERT_TRUE(hw.ok()) << hw.status();
     EXPECT_FALSE(hw->sources.empty());
+    if (std::string(name) != "tpu-v5p") {
+      EXPECT_GT(hw->sm_count, 0);
+    }
     const RateProfile& p = hw->reference_profile;
     ASSERT_FALSE(p.gemm.empty());
     for (const auto& g : p.gemm) {

@@ -88,3 +88,24 @@ TEST(GemmRate, InterpolatesInLogFlopsAndFlagsExtrapolation) {
 
 }  // namespace
 }  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+TEST(WaveEfficiency, WorkedShapesOnA100) {
+  // mamf-finder's best A100 shape, 1024 x 10240: 4 x 80 = 320 tiles of 256 x 128 on 108 SMs =
+  // 2.963 waves -> 2.963 / 3.
+  EXPECT_NEAR(WaveEfficiency(1024, 10240, 108), 320.0 / 108 / 3, 1e-12);
+  // 8192 x 8192: 2048 tiles = 18.96 waves -> 18.96 / 19.
+  EXPECT_NEAR(WaveEfficiency(8192, 8192, 108), 2048.0 / 108 / 19, 1e-12);
+  // GPT-3 175B QKV at TP 8, one 2048-token micro-batch: 2048 x 4608 -> 288 tiles = 2.67 waves.
+  EXPECT_NEAR(WaveEfficiency(2048, 4608, 108), 288.0 / 108 / 3, 1e-12);
+  // Under one wave split-K fills the SMs; no SM count, no quantization.
+  EXPECT_DOUBLE_EQ(WaveEfficiency(512, 512, 108), 1.0);
+  EXPECT_DOUBLE_EQ(WaveEfficiency(2048, 4608, 0), 1.0);
+  // The better orientation wins: 128 x 256 tiles for a wide-N, short-M output.
+  EXPECT_NEAR(WaveEfficiency(256, 128 * 216, 108), 1.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace stepcast

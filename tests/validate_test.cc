@@ -1,5 +1,5 @@
-// stepcast validate on the published runs: derivation of the measured times and the error
-// figures (a regression guard on accuracy; the targets are in docs/VALIDATION.md).
+// stepcast validate on the published runs: derivation of the measured times and the issue's
+// accuracy targets (docs/VALIDATION.md).
 #include <filesystem>
 #include <fstream>
 
@@ -46,16 +46,19 @@ TEST(Validate, PublishedRunsAccuracy) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->summary().n_rows(), 26);
   EXPECT_EQ(r->summary().n_skipped(), 0);
-  // Regression guard at the figures measured when the reference profiles were last changed
-  // (docs/VALIDATION.md); the targets (S3 <= 5% mean, <= 10% max; all <= 8% median)
-  // are stated there with where the model stands.
+  // The targets: Korthikanti's rows (S3) at or under 5% mean and 10% max absolute
+  // error, all rows at or under 8% median, with the reference profiles (no per-row fitting).
+  bool saw_s3 = false;
   for (const auto& s : r->by_source()) {
     if (s.source_id() == "S3") {
-      EXPECT_LE(s.summary().mean_abs_error_pct(), 7.0);
-      EXPECT_LE(s.summary().max_abs_error_pct(), 12.0);
+      saw_s3 = true;
+      EXPECT_EQ(s.summary().n_rows(), 9);
+      EXPECT_LE(s.summary().mean_abs_error_pct(), 5.0);
+      EXPECT_LE(s.summary().max_abs_error_pct(), 10.0);
     }
   }
-  EXPECT_LE(r->summary().median_abs_error_pct(), 11.0);
+  EXPECT_TRUE(saw_s3);
+  EXPECT_LE(r->summary().median_abs_error_pct(), 8.0);
 }
 
 }  // namespace

@@ -91,3 +91,33 @@ TEST(Seed001, Electricity) {
 
 }  // namespace
 }  // namespace stepcast::estimates
+
+#include "core/memory.h"
+
+namespace stepcast::estimates {
+namespace {
+
+TEST(Seed001, GradientAccumulationColumns) {
+  // 1M-token batch, 1.4T tokens: "0.22 years | 212.2 gpus" with 5 accumulation steps.
+  const double f = FlopsPerStep(kN, 1e6);
+  const double t = StepTimeSeconds(f, 1061, kUtilized) * TrainingSteps(1.4e12, 1e6);
+  EXPECT_NEAR(5 * t / (365.25 * 86400), 0.22, 0.005);
+  EXPECT_NEAR(1061.0 / 5, 212.2, 1e-9);
+}
+
+TEST(Seed001, LlamaActivationMemoryIsKorthikanti) {
+  // transformer_mem_functional.py on LLAMA3_70B_CONFIG (80 layers, h 8192, 64 heads), one 8192-token
+  // sequence, no checkpointing, tp 1: sbhL(10 + 24/t + 5as/(ht)) = 1,900,523,028,480 bytes.
+  ModelShape m;
+  m.layers = 80; m.hidden_size = 8192; m.attention_heads = 64; m.ffn_type = FfnType::kGelu;
+  m.vocab_size = 32000;
+  LayerActivationInput in;
+  in.seq_tokens = 8192; in.kv_tokens = 8192; in.micro_batch = 1; in.tp = 1; in.dropout = true;
+  EXPECT_DOUBLE_EQ(80 * LayerActivationBytes(m, in), 1900523028480.0);
+  // With checkpointing the seed keeps sbhL(10 + 24/t) (Korthikanti's selective count).
+  in.recompute = Recompute::kSelective;
+  EXPECT_DOUBLE_EQ(80 * LayerActivationBytes(m, in), 8192.0 * 8192 * 80 * 34);
+}
+
+}  // namespace
+}  // namespace stepcast::estimates

@@ -15,6 +15,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev              # tests
   libbenchmark-dev                       # Google Benchmark
   libcsv-dev                             # CSV reader (stepcast validate)
+  python3                                # JSON checks in tests/cli_test.sh
 )
 
 if [ "${STEPCAST_SKIP_APT:-0}" != "1" ]; then

@@ -64,17 +64,25 @@ TEST(Seed002, EfficiencyConstraintsExample1) {
 namespace stepcast::seed002 {
 namespace {
 
-TEST(Seed002, AccountingExample1) {
-  // transformer.py --cluster_flop_rate 156e12 --num_experts 8 --batch_size 8192 --seq_len 8192
-  // --dataset_size 13e12 --num_layers 120 --d_model 15360 --p_pipe 15 --p_data 16 --p_seq 1
-  // --p_exp 8 --p_tensor_int 8 --p_tensor_ext 1  (README's printed table, 4 significant digits)
+// transformer.py --cluster_flop_rate 156e12 --num_experts 8 --batch_size 8192 --seq_len 8192
+// --dataset_size 13e12 --num_layers 120 --d_model 15360 --p_data 16 --p_seq 1 --p_exp 8
+// --p_tensor_ext 1, with the given --p_pipe and --p_tensor_int.
+AccountingConfig ReadmeExample(int64_t p_pipe, int64_t p_tensor_int) {
   AccountingConfig c;
   c.cluster_flop_rate = 156e12; c.num_experts = 8; c.batch_size = 8192; c.seq_len = 8192;
-  c.dataset_tokens = 13e12; c.num_layers = 120; c.d_model = 15360; c.p_pipe = 15; c.p_data = 16;
-  c.p_exp = 8; c.p_tensor_int = 8;
-  auto r = TransformerAccounting(c);
+  c.dataset_tokens = 13e12; c.num_layers = 120; c.d_model = 15360; c.p_pipe = p_pipe; c.p_data = 16;
+  c.p_exp = 8; c.p_tensor_int = p_tensor_int;
+  return c;
+}
+
+// The README prints 4 significant digits.
+void Near4(double got, double printed) { EXPECT_NEAR(got / printed, 1.0, 6e-4) << got; }
+
+TEST(Seed002, AccountingExample1) {
+  // --p_pipe 15 --p_tensor_int 8: the README's printed table.
+  auto r = TransformerAccounting(ReadmeExample(15, 8));
   ASSERT_TRUE(r.ok()) << r.status();
-  auto near4 = [](double got, double printed) { EXPECT_NEAR(got / printed, 1.0, 6e-4) << got; };
+  auto near4 = Near4;
   near4(r->params, 2.267e12);
   near4(r->dataset_tokens, 1.300e13);
   EXPECT_EQ(r->chips, 15360);
@@ -100,13 +108,9 @@ TEST(Seed002, AccountingExample1) {
 TEST(Seed002, AccountingEarlierReadmeExample) {
   // ec5fbb8's README: --p_pipe 120 --p_tensor_int 1 -> FLOP 2.447e25, Tx 5.650e19,
   // Rx 6.384e19, net 1.203e20; cluster 1.534e9 B/s; total 2.357e13 B/s; 118.2 days.
-  AccountingConfig c;
-  c.cluster_flop_rate = 156e12; c.num_experts = 8; c.batch_size = 8192; c.seq_len = 8192;
-  c.dataset_tokens = 13e12; c.num_layers = 120; c.d_model = 15360; c.p_pipe = 120; c.p_data = 16;
-  c.p_exp = 8; c.p_tensor_int = 1;
-  auto r = TransformerAccounting(c);
+  auto r = TransformerAccounting(ReadmeExample(120, 1));
   ASSERT_TRUE(r.ok()) << r.status();
-  auto near4 = [](double got, double printed) { EXPECT_NEAR(got / printed, 1.0, 6e-4) << got; };
+  auto near4 = Near4;
   near4(r->flop_total(), 2.447e25);
   near4(r->tx_total(), 5.650e19);
   near4(r->rx_total(), 6.384e19);

@@ -51,3 +51,50 @@ struct PlanOptions {
 absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog);
 
 }  // namespace stepcast::cli
+
+#include "plugin/client.h"
+#include "plugin/service.h"
+
+namespace stepcast::cli {
+
+// Exit codes of `stepcast preflight`, for launchers.
+enum PreflightExit { kExitPass = 0, kExitError = 1, kExitInvalid = 2, kExitWarn = 3, kExitFail = 4 };
+
+// `stepcast serve`: runs until SIGTERM/SIGINT, then shuts down gracefully (grace period for
+// in-flight RPCs). Prints "listening on ADDR" (and writes the port to port_file if set).
+int Serve(const ServeOptions& options, Catalog catalog, const std::string& port_file);
+
+struct PreflightArgs {
+  ClientOptions client;
+  v1::PreflightPolicy policy;
+  v1::ProfileRef profile;
+  bool json = false;
+};
+// Reads the job file (inlining a local hf_config), calls Preflight, prints the verdict, the
+// reasons, the prediction and its id; returns a PreflightExit.
+int Preflight(const std::string& job_path, const PreflightArgs& args);
+
+struct ReportArgs {
+  ClientOptions client;
+  std::string prediction_id, job_path, cluster, measured_breakdown_path;
+  double step_time_s = 0, tokens_per_s = 0;
+  int gpus = 0;
+  std::vector<std::string> labels;  // key=value
+  std::string start_time, end_time;  // RFC 3339
+  v1::ProfileRef profile;
+  bool json = false;
+};
+int Report(const ReportArgs& args);
+
+struct RunsArgs {
+  ClientOptions client;
+  v1::ListRunsRequest request;
+  bool all_pages = false, json = false;
+};
+int Runs(const RunsArgs& args);
+
+// `stepcast profile list|get|put`.
+int Profile(const ClientOptions& client, const std::string& action, const std::string& name,
+            const std::string& file, int version);
+
+}  // namespace stepcast::cli

@@ -5,14 +5,22 @@
 //   stepcast plan --budget-usd 2e6 --days 30 --params 30e9 --tokens 600e9 --hardware h100-sxm
 //   stepcast catalog
 //   stepcast validate published_runs.csv [--json]
+//   stepcast serve [--listen ADDR] [--db FILE] [--profiles-dir DIR] [--token-file F] [--tls-cert C --tls-key K]
+//   stepcast preflight JOB --server ADDR [policy flags]   exit 0 PASS, 3 WARN, 4 FAIL, 1 error, 2 invalid
+//   stepcast report --server ADDR (--prediction-id ID | --job JOB) (--step-time-s S | --tokens-per-s T)
+//   stepcast runs --server ADDR [--cluster C] [--model M] [--label k=v]
+//   stepcast profile list|get|put [NAME] [FILE] --server ADDR
 //
-// Exit codes: 0 success; 1 an internal or I/O error; 2 invalid input (the message names the
-// field and the reason).
+// Exit codes: 0 success; 1 an internal, I/O or connection error; 2 invalid input (the message
+// names the field and the reason); preflight adds 3 (WARN) and 4 (FAIL).
 #include <iostream>
 #include <optional>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/util/time_util.h"
 #include "cli/cli.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
@@ -79,7 +87,106 @@ int main(int argc, char** argv) {
   validate->add_option("csv", csv_path, "CSV with the columns of published_runs.csv")->required();
   validate->add_flag("--json", validate_json, "print rows and summary as JSON");
 
+  // serve
+  auto* serve = app.add_subcommand("serve", "run the gRPC service for launchers");
+  ServeOptions so;
+  std::string port_file;
+  bool quiet = false;
+  serve->add_option("--listen", so.listen_address, "address:port (port 0 picks a free one)")->capture_default_str();
+  serve->add_option("--db", so.db_path, "SQLite store of predictions, runs and profiles")->capture_default_str();
+  serve->add_option("--profiles-dir", so.profiles_dir, "directory of rate profiles served by file stem");
+  serve->add_option("--token-file", so.token_file, "bearer token that ReportRun and PutProfile require");
+  serve->add_option("--tls-cert", so.tls_cert_file, "PEM certificate (with --tls-key)");
+  serve->add_option("--tls-key", so.tls_key_file, "PEM private key (with --tls-cert)");
+  serve->add_option("--max-message-bytes", so.max_message_bytes, "largest request or response")->capture_default_str();
+  serve->add_option("--port-file", port_file, "write the listening port here once serving");
+  serve->add_flag("--quiet", quiet, "no per-RPC log lines");
+
+  // Shared client flags.
+  ClientOptions client;
+  std::string token_file;
+  auto add_client = [&](CLI::App* cmd) {
+    cmd->add_option("--server", client.address, "service address")->capture_default_str();
+    cmd->add_option("--token-file", token_file, "bearer token for write RPCs");
+    cmd->add_option("--tls-ca", client.tls_ca_file, "PEM roots: use TLS");
+    cmd->add_option("--deadline-ms", client.deadline_ms, "per-call deadline")->capture_default_str();
+  };
+
+  // preflight
+  auto* preflight = app.add_subcommand("preflight", "ask the service for a verdict on a job before launching it");
+  cli::PreflightArgs pa;
+  std::string pf_job;
+  double pf_min_mfu = 0, pf_mem = 0, pf_run = 0, pf_hour = 0, pf_step = 0;
+  std::vector<std::string> pf_warn_on;
+  bool pf_warn_only = false;
+  std::string pf_profile;
+  int pf_profile_version = 0;
+  preflight->add_option("job", pf_job, "job file")->required();
+  add_client(preflight);
+  preflight->add_option("--min-mfu", pf_min_mfu, "fail below this predicted MFU (0-1)");
+  preflight->add_option("--max-memory-fraction", pf_mem, "fail above this fraction of GPU memory (0-1)");
+  preflight->add_option("--max-cost-per-run", pf_run, "fail above this run cost, USD");
+  preflight->add_option("--max-cost-per-hour", pf_hour, "fail above this hourly cost, USD");
+  preflight->add_option("--max-step-time", pf_step, "fail above this step time, s");
+  preflight->add_option("--warn-on", pf_warn_on, "bottlenecks that warn: compute, memory_bandwidth, "
+                                                 "network_intra_node, network_inter_node, pipeline_bubble")
+      ->delimiter(',');
+  preflight->add_flag("--warn-only", pf_warn_only, "breached limits warn instead of failing");
+  preflight->add_option("--profile", pf_profile, "calibration profile name on the server");
+  preflight->add_option("--profile-version", pf_profile_version, "profile version (default latest)");
+  preflight->add_flag("--json", pa.json, "print the PreflightResponse as JSON");
+
+  // report
+  auto* report = app.add_subcommand("report", "send what a run measured");
+  cli::ReportArgs ra;
+  std::string ra_profile;
+  add_client(report);
+  report->add_option("--prediction-id", ra.prediction_id, "id from preflight");
+  report->add_option("--job", ra.job_path, "job file, when there is no prediction id");
+  report->add_option("--profile", ra_profile, "profile name for --job");
+  report->add_option("--step-time-s", ra.step_time_s, "measured step time");
+  report->add_option("--tokens-per-s", ra.tokens_per_s, "measured throughput (instead of step time)");
+  report->add_option("--gpus", ra.gpus, "GPU count (default: the job's)");
+  report->add_option("--label", ra.labels, "key=value (repeatable)");
+  report->add_option("--start", ra.start_time, "run start, RFC 3339");
+  report->add_option("--end", ra.end_time, "run end, RFC 3339");
+  report->add_option("--cluster", ra.cluster, "cluster name (default: the job's)");
+  report->add_option("--measured-breakdown", ra.measured_breakdown_path, "StepBreakdown file from the run probe");
+  report->add_flag("--json", ra.json, "print the stored run as JSON");
+
+  // runs
+  auto* runs = app.add_subcommand("runs", "list reported runs, predicted vs measured");
+  cli::RunsArgs rsa;
+  std::string rs_cluster, rs_model, rs_label, rs_token, rs_after, rs_before;
+  int rs_page = 0;
+  add_client(runs);
+  runs->add_option("--cluster", rs_cluster, "only this cluster");
+  runs->add_option("--model", rs_model, "only this model");
+  runs->add_option("--label", rs_label, "only runs with key=value");
+  runs->add_option("--started-after", rs_after, "RFC 3339");
+  runs->add_option("--started-before", rs_before, "RFC 3339");
+  runs->add_option("--page-size", rs_page, "runs per page (max 1000)");
+  runs->add_option("--page-token", rs_token, "continue a listing");
+  runs->add_flag("--all", rsa.all_pages, "follow every page");
+  runs->add_flag("--json", rsa.json, "print as JSON");
+
+  // profile
+  auto* profile_cmd = app.add_subcommand("profile", "list, get or put calibration profiles on the service");
+  std::string pr_action, pr_name, pr_file;
+  int pr_version = 0;
+  profile_cmd->add_option("action", pr_action, "list | get | put")->required();
+  profile_cmd->add_option("name", pr_name, "cluster name");
+  profile_cmd->add_option("file", pr_file, "profile file (put)");
+  profile_cmd->add_option("--version", pr_version, "version (get; default latest)");
+  add_client(profile_cmd);
+
   CLI11_PARSE(app, argc, argv);
+
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> t = ReadTokenFile(token_file);
+    if (!t.ok()) return Fail(t.status());
+    client.token = *t;
+  }
 
   absl::StatusOr<Catalog> catalog = Catalog::Builtin();
   if (!catalog.ok()) return Fail(catalog.status());
@@ -87,6 +194,53 @@ int main(int argc, char** argv) {
     if (absl::Status s = catalog->AddDirectory(presets_dir); !s.ok()) return Fail(s);
   }
 
+  if (*serve) {
+    if (quiet) so.log = nullptr;
+    return cli::Serve(so, *std::move(catalog), port_file);
+  }
+  if (*preflight) {
+    pa.client = client;
+    pa.policy.set_min_mfu(pf_min_mfu);
+    pa.policy.set_max_memory_fraction(pf_mem);
+    pa.policy.set_max_cost_per_run_usd(pf_run);
+    pa.policy.set_max_cost_per_hour_usd(pf_hour);
+    pa.policy.set_max_step_time_s(pf_step);
+    pa.policy.set_limits_warn_only(pf_warn_only);
+    for (const auto& w : pf_warn_on) {
+      v1::BottleneckKind k;
+      if (!v1::BottleneckKind_Parse("BOTTLENECK_KIND_" + absl::AsciiStrToUpper(w), &k)) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat("--warn-on: unknown bottleneck '", w, "'")));
+      }
+      pa.policy.add_warn_on_bottlenecks(k);
+    }
+    pa.profile.set_name(pf_profile);
+    pa.profile.set_version(pf_profile_version);
+    return cli::Preflight(pf_job, pa);
+  }
+  if (*report) {
+    ra.client = client;
+    ra.profile.set_name(ra_profile);
+    return cli::Report(ra);
+  }
+  if (*runs) {
+    rsa.client = client;
+    rsa.request.set_cluster(rs_cluster);
+    rsa.request.set_model(rs_model);
+    rsa.request.set_label(rs_label);
+    rsa.request.set_page_size(rs_page);
+    rsa.request.set_page_token(rs_token);
+    for (auto [flag, value, field] : {std::tuple{"--started-after", rs_after, rsa.request.mutable_min_start_time()},
+                                      std::tuple{"--started-before", rs_before, rsa.request.mutable_max_start_time()}}) {
+      if (value.empty()) continue;
+      if (!google::protobuf::util::TimeUtil::FromString(value, field)) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(flag, ": '", value, "' is not an RFC 3339 time")));
+      }
+    }
+    if (rs_after.empty()) rsa.request.clear_min_start_time();
+    if (rs_before.empty()) rsa.request.clear_max_start_time();
+    return cli::Runs(rsa);
+  }
+  if (*profile_cmd) return cli::Profile(client, pr_action, pr_name, pr_file, pr_version);
   if (*predict) {
     std::optional<RateProfile> profile;
     if (!profile_path.empty()) {

@@ -407,6 +407,49 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
   return p;
 }
 
+v1::ModelShape ModelShapeToProto(const ModelShape& s) {
+  v1::ModelShape m;
+  m.set_name(s.name);
+  m.set_layers(s.layers);
+  m.set_hidden_size(s.hidden_size);
+  m.set_attention_heads(s.attention_heads);
+  m.set_kv_heads(s.kv_heads);
+  m.set_head_dim(s.head_dim);
+  m.set_ffn_hidden_size(s.ffn_hidden_size);
+  m.set_ffn_type(s.ffn_type == FfnType::kSwiGlu ? v1::FFN_TYPE_SWIGLU : v1::FFN_TYPE_GELU);
+  m.set_vocab_size(s.vocab_size);
+  m.set_tied_embeddings(s.tied_embeddings);
+  m.set_linear_bias(s.linear_bias);
+  m.set_learned_position_embeddings(s.learned_position_embeddings);
+  m.set_norm_type(s.norm_type == NormType::kRmsNorm ? v1::NORM_TYPE_RMSNORM : v1::NORM_TYPE_LAYERNORM);
+  auto* moe = m.mutable_moe();
+  moe->set_routed_experts(s.moe.routed_experts);
+  moe->set_top_k(s.moe.top_k);
+  moe->set_expert_ffn_hidden_size(s.moe.expert_ffn_hidden_size);
+  moe->set_shared_experts(s.moe.shared_experts);
+  moe->set_shared_expert_ffn_hidden_size(s.moe.shared_expert_ffn_hidden_size);
+  moe->set_layer_freq(s.moe.layer_freq);
+  moe->set_first_dense_layers(s.moe.first_dense_layers);
+  auto* mla = m.mutable_mla();
+  mla->set_q_lora_rank(s.mla.q_lora_rank);
+  mla->set_kv_lora_rank(s.mla.kv_lora_rank);
+  mla->set_qk_nope_head_dim(s.mla.qk_nope_head_dim);
+  mla->set_qk_rope_head_dim(s.mla.qk_rope_head_dim);
+  mla->set_v_head_dim(s.mla.v_head_dim);
+  m.set_source(s.source);
+  return m;
+}
+
+absl::Status InlineHfConfig(v1::JobSpec& spec, const std::string& base_dir) {
+  if (spec.model().source_case() != v1::ModelSpec::kHfConfig) return absl::OkStatus();
+  std::filesystem::path p(spec.model().hf_config());
+  if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+  absl::StatusOr<ModelShape> m = LoadHfConfig(p.string());
+  if (!m.ok()) return FieldError("model.hf_config", std::string(m.status().message()));
+  *spec.mutable_model()->mutable_shape() = ModelShapeToProto(*m);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareSpec& h, const std::string& prefix) {
   Hardware hw;
   hw.name = h.name();

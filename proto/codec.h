@@ -43,6 +43,11 @@ absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const st
 absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const std::string& prefix);
 absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareSpec& h, const std::string& prefix);
 v1::RateProfile RateProfileToProto(const RateProfile& p);
+v1::ModelShape ModelShapeToProto(const ModelShape& m);
+
+// Client side: replaces a spec's model.hf_config by the inline shape read from that file
+// (relative to base_dir), so a service never opens paths named by its clients.
+absl::Status InlineHfConfig(v1::JobSpec& spec, const std::string& base_dir);
 
 // Builds a core Job from a spec: resolves presets through `catalog`, reads a Hugging Face
 // config (relative paths against `base_dir`), fills defaults, validates. `profile` replaces the

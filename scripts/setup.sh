@@ -15,6 +15,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev              # tests
   libbenchmark-dev                       # Google Benchmark
   libcsv-dev                             # CSV reader (stepcast validate)
+  libgrpc++-dev protobuf-compiler-grpc   # the service (stepcast serve) and its clients
+  libsqlite3-dev                         # the run and profile store
+  python3-grpcio python3-protobuf python3-yaml  # the Python client and its test
   python3                                # JSON checks in tests/cli_test.sh
 )
 
@@ -23,12 +26,21 @@ if [ "${STEPCAST_SKIP_APT:-0}" != "1" ]; then
   for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
+  # npm (for buf) ships with the machine's nodejs on some images; Debian's packages otherwise.
+  command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
   if [ ${#missing[@]} -gt 0 ]; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     echo "setup: installing ${missing[*]}"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   fi
+fi
+
+# buf, for the lint of the stepcast.v1 API in the test suite (npm registry, pinned).
+if [ ! -x build/tools/node_modules/.bin/buf ]; then
+  mkdir -p build/tools
+  (cd build/tools && npm install --silent --no-audit --no-fund @bufbuild/buf@1.75.0) ||
+    echo "setup: could not install @bufbuild/buf; the buf lint test will fail" >&2
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${STEPCAST_BUILD_TYPE:-Release}" >/dev/null

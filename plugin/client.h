@@ -1,0 +1,45 @@
+// File: plugin/client.h
+//
+// Client side of the service: channel set-up (plaintext or TLS, bearer token) and deadlines,
+// shared by the stepcast CLI (preflight, report, runs, profile) and the tests.
+#ifndef STEPCAST_PLUGIN_CLIENT_H_
+#define STEPCAST_PLUGIN_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "stepcast/v1/service.grpc.pb.h"
+
+namespace stepcast {
+
+struct ClientOptions {
+  std::string address = "127.0.0.1:50051";
+  std::string tls_ca_file;  // set: TLS with these roots; the token goes as access-token credentials
+  std::string token;        // bearer token for ReportRun / PutProfile
+  int deadline_ms = 10000;
+};
+
+// Reads the token from a file (trimmed); NotFound / InvalidArgument naming the flag.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+class Client {
+ public:
+  static absl::StatusOr<Client> Connect(const ClientOptions& options);
+
+  // A context with the deadline and, on plaintext, the authorization metadata.
+  std::unique_ptr<grpc::ClientContext> Context() const;
+  v1::StepcastService::Stub& stub() const { return *stub_; }
+
+ private:
+  ClientOptions options_;
+  std::shared_ptr<v1::StepcastService::Stub> stub_;
+};
+
+// grpc::Status -> absl::Status with the same code and message.
+absl::Status FromGrpc(const grpc::Status& s);
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_PLUGIN_CLIENT_H_

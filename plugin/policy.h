@@ -1,0 +1,32 @@
+// File: plugin/policy.h
+//
+// The pre-flight verdict: a prediction against a launcher's policy. Pure function.
+#ifndef STEPCAST_PLUGIN_POLICY_H_
+#define STEPCAST_PLUGIN_POLICY_H_
+
+#include "absl/status/status.h"
+#include "stepcast/v1/service.pb.h"
+
+namespace stepcast {
+
+// Rules, each giving one reason when triggered:
+//   memory_fit           the job does not fit in memory                    -> FAIL (always)
+//   max_memory_fraction  memory / capacity above the limit                 -> FAIL (WARN if limits_warn_only)
+//   min_mfu              predicted MFU below the limit                     -> FAIL (WARN ...)
+//   max_cost_per_run_usd, max_cost_per_hour_usd, max_step_time_s  above    -> FAIL (WARN ...)
+//   bottleneck           the bottleneck is one of warn_on_bottlenecks      -> WARN
+// The verdict is the worst reason's, PASS when none triggers. A cost-per-run limit on a job with
+// no dataset_tokens or train_iters cannot be checked and WARNs saying so.
+struct PolicyResult {
+  v1::Verdict verdict = v1::VERDICT_PASS;
+  std::vector<v1::PreflightReason> reasons;
+};
+PolicyResult EvaluatePolicy(const v1::Prediction& prediction, const v1::PreflightPolicy& policy);
+
+// Checks the policy's fields (non-negative limits, fractions and MFU at most 1, known
+// bottleneck kinds). Errors name "policy.<field>".
+absl::Status ValidatePolicy(const v1::PreflightPolicy& policy);
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_PLUGIN_POLICY_H_

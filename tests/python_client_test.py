@@ -1,0 +1,108 @@
+"""The Python client and the example launcher wrapper against a live `stepcast serve`
+(started by tests/service_e2e_test.sh, which sets STEPCAST_SERVER and STEPCAST_TOKEN)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import grpc
+
+from stepcast_client import FAIL, PASS, StepcastClient, job_from_dict, load_job
+
+SERVER = os.environ["STEPCAST_SERVER"]
+TOKEN = os.environ["STEPCAST_TOKEN"]
+ROOT = os.environ["STEPCAST_ROOT"]
+
+# Llama 3 70B on 64 H100s (the README's example), as a launcher would build it.
+JOB = {
+    "name": "py-llama70b",
+    "model": "llama3-70b",
+    "hardware": "h100-sxm",
+    "cluster": {"name": "py-cluster", "gpu_count": 64},
+    "parallelism": {"tp": 4, "pp": 8, "vpp": 5, "sequence_parallel": True},
+    "training": {"seq_length": 8192, "global_batch_size": 128, "sharding": "zero1", "precision": {"gemm": "bf16"}},
+}
+OOM_JOB = {
+    "model": "llama3-405b",
+    "hardware": "h100-sxm",
+    "cluster": {"gpu_count": 8},
+    "training": {"seq_length": 8192, "global_batch_size": 8},
+}
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.client = StepcastClient(SERVER, token=TOKEN)
+
+    def tearDown(self):
+        self.client.close()
+
+    def test_preflight_report_and_list(self):
+        resp = self.client.preflight(job_from_dict(JOB), min_mfu=0.1)
+        self.assertEqual(resp.verdict, PASS, resp)
+        self.assertTrue(resp.prediction_id.startswith("pred-"))
+        self.assertGreater(resp.prediction.step_time_s, 0)
+        run = self.client.report_run(prediction_id=resp.prediction_id,
+                                     measured_step_time_s=resp.prediction.step_time_s * 1.1,
+                                     labels={"source": "python-test"})
+        self.assertAlmostEqual(run.step_time_error_pct, (1 / 1.1 - 1) * 100, places=6)
+        self.assertAlmostEqual(run.measured_mfu, resp.prediction.mfu / 1.1, places=9)
+        runs = self.client.list_runs(label="source=python-test")
+        self.assertIn(run.run_id, [r.run_id for r in runs])
+        self.assertEqual(self.client.get_run(run.run_id).cluster, "py-cluster")
+
+    def test_oom_is_a_fail_verdict(self):
+        resp = self.client.preflight(job_from_dict(OOM_JOB))
+        self.assertEqual(resp.verdict, FAIL)
+        self.assertEqual(resp.reasons[0].rule, "memory_fit")
+
+    def test_errors(self):
+        bad = dict(JOB, cluster={"gpu_count": 24}, parallelism={"tp": 3})
+        with self.assertRaises(grpc.RpcError) as e:
+            self.client.preflight(job_from_dict(bad))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("job.parallelism.tp: 3 does not divide", e.exception.details())
+        with self.assertRaises(ValueError):
+            job_from_dict(dict(JOB, trainig={}))
+        anon = StepcastClient(SERVER)
+        with self.assertRaises(grpc.RpcError) as e:
+            anon.report_run(job=job_from_dict(JOB), measured_step_time_s=1.0)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        anon.close()
+
+    def test_load_job_yaml(self):
+        spec = load_job(os.path.join(ROOT, "examples", "llama3-70b-h100.yaml"))
+        self.assertEqual(spec.model.preset, "llama3-70b")
+        self.assertEqual(self.client.predict(spec).model_name, "Llama 3 70B")
+
+
+class LauncherWrapperTest(unittest.TestCase):
+    def run_wrapper(self, job, marker):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            import json
+
+            json.dump(job, f)
+        cmd = [sys.executable, os.path.join(ROOT, "examples", "launch_with_preflight.py"), "--server", SERVER,
+               "--job", f.name, "--", sys.executable, "-c",
+               f"import os; open({marker!r}, 'w').write(os.environ.get('STEPCAST_PREDICTION_ID', ''))"]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    def test_launches_on_pass(self):
+        marker = tempfile.mktemp()
+        r = self.run_wrapper(JOB, marker)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(marker) as f:
+            self.assertTrue(f.read().startswith("pred-"))
+
+    def test_refuses_on_fail(self):
+        marker = tempfile.mktemp()
+        r = self.run_wrapper(OOM_JOB, marker)
+        self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
+        self.assertIn("refusing to launch", r.stderr)
+        self.assertFalse(os.path.exists(marker))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `stepcast serve` as a launcher meets it: no-flag start, CLI preflight/report/runs, the Python
+# client and launcher wrapper, graceful SIGTERM, and durability of an acknowledged report across
+# kill -9. Every wait is bounded.
+set -u
+root="$1"; bin="${STEPCAST:?}"; pybuild="${STEPCAST_PYTHON:?}"
+work=$(mktemp -d); fail=0
+cleanup() { [ -n "${pid:-}" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fail=1; }
+wait_port() {  # wait_port FILE: up to 10 s for the server's port file
+  for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; return 1
+}
+start() {  # start [extra flags]
+  rm -f "$work/port"
+  (cd "$work" && exec "$bin" serve --listen 127.0.0.1:0 --port-file "$work/port" --token-file "$work/token" "$@" \
+     >>"$work/serve.log" 2>&1) &
+  pid=$!
+  wait_port "$work/port" || { bad "server did not start"; cat "$work/serve.log"; exit 1; }
+  addr="127.0.0.1:$(cat "$work/port")"
+}
+echo "secret-token" > "$work/token"
+
+# 1. No flags besides a free port: built-in presets, SQLite file in the working directory.
+start
+[ -f "$work/stepcast.db" ] && ok "default store stepcast.db created" || bad "default store"
+
+# 2. The CLI: pre-flight a Llama 3 70B job on H100s, report, list.
+out=$("$bin" preflight "$root/examples/llama3-70b-h100.yaml" --server "$addr" --min-mfu 0.2); rc=$?
+[ $rc -eq 0 ] && grep -q "PASS" <<<"$out" && ok "preflight PASS exit 0" || { bad "preflight PASS ($rc)"; echo "$out"; }
+id=$(grep -o 'pred-[0-9a-f]*' <<<"$out" | head -1)
+"$bin" preflight "$root/examples/llama3-70b-h100.yaml" --server "$addr" --min-mfu 0.95 >/dev/null; rc=$?
+[ $rc -eq 4 ] && ok "preflight FAIL exit 4" || bad "preflight FAIL exit ($rc)"
+"$bin" preflight "$root/examples/llama3-70b-h100.yaml" --server "$addr" --min-mfu 0.95 --warn-only >/dev/null; rc=$?
+[ $rc -eq 3 ] && ok "preflight WARN exit 3" || bad "preflight WARN exit ($rc)"
+"$bin" preflight "$root/examples/llama3-70b-h100.yaml" --server 127.0.0.1:1 --deadline-ms 2000 >/dev/null 2>&1; rc=$?
+[ $rc -eq 1 ] && ok "preflight unreachable exit 1" || bad "preflight unreachable exit ($rc)"
+"$bin" report --server "$addr" --prediction-id "$id" --step-time-s 15.0 >/dev/null 2>&1; rc=$?
+[ $rc -ne 0 ] && ok "report without token refused" || bad "report without token accepted"
+out=$("$bin" report --server "$addr" --prediction-id "$id" --step-time-s 15.0 --token-file "$work/token" --label team=e2e); rc=$?
+[ $rc -eq 0 ] && ok "report stored" || { bad "report ($rc)"; echo "$out"; }
+run=$(grep -o 'run-[0-9a-f]*' <<<"$out" | head -1)
+out=$("$bin" runs --server "$addr" --label team=e2e)
+grep -q "$run" <<<"$out" && ok "runs lists predicted vs measured" || { bad "runs"; echo "$out"; }
+
+# 3. Python client and launcher wrapper (Debian's python3-grpcio).
+STEPCAST_SERVER="$addr" STEPCAST_TOKEN=secret-token STEPCAST_ROOT="$root" \
+  PYTHONPATH="$pybuild:$root/plugin/python" timeout 120 /usr/bin/python3 "$root/tests/python_client_test.py" -v \
+  >"$work/py.log" 2>&1 && ok "python client tests" || { bad "python client tests"; cat "$work/py.log"; }
+
+# 4. Graceful SIGTERM: NOT_SERVING, drain, exit 0.
+kill -TERM "$pid"
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then bad "SIGTERM did not stop the server in 10 s"; else
+  wait "$pid"; rc=$?
+  [ $rc -eq 0 ] && grep -q "stopped" "$work/serve.log" && ok "SIGTERM graceful exit 0" || bad "SIGTERM exit ($rc)"
+fi
+pid=
+
+# 5. An acknowledged report survives kill -9 right after.
+start
+out=$("$bin" report --server "$addr" --job "$root/examples/llama3-70b-h100.yaml" --step-time-s 13.9 \
+      --token-file "$work/token" --label durable=yes)
+run=$(grep -o 'run-[0-9a-f]*' <<<"$out" | head -1)
+kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+start
+out=$("$bin" runs --server "$addr" --label durable=yes)
+[ -n "$run" ] && grep -q "$run" <<<"$out" && ok "report survives kill -9" || { bad "report lost after kill -9"; echo "$out"; }
+grep -q "rpc=ReportRun status=OK latency_us=" "$work/serve.log" && ok "one log line per RPC" || bad "RPC log"
+exit $fail

@@ -1,0 +1,77 @@
+// Load generator for `stepcast serve`: N client threads (each with its own channel) issue
+// Predict calls for a fixed time after a warm-up; prints throughput, p50/p90/p99/max latency
+// and errors. Run through bench/service_load.sh, which starts the server beside it.
+//
+//   build/bin/service_load --server 127.0.0.1:PORT --threads 8 --seconds 10 --job examples/llama3-70b-h100.yaml
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "plugin/client.h"
+#include "proto/codec.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Predict load against a live stepcast serve"};
+  std::string server = "127.0.0.1:50051", job_path;
+  int threads = 8;
+  double seconds = 10, warmup = 2;
+  app.add_option("--server", server)->capture_default_str();
+  app.add_option("--threads", threads)->capture_default_str();
+  app.add_option("--seconds", seconds)->capture_default_str();
+  app.add_option("--warmup", warmup)->capture_default_str();
+  app.add_option("--job", job_path)->required();
+  CLI11_PARSE(app, argc, argv);
+
+  stepcast::v1::PredictRequest req;
+  if (absl::Status s = stepcast::ParseMessageFile(job_path, req.mutable_job()); !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto measure_from = start + std::chrono::duration<double>(warmup);
+  const auto stop = measure_from + std::chrono::duration<double>(seconds);
+  std::vector<std::vector<double>> latencies(threads);
+  std::atomic<long> errors{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      stepcast::ClientOptions o;
+      o.address = server;
+      auto client = stepcast::Client::Connect(o);
+      if (!client.ok()) {
+        ++errors;
+        return;
+      }
+      latencies[t].reserve(200000);
+      while (true) {
+        const auto t0 = Clock::now();
+        if (t0 >= stop) break;
+        stepcast::v1::PredictResponse resp;
+        auto ctx = client->Context();
+        const grpc::Status st = client->stub().Predict(ctx.get(), req, &resp);
+        const auto t1 = Clock::now();
+        if (t0 < measure_from) continue;
+        if (!st.ok() || resp.prediction().step_time_s() <= 0) ++errors;
+        latencies[t].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  std::vector<double> all;
+  for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
+  if (all.empty()) {
+    std::fprintf(stderr, "no requests completed\n");
+    return 1;
+  }
+  std::sort(all.begin(), all.end());
+  auto pct = [&](double q) { return all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
+  std::printf("requests %zu in %.1f s: %.0f req/s, %d client threads, errors %ld\n", all.size(), seconds,
+              all.size() / seconds, threads, errors.load());
+  std::printf("latency us: p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n", pct(0.50), pct(0.90), pct(0.99), all.back());
+  return errors.load() == 0 ? 0 : 1;
+}

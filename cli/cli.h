@@ -69,9 +69,13 @@ struct PreflightArgs {
   v1::PreflightPolicy policy;
   v1::ProfileRef profile;
   bool json = false;
+  // With a training command instead of a job file (Megatron-LM or torchtitan).
+  std::vector<std::string> command;
+  int64_t gpus = 0, gpus_per_node = 0;
+  std::string hardware;
 };
-// Reads the job file (inlining a local hf_config), calls Preflight, prints the verdict, the
-// reasons, the prediction and its id; returns a PreflightExit.
+// Reads the job file (inlining a local hf_config) or imports the training command, calls
+// Preflight, prints the verdict, the reasons, the prediction and its id; returns a PreflightExit.
 int Preflight(const std::string& job_path, const PreflightArgs& args);
 
 struct ReportArgs {

@@ -24,6 +24,7 @@
 #include "cli/cli.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
+#include "proto/launch_args.h"
 
 namespace {
 
@@ -39,6 +40,15 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace stepcast;
+  // Everything after "--" is a training command (Megatron-LM or torchtitan) to import.
+  std::vector<std::string> training_cmd;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      for (int j = i + 1; j < argc; ++j) training_cmd.push_back(argv[j]);
+      argc = i;
+      break;
+    }
+  }
   CLI::App app{"stepcast: a calibrated performance model for LLM training"};
   app.require_subcommand(1);
   std::string presets_dir;
@@ -49,7 +59,12 @@ int main(int argc, char** argv) {
   std::string job_path, profile_path;
   bool json = false;
   std::optional<double> mfu;
-  predict->add_option("job", job_path, "job file (.yaml, .json, .textproto)")->required();
+  predict->add_option("job", job_path, "job file (.yaml, .json, .textproto); or -- TRAINING COMMAND");
+  int64_t cmd_gpus = 0, cmd_gpus_per_node = 0;
+  std::string cmd_hardware;
+  predict->add_option("--gpus", cmd_gpus, "GPU count, with -- TRAINING COMMAND");
+  predict->add_option("--hardware", cmd_hardware, "hardware preset, with -- TRAINING COMMAND");
+  predict->add_option("--gpus-per-node", cmd_gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
   predict->add_flag("--json", json, "print the prediction as JSON (stepcast.v1.Prediction)");
   predict->add_option("--profile", profile_path, "rate profile file (from stepcast-calibrate)");
   predict->add_option("--mfu", mfu, "quick estimate at an assumed MFU in (0, 1] (seeds 001, 004)");
@@ -121,7 +136,10 @@ int main(int argc, char** argv) {
   bool pf_warn_only = false;
   std::string pf_profile;
   int pf_profile_version = 0;
-  preflight->add_option("job", pf_job, "job file")->required();
+  preflight->add_option("job", pf_job, "job file; or -- TRAINING COMMAND");
+  preflight->add_option("--gpus", pa.gpus, "GPU count, with -- TRAINING COMMAND");
+  preflight->add_option("--hardware", pa.hardware, "hardware preset, with -- TRAINING COMMAND");
+  preflight->add_option("--gpus-per-node", pa.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
   add_client(preflight);
   preflight->add_option("--min-mfu", pf_min_mfu, "fail below this predicted MFU (0-1)");
   preflight->add_option("--max-memory-fraction", pf_mem, "fail above this fraction of GPU memory (0-1)");
@@ -215,6 +233,7 @@ int main(int argc, char** argv) {
     }
     pa.profile.set_name(pf_profile);
     pa.profile.set_version(pf_profile_version);
+    pa.command = training_cmd;
     return cli::Preflight(pf_job, pa);
   }
   if (*report) {
@@ -248,7 +267,22 @@ int main(int argc, char** argv) {
       if (!p.ok()) return Fail(p.status());
       profile = *std::move(p);
     }
-    absl::StatusOr<Job> job = LoadJob(job_path, *catalog, profile ? &*profile : nullptr);
+    absl::StatusOr<Job> job;
+    if (!training_cmd.empty()) {
+      if (!job_path.empty()) return Fail(absl::InvalidArgumentError("give a job file or -- TRAINING COMMAND, not both"));
+      absl::StatusOr<ImportedJob> imported = JobFromCommand(training_cmd, ".");
+      if (!imported.ok()) return Fail(imported.status());
+      for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
+      absl::StatusOr<v1::JobSpec> spec = imported->Finalize(cmd_gpus, cmd_hardware, cmd_gpus_per_node);
+      if (!spec.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(spec.status().message(),
+                                                                          " (pass --gpus and --hardware)")));
+      job = JobFromSpec(*spec, *catalog, ".", profile ? &*profile : nullptr);
+      if (job.ok()) job->name = imported->source + " command";
+    } else if (job_path.empty()) {
+      return Fail(absl::InvalidArgumentError("predict: give a job file or -- TRAINING COMMAND"));
+    } else {
+      job = LoadJob(job_path, *catalog, profile ? &*profile : nullptr);
+    }
     if (!job.ok()) return Fail(job.status());
     absl::StatusOr<Prediction> p = mfu ? PredictAtMfu(*job, *mfu) : Predict(*job);
     if (!p.ok()) return Fail(p.status());

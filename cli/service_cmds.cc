@@ -9,11 +9,13 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
 #include "google/protobuf/util/time_util.h"
 #include "proto/codec.h"
+#include "proto/launch_args.h"
 
 namespace stepcast::cli {
 namespace {
@@ -99,7 +101,24 @@ int Serve(const ServeOptions& options, Catalog catalog, const std::string& port_
 }
 
 int Preflight(const std::string& job_path, const PreflightArgs& args) {
-  absl::StatusOr<v1::JobSpec> spec = ReadJob(job_path);
+  absl::StatusOr<v1::JobSpec> spec;
+  if (!args.command.empty()) {
+    if (!job_path.empty()) return Fail(absl::InvalidArgumentError("give a job file or -- TRAINING COMMAND, not both"));
+    absl::StatusOr<ImportedJob> imported = JobFromCommand(args.command, ".");
+    if (!imported.ok()) return Fail(imported.status());
+    for (const auto& a : imported->ignored) {
+      if (absl::StartsWith(a, "--")) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
+    }
+    spec = imported->Finalize(args.gpus, args.hardware, args.gpus_per_node);
+    if (!spec.ok()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(spec.status().message(), " (pass --gpus and --hardware)")));
+    }
+    spec->set_name(imported->source + " command");
+  } else if (job_path.empty()) {
+    return Fail(absl::InvalidArgumentError("preflight: give a job file or -- TRAINING COMMAND"));
+  } else {
+    spec = ReadJob(job_path);
+  }
   if (!spec.ok()) return Fail(spec.status());
   absl::StatusOr<Client> client = Client::Connect(args.client);
   if (!client.ok()) return Fail(client.status());

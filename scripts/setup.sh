@@ -15,10 +15,13 @@ PACKAGES=(
   libgtest-dev libgmock-dev              # tests
   libbenchmark-dev                       # Google Benchmark
   libcsv-dev                             # CSV reader (stepcast validate)
+  libtomlplusplus-dev                    # torchtitan TOML job configs
   libgrpc++-dev protobuf-compiler-grpc   # the service (stepcast serve) and its clients
   libsqlite3-dev                         # the run and profile store
   python3-grpcio python3-protobuf python3-yaml  # the Python client and its test
   python3                                # JSON checks in tests/cli_test.sh
+  libslurm-dev                           # the SPANK plugin's headers
+  slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins  # the single-host Slurm of the plugin test
 )
 
 if [ "${STEPCAST_SKIP_APT:-0}" != "1" ]; then

@@ -1,0 +1,179 @@
+// Job specs from Megatron-LM arguments and torchtitan TOML configs.
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/launch_args.h"
+#include "tests/test_util.h"
+
+namespace stepcast {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// Llama 3 70B as Megatron-Bridge launches it, behind torchrun.
+constexpr char kLlama70B[] =
+    "torchrun --nproc-per-node 8 --nnodes 8 pretrain_gpt.py --num-layers 80 --hidden-size 8192 "
+    "--num-attention-heads 64 --group-query-attention --num-query-groups 8 --ffn-hidden-size 28672 "
+    "--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear "
+    "--untie-embeddings-and-output-weights --seq-length 8192 --max-position-embeddings 8192 "
+    "--micro-batch-size 1 --global-batch-size 128 --tensor-model-parallel-size 4 "
+    "--pipeline-model-parallel-size 8 --num-layers-per-virtual-pipeline-stage 2 --sequence-parallel "
+    "--use-distributed-optimizer --overlap-grad-reduce --tp-comm-overlap --bf16 --fp8-format hybrid "
+    "--tokenizer-type HuggingFaceTokenizer --tokenizer-model meta-llama/Meta-Llama-3-70B "
+    "--attention-dropout 0 --hidden-dropout 0 --train-iters 1000 --lr 1.5e-4 --data-path /data/x --log-interval=10";
+
+TEST(Megatron, MapsEveryModelledFlag) {
+  auto r = JobFromMegatronArgs(Split(kLlama70B));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::JobSpec& s = r->spec;
+  const v1::ModelShape& m = s.model().shape();
+  EXPECT_EQ(m.layers(), 80);
+  EXPECT_EQ(m.hidden_size(), 8192);
+  EXPECT_EQ(m.attention_heads(), 64);
+  EXPECT_EQ(m.kv_heads(), 8);
+  EXPECT_EQ(m.ffn_hidden_size(), 28672);
+  EXPECT_EQ(m.ffn_type(), v1::FFN_TYPE_SWIGLU);
+  EXPECT_EQ(m.norm_type(), v1::NORM_TYPE_RMSNORM);
+  EXPECT_FALSE(m.linear_bias());
+  EXPECT_FALSE(m.tied_embeddings());
+  EXPECT_EQ(m.learned_position_embeddings(), 0);
+  // Megatron pads the vocabulary to a multiple of 128 x TP: 128256 -> 128512.
+  EXPECT_EQ(m.vocab_size(), 128512);
+  EXPECT_EQ(s.training().seq_length(), 8192);
+  EXPECT_EQ(s.training().global_batch_size(), 128);
+  EXPECT_EQ(s.training().micro_batch_size(), 1);
+  EXPECT_EQ(s.training().precision().gemm(), v1::D_TYPE_FP8);
+  EXPECT_EQ(s.training().precision().params(), v1::D_TYPE_BF16);
+  EXPECT_EQ(s.training().sharding(), v1::SHARDING_ZERO1);
+  EXPECT_TRUE(s.training().overlap_dp_comm());
+  EXPECT_TRUE(s.training().overlap_tp_comm());
+  EXPECT_FALSE(s.training().dropout());
+  EXPECT_EQ(s.training().train_iters(), 1000);
+  EXPECT_EQ(s.parallelism().tp(), 4);
+  EXPECT_EQ(s.parallelism().pp(), 8);
+  EXPECT_EQ(s.parallelism().vpp(), 5);  // (80 / 8) / 2
+  EXPECT_TRUE(s.parallelism().sequence_parallel());
+  // Not modelled: listed, with values; the launcher's own flags before the script are skipped.
+  EXPECT_THAT(r->ignored, ElementsAre("--lr 1.5e-4", "--data-path /data/x", "--log-interval=10"));
+  // With the allocation it predicts like the preset.
+  auto spec = r->Finalize(64, "h100-sxm");
+  ASSERT_TRUE(spec.ok());
+  auto job = JobFromSpec(*spec, testing::BuiltinCatalog(), "", nullptr);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->parallelism.dp, 2);
+  EXPECT_NEAR(CountParameters(job->model).total, 70.6e9, 0.1e9);
+}
+
+TEST(Megatron, DefaultsFollowArgumentsPy) {
+  // GPT defaults: GELU 4h FFN, biases, learned positions, tied, LayerNorm, dropout 0.1, fp32.
+  auto r = JobFromMegatronArgs(Split(
+      "python pretrain_gpt.py --num-layers 24 --hidden-size 2304 --num-attention-heads 24 --seq-length 2048 "
+      "--global-batch-size 512 --micro-batch-size 16 --tokenizer-type GPT2BPETokenizer"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::ModelShape& m = r->spec.model().shape();
+  EXPECT_EQ(m.ffn_hidden_size(), 4 * 2304);
+  EXPECT_EQ(m.ffn_type(), v1::FFN_TYPE_GELU);
+  EXPECT_TRUE(m.linear_bias());
+  EXPECT_TRUE(m.tied_embeddings());
+  EXPECT_EQ(m.learned_position_embeddings(), 2048);
+  EXPECT_EQ(m.vocab_size(), 50304);  // 50257 padded to a multiple of 128
+  EXPECT_TRUE(r->spec.training().dropout());
+  EXPECT_EQ(r->spec.training().precision().gemm(), v1::D_TYPE_FP32);
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_NONE);
+  EXPECT_TRUE(r->ignored.empty());
+  // SwiGLU without --ffn-hidden-size: int(8h/3 / 64) * 64.
+  auto s = JobFromMegatronArgs(Split(
+      "x.py --num-layers 2 --hidden-size 4096 --num-attention-heads 32 --seq-length 64 --global-batch-size 8 "
+      "--swiglu --vocab-size 1000 --recompute-granularity full --num-experts 8 --moe-router-topk 2 "
+      "--expert-model-parallel-size 8 --use-torch-fsdp2"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->spec.model().shape().ffn_hidden_size(), 10880);
+  EXPECT_EQ(s->spec.model().shape().moe().routed_experts(), 8);
+  EXPECT_EQ(s->spec.model().shape().moe().expert_ffn_hidden_size(), 10880);
+  EXPECT_EQ(s->spec.training().recompute(), v1::RECOMPUTE_FULL);
+  EXPECT_EQ(s->spec.training().sharding(), v1::SHARDING_ZERO3);
+  EXPECT_EQ(s->spec.parallelism().ep(), 8);
+}
+
+TEST(Megatron, ErrorsNameTheFlag) {
+  const struct { const char* cmd; const char* error; } cases[] = {
+      {"x.py --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 --vocab-size 8",
+       "--num-layers: required"},
+      {"x.py --num-layers two --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1",
+       "--num-layers: 'two' is not an integer"},
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1",
+       "--vocab-size: required"},
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 "
+       "--vocab-size 8 --recompute-granularity sometimes",
+       "--recompute-granularity: 'sometimes' is not full or selective"},
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 "
+       "--vocab-size 8 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3",
+       "--num-layers-per-virtual-pipeline-stage: must divide"},
+      {"x.py --num-layers 2 --hidden-size", "--hidden-size: needs a value"},
+  };
+  for (const auto& c : cases) {
+    auto r = JobFromMegatronArgs(Split(c.cmd));
+    ASSERT_FALSE(r.ok()) << c.cmd;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.error));
+  }
+  EXPECT_THAT(std::string(JobFromCommand(Split("python train.py --lr 1"), "").status().message()),
+              HasSubstr("neither Megatron-LM"));
+}
+
+TEST(Torchtitan, Llama3_8BConfig) {
+  // torchtitan's llama3_8b.toml (its train_configs), trimmed.
+  constexpr char kToml[] = R"(
+[job]
+dump_folder = "./outputs"
+description = "Llama 3 8B training"
+[model]
+name = "llama3"
+flavor = "8B"
+tokenizer_path = "./assets/tokenizer/original/tokenizer.model"
+[optimizer]
+name = "AdamW"
+lr = 3e-4
+[training]
+local_batch_size = 1
+seq_len = 8192
+steps = 1000
+mixed_precision_param = "bfloat16"
+[parallelism]
+data_parallel_replicate_degree = 1
+data_parallel_shard_degree = -1
+tensor_parallel_degree = 1
+pipeline_parallel_degree = 1
+context_parallel_degree = 1
+[activation_checkpoint]
+mode = "selective"
+)";
+  auto r = JobFromTorchtitanToml(kToml, "llama3_8b.toml");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.model().preset(), "llama3-8b");
+  EXPECT_EQ(r->spec.training().seq_length(), 8192);
+  EXPECT_EQ(r->spec.training().sharding(), v1::SHARDING_ZERO3);
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_SELECTIVE);
+  EXPECT_THAT(r->ignored, ::testing::Contains("optimizer.lr"));
+  EXPECT_THAT(r->ignored, ::testing::Contains("job.dump_folder"));
+  // The global batch is the local batch x the data-parallel degree of the allocation.
+  auto spec = r->Finalize(64, "h100-sxm");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->training().global_batch_size(), 64);
+  auto job = JobFromSpec(*spec, testing::BuiltinCatalog(), "", nullptr);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->parallelism.dp, 64);
+  EXPECT_FALSE(JobFromTorchtitanToml("[model]\nname = \"llama3\"\nflavor = \"9B\"\n", "x.toml").ok());
+  EXPECT_THAT(std::string(JobFromTorchtitanToml("[model\n", "bad.toml").status().message()), HasSubstr("bad.toml: line"));
+}
+
+}  // namespace
+}  // namespace stepcast

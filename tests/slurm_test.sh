@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The SPANK plugin on a real Slurm (Debian 12's 22.05) on this one machine: munge, slurmctld and
+# slurmd with a minimal configuration, `stepcast serve` on loopback, then srun with Megatron-LM
+# commands: a job that fits gets PASS and runs; one that cannot fit is refused in enforce mode
+# with the reason and no task started; warn mode prints and runs; a stopped service lets the
+# job run with a warning. Every wait is bounded; the daemons are stopped at the end.
+# Needs root and the packages scripts/setup.sh installs; exits 77 (skipped) without root.
+set -u
+root="$1"; bin="${STEPCAST:?}"; plugin="${STEPCAST_SPANK:?}"
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to run slurmctld/slurmd"; exit 77; }
+for b in slurmctld slurmd srun munged; do command -v $b >/dev/null || [ -x /usr/sbin/$b ] || { echo "FAIL: $b missing (scripts/setup.sh)"; exit 1; }; done
+W=$(mktemp -d /tmp/stepcast-slurm.XXXXXX); chmod 755 "$W"
+fail=0; pids=(); started_munge=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fail=1; }
+cleanup() {
+  [ -f "$W/slurmd.pid" ] && kill "$(cat "$W/slurmd.pid")" 2>/dev/null
+  [ -f "$W/slurmctld.pid" ] && kill "$(cat "$W/slurmctld.pid")" 2>/dev/null
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  sleep 1
+  [ -f "$W/slurmd.pid" ] && kill -9 "$(cat "$W/slurmd.pid")" 2>/dev/null
+  [ -f "$W/slurmctld.pid" ] && kill -9 "$(cat "$W/slurmctld.pid")" 2>/dev/null
+  [ $started_munge -eq 1 ] && pkill -f "munged --socket=$W/munge/munge.socket" 2>/dev/null
+  rm -rf "$W"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# munge: our own daemon on our own socket (works whether or not a system munged runs).
+[ -f /etc/munge/munge.key ] || mungekey -c -k /etc/munge/munge.key
+mkdir -p "$W/munge"; chown munge:munge "$W/munge"; chmod 755 "$W/munge"
+runuser -u munge -- /usr/sbin/munged --socket="$W/munge/munge.socket" --pid-file="$W/munge/munged.pid" \
+  --log-file="$W/munge/munged.log" --seed-file="$W/munge/munged.seed" --force || { echo "FAIL munged"; exit 1; }
+started_munge=1
+
+# stepcast serve on loopback.
+(exec "$bin" serve --listen 127.0.0.1:0 --db "$W/stepcast.db" --port-file "$W/port" --quiet >"$W/serve.log" 2>&1) &
+serve_pid=$!; pids+=($serve_pid)
+for _ in $(seq 100); do [ -s "$W/port" ] && break; sleep 0.1; done
+[ -s "$W/port" ] || { echo "FAIL stepcast serve did not start"; cat "$W/serve.log"; exit 1; }
+server="127.0.0.1:$(cat "$W/port")"
+
+# Slurm: one node, this machine.
+node=$(slurmd -C | head -1)
+cat > "$W/slurm.conf" <<CONF
+ClusterName=stepcast-ci
+SlurmctldHost=$(hostname -s)
+AuthType=auth/munge
+AuthInfo=socket=$W/munge/munge.socket
+CredType=cred/munge
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+StateSaveLocation=$W/state
+SlurmdSpoolDir=$W/spool
+SlurmctldPidFile=$W/slurmctld.pid
+SlurmdPidFile=$W/slurmd.pid
+SlurmctldLogFile=$W/slurmctld.log
+SlurmdLogFile=$W/slurmd.log
+SlurmUser=root
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
+PlugStackConfig=$W/plugstack.conf
+CliFilterPlugins=cli_filter/lua
+$node State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+# The two lines a cluster admin adds (README): the plugin in plugstack.conf (here with the test's
+# server, and GPUs passed as arguments because this machine has none).
+echo "required $plugin server=$server mode=off hardware=h100-sxm gpus_per_node=8 deadline_ms=3000" > "$W/plugstack.conf"
+cp "$root/plugin/slurm/cli_filter.lua" "$W/cli_filter.lua"   # beside slurm.conf
+export STEPCAST_BIN="$bin" STEPCAST_SERVER="$server" STEPCAST_HARDWARE=h100-sxm STEPCAST_GPUS_PER_NODE=8
+mkdir -p "$W/state" "$W/spool"
+export SLURM_CONF="$W/slurm.conf"
+slurmctld -f "$W/slurm.conf" || { echo "FAIL slurmctld"; exit 1; }
+slurmd -f "$W/slurm.conf" || { echo "FAIL slurmd"; exit 1; }
+state=""
+for _ in $(seq 60); do state=$(timeout 5 sinfo -h -o %T 2>/dev/null | head -1); [ "$state" = "idle" ] && break; sleep 0.5; done
+[ "$state" = "idle" ] && ok "slurm node idle" || { bad "slurm node not idle ($state)"; tail -20 "$W/slurmctld.log" "$W/slurmd.log"; exit 1; }
+
+# Megatron-LM commands: the task is a shell that records it ran (and the prediction id); the
+# Megatron arguments after pretrain_gpt.py are what the plugin reads.
+LLAMA70B="--num-layers 80 --hidden-size 8192 --num-attention-heads 64 --group-query-attention --num-query-groups 8
+ --ffn-hidden-size 28672 --swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear
+ --untie-embeddings-and-output-weights --seq-length 8192 --max-position-embeddings 8192 --micro-batch-size 1
+ --global-batch-size 128 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 8
+ --num-layers-per-virtual-pipeline-stage 2 --sequence-parallel --use-distributed-optimizer --bf16
+ --vocab-size 128256 --attention-dropout 0 --hidden-dropout 0 --lr 1.5e-4"
+LLAMA405B_ON_8="--num-layers 126 --hidden-size 16384 --num-attention-heads 128 --group-query-attention
+ --num-query-groups 8 --ffn-hidden-size 53248 --swiglu --normalization RMSNorm --position-embedding-type rope
+ --disable-bias-linear --untie-embeddings-and-output-weights --seq-length 8192 --micro-batch-size 1
+ --global-batch-size 8 --bf16 --vocab-size 128256"
+LLAMA8B_ON_8="--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention
+ --num-query-groups 8 --ffn-hidden-size 14336 --swiglu --normalization RMSNorm --position-embedding-type rope
+ --disable-bias-linear --untie-embeddings-and-output-weights --seq-length 8192 --micro-batch-size 1
+ --global-batch-size 128 --bf16 --use-torch-fsdp2 --recompute-granularity selective
+ --vocab-size 128256 --attention-dropout 0 --hidden-dropout 0"
+run() {  # run NAME MODE GPUS ARGS -> srun output in $out, exit code in $rc, marker written?
+  local name="$1" mode="$2" gpus="$3"; shift 3
+  rm -f "$W/ran.$name"
+  out=$(timeout 60 srun -N1 -n1 --stepcast="$mode" --stepcast-gpus="$gpus" \
+        bash -c "echo \${STEPCAST_PREDICTION_ID:-none} > $W/ran.$name" pretrain_gpt.py $* 2>&1); rc=$?
+}
+
+run fits enforce 64 $LLAMA70B
+if [ $rc -eq 0 ] && grep -q "stepcast: PASS" <<<"$out" && [ -f "$W/ran.fits" ]; then ok "fitting job: PASS and it ran"; else bad "fitting job (rc $rc)"; echo "$out"; fi
+grep -q "ignored (not modelled): --lr 1.5e-4" <<<"$out" && ok "unmodelled arguments listed" || bad "ignored args not listed"
+grep -q "pred-" "$W/ran.fits" 2>/dev/null && ok "task sees STEPCAST_PREDICTION_ID" || bad "prediction id not in the task environment ($(cat "$W/ran.fits" 2>/dev/null))"
+
+run oom enforce 8 $LLAMA405B_ON_8
+if [ $rc -ne 0 ] && grep -q "stepcast: FAIL" <<<"$out" && grep -q "memory_fit" <<<"$out" && [ ! -f "$W/ran.oom" ]; then
+  ok "non-fitting job refused in enforce mode, reason printed, no task"; else bad "enforce refusal (rc $rc, ran=$([ -f "$W/ran.oom" ] && echo yes || echo no))"; echo "$out"; fi
+
+run warn warn 8 $LLAMA405B_ON_8
+if [ $rc -eq 0 ] && grep -q "stepcast: FAIL (warn)" <<<"$out" && [ -f "$W/ran.warn" ]; then ok "warn mode prints and runs"; else bad "warn mode (rc $rc)"; echo "$out"; fi
+
+run off off 8 $LLAMA405B_ON_8
+if [ $rc -eq 0 ] && ! grep -q "stepcast:" <<<"$out" && [ -f "$W/ran.off" ]; then ok "off mode is silent"; else bad "off mode (rc $rc)"; echo "$out"; fi
+
+# sbatch: cli_filter.lua pre-flights the batch script's Megatron line.
+batch() {  # batch NAME MODE ARGS -> sbatch output in $out, exit code in $rc
+  local name="$1" mode="$2"; shift 2
+  # GPUs per node come from STEPCAST_GPUS_PER_NODE: this node has no GRES to request.
+  printf '#!/bin/bash\n#SBATCH -N 1\n#SBATCH --stepcast=%s\n' "$mode" > "$W/$name.sh"
+  printf 'echo ran > %s/batch.%s \\\n  || python3 pretrain_gpt.py %s\n' "$W" "$name" "$*" >> "$W/$name.sh"
+  out=$(cd "$W" && timeout 60 sbatch --parsable -o /dev/null "$W/$name.sh" 2>&1); rc=$?
+}
+batch benforce enforce $LLAMA405B_ON_8
+if [ $rc -ne 0 ] && grep -q "FAIL" <<<"$out" && grep -q "refusing the submission" <<<"$out"; then ok "sbatch: enforce refuses a job that cannot fit"; else bad "sbatch enforce (rc $rc)"; echo "$out"; fi
+batch bwarn warn $LLAMA405B_ON_8
+if [ $rc -eq 0 ] && grep -q "FAIL verdict, submitting anyway" <<<"$out"; then ok "sbatch: warn submits"; else bad "sbatch warn (rc $rc)"; echo "$out"; fi
+batch bpass enforce $LLAMA8B_ON_8
+if [ $rc -eq 0 ] && grep -q "PASS" <<<"$out"; then ok "sbatch: a fitting job passes"; else bad "sbatch pass (rc $rc)"; echo "$out"; fi
+timeout 10 scancel -u root 2>/dev/null
+
+kill "$serve_pid"; wait "$serve_pid" 2>/dev/null
+run down enforce 8 $LLAMA405B_ON_8
+if [ $rc -eq 0 ] && grep -q "unreachable" <<<"$out" && [ -f "$W/ran.down" ]; then ok "service stopped: warning, job runs (fail open)"; else bad "fail open (rc $rc)"; echo "$out"; fi
+
+grep -qi "drain" <(timeout 5 sinfo -h -o "%T %E") && bad "node drained" || ok "node not drained"
+exit $fail

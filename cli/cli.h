@@ -12,6 +12,7 @@
 #include "core/job.h"
 #include "core/predict.h"
 #include "proto/catalog.h"
+#include "stepcast/v1/probe.pb.h"
 #include "stepcast/v1/validation.pb.h"
 
 namespace stepcast::cli {
@@ -87,6 +88,7 @@ struct ReportArgs {
   std::string start_time, end_time;  // RFC 3339
   v1::ProfileRef profile;
   bool json = false;
+  std::vector<std::string> probe_reports;  // merged; the median step is the measurement
 };
 int Report(const ReportArgs& args);
 
@@ -96,6 +98,15 @@ struct RunsArgs {
   bool all_pages = false, json = false;
 };
 int Runs(const RunsArgs& args);
+
+// `stepcast compare PREDICTION MEASURED...`: PREDICTION is a prediction JSON file (stepcast
+// predict --json) or run:<id> on --server; MEASURED are probe reports (merged across ranks; the
+// slowest rank sets each step), or nothing with run:<id> when the run carries a measured
+// breakdown. Prints predicted vs measured per category, MFU, and the largest difference.
+int Compare(const std::string& prediction, const std::vector<std::string>& measured, const ClientOptions& client);
+
+// Reads probe reports (one per rank) and merges them.
+absl::StatusOr<v1::ProbeReport> ReadProbeReports(const std::vector<std::string>& paths);
 
 // `stepcast profile list|get|put`.
 int Profile(const ClientOptions& client, const std::string& action, const std::string& name,

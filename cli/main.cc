@@ -171,6 +171,7 @@ int main(int argc, char** argv) {
   report->add_option("--cluster", ra.cluster, "cluster name (default: the job's)");
   report->add_option("--measured-breakdown", ra.measured_breakdown_path, "StepBreakdown file from the run probe");
   report->add_flag("--json", ra.json, "print the stored run as JSON");
+  report->add_option("--probe", ra.probe_reports, "probe reports (one per rank): the measured step and categories");
 
   // runs
   auto* runs = app.add_subcommand("runs", "list reported runs, predicted vs measured");
@@ -187,6 +188,14 @@ int main(int argc, char** argv) {
   runs->add_option("--page-token", rs_token, "continue a listing");
   runs->add_flag("--all", rsa.all_pages, "follow every page");
   runs->add_flag("--json", rsa.json, "print as JSON");
+
+  // compare
+  auto* compare = app.add_subcommand("compare", "predicted vs measured per category (after a run)");
+  std::string cmp_prediction;
+  std::vector<std::string> cmp_measured;
+  compare->add_option("prediction", cmp_prediction, "prediction JSON (stepcast predict --json) or run:<id>")->required();
+  compare->add_option("measured", cmp_measured, "probe reports, one per rank");
+  add_client(compare);
 
   // profile
   auto* profile_cmd = app.add_subcommand("profile", "list, get or put calibration profiles on the service");
@@ -260,6 +269,7 @@ int main(int argc, char** argv) {
     return cli::Runs(rsa);
   }
   if (*profile_cmd) return cli::Profile(client, pr_action, pr_name, pr_file, pr_version);
+  if (*compare) return cli::Compare(cmp_prediction, cmp_measured, client);
   if (*predict) {
     std::optional<RateProfile> profile;
     if (!profile_path.empty()) {

@@ -18,6 +18,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "plugin/compare.h"
 #include "plugin/policy.h"
 #include "plugin/store.h"
 #include "proto/codec.h"
@@ -261,7 +262,12 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     run.set_measured_mfu(pred.model_flops_per_step() / (measured * gpus * pred.peak_flops_per_s_per_gpu()));
     run.set_step_time_error_pct((pred.step_time_s() - measured) / measured * 100);
     *run.mutable_predicted_breakdown() = pred.breakdown();
-    if (req.has_measured_breakdown()) *run.mutable_measured_breakdown() = req.measured_breakdown();
+    if (req.has_measured_breakdown()) {
+      *run.mutable_measured_breakdown() = req.measured_breakdown();
+      const Comparison cmp = Compare(pred, req.measured_breakdown(), measured);
+      for (const auto& row : cmp.rows) *run.add_comparison() = row;
+      run.set_largest_difference(cmp.largest_difference);
+    }
     if (req.has_start_time()) *run.mutable_start_time() = req.start_time();
     if (req.has_end_time()) *run.mutable_end_time() = req.end_time();
     *run.mutable_create_time() = TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(absl::Now()));

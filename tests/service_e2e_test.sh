@@ -44,6 +44,27 @@ run=$(grep -o 'run-[0-9a-f]*' <<<"$out" | head -1)
 out=$("$bin" runs --server "$addr" --label team=e2e)
 grep -q "$run" <<<"$out" && ok "runs lists predicted vs measured" || { bad "runs"; echo "$out"; }
 
+# 2b. The probe's reports: merged across ranks, reported, compared (file and run:<id>).
+for r in 0 1; do
+  step=$([ $r -eq 0 ] && echo 14.0 || echo 15.0)
+  cat > "$work/rank$r.json" <<JSON
+{"rank": $r, "rank_count": 1, "step_source": "nvtx:step", "warmup_steps": 2,
+ "steps": [{"step": 2, "step_time_s": $step, "busy": {"gemm_s": 9.5, "attention_s": 1.2, "communication_s": 2.0,
+            "elementwise_s": 1.0, "memory_copy_s": 0.1}, "exposed_communication_s": 1.5, "idle_s": 0.8},
+           {"step": 3, "step_time_s": $step, "busy": {"gemm_s": 9.5, "attention_s": 1.2, "communication_s": 2.0,
+            "elementwise_s": 1.0, "memory_copy_s": 0.1}, "exposed_communication_s": 1.5, "idle_s": 0.8}]}
+JSON
+done
+"$bin" predict --json "$root/examples/llama3-70b-h100.yaml" > "$work/pred.json"
+out=$("$bin" compare "$work/pred.json" "$work/rank0.json" "$work/rank1.json"); rc=$?
+{ [ $rc -eq 0 ] && grep -q "largest difference" <<<"$out" && grep -q "15.0000 s" <<<"$out"; } \
+  && ok "compare merges ranks (slowest sets the step) and names the largest difference" || { bad "compare ($rc)"; echo "$out"; }
+out=$("$bin" report --server "$addr" --token-file "$work/token" --prediction-id "$id" --probe "$work/rank0.json" "$work/rank1.json"); rc=$?
+prun=$(grep -o 'run-[0-9a-f]*' <<<"$out" | head -1)
+{ [ $rc -eq 0 ] && grep -q "largest difference" <<<"$out"; } && ok "report --probe stores the categories" || { bad "report --probe ($rc)"; echo "$out"; }
+out=$("$bin" compare "run:$prun" --server "$addr"); rc=$?
+{ [ $rc -eq 0 ] && grep -q "communication" <<<"$out"; } && ok "compare run:<id> from the service" || { bad "compare run ($rc)"; echo "$out"; }
+
 # 3. Python client and launcher wrapper (Debian's python3-grpcio).
 STEPCAST_SERVER="$addr" STEPCAST_TOKEN=secret-token STEPCAST_ROOT="$root" \
   PYTHONPATH="$pybuild:$root/plugin/python" timeout 120 /usr/bin/python3 "$root/tests/python_client_test.py" -v \

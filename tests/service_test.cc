@@ -188,6 +188,11 @@ TEST_F(ServiceTest, ReportGetAndListRuns) {
   EXPECT_NEAR(run.step_time_error_pct(), (1 / 1.25 - 1) * 100, 1e-9);
   EXPECT_NEAR(run.measured_mfu(), pf.prediction().mfu() / 1.25, 1e-12);
   EXPECT_TRUE(run.has_measured_breakdown());
+  // The per-category comparison is stored with the run (and returned by GetRun below).
+  ASSERT_EQ(run.comparison_size(), 5);
+  EXPECT_EQ(run.comparison(0).category(), "compute");
+  EXPECT_DOUBLE_EQ(run.comparison(0).measured_s(), 1.0);
+  EXPECT_FALSE(run.largest_difference().empty());
 
   // By job and by tokens/s.
   v1::ReportRunRequest by_job;

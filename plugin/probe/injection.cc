@@ -1,0 +1,208 @@
+// libstepcast_probe.so: the run probe, injected into a training process with
+//   CUDA_INJECTION64_PATH=/path/libstepcast_probe.so python train.py ...
+// CUDA calls InitializeInjection() at its initialisation; nothing in the training code changes.
+//
+// It records kernel activity with CUPTI (CONCURRENT_KERNEL, which does not serialise kernels;
+// MEMCPY, MEMSET; MARKER for NVTX ranges, routing NVTX to CUPTI when the process has not chosen
+// an NVTX injection), flushes completed buffers every second and at exit, and hands the records
+// to a Collector (bounded memory). At exit it writes the rank's JSON report (stepcast.v1.ProbeReport)
+// and, when STEPCAST_SERVER and STEPCAST_PREDICTION_ID are set and STEPCAST_PROBE_REPORT is not
+// "0", rank 0 reports the run to the service (its token from STEPCAST_TOKEN).
+//
+// Environment: STEPCAST_PROBE_OUT (report path; %r rank, %p pid; default
+// stepcast_probe.rank%r.json), STEPCAST_PROBE_STEP_RANGE (NVTX name pattern, default "step"),
+// STEPCAST_PROBE_WARMUP (steps left out, default 2), STEPCAST_PROBE_DISABLE=1.
+//
+// If CUPTI is unavailable, busy (another profiler subscribed) or the driver too old, the process
+// runs on untouched and the probe says why once on stderr.
+#include <cupti.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "plugin/client.h"
+#include "plugin/compare.h"
+#include "plugin/probe/collector.h"
+#include "proto/codec.h"
+
+namespace {
+
+constexpr size_t kBufferBytes = 8 << 20;
+constexpr size_t kAlign = 8;
+
+std::unique_ptr<stepcast::probe::Collector> g_collector;
+std::atomic<bool> g_active{false};
+std::atomic<bool> g_stop{false};
+std::thread g_flusher;
+std::mutex g_flush_mu;
+std::condition_variable g_flush_cv;
+std::once_flag g_once;
+
+void Say(const std::string& s) { std::fprintf(stderr, "stepcast probe: %s\n", s.c_str()); }
+
+std::string Env(const char* k, const char* fallback = "") {
+  const char* v = std::getenv(k);
+  return v != nullptr ? v : fallback;
+}
+
+int Rank() {
+  for (const char* k : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(k)) return std::atoi(v);
+  }
+  return 0;
+}
+
+const char* ResultString(CUptiResult r) {
+  const char* s = nullptr;
+  cuptiGetResultString(r, &s);
+  return s ? s : "unknown CUPTI error";
+}
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kAlign, kBufferBytes));
+  *size = kBufferBytes;
+  *max_records = 0;
+}
+
+void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* rec = nullptr;
+  while (g_collector && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    switch (rec->kind) {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      case CUPTI_ACTIVITY_KIND_KERNEL: {
+        auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(rec);
+        g_collector->AddKernel(k->name ? k->name : "?", static_cast<int64_t>(k->start), static_cast<int64_t>(k->end));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
+        g_collector->AddMemory(false, static_cast<int64_t>(m->start), static_cast<int64_t>(m->end));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(rec);
+        g_collector->AddMemory(true, static_cast<int64_t>(m->start), static_cast<int64_t>(m->end));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MARKER: {
+        auto* m = reinterpret_cast<CUpti_ActivityMarker2*>(rec);
+        if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+          g_collector->AddRangeStart(m->id, m->name ? m->name : "", static_cast<int64_t>(m->timestamp));
+        } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+          g_collector->AddRangeEnd(m->id, static_cast<int64_t>(m->timestamp));
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped > 0 && g_collector) {
+    g_collector->AddDropped(static_cast<int64_t>(dropped));
+  }
+  std::free(buffer);
+}
+
+void WriteReport() {
+  if (!g_active.exchange(false)) return;
+  g_stop = true;
+  g_flush_cv.notify_all();
+  if (g_flusher.joinable()) g_flusher.join();
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  stepcast::v1::ProbeReport report = g_collector->Finish();
+  const int rank = Rank();
+  report.set_rank(rank);
+  report.set_pid(static_cast<int32_t>(getpid()));
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  report.set_host(host);
+  std::string path = Env("STEPCAST_PROBE_OUT", "stepcast_probe.rank%r.json");
+  path = absl::StrReplaceAll(path, {{"%r", std::to_string(rank)}, {"%p", std::to_string(getpid())}});
+  std::ofstream(path) << stepcast::ToJson(report);
+  Say(absl::StrCat("rank ", rank, ": ", report.steps_size(), " steps (", report.step_source(), "), median step ",
+                   report.median().step_time_s(), " s; report ", path));
+  const std::string server = Env("STEPCAST_SERVER"), prediction = Env("STEPCAST_PREDICTION_ID");
+  if (rank == 0 && !server.empty() && !prediction.empty() && Env("STEPCAST_PROBE_REPORT", "1") != "0" &&
+      report.steps_size() > 0) {
+    stepcast::ClientOptions o;
+    o.address = server;
+    o.token = Env("STEPCAST_TOKEN");
+    o.deadline_ms = 5000;
+    absl::StatusOr<stepcast::Client> c = stepcast::Client::Connect(o);
+    stepcast::v1::ReportRunRequest req;
+    req.set_prediction_id(prediction);
+    req.set_measured_step_time_s(report.median().step_time_s());
+    *req.mutable_measured_breakdown() = stepcast::MeasuredBreakdown(report.median());
+    (*req.mutable_labels())["source"] = "stepcast-probe";
+    stepcast::v1::ReportRunResponse resp;
+    grpc::Status st = grpc::Status(grpc::UNAVAILABLE, "no client");
+    if (c.ok()) {
+      auto ctx = c->Context();
+      st = c->stub().ReportRun(ctx.get(), req, &resp);
+    }
+    Say(st.ok() ? absl::StrCat("reported ", resp.run().run_id(), " to ", server)
+                : absl::StrCat("could not report to ", server, ": ", st.error_message()));
+  }
+}
+
+bool Enable(CUpti_ActivityKind kind, const char* what, bool required) {
+  const CUptiResult r = cuptiActivityEnable(kind);
+  if (r == CUPTI_SUCCESS) return true;
+  if (required) Say(absl::StrCat("disabled: cannot enable ", what, " activity (", ResultString(r), ")"));
+  return false;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  std::call_once(g_once, [] {
+    if (Env("STEPCAST_PROBE_DISABLE") == "1") return;
+    // Route NVTX to CUPTI (for step ranges) unless the process chose its own NVTX injection.
+    if (std::getenv("NVTX_INJECTION64_PATH") == nullptr) {
+      Dl_info info;
+      if (dladdr(reinterpret_cast<void*>(&cuptiActivityEnable), &info) && info.dli_fname) {
+        setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
+      }
+    }
+    stepcast::probe::Collector::Options opt;
+    opt.step_pattern = Env("STEPCAST_PROBE_STEP_RANGE", "step");
+    opt.warmup_steps = std::atoi(Env("STEPCAST_PROBE_WARMUP", "2").c_str());
+    g_collector = std::make_unique<stepcast::probe::Collector>(opt);
+    CUptiResult r = cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted);
+    if (r != CUPTI_SUCCESS) {
+      Say(absl::StrCat("disabled: CUPTI unavailable (", ResultString(r), "); the process runs untouched"));
+      g_collector.reset();
+      return;
+    }
+    if (!Enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel", true)) {
+      cuptiActivityFlushAll(0);
+      g_collector.reset();
+      return;
+    }
+    Enable(CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy", false);
+    Enable(CUPTI_ACTIVITY_KIND_MEMSET, "memset", false);
+    Enable(CUPTI_ACTIVITY_KIND_MARKER, "NVTX marker", false);
+    g_active = true;
+    g_flusher = std::thread([] {
+      std::unique_lock<std::mutex> lock(g_flush_mu);
+      while (!g_stop) {
+        g_flush_cv.wait_for(lock, std::chrono::seconds(1));
+        if (!g_stop) cuptiActivityFlushAll(0);  // completed buffers only; no GPU sync
+      }
+    });
+    std::atexit(WriteReport);
+  });
+  return 1;  // never fails CUDA's initialisation
+}

@@ -1,0 +1,44 @@
+// The probe injected (CUDA_INJECTION64_PATH) into a CUDA program with a known kernel sequence.
+// Needs a GPU: skipped, with the reason, where there is none.
+#include <cstdlib>
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "proto/codec.h"
+#include "stepcast/v1/probe.pb.h"
+
+namespace stepcast {
+namespace {
+
+TEST(ProbeGpu, InjectedIntoAKnownKernelSequence) {
+#ifndef STEPCAST_PROBE_GPU_PROGRAM
+  GTEST_SKIP() << "no CUDA compiler at build time: the probe's GPU test program was not built";
+#else
+  const std::string program = STEPCAST_PROBE_GPU_PROGRAM, probe = STEPCAST_PROBE_LIBRARY;
+  const int check = std::system((program + " --check 2>/dev/null").c_str());
+  if (!WIFEXITED(check) || WEXITSTATUS(check) != 0) {
+    GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount failed or found none): the probe injection test needs a GPU";
+  }
+  const std::string out = std::string(::testing::TempDir()) + "/probe_gpu.json";
+  std::filesystem::remove(out);
+  const std::string cmd = "CUDA_INJECTION64_PATH=" + probe + " STEPCAST_PROBE_OUT=" + out +
+                          " STEPCAST_PROBE_WARMUP=2 " + program;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  v1::ProbeReport r;
+  ASSERT_TRUE(ParseMessageFile(out, &r).ok()) << "no report at " << out;
+  EXPECT_EQ(r.step_source(), "nvtx:step");
+  // 10 NVTX steps: 10 starts close 9 steps, 2 of them warm-up.
+  ASSERT_EQ(r.steps_size(), 7);
+  for (const auto& s : r.steps()) {
+    EXPECT_EQ(s.kernel_count(), 3);
+    EXPECT_GT(s.busy().gemm_s(), 0);
+    EXPECT_GT(s.busy().elementwise_s(), 0);
+    EXPECT_EQ(s.busy().communication_s(), 0);
+    EXPECT_LE(s.busy().gemm_s() + s.busy().elementwise_s() + s.idle_s(), s.step_time_s() * 1.0001);
+  }
+  EXPECT_GT(r.median().busy().gemm_s(), r.median().busy().elementwise_s());
+#endif
+}
+
+}  // namespace
+}  // namespace stepcast

@@ -1,0 +1,58 @@
+// File: calibrate/fits.h
+//
+// Plain C++ (tested on CPU): summaries of repeated timings, nccl-tests bandwidths, the piecewise
+// alpha-beta fit of collective sweeps, the GEMM rate-by-size fit, and straggler detection.
+#ifndef STEPCAST_CALIBRATE_FITS_H_
+#define STEPCAST_CALIBRATE_FITS_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/hardware.h"
+#include "stepcast/v1/calibration.pb.h"
+
+namespace stepcast::calibrate {
+
+// median, p10, p90 (nearest rank) and best (minimum) of timings in seconds.
+v1::SampleSummary Summarize(std::vector<double> times_s);
+
+// nccl-tests (doc/PERFORMANCE.md): algbw = S / t with S as nccl-tests counts it (per-rank
+// buffer for all-reduce; the total for all-gather, reduce-scatter, all-to-all; the message for
+// send/recv); busbw = algbw x BusBwFactor(c, n).
+double AlgBw(double size_bytes, double time_s);
+double BusBw(Collective c, int64_t ranks, double size_bytes, double time_s);
+
+// Piecewise alpha-beta fit of a collective's sweep (sizes ascending, median times):
+//   alpha (the latency floor) = the smallest median time among sizes <= 4 KiB (or the first
+//   four sizes), as the calibration methods recommend, not a large-size intercept;
+//   segments split at 64 KiB and 4 MiB (NCCL's LL / LL128 / Simple regimes): each fits
+//   time = a + S x factor / busbw by least squares on relative error (weights 1/t^2); the first
+//   segment keeps a = alpha; a negative intercept is refitted with a = alpha.
+struct AlphaBetaFit {
+  double alpha_s = 0;
+  double busbw_bytes_per_s = 0;  // of the largest-size segment
+  std::vector<v1::AlphaBetaSegment> segments;
+  double median_relative_error = 0;
+};
+AlphaBetaFit FitAlphaBeta(const std::vector<std::pair<double, double>>& size_time, Collective c, int64_t ranks);
+// Time of a size from a fit (the segment holding it; the last beyond the sweep).
+double FitTime(const AlphaBetaFit& fit, Collective c, int64_t ranks, double size_bytes);
+
+// GEMM rate by size: rate(F) = r_max x F / (F + f_half), F = 2mnk FLOPs (small GEMMs pay a fixed
+// cost worth f_half FLOPs). Least squares of 1/rate = 1/r_max + (f_half / r_max) / F, weighted by
+// relative error. Used to fill shapes between and beyond the measured ones.
+struct GemmSizeFit {
+  double r_max_flops_per_s = 0;
+  double f_half_flops = 0;
+  double Rate(double flops) const { return r_max_flops_per_s * flops / (flops + f_half_flops); }
+};
+GemmSizeFit FitGemmRate(const std::vector<std::pair<double, double>>& flops_rate);
+
+// GPUs whose value (higher is better) is more than `threshold` below the median of all GPUs.
+std::vector<v1::Straggler> FindStragglers(const std::vector<double>& per_gpu, const std::string& metric,
+                                          double threshold = 0.05);
+
+}  // namespace stepcast::calibrate
+
+#endif  // STEPCAST_CALIBRATE_FITS_H_

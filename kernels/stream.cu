@@ -1,0 +1,100 @@
+#include "kernels/stream.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+namespace stepcast::kernels {
+namespace {
+
+constexpr int kBlock = 256;
+
+int Blocks(size_t n) {
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const size_t want = (n + kBlock - 1) / kBlock;
+  const size_t cap = static_cast<size_t>(sms > 0 ? sms : 132) * 32;  // grid-stride beyond this
+  return static_cast<int>(want < cap ? (want > 0 ? want : 1) : cap);
+}
+
+__global__ void CopyKernel(const float4* __restrict__ a, float4* __restrict__ c, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    c[i] = a[i];
+  }
+}
+
+__global__ void TriadKernel(float4* __restrict__ a, const float4* __restrict__ b, const float4* __restrict__ c,
+                            float s, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float4 x = b[i], y = c[i];
+    a[i] = make_float4(x.x + s * y.x, x.y + s * y.y, x.z + s * y.z, x.w + s * y.w);
+  }
+}
+
+__device__ float Uniform(uint64_t seed, size_t i) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f;  // [-1, 1)
+}
+
+template <typename T>
+__global__ void FillRandomKernel(T* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float v = Uniform(seed, i);
+    if (v == 0.0f) v = 0.5f;
+    p[i] = static_cast<T>(v);
+  }
+}
+
+__global__ void FillConstantKernel(float* p, size_t n, float v) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    p[i] = v;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchCopy(const void* a, void* c, size_t bytes, cudaStream_t s) {
+  const size_t n = bytes / sizeof(float4);
+  CopyKernel<<<Blocks(n), kBlock, 0, s>>>(static_cast<const float4*>(a), static_cast<float4*>(c), n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchTriad(void* a, const void* b, const void* c, float scalar, size_t bytes, cudaStream_t s) {
+  const size_t n = bytes / sizeof(float4);
+  TriadKernel<<<Blocks(n), kBlock, 0, s>>>(static_cast<float4*>(a), static_cast<const float4*>(b),
+                                           static_cast<const float4*>(c), scalar, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchFillRandom(void* p, size_t n, FillType type, uint64_t seed, cudaStream_t s) {
+  switch (type) {
+    case FillType::kFloat32: FillRandomKernel<float><<<Blocks(n), kBlock, 0, s>>>(static_cast<float*>(p), n, seed); break;
+    case FillType::kBFloat16:
+      FillRandomKernel<__nv_bfloat16><<<Blocks(n), kBlock, 0, s>>>(static_cast<__nv_bfloat16*>(p), n, seed);
+      break;
+    case FillType::kFloat16: FillRandomKernel<__half><<<Blocks(n), kBlock, 0, s>>>(static_cast<__half*>(p), n, seed); break;
+    case FillType::kFp8E4M3:
+      FillRandomKernel<__nv_fp8_e4m3><<<Blocks(n), kBlock, 0, s>>>(static_cast<__nv_fp8_e4m3*>(p), n, seed);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchFillConstant(float* p, size_t n, float v, cudaStream_t s) {
+  FillConstantKernel<<<Blocks(n), kBlock, 0, s>>>(p, n, v);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchFlush(void* buffer, size_t bytes, cudaStream_t s) {
+  return cudaMemsetAsync(buffer, 0x5a, bytes, s);
+}
+
+}  // namespace stepcast::kernels

@@ -1,0 +1,119 @@
+// The calibration's GPU code on a GPU: our kernels against the host, a cuBLASLt GEMM against a
+// CPU reference, NCCL results verified by the harness. Skipped, with the reason, without a GPU.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <vector>
+
+#include "calibrate/gpu_bench.h"
+#include "calibrate/nccl_backend.h"
+#include "gtest/gtest.h"
+#include "kernels/stream.h"
+
+namespace stepcast::calibrate {
+namespace {
+
+std::vector<GpuInfo> GpusOrSkip() {
+  absl::StatusOr<std::vector<GpuInfo>> g = ListGpus();
+  if (!g.ok()) return {};
+  return *g;
+}
+
+TEST(CalibrateGpu, StreamKernelsAreCorrectOnRandomInputs) {
+  const auto gpus = GpusOrSkip();
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListGpus().status().message();
+  const size_t n = 1 << 20, bytes = n * sizeof(float);
+  float *a, *b, *c;
+  ASSERT_EQ(cudaMalloc(&a, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&c, bytes), cudaSuccess);
+  ASSERT_EQ(kernels::LaunchFillRandom(b, n, kernels::FillType::kFloat32, 11, nullptr), cudaSuccess);
+  ASSERT_EQ(kernels::LaunchFillRandom(c, n, kernels::FillType::kFloat32, 12, nullptr), cudaSuccess);
+  ASSERT_EQ(kernels::LaunchTriad(a, b, c, 0.4f, bytes, nullptr), cudaSuccess);
+  std::vector<float> ha(n), hb(n), hc(n);
+  cudaMemcpy(ha.data(), a, bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(hb.data(), b, bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(hc.data(), c, bytes, cudaMemcpyDeviceToHost);
+  size_t zeros = 0;
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_FLOAT_EQ(ha[i], hb[i] + 0.4f * hc[i]) << i;
+    zeros += hb[i] == 0.0f;
+  }
+  EXPECT_EQ(zeros, 0u);  // random data, never zeros
+  ASSERT_EQ(kernels::LaunchCopy(b, a, bytes, nullptr), cudaSuccess);
+  cudaMemcpy(ha.data(), a, bytes, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(ha, hb);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+}
+
+TEST(CalibrateGpu, GemmBenchmarkRunsAndIsPlausible) {
+  const auto gpus = GpusOrSkip();
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListGpus().status().message();
+  BenchOptions o{2, 5};
+  auto s = BenchGemm(gpus[0], DType::kBF16, {4096, 4096, 4096, "square 4096"}, o, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GT(s->median_flops_per_s(), 1e12);
+  EXPECT_LE(s->best_flops_per_s(), 5e15);  // below any datasheet peak
+}
+
+TEST(CalibrateGpu, CublasLtMatchesACpuReference) {
+  const auto gpus = GpusOrSkip();
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListGpus().status().message();
+  const int m = 64, n = 48, k = 32;
+  std::vector<float> A(k * m), B(k * n), C(m * n), R(m * n, 0.0f);
+  for (size_t i = 0; i < A.size(); ++i) A[i] = std::sin(0.1f * i);
+  for (size_t i = 0; i < B.size(); ++i) B[i] = std::cos(0.07f * i);
+  // TN: C[i + j*m] = sum_l A[l + i*k] * B[l + j*k].
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      for (int l = 0; l < k; ++l) R[i + j * m] += A[l + i * k] * B[l + j * k];
+  float *dA, *dB, *dC;
+  cudaMalloc(&dA, A.size() * 4);
+  cudaMalloc(&dB, B.size() * 4);
+  cudaMalloc(&dC, C.size() * 4);
+  cudaMemcpy(dA, A.data(), A.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dB, B.data(), B.size() * 4, cudaMemcpyHostToDevice);
+  cublasLtHandle_t lt;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulDesc_t d;
+  cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const cublasOperation_t t = CUBLAS_OP_T;
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, k);
+  cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k);
+  cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, m);
+  const float alpha = 1, beta = 0;
+  ASSERT_EQ(cublasLtMatmul(lt, d, &alpha, dA, la, dB, lb, &beta, dC, lc, dC, lc, nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_SUCCESS);
+  cudaMemcpy(C.data(), dC, C.size() * 4, cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], R[i], 1e-4f * (1 + std::fabs(R[i]))) << i;
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(d);
+  cublasLtDestroy(lt);
+  cudaFree(dA);
+  cudaFree(dB);
+  cudaFree(dC);
+}
+
+TEST(CalibrateGpu, NcclResultsVerifiedAcrossLocalGpus) {
+  const auto gpus = GpusOrSkip();
+  if (gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs in one node (found " << gpus.size() << ")";
+  std::vector<int> ids;
+  for (const auto& g : gpus) ids.push_back(g.index);
+  auto b = MakeNcclLocalBackend(ids, 1 << 24);
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                       Collective::kAllToAll, Collective::kSendRecv}) {
+    auto t = (*b)->Time(c, 1 << 20, 1, 3);  // the first run's result is checked
+    EXPECT_TRUE(t.ok()) << CollectiveName(c) << ": " << t.status();
+  }
+}
+
+}  // namespace
+}  // namespace stepcast::calibrate

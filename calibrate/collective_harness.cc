@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/codec.h"
 
 namespace stepcast::calibrate {
 
@@ -33,7 +34,7 @@ absl::StatusOr<std::vector<v1::CollectiveSample>> Sweep(CollectiveBackend& b, co
                                                             t.status().message()));
       }
       v1::CollectiveSample s;
-      s.set_collective(static_cast<v1::Collective>(static_cast<int>(c) + 1));
+      s.set_collective(CollectiveToProto(c));
       s.set_scope(b.scope() == Scope::kIntraNode ? v1::SCOPE_INTRA_NODE : v1::SCOPE_INTER_NODE);
       s.set_ranks(b.ranks());
       s.set_size_bytes(sizes[i]);
@@ -53,7 +54,7 @@ SweepFits FitSweep(const std::vector<v1::CollectiveSample>& samples) {
   SweepFits out;
   for (const auto& [key, v] : groups) {
     const auto [coll_v1, scope_v1, ranks] = key;
-    const Collective c = static_cast<Collective>(coll_v1 - 1);
+    const Collective c = CollectiveFromProto(static_cast<v1::Collective>(coll_v1));
     std::vector<std::pair<double, double>> st;
     for (const auto* s : v) st.push_back({s->size_bytes(), s->time().median_s()});
     std::sort(st.begin(), st.end());

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "calibrate/fits.h"
 #include "kernels/stream.h"
+#include "proto/codec.h"
 
 namespace stepcast::calibrate {
 namespace {
@@ -164,24 +165,27 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
     return cublasLtMatmul(lt, desc, &alpha, A.p, la, B.p, lb, &beta, C.p, lc, C.p, lc, &heur[a].algo, work.p,
                           workspace, nullptr);
   };
-  // Pick the fastest of the heuristic's candidates on a few runs.
+  // Pick the fastest of the heuristic's candidates: one untimed run each, then one timed run for
+  // the first and 3 for the others while the best run is under 5 ms.
   int best_algo = 0;
   double best_time = 1e30;
   for (int a = 0; a < found; ++a) {
     if (run(a) != CUBLAS_STATUS_SUCCESS) continue;
+    const int reps = best_time < 5e-3 ? 3 : 1;
     cudaEventRecord(ev.start);
-    for (int i = 0; i < 3; ++i) run(a);
+    for (int i = 0; i < reps; ++i) run(a);
     cudaEventRecord(ev.stop);
     cudaEventSynchronize(ev.stop);
-    if (ev.Seconds() < best_time) {
-      best_time = ev.Seconds();
+    if (ev.Seconds() / reps < best_time) {
+      best_time = ev.Seconds() / reps;
       best_algo = a;
     }
   }
-  for (int i = 0; i < o.warmup; ++i) run(best_algo);
+  const int warmup = WarmupIterations(o, best_time), iters = TimedIterations(o, best_time);
+  for (int i = 0; i < warmup; ++i) run(best_algo);
   std::vector<double> times;
   if (cupti) cupti->Begin();
-  for (int i = 0; i < o.iters; ++i) {
+  for (int i = 0; i < iters; ++i) {
     kernels::LaunchFlush(flush.p, flush_bytes, nullptr);
     cudaEventRecord(ev.start);
     const cublasStatus_t s = run(best_algo);
@@ -198,7 +202,7 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   RETURN_IF_ERROR(Cuda(cudaGetLastError(), "GEMM benchmark"));
   v1::GemmSample out;
   out.set_gpu(gpu.index);
-  out.set_dtype(static_cast<v1::DType>(static_cast<int>(dtype) + 1));
+  out.set_dtype(DTypeToProto(dtype));
   out.set_m(m);
   out.set_n(n);
   out.set_k(k);
@@ -209,7 +213,7 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   out.set_algorithm_index(best_algo);
   if (!cupti_times.empty()) {
     // A GEMM may run as several kernels (split-K): sum kernels per run.
-    const size_t per_run = std::max<size_t>(1, cupti_times.size() / o.iters);
+    const size_t per_run = std::max<size_t>(1, cupti_times.size() / iters);
     std::vector<double> per;
     for (size_t i = 0; i + per_run <= cupti_times.size(); i += per_run) {
       double s = 0;

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "calibrate/cupti_timer.h"
+#include "calibrate/iterations.h"
 #include "core/dtype.h"
 #include "stepcast/v1/calibration.pb.h"
 
@@ -40,10 +41,9 @@ struct GemmShape {
 // 4096/8192/16384, token counts per micro-batch 4096-16384, divided by TP 1-8) plus squares.
 std::vector<GemmShape> TransformerShapes(bool quick);
 
-struct BenchOptions {
-  int warmup = 10;
-  int iters = 30;
-};
+// One GEMM through cuBLASLt: C[m,n] = A^T B (TN, column-major), the fastest of the heuristic's
+// top-4 algorithms, random inputs, L2 flushed before every timed run, CUDA events per run.
+// Rates count 2*m*n*k FLOPs. Errors: CUDA/cuBLASLt failures, no algorithm for the dtype.
 absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const GemmShape& shape,
                                          const BenchOptions& o, CuptiTimer* cupti);
 absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer* cupti);

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <cmath>
 #include <map>
 
 #include "CLI/CLI.hpp"
@@ -21,6 +22,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/numbers.h"
 #include "calibrate/collective_harness.h"
 #include "calibrate/conditions.h"
 #include "calibrate/cupti_timer.h"
@@ -60,17 +63,19 @@ std::string PresetFor(const std::string& gpu_name) {
   return "";
 }
 
-std::vector<int> ParseGpus(const std::string& s, int count) {
+// "0,2,3" -> {0, 2, 3}; empty -> every GPU. Errors name --gpus and the bad entry.
+absl::StatusOr<std::vector<int>> ParseGpus(const std::string& s, int count) {
   std::vector<int> out;
   if (s.empty()) {
     for (int i = 0; i < count; ++i) out.push_back(i);
     return out;
   }
-  for (size_t start = 0; start <= s.size();) {
-    size_t comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    out.push_back(std::atoi(s.substr(start, comma - start).c_str()));
-    start = comma + 1;
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    int id = 0;
+    if (!absl::SimpleAtoi(part, &id) || id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--gpus: '", part, "' is not a GPU index (want e.g. 0,1,2)"));
+    }
+    out.push_back(id);
   }
   return out;
 }
@@ -95,6 +100,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-collective-bytes", max_coll, "largest collective size (default 4 GiB, quick 256 MiB)");
   app.add_option("--hardware", hardware, "hardware preset to compare with (default: from the GPU name)");
   CLI11_PARSE(app, argc, argv);
+  if (absl::StatusOr<std::vector<int>> ids = ParseGpus(gpus_arg, 0); !ids.ok()) {
+    return Fail(std::string(ids.status().message()), 1);
+  }
   if (run_out.empty()) run_out = out + ".run.json";
   if (max_coll <= 0) max_coll = quick ? 256.0 * (1 << 20) : 4.0 * (1ull << 30);
   const bool mpi = use_mpi || backend == "mpi";
@@ -118,7 +126,9 @@ int main(int argc, char** argv) {
     if (!g.ok()) return finish(Fail(std::string(g.status().message())));
     all = *g;
   }
-  std::vector<int> gpu_ids = ParseGpus(gpus_arg, static_cast<int>(all.size()));
+  absl::StatusOr<std::vector<int>> parsed_ids = ParseGpus(gpus_arg, static_cast<int>(all.size()));
+  if (!parsed_ids.ok()) return finish(Fail(std::string(parsed_ids.status().message())));
+  std::vector<int> gpu_ids = *parsed_ids;
   if (use_mpi && !all.empty()) gpu_ids = {rank_ % static_cast<int>(all.size())};  // one GPU per rank
   std::vector<GpuInfo> gpus;
   for (int id : gpu_ids) {
@@ -243,6 +253,23 @@ int main(int argc, char** argv) {
     }
   }
 
+  // GEMM rate by size per dtype, over the slowest GPU's medians.
+  std::map<int, std::vector<std::pair<double, double>>> by_dtype;  // dtype -> (flops, rate)
+  for (const auto& [key, rate] : slowest_gemm) {
+    by_dtype[std::get<0>(key)].push_back({2.0 * std::get<1>(key) * std::get<2>(key) * std::get<3>(key), rate});
+  }
+  for (const auto& [d, fr] : by_dtype) {
+    if (fr.size() < 2) continue;
+    const GemmSizeFit fit = FitGemmRate(fr);
+    std::vector<double> err;
+    for (const auto& [f, r] : fr) err.push_back(std::abs(fit.Rate(f) - r) / r);
+    auto* g = run.add_gemm_fits();
+    g->set_dtype(DTypeToProto(static_cast<DType>(d)));
+    g->set_r_max_flops_per_s(fit.r_max_flops_per_s);
+    g->set_f_half_flops(fit.f_half_flops);
+    g->set_median_relative_error(Summarize(err).median_s());
+  }
+
   // The profile: measured rates; anything not measured carried from the reference profile.
   const RateProfile& ref = hw->reference_profile;
   const v1::RateProfile ref_proto = RateProfileToProto(ref);
@@ -251,7 +278,7 @@ int main(int argc, char** argv) {
   p.set_hardware(hardware);
   for (const auto& [key, flops] : slowest_gemm) {
     auto* g = p.add_gemm();
-    g->set_dtype(static_cast<v1::DType>(std::get<0>(key) + 1));
+    g->set_dtype(DTypeToProto(static_cast<DType>(std::get<0>(key))));
     g->set_m(std::get<1>(key));
     g->set_n(std::get<2>(key));
     g->set_k(std::get<3>(key));
@@ -305,11 +332,16 @@ int main(int argc, char** argv) {
                 cell(true, hw->hbm_bandwidth_bytes_per_s / 1e9, "GB/s").c_str(),
                 cell(true, ref.hbm_bandwidth_bytes_per_s / 1e9, "GB/s").c_str());
     for (const auto& r : measured_rates) {
-      const CollectiveRate* rr = ref.FindCollective(static_cast<Collective>(r.collective() - 1),
+      const CollectiveRate* rr = ref.FindCollective(CollectiveFromProto(r.collective()),
                                                     r.scope() == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode);
       std::printf("%-28s %10.0f GB/s %14s %10.0f GB/s\n",
                   absl::StrFormat("%s busbw x%d", v1::Collective_Name(r.collective()).substr(11), r.group_size()).c_str(),
                   r.busbw_bytes_per_s() / 1e9, "-", rr ? rr->busbw_bytes_per_s / 1e9 : 0.0);
+    }
+    for (const auto& g : run.gemm_fits()) {
+      std::printf("GEMM %s by size: r_max %.1f TF, half rate at %.2f GFLOP per GEMM (fit error %.1f%%)\n",
+                  DTypeName(DTypeFromProto(g.dtype())), g.r_max_flops_per_s() / 1e12, g.f_half_flops() / 1e9,
+                  100 * g.median_relative_error());
     }
     for (const auto& s : run.stragglers()) {
       std::printf("STRAGGLER: GPU %d %s %.1f%% below the node median\n", s.gpu(), s.metric().c_str(), 100 * s.slowdown());

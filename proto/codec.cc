@@ -300,6 +300,11 @@ v1::Collective ToProto(Collective c) {
 
 }  // namespace
 
+v1::DType DTypeToProto(DType d) { return ToProto(d); }
+DType DTypeFromProto(v1::DType d) { return FromProto(d, DType::kBF16); }
+v1::Collective CollectiveToProto(Collective c) { return ToProto(c); }
+Collective CollectiveFromProto(v1::Collective c) { return FromProto(c); }
+
 absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const std::string& prefix) {
   ModelShape s;
   s.name = m.name();

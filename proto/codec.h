@@ -43,6 +43,13 @@ absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const st
 absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const std::string& prefix);
 absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareSpec& h, const std::string& prefix);
 v1::RateProfile RateProfileToProto(const RateProfile& p);
+// The proto enum of a core dtype (kBF16 -> D_TYPE_BF16).
+v1::DType DTypeToProto(DType d);
+// And back; D_TYPE_UNSPECIFIED reads as BF16.
+DType DTypeFromProto(v1::DType d);
+// Collective enums both ways (kAllReduce <-> COLLECTIVE_ALL_REDUCE; UNSPECIFIED reads as all-reduce).
+v1::Collective CollectiveToProto(Collective c);
+Collective CollectiveFromProto(v1::Collective c);
 v1::ModelShape ModelShapeToProto(const ModelShape& m);
 
 // Client side: replaces a spec's model.hf_config by the inline shape read from that file

@@ -4,6 +4,7 @@
 
 #include "calibrate/collective_harness.h"
 #include "calibrate/fits.h"
+#include "calibrate/iterations.h"
 #include "gtest/gtest.h"
 
 namespace stepcast::calibrate {
@@ -65,6 +66,21 @@ TEST(GemmFit, RecoversTheSaturationCurve) {
   EXPECT_NEAR(fit.r_max_flops_per_s, r_max, 1e-6 * r_max);
   EXPECT_NEAR(fit.f_half_flops, f_half, 1e-6 * f_half);
   EXPECT_NEAR(fit.Rate(2.0 * 3000 * 3000 * 3000), r_max * 5.4e10 / (5.4e10 + f_half), 1e6);
+}
+
+// Worked by hand from the defaults (30 timed / 10 warm-up at most, 0.15 s / 0.05 s budgets, at
+// least 5 timed and 2 warm-up runs).
+TEST(Iterations, LongRunsGetFewerIterationsWithinTheBudget) {
+  const BenchOptions o;
+  EXPECT_EQ(TimedIterations(o, 1e-3), 30);   // 150 wanted, capped
+  EXPECT_EQ(WarmupIterations(o, 1e-3), 10);  // 50 wanted, capped
+  EXPECT_EQ(TimedIterations(o, 10e-3), 15);
+  EXPECT_EQ(WarmupIterations(o, 10e-3), 5);
+  EXPECT_EQ(TimedIterations(o, 90e-3), 5);   // 1.7 wanted, floor of 5
+  EXPECT_EQ(WarmupIterations(o, 90e-3), 2);
+  const BenchOptions quick{5, 15};
+  EXPECT_EQ(TimedIterations(quick, 1e-3), 15);
+  EXPECT_EQ(WarmupIterations(quick, 1e-3), 5);
 }
 
 TEST(Stragglers, FivePercentBelowTheNodeMedian) {

@@ -11,6 +11,8 @@ else
   out=$("$cal" --quick 2>&1); rc=$?
   { [ $rc -eq 2 ] && grep -q "no usable CUDA device" <<<"$out"; } && echo "ok   no GPU: exit 2 with the reason" || { echo "FAIL no-GPU path ($rc): $out"; fail=1; }
 fi
+out=$("$cal" --gpus 0,x 2>&1); rc=$?
+{ [ $rc -eq 1 ] && grep -q -- "--gpus: 'x' is not a GPU index" <<<"$out"; } && echo "ok   bad --gpus named" || { echo "FAIL bad --gpus ($rc): $out"; fail=1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(timeout 120 mpirun --oversubscribe -np 2 "$cal" --backend mpi --skip-gemm --skip-hbm --hardware h100-sxm --quick \
       --max-collective-bytes 1048576 --name cpu-test --out "$work/p.json" 2>&1); rc=$?
@@ -20,4 +22,9 @@ grep -q '"group_size": "2"' "$work/p.json" && echo "ok   measured collectives in
 grep -q 'not measured; reference profile' "$work/p.json" && echo "ok   unmeasured rates marked as the reference's" || { echo "FAIL unmeasured rates not marked"; fail=1; }
 out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work/p.json" 2>&1); rc=$?
 { [ $rc -eq 0 ] && grep -q "profile cpu-test" <<<"$out"; } && echo "ok   stepcast predict --profile uses it" || { echo "FAIL predict --profile ($rc): $out"; fail=1; }
+bash "$root/scripts/carry_calibrate.sh" "$(dirname "$cal")/.." "$work/carry" >/dev/null 2>&1; rc=$?
+{ [ $rc -eq 0 ] && [ -x "$work/carry/bin/stepcast-calibrate" ] && ls "$work/carry/lib" | grep -q '^libprotobuf' \
+  && ! ls "$work/carry/lib" | grep -Eq '^lib(cuda|cublasLt|nccl|c)\.so' \
+  && [ "$(du -sm "$work/carry" | cut -f1)" -lt 64 ]; } \
+  && echo "ok   carry bundle: binaries and non-CUDA libraries, under 64 MiB" || { echo "FAIL carry bundle ($rc)"; ls "$work/carry/lib"; fail=1; }
 exit $fail

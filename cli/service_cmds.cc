@@ -141,7 +141,7 @@ int Preflight(const std::string& job_path, const PreflightArgs& args) {
   } else {
     std::cout << "stepcast preflight: " << VerdictName(resp.verdict()) << "  " << spec->name() << " ("
               << resp.prediction().model_name() << " on " << resp.prediction().gpu_count() << " x "
-              << resp.prediction().hardware_name() << ")\n";
+              << resp.prediction().hardware_name() << "; profile " << resp.prediction().profile_name() << ")\n";
     for (const auto& r : resp.reasons()) {
       std::cout << "  " << VerdictName(r.verdict()) << " " << r.rule() << ": " << r.message() << "\n";
     }

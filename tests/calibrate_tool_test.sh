@@ -22,6 +22,16 @@ grep -q '"group_size": "2"' "$work/p.json" && echo "ok   measured collectives in
 grep -q 'not measured; reference profile' "$work/p.json" && echo "ok   unmeasured rates marked as the reference's" || { echo "FAIL unmeasured rates not marked"; fail=1; }
 out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work/p.json" 2>&1); rc=$?
 { [ $rc -eq 0 ] && grep -q "profile cpu-test" <<<"$out"; } && echo "ok   stepcast predict --profile uses it" || { echo "FAIL predict --profile ($rc): $out"; fail=1; }
+# The service's PutProfile takes it, and a pre-flight check runs on it by name.
+(cd "$work" && exec "$stepcast" serve --listen 127.0.0.1:0 --port-file "$work/port" --db "$work/s.db" >"$work/serve.log" 2>&1) &
+spid=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+addr="127.0.0.1:$(cat "$work/port" 2>/dev/null)"
+put=$("$stepcast" profile put cpu-test "$work/p.json" --server "$addr" 2>&1); rc1=$?
+pf=$("$stepcast" preflight "$root/examples/llama3-70b-h100.yaml" --server "$addr" --profile cpu-test --warn-only 2>&1); rc2=$?
+kill $spid; wait $spid 2>/dev/null
+{ [ $rc1 -eq 0 ] && grep -q "stored cpu-test version 1" <<<"$put" && [ $rc2 -eq 0 ] && grep -q "cpu-test" <<<"$pf"; } \
+  && echo "ok   PutProfile stores it; preflight --profile uses it" || { echo "FAIL service ($rc1, $rc2): $put $pf"; cat "$work/serve.log"; fail=1; }
 bash "$root/scripts/carry_calibrate.sh" "$(dirname "$cal")/.." "$work/carry" >/dev/null 2>&1; rc=$?
 { [ $rc -eq 0 ] && [ -x "$work/carry/bin/stepcast-calibrate" ] && ls "$work/carry/lib" | grep -q '^libprotobuf' \
   && ! ls "$work/carry/lib" | grep -Eq '^lib(cuda|cublasLt|nccl|c)\.so' \

@@ -129,7 +129,15 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::vector<int>> parsed_ids = ParseGpus(gpus_arg, static_cast<int>(all.size()));
   if (!parsed_ids.ok()) return finish(Fail(std::string(parsed_ids.status().message())));
   std::vector<int> gpu_ids = *parsed_ids;
-  if (use_mpi && !all.empty()) gpu_ids = {rank_ % static_cast<int>(all.size())};  // one GPU per rank
+  if (use_mpi && !all.empty()) {
+    // One GPU per rank: the rank's index among the ranks of its node (any placement).
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+    int local_rank = 0;
+    MPI_Comm_rank(local, &local_rank);
+    MPI_Comm_free(&local);
+    gpu_ids = {local_rank % static_cast<int>(all.size())};
+  }
   std::vector<GpuInfo> gpus;
   for (int id : gpu_ids) {
     if (id < 0 || id >= static_cast<int>(all.size())) {

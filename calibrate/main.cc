@@ -48,21 +48,6 @@ int Fail(const std::string& s, int code = 2) {
   return code;
 }
 
-// The hardware preset for a GPU name ("NVIDIA H100 80GB HBM3" -> h100-sxm).
-std::string PresetFor(const std::string& gpu_name) {
-  const std::string n = absl::AsciiStrToLower(gpu_name);
-  if (absl::StrContains(n, "gb200")) return "gb200";
-  if (absl::StrContains(n, "b200")) return "b200";
-  if (absl::StrContains(n, "h200")) return "h200";
-  if (absl::StrContains(n, "h100") && absl::StrContains(n, "pcie")) return "h100-pcie";
-  if (absl::StrContains(n, "h100")) return "h100-sxm";
-  if (absl::StrContains(n, "a100") && absl::StrContains(n, "40gb")) return "a100-40gb";
-  if (absl::StrContains(n, "a100")) return "a100-80gb";
-  if (absl::StrContains(n, "l4")) return "l4";
-  if (absl::StrContains(n, "mi300x")) return "mi300x";
-  return "";
-}
-
 // "0,2,3" -> {0, 2, 3}; empty -> every GPU. Errors name --gpus and the bad entry.
 absl::StatusOr<std::vector<int>> ParseGpus(const std::string& s, int count) {
   std::vector<int> out;
@@ -146,7 +131,9 @@ int main(int argc, char** argv) {
     }
     gpus.push_back(all[id]);
   }
-  if (hardware.empty() && !gpus.empty()) hardware = PresetFor(gpus[0].name);
+  if (hardware.empty() && !gpus.empty()) {
+    if (absl::StatusOr<std::string> h = HardwarePresetForGpuName(gpus[0].name); h.ok()) hardware = *h;
+  }
   if (hardware.empty()) return finish(Fail("--hardware: required (the GPU name matches no preset)"));
   absl::StatusOr<Hardware> hw = catalog->FindHardware(hardware);
   if (!hw.ok()) return finish(Fail(absl::StrCat("--hardware: ", hw.status().message())));

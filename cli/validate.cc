@@ -81,17 +81,6 @@ std::string Str(const Row& r, const std::string& col) {
   return it == r.end() ? "" : it->second;
 }
 
-absl::StatusOr<std::string> HardwareFor(const std::string& gpu) {
-  const std::string g = absl::AsciiStrToLower(gpu);
-  if (absl::StartsWith(g, "gb200")) return "gb200";
-  if (absl::StartsWith(g, "b200")) return "b200";
-  if (absl::StartsWith(g, "h200")) return "h200";
-  if (absl::StartsWith(g, "h100") && absl::StrContains(g, "pcie")) return "h100-pcie";
-  if (absl::StartsWith(g, "h100")) return "h100-sxm";
-  if (absl::StartsWith(g, "a100") && absl::StrContains(g, "40")) return "a100-40gb";
-  if (absl::StartsWith(g, "a100")) return "a100-80gb";
-  return absl::NotFoundError(absl::StrCat("no hardware preset for GPU '", gpu, "'"));
-}
 
 // Builds the job of one row. Framework-era conventions (docs/VALIDATION.md):
 //   Megatron-LM 2021-22 rows (S1, S3): GPT blocks with biases, dropout and learned positions,
@@ -134,7 +123,7 @@ absl::StatusOr<Job> JobForRow(const Row& r, const Catalog& catalog) {
     }
     if (s.vocab_size == 0) return absl::InvalidArgumentError("vocab not given");
   }
-  absl::StatusOr<std::string> hw_name = HardwareFor(Str(r, "gpu"));
+  absl::StatusOr<std::string> hw_name = HardwarePresetForGpuName(Str(r, "gpu"));
   if (!hw_name.ok()) return hw_name.status();
   absl::StatusOr<Hardware> hw = catalog.FindHardware(*hw_name);
   if (!hw.ok()) return hw.status();

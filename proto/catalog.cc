@@ -1,5 +1,6 @@
 #include "proto/catalog.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "proto/codec.h"
 #include "stepcast/v1/hardware.pb.h"
 #include "stepcast/v1/model.pb.h"
@@ -90,6 +92,20 @@ absl::StatusOr<ModelShape> Catalog::FindModel(const std::string& name) const {
     return absl::NotFoundError(absl::StrCat("unknown model '", name, "'; known: ", Names(models_)));
   }
   return it->second;
+}
+
+absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name) {
+  const std::string n = absl::AsciiStrToLower(gpu_name);
+  const std::vector<std::string> words = absl::StrSplit(n, absl::ByAnyChar(" -_()/,"), absl::SkipEmpty());
+  auto word = [&](const char* w) { return std::find(words.begin(), words.end(), w) != words.end(); };
+  if (absl::StrContains(n, "gb200")) return std::string("gb200");
+  if (absl::StrContains(n, "b200")) return std::string("b200");
+  if (absl::StrContains(n, "h200")) return std::string("h200");
+  if (absl::StrContains(n, "h100")) return std::string(absl::StrContains(n, "pcie") ? "h100-pcie" : "h100-sxm");
+  if (absl::StrContains(n, "a100")) return std::string(absl::StrContains(n, "40gb") ? "a100-40gb" : "a100-80gb");
+  if (absl::StrContains(n, "mi300x")) return std::string("mi300x");
+  if (word("l4")) return std::string("l4");
+  return absl::NotFoundError(absl::StrCat("no hardware preset for GPU '", gpu_name, "'"));
 }
 
 }  // namespace stepcast

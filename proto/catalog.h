@@ -40,6 +40,11 @@ class Catalog {
   std::map<std::string, ModelShape> models_;
 };
 
+// The hardware preset for a GPU as drivers and papers name it: "NVIDIA H100 80GB HBM3" and
+// "H100 (DGX-H100)" -> "h100-sxm", "NVIDIA H100 PCIe" -> "h100-pcie", "NVIDIA A100-SXM4-40GB" ->
+// "a100-40gb", "NVIDIA L4" -> "l4" (not "L40S"). NotFound when no preset matches.
+absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name);
+
 }  // namespace stepcast
 
 #endif  // STEPCAST_PROTO_CATALOG_H_

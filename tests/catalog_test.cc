@@ -53,4 +53,22 @@ TEST(Catalog, DirectoryOverridesAndErrors) {
 }
 
 }  // namespace
+// Names as nvidia-smi / rocm-smi print them and as the validation CSV writes them.
+TEST(HardwarePresetForGpuName, DriverAndPaperNames) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"NVIDIA H100 80GB HBM3", "h100-sxm"},   {"H100 (DGX-H100)", "h100-sxm"},
+      {"NVIDIA H100 PCIe", "h100-pcie"},       {"NVIDIA H200", "h200"},
+      {"NVIDIA A100-SXM4-40GB", "a100-40gb"},  {"A100 80GB (Selene DGX A100)", "a100-80gb"},
+      {"NVIDIA B200", "b200"},                 {"GB200 (DGX-GB200 NVL72)", "gb200"},
+      {"NVIDIA L4", "l4"},                     {"AMD Instinct MI300X", "mi300x"},
+  };
+  for (const auto& [name, preset] : cases) {
+    absl::StatusOr<std::string> p = HardwarePresetForGpuName(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_EQ(*p, preset) << name;
+  }
+  EXPECT_EQ(HardwarePresetForGpuName("NVIDIA L40S").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(HardwarePresetForGpuName("Tesla V100-SXM2-16GB").status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace stepcast

@@ -61,11 +61,16 @@ class NcclBackend final : public CollectiveBackend {
     std::vector<double> times;
     for (int it = 0; it < warmup + iters; ++it) {
       if (mpi_) MPI_Barrier(MPI_COMM_WORLD);
+      // Events go outside the group: NCCL enqueues a group's kernels at ncclGroupEnd, so an
+      // event recorded inside it would precede the collective on the stream.
+      for (Slot& s : slots_) {
+        cudaSetDevice(s.device);
+        cudaEventRecord(s.start, s.stream);
+      }
       if (absl::Status s = Nccl(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;
       for (size_t i = 0; i < slots_.size(); ++i) {
         Slot& s = slots_[i];
         cudaSetDevice(s.device);
-        cudaEventRecord(s.start, s.stream);
         ncclResult_t r = ncclSuccess;
         switch (c) {
           case Collective::kAllReduce: r = ncclAllReduce(s.send, s.recv, count, ncclFloat, ncclSum, s.comm, s.stream); break;
@@ -90,9 +95,12 @@ class NcclBackend final : public CollectiveBackend {
           ncclGroupEnd();
           return Nccl(r, CollectiveName(c));
         }
-        cudaEventRecord(s.stop, s.stream);
       }
       if (absl::Status s = Nccl(ncclGroupEnd(), "ncclGroupEnd"); !s.ok()) return s;
+      for (Slot& s : slots_) {
+        cudaSetDevice(s.device);
+        cudaEventRecord(s.stop, s.stream);
+      }
       double slowest = 0;
       for (auto& s : slots_) {
         cudaSetDevice(s.device);

@@ -20,7 +20,8 @@ struct Nvml {
   void* lib = nullptr;
   int (*init)() = nullptr;
   int (*shutdown)() = nullptr;
-  int (*handle)(unsigned, NvmlDevice*) = nullptr;
+  int (*handle)(const char*, NvmlDevice*) = nullptr;
+  int (*power_limit)(NvmlDevice, unsigned*) = nullptr;
   int (*clock)(NvmlDevice, int, unsigned*) = nullptr;
   int (*temperature)(NvmlDevice, int, unsigned*) = nullptr;
   int (*driver)(char*, unsigned) = nullptr;
@@ -29,7 +30,10 @@ struct Nvml {
     if (!lib) return false;
     init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
     shutdown = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlShutdown"));
-    handle = reinterpret_cast<int (*)(unsigned, NvmlDevice*)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    // By PCI bus id: NVML's indices follow PCI order, CUDA's need not (CUDA_VISIBLE_DEVICES,
+    // CUDA_DEVICE_ORDER).
+    handle = reinterpret_cast<int (*)(const char*, NvmlDevice*)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    power_limit = reinterpret_cast<int (*)(NvmlDevice, unsigned*)>(dlsym(lib, "nvmlDeviceGetEnforcedPowerLimit"));
     clock = reinterpret_cast<int (*)(NvmlDevice, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
     temperature = reinterpret_cast<int (*)(NvmlDevice, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetTemperature"));
     driver = reinterpret_cast<int (*)(char*, unsigned)>(dlsym(lib, "nvmlSystemGetDriverVersion"));
@@ -74,12 +78,15 @@ v1::CalibrationConditions Conditions(int argc, char** argv, const std::vector<in
       gc->set_name(p.name);
       if (c.gpu_name().empty()) c.set_gpu_name(p.name);
     }
+    char bus[32] = {0};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), g) == cudaSuccess) gc->set_pci_bus_id(bus);
     NvmlDevice d = nullptr;
-    if (have_nvml && nvml.handle(static_cast<unsigned>(g), &d) == 0) {
+    if (have_nvml && bus[0] != 0 && nvml.handle(bus, &d) == 0) {
       unsigned x = 0;
       if (nvml.clock(d, kClockSm, &x) == 0) gc->set_sm_clock_mhz(x);
       if (nvml.clock(d, kClockMem, &x) == 0) gc->set_memory_clock_mhz(x);
       if (nvml.temperature(d, kTempGpu, &x) == 0) gc->set_temperature_c(x);
+      if (nvml.power_limit && nvml.power_limit(d, &x) == 0) gc->set_power_limit_w(x / 1000.0);  // mW
     }
   }
   return c;

@@ -1,9 +1,13 @@
 #include "calibrate/gpu_bench.h"
 
 #include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +50,48 @@ struct Events {
     return ms * 1e-3;
   }
 };
+
+// Element i of a device array of `dtype` (A/B operands or the output), as a double on the host.
+double ToDouble(const std::vector<uint8_t>& raw, size_t i, cudaDataType_t t) {
+  switch (t) {
+    case CUDA_R_16BF: return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(raw.data())[i]);
+    case CUDA_R_16F: return __half2float(reinterpret_cast<const __half*>(raw.data())[i]);
+    case CUDA_R_8F_E4M3: return static_cast<float>(reinterpret_cast<const __nv_fp8_e4m3*>(raw.data())[i]);
+    default: return reinterpret_cast<const float*>(raw.data())[i];
+  }
+}
+
+// Checks 16 sampled outputs of the TN GEMM C[i + j m] = sum_l A[l + i k] B[l + j k] against a
+// double-precision sum over the device's own (already rounded) inputs. Tolerance: 1% of the
+// value (bf16 output rounding is 0.4%) plus a share of sum_l |a b| for the products' rounding
+// inside the GEMM (TF32 rounds fp32 inputs to 10 mantissa bits: 2e-3; Hopper fp8 tensor-core
+// accumulation: 2e-3; otherwise 2e-4), plus 1e-3. Tight enough that an all-zero or stale
+// output fails: with random signs |C| ~ sqrt(k)/3 while sum |a b| ~ k/4.
+absl::Status VerifyGemm(const void* A, const void* B, const void* C, cudaDataType_t ab, cudaDataType_t cd,
+                        bool tf32, size_t ab_bytes, size_t cd_bytes, int64_t m, int64_t n, int64_t k) {
+  const double product_share = (tf32 || ab == CUDA_R_8F_E4M3) ? 2e-3 : 2e-4;
+  std::vector<uint8_t> a(k * ab_bytes), b(k * ab_bytes), c(cd_bytes);
+  for (int s = 0; s < 16; ++s) {
+    const int64_t i = (s * 7919) % m, j = (s * 104729 + 3) % n;
+    RETURN_IF_ERROR(Cuda(cudaMemcpy(a.data(), static_cast<const uint8_t*>(A) + i * k * ab_bytes, k * ab_bytes,
+                                    cudaMemcpyDeviceToHost), "verify A"));
+    RETURN_IF_ERROR(Cuda(cudaMemcpy(b.data(), static_cast<const uint8_t*>(B) + j * k * ab_bytes, k * ab_bytes,
+                                    cudaMemcpyDeviceToHost), "verify B"));
+    RETURN_IF_ERROR(Cuda(cudaMemcpy(c.data(), static_cast<const uint8_t*>(C) + (i + j * m) * cd_bytes, cd_bytes,
+                                    cudaMemcpyDeviceToHost), "verify C"));
+    double want = 0, scale = 0;
+    for (int64_t l = 0; l < k; ++l) {
+      const double p = ToDouble(a, l, ab) * ToDouble(b, l, ab);
+      want += p;
+      scale += std::fabs(p);
+    }
+    const double got = ToDouble(c, 0, cd);
+    if (!(std::fabs(got - want) <= 0.01 * std::fabs(want) + product_share * scale + 1e-3)) {
+      return absl::DataLossError(absl::StrFormat("GEMM result C[%d, %d] = %g, reference %g", i, j, got, want));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -200,6 +246,8 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   std::vector<double> cupti_times = cupti ? cupti->End("") : std::vector<double>{};
   cleanup();
   RETURN_IF_ERROR(Cuda(cudaGetLastError(), "GEMM benchmark"));
+  // A timed GEMM must also be right (as nccl-tests checks its collectives).
+  RETURN_IF_ERROR(VerifyGemm(A.p, B.p, C.p, ab, cd, compute == CUBLAS_COMPUTE_32F_FAST_TF32, ab_bytes, cd_bytes, m, n, k));
   v1::GemmSample out;
   out.set_gpu(gpu.index);
   out.set_dtype(DTypeToProto(dtype));

@@ -45,10 +45,10 @@ contains plan-budget-gpus "694"
 check plan-nothing 2 "$bin" plan --hardware h100-sxm
 check catalog 0 "$bin" catalog
 contains catalog-lists-mi300x "MI300X"
-if [ -f "$root/../shared/validation/published_runs.csv" ]; then
-  check validate 0 "$bin" validate "$root/../shared/validation/published_runs.csv"
+if [ -f "$root/tests/data/validation/published_runs.csv" ]; then
+  check validate 0 "$bin" validate "$root/tests/data/validation/published_runs.csv"
   contains validate-summary "all rows"
-  check validate-json 0 "$bin" validate --json "$root/../shared/validation/published_runs.csv"
+  check validate-json 0 "$bin" validate --json "$root/tests/data/validation/published_runs.csv"
   python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["summary"]["n_rows"]==26 and "error_pct" in d["rows"][0] and "median_abs_error_pct" in d["summary"]' <<<"$LAST" \
     && echo "ok   validate-json-parses" || { echo "FAIL validate-json-parses"; fail=1; }
 fi

@@ -33,6 +33,17 @@ const char* OptimizerName(Optimizer o) {
   return "?";
 }
 
+const char* PipelineScheduleName(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::k1F1B: return "1f1b";
+    case PipelineSchedule::kInterleaved1F1B: return "interleaved-1f1b";
+    case PipelineSchedule::kGPipe: return "gpipe";
+    case PipelineSchedule::kZeroBubble: return "zero-bubble";
+    case PipelineSchedule::kDualPipe: return "dualpipe";
+  }
+  return "?";
+}
+
 namespace {
 
 absl::Status Bad(absl::string_view field, const std::string& why) {
@@ -119,10 +130,30 @@ absl::Status ValidateJob(const Job& job) {
       return Bad("parallelism.ep", absl::StrCat(p.ep, " does not divide model moe.routed_experts ",
                                                 m.moe.routed_experts));
     }
-    if ((p.dp * p.cp) % p.ep != 0) {
-      return Bad("parallelism.ep", absl::StrCat(p.ep, " does not divide dp*cp = ", p.dp * p.cp));
+    // Megatron-Core MoE parallel folding: the expert layout ETP x EP x EDP refolds the
+    // TP x CP x DP ranks of a stage (megatron/core/parallel_state.py); without ETP this is the
+    // classic condition that EP divides DP*CP.
+    if ((p.tp * p.cp * p.dp) % (p.Etp() * p.ep) != 0) {
+      return Bad("parallelism.ep",
+                 absl::StrCat("etp*ep = ", p.Etp(), "*", p.ep, " does not divide tp*cp*dp = ",
+                              p.tp * p.cp * p.dp,
+                              p.etp == 0 ? " (set parallelism.etp to fold experts over TP ranks)" : ""));
+    }
+    if (m.moe.expert_ffn_hidden_size % p.Etp() != 0) {
+      return Bad("parallelism.etp", absl::StrCat(p.Etp(), " does not divide model moe.expert_ffn_hidden_size ",
+                                                 m.moe.expert_ffn_hidden_size));
     }
   }
+  if (p.etp < 0) return Bad("parallelism.etp", absl::StrCat(p.etp, " must be >= 0 (0: tp)"));
+  if (p.dp_replicate < 1) return Bad("parallelism.dp_replicate", absl::StrCat(p.dp_replicate, " must be >= 1"));
+  if ((p.dp * p.cp) % p.dp_replicate != 0) {
+    return Bad("parallelism.dp_replicate",
+               absl::StrCat(p.dp_replicate, " does not divide dp*cp = ", p.dp * p.cp));
+  }
+  if (!(t.activation_offload_fraction >= 0 && t.activation_offload_fraction <= 1)) {
+    return Bad("training.activation_offload_fraction", "must be in [0, 1]");
+  }
+  if (t.recompute_num_layers < 0) return Bad("training.recompute_num_layers", "must be >= 0");
   const int64_t per_step = t.micro_batch_size * p.dp;
   if (t.global_batch_size % per_step != 0) {
     return Bad("training.global_batch_size",

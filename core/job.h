@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/dtype.h"
+#include "core/framework.h"
 #include "core/hardware.h"
 #include "core/model_shape.h"
 
@@ -20,10 +22,16 @@ enum class Recompute { kNone, kSelective, kFull };
 // ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054): stage 1 shards optimizer states (= Megatron
 // distributed optimizer), stage 2 also gradients, stage 3 (= FSDP) also weights.
 enum class Sharding { kNone, kZero1, kZero2, kZero3 };
+// Pipeline schedules: 1F1B (Narayanan et al. 2021 Sec. 2.2.1, PipeDream-Flush), interleaved 1F1B
+// (Sec. 2.2.2), GPipe (all forwards then all backwards: m micro-batches in flight), zero-bubble
+// ZB-H1 (Qi et al. 2023, arXiv:2401.10241: bubble a third of 1F1B's), DualPipe (DeepSeek-V3
+// report Sec. 3.2.1).
+enum class PipelineSchedule { k1F1B, kInterleaved1F1B, kGPipe, kZeroBubble, kDualPipe };
 
 const char* RecomputeName(Recompute r);
 const char* ShardingName(Sharding s);
 const char* OptimizerName(Optimizer o);
+const char* PipelineScheduleName(PipelineSchedule s);
 
 // Mixed precision. Defaults are Megatron-LM's bf16 recipe: bf16 weights and GEMMs, fp32 main
 // gradients, fp32 master weights and Adam moments (18 bytes/parameter before sharding;
@@ -34,6 +42,9 @@ struct Precision {
   DType grads = DType::kFP32;
   DType master_weights = DType::kFP32;
   DType optimizer_states = DType::kFP32;
+  // Dtype of the DP gradient reduction (Megatron: fp32 unless --grad-reduce-in-bf16; FSDP
+  // reduce_dtype). Also the dtype of the DDP gradient buffer Megatron keeps.
+  DType grad_reduce = DType::kFP32;
 };
 
 struct TrainingConfig {
@@ -50,6 +61,15 @@ struct TrainingConfig {
   double dataset_tokens = 0;
   int64_t train_iters = 0;
   bool dropout = false;  // hidden + attention dropout masks (GPT-style training)
+  // Selective recompute: the modules recomputed (Megatron --recompute-modules names: core_attn,
+  // mlp, moe_act, layernorm, mla_up_proj, moe, shared_experts; "activation_functions" for
+  // op-level SAC that saves GEMM outputs). Empty: the framework's selective set.
+  std::vector<std::string> recompute_modules;
+  // Full recompute: layers per stage recomputed (block method); 0: all.
+  int64_t recompute_num_layers = 0;
+  bool fp8_param_gather = false;  // fp8 weights gathered/stored (Megatron --fp8-param-gather)
+  bool cuda_graphs = false;       // layers captured in CUDA graphs: no host launch floor
+  double activation_offload_fraction = 0;  // of activation memory, moved to host
 };
 
 // Parallel layout. Ranks are ordered as in Megatron-Core: TP innermost, then CP, then DP (EP
@@ -62,7 +82,15 @@ struct Parallelism {
   int64_t ep = 1;
   int64_t vpp = 1;
   bool sequence_parallel = false;
+  int64_t etp = 0;           // expert tensor parallel; 0 means tp (Megatron's default)
+  int64_t dp_replicate = 1;  // HSDP replicas (ZeRO/FSDP shards over dp / dp_replicate)
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t gpu_count() const { return tp * pp * dp * cp; }
+  int64_t Etp() const { return etp > 0 ? etp : tp; }
+  // Expert data parallel size: (tp * cp * dp) / (etp * ep) (Megatron-Core MoE parallel folding).
+  int64_t Edp() const { return tp * cp * dp / (Etp() * ep); }
+  // Ranks each ZeRO/FSDP shard group spans: dp * cp / dp_replicate.
+  int64_t ShardGroup() const { return dp * cp / (dp_replicate > 0 ? dp_replicate : 1); }
 };
 
 struct Cluster {
@@ -80,6 +108,9 @@ struct Job {
   TrainingConfig training;
   Parallelism parallelism;
   Cluster cluster;
+  Framework framework;
+  // Inputs the job did not state and the defaults used (filled by the job codec).
+  std::vector<AssumedInput> assumed;
 
   int64_t GpusPerNode() const {
     return cluster.gpus_per_node > 0 ? cluster.gpus_per_node : hardware.gpus_per_node;

@@ -29,6 +29,8 @@ void FillCommon(const Job& job, Prediction& p) {
   p.model_name = job.model.name;
   p.hardware_name = job.hardware.name;
   p.profile_name = job.profile.name;
+  p.framework_name = job.framework.name;
+  p.assumed_inputs = job.assumed;
   p.gpu_count = job.parallelism.gpu_count();
   p.tokens_per_step = job.TokensPerStep();
   p.micro_batches_per_step = job.MicroBatchesPerStep();

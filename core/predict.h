@@ -73,6 +73,8 @@ struct Prediction {
   ParameterCounts parameters;
   int64_t micro_batches_per_step = 0;
   std::vector<std::string> warnings;
+  std::string framework_name;
+  std::vector<AssumedInput> assumed_inputs;  // from the job (inputs it did not state)
 };
 
 // Validates and predicts. Errors are ValidateJob's (InvalidArgument naming the field).

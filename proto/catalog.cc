@@ -1,6 +1,8 @@
 #include "proto/catalog.h"
 
 #include <algorithm>
+#include <cmath>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,10 +13,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "proto/codec.h"
+#include "proto/job_defaults.h"
 #include "stepcast/v1/hardware.pb.h"
 #include "stepcast/v1/model.pb.h"
 
 namespace stepcast {
+
+namespace pb = google::protobuf;
 
 absl::StatusOr<Catalog> Catalog::Builtin() {
   Catalog c;
@@ -44,8 +49,20 @@ absl::Status Catalog::Add(const std::string& rel_path, const std::string& text) 
     if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", m.status().message()));
     if (m->name.empty()) m->name = name;
     models_[name] = *std::move(m);
+  } else if (kind == "frameworks") {
+    v1::FrameworkSpec spec;
+    if (absl::Status s = ParseMessage(text, SpecFormat::kYaml, origin, &spec); !s.ok()) return s;
+    if (spec.name().empty()) spec.set_name(name);
+    frameworks_[name] = std::move(spec);
+    // Checked with its base chain resolved, so a broken preset fails at load, not at use.
+    absl::StatusOr<v1::FrameworkSpec> resolved = FindFramework(name);
+    if (resolved.ok()) {
+      absl::StatusOr<Framework> fw = FrameworkFromProto(*resolved, "framework");
+      if (!fw.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", fw.status().message()));
+    }
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": presets live in hardware/ or models/"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": presets live in hardware/, models/ or frameworks/"));
   }
   return absl::OkStatus();
 }
@@ -53,7 +70,7 @@ absl::Status Catalog::Add(const std::string& rel_path, const std::string& text) 
 absl::Status Catalog::AddDirectory(const std::string& dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat(dir, ": not a directory"));
-  for (const char* kind : {"hardware", "models"}) {
+  for (const char* kind : {"hardware", "models", "frameworks"}) {
     const fs::path sub = fs::path(dir) / kind;
     if (!fs::is_directory(sub)) continue;
     for (const auto& entry : fs::directory_iterator(sub)) {
@@ -92,6 +109,155 @@ absl::StatusOr<ModelShape> Catalog::FindModel(const std::string& name) const {
     return absl::NotFoundError(absl::StrCat("unknown model '", name, "'; known: ", Names(models_)));
   }
   return it->second;
+}
+
+absl::StatusOr<v1::FrameworkSpec> Catalog::FindFramework(const std::string& name) const {
+  std::vector<const v1::FrameworkSpec*> chain;
+  std::string n = absl::AsciiStrToLower(name);
+  while (!n.empty()) {
+    auto it = frameworks_.find(n);
+    if (it == frameworks_.end()) {
+      if (chain.empty()) {
+        return absl::NotFoundError(absl::StrCat("unknown framework '", name, "'; known: ", Names(frameworks_)));
+      }
+      return absl::InvalidArgumentError(absl::StrCat("framework '", chain.back()->name(), "': unknown base '", n,
+                                                     "'; known: ", Names(frameworks_)));
+    }
+    for (const v1::FrameworkSpec* c : chain) {
+      if (c == &it->second) {
+        return absl::InvalidArgumentError(absl::StrCat("framework '", name, "': base chain has a cycle at '", n, "'"));
+      }
+    }
+    chain.push_back(&it->second);
+    n = absl::AsciiStrToLower(it->second.base());
+  }
+  // Apply from the root down.
+  v1::FrameworkSpec out = *chain.back();
+  for (auto it = chain.rbegin() + 1; it != chain.rend(); ++it) out = OverlayFramework(out, **it);
+  out.set_base("");
+  return out;
+}
+
+std::vector<std::string> Catalog::FrameworkNames() const {
+  std::vector<std::string> v;
+  for (const auto& kv : frameworks_) v.push_back(kv.first);
+  return v;
+}
+
+absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text) const {
+  const auto words = [](const std::string& t) {
+    std::vector<std::string> w = absl::StrSplit(absl::AsciiStrToLower(t), absl::ByAnyChar(" ,;:()[]/+\t"),
+                                                absl::SkipEmpty());
+    return w;
+  };
+  const std::vector<std::string> hay = words(text);
+  std::string best;
+  size_t best_len = 0;
+  for (const auto& [name, spec] : frameworks_) {
+    std::vector<std::string> names = {name};
+    for (const std::string& a : spec.aliases()) names.push_back(a);
+    for (const std::string& a : names) {
+      const std::vector<std::string> needle = words(a);
+      if (needle.empty() || needle.size() > hay.size()) continue;
+      for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
+        if (std::equal(needle.begin(), needle.end(), hay.begin() + i) && a.size() > best_len) {
+          best = name;
+          best_len = a.size();
+        }
+      }
+    }
+  }
+  if (best.empty()) {
+    return absl::NotFoundError(absl::StrCat("no framework preset named in '", text, "'; known: ", Names(frameworks_)));
+  }
+  return best;
+}
+
+namespace {
+absl::Status CheckOverlap(const v1::OverlapMechanism& m, const std::string& path, OverlapMechanism& out) {
+  if (!(m.efficiency() >= 0 && m.efficiency() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".efficiency: ", m.efficiency(), " must be in [0, 1]"));
+  }
+  out.supported = m.supported();
+  out.efficiency = m.efficiency();
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, const std::string& prefix) {
+  Framework fw;
+  fw.name = spec.name();
+  fw.display_name = spec.display_name().empty() ? spec.name() : spec.display_name();
+  const auto& a = spec.attention();
+  fw.attention.kernel = a.kernel();
+  fw.attention.fused = a.fused();
+  for (int i = 0; i < a.rates_size(); ++i) {
+    const auto& r = a.rates(i);
+    const std::string f = absl::StrCat(prefix, ".attention.rates[", i, "]");
+    if (!(r.forward_flops_per_s() > 0 && std::isfinite(r.forward_flops_per_s()))) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ".forward_flops_per_s: must be a finite number > 0"));
+    }
+    if (!(r.backward_flops_per_s() > 0 && std::isfinite(r.backward_flops_per_s()))) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ".backward_flops_per_s: must be a finite number > 0"));
+    }
+    if (r.architecture().empty()) return absl::InvalidArgumentError(absl::StrCat(f, ".architecture: required"));
+    if (r.seq_length() < 0 || r.head_dim() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ": seq_length and head_dim must be >= 0"));
+    }
+    AttentionRate ar;
+    ar.architecture = absl::AsciiStrToLower(r.architecture());
+    ar.dtype = DTypeFromProto(r.dtype());
+    ar.head_dim = r.head_dim();
+    ar.seq_length = r.seq_length();
+    ar.causal = r.causal();
+    ar.forward_flops_per_s = r.forward_flops_per_s();
+    ar.backward_flops_per_s = r.backward_flops_per_s();
+    ar.source = r.source();
+    fw.attention.rates.push_back(std::move(ar));
+  }
+  const auto& e = spec.elementwise();
+  fw.elementwise_traffic_factor = e.traffic_factor() == 0 ? 1.0 : e.traffic_factor();
+  if (!(fw.elementwise_traffic_factor >= 1 && fw.elementwise_traffic_factor < 100)) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, ".elementwise.traffic_factor: ",
+                                                   e.traffic_factor(), " must be in [1, 100)"));
+  }
+  fw.cross_entropy_bytes_per_logit = e.cross_entropy_bytes_per_logit();
+  if (!(fw.cross_entropy_bytes_per_logit >= 0 && fw.cross_entropy_bytes_per_logit < 1000)) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, ".elementwise.cross_entropy_bytes_per_logit: ",
+                                                   e.cross_entropy_bytes_per_logit(), " must be in [0, 1000)"));
+  }
+  const auto& o = spec.overlap();
+  const std::string op = prefix + ".overlap";
+  for (auto [m, name, out] : {std::tuple{&o.tp_comm(), "tp_comm", &fw.overlap.tp_comm},
+                              {&o.dp_grad_reduce(), "dp_grad_reduce", &fw.overlap.dp_grad_reduce},
+                              {&o.dp_param_gather(), "dp_param_gather", &fw.overlap.dp_param_gather},
+                              {&o.fsdp_param_gather(), "fsdp_param_gather", &fw.overlap.fsdp_param_gather},
+                              {&o.pp_p2p(), "pp_p2p", &fw.overlap.pp_p2p},
+                              {&o.cp_ring(), "cp_ring", &fw.overlap.cp_ring},
+                              {&o.ep_all_to_all(), "ep_all_to_all", &fw.overlap.ep_all_to_all}}) {
+    if (absl::Status s = CheckOverlap(*m, absl::StrCat(op, ".", name), *out); !s.ok()) return s;
+  }
+  fw.sharding.reshard_after_forward = spec.sharding().reshard_after_forward();
+  fw.sharding.gather_once_per_step_with_pp = spec.sharding().gather_once_per_step_with_pp();
+  fw.sharding.reduce_once_per_step_with_accumulation = spec.sharding().reduce_once_per_step_with_accumulation();
+  if (!spec.schedule().default_schedule().empty()) fw.default_schedule = spec.schedule().default_schedule();
+  if (spec.recompute().selective_modules_size() > 0) {
+    fw.selective_recompute_modules.assign(spec.recompute().selective_modules().begin(),
+                                          spec.recompute().selective_modules().end());
+  }
+  const auto& l = spec.launch();
+  if (!(l.kernel_launch_overhead_s() >= 0 && l.kernel_launch_overhead_s() < 1e-2)) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.kernel_launch_overhead_s: ",
+                                                   l.kernel_launch_overhead_s(), " must be in [0, 0.01)"));
+  }
+  if (l.kernels_per_layer_forward() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.kernels_per_layer_forward: must be >= 0"));
+  }
+  fw.launch.cuda_graphs = l.cuda_graphs();
+  fw.launch.kernel_launch_overhead_s = l.kernel_launch_overhead_s();
+  fw.launch.kernels_per_layer_forward = l.kernels_per_layer_forward();
+  for (const std::string& s : spec.sources()) fw.sources.push_back(s);
+  return fw;
 }
 
 absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name) {

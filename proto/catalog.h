@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/framework.h"
 #include "core/hardware.h"
 #include "core/model_shape.h"
+#include "stepcast/v1/framework.pb.h"
 
 namespace stepcast {
 
@@ -25,12 +27,21 @@ class Catalog {
  public:
   // The compiled-in presets. Fails only if a preset file is malformed (a build defect).
   static absl::StatusOr<Catalog> Builtin();
-  // Adds or replaces presets from `dir`/hardware/*.yaml and `dir`/models/*.yaml.
+  // Adds or replaces presets from `dir`/{hardware,models,frameworks}/*.yaml.
   absl::Status AddDirectory(const std::string& dir);
 
   // Lookups by name (the file name without .yaml, case-insensitive). Errors list known names.
   absl::StatusOr<Hardware> FindHardware(const std::string& name) const;
   absl::StatusOr<ModelShape> FindModel(const std::string& name) const;
+  // A framework preset with its `base` chain resolved (FrameworkSpec.base: sub-messages set in
+  // the preset replace the base's; `defaults` replace by field; sources add up; aliases are the
+  // preset's own). NotFound lists the known names; a cycle or unknown base is InvalidArgument.
+  absl::StatusOr<v1::FrameworkSpec> FindFramework(const std::string& name) const;
+  // The framework preset a free-text description names ("NeMo 24.09 container", "Megatron-LM
+  // (2022)", "llm-foundry + Composer"): the preset whose name or alias occurs in the text as a
+  // word sequence, the longest match winning. NotFound when none does.
+  absl::StatusOr<std::string> FrameworkForText(const std::string& text) const;
+  std::vector<std::string> FrameworkNames() const;
   const std::map<std::string, Hardware>& hardware() const { return hardware_; }
   const std::map<std::string, ModelShape>& models() const { return models_; }
 
@@ -38,7 +49,12 @@ class Catalog {
   absl::Status Add(const std::string& rel_path, const std::string& text);
   std::map<std::string, Hardware> hardware_;
   std::map<std::string, ModelShape> models_;
+  std::map<std::string, v1::FrameworkSpec> frameworks_;  // as written (base unresolved)
 };
+
+// Core view of a resolved framework spec. Errors name "<prefix>.<field>" (rates must be > 0,
+// efficiencies in [0, 1], ...).
+absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, const std::string& prefix);
 
 // The hardware preset for a GPU as drivers and papers name it: "NVIDIA H100 80GB HBM3" and
 // "H100 (DGX-H100)" -> "h100-sxm", "NVIDIA H100 PCIe" -> "h100-pcie", "NVIDIA A100-SXM4-40GB" ->

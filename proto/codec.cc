@@ -1,5 +1,6 @@
 #include "proto/codec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "proto/catalog.h"
 #include "proto/hf_config.h"
+#include "proto/job_defaults.h"
 #include "yaml-cpp/yaml.h"
 
 namespace stepcast {
@@ -493,10 +495,117 @@ absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareSpec& h, const std:
   return hw;
 }
 
-absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec, const Catalog& catalog,
+namespace {
+
+// Applies a hardware variant (JobSpec.hardware.overrides) to a preset and its reference profile.
+absl::Status ApplyHardwareOverrides(const v1::HardwareOverrides& o, Hardware& hw, RateProfile& profile) {
+  const std::string p = "hardware.overrides";
+  for (auto [v, name] : {std::pair{o.hbm_capacity_bytes(), "hbm_capacity_bytes"},
+                         {o.hbm_bandwidth_bytes_per_s(), "hbm_bandwidth_bytes_per_s"},
+                         {o.power_w(), "power_w"},
+                         {o.intra_node_bandwidth_bytes_per_s(), "intra_node_bandwidth_bytes_per_s"},
+                         {o.nic_bandwidth_bytes_per_s(), "nic_bandwidth_bytes_per_s"},
+                         {o.compute_rate_scale(), "compute_rate_scale"}}) {
+    if (!(v >= 0 && std::isfinite(v))) return FieldError(absl::StrCat(p, ".", name), "must be a finite number >= 0");
+  }
+  if (o.nics_per_node() < 0) return FieldError(p + ".nics_per_node", "must be >= 0");
+  if (o.gpus_per_node() < 0) return FieldError(p + ".gpus_per_node", "must be >= 0");
+  if ((o.nics_per_node() > 0) != (o.nic_bandwidth_bytes_per_s() > 0)) {
+    return FieldError(p + ".nics_per_node", "give nics_per_node and nic_bandwidth_bytes_per_s together");
+  }
+  if (o.compute_rate_scale() > 4) return FieldError(p + ".compute_rate_scale", "must be <= 4");
+  if (o.hbm_capacity_bytes() > 0) hw.hbm_capacity_bytes = o.hbm_capacity_bytes();
+  if (o.hbm_bandwidth_bytes_per_s() > 0) {
+    // The usable fraction measured on the preset carries over to the variant.
+    if (hw.hbm_bandwidth_bytes_per_s > 0) {
+      profile.hbm_bandwidth_bytes_per_s *= o.hbm_bandwidth_bytes_per_s() / hw.hbm_bandwidth_bytes_per_s;
+      profile.hbm_source += " | scaled to the variant's datasheet HBM bandwidth";
+    }
+    hw.hbm_bandwidth_bytes_per_s = o.hbm_bandwidth_bytes_per_s();
+  }
+  if (o.power_w() > 0) hw.power_w = o.power_w();
+  if (o.gpus_per_node() > 0) hw.gpus_per_node = o.gpus_per_node();
+  auto scale_collectives = [&](Scope scope, double k, const char* why) {
+    for (CollectiveRate& c : profile.collectives) {
+      if (c.scope != scope) continue;
+      c.busbw_bytes_per_s *= k;
+      for (CollectivePoint& pt : c.points) pt.time_s /= k;  // bandwidth-bound sizes; small sizes pessimistic
+      c.source += why;
+    }
+  };
+  if (o.intra_node_bandwidth_bytes_per_s() > 0) {
+    if (hw.intra_node_bandwidth_bytes_per_s > 0) {
+      scale_collectives(Scope::kIntraNode, o.intra_node_bandwidth_bytes_per_s() / hw.intra_node_bandwidth_bytes_per_s,
+                        " | scaled to the variant's NVLink bandwidth");
+    }
+    hw.intra_node_bandwidth_bytes_per_s = o.intra_node_bandwidth_bytes_per_s();
+  }
+  if (o.nics_per_node() > 0) {
+    const double per_gpu = o.nics_per_node() * o.nic_bandwidth_bytes_per_s() / hw.gpus_per_node;
+    if (hw.inter_node_bandwidth_bytes_per_s > 0) {
+      scale_collectives(Scope::kInterNode, per_gpu / hw.inter_node_bandwidth_bytes_per_s,
+                        " | scaled to the variant's NICs per GPU");
+    }
+    hw.inter_node_bandwidth_bytes_per_s = per_gpu;
+  }
+  if (o.compute_rate_scale() > 0) {
+    for (GemmRatePoint& g : profile.gemm) g.flops_per_s *= o.compute_rate_scale();
+    profile.attention_flops_per_s *= o.compute_rate_scale();
+    profile.notes.push_back(absl::StrCat("GEMM and attention rates x", o.compute_rate_scale(),
+                                         " (hardware.overrides.compute_rate_scale)"));
+  }
+  if (!o.name_suffix().empty()) hw.name = absl::StrCat(hw.name, " ", o.name_suffix());
+  return ValidateHardware(hw, "hardware");
+}
+
+DType DTypeOrDie(const v1::DType d) { return FromProto(d, DType::kBF16); }
+
+}  // namespace
+
+absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catalog,
                                 const std::string& base_dir, const RateProfile* profile) {
   Job job;
+  v1::JobSpec spec = spec_in;
   job.name = spec.name();
+
+  // The framework, then the defaults of every input the spec leaves unset: the framework's
+  // documented defaults first, stepcast's fallbacks after; each recorded in job.assumed.
+  absl::StatusOr<v1::FrameworkSpec> fw_spec = ResolveJobFramework(spec, catalog, &job.assumed);
+  if (!fw_spec.ok()) return fw_spec.status();
+  {
+    absl::StatusOr<Framework> fw = FrameworkFromProto(*fw_spec, "framework");
+    if (!fw.ok()) return fw.status();
+    job.framework = *std::move(fw);
+  }
+  if (absl::Status s = ApplyFrameworkDefaults(spec, *fw_spec, &job.assumed); !s.ok()) return s;
+  const std::string fw_name = job.framework.name;
+  auto fallback = [&](const std::string& path, const std::string& value, const std::string& why) {
+    return ApplyDefault(spec, path, value, absl::StrCat("stepcast fallback (", fw_name, " documents none): ", why),
+                        &job.assumed);
+  };
+  {
+    const std::string kernel = job.framework.attention.kernel.empty() ? "its attention kernel" : job.framework.attention.kernel;
+    const struct { const char* path; std::string value; std::string why; } fallbacks[] = {
+        {"training.micro_batch_size", "1", "one sequence per micro-batch"},
+        {"training.precision.gemm", "bf16", "bf16 mixed precision"},
+        {"training.optimizer", "adamw", "AdamW (Adam with decoupled weight decay)"},
+        {"training.recompute", "none", "no activation recomputation"},
+        {"training.sharding", "none", "no optimizer/gradient/weight sharding"},
+        {"training.overlap_dp_comm", "false", "no DP communication overlap"},
+        {"training.overlap_tp_comm", "false", "no TP communication overlap"},
+        {"training.dropout", "false", "no dropout"},
+        {"training.fp8_param_gather", "false", "weights kept in the params dtype"},
+        {"training.flash_attention", job.framework.attention.fused ? "true" : "false",
+         absl::StrCat("the framework's attention kernel (", kernel, ")")},
+        {"training.cuda_graphs", job.framework.launch.cuda_graphs ? "true" : "false",
+         "the framework preset's launch model"},
+        {"parallelism.sequence_parallel", "false", "no sequence parallelism"},
+    };
+    for (const auto& f : fallbacks) {
+      if (absl::Status s = fallback(f.path, f.value, f.why); !s.ok()) return s;
+    }
+  }
+
   switch (spec.model().source_case()) {
     case v1::ModelSpec::kPreset: {
       absl::StatusOr<ModelShape> m = catalog.FindModel(spec.model().preset());
@@ -546,22 +655,68 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec, const Catalog& catalog,
                                                  " has no reference profile; pass a measured one with --profile"));
     }
   }
+  if (spec.hardware().has_overrides()) {
+    if (absl::Status s = ApplyHardwareOverrides(spec.hardware().overrides(), job.hardware, job.profile); !s.ok()) {
+      return s;
+    }
+  }
 
   // Cluster and parallelism; 0 means "default" for every degree.
   const auto& par = spec.parallelism();
   Parallelism& p = job.parallelism;
+  for (auto [v, name] : {std::pair{par.tp(), "tp"}, {par.pp(), "pp"}, {par.dp(), "dp"}, {par.cp(), "cp"},
+                         {par.ep(), "ep"}, {par.vpp(), "vpp"}, {par.etp(), "etp"}, {par.dp_replicate(), "dp_replicate"}}) {
+    if (v < 0) return FieldError(absl::StrCat("parallelism.", name), absl::StrCat(v, " must be >= 1 (0: default)"));
+    if (v > (int64_t{1} << 24)) return FieldError(absl::StrCat("parallelism.", name), absl::StrCat(v, " is too large"));
+  }
   p.tp = par.tp() == 0 ? 1 : par.tp();
   p.pp = par.pp() == 0 ? 1 : par.pp();
   p.cp = par.cp() == 0 ? 1 : par.cp();
   p.ep = par.ep() == 0 ? 1 : par.ep();
   p.vpp = par.vpp() == 0 ? 1 : par.vpp();
-  p.sequence_parallel = par.has_sequence_parallel() ? par.sequence_parallel() : false;
+  p.etp = par.etp();
+  p.dp_replicate = par.dp_replicate() == 0 ? 1 : par.dp_replicate();
+  p.sequence_parallel = par.sequence_parallel();
+  if (p.pp > 1 && par.vpp() == 0) {
+    job.assumed.push_back({"parallelism.vpp", "1", "stepcast fallback: no virtual pipeline stages unless given"});
+  }
+  if (p.ep > 1 && par.etp() == 0) {
+    job.assumed.push_back({"parallelism.etp", absl::StrCat(p.tp),
+                           "Megatron-Core default: --expert-tensor-parallel-size unset means the TP size"});
+  }
+  {
+    std::string sched = par.pp_schedule();
+    if (sched.empty() && p.pp > 1) {
+      sched = p.vpp > 1 ? "interleaved-1f1b" : job.framework.default_schedule;
+      if (p.vpp == 1 && sched == "interleaved-1f1b") sched = "1f1b";
+      job.assumed.push_back({"parallelism.pp_schedule", sched,
+                             p.vpp > 1 ? "virtual stages given: interleaved 1F1B"
+                                       : absl::StrCat("framework ", fw_name, " default schedule")});
+    }
+    if (sched.empty() || sched == "1f1b") {
+      p.schedule = p.vpp > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
+    } else if (sched == "interleaved-1f1b" || sched == "interleaved_1f1b" || sched == "interleaved") {
+      p.schedule = PipelineSchedule::kInterleaved1F1B;
+    } else if (sched == "gpipe") {
+      p.schedule = PipelineSchedule::kGPipe;
+    } else if (sched == "zero-bubble" || sched == "zb" || sched == "zbv" || sched == "zero_bubble") {
+      p.schedule = PipelineSchedule::kZeroBubble;
+    } else if (sched == "dualpipe") {
+      p.schedule = PipelineSchedule::kDualPipe;
+    } else {
+      return FieldError("parallelism.pp_schedule",
+                        absl::StrCat("'", sched, "' is not one of: 1f1b, interleaved-1f1b, gpipe, zero-bubble, dualpipe"));
+    }
+  }
   const auto& cl = spec.cluster();
   job.cluster.name = cl.name();
   job.cluster.gpus_per_node = cl.gpus_per_node();
   job.cluster.price_per_gpu_hour_usd = cl.price_per_gpu_hour_usd() > 0 ? cl.price_per_gpu_hour_usd() : -1;
-  if (cl.price_per_gpu_hour_usd() < 0) {
+  if (!(cl.price_per_gpu_hour_usd() >= 0)) {
     return FieldError("cluster.price_per_gpu_hour_usd", "must be >= 0");
+  }
+  if (cl.gpu_count() < 0 || cl.gpu_count() > (int64_t{1} << 24)) {
+    return FieldError("cluster.gpu_count", absl::StrCat(cl.gpu_count(), " must be in [1, 2^24]"));
   }
   if (par.dp() != 0) {
     p.dp = par.dp();
@@ -571,9 +726,6 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec, const Catalog& catalog,
       return FieldError("cluster.gpu_count", "required (> 0) unless parallelism.dp is given");
     }
     const int64_t model_parallel = p.tp * p.pp * p.cp;
-    if (model_parallel <= 0) {
-      return FieldError("parallelism", "tp, pp and cp must be >= 1");
-    }
     if (cl.gpu_count() % model_parallel != 0) {
       return FieldError("cluster.gpu_count", absl::StrCat(cl.gpu_count(), " is not a multiple of tp*pp*cp = ",
                                                           model_parallel));
@@ -582,18 +734,41 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec, const Catalog& catalog,
     job.cluster.gpu_count = cl.gpu_count();
   }
 
-  // Training, with defaults.
+  // Training.
   const auto& tr = spec.training();
   TrainingConfig& t = job.training;
   t.seq_length = tr.seq_length();
   t.global_batch_size = tr.global_batch_size();
-  t.micro_batch_size = tr.micro_batch_size() == 0 ? 1 : tr.micro_batch_size();
+  if (tr.global_batch_tokens() != 0) {
+    if (tr.global_batch_size() != 0) {
+      return FieldError("training.global_batch_tokens", "give global_batch_size (sequences) or global_batch_tokens, not both");
+    }
+    if (tr.seq_length() <= 0 || tr.global_batch_tokens() < 0 || tr.global_batch_tokens() % tr.seq_length() != 0) {
+      return FieldError("training.global_batch_tokens",
+                        absl::StrCat(tr.global_batch_tokens(), " must be a positive multiple of seq_length ", tr.seq_length()));
+    }
+    t.global_batch_size = tr.global_batch_tokens() / tr.seq_length();
+  }
+  t.micro_batch_size = tr.micro_batch_size();
   const auto& pr = tr.precision();
-  t.precision.gemm = FromProto(pr.gemm(), DType::kBF16);
-  t.precision.params = FromProto(pr.params(), t.precision.gemm == DType::kFP16 ? DType::kFP16 : DType::kBF16);
-  t.precision.grads = FromProto(pr.grads(), t.precision.params == DType::kFP16 ? DType::kFP16 : DType::kFP32);
-  t.precision.master_weights = FromProto(pr.master_weights(), DType::kFP32);
-  t.precision.optimizer_states = FromProto(pr.optimizer_states(), DType::kFP32);
+  t.precision.gemm = DTypeOrDie(pr.gemm());
+  auto cascade = [&](const char* path, v1::DType given, DType fallback_value, const std::string& why) {
+    if (given != v1::D_TYPE_UNSPECIFIED) return DTypeOrDie(given);
+    job.assumed.push_back({path, DTypeName(fallback_value), absl::StrCat("stepcast fallback: ", why)});
+    return fallback_value;
+  };
+  t.precision.params = cascade("training.precision.params", pr.params(),
+                               t.precision.gemm == DType::kFP16 ? DType::kFP16 : DType::kBF16,
+                               "working weights in the 16-bit type of the GEMMs");
+  t.precision.grads = cascade("training.precision.grads", pr.grads(),
+                              t.precision.params == DType::kFP16 ? DType::kFP16 : DType::kFP32,
+                              "fp32 main gradients (fp16 with fp16 weights)");
+  t.precision.master_weights = cascade("training.precision.master_weights", pr.master_weights(), DType::kFP32,
+                                       "fp32 master weights");
+  t.precision.optimizer_states = cascade("training.precision.optimizer_states", pr.optimizer_states(),
+                                         DType::kFP32, "fp32 Adam moments");
+  t.precision.grad_reduce = cascade("training.precision.grad_reduce", pr.grad_reduce(), t.precision.grads,
+                                    "gradients reduced in their own dtype");
   switch (tr.optimizer()) {
     case v1::OPTIMIZER_ADAM: t.optimizer = Optimizer::kAdam; break;
     case v1::OPTIMIZER_SGD: t.optimizer = Optimizer::kSgd; break;
@@ -605,18 +780,36 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec, const Catalog& catalog,
     case v1::RECOMPUTE_FULL: t.recompute = Recompute::kFull; break;
     default: t.recompute = Recompute::kNone;
   }
-  t.flash_attention = tr.has_flash_attention() ? tr.flash_attention() : true;
+  t.flash_attention = tr.flash_attention();
   switch (tr.sharding()) {
     case v1::SHARDING_ZERO1: t.sharding = Sharding::kZero1; break;
     case v1::SHARDING_ZERO2: t.sharding = Sharding::kZero2; break;
     case v1::SHARDING_ZERO3: t.sharding = Sharding::kZero3; break;
     default: t.sharding = Sharding::kNone;
   }
-  t.overlap_dp_comm = tr.has_overlap_dp_comm() ? tr.overlap_dp_comm() : true;
-  t.overlap_tp_comm = tr.has_overlap_tp_comm() ? tr.overlap_tp_comm() : false;
+  t.overlap_dp_comm = tr.overlap_dp_comm();
+  t.overlap_tp_comm = tr.overlap_tp_comm();
   t.dataset_tokens = tr.dataset_tokens();
   t.train_iters = tr.train_iters();
   t.dropout = tr.dropout();
+  static const char* const kModules[] = {"core_attn", "mlp", "moe_act", "layernorm", "mla_up_proj",
+                                         "moe", "shared_experts", "mlp_up", "activation_functions"};
+  for (const std::string& mod : tr.recompute_modules()) {
+    if (std::find(std::begin(kModules), std::end(kModules), mod) == std::end(kModules)) {
+      return FieldError("training.recompute_modules",
+                        absl::StrCat("'", mod, "' is not one of: ", absl::StrJoin(kModules, ", ")));
+    }
+    t.recompute_modules.push_back(mod);
+  }
+  if (t.recompute == Recompute::kSelective && t.recompute_modules.empty()) {
+    t.recompute_modules = job.framework.selective_recompute_modules;
+    job.assumed.push_back({"training.recompute_modules", absl::StrJoin(t.recompute_modules, ","),
+                           absl::StrCat("framework ", fw_name, ": what its selective recompute recomputes")});
+  }
+  t.recompute_num_layers = tr.recompute_num_layers();
+  t.fp8_param_gather = tr.fp8_param_gather();
+  t.cuda_graphs = tr.cuda_graphs();
+  t.activation_offload_fraction = tr.activation_offload_fraction();
 
   if (absl::Status s = ValidateJob(job); !s.ok()) return s;
   return job;
@@ -710,6 +903,13 @@ v1::Prediction PredictionToProto(const Prediction& p) {
   pc->set_non_embedding(p.parameters.non_embedding);
   out.set_micro_batches_per_step(p.micro_batches_per_step);
   for (const auto& w : p.warnings) out.add_warnings(w);
+  out.set_framework(p.framework_name);
+  for (const auto& a : p.assumed_inputs) {
+    auto* x = out.add_assumed_inputs();
+    x->set_field(a.field);
+    x->set_value(a.value);
+    x->set_source(a.source);
+  }
   return out;
 }
 

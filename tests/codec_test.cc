@@ -52,8 +52,20 @@ TEST(Codec, DefaultsAndDerivedDp) {
   EXPECT_EQ(job->training.precision.params, DType::kBF16);
   EXPECT_EQ(job->training.precision.grads, DType::kFP32);
   EXPECT_TRUE(job->training.flash_attention);
-  EXPECT_TRUE(job->training.overlap_dp_comm);
   EXPECT_EQ(job->profile.name, "h100-sxm-reference");
+  // Inputs the spec leaves unset come from the framework (megatron-core by default) and are
+  // recorded as assumed.
+  EXPECT_EQ(job->framework.name, "megatron-core");
+  auto assumed = [&](const std::string& field) {
+    for (const auto& a : job->assumed) {
+      if (a.field == field) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(assumed("framework"));
+  EXPECT_TRUE(assumed("training.overlap_dp_comm"));
+  EXPECT_TRUE(assumed("training.precision.grads"));
+  EXPECT_FALSE(assumed("training.precision.gemm"));  // the spec states fp8
 }
 
 TEST(Codec, FormatFromPath) {

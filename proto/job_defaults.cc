@@ -1,0 +1,176 @@
+#include "proto/job_defaults.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "proto/catalog.h"
+#include "proto/codec.h"
+
+namespace stepcast {
+
+namespace pb = google::protobuf;
+
+v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::FrameworkSpec& child) {
+  v1::FrameworkSpec out = base;
+  const pb::Reflection* r = child.GetReflection();
+  const pb::Descriptor* d = child.GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const pb::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) continue;
+    if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (r->HasField(child, f)) out.GetReflection()->MutableMessage(&out, f)->CopyFrom(r->GetMessage(child, f));
+    } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING) {
+      if (!r->GetString(child, f).empty()) out.GetReflection()->SetString(&out, f, r->GetString(child, f));
+    } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32) {
+      if (r->GetInt32(child, f) != 0) out.GetReflection()->SetInt32(&out, f, r->GetInt32(child, f));
+    } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT64) {
+      if (r->GetInt64(child, f) != 0) out.GetReflection()->SetInt64(&out, f, r->GetInt64(child, f));
+    } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_BOOL) {
+      if (r->GetBool(child, f)) out.GetReflection()->SetBool(&out, f, true);
+    }
+  }
+  for (const v1::NamedSetting& ns : child.settings()) *out.add_settings() = ns;
+  for (const v1::FrameworkDefault& dflt : child.defaults()) {
+    bool replaced = false;
+    for (v1::FrameworkDefault& o : *out.mutable_defaults()) {
+      if (o.field() == dflt.field()) {
+        o = dflt;
+        replaced = true;
+      }
+    }
+    if (!replaced) *out.add_defaults() = dflt;
+  }
+  for (const std::string& s : child.sources()) out.add_sources(s);
+  *out.mutable_aliases() = child.aliases();
+  out.set_base("");
+  return out;
+}
+
+absl::StatusOr<v1::FrameworkSpec> ResolveJobFramework(const v1::JobSpec& spec, const Catalog& catalog,
+                                                      std::vector<AssumedInput>* assumed) {
+  switch (spec.framework().source_case()) {
+    case v1::FrameworkRef::kPreset: {
+      absl::StatusOr<v1::FrameworkSpec> f = catalog.FindFramework(spec.framework().preset());
+      if (!f.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.preset: ", f.status().message()));
+      return f;
+    }
+    case v1::FrameworkRef::kSpec: {
+      const v1::FrameworkSpec& inline_spec = spec.framework().spec();
+      v1::FrameworkSpec out = inline_spec;
+      if (!inline_spec.base().empty()) {
+        absl::StatusOr<v1::FrameworkSpec> base = catalog.FindFramework(inline_spec.base());
+        if (!base.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.spec.base: ", base.status().message()));
+        out = OverlayFramework(*base, inline_spec);
+      }
+      if (out.name().empty()) out.set_name("inline");
+      absl::StatusOr<Framework> check = FrameworkFromProto(out, "framework.spec");
+      if (!check.ok()) return check.status();
+      return out;
+    }
+    case v1::FrameworkRef::SOURCE_NOT_SET: break;
+  }
+  absl::StatusOr<v1::FrameworkSpec> f = catalog.FindFramework("megatron-core");
+  if (!f.ok()) return absl::InternalError(absl::StrCat("built-in framework preset missing: ", f.status().message()));
+  if (assumed != nullptr) {
+    assumed->push_back({"framework", "megatron-core",
+                        "stepcast default: a job that names no framework runs under Megatron-Core (DESIGN.md)"});
+  }
+  return f;
+}
+
+namespace {
+
+// The descriptor chain of `path` in JobSpec, or an error naming the first unknown part.
+absl::StatusOr<std::vector<const pb::FieldDescriptor*>> FieldChain(const std::string& path) {
+  std::vector<const pb::FieldDescriptor*> chain;
+  const pb::Descriptor* d = v1::JobSpec::descriptor();
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (d == nullptr) return absl::InvalidArgumentError(absl::StrCat(path, ": '", part, "' is inside a non-message field"));
+    const pb::FieldDescriptor* f = d->FindFieldByName(std::string(part));
+    if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat(path, ": no job field '", part, "'"));
+    chain.push_back(f);
+    d = f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE ? f->message_type() : nullptr;
+  }
+  if (chain.empty()) return absl::InvalidArgumentError("empty field path");
+  return chain;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> JobFieldIsSet(const v1::JobSpec& spec, const std::string& path) {
+  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
+  if (!chain.ok()) return chain.status();
+  const pb::Message* msg = &spec;
+  for (size_t i = 0; i < chain->size(); ++i) {
+    const pb::FieldDescriptor* f = (*chain)[i];
+    const pb::Reflection* r = msg->GetReflection();
+    if (f->is_repeated()) return r->FieldSize(*msg, f) > 0;
+    if (i + 1 < chain->size()) {
+      if (!r->HasField(*msg, f)) return false;
+      msg = &r->GetMessage(*msg, f);
+      continue;
+    }
+    if (f->has_presence()) return r->HasField(*msg, f);
+    switch (f->cpp_type()) {
+      case pb::FieldDescriptor::CPPTYPE_INT32: return r->GetInt32(*msg, f) != 0;
+      case pb::FieldDescriptor::CPPTYPE_INT64: return r->GetInt64(*msg, f) != 0;
+      case pb::FieldDescriptor::CPPTYPE_UINT32: return r->GetUInt32(*msg, f) != 0;
+      case pb::FieldDescriptor::CPPTYPE_UINT64: return r->GetUInt64(*msg, f) != 0;
+      case pb::FieldDescriptor::CPPTYPE_DOUBLE: return r->GetDouble(*msg, f) != 0;
+      case pb::FieldDescriptor::CPPTYPE_FLOAT: return r->GetFloat(*msg, f) != 0;
+      case pb::FieldDescriptor::CPPTYPE_BOOL: return r->GetBool(*msg, f);
+      case pb::FieldDescriptor::CPPTYPE_ENUM: return r->GetEnumValue(*msg, f) != 0;
+      case pb::FieldDescriptor::CPPTYPE_STRING: return !r->GetString(*msg, f).empty();
+      case pb::FieldDescriptor::CPPTYPE_MESSAGE: return r->HasField(*msg, f);
+    }
+  }
+  return false;
+}
+
+absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std::string& value,
+                          const std::string& source, std::vector<AssumedInput>* assumed) {
+  absl::StatusOr<bool> set = JobFieldIsSet(spec, path);
+  if (!set.ok()) return set.status();
+  if (*set) return absl::OkStatus();
+  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
+  if (!chain.ok()) return chain.status();
+  // The value as a one-field YAML job, read by the job file reader (same names and checks).
+  std::string yaml;
+  std::string indent;
+  for (size_t i = 0; i + 1 < chain->size(); ++i) {
+    absl::StrAppend(&yaml, indent, (*chain)[i]->name(), ":\n");
+    indent += "  ";
+  }
+  const pb::FieldDescriptor* leaf = chain->back();
+  if (leaf->is_repeated()) {
+    std::vector<std::string> items;
+    for (absl::string_view p : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+      items.push_back(std::string(absl::StripAsciiWhitespace(p)));
+    }
+    absl::StrAppend(&yaml, indent, leaf->name(), ": [", absl::StrJoin(items, ", "), "]\n");
+  } else {
+    absl::StrAppend(&yaml, indent, leaf->name(), ": ", value, "\n");
+  }
+  v1::JobSpec patch;
+  if (absl::Status s = ParseMessage(yaml, SpecFormat::kYaml, absl::StrCat("default of ", path), &patch); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": default '", value, "' (", source, "): ", s.message()));
+  }
+  spec.MergeFrom(patch);
+  if (assumed != nullptr) assumed->push_back({path, value, source});
+  return absl::OkStatus();
+}
+
+absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,
+                                    std::vector<AssumedInput>* assumed) {
+  for (const v1::FrameworkDefault& d : framework.defaults()) {
+    const std::string source = absl::StrCat("framework ", framework.name(), " default",
+                                            d.source().empty() ? "" : ": ", d.source());
+    if (absl::Status s = ApplyDefault(spec, d.field(), d.value(), source, assumed); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("framework ", framework.name(), ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stepcast

@@ -36,8 +36,11 @@ std::string FormatReport(const Job& job, const Prediction& p) {
                         p.parameters.total / 1e9, p.parameters.active / 1e9);
   absl::StrAppendFormat(&o, "  cluster    %d x %s, %d per node; profile %s\n", p.gpu_count,
                         p.hardware_name, job.GpusPerNode(), p.profile_name);
-  absl::StrAppendFormat(&o, "  layout     TP=%d PP=%d DP=%d CP=%d EP=%d VPP=%d SP=%s ZeRO=%s recompute=%s %s\n",
-                        par.tp, par.pp, par.dp, par.cp, par.ep, par.vpp,
+  absl::StrAppendFormat(&o, "  framework  %s\n", job.framework.display_name.empty() ? job.framework.name
+                                                                                  : job.framework.display_name);
+  absl::StrAppendFormat(&o, "  layout     TP=%d PP=%d DP=%d CP=%d EP=%d%s VPP=%d SP=%s ZeRO=%s recompute=%s %s\n",
+                        par.tp, par.pp, par.dp, par.cp, par.ep,
+                        par.etp > 0 && par.etp != par.tp ? absl::StrCat(" ETP=", par.etp) : "", par.vpp,
                         par.sequence_parallel ? "on" : "off", ShardingName(t.sharding),
                         RecomputeName(t.recompute), DTypeName(t.precision.gemm));
   absl::StrAppendFormat(&o, "  batch      %d x %d tokens, micro-batch %d, %d micro-batches per step\n\n",
@@ -59,7 +62,7 @@ std::string FormatReport(const Job& job, const Prediction& p) {
         {"TP communication", b.tp_comm_s},      {"CP communication", b.cp_comm_s},
         {"EP all-to-all", b.ep_comm_s},         {"PP send/recv", b.pp_comm_s},
         {"DP gradient sync (exposed)", b.dp_comm_s}, {"pipeline bubble", b.pipeline_bubble_s},
-        {"optimizer step", b.optimizer_s}};
+        {"optimizer step", b.optimizer_s},     {"host kernel launches", b.launch_overhead_s}};
     for (const auto& r : rows) {
       if (r.v <= 0) continue;
       absl::StrAppendFormat(&o, "    %-30s %10.4f  %6.1f%%\n", r.name, r.v, 100 * r.v / p.step_time_s);
@@ -86,6 +89,20 @@ std::string FormatReport(const Job& job, const Prediction& p) {
                           c.energy_per_run_kwh / 1000);
   }
   for (const auto& w : p.warnings) absl::StrAppendFormat(&o, "  warning: %s\n", w);
+  if (!p.assumed_inputs.empty()) {
+    absl::StrAppendFormat(&o, "\n  assumed (not stated by the job; --json lists each with its source):\n   ");
+    size_t width = 3;
+    for (const auto& a : p.assumed_inputs) {
+      const std::string item = absl::StrCat(" ", a.field, "=", a.value);
+      if (width + item.size() > 100) {
+        o += "\n   ";
+        width = 3;
+      }
+      o += item;
+      width += item.size();
+    }
+    o += "\n";
+  }
   return o;
 }
 

@@ -87,6 +87,10 @@ struct Parallelism {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t gpu_count() const { return tp * pp * dp * cp; }
   int64_t Etp() const { return etp > 0 ? etp : tp; }
+  // The schedule that runs: 1F1B with virtual stages is interleaved 1F1B.
+  PipelineSchedule Schedule() const {
+    return schedule == PipelineSchedule::k1F1B && vpp > 1 ? PipelineSchedule::kInterleaved1F1B : schedule;
+  }
   // Expert data parallel size: (tp * cp * dp) / (etp * ep) (Megatron-Core MoE parallel folding).
   int64_t Edp() const { return tp * cp * dp / (Etp() * ep); }
   // Ranks each ZeRO/FSDP shard group spans: dp * cp / dp_replicate.

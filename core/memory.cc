@@ -8,6 +8,7 @@ namespace stepcast {
 double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x) {
   const ModelShape m = in.Resolved();
   const double s = x.seq_tokens, b = x.micro_batch, t = x.tp, e = x.bytes_per_activation;
+  const double eg = x.bytes_per_gemm_input > 0 ? x.bytes_per_gemm_input : e;
   const double h = m.hidden_size, a = m.attention_heads, kv = m.kv_heads;
   const double dqk = m.QkHeadDim(), dv = m.VHeadDim();
   const double sb = s * b;
@@ -16,33 +17,64 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
 
   if (x.recompute == Recompute::kFull) return e * sb * h * sp;  // checkpointed layer input
 
-  // Replicated across TP ranks unless sequence parallel (Korthikanti's "10"):
-  // norm inputs 2 x e*sbh, QKV input e*sbh, MLP input e*sbh, two dropout masks sbh each.
-  double replicated = 2 * e * sb * h + e * sb * h + e * sb * h + 2 * mask * sb * h;
-  // Split by TP (Korthikanti's "24/t" for GPT): Q, K, V, projection input, MLP internals.
-  const double kv_width = m.mla.enabled() ? a * (dqk + dv) : kv * (dqk + dv);
-  double split = e * sb * (a * dqk + kv_width) + e * sb * a * dv;
-  auto mlp_internal = [&](double f) {
-    return m.ffn_type == FfnType::kSwiGlu ? 3 * e * sb * f : 2 * e * sb * f;
-  };
-  if (x.moe_layer) {
-    const double routed = m.moe.top_k * mlp_internal(m.moe.expert_ffn_hidden_size);
-    const double shared = m.moe.shared_experts * mlp_internal(m.moe.shared_expert_ffn_hidden_size);
-    // Dispatched token copies (input to experts) and their combine inputs.
-    split += routed + shared + 2 * e * sb * h * m.moe.top_k;
+  std::vector<std::string> mods = x.recompute_modules;
+  if (x.recompute == Recompute::kSelective && mods.empty()) mods = {"core_attn"};
+  if (x.recompute == Recompute::kNone) mods.clear();
+  auto dropped = [&](const char* name) { return std::find(mods.begin(), mods.end(), name) != mods.end(); };
+  const bool op_sac = dropped("activation_functions");
+
+  // Replicated across TP ranks unless sequence parallel (Korthikanti's "10"): the two norm
+  // inputs, the norm outputs (QKV and MLP GEMM inputs), two dropout masks.
+  const bool norm_out_dropped = dropped("layernorm") || op_sac;
+  double replicated = 2 * e * sb * h + 2 * mask * sb * h;
+  if (!norm_out_dropped) replicated += 2 * eg * sb * h;
+  // Split by TP (Korthikanti's "24/t" for GPT): Q, K, V (attention in the activation dtype),
+  // the projection input, MLP internals.
+  double split = 0;
+  if (m.mla.enabled()) {
+    // Latents (kept) and the heads the up projections make.
+    split += e * sb * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * t;  // replicated: x t / t
+    if (!dropped("mla_up_proj")) split += e * sb * a * (dqk + dqk + dv);
   } else {
-    split += mlp_internal(m.ffn_hidden_size);
+    split += e * sb * (a * dqk + kv * (dqk + dv));
+  }
+  split += eg * sb * a * dv;  // projection input
+  // One MLP of width f over `tokens` tokens: fc1 outputs (gated: gate and up), activation output.
+  auto mlp_internal = [&](double f, double tokens, bool drop_all, bool drop_act) {
+    if (drop_all) return 0.0;
+    const double up = (GatedFfn(m.ffn_type) ? 2 : 1) * e * tokens * f;
+    const double act = (drop_act || op_sac) ? 0.0 : eg * tokens * f;
+    return up + act;
+  };
+  double per_rank = 0;  // bytes on this rank already (not split by TP below)
+  if (x.moe_layer) {
+    if (!dropped("moe")) {
+      // An EP rank processes the tokens it holds (its sequence-parallel share sb/t, gathered
+      // over the expert-TP group: sb * etp / t), each routed to top_k experts, with a 1/etp
+      // slice of every expert's FFN: internals sb*k*f/t either way; the dispatched copies
+      // (expert input and combine input, h wide) scale with etp/t (Megatron-Core MoE with
+      // sequence parallelism).
+      const double etp = x.expert_tp > 0 ? x.expert_tp : t;
+      const double rank_tokens = sb * etp / t * x.moe_tokens_factor;
+      per_rank += mlp_internal(m.moe.expert_ffn_hidden_size, rank_tokens * m.moe.top_k, false, dropped("moe_act")) / etp;
+      per_rank += 2 * e * rank_tokens * m.moe.top_k * h;
+      if (!dropped("shared_experts")) {
+        split += m.moe.shared_experts * mlp_internal(m.moe.shared_expert_ffn_hidden_size, sb, false, false);
+      }
+    }
+  } else {
+    split += mlp_internal(m.ffn_hidden_size, sb, dropped("mlp") || dropped("mlp_up"), false);
   }
   double core = 0;
-  if (!x.flash_attention && x.recompute != Recompute::kSelective) {
+  if (!x.flash_attention && !dropped("core_attn")) {
     const double scores = a * b * s * x.kv_tokens;
     core = e * scores + (x.dropout ? (mask + e) * scores : 0.0);
   }
-  if (x.flash_attention) split += 4.0 * a * sb;  // fp32 log-sum-exp per head and token
-  return replicated * sp + split / t + core / t;
+  if (x.flash_attention && !dropped("core_attn")) split += 4.0 * a * sb;  // fp32 log-sum-exp per head and token
+  return replicated * sp + split / t + per_rank + core / t;
 }
 
-LocalParameters LocalParameterCount(const Job& job) {
+LocalParameters LocalParameterCount(const Job& job, bool last_stage) {
   const ModelShape m = job.model.Resolved();
   const Parallelism& p = job.parallelism;
   const ParameterCounts c = CountParameters(m);
@@ -50,7 +82,7 @@ LocalParameters LocalParameterCount(const Job& job) {
   // Expert weights (routed experts only) of the whole model.
   double expert_total = 0;
   if (m.moe.enabled()) {
-    const int f_mats = m.ffn_type == FfnType::kSwiGlu ? 3 : 2;
+    const int f_mats = GatedFfn(m.ffn_type) ? 3 : 2;
     expert_total = static_cast<double>(m.MoeLayerCount()) * m.moe.routed_experts * f_mats * h *
                    m.moe.expert_ffn_hidden_size;
   }
@@ -58,29 +90,65 @@ LocalParameters LocalParameterCount(const Job& job) {
   const double output_head = m.tied_embeddings ? 0.0 : m.vocab_size * h;
   const double layer_dense = c.total - c.embedding - expert_total;
   LocalParameters out;
-  // First stage: its layers + input embedding (+ output head when it is also the last stage,
-  // or tied weights that Megatron keeps a copy of on the last stage).
-  double stage_emb = input_emb;
-  if (p.pp == 1) stage_emb += output_head;
+  // First stage: its layers + the input embedding; last stage: its layers + the output head
+  // (with tied weights Megatron keeps a copy of the embedding there); one stage holds both.
+  double stage_emb = 0;
+  if (!last_stage || p.pp == 1) stage_emb += input_emb;
+  if (last_stage || p.pp == 1) stage_emb += m.tied_embeddings && p.pp > 1 ? input_emb : output_head;
   // The most loaded stage holds ceil(layers / (pp*vpp)) layers per chunk.
   const double chunks = static_cast<double>(p.pp) * p.vpp;
   const double stage_frac = std::ceil(m.layers / chunks) * p.vpp / m.layers;
   out.dense = (layer_dense * stage_frac + stage_emb) / p.tp;
-  out.expert = expert_total * stage_frac / (p.ep * p.tp);
+  out.expert = expert_total * stage_frac / (p.ep * p.Etp());
   return out;
 }
 
+LocalParameters LocalParameterCount(const Job& job) { return LocalParameterCount(job, false); }
+
+namespace {
+
+// Micro-batches whose activations the first pipeline stage holds at its peak.
+//   1F1B / zero-bubble ZB-H1: pp (Narayanan et al. 2021 Sec. 2.2.1; Qi et al. 2023 keep 1F1B's
+//   peak); interleaved 1F1B: pp * (1 + (pp-1)/(pp*vpp)) (Megatron-LM
+//   theoretical_memory_usage.py); GPipe: every micro-batch of the step; DualPipe: pp + 1
+//   (DeepSeek-V3 report Table 2). At most the micro-batches of the step; at least one.
+double InFlightMicroBatches(const Parallelism& p, double micro_batches) {
+  if (p.pp == 1) return 1.0;
+  double in_flight = p.pp;
+  switch (p.Schedule()) {
+    case PipelineSchedule::k1F1B:
+    case PipelineSchedule::kZeroBubble: break;
+    case PipelineSchedule::kInterleaved1F1B: in_flight *= 1.0 + (p.pp - 1.0) / (p.pp * p.vpp); break;
+    case PipelineSchedule::kGPipe: in_flight = micro_batches; break;
+    case PipelineSchedule::kDualPipe: in_flight = p.pp + 1.0; break;
+  }
+  if (p.Schedule() != PipelineSchedule::kGPipe) in_flight *= std::min(1.0, micro_batches / p.pp);
+  return std::max(in_flight, 1.0);
+}
+
+}  // namespace
+
 MemoryEstimate EstimateMemory(const Job& job) {
+  MemoryEstimate first = EstimateStageMemory(job, false);
+  if (job.parallelism.pp == 1) return first;
+  MemoryEstimate last = EstimateStageMemory(job, true);
+  return last.total_bytes > first.total_bytes ? last : first;
+}
+
+MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
   const ModelShape m = job.model.Resolved();
   const TrainingConfig& t = job.training;
   const Parallelism& p = job.parallelism;
   const Precision& pr = t.precision;
   MemoryEstimate out;
+  out.stage = p.pp == 1 ? "only" : (last_stage ? "last" : "first");
 
-  const LocalParameters local = LocalParameterCount(job);
-  const double shard = static_cast<double>(p.dp) * p.cp;
-  // Expert parameters are replicated over dp*cp/ep ranks (expert data-parallel group).
-  const double expert_shard = shard / p.ep;
+  const LocalParameters local = LocalParameterCount(job, last_stage);
+  // ZeRO/FSDP shard over dp*cp ranks (HSDP: within a replica); expert parameters over the
+  // expert data-parallel group (Megatron-Core: tp*cp*dp / (etp*ep)).
+  const double replicas = std::max<int64_t>(1, p.dp_replicate);
+  const double shard = static_cast<double>(p.ShardGroup());
+  const double expert_shard = std::max(1.0, p.Edp() / replicas);
   auto sharded = [&](bool on) {
     return on ? local.dense / shard + local.expert / expert_shard : local.total();
   };
@@ -88,7 +156,9 @@ MemoryEstimate EstimateMemory(const Job& job) {
   const bool z1 = t.sharding != Sharding::kNone;
   const bool z2 = t.sharding == Sharding::kZero2 || t.sharding == Sharding::kZero3;
   const bool z3 = t.sharding == Sharding::kZero3;
-  out.weights_bytes = sharded(z3) * BytesPerElement(pr.params);
+  // fp8 parameters (Megatron --fp8-param-gather): the model's weights are stored in fp8.
+  const double weight_bytes = t.fp8_param_gather && pr.gemm == DType::kFP8 ? 1.0 : BytesPerElement(pr.params);
+  out.weights_bytes = sharded(z3) * weight_bytes;
   out.gradients_bytes = sharded(z2) * BytesPerElement(pr.grads);
   double per_param_opt = 0;
   const double master = pr.master_weights == pr.params ? 0.0 : BytesPerElement(pr.master_weights);
@@ -111,7 +181,10 @@ MemoryEstimate EstimateMemory(const Job& job) {
   li.flash_attention = t.flash_attention;
   li.dropout = t.dropout;
   li.recompute = t.recompute;
+  li.recompute_modules = t.recompute_modules;
   li.bytes_per_activation = e;
+  li.bytes_per_gemm_input = pr.gemm == DType::kFP8 ? 1.0 : e;
+  li.expert_tp = static_cast<double>(p.Etp());
   const int64_t layers_per_stage =
       (m.layers + p.pp * p.vpp - 1) / (p.pp * p.vpp) * p.vpp;  // slowest/most loaded stage
   // Fraction of the stage's layers that are MoE (spread evenly).
@@ -120,17 +193,30 @@ MemoryEstimate EstimateMemory(const Job& job) {
   lm.moe_layer = true;
   const double per_layer = (1 - moe_frac) * LayerActivationBytes(m, li) +
                            moe_frac * LayerActivationBytes(m, lm);
+  // Full recompute of only recompute_num_layers layers per chunk (block method): the others
+  // keep their activations.
+  double stored_per_layer_sum = per_layer * layers_per_stage;
+  if (t.recompute == Recompute::kFull && t.recompute_num_layers > 0) {
+    LayerActivationInput none = li, none_m = lm;
+    none.recompute = none_m.recompute = Recompute::kNone;
+    const double kept = (1 - moe_frac) * LayerActivationBytes(m, none) + moe_frac * LayerActivationBytes(m, none_m);
+    const double recomputed = std::min<double>(layers_per_stage, t.recompute_num_layers * p.vpp);
+    stored_per_layer_sum = per_layer * recomputed + kept * (layers_per_stage - recomputed);
+  }
   const double micro_batches = static_cast<double>(job.MicroBatchesPerStep());
-  double in_flight = p.pp;  // first stage of 1F1B holds pp micro-batches
-  if (p.vpp > 1) in_flight *= 1.0 + (p.pp - 1.0) / (p.pp * p.vpp);
-  in_flight *= std::min(1.0, micro_batches / p.pp);
-  in_flight = std::max(in_flight, 1.0);
-  double act = per_layer * layers_per_stage * in_flight;
+  // The first stage holds the most micro-batches; the last (1F1B) one, but also the loss.
+  const double in_flight = last_stage && p.Schedule() != PipelineSchedule::kInterleaved1F1B &&
+                                   p.Schedule() != PipelineSchedule::kGPipe
+                               ? 1.0
+                               : InFlightMicroBatches(p, micro_batches);
+  double act = stored_per_layer_sum * in_flight;
   const double sbh = li.seq_tokens * li.micro_batch * m.hidden_size;
-  // Embedding output (+ dropout mask), per in-flight micro-batch (Korthikanti Sec. 4.3).
-  act += (e + (t.dropout ? 1.0 : 0.0)) * sbh / (li.sequence_parallel ? p.tp : 1) * in_flight;
-  if (p.pp == 1) {
-    // fp32 logits for the vocab-parallel cross entropy of the one in-flight micro-batch.
+  if (!last_stage || p.pp == 1) {
+    // Embedding output (+ dropout mask), per in-flight micro-batch (Korthikanti Sec. 4.3).
+    act += (e + (t.dropout ? 1.0 : 0.0)) * sbh / (li.sequence_parallel ? p.tp : 1) * in_flight;
+  }
+  if (last_stage || p.pp == 1) {
+    // fp32 softmax of the vocab-parallel cross entropy for the micro-batch in its loss.
     act += 4.0 * li.seq_tokens * li.micro_batch * m.vocab_size / p.tp;
   }
   if (t.recompute == Recompute::kFull) {
@@ -138,6 +224,7 @@ MemoryEstimate EstimateMemory(const Job& job) {
     full.recompute = Recompute::kNone;
     act += LayerActivationBytes(m, full);  // working set while recomputing one layer
   }
+  act *= 1.0 - std::clamp(t.activation_offload_fraction, 0.0, 1.0);
   out.activations_bytes = act;
 
   // Communication buffers and fixed overheads.
@@ -145,14 +232,20 @@ MemoryEstimate EstimateMemory(const Job& job) {
   int comms = 0;
   for (int64_t d : {p.tp, p.cp, p.ep, p.dp, p.pp}) comms += d > 1 ? 1 : 0;
   double buckets = 0;
-  if (p.dp * p.cp > 1) buckets = 2 * 40e6 * BytesPerElement(pr.grads);
+  if (p.dp * p.cp > 1) buckets = 2 * 40e6 * BytesPerElement(pr.grad_reduce);
   out.communication_buffers_bytes = buckets + comms * nccl_per_comm;
   out.cuda_context_bytes = 0.5 * (1ull << 30);
   out.workspace_bytes = 2 * 32.0 * (1 << 20);
   if (z3) {
-    // Two layers' unsharded weights gathered at once (prefetch of the next layer).
-    const double layer_params = (local.total() - 0) / std::max<int64_t>(layers_per_stage, 1);
-    out.workspace_bytes += 2 * layer_params * BytesPerElement(pr.params);
+    const double gather_bytes = t.fp8_param_gather && pr.gemm == DType::kFP8 ? 1.0 : BytesPerElement(pr.params);
+    if (p.pp > 1 && job.framework.sharding.gather_once_per_step_with_pp) {
+      // Parameters stay unsharded across the step's micro-batches (no reshard after forward).
+      out.workspace_bytes += local.total() * gather_bytes;
+    } else {
+      // Two layers' unsharded weights gathered at once (prefetch of the next layer).
+      const double layer_params = local.total() / std::max<int64_t>(layers_per_stage, 1);
+      out.workspace_bytes += 2 * layer_params * gather_bytes;
+    }
   }
 
   out.total_bytes = out.weights_bytes + out.gradients_bytes + out.optimizer_states_bytes +

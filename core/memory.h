@@ -24,6 +24,15 @@ namespace stepcast {
 //   Table 2: sbh(10 + 24/t + 5as/(ht)) without SP, sbh/t(34 + 5as/h) with SP, and
 //   selective recompute drops the core term: sbh(10 + 24/t) / sbh*34/t.
 //   Full recompute keeps only the layer input: 2sbh (/t with SP).
+//   Selective recompute drops the saved tensors of the recomputed modules (Megatron-Core
+//   --recompute-modules; "core_attn" when none are given, Korthikanti's selective):
+//     core_attn: the core term (flash: its fp32 log-sum-exp); mlp / mlp_up: the MLP internals;
+//     moe_act: the experts' activation outputs; layernorm: the norm outputs (QKV and MLP GEMM
+//     inputs); mla_up_proj: the heads made by MLA's up projections (latents kept); moe: the
+//     MoE block's internals; shared_experts: the shared experts' internals;
+//     activation_functions (op-level SAC): activation and norm outputs.
+//   fp8 GEMMs save their inputs in fp8 (Transformer Engine Linear/LayerNormLinear keep the fp8
+//   cast of the input for wgrad): QKV, projection, MLP and FC2 inputs at 1 byte.
 struct LayerActivationInput {
   double seq_tokens = 0;     // s: tokens of one sequence on this CP rank (seq_length / cp)
   double kv_tokens = 0;      // keys each query attends to (seq_length)
@@ -35,20 +44,24 @@ struct LayerActivationInput {
   Recompute recompute = Recompute::kNone;
   double bytes_per_activation = 2;
   bool moe_layer = false;
+  std::vector<std::string> recompute_modules;  // selective; empty: {"core_attn"}
+  double bytes_per_gemm_input = 0;             // 0: bytes_per_activation (fp8 GEMMs: 1)
+  double expert_tp = 0;                        // ETP for expert internals; 0: tp
+  double moe_tokens_factor = 1;                // routing imbalance: max/mean tokens per expert (1: balanced)
 };
 double LayerActivationBytes(const ModelShape& shape, const LayerActivationInput& in);
 
-// Per-GPU memory of the most loaded pipeline stage (the first stage: most in-flight
-// micro-batches and the input embedding; the output head counted too when pp == 1).
+// Per-GPU memory of a pipeline stage (first or last; EstimateMemory reports the larger).
 //   weights: local parameters x params dtype (/ dp*cp under ZeRO-3);
 //   gradients: x grads dtype (/ dp*cp under ZeRO-2/3);
 //   optimizer: Adam/AdamW master + 2 moments (SGD: master + momentum; 8-bit moments 1 byte + 
 //              2% block scales), / dp*cp under ZeRO-1+ (Megatron distributed optimizer);
 //              no separate master copy when master dtype == params dtype;
-//   activations: layers per stage x in-flight micro-batches (1F1B: pp on the first stage,
-//              interleaved x (1 + (p-1)/(p*v)), scaled by min(1, m/p); Megatron-LM
-//              theoretical_memory_usage.py) + embedding output + fp32 logits (pp == 1) + one
-//              layer's full activations while recomputing (full recompute);
+//   activations: layers per stage x in-flight micro-batches (InFlightMicroBatches: 1F1B pp on
+//              the first stage and 1 on the last, interleaved x (1 + (p-1)/(p*v)), GPipe m,
+//              DualPipe pp+1; Megatron-LM theoretical_memory_usage.py) + embedding output (first)
+//              + fp32 loss softmax (last) + one layer's full activations while recomputing
+//              (full recompute), less the offloaded fraction;
 //   communication buffers: DP gradient buckets (2 x 40M params x grad dtype, Megatron DDP
 //              default bucket) + 64 MiB of NCCL buffers per communicator in use;
 //   CUDA context: 0.5 GiB; workspaces: 32 MiB cuBLAS workspace per stream x 2 (Hopper size,
@@ -69,9 +82,14 @@ struct MemoryEstimate {
   double capacity_bytes = 0;
   bool fits = false;
   double headroom_bytes = 0;  // capacity - total
+  const char* stage = "only";  // the pipeline stage reported: "first", "last" or "only"
   std::vector<MemoryItemBytes> items;
 };
+// The more loaded of the first and last pipeline stages (the first holds the most in-flight
+// micro-batches and the embedding; the last holds the output head and the loss's fp32 softmax).
 MemoryEstimate EstimateMemory(const Job& job);
+// One stage: the first (last_stage false) or the last.
+MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage);
 
 // Parameters held by one GPU of the most loaded stage (before ZeRO sharding), split into the
 // dense part (sharded by TP) and the expert part (sharded by EP x TP).
@@ -80,7 +98,8 @@ struct LocalParameters {
   double expert = 0;
   double total() const { return dense + expert; }
 };
-LocalParameters LocalParameterCount(const Job& job);
+LocalParameters LocalParameterCount(const Job& job);  // the first stage
+LocalParameters LocalParameterCount(const Job& job, bool last_stage);
 
 }  // namespace stepcast
 

@@ -114,7 +114,7 @@ ParameterCounts CountParameters(const ModelShape& in) {
     if (s.linear_bias) attn_extra = a * dh + 2 * kv * dh + h;
   }
 
-  const int f_mats = s.ffn_type == FfnType::kSwiGlu ? 3 : 2;
+  const int f_mats = GatedFfn(s.ffn_type) ? 3 : 2;
   const double dense_ffn = f_mats * h * s.ffn_hidden_size;
   const double dense_ffn_bias = s.linear_bias ? s.ffn_hidden_size + h : 0;
   const double norm = (s.norm_type == NormType::kLayerNorm ? 2 : 1) * h;

@@ -11,7 +11,11 @@
 
 namespace stepcast {
 
-enum class FfnType { kGelu, kSwiGlu };
+// Feed-forward block: GELU and squared ReLU have two matrices (h->f->h); SwiGLU and GeGLU three
+// (gate, up, down; Shazeer 2020, arXiv:2002.05202).
+enum class FfnType { kGelu, kSwiGlu, kGeGlu, kSquaredRelu };
+// Three weight matrices (a gated unit) or two.
+constexpr bool GatedFfn(FfnType t) { return t == FfnType::kSwiGlu || t == FfnType::kGeGlu; }
 enum class NormType { kLayerNorm, kRmsNorm };
 
 // Mixture of experts. routed_experts == 0 means a dense model.

@@ -40,6 +40,11 @@ struct Work {
     time_s += t;
     (scope == Scope::kIntraNode ? intra_s : inter_s) += t;
   }
+  // Host-bound time (kernel launches): counted as compute in the split.
+  void Host(double t) {
+    time_s += t;
+    compute_s += t;
+  }
   Work& operator+=(const Work& o) {
     time_s += o.time_s; compute_s += o.compute_s; memory_s += o.memory_s;
     intra_s += o.intra_s; inter_s += o.inter_s; flops += o.flops; bytes += o.bytes;
@@ -62,12 +67,19 @@ struct Work {
   }
 };
 
+// Forward work of the parts of a layer that selective recompute can rerun
+// (Megatron-Core --recompute-modules names; docs/MODEL.md "Recomputation").
+struct ModuleForward {
+  Work core_attn, mlp, mlp_up, moe_act, layernorm, mla_up_proj, moe, shared_experts, activation_functions;
+};
+
 // Everything one layer (or the logits) costs per micro-batch, by term.
 struct LayerCost {
   Work gemm_fwd, gemm_bwd, attn_fwd, attn_bwd, elem_fwd, elem_bwd;
-  Work tp_fwd, tp_bwd, cp, ep;
+  Work tp_fwd, tp_bwd, cp, ep_fwd, ep_bwd, launch;
+  ModuleForward module;
   Work Forward() const {
-    Work w = gemm_fwd; w += attn_fwd; w += elem_fwd; w += tp_fwd; return w;
+    Work w = gemm_fwd; w += attn_fwd; w += elem_fwd; w += tp_fwd; w += ep_fwd; return w;
   }
 };
 
@@ -75,6 +87,7 @@ class StepModel {
  public:
   explicit StepModel(const Job& job)
       : job_(job),
+        fw_(job.framework),
         m_(job.model.Resolved()),
         t_(job.training),
         p_(job.parallelism),
@@ -84,6 +97,9 @@ class StepModel {
     e_in_ = BytesPerElement(t_.precision.gemm);
     tokens_ = static_cast<double>(t_.micro_batch_size) * t_.seq_length / p_.cp;
     sp_ = p_.sequence_parallel && p_.tp > 1;
+    elem_factor_ = std::max(1.0, fw_.elementwise_traffic_factor);
+    launch_floor_ = !t_.cuda_graphs && fw_.launch.kernel_launch_overhead_s > 0 &&
+                    fw_.launch.kernels_per_layer_forward > 0;
   }
 
   StepTimeEstimate Run();
@@ -99,34 +115,54 @@ class StepModel {
     }
     return r.flops_per_s;
   }
-  // Forward GEMM m x k by k x n; backward (dgrad + wgrad) 2x.
-  void Gemm(double m, double n, double k, LayerCost& c, double count = 1) {
+  // Forward GEMM m x k by k x n; backward (dgrad + wgrad) 2x. `into` (optional) also receives
+  // the forward work, for the module it belongs to.
+  void Gemm(double m, double n, double k, LayerCost& c, double count = 1, Work* into = nullptr) {
     if (m <= 0 || n <= 0 || k <= 0) return;
     const double rate = GemmRate(m, n, k);
     const double f = 2 * m * n * k * count;
     const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * count;
-    c.gemm_fwd.Roofline(f, b, rate, bw_);
+    Work fwd;
+    fwd.Roofline(f, b, rate, bw_);
+    c.gemm_fwd += fwd;
+    if (into != nullptr) *into += fwd;
     c.gemm_bwd.Roofline(2 * f, 2 * b, rate, bw_);
     if (t_.precision.gemm == DType::kFP8) {
       // Transformer Engine fp8 with current scaling: an amax pass (read), the cast (read, write)
       // and the transposed copy Hopper/Blackwell fp8 GEMMs need for wgrad/dgrad (write), of the
       // activation input forward and of the output gradient backward: 2e + 2 bytes/element.
-      c.elem_fwd.Bytes((2 * e_act_ + 2) * m * k * count, bw_);
+      Work cast;
+      cast.Bytes((2 * e_act_ + 2) * m * k * count, bw_);
+      c.elem_fwd += cast;
+      if (into != nullptr) *into += cast;
       c.elem_bwd.Bytes((2 * e_act_ + 2) * m * n * count, bw_);
     }
+  }
+  // Elementwise work of `bytes` forward and 2x backward, at the framework's traffic factor.
+  void Elementwise(double bytes, LayerCost& c, Work* into = nullptr, Work* into2 = nullptr) {
+    Work fwd;
+    fwd.Bytes(bytes * elem_factor_, bw_);
+    c.elem_fwd += fwd;
+    c.module.activation_functions += fwd;
+    if (into != nullptr) *into += fwd;
+    if (into2 != nullptr) *into2 += fwd;
+    c.elem_bwd.Bytes(2 * bytes * elem_factor_, bw_);
   }
   double Comm(Collective coll, const GroupPlacement& g, double size_bytes);
   LayerCost Layer(bool moe);
   LayerCost Logits();
+  // Attention-kernel rates of the framework on this GPU, or the profile's.
+  void AttentionRates(double* fwd, double* bwd);
 
   const Job& job_;
+  const Framework& fw_;
   const ModelShape m_;
   const TrainingConfig& t_;
   const Parallelism& p_;
   const Placement place_;
-  double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0;
-  bool sp_ = false;
-  bool warned_gemm_ = false;
+  double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0, elem_factor_ = 1;
+  bool sp_ = false, launch_floor_ = false;
+  bool warned_gemm_ = false, warned_comm_ = false;
   std::vector<std::string> warnings_;
 };
 
@@ -144,8 +180,11 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
                                                               : hw.inter_node_bandwidth_bytes_per_s;
     fallback.alpha_s = g.scope == Scope::kIntraNode ? hw.intra_node_latency_s : hw.inter_node_latency_s;
     r = &fallback;
-    warnings_.push_back(absl::StrCat("no ", CollectiveName(coll), " ", ScopeName(g.scope),
-                                     " rate in the profile; using the datasheet link"));
+    if (!warned_comm_) {
+      warned_comm_ = true;
+      warnings_.push_back(absl::StrCat("no ", CollectiveName(coll), " ", ScopeName(g.scope),
+                                       " rate in the profile; using the datasheet link"));
+    }
   }
   if (g.scope == Scope::kInterNode && g.members_per_node > 1 && r->points.empty()) {
     // Hierarchical group: k members per node stripe over k NICs, capped by the intra-node rate.
@@ -158,17 +197,55 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
   return CollectiveTime(*r, g.size, size_bytes);
 }
 
+void StepModel::AttentionRates(double* fwd, double* bwd) {
+  // Attention runs in the activation dtype (fp8 recipes keep dot-product attention in bf16
+  // unless fp8 attention is enabled: Transformer Engine NVTE_FP8_DPA defaults off).
+  const AttentionKernel::Lookup r =
+      fw_.attention.Rate(job_.hardware.architecture, t_.precision.params == DType::kFP16 ? DType::kFP16 : DType::kBF16,
+                         t_.seq_length / p_.cp);
+  if (r.found) {
+    *fwd = r.forward_flops_per_s;
+    *bwd = r.backward_flops_per_s;
+    return;
+  }
+  if (job_.profile.attention_flops_per_s > 0) {
+    *fwd = *bwd = job_.profile.attention_flops_per_s;
+    return;
+  }
+  const double dqk = m_.QkHeadDim();
+  *fwd = *bwd = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk);
+}
+
 LayerCost StepModel::Layer(bool moe) {
   LayerCost c;
+  ModuleForward& mod = c.module;
   const double T = tokens_, h = m_.hidden_size, t = p_.tp;
   const double a = m_.attention_heads, kv = m_.kv_heads;
   const double dqk = m_.QkHeadDim(), dv = m_.VHeadDim();
   const ParameterCounts pc = CountParameters(m_);
-  const int fm = m_.ffn_type == FfnType::kSwiGlu ? 3 : 2;
+  const bool gated = m_.ffn_type == FfnType::kSwiGlu || m_.ffn_type == FfnType::kGeGlu;
+  const int fm = gated ? 3 : 2;
 
   // Attention projections: input side (QKV or MLA down/up) and output.
   const double attn_in = pc.attention_gemm - a * dv * h;
-  Gemm(T, attn_in / (h * t), h, c);
+  if (m_.mla.enabled()) {
+    // MLA (DeepSeek-V2 Sec. 2.1; Megatron-Core multi_latent_attention.py): the down projections
+    // h -> q_lora_rank and h -> kv_lora_rank + rope key are replicated across TP ranks; the up
+    // projections to the heads (Megatron's "mla_up_proj" module) are split by TP. Without a
+    // query LoRA the queries are one h x heads*qk_head_dim projection.
+    const double ql = m_.mla.q_lora_rank, kl = m_.mla.kv_lora_rank;
+    const double nope = m_.mla.qk_nope_head_dim;
+    Gemm(T, (ql > 0 ? ql : 0) + kl + m_.mla.qk_rope_head_dim, h, c);
+    if (ql > 0) {
+      Gemm(T, a * dqk / t, ql, c, 1, &mod.mla_up_proj);
+    } else {
+      Gemm(T, a * dqk / t, h, c);
+    }
+    Gemm(T, a * (nope + dv) / t, kl, c, 1, &mod.mla_up_proj);
+    (void)attn_in;
+  } else {
+    Gemm(T, attn_in / (h * t), h, c);
+  }
   Gemm(T, h, a * dv / t, c);
 
   // Attention core.
@@ -178,11 +255,12 @@ LayerCost StepModel::Layer(bool moe) {
   const double scores = b * heads * sq * skv;
   if (t_.flash_attention) {
     const double f = 2 * scores * (dqk + dv) * 0.5;  // causal: half the blocks
-    const double rate = job_.profile.attention_flops_per_s > 0 ? job_.profile.attention_flops_per_s
-                                                               : GemmRate(sq, skv, dqk);
+    double rate_fwd = 0, rate_bwd = 0;
+    AttentionRates(&rate_fwd, &rate_bwd);
     const double io = e_act_ * b * sq * heads * (2 * dqk + 2 * dv);  // Q, K, V in, O out
-    c.attn_fwd.Roofline(f, io, rate, bw_);
-    c.attn_bwd.Roofline(2.5 * f, 2 * io, rate, bw_);
+    c.attn_fwd.Roofline(f, io, rate_fwd, bw_);
+    c.attn_bwd.Roofline(2.5 * f, 2 * io, rate_bwd, bw_);
+    mod.core_attn += c.attn_fwd;
   } else {
     const double qk_rate = GemmRate(b * heads * sq, skv, dqk);
     const double qk_bytes = b * heads * (sq * dqk + dqk * skv + sq * skv) * e_act_;
@@ -193,45 +271,67 @@ LayerCost StepModel::Layer(bool moe) {
     c.attn_bwd.Roofline(4 * scores * dv, 2 * av_bytes, qk_rate, bw_);
     // Fused scale-mask-softmax (read + write), dropout (read, write, 1-byte mask).
     const double drop = t_.dropout ? 2 * e_act_ + 1 : 0;
-    c.attn_fwd.Bytes(scores * (2 * e_act_ + drop), bw_);
-    c.attn_bwd.Bytes(scores * (3 * e_act_ + drop), bw_);
+    c.attn_fwd.Bytes(scores * (2 * e_act_ + drop) * elem_factor_, bw_);
+    c.attn_bwd.Bytes(scores * (3 * e_act_ + drop) * elem_factor_, bw_);
+    mod.core_attn += c.attn_fwd;
   }
 
   // FFN.
   if (moe) {
     const double E = m_.moe.routed_experts, k = m_.moe.top_k, fe = m_.moe.expert_ffn_hidden_size;
+    const double etp = static_cast<double>(p_.Etp());
+    Work moe_fwd_before = c.gemm_fwd;
+    moe_fwd_before += c.elem_fwd;
     Gemm(T, E, h, c);  // router
-    const double per_expert_tokens = T * k * p_.ep / E;
+    // Tokens each GPU dispatches: its T/tp sequence-parallel share, gathered over ETP
+    // (Megatron-Core's MoE layer runs with sequence parallelism when TP > 1).
+    const double t_rank = T * etp / t;
+    const double per_expert_tokens = t_rank * k * p_.ep / E;
     const double local_experts = E / p_.ep;
-    Gemm(per_expert_tokens, (fm - 1) * fe / t, h, c, local_experts);
-    Gemm(per_expert_tokens, h, fe / t, c, local_experts);
+    Gemm(per_expert_tokens, (fm - 1) * fe / etp, h, c, local_experts);
+    Gemm(per_expert_tokens, h, fe / etp, c, local_experts);
     if (m_.moe.shared_experts > 0) {
       const double fs = m_.moe.shared_expert_ffn_hidden_size * m_.moe.shared_experts;
-      Gemm(T, (fm - 1) * fs / t, h, c);
-      Gemm(T, h, fs / t, c);
+      Gemm(T, (fm - 1) * fs / t, h, c, 1, &mod.shared_experts);
+      Gemm(T, h, fs / t, c, 1, &mod.shared_experts);
     }
-    const double act = (fm == 3 ? 3 : 2) * e_act_ * T * (k * fe + m_.moe.shared_experts *
-                                                         m_.moe.shared_expert_ffn_hidden_size) / t;
-    const double permute = 2 * 2 * e_act_ * T * k * h / (sp_ ? t : 1);  // dispatch + combine
-    c.elem_fwd.Bytes(act + permute, bw_);
-    c.elem_bwd.Bytes(2 * (act + permute), bw_);
+    const double routed_act = (gated ? 3 : 2) * e_act_ * t_rank * k * fe / etp;
+    const double shared_act = (gated ? 3 : 2) * e_act_ * T * m_.moe.shared_experts *
+                              m_.moe.shared_expert_ffn_hidden_size / t;
+    const double permute = 2 * 2 * e_act_ * t_rank * k * h;  // dispatch + combine
+    Elementwise(routed_act, c, &mod.moe_act);
+    Elementwise(shared_act, c, &mod.shared_experts);
+    Elementwise(permute, c);
+    Work moe_fwd = c.gemm_fwd;
+    moe_fwd += c.elem_fwd;
+    // Everything the MoE block added to the forward.
+    mod.moe = moe_fwd.Scaled(1.0);
+    mod.moe.time_s -= moe_fwd_before.time_s;
+    mod.moe.compute_s -= moe_fwd_before.compute_s;
+    mod.moe.memory_s -= moe_fwd_before.memory_s;
+    mod.moe.flops -= moe_fwd_before.flops;
+    mod.moe.bytes -= moe_fwd_before.bytes;
   } else {
     const double f = m_.ffn_hidden_size;
-    Gemm(T, (fm - 1) * f / t, h, c);
-    Gemm(T, h, f / t, c);
-    const double act = (fm == 3 ? 3 : 2) * e_act_ * T * f / t;
-    c.elem_fwd.Bytes(act, bw_);
-    c.elem_bwd.Bytes(2 * act, bw_);
+    Work mlp_up;
+    Gemm(T, (fm - 1) * f / t, h, c, 1, &mlp_up);
+    mod.mlp += mlp_up;
+    mod.mlp_up += mlp_up;
+    Gemm(T, h, f / t, c, 1, &mod.mlp);
+    const double act = (gated ? 3 : 2) * e_act_ * T * f / t;
+    Elementwise(act, c, &mod.mlp, &mod.mlp_up);
   }
 
   // Norms and residual adds (+ dropout masks) on h-wide activations.
   const double xh = T * h / (sp_ ? t : 1);
-  double elem = 2 * (2 * e_act_ * xh) + 2 * (3 * e_act_ * xh + (t_.dropout ? xh : 0));
+  const double norms = 2 * (2 * e_act_ * xh);
+  Elementwise(norms, c, &mod.layernorm);
+  double elem = 2 * (3 * e_act_ * xh + (t_.dropout ? xh : 0));
   if (m_.learned_position_embeddings == 0) elem += 2 * e_act_ * T * (a + kv) * dqk / t;  // RoPE
-  c.elem_fwd.Bytes(elem, bw_);
-  c.elem_bwd.Bytes(2 * elem, bw_);
+  Elementwise(elem, c);
 
-  // Tensor parallel communication.
+  // Tensor parallel communication, overlapped with the GEMMs when the framework does it
+  // (overlap efficiency from the framework preset).
   if (p_.tp > 1) {
     const double S = T * h * e_act_;
     double fwd = 0;
@@ -242,24 +342,38 @@ LayerCost StepModel::Layer(bool moe) {
     }
     c.tp_fwd.Comm(fwd, place_.tp.scope);
     c.tp_bwd.Comm(fwd, place_.tp.scope);
-    if (t_.overlap_tp_comm) {
-      c.tp_fwd.ExposeComm(std::max(0.0, fwd - c.gemm_fwd.time_s));
-      c.tp_bwd.ExposeComm(std::max(0.0, fwd - c.gemm_bwd.time_s));
+    if (t_.overlap_tp_comm && fw_.overlap.tp_comm.supported) {
+      c.tp_fwd.ExposeComm(fw_.overlap.tp_comm.Exposed(fwd, c.gemm_fwd.time_s));
+      c.tp_bwd.ExposeComm(fw_.overlap.tp_comm.Exposed(fwd, c.gemm_bwd.time_s));
     }
   }
-  // Context parallel ring exchange of K and V, hidden under the attention core where it can.
+  // Context parallel ring exchange of K and V, hidden under the attention core as far as the
+  // framework's ring overlap does.
   if (p_.cp > 1) {
     const double kv_width = m_.mla.enabled() ? a * (dqk + dv) : kv * (dqk + dv);
     const double kv_bytes = b * sq * kv_width / t * e_act_;
     const double step = Comm(Collective::kSendRecv, place_.cp, kv_bytes);
     const double fwd = (p_.cp - 1) * step, bwd = 2 * (p_.cp - 1) * step;
-    const double exposed = std::max(0.0, fwd - c.attn_fwd.time_s) + std::max(0.0, bwd - c.attn_bwd.time_s);
-    c.cp.Comm(exposed, place_.cp.scope);
+    const OverlapMechanism& o = fw_.overlap.cp_ring;
+    c.cp.Comm(o.Exposed(fwd, c.attn_fwd.time_s) + o.Exposed(bwd, c.attn_bwd.time_s), place_.cp.scope);
   }
   // Expert parallel all-to-all: dispatch and combine, forward and backward.
   if (moe && p_.ep > 1) {
-    const double S = T * m_.moe.top_k * h * e_act_;
-    c.ep.Comm(4 * Comm(Collective::kAllToAll, place_.ep, S), place_.ep.scope);
+    const double S = T * p_.Etp() / p_.tp * m_.moe.top_k * h * e_act_;
+    const double one = 2 * Comm(Collective::kAllToAll, place_.ep, S);
+    const OverlapMechanism& o = fw_.overlap.ep_all_to_all;
+    c.ep_fwd.Comm(o.Exposed(one, c.gemm_fwd.time_s), place_.ep.scope);
+    c.ep_bwd.Comm(o.Exposed(one, c.gemm_bwd.time_s), place_.ep.scope);
+    mod.moe += c.ep_fwd;
+  }
+  // Host launch floor: an eager framework cannot run a layer faster than it launches its
+  // kernels (forward n kernels, backward ~2n), unless CUDA graphs replay them.
+  if (launch_floor_) {
+    const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward);
+    const double floor_fwd = n * fw_.launch.kernel_launch_overhead_s;
+    const double gpu_fwd = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s;
+    const double gpu_bwd = c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s;
+    c.launch.Host(std::max(0.0, floor_fwd - gpu_fwd) + std::max(0.0, 2 * floor_fwd - gpu_bwd));
   }
   return c;
 }
@@ -268,9 +382,19 @@ LayerCost StepModel::Logits() {
   LayerCost c;
   const double T = tokens_, h = m_.hidden_size, t = p_.tp, V = m_.vocab_size;
   Gemm(T, V / t, h, c);
-  // Final norm, vocab-parallel cross entropy in fp32 (logits read, fp32 softmax written/read).
-  c.elem_fwd.Bytes(2 * e_act_ * T * h / (sp_ ? t : 1) + T * V / t * (e_act_ + 8), bw_);
-  c.elem_bwd.Bytes(T * V / t * (4 + e_act_), bw_);
+  // Final norm, then the loss over T x V/t logits: a fused vocab-parallel fp32 cross entropy
+  // (Megatron) reads the logits and writes/reads fp32 softmax statistics (e + 8 bytes forward,
+  // 4 + e backward); a framework whose loss moves more gives its bytes per logit.
+  c.elem_fwd.Bytes(2 * e_act_ * T * h / (sp_ ? t : 1) * elem_factor_, bw_);
+  const double logits = T * V / t;
+  if (fw_.cross_entropy_bytes_per_logit > 0) {
+    const double per = fw_.cross_entropy_bytes_per_logit;
+    c.elem_fwd.Bytes(logits * per / 3, bw_);
+    c.elem_bwd.Bytes(logits * per * 2 / 3, bw_);
+  } else {
+    c.elem_fwd.Bytes(logits * (e_act_ + 8), bw_);
+    c.elem_bwd.Bytes(logits * (4 + e_act_), bw_);
+  }
   if (p_.tp > 1) {
     const double S = T * h * e_act_;
     const double one = sp_ ? Comm(Collective::kAllGather, place_.tp, S) : 0.0;
@@ -281,6 +405,29 @@ LayerCost StepModel::Logits() {
     c.tp_bwd.Comm(back, place_.tp.scope);
   }
   return c;
+}
+
+// Recomputed forward work of one layer under the job's recomputation.
+Work Recomputed(const LayerCost& c, const TrainingConfig& t) {
+  Work w;
+  if (t.recompute == Recompute::kFull) return c.Forward();
+  if (t.recompute != Recompute::kSelective) return w;
+  const ModuleForward& m = c.module;
+  bool elementwise_all = false;
+  for (const std::string& mod : t.recompute_modules) elementwise_all |= mod == "activation_functions";
+  for (const std::string& mod : t.recompute_modules) {
+    if (mod == "core_attn") w += m.core_attn;
+    else if (mod == "mlp") w += m.mlp;
+    else if (mod == "mlp_up") w += m.mlp_up;
+    else if (mod == "moe") w += m.moe;
+    else if (mod == "shared_experts") w += m.shared_experts;
+    else if (mod == "mla_up_proj") w += m.mla_up_proj;
+    else if (mod == "activation_functions") w += m.activation_functions;
+    // Elementwise modules already inside "activation_functions" are not counted twice.
+    else if (mod == "moe_act" && !elementwise_all) w += m.moe_act;
+    else if (mod == "layernorm" && !elementwise_all) w += m.layernorm;
+  }
+  return w;
 }
 
 StepTimeEstimate StepModel::Run() {
@@ -317,18 +464,31 @@ StepTimeEstimate StepModel::Run() {
   Work tp = layers_sum(&LayerCost::tp_fwd);
   tp += layers_sum(&LayerCost::tp_bwd);
   Work cp = layers_sum(&LayerCost::cp);
-  Work ep = layers_sum(&LayerCost::ep);
+  Work ep = layers_sum(&LayerCost::ep_fwd);
+  ep += layers_sum(&LayerCost::ep_bwd);
+  Work launch = layers_sum(&LayerCost::launch);
+  // Recomputation: full recompute of recompute_num_layers layers per stage (all when 0), or
+  // the selected modules of every layer.
   Work recompute;
-  if (t_.recompute == Recompute::kFull) {
-    recompute = dense.Forward().Scaled(layers_per_stage * (1 - moe_frac));
-    if (moe_frac > 0) recompute += moe.Forward().Scaled(layers_per_stage * moe_frac);
-  } else if (t_.recompute == Recompute::kSelective && !t_.flash_attention) {
-    recompute = layers_sum(&LayerCost::attn_fwd);
+  {
+    double recomputed_layers = layers_per_stage;
+    if (t_.recompute == Recompute::kFull && t_.recompute_num_layers > 0) {
+      recomputed_layers = std::min(layers_per_stage, static_cast<double>(t_.recompute_num_layers) * v);
+    }
+    recompute = Recomputed(dense, t_).Scaled(recomputed_layers * (1 - moe_frac));
+    if (moe_frac > 0) recompute += Recomputed(moe, t_).Scaled(recomputed_layers * moe_frac);
   }
   Work pp_comm;
   if (p_.pp > 1) {
     const double S = tokens_ * m_.hidden_size * e_act_ / p_.tp;  // scatter-gather optimisation
-    pp_comm.Comm(2 * v * Comm(Collective::kSendRecv, place_.pp, S), place_.pp.scope);
+    const double p2p = 2 * v * Comm(Collective::kSendRecv, place_.pp, S);
+    const Work fwd_bwd = [&] {
+      Work w = gemm;
+      w += attn;
+      w += elem;
+      return w;
+    }();
+    pp_comm.Comm(fw_.overlap.pp_p2p.Exposed(p2p, fwd_bwd.time_s), place_.pp.scope);
   }
   // The last stage also runs the output layer and the loss.
   Work last_extra_gemm = logits.gemm_fwd;
@@ -339,7 +499,7 @@ StepTimeEstimate StepModel::Run() {
   last_extra_tp += logits.tp_bwd;
 
   Work stage_common = gemm;
-  stage_common += attn; stage_common += elem; stage_common += recompute;
+  stage_common += attn; stage_common += elem; stage_common += recompute; stage_common += launch;
   stage_common += tp; stage_common += cp; stage_common += ep; stage_common += pp_comm;
   Work last_extra = last_extra_gemm;
   last_extra += last_extra_elem;
@@ -351,23 +511,56 @@ StepTimeEstimate StepModel::Run() {
   br.attention_s = m * attn.time_s;
   br.elementwise_s = m * (elem.time_s + last_extra_elem.time_s);
   br.recompute_s = m * recompute.time_s;
+  br.launch_overhead_s = m * launch.time_s;
   br.tp_comm_s = m * (tp.time_s + last_extra_tp.time_s);
   br.cp_comm_s = m * cp.time_s;
   br.ep_comm_s = m * ep.time_s;
   br.pp_comm_s = m * pp_comm.time_s;
-  br.pipeline_bubble_s = (pp - 1) / v * stage_avg_s;
+  // Pipeline bubble per schedule, in units of one micro-batch's forward F and backward B on the
+  // average stage (DeepSeek-V3 report Table 2; Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023):
+  //   1F1B / GPipe: (p-1)(F+B); interleaved 1F1B: (p-1)(F+B)/v; zero-bubble ZB-H1:
+  //   (p-1)(F+B-2W) with W = B/2 (wgrad is half the backward GEMMs) = (p-1)F;
+  //   DualPipe: (p/2-1)(F&B+B-3W) with F&B = F+B: (p/2-1)(F+B/2).
+  if (p_.pp > 1) {
+    const double fwd_share = [&] {
+      Work f = layers_sum(&LayerCost::gemm_fwd);
+      f += layers_sum(&LayerCost::attn_fwd);
+      f += layers_sum(&LayerCost::elem_fwd);
+      const double all = gemm.time_s + attn.time_s + elem.time_s;
+      return all > 0 ? f.time_s / all : 1.0 / 3;
+    }();
+    const double F = stage_avg_s * fwd_share, B = stage_avg_s - F;
+    switch (p_.Schedule()) {
+      case PipelineSchedule::k1F1B:
+      case PipelineSchedule::kGPipe: br.pipeline_bubble_s = (pp - 1) * stage_avg_s; break;
+      case PipelineSchedule::kInterleaved1F1B: br.pipeline_bubble_s = (pp - 1) / v * stage_avg_s; break;
+      case PipelineSchedule::kZeroBubble: br.pipeline_bubble_s = (pp - 1) * F / v; break;
+      case PipelineSchedule::kDualPipe: br.pipeline_bubble_s = std::max(0.0, pp / 2 - 1) * (F + B / 2); break;
+    }
+  }
 
-  // Data-parallel gradient reduction (and ZeRO parameter gathers).
+  // Data-parallel gradient reduction and parameter gathers (ZeRO / FSDP), with the overlap the
+  // framework achieves.
   Work dp;
   {
     const LocalParameters local = LocalParameterCount(job_);
-    const double eg = BytesPerElement(t_.precision.grads), ep_ = e_act_;
-    const GroupPlacement dense_group = PlaceGroups({.tp = p_.tp, .dp = p_.dp * p_.cp}, job_.GpusPerNode()).dp;
-    GroupPlacement expert_group = dense_group;
-    expert_group.size = p_.dp * p_.cp / p_.ep;
+    const double eg = BytesPerElement(t_.precision.grad_reduce);
+    const double ep_ = t_.fp8_param_gather ? 1.0 : e_act_;
+    const int64_t replicas = std::max<int64_t>(1, p_.dp_replicate);
+    const int64_t shard = p_.ShardGroup();
+    const GroupPlacement dense_group = PlaceGroups({.tp = p_.tp, .dp = shard}, job_.GpusPerNode()).dp;
+    GroupPlacement expert_group =
+        PlaceGroups({.tp = p_.Etp() * p_.ep, .dp = std::max<int64_t>(1, p_.Edp() / replicas)}, job_.GpusPerNode()).dp;
     auto reduce = [&](Collective c, double dense_bytes, double expert_bytes) {
       return Comm(c, dense_group, dense_bytes) + Comm(c, expert_group, expert_bytes);
     };
+    // HSDP: the gradient shards are all-reduced across the replicas.
+    double replica_ar = 0;
+    if (replicas > 1 && t_.sharding != Sharding::kNone) {
+      const GroupPlacement rep =
+          PlaceGroups({.tp = p_.tp * shard, .dp = replicas}, job_.GpusPerNode()).dp;
+      replica_ar = Comm(Collective::kAllReduce, rep, local.total() / shard * eg);
+    }
     const Work bwd_mb = [&] {
       Work w = layers_sum(&LayerCost::gemm_bwd);
       w += layers_sum(&LayerCost::attn_bwd);
@@ -381,50 +574,64 @@ StepTimeEstimate StepModel::Run() {
       return w;
     }();
     const Scope scope = dense_group.scope;
-    double exposed = 0, total = 0;
+    const OverlapModel& o = fw_.overlap;
+    const bool overlap = t_.overlap_dp_comm;
+    auto exposed = [&](const OverlapMechanism& mech, double comm, double compute) {
+      return overlap ? mech.Exposed(comm, compute) : comm;
+    };
+    double exp_s = 0;
     if (t_.sharding == Sharding::kZero3) {
+      // FSDP / ZeRO-3 (FSDP paper, Zhao et al. 2023, arXiv:2304.11277 Sec. 3): parameters
+      // gathered before each forward (and again before the backward when resharded after the
+      // forward), gradients reduce-scattered after each backward. With PP and the framework's
+      // gather-once semantics: one gather and one reduce-scatter per step.
       const double ag = reduce(Collective::kAllGather, local.dense * ep_, local.expert * ep_);
       const double rs = reduce(Collective::kReduceScatter, local.dense * eg, local.expert * eg);
-      total = m * (2 * ag + rs);
-      exposed = t_.overlap_dp_comm
-                    ? m * (std::max(0.0, ag - fwd_mb.time_s) + std::max(0.0, ag + rs - bwd_mb.time_s))
-                    : total;
+      const bool once_pp = p_.pp > 1 && fw_.sharding.gather_once_per_step_with_pp;
+      const bool once_rs = once_pp || fw_.sharding.reduce_once_per_step_with_accumulation;
+      const double gathers_per_mb = fw_.sharding.reshard_after_forward && !once_pp ? 2 : 1;
+      if (once_pp) {
+        exp_s += exposed(o.fsdp_param_gather, ag, fwd_mb.time_s);
+      } else {
+        exp_s += m * exposed(o.fsdp_param_gather, ag, fwd_mb.time_s);
+        if (gathers_per_mb > 1) exp_s += m * exposed(o.fsdp_param_gather, ag, bwd_mb.time_s);
+      }
+      exp_s += (once_rs ? 1 : m) * exposed(o.dp_grad_reduce, rs, bwd_mb.time_s);
+      exp_s += exposed(o.dp_grad_reduce, replica_ar, bwd_mb.time_s);
     } else if (t_.sharding == Sharding::kNone) {
       const double ar = reduce(Collective::kAllReduce, local.dense * eg, local.expert * eg);
-      total = ar;
-      exposed = t_.overlap_dp_comm ? std::max(0.0, ar - bwd_mb.time_s) : ar;
+      exp_s = exposed(o.dp_grad_reduce, ar, bwd_mb.time_s);
     } else {
+      // ZeRO-1/2, Megatron distributed optimizer: gradients reduce-scattered during the last
+      // micro-batch's backward, updated parameters all-gathered during the next forward.
       const double rs = reduce(Collective::kReduceScatter, local.dense * eg, local.expert * eg);
       const double ag = reduce(Collective::kAllGather, local.dense * ep_, local.expert * ep_);
-      total = rs + ag;
-      exposed = t_.overlap_dp_comm
-                    ? std::max(0.0, rs - bwd_mb.time_s) + std::max(0.0, ag - fwd_mb.time_s)
-                    : total;
+      exp_s = exposed(o.dp_grad_reduce, rs + replica_ar, bwd_mb.time_s) + exposed(o.dp_param_gather, ag, fwd_mb.time_s);
     }
-    (void)total;
-    dp.Comm(exposed, scope);
+    dp.Comm(exp_s, scope);
     br.dp_comm_s = dp.time_s;
 
     // Optimizer step: memory-bound over the local (sharded) parameters.
     const double opt_params = t_.sharding == Sharding::kNone
                                   ? local.total()
-                                  : local.dense / (p_.dp * p_.cp) + local.expert / (p_.dp * p_.cp / p_.ep);
+                                  : local.dense / shard + local.expert / std::max<int64_t>(1, p_.Edp() / replicas);
     // Bytes per parameter of Megatron's mixed-precision optimizer step (optimizer.py,
     // FP16OptimizerWithFP16Params / DistributedOptimizer): copy model grads to fp32 main grads
     // when they are narrower (read eg, write 4); fp16 loss scaling: unscale + inf check (read 4,
     // write 4); gradient-norm clip (read 4); Adam/SGD update (read master, grad, states; write
     // master, states); copy master back to the model params (read master, write params).
+    const double gb = BytesPerElement(t_.precision.grads);
     const double mb = BytesPerElement(t_.precision.master_weights);
     double sb = BytesPerElement(t_.precision.optimizer_states);
     int states = 2;
     if (t_.optimizer == Optimizer::kAdamW8bit) sb = 1;
     if (t_.optimizer == Optimizer::kSgd) states = 1;
     double per_param = 0;
-    if (eg < 4) per_param += eg + 4;
+    if (gb < 4) per_param += gb + 4;
     if (t_.precision.params == DType::kFP16) per_param += 8;
     per_param += 4;                                  // grad-norm
     per_param += 2 * mb + 2 * states * sb + 4;       // update
-    if (t_.precision.master_weights != t_.precision.params) per_param += mb + e_act_;  // copy back
+    if (t_.precision.master_weights != t_.precision.params) per_param += mb + ep_;  // copy back
     Work opt;
     opt.Bytes(opt_params * per_param, bw_);
     br.optimizer_s = opt.time_s;

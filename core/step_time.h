@@ -44,9 +44,10 @@ struct StepBreakdown {
   double dp_comm_s = 0;
   double pipeline_bubble_s = 0;
   double optimizer_s = 0;
+  double launch_overhead_s = 0;  // host kernel-launch time beyond the GPU time (eager, no CUDA graphs)
   double Total() const {
     return gemm_s + attention_s + elementwise_s + recompute_s + tp_comm_s + cp_comm_s +
-           ep_comm_s + pp_comm_s + dp_comm_s + pipeline_bubble_s + optimizer_s;
+           ep_comm_s + pp_comm_s + dp_comm_s + pipeline_bubble_s + optimizer_s + launch_overhead_s;
   }
 };
 

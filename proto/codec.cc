@@ -316,7 +316,12 @@ absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const st
   s.kv_heads = m.kv_heads();
   s.head_dim = m.head_dim();
   s.ffn_hidden_size = m.ffn_hidden_size();
-  s.ffn_type = m.ffn_type() == v1::FFN_TYPE_SWIGLU ? FfnType::kSwiGlu : FfnType::kGelu;
+  switch (m.ffn_type()) {
+    case v1::FFN_TYPE_SWIGLU: s.ffn_type = FfnType::kSwiGlu; break;
+    case v1::FFN_TYPE_GEGLU: s.ffn_type = FfnType::kGeGlu; break;
+    case v1::FFN_TYPE_SQUARED_RELU: s.ffn_type = FfnType::kSquaredRelu; break;
+    default: s.ffn_type = FfnType::kGelu;
+  }
   if (m.ffn_type() == v1::FFN_TYPE_UNSPECIFIED) {
     return FieldError(prefix + ".ffn_type", "required (gelu or swiglu)");
   }
@@ -423,7 +428,12 @@ v1::ModelShape ModelShapeToProto(const ModelShape& s) {
   m.set_kv_heads(s.kv_heads);
   m.set_head_dim(s.head_dim);
   m.set_ffn_hidden_size(s.ffn_hidden_size);
-  m.set_ffn_type(s.ffn_type == FfnType::kSwiGlu ? v1::FFN_TYPE_SWIGLU : v1::FFN_TYPE_GELU);
+  switch (s.ffn_type) {
+    case FfnType::kSwiGlu: m.set_ffn_type(v1::FFN_TYPE_SWIGLU); break;
+    case FfnType::kGeGlu: m.set_ffn_type(v1::FFN_TYPE_GEGLU); break;
+    case FfnType::kSquaredRelu: m.set_ffn_type(v1::FFN_TYPE_SQUARED_RELU); break;
+    case FfnType::kGelu: m.set_ffn_type(v1::FFN_TYPE_GELU); break;
+  }
   m.set_vocab_size(s.vocab_size);
   m.set_tied_embeddings(s.tied_embeddings);
   m.set_linear_bias(s.linear_bias);
@@ -481,6 +491,7 @@ absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareSpec& h, const std:
   hw.inter_node_latency_s = h.inter_node_latency_s();
   hw.gpus_per_node = h.gpus_per_node();
   hw.sm_count = h.sm_count();
+  hw.architecture = h.architecture();
   if (hw.sm_count < 0) return FieldError(prefix + ".sm_count", "must be >= 0");
   hw.power_w = h.power_w();
   hw.price_per_gpu_hour_usd = h.price_per_gpu_hour_usd();
@@ -864,6 +875,7 @@ v1::Prediction PredictionToProto(const Prediction& p) {
   b->set_dp_comm_s(p.breakdown.dp_comm_s);
   b->set_pipeline_bubble_s(p.breakdown.pipeline_bubble_s);
   b->set_optimizer_s(p.breakdown.optimizer_s);
+  b->set_launch_overhead_s(p.breakdown.launch_overhead_s);
   auto* bn = out.mutable_bottleneck();
   bn->set_kind(static_cast<v1::BottleneckKind>(static_cast<int>(p.bottleneck.kind)));
   bn->set_share(p.bottleneck.share);

@@ -119,7 +119,7 @@ struct Hardware {
   double inter_node_latency_s = 0;
   int64_t gpus_per_node = 8;
   int64_t sm_count = 0;  // 0: no wave quantization
-  std::string architecture;  // "ampere", "hopper", "blackwell", ... (kernel-rate tables)
+  std::string architecture;  // GPU generation ("hopper", "cdna3", ...; HardwareSpec field 15); "" unknown
   double power_w = 0;
   double price_per_gpu_hour_usd = 0;
   std::vector<std::string> sources;

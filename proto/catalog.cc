@@ -264,14 +264,43 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
   const std::string n = absl::AsciiStrToLower(gpu_name);
   const std::vector<std::string> words = absl::StrSplit(n, absl::ByAnyChar(" -_()/,"), absl::SkipEmpty());
   auto word = [&](const char* w) { return std::find(words.begin(), words.end(), w) != words.end(); };
-  if (absl::StrContains(n, "gb200")) return std::string("gb200");
-  if (absl::StrContains(n, "b200")) return std::string("b200");
-  if (absl::StrContains(n, "h200")) return std::string("h200");
-  if (absl::StrContains(n, "h100")) return std::string(absl::StrContains(n, "pcie") ? "h100-pcie" : "h100-sxm");
-  if (absl::StrContains(n, "a100")) return std::string(absl::StrContains(n, "40gb") ? "a100-40gb" : "a100-80gb");
-  if (absl::StrContains(n, "mi300x")) return std::string("mi300x");
-  if (word("l4")) return std::string("l4");
-  return absl::NotFoundError(absl::StrCat("no hardware preset for GPU '", gpu_name, "'"));
+  auto has = [&](const char* s) { return absl::StrContains(n, s); };
+  auto preset = [](const char* p) { return absl::StatusOr<std::string>(std::string(p)); };
+  auto none = [&](const char* why) {
+    return absl::StatusOr<std::string>(
+        absl::NotFoundError(absl::StrCat("no hardware preset for GPU '", gpu_name, "'", why)));
+  };
+  // Most specific first: several names contain another part's name ("gh200" holds "h200", "gb200"
+  // "b200", "h200" "h20"), and variants of one die differ in memory, links or clocks.
+  if (has("gb300")) return none(": GB300 runs at 1,400 W with 2.5/5 PFLOP/s bf16/fp8, not the HGX B300; give an inline spec");
+  if (has("gb200")) return preset("gb200");
+  if (has("gh200")) return preset("gh200");  // "NVIDIA GH200 480GB" (96 GB HBM3) and the 144 GB HBM3e module
+  if (has("b300")) return preset("b300");    // "NVIDIA B300 SXM6 AC"
+  if (has("b200")) return preset("b200");
+  if (has("h200")) return preset(word("nvl") ? "h200-nvl" : "h200");
+  if (word("h20")) {
+    if (word("3e") || has("141g")) return none(": the H20-3e has 141 GB HBM3e, not the H20 preset's 96 GB HBM3");
+    return preset("h20");
+  }
+  if (has("h800")) {
+    if (has("pcie")) return none(": the H800 PCIe is a PCIe card with HBM2e, not the SXM5 H800 preset");
+    return preset("h800");
+  }
+  if (has("h100")) {
+    if (word("nvl")) return preset("h100-nvl");
+    return preset(has("pcie") ? "h100-pcie" : "h100-sxm");
+  }
+  if (has("a800")) {
+    if (has("40gb")) return none(": no A800 40GB preset");
+    return preset("a800-80gb");
+  }
+  if (has("a100")) return preset(has("40gb") ? "a100-40gb" : "a100-80gb");
+  if (has("mi355x")) return preset("mi355x");
+  if (has("mi325x")) return preset("mi325x");
+  if (has("mi300x")) return preset("mi300x");
+  if (has("mi250x")) return preset("mi250x");  // per GCD; rocm-smi also prints "MI250X/MI250"
+  if (word("l4")) return preset("l4");
+  return none("");
 }
 
 }  // namespace stepcast

@@ -57,8 +57,11 @@ class Catalog {
 absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, const std::string& prefix);
 
 // The hardware preset for a GPU as drivers and papers name it: "NVIDIA H100 80GB HBM3" and
-// "H100 (DGX-H100)" -> "h100-sxm", "NVIDIA H100 PCIe" -> "h100-pcie", "NVIDIA A100-SXM4-40GB" ->
-// "a100-40gb", "NVIDIA L4" -> "l4" (not "L40S"). NotFound when no preset matches.
+// "H100 (DGX-H100)" -> "h100-sxm", "NVIDIA H100 PCIe" -> "h100-pcie", "NVIDIA H100 NVL" ->
+// "h100-nvl", "NVIDIA A100-SXM4-40GB" -> "a100-40gb", "NVIDIA GH200 480GB" -> "gh200" (not "h200"),
+// "NVIDIA H20" -> "h20", "NVIDIA B300 SXM6 AC" -> "b300", "AMD Instinct MI250X" -> "mi250x" (per
+// GCD), "NVIDIA L4" -> "l4" (not "L40S"). NotFound, with the reason where one is known, when no
+// preset matches (e.g. "NVIDIA H800 PCIe", "NVIDIA H20-3e", "NVIDIA GB300").
 absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name);
 
 }  // namespace stepcast

@@ -491,8 +491,8 @@ absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareSpec& h, const std:
   hw.inter_node_latency_s = h.inter_node_latency_s();
   hw.gpus_per_node = h.gpus_per_node();
   hw.sm_count = h.sm_count();
-  hw.architecture = h.architecture();
   if (hw.sm_count < 0) return FieldError(prefix + ".sm_count", "must be >= 0");
+  hw.architecture = h.architecture();
   hw.power_w = h.power_w();
   hw.price_per_gpu_hour_usd = h.price_per_gpu_hour_usd();
   for (const auto& s : h.sources()) hw.sources.push_back(s);

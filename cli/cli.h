@@ -26,7 +26,12 @@ std::string FormatReport(const Job& job, const Prediction& p);
 //   rows with tokens_per_s_per_gpu: global_batch_tokens / (tokens/s/GPU x GPUs);
 //   S1-style rows (TFLOP/s per GPU, Megatron Eq. 3): F / (TFLOP/s x GPUs), F = NarayananEq3Flops.
 // No fitting: one reference profile per GPU type.
-absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog);
+// Predicts every row of a published-runs CSV (proto/published_runs.h) and scores it: |error| of
+// the step time per row, per source and overall (median, p90, mean, max, per experiment), rows
+// predicted not to fit, and leave-one-source-out figures with the model choices each source
+// informed switched off (`informed_path`: YAML map source id -> ModelChoices names; empty: none).
+absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog,
+                                              const std::string& informed_path = "");
 std::string FormatValidation(const v1::ValidationReport& r);
 
 }  // namespace stepcast::cli

@@ -101,6 +101,10 @@ int main(int argc, char** argv) {
   bool validate_json = false;
   validate->add_option("csv", csv_path, "CSV with the columns of published_runs.csv")->required();
   validate->add_flag("--json", validate_json, "print rows and summary as JSON");
+  std::string informed_path;
+  validate->add_option("--informed", informed_path,
+                       "YAML: source id -> model choices its rows informed (leave-one-source-out; "
+                       "docs/validation_informed.yaml)");
 
   // serve
   auto* serve = app.add_subcommand("serve", "run the gRPC service for launchers");
@@ -341,7 +345,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*validate) {
-    absl::StatusOr<v1::ValidationReport> r = cli::Validate(csv_path, *catalog);
+    absl::StatusOr<v1::ValidationReport> r = cli::Validate(csv_path, *catalog, informed_path);
     if (!r.ok()) return Fail(r.status());
     std::cout << (validate_json ? ToJson(*r) : cli::FormatValidation(*r));
     return 0;

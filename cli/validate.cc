@@ -13,11 +13,15 @@
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
 #include "core/flops.h"
+#include "proto/codec.h"
+#include "proto/published_runs.h"
+#include "yaml-cpp/yaml.h"
+#include "absl/strings/str_join.h"
 
 namespace stepcast::cli {
 namespace {
 
-using Row = std::map<std::string, std::string>;
+using Row = PublishedRow;
 
 struct CsvState {
   std::vector<std::string> header;
@@ -70,214 +74,232 @@ absl::StatusOr<std::vector<Row>> ReadCsv(const std::string& path) {
   return st.rows;
 }
 
-double Num(const Row& r, const std::string& col, double fallback = 0) {
-  auto it = r.find(col);
-  double v = 0;
-  if (it == r.end() || it->second.empty() || !absl::SimpleAtod(it->second, &v)) return fallback;
-  return v;
-}
 std::string Str(const Row& r, const std::string& col) {
   auto it = r.find(col);
   return it == r.end() ? "" : it->second;
 }
 
-
-// Builds the job of one row. Framework-era conventions (docs/VALIDATION.md):
-//   Megatron-LM 2021-22 rows (S1, S3): GPT blocks with biases, dropout and learned positions,
-//     no FlashAttention, no DP overlap (S3 Sec. 6.3: "we do not use any overlapping of gradient
-//     all-reduces"), fp16 gradients all-reduced.
-//   Megatron-Core/Bridge rows (S10): Llama/DeepSeek blocks, fused attention, DP and TP overlap
-//     on, distributed optimizer unless FSDP is printed.
-absl::StatusOr<Job> JobForRow(const Row& r, const Catalog& catalog) {
-  Job job;
-  const std::string source = Str(r, "source_id");
-  const bool modern = source == "S10";
-  const std::string model = Str(r, "model");
-  if (absl::StrContains(absl::AsciiStrToLower(model), "deepseek")) {
-    absl::StatusOr<ModelShape> m = catalog.FindModel("deepseek-v3");
-    if (!m.ok()) return m.status();
-    job.model = *m;
-  } else {
-    ModelShape& s = job.model;
-    s.name = model;
-    s.layers = static_cast<int64_t>(Num(r, "n_layers"));
-    s.hidden_size = static_cast<int64_t>(Num(r, "d_model"));
-    s.attention_heads = static_cast<int64_t>(Num(r, "n_heads"));
-    s.kv_heads = static_cast<int64_t>(Num(r, "n_kv_heads", 0));
-    s.ffn_hidden_size = static_cast<int64_t>(Num(r, "ffn_hidden", 0));
-    s.vocab_size = static_cast<int64_t>(Num(r, "vocab", 0));
-    if (Num(r, "moe_routed_experts") > 0) {
-      s.moe.routed_experts = static_cast<int64_t>(Num(r, "moe_routed_experts"));
-      s.moe.top_k = static_cast<int64_t>(Num(r, "moe_topk"));
-      s.moe.shared_experts = static_cast<int64_t>(Num(r, "moe_shared_experts"));
-      s.moe.expert_ffn_hidden_size = static_cast<int64_t>(Num(r, "moe_expert_ffn"));
-    }
-    if (modern) {
-      s.ffn_type = FfnType::kSwiGlu;
-      s.norm_type = NormType::kRmsNorm;
-    } else {
-      s.ffn_type = FfnType::kGelu;
-      s.linear_bias = true;
-      s.tied_embeddings = true;
-      s.learned_position_embeddings = static_cast<int64_t>(Num(r, "seq_len"));
-    }
-    if (s.vocab_size == 0) return absl::InvalidArgumentError("vocab not given");
-  }
-  absl::StatusOr<std::string> hw_name = HardwarePresetForGpuName(Str(r, "gpu"));
-  if (!hw_name.ok()) return hw_name.status();
-  absl::StatusOr<Hardware> hw = catalog.FindHardware(*hw_name);
-  if (!hw.ok()) return hw.status();
-  job.hardware = *hw;
-  job.profile = hw->reference_profile;
-
-  Parallelism& p = job.parallelism;
-  p.tp = static_cast<int64_t>(Num(r, "tp", 1));
-  p.pp = static_cast<int64_t>(Num(r, "pp", 1));
-  p.cp = static_cast<int64_t>(Num(r, "cp", 1));
-  p.ep = static_cast<int64_t>(Num(r, "ep", 1));
-  p.vpp = static_cast<int64_t>(Num(r, "vpp", 1));
-  p.sequence_parallel = absl::AsciiStrToLower(Str(r, "sp")) == "yes";
-  job.cluster.gpu_count = static_cast<int64_t>(Num(r, "num_gpus"));
-  p.dp = static_cast<int64_t>(Num(r, "dp", 0));
-  if (p.dp == 0) p.dp = job.cluster.gpu_count / std::max<int64_t>(1, p.tp * p.pp * p.cp);
-
-  TrainingConfig& t = job.training;
-  t.seq_length = static_cast<int64_t>(Num(r, "seq_len"));
-  t.global_batch_size = static_cast<int64_t>(Num(r, "global_batch_seqs"));
-  t.micro_batch_size = static_cast<int64_t>(Num(r, "micro_batch", 1));
-  const std::string prec = absl::AsciiStrToLower(Str(r, "precision"));
-  if (absl::StartsWith(prec, "fp8")) {
-    t.precision.gemm = DType::kFP8;
-  } else if (absl::StartsWith(prec, "bf16")) {
-    t.precision.gemm = DType::kBF16;
-  } else {
-    t.precision.gemm = DType::kFP16;
-    t.precision.params = DType::kFP16;
-    t.precision.grads = DType::kFP16;
-  }
-  const std::string rc = absl::AsciiStrToLower(Str(r, "recompute"));
-  t.recompute = absl::StartsWith(rc, "full")        ? Recompute::kFull
-                : absl::StartsWith(rc, "selective") ? Recompute::kSelective
-                                                    : Recompute::kNone;
-  const std::string shard = absl::AsciiStrToLower(Str(r, "optimizer_sharding"));
-  if (absl::StrContains(shard, "fsdp") && !absl::StrContains(shard, "fsdp=0")) {
-    t.sharding = Sharding::kZero3;
-  } else if (modern) {
-    t.sharding = Sharding::kZero1;
-  } else {
-    t.sharding = Sharding::kNone;
-  }
-  t.flash_attention = modern;
-  t.overlap_dp_comm = modern;
-  t.overlap_tp_comm = modern;
-  t.dropout = !modern;
-  if (absl::Status s = ValidateJob(job); !s.ok()) return s;
-  return job;
-}
-
-// Measured iteration time per the source's definition.
-absl::StatusOr<std::pair<double, std::string>> MeasuredIterTime(const Row& r) {
-  if (Num(r, "iter_time_s") > 0) return std::make_pair(Num(r, "iter_time_s"), std::string("iter_time_s"));
-  const double gpus = Num(r, "num_gpus");
-  const double tokens = Num(r, "global_batch_seqs") * Num(r, "seq_len");
-  if (Num(r, "tokens_per_s_per_gpu") > 0) {
-    return std::make_pair(tokens / (Num(r, "tokens_per_s_per_gpu") * gpus),
-                          std::string("global_batch_tokens / (tokens_per_s_per_gpu x GPUs)"));
-  }
-  if (Num(r, "tflops_per_gpu") > 0 && absl::StrContains(Str(r, "flops_definition"), "Eq.3")) {
-    const double f = NarayananEq3Flops(Num(r, "global_batch_seqs"), Num(r, "seq_len"), Num(r, "n_layers"),
-                                       Num(r, "d_model"), Num(r, "vocab"));
-    return std::make_pair(f / (Num(r, "tflops_per_gpu") * 1e12 * gpus),
-                          std::string("Megatron Eq. 3 FLOPs / (tflops_per_gpu x GPUs)"));
-  }
-  return absl::InvalidArgumentError("no measured iteration time, tokens/s or Eq. 3 TFLOP/s in the row");
-}
-
-v1::ValidationSummary Summarise(const std::vector<double>& abs_errors, int64_t skipped) {
+// |error| statistics of a set of rows.
+v1::ValidationSummary Summarise(const std::vector<double>& abs_errors, int64_t skipped, int64_t not_fit,
+                                const std::map<std::string, std::vector<double>>& experiments) {
   v1::ValidationSummary s;
   s.set_n_rows(static_cast<int64_t>(abs_errors.size()));
   s.set_n_skipped(skipped);
-  if (abs_errors.empty()) return s;
-  std::vector<double> e = abs_errors;
-  std::sort(e.begin(), e.end());
-  const size_t n = e.size();
-  s.set_median_abs_error_pct(n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]));
-  double sum = 0;
-  for (double x : e) sum += x;
-  s.set_mean_abs_error_pct(sum / n);
-  s.set_max_abs_error_pct(e.back());
+  s.set_n_not_fit(not_fit);
+  auto median = [](std::vector<double> e) {
+    std::sort(e.begin(), e.end());
+    const size_t n = e.size();
+    return n == 0 ? 0.0 : (n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]));
+  };
+  if (!abs_errors.empty()) {
+    std::vector<double> e = abs_errors;
+    std::sort(e.begin(), e.end());
+    s.set_median_abs_error_pct(median(e));
+    double sum = 0;
+    for (double x : e) sum += x;
+    s.set_mean_abs_error_pct(sum / e.size());
+    s.set_max_abs_error_pct(e.back());
+    // Nearest-rank 90th percentile.
+    const size_t k = static_cast<size_t>(std::ceil(0.9 * e.size()));
+    s.set_p90_abs_error_pct(e[std::min(e.size(), std::max<size_t>(k, 1)) - 1]);
+  }
+  std::vector<double> per_experiment;
+  for (const auto& [id, errs] : experiments) {
+    if (!errs.empty()) per_experiment.push_back(median(errs));
+  }
+  s.set_n_experiments(static_cast<int64_t>(per_experiment.size()));
+  s.set_median_experiment_abs_error_pct(median(per_experiment));
   return s;
 }
 
+// The choices each source informed: a YAML map source id -> list of ModelChoices names.
+absl::StatusOr<std::map<std::string, std::vector<std::string>>> ReadInformed(const std::string& path) {
+  std::map<std::string, std::vector<std::string>> out;
+  if (path.empty()) return out;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(path, ": expected a map of source id -> choices"));
+  for (const auto& kv : root) {
+    const std::string src = kv.first.Scalar();
+    if (!kv.second.IsSequence()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", src, ": expected a list of choices"));
+    }
+    for (const auto& c : kv.second) {
+      ModelChoices probe;
+      if (!c.IsScalar() || !probe.Disable(c.Scalar())) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": ", src, ": unknown choice '",
+                                                       c.IsScalar() ? c.Scalar() : "?", "'; known: ",
+                                                       absl::StrJoin(ModelChoices::Names(), ", ")));
+      }
+      out[src].push_back(c.Scalar());
+    }
+  }
+  return out;
+}
+
+struct RowResult {
+  bool predicted = false;
+  double abs_error_pct = 0;
+  bool fits = true;
+};
+
+// Predicts one row with `choices`; fills `out` when non-null.
+RowResult PredictRow(const PublishedRow& r, const Catalog& catalog, const ModelChoices& choices,
+                     v1::ValidationRow* out, std::string* experiment) {
+  RowResult res;
+  auto skip = [&](const absl::Status& s) {
+    if (out != nullptr) out->set_skipped_reason(std::string(s.message()));
+    return res;
+  };
+  absl::StatusOr<PublishedRun> run = PublishedRunFromRow(r, catalog);
+  if (!run.ok()) return skip(run.status());
+  *experiment = run->experiment;
+  if (out != nullptr) {
+    out->set_measured_iter_time_s(run->measured_iter_time_s);
+    out->set_measured_from(run->measured_from);
+    out->set_experiment(run->experiment);
+  }
+  absl::StatusOr<Job> job = JobFromSpec(run->spec, catalog, "", nullptr);
+  if (!job.ok()) return skip(job.status());
+  job->choices = choices;
+  job->assumed.insert(job->assumed.begin(), run->assumed.begin(), run->assumed.end());
+  absl::StatusOr<Prediction> p = Predict(*job);
+  if (!p.ok()) return skip(p.status());
+  res.predicted = true;
+  res.fits = p->memory.fits;
+  const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;
+  res.abs_error_pct = std::fabs(err);
+  if (out != nullptr) {
+    out->set_framework(job->framework.name);
+    out->set_predicted_iter_time_s(p->step_time_s);
+    out->set_predicted_mfu(p->mfu);
+    out->set_bottleneck(std::string(BottleneckName(p->bottleneck.kind)));
+    out->set_error_pct(err);
+    out->set_fits(p->memory.fits);
+    out->set_memory_total_bytes(p->memory.total_bytes);
+    out->set_memory_capacity_bytes(p->memory.capacity_bytes);
+    for (const AssumedInput& a : p->assumed_inputs) {
+      auto* x = out->add_assumed_inputs();
+      x->set_field(a.field);
+      x->set_value(a.value);
+      x->set_source(a.source);
+    }
+  }
+  return res;
+}
+
+struct Tally {
+  std::vector<double> errors;
+  int64_t skipped = 0, not_fit = 0;
+  std::map<std::string, std::vector<double>> experiments;
+  void Add(const RowResult& r, const std::string& experiment) {
+    if (!r.predicted) {
+      ++skipped;
+      return;
+    }
+    errors.push_back(r.abs_error_pct);
+    experiments[experiment].push_back(r.abs_error_pct);
+    if (!r.fits) ++not_fit;
+  }
+  v1::ValidationSummary Summary() const { return Summarise(errors, skipped, not_fit, experiments); }
+};
+
 }  // namespace
 
-absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog) {
+absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog,
+                                              const std::string& informed_path) {
   absl::StatusOr<std::vector<Row>> rows = ReadCsv(csv_path);
   if (!rows.ok()) return rows.status();
+  absl::StatusOr<std::map<std::string, std::vector<std::string>>> informed = ReadInformed(informed_path);
+  if (!informed.ok()) return informed.status();
   v1::ValidationReport report;
-  std::vector<double> all;
-  std::map<std::string, std::pair<std::vector<double>, int64_t>> by_source;
-  int64_t skipped = 0;
+  Tally all;
+  std::map<std::string, Tally> by_source;
   for (const Row& r : *rows) {
     v1::ValidationRow* out = report.add_rows();
     out->set_row_id(Str(r, "row_id"));
     out->set_source_id(Str(r, "source_id"));
     out->set_model(Str(r, "model"));
     out->set_gpu(Str(r, "gpu"));
-    out->set_gpu_count(static_cast<int64_t>(Num(r, "num_gpus")));
-    auto& src = by_source[out->source_id()];
-    auto skip = [&](const absl::Status& s) {
-      out->set_skipped_reason(std::string(s.message()));
-      ++skipped;
-      ++src.second;
-    };
-    absl::StatusOr<std::pair<double, std::string>> measured = MeasuredIterTime(r);
-    if (!measured.ok()) { skip(measured.status()); continue; }
-    out->set_measured_iter_time_s(measured->first);
-    out->set_measured_from(measured->second);
-    absl::StatusOr<Job> job = JobForRow(r, catalog);
-    if (!job.ok()) { skip(job.status()); continue; }
-    absl::StatusOr<Prediction> p = Predict(*job);
-    if (!p.ok()) { skip(p.status()); continue; }
-    out->set_predicted_iter_time_s(p->step_time_s);
-    out->set_predicted_mfu(p->mfu);
-    out->set_bottleneck(std::string(BottleneckName(p->bottleneck.kind)));
-    const double err = (p->step_time_s - measured->first) / measured->first * 100;
-    out->set_error_pct(err);
-    all.push_back(std::fabs(err));
-    src.first.push_back(std::fabs(err));
+    double gpus = 0;
+    if (absl::SimpleAtod(Str(r, "num_gpus"), &gpus) && gpus >= 0 && gpus < 1e9) {
+      out->set_gpu_count(static_cast<int32_t>(gpus));
+    }
+    std::string experiment;
+    const RowResult res = PredictRow(r, catalog, ModelChoices{}, out, &experiment);
+    all.Add(res, experiment);
+    by_source[out->source_id()].Add(res, experiment);
   }
-  *report.mutable_summary() = Summarise(all, skipped);
-  for (const auto& [id, v] : by_source) {
+  *report.mutable_summary() = all.Summary();
+  for (const auto& [id, tally] : by_source) {
     v1::SourceSummary* s = report.add_by_source();
     s->set_source_id(id);
-    *s->mutable_summary() = Summarise(v.first, v.second);
+    *s->mutable_summary() = tally.Summary();
+    // Leave-one-source-out: this source's rows with the choices its rows informed switched off.
+    auto it = informed->find(id);
+    if (it == informed->end() || it->second.empty()) {
+      *s->mutable_leave_one_source_out() = tally.Summary();
+      continue;
+    }
+    ModelChoices without;
+    for (const std::string& c : it->second) {
+      without.Disable(c);
+      s->add_choices_informed(c);
+    }
+    Tally loso;
+    for (const Row& r : *rows) {
+      if (Str(r, "source_id") != id) continue;
+      std::string experiment;
+      loso.Add(PredictRow(r, catalog, without, nullptr, &experiment), experiment);
+    }
+    *s->mutable_leave_one_source_out() = loso.Summary();
   }
   return report;
 }
 
 std::string FormatValidation(const v1::ValidationReport& r) {
-  std::string o = absl::StrFormat("%-6s %-4s %-22s %-26s %6s %12s %12s %8s  %s\n", "row", "src", "model", "gpu",
-                                  "gpus", "measured_s", "predicted_s", "error", "bottleneck");
+  std::string o = absl::StrFormat("%-5s %-4s %-26s %-16s %-9s %6s %11s %11s %8s  %-6s %s\n", "row", "src", "model",
+                                  "framework", "gpu", "gpus", "measured_s", "predicted_s", "error", "memory",
+                                  "bottleneck");
   for (const auto& row : r.rows()) {
-    const std::string gpu = row.gpu().substr(0, 26);
+    const std::string gpu = row.gpu().substr(0, 9);
+    const std::string model = row.model().substr(0, 26);
     if (!row.skipped_reason().empty()) {
-      absl::StrAppendFormat(&o, "%-6s %-4s %-22s %-26s %6d  cannot predict: %s\n", row.row_id(), row.source_id(),
-                            row.model(), gpu, row.gpu_count(), row.skipped_reason());
+      absl::StrAppendFormat(&o, "%-5s %-4s %-26s %-16s %-9s %6d  cannot predict: %s\n", row.row_id(), row.source_id(),
+                            model, row.framework(), gpu, row.gpu_count(), row.skipped_reason());
       continue;
     }
-    absl::StrAppendFormat(&o, "%-6s %-4s %-22s %-26s %6d %12.3f %12.3f %+7.1f%%  %s\n", row.row_id(),
-                          row.source_id(), row.model(), gpu, row.gpu_count(), row.measured_iter_time_s(),
-                          row.predicted_iter_time_s(), row.error_pct(), row.bottleneck());
+    absl::StrAppendFormat(&o, "%-5s %-4s %-26s %-16s %-9s %6d %11.3f %11.3f %+7.1f%%  %-6s %s\n", row.row_id(),
+                          row.source_id(), model, row.framework(), gpu, row.gpu_count(), row.measured_iter_time_s(),
+                          row.predicted_iter_time_s(), row.error_pct(), row.fits() ? "fits" : "NO FIT",
+                          row.bottleneck());
   }
   auto line = [&](const std::string& label, const v1::ValidationSummary& s) {
-    absl::StrAppendFormat(&o, "%-12s n=%-3d median |err| %5.1f%%   mean %5.1f%%   max %5.1f%%%s\n", label,
-                          s.n_rows(), s.median_abs_error_pct(), s.mean_abs_error_pct(), s.max_abs_error_pct(),
-                          s.n_skipped() ? absl::StrFormat("   (%d not predicted)", s.n_skipped()) : "");
+    absl::StrAppendFormat(&o, "%-12s n=%-3d median %5.1f%%  p90 %5.1f%%  mean %5.1f%%  max %6.1f%%  experiments %2d "
+                              "(median %5.1f%%)%s%s\n",
+                          label, s.n_rows(), s.median_abs_error_pct(), s.p90_abs_error_pct(), s.mean_abs_error_pct(),
+                          s.max_abs_error_pct(), s.n_experiments(), s.median_experiment_abs_error_pct(),
+                          s.n_skipped() ? absl::StrFormat("  %d not predicted", s.n_skipped()) : "",
+                          s.n_not_fit() ? absl::StrFormat("  %d predicted NOT TO FIT", s.n_not_fit()) : "");
   };
-  o += "\n";
+  o += "\n|error| of predicted step time (not-fit rows count as failures; a weak-scaling series is one experiment)\n";
   for (const auto& s : r.by_source()) line("source " + s.source_id(), s.summary());
   line("all rows", r.summary());
+  bool any_loso = false;
+  for (const auto& s : r.by_source()) any_loso |= s.choices_informed_size() > 0;
+  if (any_loso) {
+    o += "\nleave-one-source-out: each source with the model choices its rows informed switched off\n";
+    for (const auto& s : r.by_source()) {
+      line("source " + s.source_id(), s.leave_one_source_out());
+      if (s.choices_informed_size() > 0) {
+        absl::StrAppendFormat(&o, "             without: %s\n", absl::StrJoin(s.choices_informed(), ", "));
+      }
+    }
+  }
   return o;
 }
 

@@ -44,6 +44,26 @@ const char* PipelineScheduleName(PipelineSchedule s) {
   return "?";
 }
 
+bool ModelChoices::Disable(const std::string& name) {
+  bool* flags[] = {&framework_attention_rates, &elementwise_traffic_factor, &cross_entropy_bytes,
+                   &overlap_efficiency, &launch_floor, &fsdp_semantics};
+  const std::vector<std::string>& names = Names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) {
+      *flags[i] = false;
+      return true;
+    }
+  }
+  return false;
+}
+
+const std::vector<std::string>& ModelChoices::Names() {
+  static const std::vector<std::string> kNames = {"framework_attention_rates", "elementwise_traffic_factor",
+                                                  "cross_entropy_bytes", "overlap_efficiency", "launch_floor",
+                                                  "fsdp_semantics"};
+  return kNames;
+}
+
 namespace {
 
 absl::Status Bad(absl::string_view field, const std::string& why) {

@@ -104,6 +104,21 @@ struct Cluster {
   double price_per_gpu_hour_usd = -1;   // < 0: hardware price
 };
 
+// Mechanisms of the model that validation can switch off: leave-one-source-out scores a source
+// with every mechanism that was added after reading that source's rows switched off
+// (docs/VALIDATION.md). Predictions use them all.
+struct ModelChoices {
+  bool framework_attention_rates = true;   // off: the profile's attention rate
+  bool elementwise_traffic_factor = true;  // off: the fused accounting (factor 1)
+  bool cross_entropy_bytes = true;         // off: the fused loss accounting
+  bool overlap_efficiency = true;          // off: overlap hides all it can (efficiency 1)
+  bool launch_floor = true;                // off: no host launch floor
+  bool fsdp_semantics = true;              // off: ZeRO-3 gathers twice and reduces every micro-batch
+  // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
+  bool Disable(const std::string& name);
+  static const std::vector<std::string>& Names();
+};
+
 struct Job {
   std::string name;
   ModelShape model;
@@ -115,6 +130,7 @@ struct Job {
   Framework framework;
   // Inputs the job did not state and the defaults used (filled by the job codec).
   std::vector<AssumedInput> assumed;
+  ModelChoices choices;
 
   int64_t GpusPerNode() const {
     return cluster.gpus_per_node > 0 ? cluster.gpus_per_node : hardware.gpus_per_node;

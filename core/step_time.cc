@@ -83,11 +83,35 @@ struct LayerCost {
   }
 };
 
+bool AllOn(const ModelChoices& c) {
+  return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
+         c.overlap_efficiency && c.launch_floor && c.fsdp_semantics;
+}
+
+// The framework as the model uses it under the job's ModelChoices.
+Framework Effective(const Job& job) {
+  Framework f = job.framework;
+  const ModelChoices& c = job.choices;
+  if (!c.framework_attention_rates) f.attention.rates.clear();
+  if (!c.elementwise_traffic_factor) f.elementwise_traffic_factor = 1;
+  if (!c.cross_entropy_bytes) f.cross_entropy_bytes_per_logit = 0;
+  if (!c.overlap_efficiency) {
+    for (OverlapMechanism* m : {&f.overlap.tp_comm, &f.overlap.dp_grad_reduce, &f.overlap.dp_param_gather,
+                                &f.overlap.fsdp_param_gather, &f.overlap.pp_p2p, &f.overlap.cp_ring,
+                                &f.overlap.ep_all_to_all}) {
+      if (m->supported) m->efficiency = 1;
+    }
+  }
+  if (!c.launch_floor) f.launch.kernel_launch_overhead_s = 0;
+  if (!c.fsdp_semantics) f.sharding = ShardingModel{};
+  return f;
+}
+
 class StepModel {
  public:
   explicit StepModel(const Job& job)
       : job_(job),
-        fw_(job.framework),
+        fw_(AllOn(job.choices) ? job.framework : (fw_copy_ = Effective(job))),
         m_(job.model.Resolved()),
         t_(job.training),
         p_(job.parallelism),
@@ -155,6 +179,7 @@ class StepModel {
   void AttentionRates(double* fwd, double* bwd);
 
   const Job& job_;
+  Framework fw_copy_;  // only when a ModelChoices mechanism is off
   const Framework& fw_;
   const ModelShape m_;
   const TrainingConfig& t_;

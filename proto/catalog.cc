@@ -144,15 +144,15 @@ std::vector<std::string> Catalog::FrameworkNames() const {
   return v;
 }
 
-absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text) const {
+absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, int year) const {
   const auto words = [](const std::string& t) {
     std::vector<std::string> w = absl::StrSplit(absl::AsciiStrToLower(t), absl::ByAnyChar(" ,;:()[]/+\t"),
                                                 absl::SkipEmpty());
     return w;
   };
   const std::vector<std::string> hay = words(text);
-  std::string best;
-  size_t best_len = 0;
+  size_t best_pos = hay.size(), best_len = 0;
+  std::vector<std::string> best;  // presets matched at the best place
   for (const auto& [name, spec] : frameworks_) {
     std::vector<std::string> names = {name};
     for (const std::string& a : spec.aliases()) names.push_back(a);
@@ -160,17 +160,37 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text) c
       const std::vector<std::string> needle = words(a);
       if (needle.empty() || needle.size() > hay.size()) continue;
       for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
-        if (std::equal(needle.begin(), needle.end(), hay.begin() + i) && a.size() > best_len) {
-          best = name;
+        if (!std::equal(needle.begin(), needle.end(), hay.begin() + i)) continue;
+        if (i < best_pos || (i == best_pos && a.size() > best_len)) {
+          best_pos = i;
           best_len = a.size();
+          best = {name};
+        } else if (i == best_pos && a.size() == best_len &&
+                   std::find(best.begin(), best.end(), name) == best.end()) {
+          best.push_back(name);
         }
+        break;
       }
     }
   }
   if (best.empty()) {
     return absl::NotFoundError(absl::StrCat("no framework preset named in '", text, "'; known: ", Names(frameworks_)));
   }
-  return best;
+  // Among presets sharing the alias, the era that covers the year (or the nearest; the latest
+  // when no year is known).
+  std::string pick = best.front();
+  double pick_dist = 1e9;
+  for (const std::string& n : best) {
+    const v1::FrameworkSpec& f = frameworks_.at(n);
+    const int from = f.from_year() > 0 ? f.from_year() : 0, to = f.to_year() > 0 ? f.to_year() : 9999;
+    const double y = year > 0 ? year : 9998;
+    const double dist = y < from ? from - y : (y > to ? y - to : 0);
+    if (dist < pick_dist) {
+      pick = n;
+      pick_dist = dist;
+    }
+  }
+  return pick;
 }
 
 namespace {

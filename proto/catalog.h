@@ -38,9 +38,11 @@ class Catalog {
   // preset's own). NotFound lists the known names; a cycle or unknown base is InvalidArgument.
   absl::StatusOr<v1::FrameworkSpec> FindFramework(const std::string& name) const;
   // The framework preset a free-text description names ("NeMo 24.09 container", "Megatron-LM
-  // (2022)", "llm-foundry + Composer"): the preset whose name or alias occurs in the text as a
-  // word sequence, the longest match winning. NotFound when none does.
-  absl::StatusOr<std::string> FrameworkForText(const std::string& text) const;
+  // (2022)", "llm-foundry + Composer"): the name or alias that occurs first in the text as a
+  // word sequence (the longer one at the same place). When several presets share that alias
+  // (Megatron-LM by era), the one whose from_year..to_year covers `year` wins (the nearest
+  // when none does; `year` 0: the latest). NotFound when no preset is named.
+  absl::StatusOr<std::string> FrameworkForText(const std::string& text, int year = 0) const;
   std::vector<std::string> FrameworkNames() const;
   const std::map<std::string, Hardware>& hardware() const { return hardware_; }
   const std::map<std::string, ModelShape>& models() const { return models_; }

@@ -1,0 +1,58 @@
+// File: proto/published_runs.h
+//
+// The importer of published training runs (`validation/published_runs.csv`, one row per
+// measured run; its README says how each source defines its numbers). A row becomes a job spec
+// from its own content only: the model name picks the architecture family's conventions, the
+// framework text picks the framework preset (by name or alias, and by era from a version or
+// year in the text, else the publication year of the row's `source`), the precision,
+// recompute, sharding and note columns set what they state (common terms, and the framework's
+// named settings), and everything a row leaves unstated takes the framework's documented
+// default through the job codec (recorded as assumed). No rule looks at a source id.
+#ifndef STEPCAST_PROTO_PUBLISHED_RUNS_H_
+#define STEPCAST_PROTO_PUBLISHED_RUNS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/framework.h"
+#include "stepcast/v1/job.pb.h"
+
+namespace stepcast {
+
+class Catalog;
+
+// One CSV row: column name -> trimmed cell ("" when blank).
+using PublishedRow = std::map<std::string, std::string>;
+
+struct PublishedRun {
+  v1::JobSpec spec;
+  // Values the importer derived rather than read (a vocabulary from the tokenizer, a family's
+  // convention), recorded like the codec's assumed inputs.
+  std::vector<AssumedInput> assumed;
+  // The measured iteration time per the source's definition and how it was derived.
+  double measured_iter_time_s = 0;
+  std::string measured_from;
+  // Rows of one weak-scaling series share this id: source, model, GPU type, precision and the
+  // layout without its data-parallel size.
+  std::string experiment;
+};
+
+// Builds the job of one row. InvalidArgument / NotFound with the missing input named
+// ("vocab: not given and the model family's tokenizer is not known") when the row cannot be
+// expressed.
+absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& row, const Catalog& catalog);
+
+// The measured iteration time of a row: iter_time_s, else global batch tokens / (tokens/s per
+// GPU x GPUs), else Narayanan et al. 2021 Eq. 3 FLOPs / (TFLOP/s per GPU x GPUs) for rows that
+// give that definition.
+absl::StatusOr<std::pair<double, std::string>> MeasuredIterTime(const PublishedRow& row);
+
+// The first four-digit year 19xx/20xx in `text`, or a two-digit release "YY.MM" (NeMo 24.09 ->
+// 2024); 0 when none.
+int YearInText(const std::string& text);
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_PROTO_PUBLISHED_RUNS_H_

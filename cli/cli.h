@@ -32,6 +32,9 @@ std::string FormatReport(const Job& job, const Prediction& p);
 // informed switched off (`informed_path`: YAML map source id -> ModelChoices names; empty: none).
 absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog,
                                               const std::string& informed_path = "");
+// The full prediction report of one row (by row_id) of a published-runs CSV, with its measured
+// step time: what `stepcast validate --explain ROW` prints.
+absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalog& catalog, const std::string& row_id);
 std::string FormatValidation(const v1::ValidationReport& r);
 
 }  // namespace stepcast::cli

@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
   bool validate_json = false;
   validate->add_option("csv", csv_path, "CSV with the columns of published_runs.csv")->required();
   validate->add_flag("--json", validate_json, "print rows and summary as JSON");
-  std::string informed_path;
+  std::string informed_path, explain_row;
+  validate->add_option("--explain", explain_row, "print the full prediction of one row (its row_id)");
   validate->add_option("--informed", informed_path,
                        "YAML: source id -> model choices its rows informed (leave-one-source-out; "
                        "docs/validation_informed.yaml)");
@@ -342,6 +343,12 @@ int main(int argc, char** argv) {
       std::cout << absl::StrFormat("%-22s %-26s %9.2fB %9.2fB  %s\n", key, m.name, c.total / 1e9, c.active / 1e9,
                                    verbose ? m.source : m.source.substr(0, 60));
     }
+    return 0;
+  }
+  if (*validate && !explain_row.empty()) {
+    absl::StatusOr<std::string> r = cli::ExplainRow(csv_path, *catalog, explain_row);
+    if (!r.ok()) return Fail(r.status());
+    std::cout << *r;
     return 0;
   }
   if (*validate) {

@@ -261,6 +261,26 @@ absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const
   return report;
 }
 
+absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalog& catalog, const std::string& row_id) {
+  absl::StatusOr<std::vector<Row>> rows = ReadCsv(csv_path);
+  if (!rows.ok()) return rows.status();
+  for (const Row& r : *rows) {
+    if (Str(r, "row_id") != row_id) continue;
+    absl::StatusOr<PublishedRun> run = PublishedRunFromRow(r, catalog);
+    if (!run.ok()) return run.status();
+    absl::StatusOr<Job> job = JobFromSpec(run->spec, catalog, "", nullptr);
+    if (!job.ok()) return job.status();
+    job->assumed.insert(job->assumed.begin(), run->assumed.begin(), run->assumed.end());
+    absl::StatusOr<Prediction> p = Predict(*job);
+    if (!p.ok()) return p.status();
+    const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;
+    return absl::StrCat(FormatReport(*job, *p),
+                        absl::StrFormat("\n  measured   %.4f s (%s): predicted %+.1f%%\n", run->measured_iter_time_s,
+                                        run->measured_from, err));
+  }
+  return absl::NotFoundError(absl::StrCat("--explain: no row with row_id '", row_id, "' in ", csv_path));
+}
+
 std::string FormatValidation(const v1::ValidationReport& r) {
   std::string o = absl::StrFormat("%-5s %-4s %-26s %-16s %-9s %6s %11s %11s %8s  %-6s %s\n", "row", "src", "model",
                                   "framework", "gpu", "gpus", "measured_s", "predicted_s", "error", "memory",

@@ -12,12 +12,18 @@ double OverlapMechanism::Exposed(double comm_s, double compute_s) const {
 }
 
 AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, DType dtype,
-                                              int64_t seq_length) const {
+                                              int64_t seq_length, bool causal) const {
   Lookup out;
+  // Causal rates for causal training; the other kind only when a table has none.
   auto collect = [&](DType d) {
-    std::vector<const AttentionRate*> v;
+    std::vector<const AttentionRate*> v, other;
     for (const AttentionRate& r : rates) {
-      if (r.architecture == architecture && r.dtype == d) v.push_back(&r);
+      if (r.architecture != architecture || r.dtype != d) continue;
+      (r.causal == causal ? v : other).push_back(&r);
+    }
+    if (v.empty() && !other.empty()) {
+      out.extrapolated = true;
+      return other;
     }
     return v;
   };

@@ -41,12 +41,13 @@ struct AttentionKernel {
     bool found = false;
     bool extrapolated = false;  // outside the measured sequence lengths, or dtype borrowed
   };
-  // Rates for an architecture, dtype and sequence length: the rates of (architecture, dtype)
+  // Rates for an architecture, dtype and sequence length: the rates of (architecture, dtype,
+  // causal; the other kind marked extrapolated when the table has none)
   // interpolated linearly in log(seq_length) between measured lengths, held at the nearest end
   // outside them (marked extrapolated). FP8 falls back to BF16 rates (marked extrapolated);
   // head_dim is matched when a rate gives one, else ignored. found = false when the
   // architecture has no rate.
-  Lookup Rate(const std::string& architecture, DType dtype, int64_t seq_length) const;
+  Lookup Rate(const std::string& architecture, DType dtype, int64_t seq_length, bool causal = true) const;
 };
 
 // Overlap of one kind of communication with compute.

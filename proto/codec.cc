@@ -588,35 +588,6 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     if (!fw.ok()) return fw.status();
     job.framework = *std::move(fw);
   }
-  if (absl::Status s = ApplyFrameworkDefaults(spec, *fw_spec, &job.assumed); !s.ok()) return s;
-  const std::string fw_name = job.framework.name;
-  auto fallback = [&](const std::string& path, const std::string& value, const std::string& why) {
-    return ApplyDefault(spec, path, value, absl::StrCat("stepcast fallback (", fw_name, " documents none): ", why),
-                        &job.assumed);
-  };
-  {
-    const std::string kernel = job.framework.attention.kernel.empty() ? "its attention kernel" : job.framework.attention.kernel;
-    const struct { const char* path; std::string value; std::string why; } fallbacks[] = {
-        {"training.micro_batch_size", "1", "one sequence per micro-batch"},
-        {"training.precision.gemm", "bf16", "bf16 mixed precision"},
-        {"training.optimizer", "adamw", "AdamW (Adam with decoupled weight decay)"},
-        {"training.recompute", "none", "no activation recomputation"},
-        {"training.sharding", "none", "no optimizer/gradient/weight sharding"},
-        {"training.overlap_dp_comm", "false", "no DP communication overlap"},
-        {"training.overlap_tp_comm", "false", "no TP communication overlap"},
-        {"training.dropout", "false", "no dropout"},
-        {"training.fp8_param_gather", "false", "weights kept in the params dtype"},
-        {"training.flash_attention", job.framework.attention.fused ? "true" : "false",
-         absl::StrCat("the framework's attention kernel (", kernel, ")")},
-        {"training.cuda_graphs", job.framework.launch.cuda_graphs ? "true" : "false",
-         "the framework preset's launch model"},
-        {"parallelism.sequence_parallel", "false", "no sequence parallelism"},
-    };
-    for (const auto& f : fallbacks) {
-      if (absl::Status s = fallback(f.path, f.value, f.why); !s.ok()) return s;
-    }
-  }
-
   switch (spec.model().source_case()) {
     case v1::ModelSpec::kPreset: {
       absl::StatusOr<ModelShape> m = catalog.FindModel(spec.model().preset());
@@ -669,6 +640,48 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   if (spec.hardware().has_overrides()) {
     if (absl::Status s = ApplyHardwareOverrides(spec.hardware().overrides(), job.hardware, job.profile); !s.ok()) {
       return s;
+    }
+  }
+
+  // Defaults: the framework's recipe for this model (and GPU, precision), then the framework's
+  // own defaults, then stepcast's fallbacks; each recorded in job.assumed.
+  {
+    const std::string gemm = spec.training().precision().gemm() == v1::D_TYPE_UNSPECIFIED
+                                 ? ""
+                                 : DTypeName(DTypeOrDie(spec.training().precision().gemm()));
+    std::string model_name = job.model.name;
+    if (spec.model().source_case() == v1::ModelSpec::kPreset) model_name += " " + spec.model().preset();
+    if (absl::Status s = ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &job.assumed);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = ApplyFrameworkDefaults(spec, *fw_spec, &job.assumed); !s.ok()) return s;
+  const std::string fw_name = job.framework.name;
+  auto fallback = [&](const std::string& path, const std::string& value, const std::string& why) {
+    return ApplyDefault(spec, path, value, absl::StrCat("stepcast fallback (", fw_name, " documents none): ", why),
+                        &job.assumed);
+  };
+  {
+    const std::string kernel = job.framework.attention.kernel.empty() ? "its attention kernel" : job.framework.attention.kernel;
+    const struct { const char* path; std::string value; std::string why; } fallbacks[] = {
+        {"training.micro_batch_size", "1", "one sequence per micro-batch"},
+        {"training.precision.gemm", "bf16", "bf16 mixed precision"},
+        {"training.optimizer", "adamw", "AdamW (Adam with decoupled weight decay)"},
+        {"training.recompute", "none", "no activation recomputation"},
+        {"training.sharding", "none", "no optimizer/gradient/weight sharding"},
+        {"training.overlap_dp_comm", "false", "no DP communication overlap"},
+        {"training.overlap_tp_comm", "false", "no TP communication overlap"},
+        {"training.dropout", "false", "no dropout"},
+        {"training.fp8_param_gather", "false", "weights kept in the params dtype"},
+        {"training.flash_attention", job.framework.attention.fused ? "true" : "false",
+         absl::StrCat("the framework's attention kernel (", kernel, ")")},
+        {"training.cuda_graphs", job.framework.launch.cuda_graphs ? "true" : "false",
+         "the framework preset's launch model"},
+        {"parallelism.sequence_parallel", "false", "no sequence parallelism"},
+    };
+    for (const auto& f : fallbacks) {
+      if (absl::Status s = fallback(f.path, f.value, f.why); !s.ok()) return s;
     }
   }
 

@@ -1,5 +1,9 @@
 #include "proto/job_defaults.h"
 
+#include <algorithm>
+#include <cctype>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -31,6 +35,7 @@ v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::Fram
     }
   }
   for (const v1::NamedSetting& ns : child.settings()) *out.add_settings() = ns;
+  for (const v1::Recipe& r : child.recipes()) *out.add_recipes() = r;
   for (const v1::FrameworkDefault& dflt : child.defaults()) {
     bool replaced = false;
     for (v1::FrameworkDefault& o : *out.mutable_defaults()) {
@@ -158,6 +163,45 @@ absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std:
   }
   spec.MergeFrom(patch);
   if (assumed != nullptr) assumed->push_back({path, value, source});
+  return absl::OkStatus();
+}
+
+namespace {
+std::string Squash(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+}  // namespace
+
+absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
+                                 const std::string& architecture, const std::string& gemm,
+                                 std::vector<AssumedInput>* assumed) {
+  const std::string model = Squash(model_name);
+  if (model.empty()) return absl::OkStatus();
+  for (const v1::Recipe& r : framework.recipes()) {
+    bool match = false;
+    for (const std::string& m : r.models()) match |= !Squash(m).empty() && absl::StrContains(model, Squash(m));
+    if (!match) continue;
+    if (r.architectures_size() > 0 && std::find(r.architectures().begin(), r.architectures().end(), architecture) ==
+                                          r.architectures().end()) {
+      continue;
+    }
+    if (r.precisions_size() > 0 && !gemm.empty() &&
+        std::find(r.precisions().begin(), r.precisions().end(), gemm) == r.precisions().end()) {
+      continue;
+    }
+    for (const v1::FrameworkDefault& d : r.values()) {
+      const std::string source = absl::StrCat("framework ", framework.name(), " recipe for ", r.models(0), ": ",
+                                              d.source().empty() ? r.source() : d.source());
+      if (absl::Status s = ApplyDefault(spec, d.field(), d.value(), source, assumed); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("framework ", framework.name(), " recipe ", r.models(0), ": ",
+                                                       s.message()));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -41,6 +41,13 @@ absl::StatusOr<bool> JobFieldIsSet(const v1::JobSpec& spec, const std::string& p
 absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std::string& value,
                           const std::string& source, std::vector<AssumedInput>* assumed);
 
+// Applies the defaults of the framework's recipes whose model (and GPU architecture, precision)
+// match `model_name` / `architecture` / `gemm` ("bf16", "fp8"; "" matches any), for fields the
+// spec leaves unset; each recorded in `assumed` with the recipe's source.
+absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
+                                 const std::string& architecture, const std::string& gemm,
+                                 std::vector<AssumedInput>* assumed);
+
 // Applies every default of `framework` (FrameworkSpec.defaults) that the spec leaves unset.
 absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,
                                     std::vector<AssumedInput>* assumed);

@@ -2,6 +2,7 @@
 // Reproduce: build/bin/predict_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // Figures: docs/PERFORMANCE.md.
 #include "benchmark/benchmark.h"
+#include "core/gemm_model.h"
 #include "core/predict.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
@@ -58,6 +59,70 @@ void BM_StepTimeOnly(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_StepTimeOnly);
+
+// One GEMM estimate (core/gemm_model.h), the call the step model makes 10-20 times per
+// prediction: the h100-sxm reference profile (flat rates), eight shapes in turn (Llama 3 70B
+// layer GEMMs at TP4, the logits, a small MoE expert, a thin-K attention bmm, an unaligned one).
+constexpr stepcast::GemmShape kGemmShapes[] = {
+    {stepcast::DType::kBF16, 1, 8192, 2560, 8192},   {stepcast::DType::kBF16, 1, 8192, 8192, 2048},
+    {stepcast::DType::kBF16, 1, 8192, 14336, 8192},  {stepcast::DType::kBF16, 1, 8192, 8192, 7168},
+    {stepcast::DType::kBF16, 1, 8192, 32064, 8192},  {stepcast::DType::kFP8, 1, 384, 2048, 7168},
+    {stepcast::DType::kBF16, 64, 4096, 4096, 128},   {stepcast::DType::kBF16, 1, 8192, 3137, 8192},
+};
+
+stepcast::GemmModel MakeGemmModel() {
+  auto catalog = stepcast::Catalog::Builtin();
+  if (!catalog.ok()) std::abort();
+  auto hw = catalog->FindHardware("h100-sxm");
+  if (!hw.ok()) std::abort();
+  auto model = stepcast::GemmModel::Create(*hw, hw->reference_profile);
+  if (!model.ok()) std::abort();
+  return *model;
+}
+
+void BM_GemmEstimate(benchmark::State& state) {
+  const stepcast::GemmModel model = MakeGemmModel();
+  size_t i = 0;
+  for (auto _ : state) {
+    auto e = model.Estimate(kGemmShapes[i++ & 7]);
+    benchmark::DoNotOptimize(e);
+  }
+}
+BENCHMARK(BM_GemmEstimate);
+
+void BM_GemmEstimateOneShape(benchmark::State& state) {
+  const stepcast::GemmModel model = MakeGemmModel();
+  stepcast::GemmShape s = kGemmShapes[2];
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(s);
+    auto e = model.Estimate(s);
+    benchmark::DoNotOptimize(e);
+  }
+}
+BENCHMARK(BM_GemmEstimateOneShape);
+
+// The same with a 56-point per-shape table (a calibrated profile): nearest-3 search over it.
+void BM_GemmEstimateTable56(benchmark::State& state) {
+  const stepcast::GemmModel flat = MakeGemmModel();
+  std::vector<stepcast::GemmMeasurement> pts;
+  for (double m : {512.0, 2048.0, 8192.0, 32768.0}) {
+    for (double n : {1024.0, 4096.0, 16384.0, 3137.0}) {
+      for (double k : {64.0, 1024.0, 8192.0, 1537.0}) {
+        if (pts.size() == 56) break;
+        const stepcast::GemmShape s{stepcast::DType::kBF16, 1, m, n, k};
+        pts.push_back({s, 1.1 * flat.EstimateAnalytic(s)->time_s});
+      }
+    }
+  }
+  auto model = flat.WithTable(pts);
+  if (!model.ok()) std::abort();
+  size_t i = 0;
+  for (auto _ : state) {
+    auto e = model->Estimate(kGemmShapes[i++ & 7]);
+    benchmark::DoNotOptimize(e);
+  }
+}
+BENCHMARK(BM_GemmEstimateTable56);
 
 }  // namespace
 

@@ -134,11 +134,25 @@ absl::StatusOr<GemmModel> GemmModel::Create(const Hardware& hw, const RateProfil
   }
   GemmModel model;
   model.constants_ = c;
-  for (int i = 0; i <= kCombineSteps; ++i) {
-    const double r = static_cast<double>(i) / kCombineSteps;
-    model.combine_[i] = std::pow(1.0 + std::pow(r, c.overlap_exponent), 1.0 / c.overlap_exponent);
+  // The combine table costs 2 x 257 pow() calls: computed once for the default exponent (every
+  // prediction builds a model), per model otherwise.
+  auto fill = [](std::array<double, kCombineSteps + 2>& t, double p) {
+    for (int i = 0; i <= kCombineSteps; ++i) {
+      const double r = static_cast<double>(i) / kCombineSteps;
+      t[i] = std::pow(1.0 + std::pow(r, p), 1.0 / p);
+    }
+    t[kCombineSteps + 1] = t[kCombineSteps];
+  };
+  static const std::array<double, kCombineSteps + 2> kDefaultCombine = [&] {
+    std::array<double, kCombineSteps + 2> t{};
+    fill(t, GemmConstants{}.overlap_exponent);
+    return t;
+  }();
+  if (c.overlap_exponent == GemmConstants{}.overlap_exponent) {
+    model.combine_ = kDefaultCombine;
+  } else {
+    fill(model.combine_, c.overlap_exponent);
   }
-  model.combine_[kCombineSteps + 1] = model.combine_[kCombineSteps];
   model.sm_count_ = hw.sm_count;
   model.hbm_bytes_per_s_ = profile.hbm_bandwidth_bytes_per_s > 0 ? profile.hbm_bandwidth_bytes_per_s
                                                                  : hw.hbm_bandwidth_bytes_per_s;

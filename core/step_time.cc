@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "core/gemm_model.h"
 #include "core/memory.h"
 
 namespace stepcast {
@@ -30,6 +32,14 @@ struct Work {
       time_s += tm;
       memory_s += tm;
     }
+  }
+  // A GEMM (or several) timed by the GEMM shape model.
+  void Gemm(const GemmEstimate& e, double count, double f, double b) {
+    const double t = e.time_s * count;
+    flops += f;
+    bytes += b;
+    time_s += t;
+    (e.bound == GemmBound::kMemory ? memory_s : compute_s) += t;
   }
   void Bytes(double b, double bw) {
     bytes += b;
@@ -124,6 +134,8 @@ class StepModel {
     elem_factor_ = std::max(1.0, fw_.elementwise_traffic_factor);
     launch_floor_ = !t_.cuda_graphs && fw_.launch.kernel_launch_overhead_s > 0 &&
                     fw_.launch.kernels_per_layer_forward > 0;
+    absl::StatusOr<GemmModel> gm = GemmModel::Create(job.hardware, job.profile);
+    if (gm.ok()) gemm_model_ = *std::move(gm);
   }
 
   StepTimeEstimate Run();
@@ -139,18 +151,46 @@ class StepModel {
     }
     return r.flops_per_s;
   }
-  // Forward GEMM m x k by k x n; backward (dgrad + wgrad) 2x. `into` (optional) also receives
-  // the forward work, for the module it belongs to.
+  // The GEMM shape model's estimate of one m x k by k x n product (batch of them), or the flat
+  // profile rate when the model cannot be built. Flags extrapolation once.
+  GemmEstimate EstimateGemm(double m, double n, double k, double batch = 1) {
+    if (gemm_model_.has_value()) {
+      absl::StatusOr<GemmEstimate> e = gemm_model_->Estimate({t_.precision.gemm, batch, m, n, k});
+      if (e.ok()) {
+        if (e->extrapolated() && !warned_gemm_) {
+          warned_gemm_ = true;
+          warnings_.push_back(absl::StrCat(
+              "GEMM ", static_cast<int64_t>(m), "x", static_cast<int64_t>(n), "x", static_cast<int64_t>(k), " ",
+              DTypeName(t_.precision.gemm), ": ",
+              e->dtype_borrowed ? "rate borrowed from another dtype" : e->unaligned_fallback
+                                                                           ? "unaligned shape (fallback kernel)"
+                                                                           : "outside the profile's measured shapes"));
+        }
+        return *e;
+      }
+    }
+    GemmEstimate e;
+    const double f = 2 * m * n * k * batch;
+    const double rate = GemmRate(m, n, k);
+    const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * batch;
+    e.compute_s = f / rate;
+    e.memory_s = b / bw_;
+    e.time_s = std::max(e.compute_s, e.memory_s);
+    e.bound = e.compute_s >= e.memory_s ? GemmBound::kCompute : GemmBound::kMemory;
+    return e;
+  }
+  // Forward GEMM m x k by k x n by the GEMM shape model; backward (dgrad + wgrad: the same FLOPs
+  // twice) 2x. `into` (optional) also receives the forward work, for the module it belongs to.
   void Gemm(double m, double n, double k, LayerCost& c, double count = 1, Work* into = nullptr) {
     if (m <= 0 || n <= 0 || k <= 0) return;
-    const double rate = GemmRate(m, n, k);
+    const GemmEstimate est = EstimateGemm(m, n, k);
     const double f = 2 * m * n * k * count;
     const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * count;
     Work fwd;
-    fwd.Roofline(f, b, rate, bw_);
+    fwd.Gemm(est, count, f, b);
     c.gemm_fwd += fwd;
     if (into != nullptr) *into += fwd;
-    c.gemm_bwd.Roofline(2 * f, 2 * b, rate, bw_);
+    c.gemm_bwd.Gemm(est, 2 * count, 2 * f, 2 * b);
     if (t_.precision.gemm == DType::kFP8) {
       // Transformer Engine fp8 with current scaling: an amax pass (read), the cast (read, write)
       // and the transposed copy Hopper/Blackwell fp8 GEMMs need for wgrad/dgrad (write), of the
@@ -188,6 +228,7 @@ class StepModel {
   double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false;
   bool warned_gemm_ = false, warned_comm_ = false;
+  std::optional<GemmModel> gemm_model_;
   std::vector<std::string> warnings_;
 };
 
@@ -287,13 +328,15 @@ LayerCost StepModel::Layer(bool moe) {
     c.attn_bwd.Roofline(2.5 * f, 2 * io, rate_bwd, bw_);
     mod.core_attn += c.attn_fwd;
   } else {
-    const double qk_rate = GemmRate(b * heads * sq, skv, dqk);
+    // Batched QK^T (sq x dqk by dqk x skv) and AV (sq x skv by skv x dv) per head.
     const double qk_bytes = b * heads * (sq * dqk + dqk * skv + sq * skv) * e_act_;
     const double av_bytes = b * heads * (sq * skv + skv * dv + sq * dv) * e_act_;
-    c.attn_fwd.Roofline(2 * scores * dqk, qk_bytes, qk_rate, bw_);
-    c.attn_fwd.Roofline(2 * scores * dv, av_bytes, qk_rate, bw_);
-    c.attn_bwd.Roofline(4 * scores * dqk, 2 * qk_bytes, qk_rate, bw_);
-    c.attn_bwd.Roofline(4 * scores * dv, 2 * av_bytes, qk_rate, bw_);
+    const GemmEstimate qk = EstimateGemm(sq, skv, dqk, b * heads);
+    const GemmEstimate av = EstimateGemm(sq, dv, skv, b * heads);
+    c.attn_fwd.Gemm(qk, 1, 2 * scores * dqk, qk_bytes);
+    c.attn_fwd.Gemm(av, 1, 2 * scores * dv, av_bytes);
+    c.attn_bwd.Gemm(qk, 2, 4 * scores * dqk, 2 * qk_bytes);
+    c.attn_bwd.Gemm(av, 2, 4 * scores * dv, 2 * av_bytes);
     // Fused scale-mask-softmax (read + write), dropout (read, write, 1-byte mask).
     const double drop = t_.dropout ? 2 * e_act_ + 1 : 0;
     c.attn_fwd.Bytes(scores * (2 * e_act_ + drop) * elem_factor_, bw_);

@@ -18,6 +18,7 @@ ROOT = os.environ["STEPCAST_ROOT"]
 # Llama 3 70B on 64 H100s (the README's example), as a launcher would build it.
 JOB = {
     "name": "py-llama70b",
+    "framework": "megatron-bridge",
     "model": "llama3-70b",
     "hardware": "h100-sxm",
     "cluster": {"name": "py-cluster", "gpu_count": 64},

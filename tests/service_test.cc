@@ -268,7 +268,9 @@ TEST_F(ServiceTest, ProfilesVersionedAndUsedByPredict) {
   ASSERT_TRUE(PredictStatus(Spec(kJob), &fast, v1ref).ok());
   ASSERT_TRUE(PredictStatus(Spec(kJob), &slow, latest).ok());
   // The latest (half as fast GEMMs) doubles the GEMM term.
-  EXPECT_NEAR(slow.prediction().breakdown().gemm_s(), 2 * fast.prediction().breakdown().gemm_s(), 1e-9);
+  // (Compute-bound GEMMs double; the GEMM model's per-kernel floor does not.)
+  EXPECT_GT(slow.prediction().breakdown().gemm_s(), 1.9 * fast.prediction().breakdown().gemm_s());
+  EXPECT_LE(slow.prediction().breakdown().gemm_s(), 2.0 * fast.prediction().breakdown().gemm_s());
   // The profiles directory and the built-in reference profiles are served too.
   v1::ProfileRef dir;
   dir.set_name("slow-lab");

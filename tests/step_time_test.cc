@@ -37,7 +37,10 @@ TEST(StepTime, SlowerMeasuredGemmSlowsTheStepByTheGemmShare) {
   for (auto& g : slow.profile.gemm) g.flops_per_s = 350e12;
   const StepBreakdown a = EstimateStepTime(fast).breakdown;
   const StepBreakdown b = EstimateStepTime(slow).breakdown;
-  EXPECT_NEAR(b.gemm_s, 2 * a.gemm_s, 1e-9 * a.gemm_s);
+  // Compute-bound GEMMs take twice as long; the per-kernel floor and the HBM traffic of the
+  // GEMM shape model (core/gemm_model.h) do not scale, so the term grows by a little less.
+  EXPECT_GT(b.gemm_s, 1.9 * a.gemm_s);
+  EXPECT_LE(b.gemm_s, 2.0 * a.gemm_s);
   EXPECT_DOUBLE_EQ(b.elementwise_s, a.elementwise_s);
   EXPECT_DOUBLE_EQ(b.tp_comm_s, a.tp_comm_s);
   EXPECT_DOUBLE_EQ(b.optimizer_s, a.optimizer_s);

@@ -14,17 +14,17 @@ TEST(Validate, MeasuredTimesFollowEachSourcesDefinition) {
   const std::string path = std::string(::testing::TempDir()) + "/runs.csv";
   {
     std::ofstream out(path);
-    out << "row_id,source_id,model,n_layers,d_model,n_heads,n_kv_heads,ffn_hidden,vocab,seq_len,"
+    out << "row_id,source_id,source,framework,model,n_layers,d_model,n_heads,n_kv_heads,ffn_hidden,vocab,seq_len,"
            "moe_routed_experts,gpu,num_gpus,tp,pp,dp,cp,sp,ep,vpp,micro_batch,global_batch_seqs,"
            "precision,recompute,optimizer_sharding,iter_time_s,tokens_per_s_per_gpu,tflops_per_gpu,flops_definition\n";
     // Narayanan Table 1, GPT 1.7B: F = Eq. 3 = 1.5465e16 FLOPs at 137 TFLOP/s x 32 GPUs = 3.528 s.
-    out << "1,S1,GPT 1.7B,24,2304,24,,9216,51200,2048,,A100 80GB,32,1,1,32,,no,,1,16,512,fp16,full,none,,,137,"
-           "\"Megatron Eq.3: F = 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h))\"\n";
+    out << "1,S1,Narayanan et al. 2021,Megatron-LM,GPT 1.7B,24,2304,24,,9216,51200,2048,,A100 80GB,32,1,1,32,,no,,1,"
+           "16,512,fp16,full,none,,,137,\"Megatron Eq.3: F = 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h))\"\n";
     // Megatron-Bridge Llama3 8B on 8 H100: 128 x 8192 tokens / (14451 x 8) = 9.070 s.
-    out << "46,S10,LLAMA3_8B,32,4096,32,8,14336,128256,8192,,H100 (DGX-H100),8,1,1,8,1,,1,,1,128,fp8,,"
-           "Megatron FSDP (FSDP=8),,14451,744,x\n";
+    out << "46,S10,Megatron-Bridge perf summary 25.11,Megatron-Bridge,LLAMA3_8B,32,4096,32,8,14336,128256,8192,,"
+           "H100 (DGX-H100),8,1,1,8,1,,1,,1,128,fp8,,Megatron FSDP (FSDP=8),,14451,744,x\n";
     // A row the model cannot express (no GPU preset) says why.
-    out << "99,SX,odd,2,64,4,,256,1000,128,,Z80,1,1,1,1,,no,,1,1,1,bf16,,,1.0,,,\n";
+    out << "99,SX,a paper,NeMo,GPT odd,2,64,4,,256,1000,128,,Z80,1,1,1,1,,no,,1,1,1,bf16,,,1.0,,,\n";
   }
   auto r = cli::Validate(path, testing::BuiltinCatalog());
   ASSERT_TRUE(r.ok()) << r.status();

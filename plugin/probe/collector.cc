@@ -120,9 +120,10 @@ void Collector::CompactLocked() {
     return;
   }
   source_ = source;
+  const int64_t lookback = MaxDurationNs(kernels_);
   for (size_t i = 0; i + 1 < starts.size(); ++i, ++steps_seen_) {
     if (steps_seen_ < options_.warmup_steps) continue;
-    v1::StepMeasurement m = AnalyzeWindow(kernels_, starts[i], starts[i + 1]);
+    v1::StepMeasurement m = AnalyzeWindow(kernels_, starts[i], starts[i + 1], lookback);
     m.set_step(static_cast<int32_t>(steps_seen_));
     done_.push_back(std::move(m));
   }
@@ -170,9 +171,10 @@ v1::ProbeReport Collector::Finish() {
   std::string source;
   const std::vector<int64_t> starts = Starts(&source);
   if (!source.empty() && source != "none") source_ = source;
+  const int64_t lookback = MaxDurationNs(kernels_);
   for (size_t i = 0; i + 1 < starts.size(); ++i, ++steps_seen_) {
     if (steps_seen_ < options_.warmup_steps) continue;
-    v1::StepMeasurement m = AnalyzeWindow(kernels_, starts[i], starts[i + 1]);
+    v1::StepMeasurement m = AnalyzeWindow(kernels_, starts[i], starts[i + 1], lookback);
     m.set_step(static_cast<int32_t>(steps_seen_));
     done_.push_back(std::move(m));
   }

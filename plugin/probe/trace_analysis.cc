@@ -132,7 +132,8 @@ std::vector<int64_t> StepStartsFromRanges(const std::vector<KernelRecord>& kerne
 
 std::vector<TimeRange> OutermostRanges(std::vector<TimeRange> ranges) {
   // By start, the longer first at equal starts; a range is kept when it starts at or after the
-  // end of the last kept one (an open range, end 0, is treated as still running).
+  // end of the last kept one. An open range (end 0: its end not seen yet, or lost) contains
+  // nothing, so a lost end never swallows the ranges after it.
   std::sort(ranges.begin(), ranges.end(), [](const TimeRange& a, const TimeRange& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
   });
@@ -140,7 +141,7 @@ std::vector<TimeRange> OutermostRanges(std::vector<TimeRange> ranges) {
   for (const TimeRange& r : ranges) {
     if (!out.empty()) {
       const TimeRange& last = out.back();
-      const bool inside = last.end_ns == 0 || r.start_ns < last.end_ns;
+      const bool inside = last.end_ns != 0 && r.start_ns < last.end_ns;
       if (inside) continue;
     }
     out.push_back(r);
@@ -310,13 +311,19 @@ int64_t IntersectionLength(const std::vector<std::pair<int64_t, int64_t>>& a,
 
 }  // namespace
 
-v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, int64_t a, int64_t b) {
+int64_t MaxDurationNs(const std::vector<KernelRecord>& kernels) {
+  int64_t m = 0;
+  for (const KernelRecord& k : kernels) m = std::max(m, k.end_ns - k.start_ns);
+  return m;
+}
+
+v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, int64_t a, int64_t b, int64_t lookback_ns) {
   using Intervals = std::vector<std::pair<int64_t, int64_t>>;
   Intervals by_cat[kCategoryCount], compute, compute_or_memory, all;
   std::map<int, Intervals> by_coll;
   int32_t count = 0;
-  // Records that started up to 60 s before the window may still run inside it.
-  auto first = std::lower_bound(kernels.begin(), kernels.end(), a - int64_t{60'000'000'000},
+  // Records that started up to lookback_ns before the window may still run inside it.
+  auto first = std::lower_bound(kernels.begin(), kernels.end(), a - std::max<int64_t>(0, lookback_ns),
                                 [](const KernelRecord& k, int64_t t) { return k.start_ns < t; });
   for (auto it = first; it != kernels.end() && it->start_ns < b; ++it) {
     const int64_t s = std::max(it->start_ns, a), e = std::min(it->end_ns, b);
@@ -409,9 +416,10 @@ v1::ProbeReport BuildReport(const std::vector<KernelRecord>& kernels, const std:
   r.set_warmup_steps(options.warmup_steps);
   r.set_kernels_seen(static_cast<int64_t>(kernels.size()));
   r.set_rank_count(1);
+  const int64_t lookback = MaxDurationNs(kernels);
   for (size_t i = 0; i + 1 < starts.size(); ++i) {
     if (static_cast<int>(i) < options.warmup_steps) continue;
-    v1::StepMeasurement m = AnalyzeWindow(kernels, starts[i], starts[i + 1]);
+    v1::StepMeasurement m = AnalyzeWindow(kernels, starts[i], starts[i + 1], lookback);
     m.set_step(static_cast<int32_t>(i));
     *r.add_steps() = std::move(m);
   }

@@ -144,8 +144,13 @@ absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord
 //                   memcpy/memset; the probe's earlier figure, kept beside it),
 //   idle            window minus the union of every record,
 //   per collective: busy and exposed (HTA's definition) seconds.
-// `kernels` sorted by start.
-v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, int64_t start_ns, int64_t end_ns);
+// `kernels` sorted by start. Records that start up to `lookback_ns` before the window are
+// clipped into it: pass MaxDurationNs(kernels) when measuring many windows (the default, 60 s,
+// scans back that far for each window).
+v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, int64_t start_ns, int64_t end_ns,
+                                  int64_t lookback_ns = int64_t{60'000'000'000});
+// The longest record (end - start), ns; 0 for none.
+int64_t MaxDurationNs(const std::vector<KernelRecord>& kernels);
 
 struct ReportOptions {
   int warmup_steps = 2;

@@ -567,9 +567,10 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
   if (starts.size() < 2) {
     return absl::FailedPreconditionError(absl::StrCat(t.path, ": fewer than two step starts found"));
   }
+  const int64_t lookback = probe::MaxDurationNs(t.records);
   for (size_t i = 0; i + 1 < starts.size(); ++i) {
     if (static_cast<int>(i) < options.warmup_steps) continue;
-    v1::StepMeasurement m = probe::AnalyzeWindow(t.records, starts[i], starts[i + 1]);
+    v1::StepMeasurement m = probe::AnalyzeWindow(t.records, starts[i], starts[i + 1], lookback);
     m.set_step(static_cast<int32_t>(i));
     *s.add_steps() = std::move(m);
   }

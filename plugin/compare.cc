@@ -111,6 +111,14 @@ v1::Comparison CompareTerms(const v1::Prediction& p, const v1::StepMeasurement& 
   c.set_measured_step_time_s(m.step_time_s());
   c.set_predicted_mfu(p.mfu());
   c.set_measured_mfu(m.step_time_s() > 0 ? p.mfu() * p.step_time_s() / m.step_time_s() : 0);
+  if (c.measured_mfu() > 1.0) {
+    c.add_warnings(absl::StrFormat("measured MFU %.0f%% is above 100%%: the measurement is not a run of this job "
+                                   "(or its GPU count differs from the prediction's %d)",
+                                   100 * c.measured_mfu(), p.gpu_count()));
+  } else if (m.step_time_s() > 0 && p.step_time_s() > 0 &&
+             (m.step_time_s() > 10 * p.step_time_s() || p.step_time_s() > 10 * m.step_time_s())) {
+    c.add_warnings("measured and predicted step times are more than 10x apart: check that they are the same job");
+  }
   const v1::StepBreakdown& b = p.breakdown();
   const v1::CategoryTimes& busy = m.busy();
   std::string d_tpdp, d_ep, d_pp, d_other;
@@ -187,7 +195,8 @@ std::string FormatTermComparison(const v1::Comparison& c) {
     absl::StrAppendFormat(&o, "  %-54s %10.4f s %10.4f s %+10.4f s\n", t.term(), t.predicted_s(), t.measured_s(),
                           t.difference_s());
   }
-  if (!c.largest_gap().empty()) absl::StrAppendFormat(&o, "  largest gap: %s\n", c.largest_gap());
+  if (!c.largest_gap().empty()) absl::StrAppendFormat(&o, "  largest difference: %s\n", c.largest_gap());
+  for (const auto& w : c.warnings()) absl::StrAppendFormat(&o, "  warning: %s\n", w);
   return o;
 }
 

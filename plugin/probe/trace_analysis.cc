@@ -459,7 +459,7 @@ absl::StatusOr<v1::ProbeReport> MergeRanks(const std::vector<v1::ProbeReport>& r
 std::vector<v1::ProbeReport> OneReportPerRank(const std::vector<v1::ProbeReport>& reports) {
   std::map<int32_t, const v1::ProbeReport*> best;
   for (const v1::ProbeReport& r : reports) {
-    if (r.kernels_seen() == 0) continue;
+    if (r.kernels_seen() == 0 && r.steps().empty()) continue;
     auto [it, inserted] = best.try_emplace(r.rank(), &r);
     if (inserted) continue;
     const v1::ProbeReport* b = it->second;

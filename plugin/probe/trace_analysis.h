@@ -169,7 +169,8 @@ absl::StatusOr<v1::ProbeReport> MergeRanks(const std::vector<v1::ProbeReport>& r
 
 // Picks one report per rank from reports that may include several processes of the same rank
 // (helper processes that loaded the probe, reliability of gpu_code_review item 7): per rank, the
-// report with the most steps, then the most kernels. Reports with no kernel are dropped.
+// report with the most steps, then the most kernels. Reports with no kernel and no step are
+// dropped.
 std::vector<v1::ProbeReport> OneReportPerRank(const std::vector<v1::ProbeReport>& reports);
 
 }  // namespace stepcast::probe

@@ -148,6 +148,20 @@ TEST(RealTraces, WithoutMarkersTheSameStepsAreFound) {
   }
 }
 
+TEST(RealTraces, OneFilePerRankMergedTheSlowestRankSetsEachStep) {
+  absl::StatusOr<v1::TraceReport> r = AnalyzeKinetoTraces(
+      {kTraces + kHtaTraces[0], kTraces + kHtaTraces[1]});  // rank 1 (V100, 346 ms) and rank 0 (A100, 216 ms)
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->ranks_size(), 2);
+  EXPECT_EQ(r->merged().rank_count(), 2);
+  ASSERT_EQ(r->merged().steps_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_DOUBLE_EQ(r->merged().steps(i).step_time_s(),
+                     std::max(r->ranks(0).steps(i).step_time_s(), r->ranks(1).steps(i).step_time_s()));
+  }
+  EXPECT_NEAR(r->merged().median().step_time_s(), 0.34584, 0.0001);
+}
+
 TEST(RealTraces, AllToAllFromSendRecvWhenTheTraceSaysSo) {
   // The A100x8 trace launches its NCCL SendRecv kernels inside "nccl:all_to_all" annotations.
   const v1::TraceSummary s = Analyze("hta/a100x8_rank3__trace_diff_control.json.gz");

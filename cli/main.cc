@@ -10,6 +10,8 @@
 //   stepcast report --server ADDR (--prediction-id ID | --job JOB) (--step-time-s S | --tokens-per-s T)
 //   stepcast runs --server ADDR [--cluster C] [--model M] [--label k=v]
 //   stepcast profile list|get|put [NAME] [FILE] --server ADDR
+//   stepcast trace TRACE... [--json] [--no-markers]     Kineto / torch.profiler traces, per step
+//   stepcast compare PREDICTION [PROBE_REPORTS... | TRACES...] [--json]
 //
 // Exit codes: 0 success; 1 an internal, I/O or connection error; 2 invalid input (the message
 // names the field and the reason); preflight adds 3 (WARN) and 4 (FAIL).
@@ -177,6 +179,7 @@ int main(int argc, char** argv) {
   report->add_option("--measured-breakdown", ra.measured_breakdown_path, "StepBreakdown file from the run probe");
   report->add_flag("--json", ra.json, "print the stored run as JSON");
   report->add_option("--probe", ra.probe_reports, "probe reports (one per rank): the measured step and categories");
+  report->add_option("--trace", ra.traces, "Kineto / torch.profiler traces (one per rank), instead of --probe");
 
   // runs
   auto* runs = app.add_subcommand("runs", "list reported runs, predicted vs measured");
@@ -199,8 +202,18 @@ int main(int argc, char** argv) {
   std::string cmp_prediction;
   std::vector<std::string> cmp_measured;
   compare->add_option("prediction", cmp_prediction, "prediction JSON (stepcast predict --json) or run:<id>")->required();
-  compare->add_option("measured", cmp_measured, "probe reports, one per rank");
+  compare->add_option("measured", cmp_measured, "probe reports or Kineto traces, one per rank");
+  bool cmp_json = false;
+  compare->add_flag("--json", cmp_json, "print the comparison as JSON (stepcast.v1.Comparison)");
   add_client(compare);
+
+  // trace
+  auto* trace_cmd = app.add_subcommand("trace", "per-step breakdown of Kineto / torch.profiler traces (after a run)");
+  cli::TraceArgs ta;
+  trace_cmd->add_option("traces", ta.paths, "trace files (.json or .json.gz), one per rank")->required();
+  trace_cmd->add_flag("--json", ta.json, "print as JSON (stepcast.v1.TraceReport)");
+  trace_cmd->add_flag("--no-markers", ta.no_markers, "ignore ProfilerStep / step annotations: steps from the kernel period");
+  trace_cmd->add_option("--warmup", ta.warmup_steps, "first steps left out")->capture_default_str();
 
   // profile
   auto* profile_cmd = app.add_subcommand("profile", "list, get or put calibration profiles on the service");
@@ -274,7 +287,8 @@ int main(int argc, char** argv) {
     return cli::Runs(rsa);
   }
   if (*profile_cmd) return cli::Profile(client, pr_action, pr_name, pr_file, pr_version);
-  if (*compare) return cli::Compare(cmp_prediction, cmp_measured, client);
+  if (*compare) return cli::Compare(cmp_prediction, cmp_measured, client, cmp_json);
+  if (*trace_cmd) return cli::Trace(ta);
   if (*predict) {
     std::optional<RateProfile> profile;
     if (!profile_path.empty()) {

@@ -58,9 +58,10 @@ for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 addr="127.0.0.1:$(cat "$work/port" 2>/dev/null)"
 out=$("$bin" report --server "$addr" --token-file "$work/token" --job "$root/examples/llama3-8b-hf.yaml" \
       --trace "$trace" --json); rc=$?
-python3 - <<PY && ok "report --trace stores the measured breakdown" || { bad "report --trace ($rc)"; echo "$out"; }
-import json
-r = json.loads('''$out''')["run"]
+printf '%s' "$out" > "$work/report.json"
+python3 - "$work/report.json" <<'PY' && ok "report --trace stores the measured breakdown" || { bad "report --trace ($rc)"; echo "$out"; }
+import json, sys
+r = json.load(open(sys.argv[1]))["run"]
 assert abs(r["measured_step_time_s"] - 0.076786) < 1e-6
 assert r["labels"]["source"] == "kineto-trace"
 assert r["measured_breakdown"]["gemm_s"] > 0.014

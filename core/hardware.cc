@@ -127,40 +127,49 @@ const CollectiveRate* RateProfile::FindCollective(Collective c, Scope s) const {
 }
 
 absl::Status ValidateRateProfile(const RateProfile& p, const std::string& prefix) {
+  // Field paths are built only for an error: this runs in every prediction.
+  auto gemm_field = [&](size_t i) { return absl::StrCat(prefix, ".gemm[", i, "]"); };
   for (size_t i = 0; i < p.gemm.size(); ++i) {
     const auto& g = p.gemm[i];
-    const std::string f = absl::StrCat(prefix, ".gemm[", i, "]");
-    if (!(g.flops_per_s > 0)) return absl::InvalidArgumentError(f + ".flops_per_s: must be > 0");
+    if (!(g.flops_per_s > 0) || !std::isfinite(g.flops_per_s)) {
+      return absl::InvalidArgumentError(gemm_field(i) + ".flops_per_s: must be a finite number > 0");
+    }
     if (g.m < 0 || g.n < 0 || g.k < 0) {
-      return absl::InvalidArgumentError(f + ": m, n, k must be >= 0");
+      return absl::InvalidArgumentError(gemm_field(i) + ": m, n, k must be >= 0");
     }
     const bool flat = g.m == 0 && g.n == 0 && g.k == 0;
     if (!flat && (g.m == 0 || g.n == 0 || g.k == 0)) {
-      return absl::InvalidArgumentError(f + ": give all of m, n, k or none (a flat rate)");
+      return absl::InvalidArgumentError(gemm_field(i) + ": give all of m, n, k or none (a flat rate)");
     }
   }
   if (p.gemm.empty()) return absl::InvalidArgumentError(prefix + ".gemm: no GEMM rates");
-  if (!(p.hbm_bandwidth_bytes_per_s > 0)) {
-    return absl::InvalidArgumentError(prefix + ".hbm_bandwidth_bytes_per_s: must be > 0");
+  if (!(p.hbm_bandwidth_bytes_per_s > 0) || !std::isfinite(p.hbm_bandwidth_bytes_per_s)) {
+    return absl::InvalidArgumentError(prefix + ".hbm_bandwidth_bytes_per_s: must be a finite number > 0");
   }
-  if (p.attention_flops_per_s < 0) {
-    return absl::InvalidArgumentError(prefix + ".attention_flops_per_s: must be >= 0");
+  if (!(p.attention_flops_per_s >= 0) || !std::isfinite(p.attention_flops_per_s)) {
+    return absl::InvalidArgumentError(prefix + ".attention_flops_per_s: must be a finite number >= 0");
   }
+  auto coll_field = [&](size_t i) { return absl::StrCat(prefix, ".collectives[", i, "]"); };
   for (size_t i = 0; i < p.collectives.size(); ++i) {
     const auto& c = p.collectives[i];
-    const std::string f = absl::StrCat(prefix, ".collectives[", i, "]");
     if (!(c.busbw_bytes_per_s > 0) && c.points.size() < 2) {
-      return absl::InvalidArgumentError(f + ".busbw_bytes_per_s: must be > 0 (or give >= 2 points)");
+      return absl::InvalidArgumentError(coll_field(i) + ".busbw_bytes_per_s: must be > 0 (or give >= 2 points)");
     }
-    if (c.alpha_s < 0) return absl::InvalidArgumentError(f + ".alpha_s: must be >= 0");
+    if (!std::isfinite(c.busbw_bytes_per_s)) {
+      return absl::InvalidArgumentError(coll_field(i) + ".busbw_bytes_per_s: must be a finite number");
+    }
+    if (!(c.alpha_s >= 0) || !std::isfinite(c.alpha_s)) {
+      return absl::InvalidArgumentError(coll_field(i) + ".alpha_s: must be a finite number >= 0");
+    }
     for (size_t j = 0; j < c.points.size(); ++j) {
-      if (!(c.points[j].size_bytes > 0) || !(c.points[j].time_s > 0)) {
+      if (!(c.points[j].size_bytes > 0) || !(c.points[j].time_s > 0) || !std::isfinite(c.points[j].size_bytes) ||
+          !std::isfinite(c.points[j].time_s)) {
         return absl::InvalidArgumentError(
-            absl::StrCat(f, ".points[", j, "]: size_bytes and time_s must be > 0"));
+            absl::StrCat(coll_field(i), ".points[", j, "]: size_bytes and time_s must be finite numbers > 0"));
       }
       if (j > 0 && c.points[j].size_bytes <= c.points[j - 1].size_bytes) {
         return absl::InvalidArgumentError(
-            absl::StrCat(f, ".points[", j, "].size_bytes: points must be in increasing size"));
+            absl::StrCat(coll_field(i), ".points[", j, "].size_bytes: points must be in increasing size"));
       }
     }
   }

@@ -613,6 +613,13 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     case v1::ModelSpec::SOURCE_NOT_SET:
       return FieldError("model", "required: a preset name, an inline shape, or hf_config");
   }
+  {
+    // Stored resolved (defaults filled) so the model's hot path does not resolve it again.
+    ModelShape r = job.model.Resolved();
+    r.name = job.model.name;
+    r.source = job.model.source;
+    job.model = std::move(r);
+  }
   switch (spec.hardware().source_case()) {
     case v1::HardwareRef::kPreset: {
       absl::StatusOr<Hardware> h = catalog.FindHardware(spec.hardware().preset());

@@ -211,6 +211,7 @@ absl::StatusOr<NcclTestsLog> ParseNcclTestsLog(absl::string_view text, const std
 
   // Rows.
   int last_row_line = 0;
+  size_t columns = 0;  // of the log's first row: every row of one log has as many
   for (const LogLine& l : lines) {
     absl::string_view s = StripLauncherTag(l.text);
     std::vector<absl::string_view> t = Tokens(s);
@@ -225,11 +226,16 @@ absl::StatusOr<NcclTestsLog> ParseNcclTestsLog(absl::string_view text, const std
                                    " columns, want 12 (size count type redop, then time algbw busbw #wrong out-of-place "
                                    "and in-place) or 13 (with root)"));
     }
+    if (columns != 0 && t.size() < columns) {
+      return LogError(path, l.number,
+                      absl::StrCat("truncated nccl-tests row: ", t.size(), " columns, the log's rows have ", columns));
+    }
     if (t.size() > 13) {
       return LogError(path, l.number,
                       absl::StrCat(t.size(), " columns: not an nccl-tests table this importer knows (12 or 13 columns; "
                                              "the extra columns of -C or -I are not read)"));
     }
+    if (columns == 0) columns = t.size();
     const size_t g = t.size() == 13 ? 5 : 4;
     if (t.size() == 13 && !ParseInt(t[4])) {
       return LogError(path, l.number, absl::StrCat("'", t[4], "' where nccl-tests prints the root"));

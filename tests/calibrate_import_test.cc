@@ -396,7 +396,9 @@ TEST(TraceLens, ImportedShapesRoundTripThroughTheProfileJson) {
   EXPECT_EQ(bf16, 55);
   EXPECT_EQ(fp32, 1);
   for (const auto& g : p->gemm) {
-    if (g.dtype == DType::kFP8) EXPECT_TRUE(absl::StartsWith(g.source, "reference profile (h100-sxm): "));
+    if (g.dtype == DType::kFP8) {
+      EXPECT_TRUE(absl::StartsWith(g.source, "reference profile (h100-sxm): "));
+    }
   }
 }
 

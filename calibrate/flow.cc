@@ -274,7 +274,9 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
   std::vector<GpuInfo> all;
   if (need_gpu) {
     absl::StatusOr<std::vector<GpuInfo>> g = gpus.ListGpus();
-    absl::Status agreed = AgreeOnStatus(comm, g.ok() ? absl::OkStatus() : g.status());
+    absl::Status listed = g.ok() ? absl::OkStatus() : g.status();
+    if (listed.ok() && g->empty()) listed = absl::FailedPreconditionError("no usable CUDA device (0 listed)");
+    absl::Status agreed = AgreeOnStatus(comm, listed);
     if (!agreed.ok()) {
       say_error(std::string(agreed.message()));
       return finish(kExitNoGpu);

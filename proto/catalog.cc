@@ -59,6 +59,28 @@ absl::Status Catalog::Add(const std::string& rel_path, const std::string& text) 
     if (resolved.ok()) {
       absl::StatusOr<Framework> fw = FrameworkFromProto(*resolved, "framework");
       if (!fw.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", fw.status().message()));
+      // Every default, recipe value and named setting must be a job field and value a job file
+      // accepts: checked now, not at the first job that matches.
+      auto check = [&](const v1::FrameworkDefault& d, const std::string& where) -> absl::Status {
+        v1::JobSpec probe;
+        if (absl::Status s = ApplyDefault(probe, d.field(), d.value(), where, nullptr); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(origin, ": ", where, ": ", s.message()));
+        }
+        return absl::OkStatus();
+      };
+      for (const auto& d : spec.defaults()) {
+        if (absl::Status s = check(d, "defaults"); !s.ok()) return s;
+      }
+      for (const auto& r : spec.recipes()) {
+        for (const auto& d : r.values()) {
+          if (absl::Status s = check(d, absl::StrCat("recipe ", r.models_size() ? r.models(0) : "?")); !s.ok()) return s;
+        }
+      }
+      for (const auto& ns : spec.settings()) {
+        for (const auto& d : ns.values()) {
+          if (absl::Status s = check(d, absl::StrCat("setting ", ns.names_size() ? ns.names(0) : "?")); !s.ok()) return s;
+        }
+      }
     }
   } else {
     return absl::InvalidArgumentError(

@@ -681,7 +681,10 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
                                  : DTypeName(DTypeOrDie(spec.training().precision().gemm()));
     std::string model_name = job.model.name;
     if (spec.model().source_case() == v1::ModelSpec::kPreset) model_name += " " + spec.model().preset();
-    if (absl::Status s = ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &assumed);
+    const std::string hw_preset =
+        spec.hardware().source_case() == v1::HardwareRef::kPreset ? absl::AsciiStrToLower(spec.hardware().preset()) : "";
+    if (absl::Status s =
+            ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &assumed, hw_preset);
         !s.ok()) {
       return s;
     }

@@ -35,7 +35,12 @@ v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::Fram
     }
   }
   for (const v1::NamedSetting& ns : child.settings()) *out.add_settings() = ns;
-  for (const v1::Recipe& r : child.recipes()) *out.add_recipes() = r;
+  // The child's recipes first: they are more specific than the base framework's.
+  {
+    google::protobuf::RepeatedPtrField<v1::Recipe> recipes = child.recipes();
+    for (const v1::Recipe& r : out.recipes()) *recipes.Add() = r;
+    *out.mutable_recipes() = std::move(recipes);
+  }
   for (const v1::AttentionKernel& k : child.alternative_attention()) *out.add_alternative_attention() = k;
   for (const v1::FrameworkDefault& dflt : child.defaults()) {
     bool replaced = false;
@@ -179,26 +184,56 @@ std::string Squash(const std::string& s) {
 
 absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
                                  const std::string& architecture, const std::string& gemm,
-                                 std::vector<AssumedInput>* assumed) {
+                                 std::vector<AssumedInput>* assumed, const std::string& hardware) {
   const std::string model = Squash(model_name);
   if (model.empty()) return absl::OkStatus();
+  // Matching recipes, the most specific model name first ("gpt-oss 120b" before "gpt-oss 20b"
+  // cannot both match; "deepseek-v3 16b" before "deepseek-v3"); ties keep file order (a child
+  // framework's recipes come before its base's). Values only fill fields still unset.
+  struct Match {
+    const v1::Recipe* recipe;
+    size_t length;
+    std::string name;
+  };
+  std::vector<Match> matches;
+  // A job that states no GEMM dtype runs bf16 (stepcast's fallback) unless a recipe sets the dtype
+  // itself: a precision-restricted recipe then applies only when it does.
   for (const v1::Recipe& r : framework.recipes()) {
-    bool match = false;
-    for (const std::string& m : r.models()) match |= !Squash(m).empty() && absl::StrContains(model, Squash(m));
-    if (!match) continue;
+    size_t best = 0;
+    std::string name;
+    for (const std::string& m : r.models()) {
+      const std::string sq = Squash(m);
+      if (!sq.empty() && absl::StrContains(model, sq) && sq.size() > best) {
+        best = sq.size();
+        name = m;
+      }
+    }
+    if (best == 0) continue;
     if (r.architectures_size() > 0 && std::find(r.architectures().begin(), r.architectures().end(), architecture) ==
                                           r.architectures().end()) {
       continue;
     }
-    if (r.precisions_size() > 0 && !gemm.empty() &&
-        std::find(r.precisions().begin(), r.precisions().end(), gemm) == r.precisions().end()) {
+    if (r.hardware_size() > 0 && std::find(r.hardware().begin(), r.hardware().end(), hardware) == r.hardware().end()) {
       continue;
     }
-    for (const v1::FrameworkDefault& d : r.values()) {
-      const std::string source = absl::StrCat("framework ", framework.name(), " recipe for ", r.models(0), ": ",
-                                              d.source().empty() ? r.source() : d.source());
+    if (r.precisions_size() > 0) {
+      bool sets_gemm = false;
+      for (const v1::FrameworkDefault& d : r.values()) sets_gemm |= d.field() == "training.precision.gemm";
+      const std::string precision = gemm.empty() && !sets_gemm ? "bf16" : gemm;
+      if (!precision.empty() &&
+          std::find(r.precisions().begin(), r.precisions().end(), precision) == r.precisions().end()) {
+        continue;
+      }
+    }
+    matches.push_back({&r, best, name});
+  }
+  std::stable_sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) { return a.length > b.length; });
+  for (const Match& m : matches) {
+    for (const v1::FrameworkDefault& d : m.recipe->values()) {
+      const std::string source = absl::StrCat("framework ", framework.name(), " recipe for ", m.name, ": ",
+                                              d.source().empty() ? m.recipe->source() : d.source());
       if (absl::Status s = ApplyDefault(spec, d.field(), d.value(), source, assumed); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("framework ", framework.name(), " recipe ", r.models(0), ": ",
+        return absl::InvalidArgumentError(absl::StrCat("framework ", framework.name(), " recipe ", m.name, ": ",
                                                        s.message()));
       }
     }

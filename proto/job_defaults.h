@@ -44,9 +44,11 @@ absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std:
 // Applies the defaults of the framework's recipes whose model (and GPU architecture, precision)
 // match `model_name` / `architecture` / `gemm` ("bf16", "fp8"; "" matches any), for fields the
 // spec leaves unset; each recorded in `assumed` with the recipe's source.
+// `hardware` is the job's hardware preset name (matched against Recipe.hardware). Among
+// matching recipes the most specific model name applies first.
 absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
                                  const std::string& architecture, const std::string& gemm,
-                                 std::vector<AssumedInput>* assumed);
+                                 std::vector<AssumedInput>* assumed, const std::string& hardware = "");
 
 // Applies every default of `framework` (FrameworkSpec.defaults) that the spec leaves unset.
 absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,

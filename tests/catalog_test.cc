@@ -315,7 +315,7 @@ TEST(Catalog, EveryFrameworkRecipeIsWellFormed) {
 // NeMo configs), not from stepcast's output.
 TEST(Catalog, FrameworkRecipesReachMatchingJobs) {
   auto assumed_source = [](const Job& job, const std::string& field) -> std::string {
-    for (const AssumedInput& a : job.assumed) {
+    for (const AssumedInput& a : *job.assumed) {
       if (a.field == field) return a.source;
     }
     return "";

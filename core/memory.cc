@@ -75,6 +75,26 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   return replicated * sp + split / t + per_rank + core / t;
 }
 
+StageLayers LayersOfStage(const Job& job, bool last_stage) {
+  ModelShape storage;
+  const ModelShape& m = Resolve(job.model, storage);
+  const Parallelism& p = job.parallelism;
+  const int64_t chunks = p.pp * p.vpp;
+  const int64_t per_chunk = (m.layers + chunks - 1) / chunks;
+  const int64_t rank = last_stage ? p.pp - 1 : 0;
+  const int64_t freq = m.moe.layer_freq > 0 ? m.moe.layer_freq : 1;
+  StageLayers out;
+  for (int64_t k = 0; k < p.vpp; ++k) {
+    const int64_t c = rank + k * p.pp;
+    const int64_t begin = std::min(m.layers, c * per_chunk), end = std::min(m.layers, (c + 1) * per_chunk);
+    for (int64_t i = begin; i < end; ++i) {
+      const bool moe = m.moe.enabled() && i >= m.moe.first_dense_layers && (i - m.moe.first_dense_layers) % freq == 0;
+      (moe ? out.moe : out.dense) += 1;
+    }
+  }
+  return out;
+}
+
 LocalParameters LocalParameterCount(const Job& job, bool last_stage) {
   ModelShape storage;
   const ModelShape& m = Resolve(job.model, storage);
@@ -97,11 +117,15 @@ LocalParameters LocalParameterCount(const Job& job, bool last_stage) {
   double stage_emb = 0;
   if (!last_stage || p.pp == 1) stage_emb += input_emb;
   if (last_stage || p.pp == 1) stage_emb += m.tied_embeddings && p.pp > 1 ? input_emb : output_head;
-  // The most loaded stage holds ceil(layers / (pp*vpp)) layers per chunk.
-  const double chunks = static_cast<double>(p.pp) * p.vpp;
-  const double stage_frac = std::ceil(m.layers / chunks) * p.vpp / m.layers;
+  // The stage's own layers (ceil(layers / (pp*vpp)) per chunk, in order): its share of the dense
+  // layer weights, and of the expert weights by its MoE layers (DeepSeek-V3's first dense
+  // layers sit on the first stage).
+  const StageLayers sl = LayersOfStage(job, last_stage);
+  const double stage_frac = static_cast<double>(sl.total()) / m.layers;
+  const double moe_layers = static_cast<double>(m.MoeLayerCount());
+  const double expert_frac = moe_layers > 0 ? sl.moe / moe_layers : 0.0;
   out.dense = (layer_dense * stage_frac + stage_emb) / p.tp;
-  out.expert = expert_total * stage_frac / (p.ep * p.Etp());
+  out.expert = expert_total * expert_frac / (p.ep * p.Etp());
   return out;
 }
 
@@ -188,10 +212,10 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
   li.bytes_per_activation = e;
   li.bytes_per_gemm_input = pr.gemm == DType::kFP8 ? 1.0 : e;
   li.expert_tp = static_cast<double>(p.Etp());
-  const int64_t layers_per_stage =
-      (m.layers + p.pp * p.vpp - 1) / (p.pp * p.vpp) * p.vpp;  // slowest/most loaded stage
-  // Fraction of the stage's layers that are MoE (spread evenly).
-  const double moe_frac = static_cast<double>(m.MoeLayerCount()) / m.layers;
+  // The stage's layers: dense and MoE by position (ceil(layers / (pp*vpp)) per chunk).
+  const StageLayers sl = LayersOfStage(job, last_stage);
+  const int64_t layers_per_stage = std::max<int64_t>(sl.total(), 1);
+  const double moe_frac = static_cast<double>(sl.moe) / layers_per_stage;
   LayerActivationInput lm = li;
   lm.moe_layer = true;
   const double per_layer = (1 - moe_frac) * LayerActivationBytes(m, li) +

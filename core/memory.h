@@ -98,6 +98,15 @@ struct LocalParameters {
   double expert = 0;
   double total() const { return dense + expert; }
 };
+// The layers of the first (or last) pipeline stage, dense and MoE by position: chunk c holds
+// layers [c*ceil(L/(pp*vpp)), ...), rank r the chunks r, r+pp, r+2pp, ... (Megatron-Core's
+// interleaved assignment); MoE layers per the model's first_dense_layers and layer_freq.
+struct StageLayers {
+  int64_t dense = 0, moe = 0;
+  int64_t total() const { return dense + moe; }
+};
+StageLayers LayersOfStage(const Job& job, bool last_stage);
+
 LocalParameters LocalParameterCount(const Job& job);  // the first stage
 LocalParameters LocalParameterCount(const Job& job, bool last_stage);
 

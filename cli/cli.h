@@ -113,6 +113,19 @@ int Runs(const RunsArgs& args);
 // breakdown. Prints predicted vs measured per category, MFU, and the largest difference.
 int Compare(const std::string& prediction, const std::vector<std::string>& measured, const ClientOptions& client);
 
+// What a client sends for a job file or a training command, as `stepcast preflight` builds it:
+// the job file read (YAML/JSON/text proto) with a local Hugging Face config.json inlined as
+// model.shape (relative to the file's directory), or a Megatron-LM / torchtitan command
+// imported and finalized with gpus/hardware/gpus_per_node. `ignored`: the command's arguments
+// that are not modelled. `stepcast import` prints `spec` as JSON (the Python client calls it).
+// Errors: InvalidArgument / NotFound naming the file, field or flag.
+struct ImportedSpec {
+  v1::JobSpec spec;
+  std::vector<std::string> ignored;
+};
+absl::StatusOr<ImportedSpec> ImportJobSpec(const std::string& job_path, const std::vector<std::string>& command,
+                                           int64_t gpus, const std::string& hardware, int64_t gpus_per_node);
+
 // Reads probe reports (one per rank) and merges them.
 absl::StatusOr<v1::ProbeReport> ReadProbeReports(const std::vector<std::string>& paths);
 

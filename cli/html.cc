@@ -1,0 +1,1058 @@
+#include "cli/html.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+
+namespace stepcast::html {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Tableau 10 (Tableau's default categorical palette since 2016; chosen for colour-blind
+// separation): blue, orange, red, teal, green, yellow, purple, pink, brown, grey.
+constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+
+// A unique id prefix per chart in this process (clip paths, gradients).
+std::string NextId(const char* kind) {
+  static std::atomic<int> n{0};
+  return absl::StrCat(kind, ++n);
+}
+
+// Relative luminance (WCAG 2.x) of "#rrggbb", to pick black or white text on a fill.
+double Luminance(const std::string& hex) {
+  if (hex.size() != 7 || hex[0] != '#') return 1;
+  auto channel = [&](int i) {
+    const double c = std::stoi(hex.substr(1 + 2 * i, 2), nullptr, 16) / 255.0;
+    return c <= 0.03928 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+  };
+  return 0.2126 * channel(0) + 0.7152 * channel(1) + 0.0722 * channel(2);
+}
+const char* TextOn(const std::string& fill) { return Luminance(fill) > 0.3 ? "#111" : "#fff"; }
+
+std::string F(double v) { return absl::StrFormat("%.1f", v); }
+
+// Viridis (matplotlib's default sequential map, perceptually uniform) at 5 stops, interpolated.
+std::string Viridis(double t) {
+  static constexpr double kStops[5][3] = {
+      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
+  t = std::clamp(t, 0.0, 1.0) * 4;
+  const int i = std::min(3, static_cast<int>(t));
+  const double f = t - i;
+  int rgb[3];
+  for (int c = 0; c < 3; ++c) rgb[c] = static_cast<int>(std::lround(kStops[i][c] + f * (kStops[i + 1][c] - kStops[i][c])));
+  return absl::StrFormat("#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+// Text that fits in about `chars` characters, with an ellipsis.
+std::string Clip(const std::string& s, size_t chars) {
+  if (s.size() <= chars) return s;
+  size_t cut = chars - 1;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+  return s.substr(0, cut) + "\xE2\x80\xA6";
+}
+
+// Approximate width of a label in px at 12 px sans-serif (DejaVu Sans / Liberation Sans metrics:
+// capitals about 8.5 px, other characters about 6.8 px).
+double TextWidth(const std::string& s) {
+  double w = 0;
+  for (char c : s) w += (c >= 'A' && c <= 'Z') ? 8.5 : 6.8;
+  return w;
+}
+
+// One axis mapped onto pixels.
+struct Scale {
+  double lo = 0, hi = 1;
+  bool log = false;
+  double px0 = 0, px1 = 1;
+  double T(double v) const {
+    return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) : (v - lo) / (hi - lo);
+  }
+  double operator()(double v) const { return px0 + T(v) * (px1 - px0); }
+  bool Drawable(double v) const { return std::isfinite(v) && (!log || v > 0); }
+};
+
+struct Tick {
+  double v;
+  bool major;  // gridline + label
+};
+
+// Linear ticks: 1, 2 or 5 x 10^k steps, about six of them.
+double NiceStep(double span) {
+  const double raw = span / 6;
+  const double mag = std::pow(10, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * mag >= raw) return m * mag;
+  }
+  return 10 * mag;
+}
+
+// Fills in an axis range from the data: log, whole decades; linear, step multiples (from 0 when
+// every value is >= 0).
+void AutoRange(const Axis& axis, const std::vector<double>& data, double* lo, double* hi) {
+  if (axis.min < axis.max && (!axis.log || axis.min > 0)) {
+    *lo = axis.min;
+    *hi = axis.max;
+    return;
+  }
+  double dmin = std::numeric_limits<double>::infinity(), dmax = -dmin;
+  for (double v : data) {
+    if (!std::isfinite(v) || (axis.log && v <= 0)) continue;
+    dmin = std::min(dmin, v);
+    dmax = std::max(dmax, v);
+  }
+  if (axis.log) {
+    if (!(dmin <= dmax)) dmin = 1, dmax = 10;
+    *lo = std::pow(10, std::floor(std::log10(dmin) + 1e-9));
+    *hi = std::pow(10, std::ceil(std::log10(dmax) - 1e-9));
+    if (*hi <= *lo) *hi = *lo * 10;
+    return;
+  }
+  if (!(dmin <= dmax)) dmin = 0, dmax = 1;
+  if (dmin >= 0) dmin = 0;
+  if (dmax <= dmin) dmax = dmin + 1;
+  const double step = NiceStep(dmax - dmin);
+  *lo = std::floor(dmin / step) * step;
+  *hi = std::ceil(dmax / step - 1e-9) * step;
+}
+
+std::vector<Tick> Ticks(const Scale& s) {
+  std::vector<Tick> out;
+  if (s.log) {
+    const int k0 = static_cast<int>(std::floor(std::log10(s.lo) + 1e-9));
+    const int k1 = static_cast<int>(std::ceil(std::log10(s.hi) - 1e-9));
+    const bool few = k1 - k0 <= 2;
+    for (int k = k0; k <= k1; ++k) {
+      for (int m = 1; m <= 9; ++m) {
+        const double v = m * std::pow(10, k);
+        if (v < s.lo * (1 - 1e-9) || v > s.hi * (1 + 1e-9)) continue;
+        out.push_back({v, m == 1 || (few && (m == 2 || m == 5))});
+      }
+    }
+    return out;
+  }
+  const double step = NiceStep(s.hi - s.lo);
+  for (double v = std::ceil(s.lo / step - 1e-9) * step; v <= s.hi + step * 1e-9; v += step) {
+    out.push_back({std::abs(v) < step * 1e-9 ? 0 : v, true});
+  }
+  return out;
+}
+
+// Marker of a series: circle, square, triangle, diamond (the shape changes after each full
+// round of the palette, so 40 series stay distinguishable).
+std::string Marker(size_t shape, double x, double y, const std::string& colour, bool hollow, const std::string& title) {
+  const std::string paint = hollow ? absl::StrFormat(R"(fill="#fff" stroke="%s" stroke-width="1.8")", colour)
+                                   : absl::StrFormat(R"(fill="%s" fill-opacity="0.85" stroke="#fff" stroke-width="0.8")", colour);
+  const std::string cls = hollow ? "pt hollow" : "pt";
+  const std::string t = absl::StrCat("<title>", Escape(title), "</title>");
+  const double r = 4.5;
+  switch (shape % 4) {
+    case 0:
+      return absl::StrFormat(R"(<circle class="%s" cx="%s" cy="%s" r="%s" %s>%s</circle>)", cls, F(x), F(y), F(r), paint, t);
+    case 1:
+      return absl::StrFormat(R"(<rect class="%s" x="%s" y="%s" width="%s" height="%s" %s>%s</rect>)", cls, F(x - r),
+                             F(y - r), F(2 * r), F(2 * r), paint, t);
+    case 2:
+      return absl::StrFormat(R"(<path class="%s" d="M%s %sL%s %sL%s %sZ" %s>%s</path>)", cls, F(x), F(y - 1.2 * r),
+                             F(x + 1.1 * r), F(y + 0.8 * r), F(x - 1.1 * r), F(y + 0.8 * r), paint, t);
+    default:
+      return absl::StrFormat(R"(<path class="%s" d="M%s %sL%s %sL%s %sL%s %sZ" %s>%s</path>)", cls, F(x), F(y - 1.3 * r),
+                             F(x + 1.3 * r), F(y), F(x), F(y + 1.3 * r), F(x - 1.3 * r), F(y), paint, t);
+  }
+}
+
+// Fill opacity of one identity band; where bands overlap the shading adds up.
+constexpr double kBandOpacity = 0.12;
+
+std::string LegendSwatch(double x, double y, const std::string& colour, const std::string& kind, double opacity) {
+  if (kind == "band") {
+    return absl::StrFormat(R"(<rect x="%s" y="%s" width="18" height="10" fill="%s" fill-opacity="%.3f"/>)", F(x),
+                           F(y - 5), colour, opacity);
+  }
+  if (kind == "line" || kind == "dashed") {
+    return absl::StrFormat(R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2"%s/>)", F(x), F(y),
+                           F(x + 18), F(y), colour, kind == "dashed" ? R"( stroke-dasharray="5 3")" : "");
+  }
+  return absl::StrFormat(R"(<circle cx="%s" cy="%s" r="4.5" fill="%s"/>)", F(x + 9), F(y), colour);
+}
+
+std::string SvgOpen(int width, int height, const std::string& title) {
+  return absl::StrFormat(
+      R"(<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-family="sans-serif" font-size="12">)"
+      "\n"
+      R"(<text x="8" y="20" font-size="15" font-weight="600">%s</text>)"
+      "\n",
+      width, height, width, height, Escape(title), Escape(title));
+}
+
+const std::string& SegmentColour(std::map<std::string, std::string>& by_name, const Segment& s) {
+  auto it = by_name.find(s.name);
+  if (it != by_name.end()) return it->second;
+  return by_name.emplace(s.name, s.colour.empty() ? PaletteColour(by_name.size()) : s.colour).first->second;
+}
+
+}  // namespace
+
+std::string Escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default:
+        // Control characters other than tab and newline are not allowed in HTML text.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') {
+          out += ' ';
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+const char* PaletteColour(size_t i) { return kPalette[i % (sizeof(kPalette) / sizeof(kPalette[0]))]; }
+
+std::string Number(double v) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "n/a" : (v > 0 ? "inf" : "-inf");
+  const double a = std::abs(v);
+  if (a == 0) return "0";
+  if (a >= 1e6 || a < 1e-3) return absl::StrFormat("%.3e", v);
+  if (a >= 1000) return absl::StrFormat("%.0f", v);
+  return absl::StrFormat("%.4g", v);
+}
+
+std::string RenderXY(const XYChart& c) {
+  // Ranges from everything drawn.
+  std::vector<double> xs, ys;
+  for (const auto& s : c.series) {
+    for (const auto& p : s.points) {
+      xs.push_back(p.x);
+      ys.push_back(p.y);
+    }
+  }
+  for (const auto& r : c.reference_lines) ys.push_back(r.y);
+  for (const auto& b : c.y_bands) ys.insert(ys.end(), {b.lo, b.hi});
+  Scale sx, sy;
+  sx.log = c.x.log;
+  sy.log = c.y.log;
+  AutoRange(c.x, xs, &sx.lo, &sx.hi);
+  AutoRange(c.y, ys, &sy.lo, &sy.hi);
+
+  struct LegendItem {
+    std::string text, colour, kind;
+    double opacity = 1;
+  };
+  std::vector<LegendItem> legend;
+  {
+    std::vector<double> narrow_first = c.identity_bands;
+    std::sort(narrow_first.begin(), narrow_first.end());
+    for (size_t i = 0; i < narrow_first.size(); ++i) {
+      // A band's own area is covered by it and every wider band.
+      const double opacity = 1 - std::pow(1 - kBandOpacity, static_cast<double>(narrow_first.size() - i));
+      legend.push_back({absl::StrFormat("within %.0f%%", 100 * narrow_first[i]), "#4e79a7", "band", opacity});
+    }
+  }
+  if (c.identity_line) legend.push_back({"predicted = measured", "#333333", "line"});
+  {
+    // Bands nest (+-10% inside +-25%): the narrowest is covered by all of them.
+    std::vector<XYChart::YBand> by_width = c.y_bands;
+    std::sort(by_width.begin(), by_width.end(), [](auto& a, auto& b) { return a.hi - a.lo < b.hi - b.lo; });
+    for (size_t i = 0; i < by_width.size(); ++i) {
+      legend.push_back({by_width[i].label, "#4e79a7", "band",
+                        1 - std::pow(1 - kBandOpacity, static_cast<double>(by_width.size() - i))});
+    }
+  }
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    if (s.name.empty()) continue;
+    legend.push_back({Clip(s.name, 26), s.colour.empty() ? PaletteColour(i) : s.colour,
+                      s.line ? (s.dashed ? "dashed" : "line") : "point"});
+  }
+  for (const auto& r : c.reference_lines) legend.push_back({Clip(r.label, 26), r.colour, "dashed"});
+  const double legend_w = legend.empty() ? 0 : 200;
+  const double left = 74, top = 36, right = c.width - legend_w - 18;
+  const double bottom = std::max(top + 80.0, c.height - 56.0 - 0.0);
+  const double height = std::max<double>(c.height, top + 18 * legend.size() + 20);
+  sx.px0 = left, sx.px1 = right;
+  sy.px0 = bottom, sy.px1 = top;
+  const std::string clip = NextId("clip");
+
+  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
+  absl::StrAppendFormat(&o, R"(<defs><clipPath id="%s"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath></defs>)""\n",
+                        clip, F(left), F(top), F(right - left), F(bottom - top));
+  absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="%s" height="%s" fill="#fcfcfc" stroke="#999"/>)""\n", F(left),
+                        F(top), F(right - left), F(bottom - top));
+  // Grid and tick labels.
+  for (const Tick& t : Ticks(sx)) {
+    const double x = sx(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(x), F(top), F(x), F(bottom),
+                          t.major ? "#dddddd" : "#f0f0f0");
+    if (t.major) {
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)", F(x), F(bottom + 16),
+                            Escape(Number(t.v)));
+    }
+    o += "\n";
+  }
+  for (const Tick& t : Ticks(sy)) {
+    const double y = sy(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(left), F(y), F(right), F(y),
+                          t.major ? "#dddddd" : "#f0f0f0");
+    if (t.major) {
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)", F(left - 6), F(y + 4),
+                            Escape(Number(t.v)));
+    }
+    o += "\n";
+  }
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n", F((left + right) / 2),
+                        F(bottom + 38), Escape(c.x.label));
+  absl::StrAppendFormat(&o, R"~(<text transform="translate(%s %s) rotate(-90)" text-anchor="middle" fill="#111">%s</text>)~""\n",
+                        F(18), F((top + bottom) / 2), Escape(c.y.label));
+
+  absl::StrAppendFormat(&o, R"~(<g clip-path="url(#%s)">)~""\n", clip);
+  // Identity bands, widest first so the narrower one shades darker on top.
+  std::vector<double> bands = c.identity_bands;
+  std::sort(bands.rbegin(), bands.rend());
+  const double x0 = sx.lo, x1 = sx.hi;
+  for (double f : bands) {
+    absl::StrAppendFormat(&o, R"(<path class="band" d="M%s %sL%s %sL%s %sL%s %sZ" fill="#4e79a7" fill-opacity="%.3f"><title>%s</title></path>)""\n",
+                          F(sx(x0)), F(sy(x0 * (1 - f))), F(sx(x1)), F(sy(x1 * (1 - f))), F(sx(x1)), F(sy(x1 * (1 + f))),
+                          F(sx(x0)), F(sy(x0 * (1 + f))), kBandOpacity, Escape(absl::StrFormat("predicted within %.0f%% of measured", 100 * f)));
+  }
+  for (const auto& b : c.y_bands) {
+    if (!sy.Drawable(b.lo) || !sy.Drawable(b.hi)) continue;
+    absl::StrAppendFormat(&o, R"(<rect class="band" x="%s" y="%s" width="%s" height="%s" fill="#4e79a7" fill-opacity="%.3f"><title>%s</title></rect>)""\n",
+                          F(left), F(sy(b.hi)), F(right - left), F(sy(b.lo) - sy(b.hi)), kBandOpacity, Escape(b.label));
+  }
+  if (c.identity_line) {
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333" stroke-width="1"/>)""\n", F(sx(x0)),
+                          F(sy(x0)), F(sx(x1)), F(sy(x1)));
+  }
+  for (const auto& r : c.reference_lines) {
+    if (!sy.Drawable(r.y)) continue;
+    absl::StrAppendFormat(&o, R"(<line class="ref" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
+                          F(left), F(sy(r.y)), F(right), F(sy(r.y)), r.colour,
+                          Escape(absl::StrCat(r.label, ": ", Number(r.y))));
+  }
+  // Curves under the points.
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    if (!s.line) continue;
+    const std::string colour = s.colour.empty() ? PaletteColour(i) : s.colour;
+    std::string d;
+    for (const auto& p : s.points) {
+      if (!sx.Drawable(p.x) || !sy.Drawable(p.y)) continue;
+      absl::StrAppend(&d, d.empty() ? "M" : "L", F(sx(p.x)), " ", F(sy(p.y)));
+    }
+    if (d.empty()) continue;
+    absl::StrAppendFormat(&o, R"(<path class="curve" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>)""\n",
+                          d, colour, s.dashed ? R"( stroke-dasharray="6 4")" : "", Escape(s.name));
+  }
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    if (s.line) continue;
+    const std::string colour = s.colour.empty() ? PaletteColour(i) : s.colour;
+    for (const auto& p : s.points) {
+      if (!sx.Drawable(p.x) || !sy.Drawable(p.y)) continue;
+      o += Marker(i / 10, sx(p.x), sy(p.y), colour, p.hollow, p.title);
+      o += "\n";
+    }
+  }
+  o += "</g>\n";
+  // Legend.
+  double ly = top + 8;
+  for (const auto& item : legend) {
+    const double lx = c.width - legend_w;
+    o += LegendSwatch(lx, ly, item.colour, item.kind, item.opacity);
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#222">%s</text>)""\n", F(lx + 24), F(ly + 4), Escape(item.text));
+    ly += 18;
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+std::string RenderStackedBars(const StackedBarChart& c) {
+  double max_total = c.limit;
+  std::map<std::string, std::string> colours;
+  std::vector<std::string> names;  // legend order
+  for (const auto& b : c.bars) {
+    double total = 0;
+    for (const auto& s : b.segments) {
+      if (!(s.value > 0) || !std::isfinite(s.value)) continue;
+      total += s.value;
+      if (!colours.count(s.name)) names.push_back(s.name);
+      SegmentColour(colours, s);
+    }
+    max_total = std::max(max_total, total);
+  }
+  Axis axis;
+  Scale sx;
+  AutoRange(axis, {0.0, max_total > 0 ? max_total : 1.0}, &sx.lo, &sx.hi);
+  // A limit line's label sits between the title and the first bar.
+  const double label_w = 210, top = c.limit > 0 ? 52 : 34, bar_h = 26, gap = 12;
+  sx.px0 = label_w;
+  sx.px1 = c.width - 24;
+  const double bars_bottom = top + c.bars.size() * (bar_h + gap);
+  // Legend rows, flowing.
+  std::vector<std::pair<double, double>> legend_xy;
+  double lx = 8, lrow = 0;
+  for (const auto& n : names) {
+    const double w = 26 + TextWidth(Clip(n, 40)) + 14;
+    if (lx + w > c.width - 8 && lx > 8) lx = 8, ++lrow;
+    legend_xy.emplace_back(lx, lrow);
+    lx += w;
+  }
+  const double legend_top = bars_bottom + 56;
+  const double height = legend_top + (names.empty() ? 0 : (lrow + 1) * 20) + 8;
+
+  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
+  for (const Tick& t : Ticks(sx)) {
+    const double x = sx(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/><text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
+                          F(x), F(top - 4), F(x), F(bars_bottom), F(x), F(bars_bottom + 16), Escape(Number(t.v)));
+  }
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
+                        F((sx.px0 + sx.px1) / 2), F(bars_bottom + 33), Escape(c.unit));
+  for (size_t i = 0; i < c.bars.size(); ++i) {
+    const Bar& b = c.bars[i];
+    const double y = top + i * (bar_h + gap);
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#111">%s<title>%s</title></text>)""\n",
+                          F(label_w - 8), F(y + bar_h / 2 + 4), Escape(Clip(b.label, 30)), Escape(b.label));
+    double x = 0, total = 0;
+    for (const auto& s : b.segments) {
+      if (s.value > 0 && std::isfinite(s.value)) total += s.value;
+    }
+    for (const auto& s : b.segments) {
+      if (!(s.value > 0) || !std::isfinite(s.value)) continue;
+      const std::string& colour = SegmentColour(colours, s);
+      const double px = sx(x), w = sx(x + s.value) - sx(x);
+      const std::string title =
+          s.title.empty() ? absl::StrFormat("%s: %s %s (%.1f%% of %s)", s.name, Number(s.value), c.unit,
+                                            100 * s.value / total, Number(total))
+                          : s.title;
+      absl::StrAppendFormat(&o, R"(<rect class="bar" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="0.6"><title>%s</title></rect>)",
+                            F(px), F(y), F(std::max(w, 0.5)), F(bar_h), colour, Escape(title));
+      const std::string text = Number(s.value);
+      if (w > TextWidth(text) + 8) {
+        absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="%s" pointer-events="none">%s</text>)",
+                              F(px + w / 2), F(y + bar_h / 2 + 4), TextOn(colour), Escape(text));
+      }
+      o += "\n";
+      x += s.value;
+    }
+    if (total > 0) {
+      const double end = sx(total);
+      const std::string text = Number(total);
+      // Total after the bar, or inside its end when the bar reaches the right edge.
+      if (end + 8 + TextWidth(text) < c.width) {
+        absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#111" font-weight="600">%s</text>)""\n", F(end + 6),
+                              F(y + bar_h / 2 + 4), Escape(text));
+      }
+    }
+  }
+  if (c.limit > 0) {
+    const double x = sx(c.limit);
+    absl::StrAppendFormat(&o, R"(<line class="limit" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#c00" stroke-width="2" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
+                          F(x), F(top - 8), F(x), F(bars_bottom - gap + 4),
+                          Escape(absl::StrCat(c.limit_label, ": ", Number(c.limit), " ", c.unit)));
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#c00">%s</text>)""\n", F(x - 4), F(top - 10),
+                          Escape(c.limit_label));
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto [x, row] = legend_xy[i];
+    const double y = legend_top + row * 20;
+    absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="18" height="12" fill="%s"/><text x="%s" y="%s" fill="#222">%s</text>)""\n",
+                          F(x), F(y - 6), colours[names[i]], F(x + 24), F(y + 4), Escape(Clip(names[i], 40)));
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+std::string RenderHeatMap(const HeatMap& h) {
+  double vmin = std::numeric_limits<double>::infinity(), vmax = -vmin;
+  for (const auto& row : h.values) {
+    for (double v : row) {
+      if (std::isfinite(v)) vmin = std::min(vmin, v), vmax = std::max(vmax, v);
+    }
+  }
+  const double left = 110, top = 58;
+  const double cell_w = h.columns.empty() ? 80 : std::min(110.0, (h.width - left - 20) / h.columns.size());
+  const double cell_h = 34;
+  const double grid_bottom = top + cell_h * h.rows.size();
+  const double height = grid_bottom + 76;
+  std::string o = SvgOpen(h.width, static_cast<int>(height), h.title);
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
+                        F(left + cell_w * h.columns.size() / 2), F(top - 26), Escape(h.x_label));
+  absl::StrAppendFormat(&o, R"~(<text transform="translate(%s %s) rotate(-90)" text-anchor="middle" fill="#111">%s</text>)~""\n",
+                        F(16), F((top + grid_bottom) / 2), Escape(h.y_label));
+  for (size_t j = 0; j < h.columns.size(); ++j) {
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
+                          F(left + (j + 0.5) * cell_w), F(top - 8), Escape(Clip(h.columns[j], 14)));
+  }
+  std::string chosen;
+  for (size_t i = 0; i < h.rows.size(); ++i) {
+    const double y = top + i * cell_h;
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)""\n", F(left - 8),
+                          F(y + cell_h / 2 + 4), Escape(Clip(h.rows[i], 14)));
+    for (size_t j = 0; j < h.columns.size(); ++j) {
+      const double x = left + j * cell_w;
+      const double v = i < h.values.size() && j < h.values[i].size() ? h.values[i][j] : kNaN;
+      const std::string title = i < h.titles.size() && j < h.titles[i].size() ? h.titles[i][j] : "";
+      if (!std::isfinite(v)) {
+        absl::StrAppendFormat(&o, R"(<rect class="empty" x="%s" y="%s" width="%s" height="%s" fill="#eeeeee" stroke="#fff" stroke-width="2"><title>%s</title></rect>)""\n",
+                              F(x), F(y), F(cell_w), F(cell_h), Escape(title.empty() ? "no layout" : title));
+        continue;
+      }
+      double t = vmax > vmin ? (v - vmin) / (vmax - vmin) : 1;
+      if (!h.higher_is_better) t = 1 - t;
+      const std::string fill = Viridis(t);
+      const bool is_chosen = static_cast<int>(i) == h.chosen_row && static_cast<int>(j) == h.chosen_column;
+      absl::StrAppendFormat(&o, R"(<rect class="%s" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="2"><title>%s</title></rect>)",
+                            is_chosen ? "cell chosen" : "cell", F(x), F(y), F(cell_w), F(cell_h), fill,
+                            Escape(title.empty() ? Number(v) : title));
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="%s" pointer-events="none">%s</text>)""\n",
+                            F(x + cell_w / 2), F(y + cell_h / 2 + 4), TextOn(fill), Escape(Number(v)));
+      if (is_chosen) {
+        chosen = absl::StrFormat(R"(<rect x="%s" y="%s" width="%s" height="%s" fill="none" stroke="#d62728" stroke-width="3.5" pointer-events="none"/>)""\n",
+                                 F(x + 1.5), F(y + 1.5), F(cell_w - 3), F(cell_h - 3));
+      }
+    }
+  }
+  o += chosen;
+  // Colour scale.
+  const std::string grad = NextId("grad");
+  const double sy = grid_bottom + 22, sw = 220;
+  absl::StrAppendFormat(&o, R"(<defs><linearGradient id="%s">)", grad);
+  for (int k = 0; k <= 4; ++k) {
+    const double t = k / 4.0;
+    absl::StrAppendFormat(&o, R"(<stop offset="%s" stop-color="%s"/>)", F(100 * t) + "%",
+                          Viridis(h.higher_is_better ? t : 1 - t));
+  }
+  o += "</linearGradient></defs>\n";
+  if (vmin <= vmax) {
+    absl::StrAppendFormat(&o, R"~(<rect x="%s" y="%s" width="%s" height="12" fill="url(#%s)"/>)~""\n", F(left), F(sy), F(sw), grad);
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#333">%s</text><text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)""\n",
+                          F(left), F(sy + 26), Escape(Number(vmin)), F(left + sw), F(sy + 26), Escape(Number(vmax)));
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#111">%s%s</text>)""\n", F(left + sw + 12), F(sy + 10),
+                          Escape(h.value_label), h.chosen_row >= 0 ? "; red outline: the chosen layout" : "");
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+std::string RenderTable(const Table& t) {
+  std::string o = "<table>";
+  if (!t.caption.empty()) absl::StrAppend(&o, "<caption>", Escape(t.caption), "</caption>");
+  auto cls = [&](size_t j) { return j < t.numeric.size() && t.numeric[j] ? R"( class="num")" : ""; };
+  o += "<thead><tr>";
+  for (size_t j = 0; j < t.header.size(); ++j) absl::StrAppend(&o, "<th", cls(j), ">", Escape(t.header[j]), "</th>");
+  o += "</tr></thead>\n<tbody>\n";
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    o += i < t.flagged.size() && t.flagged[i] ? R"(<tr class="flag">)" : "<tr>";
+    for (size_t j = 0; j < t.rows[i].size(); ++j) absl::StrAppend(&o, "<td", cls(j), ">", Escape(t.rows[i][j]), "</td>");
+    o += "</tr>\n";
+  }
+  o += "</tbody></table>\n";
+  return o;
+}
+
+Page::Page(std::string title) : title_(std::move(title)) {}
+
+Page& Page::Heading(std::string_view text) {
+  absl::StrAppend(&body_, "<h2>", Escape(text), "</h2>\n");
+  return *this;
+}
+Page& Page::Text(std::string_view text) {
+  absl::StrAppend(&body_, "<p>", Escape(text), "</p>\n");
+  return *this;
+}
+Page& Page::Note(std::string_view text) {
+  absl::StrAppend(&body_, R"(<p class="note">)", Escape(text), "</p>\n");
+  return *this;
+}
+Page& Page::Warning(std::string_view text) {
+  absl::StrAppend(&body_, R"(<p class="warn">)", Escape(text), "</p>\n");
+  return *this;
+}
+Page& Page::Facts(const std::vector<std::pair<std::string, std::string>>& facts) {
+  body_ += R"(<div class="facts">)";
+  for (const auto& [label, value] : facts) {
+    absl::StrAppend(&body_, R"(<div class="fact"><div class="label">)", Escape(label), R"(</div><div class="value">)",
+                    Escape(value), "</div></div>");
+  }
+  body_ += "</div>\n";
+  return *this;
+}
+Page& Page::Svg(std::string svg) {
+  absl::StrAppend(&body_, R"(<figure>)", svg, "</figure>\n");
+  return *this;
+}
+Page& Page::Add(const Table& table) {
+  body_ += RenderTable(table);
+  return *this;
+}
+
+std::string Page::Html() const {
+  // Inline CSS only: nothing is fetched (no fonts, no style sheets, no scripts).
+  static constexpr char kStyle[] = R"(
+body{margin:0;background:#f6f6f4;color:#111;font:14px/1.45 sans-serif}
+main{max-width:1040px;margin:0 auto;padding:18px 24px 40px;background:#fff}
+h1{font-size:22px;margin:8px 0 12px}
+h2{font-size:17px;margin:26px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+p{margin:6px 0}
+p.note{color:#555;font-size:13px}
+p.warn{background:#fff3e0;border-left:4px solid #e67e22;padding:6px 10px}
+figure{margin:10px 0;overflow-x:auto}
+.facts{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}
+.fact{border:1px solid #ddd;border-radius:6px;padding:6px 12px;min-width:120px;background:#fafafa}
+.fact .label{font-size:12px;color:#555}
+.fact .value{font-size:18px;font-weight:600}
+table{border-collapse:collapse;margin:8px 0 14px;font-size:13px}
+caption{text-align:left;font-weight:600;padding:4px 0}
+th,td{border-bottom:1px solid #e4e4e4;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f2f2f2}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.flag td{background:#fdecea}
+details{margin:8px 0}
+summary{cursor:pointer;font-weight:600}
+footer{margin-top:28px;color:#777;font-size:12px}
+)";
+  return absl::StrCat("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
+                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>", Escape(title_),
+                      "</title>\n<style>", kStyle, "</style>\n</head>\n<body>\n<main>\n<h1>", Escape(title_), "</h1>\n",
+                      body_, "<footer>Written by stepcast. A static page: no scripts, nothing fetched.</footer>\n",
+                      "</main>\n</body>\n</html>\n");
+}
+
+absl::Status WritePage(const std::string& path, const std::string& html) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::NotFoundError(absl::StrCat(path, ": cannot open for writing"));
+  out << html;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat(path, ": write failed"));
+  return absl::OkStatus();
+}
+
+// ---- pages ----
+
+namespace {
+
+// 13710000 -> "13,710,000".
+std::string Thousands(double v) {
+  const std::string digits = absl::StrFormat("%.0f", std::abs(v));
+  std::string out = v < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
+std::string Gib(double bytes) { return absl::StrFormat("%.2f", bytes / (1ull << 30)); }
+std::string Seconds(double s) { return absl::StrCat(Number(s), " s"); }
+std::string Duration(double s) {
+  if (s >= 86400) return absl::StrFormat("%.1f days", s / 86400);
+  if (s >= 3600) return absl::StrFormat("%.1f h", s / 3600);
+  return absl::StrFormat("%.1f s", s);
+}
+std::string BottleneckText(v1::BottleneckKind k) {
+  std::string n = v1::BottleneckKind_Name(k);
+  if (n.rfind("BOTTLENECK_KIND_", 0) == 0) n = n.substr(16);
+  return absl::StrReplaceAll(absl::AsciiStrToLower(n), {{"_", " "}});
+}
+
+// The terms of a StepBreakdown in the order of `stepcast predict`'s report, with fixed colours
+// (compute blues and teal, memory-bound yellow and green, communication warm colours, idle grey)
+// so that every page draws a term in the same colour.
+struct Term {
+  const char* name;
+  double (v1::StepBreakdown::*get)() const;
+  const char* colour;
+};
+constexpr Term kTerms[] = {
+    {"GEMM (fwd+bwd)", &v1::StepBreakdown::gemm_s, "#4e79a7"},
+    {"attention core", &v1::StepBreakdown::attention_s, "#76b7b2"},
+    {"elementwise / memory-bound", &v1::StepBreakdown::elementwise_s, "#edc948"},
+    {"recompute", &v1::StepBreakdown::recompute_s, "#a0cbe8"},
+    {"TP communication", &v1::StepBreakdown::tp_comm_s, "#f28e2b"},
+    {"CP communication", &v1::StepBreakdown::cp_comm_s, "#e15759"},
+    {"EP all-to-all", &v1::StepBreakdown::ep_comm_s, "#ff9da7"},
+    {"PP send/recv", &v1::StepBreakdown::pp_comm_s, "#9c755f"},
+    {"DP gradient sync (exposed)", &v1::StepBreakdown::dp_comm_s, "#b07aa1"},
+    {"pipeline bubble", &v1::StepBreakdown::pipeline_bubble_s, "#bab0ac"},
+    {"optimizer step", &v1::StepBreakdown::optimizer_s, "#59a14f"},
+    {"host kernel launches", &v1::StepBreakdown::launch_overhead_s, "#79706e"},
+    {"exposed communication (measured)", &v1::StepBreakdown::exposed_communication_s, "#ffbe7d"},
+    {"idle (measured)", &v1::StepBreakdown::idle_s, "#d4d4d4"},
+};
+
+// Colours of plugin/compare.h's categories, matching the terms they gather.
+std::string CategoryColour(const std::string& category) {
+  if (category == "compute") return "#4e79a7";
+  if (category == "memory_bound") return "#edc948";
+  if (category == "communication") return "#f28e2b";
+  if (category == "bubble_or_idle") return "#bab0ac";
+  return "#79706e";
+}
+
+std::vector<std::pair<std::string, std::string>> JobFacts(const Job& job) {
+  const Parallelism& par = job.parallelism;
+  const TrainingConfig& t = job.training;
+  std::string layout = absl::StrFormat("TP=%d PP=%d DP=%d CP=%d EP=%d", par.tp, par.pp, par.dp, par.cp, par.ep);
+  if (par.etp > 0 && par.etp != par.tp) absl::StrAppend(&layout, " ETP=", par.etp);
+  absl::StrAppend(&layout, " VPP=", par.vpp, " SP=", par.sequence_parallel ? "on" : "off");
+  return {{"layout", layout},
+          {"sharding / recompute / GEMM dtype",
+           absl::StrCat(ShardingName(t.sharding), " / ", RecomputeName(t.recompute), " / ", DTypeName(t.precision.gemm))},
+          {"batch", absl::StrFormat("%d x %d tokens, micro-batch %d", t.global_batch_size, t.seq_length,
+                                    t.micro_batch_size)},
+          {"GPUs per node", absl::StrCat(job.GpusPerNode())}};
+}
+
+}  // namespace
+
+std::string PredictionPage(const v1::Prediction& p, const Job* job) {
+  Page page(absl::StrCat("stepcast prediction: ", p.job_name()));
+  const v1::MemoryBreakdown& m = p.memory();
+  std::vector<std::pair<std::string, std::string>> facts = {
+      {"step time", Seconds(p.step_time_s())},
+      {"tokens/s", absl::StrFormat("%s (%s per GPU)", Thousands(p.tokens_per_s()), Thousands(p.tokens_per_s_per_gpu()))},
+      {"MFU / HFU", absl::StrCat(Pct(p.mfu()), " / ", Pct(p.hfu()))},
+      {"memory per GPU", absl::StrFormat("%s of %s GiB%s", Gib(m.total_bytes()), Gib(m.capacity_bytes()),
+                                         m.fits() ? "" : " (does not fit)")},
+      {"bottleneck", BottleneckText(p.bottleneck().kind())},
+      {"cost", absl::StrFormat("$%s per hour", Number(p.cost().per_hour_usd()))}};
+  if (p.cost().steps_per_run() > 0) {
+    facts.emplace_back("time to train", Duration(p.cost().time_to_train_s()));
+    facts.emplace_back("run cost", absl::StrCat("$", Thousands(p.cost().per_run_usd())));
+  }
+  page.Facts(facts);
+  page.Text(absl::StrFormat("%s (%.2fB parameters, %.2fB active) on %d x %s; profile %s; framework %s.",
+                            p.model_name(), p.parameters().total() / 1e9, p.parameters().active() / 1e9, p.gpu_count(),
+                            p.hardware_name(), p.profile_name(), p.framework()));
+  if (job != nullptr) {
+    Table t;
+    t.header = {"job", ""};
+    for (const auto& [k, v] : JobFacts(*job)) t.rows.push_back({k, v});
+    page.Add(t);
+  }
+
+  page.Heading("Step time by term (slowest pipeline stage)");
+  const v1::StepBreakdown& b = p.breakdown();
+  Bar bar{"one step", {}};
+  Table terms;
+  terms.header = {"term", "seconds", "share of step"};
+  terms.numeric = {false, true, true};
+  for (const Term& t : kTerms) {
+    const double v = (b.*t.get)();
+    if (!(v > 0)) continue;
+    bar.segments.push_back({t.name, v, "", t.colour});
+    terms.rows.push_back({t.name, Number(v), Pct(v / p.step_time_s())});
+  }
+  if (bar.segments.empty()) {
+    page.Note("No breakdown: a quick estimate at an assumed MFU (seeds 001 and 004) has only the step time.");
+  } else {
+    page.Svg(RenderStackedBars({absl::StrFormat("Step time %s s", Number(p.step_time_s())), "seconds", {bar}, 0, "", 820}));
+    terms.rows.push_back({"total", Number(p.step_time_s()), "100.0%"});
+    page.Add(terms);
+  }
+
+  page.Heading("Memory per GPU (most loaded stage) against capacity");
+  Bar mem{"per GPU", {}};
+  Table items;
+  items.header = {"item", "GiB"};
+  items.numeric = {false, true};
+  for (size_t i = 0; i < static_cast<size_t>(m.items_size()); ++i) {
+    const auto& it = m.items(static_cast<int>(i));
+    mem.segments.push_back({it.name(), it.bytes() / (1ull << 30), "", PaletteColour(i)});
+    items.rows.push_back({it.name(), Gib(it.bytes())});
+  }
+  items.rows.push_back({"total", Gib(m.total_bytes())});
+  items.rows.push_back({"capacity", Gib(m.capacity_bytes())});
+  page.Svg(RenderStackedBars({absl::StrFormat("%s of %s GiB: %s", Gib(m.total_bytes()), Gib(m.capacity_bytes()),
+                                              m.fits() ? absl::StrCat("fits, ", Gib(m.headroom_bytes()), " GiB headroom")
+                                                       : absl::StrCat("DOES NOT FIT, ", Gib(-m.headroom_bytes()), " GiB over")),
+                              "GiB (2^30 bytes)",
+                              {mem},
+                              m.capacity_bytes() / (1ull << 30),
+                              "capacity",
+                              820}));
+  if (!m.fits()) page.Warning("The job does not fit in GPU memory: it would fail at start-up.");
+  page.Add(items);
+
+  const v1::Bottleneck& bn = p.bottleneck();
+  page.Heading(absl::StrCat("Bottleneck: ", BottleneckText(bn.kind())));
+  page.Text(bn.reason());
+  page.Facts({{"share of the step", Pct(bn.share())},
+              {"arithmetic intensity", absl::StrCat(Number(bn.arithmetic_intensity_flops_per_byte()), " FLOP/byte")},
+              {"machine balance", absl::StrCat(Number(bn.machine_balance_flops_per_byte()), " FLOP/byte")}});
+  if (bn.arithmetic_intensity_flops_per_byte() > 0 && bn.machine_balance_flops_per_byte() > 0) {
+    page.Svg(RenderStackedBars(
+        {"Arithmetic intensity of the step against the machine balance",
+         "FLOP per byte",
+         {{"step arithmetic intensity", {{"intensity", bn.arithmetic_intensity_flops_per_byte(), "", "#4e79a7"}}},
+          {"machine balance", {{"balance", bn.machine_balance_flops_per_byte(), "", "#bab0ac"}}}},
+         0,
+         "",
+         820}));
+    page.Note("Arithmetic intensity: executed FLOPs per HBM byte of the step; machine balance: the profile's GEMM "
+              "rate / HBM bandwidth. Seed 000's test: a step below the balance is memory-bound.");
+  }
+  for (const auto& w : p.warnings()) page.Warning(w);
+  if (p.assumed_inputs_size() > 0) {
+    page.Heading("Assumed inputs (not stated by the job)");
+    Table t;
+    t.header = {"field", "value used", "source"};
+    for (const auto& a : p.assumed_inputs()) t.rows.push_back({a.field(), a.value(), a.source()});
+    page.Add(t);
+  }
+  return page.Html();
+}
+
+std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv_name) {
+  Page page(absl::StrCat("stepcast validate: ", csv_name));
+  // One series per source, in the order of the per-source summaries (then any other source).
+  std::vector<std::string> sources;
+  for (const auto& s : r.by_source()) sources.push_back(s.source_id());
+  for (const auto& row : r.rows()) {
+    if (std::find(sources.begin(), sources.end(), row.source_id()) == sources.end()) sources.push_back(row.source_id());
+  }
+  XYChart chart;
+  chart.title = "Predicted against measured step time (log-log)";
+  chart.x = {"measured step time (s)", true};
+  chart.y = {"predicted step time (s)", true};
+  chart.identity_line = true;
+  chart.identity_bands = {0.10, 0.25};
+  for (const auto& s : sources) {
+    Series series;
+    series.name = absl::StrCat("source ", s);
+    chart.series.push_back(series);
+  }
+  int within10 = 0, within25 = 0, plotted = 0;
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  Table skipped;
+  skipped.header = {"row", "source", "model", "GPUs", "why the model cannot express it"};
+  Table all;
+  all.header = {"row", "source", "model", "framework", "GPU", "GPUs", "measured s", "predicted s", "error",
+                "memory", "bottleneck"};
+  all.numeric = {false, false, false, false, false, true, true, true, true, false, false};
+  for (const auto& row : r.rows()) {
+    if (!row.skipped_reason().empty()) {
+      skipped.rows.push_back({row.row_id(), row.source_id(), row.model(), absl::StrCat(row.gpu_count()), row.skipped_reason()});
+      continue;
+    }
+    all.rows.push_back({row.row_id(), row.source_id(), row.model(), row.framework(), row.gpu(),
+                        absl::StrCat(row.gpu_count()), Number(row.measured_iter_time_s()),
+                        Number(row.predicted_iter_time_s()), absl::StrFormat("%+.1f%%", row.error_pct()),
+                        row.fits() ? "fits" : "NO FIT", row.bottleneck()});
+    all.flagged.push_back(!row.fits());
+    if (!(row.measured_iter_time_s() > 0) || !(row.predicted_iter_time_s() > 0)) continue;
+    const size_t i = std::find(sources.begin(), sources.end(), row.source_id()) - sources.begin();
+    std::string title = absl::StrFormat(
+        "row %s, source %s: %s on %d x %s (%s)\nmeasured %s s, predicted %s s (%+.1f%%)\nbottleneck %s; memory %s of %s GiB",
+        row.row_id(), row.source_id(), row.model(), row.gpu_count(), row.gpu(), row.framework(),
+        Number(row.measured_iter_time_s()), Number(row.predicted_iter_time_s()), row.error_pct(), row.bottleneck(),
+        Gib(row.memory_total_bytes()), Gib(row.memory_capacity_bytes()));
+    if (!row.fits()) absl::StrAppend(&title, " (predicted NOT TO FIT)");
+    chart.series[i].points.push_back({row.measured_iter_time_s(), row.predicted_iter_time_s(), title, !row.fits()});
+    lo = std::min({lo, row.measured_iter_time_s(), row.predicted_iter_time_s()});
+    hi = std::max({hi, row.measured_iter_time_s(), row.predicted_iter_time_s()});
+    ++plotted;
+    within10 += std::abs(row.error_pct()) <= 10;
+    within25 += std::abs(row.error_pct()) <= 25;
+  }
+  if (plotted > 0) {
+    // One range for both axes, so y = x is the diagonal.
+    chart.x.min = chart.y.min = std::pow(10, std::floor(std::log10(lo)));
+    chart.x.max = chart.y.max = std::pow(10, std::ceil(std::log10(hi)));
+    if (chart.x.max <= chart.x.min) chart.x.max = chart.y.max = chart.x.min * 10;
+  }
+  chart.width = 860;
+  chart.height = 640;
+  const v1::ValidationSummary& s = r.summary();
+  page.Facts({{"rows predicted", absl::StrCat(plotted)},
+              {"median |error|", absl::StrFormat("%.1f%%", s.median_abs_error_pct())},
+              {"p90 |error|", absl::StrFormat("%.1f%%", s.p90_abs_error_pct())},
+              {"within 10%", absl::StrFormat("%d of %d", within10, plotted)},
+              {"within 25%", absl::StrFormat("%d of %d", within25, plotted)},
+              {"predicted not to fit", absl::StrCat(s.n_not_fit())},
+              {"not predicted", absl::StrCat(s.n_skipped())}});
+  page.Svg(RenderXY(chart));
+  XYChart errors;
+  errors.title = "Signed error of the prediction against measured step time";
+  errors.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
+  errors.y = {"(predicted - measured) / measured (%)", false};
+  errors.y_bands = {{-10, 10, "within 10%"}, {-25, 25, "within 25%"}};
+  errors.reference_lines = {{"no error", 0, "#333333"}};
+  for (const auto& series : chart.series) {
+    Series e = series;
+    for (auto& pt : e.points) pt.y = 100 * (pt.y - pt.x) / pt.x;
+    errors.series.push_back(std::move(e));
+  }
+  errors.width = 860;
+  errors.height = 420;
+  page.Svg(RenderXY(errors));
+  page.Note("Each point is one published run: measured iteration time as the source defines it (docs/VALIDATION.md), "
+            "predicted with no fitting on one reference profile per GPU type. Shaded: within 10% and 25%. Hollow "
+            "markers: rows predicted not to fit in memory (each a failure: every published run ran). Hover a "
+            "point for its row.");
+
+  page.Heading("|error| of the predicted step time, per source");
+  Table t;
+  t.header = {"source", "rows", "median", "p90", "mean", "max", "experiments (median)", "not fit", "not predicted",
+              "leave-one-source-out median", "LOSO p90", "choices switched off"};
+  t.numeric = {false, true, true, true, true, true, true, true, true, true, true, false};
+  auto pct = [](double v) { return absl::StrFormat("%.1f%%", v); };
+  auto row_of = [&](const std::string& name, const v1::ValidationSummary& a, const v1::ValidationSummary* loso,
+                    const std::string& choices) {
+    t.rows.push_back({name, absl::StrCat(a.n_rows()), pct(a.median_abs_error_pct()), pct(a.p90_abs_error_pct()),
+                      pct(a.mean_abs_error_pct()), pct(a.max_abs_error_pct()),
+                      absl::StrFormat("%d (%.1f%%)", a.n_experiments(), a.median_experiment_abs_error_pct()),
+                      absl::StrCat(a.n_not_fit()), absl::StrCat(a.n_skipped()),
+                      loso ? pct(loso->median_abs_error_pct()) : "", loso ? pct(loso->p90_abs_error_pct()) : "", choices});
+    t.flagged.push_back(a.n_not_fit() > 0);
+  };
+  for (const auto& bs : r.by_source()) {
+    row_of(bs.source_id(), bs.summary(), &bs.leave_one_source_out(), absl::StrJoin(bs.choices_informed(), ", "));
+  }
+  row_of("all rows", s, nullptr, "");
+  page.Add(t);
+  page.Note("Rows predicted not to fit count as failures; a weak-scaling series counts once among the experiments. "
+            "Leave-one-source-out: the source's rows predicted with every model choice its rows informed switched off.");
+  if (!skipped.rows.empty()) {
+    page.Heading("Rows the model cannot express");
+    page.Add(skipped);
+  }
+  page.Heading("Every predicted row");
+  page.Add(all);
+  return page.Html();
+}
+
+std::string ComparisonPage(const std::string& title, const std::vector<v1::CategoryComparison>& rows,
+                           double predicted_step_s, double measured_step_s, double predicted_mfu, double measured_mfu,
+                           const std::string& largest_difference) {
+  Page page(absl::StrCat("stepcast compare: ", title));
+  page.Facts({{"predicted step", Seconds(predicted_step_s)},
+              {"measured step", Seconds(measured_step_s)},
+              {"error", measured_step_s > 0
+                            ? absl::StrFormat("%+.1f%%", 100 * (predicted_step_s - measured_step_s) / measured_step_s)
+                            : "n/a"},
+              {"MFU predicted / measured", absl::StrCat(Pct(predicted_mfu), " / ", Pct(measured_mfu))}});
+  if (!largest_difference.empty()) page.Text(absl::StrCat("Largest difference: ", largest_difference));
+  Bar pred{"predicted", {}}, meas{"measured", {}};
+  StackedBarChart pairs{"Per category, side by side", "seconds per step", {}, 0, "", 820};
+  Table t;
+  t.header = {"category", "predicted s", "measured s", "measured - predicted s"};
+  t.numeric = {false, true, true, true};
+  for (const auto& c : rows) {
+    const std::string colour = CategoryColour(c.category());
+    pred.segments.push_back({c.category(), c.predicted_s(), "", colour});
+    meas.segments.push_back({c.category(), c.measured_s(), "", colour});
+    pairs.bars.push_back({absl::StrCat(c.category(), " predicted"),
+                          {{c.category(), c.predicted_s(), absl::StrFormat("%s predicted: %s s", c.category(), Number(c.predicted_s())), colour}}});
+    pairs.bars.push_back({absl::StrCat(c.category(), " measured"),
+                          {{c.category(), c.measured_s(), absl::StrFormat("%s measured: %s s", c.category(), Number(c.measured_s())), colour}}});
+    t.rows.push_back({c.category(), Number(c.predicted_s()), Number(c.measured_s()),
+                      absl::StrFormat("%+.4g", c.measured_s() - c.predicted_s())});
+  }
+  page.Svg(RenderStackedBars({"Predicted and measured step, by category", "seconds per step", {pred, meas}, 0, "", 820}));
+  page.Svg(RenderStackedBars(pairs));
+  page.Add(t);
+  page.Note("Categories (plugin/compare.h): compute = GEMM + attention (+ recompute predicted); memory_bound = "
+            "elementwise + optimizer (measured: elementwise + memcpy/memset); communication = exposed communication; "
+            "bubble_or_idle = pipeline bubble (measured: no kernel running); other = the rest of each step. Busy "
+            "categories may overlap across streams, so a measured bar can exceed the measured step.");
+  return page.Html();
+}
+
+std::string SearchPage(const std::string& title, const std::vector<SearchCandidate>& candidates,
+                       const SearchCandidate& chosen, bool by_mfu) {
+  Page page(absl::StrCat("stepcast search: ", title));
+  std::vector<std::string> rows, columns;
+  for (const auto& c : candidates) {
+    if (std::find(rows.begin(), rows.end(), c.row) == rows.end()) rows.push_back(c.row);
+    if (std::find(columns.begin(), columns.end(), c.column) == columns.end()) columns.push_back(c.column);
+  }
+  HeatMap h;
+  h.title = by_mfu ? "Best MFU per layout cell" : "Fastest step per layout cell";
+  h.rows = rows;
+  h.columns = columns;
+  h.value_label = by_mfu ? "MFU (%)" : "step time (s)";
+  h.higher_is_better = by_mfu;
+  h.values.assign(rows.size(), std::vector<double>(columns.size(), kNaN));
+  h.titles.assign(rows.size(), std::vector<std::string>(columns.size()));
+  std::vector<std::vector<int>> counts(rows.size(), std::vector<int>(columns.size(), 0));
+  std::vector<std::vector<const SearchCandidate*>> best(rows.size(), std::vector<const SearchCandidate*>(columns.size()));
+  for (const auto& c : candidates) {
+    const size_t i = std::find(rows.begin(), rows.end(), c.row) - rows.begin();
+    const size_t j = std::find(columns.begin(), columns.end(), c.column) - columns.begin();
+    ++counts[i][j];
+    if (!c.fits) continue;
+    const SearchCandidate* b = best[i][j];
+    if (b == nullptr || (by_mfu ? c.mfu > b->mfu : c.step_time_s < b->step_time_s)) best[i][j] = &c;
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = 0; j < columns.size(); ++j) {
+      const SearchCandidate* b = best[i][j];
+      if (b == nullptr) {
+        h.titles[i][j] = counts[i][j] ? absl::StrFormat("%s %s: %d layouts, none fits", rows[i], columns[j], counts[i][j])
+                                      : absl::StrFormat("%s %s: no valid layout", rows[i], columns[j]);
+        continue;
+      }
+      h.values[i][j] = by_mfu ? 100 * b->mfu : b->step_time_s;
+      h.titles[i][j] = absl::StrFormat("%s\nstep %s s, MFU %s\nbest of %d layouts in this cell", b->layout,
+                                       Number(b->step_time_s), Pct(b->mfu), counts[i][j]);
+    }
+  }
+  h.chosen_row = static_cast<int>(std::find(rows.begin(), rows.end(), chosen.row) - rows.begin());
+  h.chosen_column = static_cast<int>(std::find(columns.begin(), columns.end(), chosen.column) - columns.begin());
+  if (h.chosen_row >= static_cast<int>(rows.size()) || h.chosen_column >= static_cast<int>(columns.size())) {
+    h.chosen_row = h.chosen_column = -1;
+  }
+  if (!rows.empty()) {
+    h.y_label = rows.front().substr(0, rows.front().find('='));
+    h.x_label = columns.front().substr(0, columns.front().find('='));
+  }
+  page.Facts({{"chosen layout", chosen.layout},
+              {"step time", Seconds(chosen.step_time_s)},
+              {"MFU", Pct(chosen.mfu)},
+              {"layouts evaluated", absl::StrCat(candidates.size())}});
+  page.Svg(RenderHeatMap(h));
+  page.Note("Each cell shows the best layout with that row and column among those that fit in memory; grey cells have "
+            "no valid layout or none that fits. Hover a cell for its layout.");
+  std::vector<const SearchCandidate*> order;
+  for (const auto& c : candidates) order.push_back(&c);
+  std::stable_sort(order.begin(), order.end(), [&](const SearchCandidate* a, const SearchCandidate* b) {
+    if (a->fits != b->fits) return a->fits;
+    return by_mfu ? a->mfu > b->mfu : a->step_time_s < b->step_time_s;
+  });
+  Table t;
+  t.caption = "The best layouts";
+  t.header = {"#", "layout", "step s", "MFU", "fits", "note"};
+  t.numeric = {true, false, true, true, false, false};
+  for (size_t k = 0; k < order.size() && k < 20; ++k) {
+    const SearchCandidate& c = *order[k];
+    t.rows.push_back({absl::StrCat(k + 1), c.layout, Number(c.step_time_s), Pct(c.mfu), c.fits ? "yes" : "NO", c.note});
+    t.flagged.push_back(!c.fits);
+  }
+  page.Add(t);
+  return page.Html();
+}
+
+}  // namespace stepcast::html

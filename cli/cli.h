@@ -13,6 +13,7 @@
 #include "core/predict.h"
 #include "proto/catalog.h"
 #include "stepcast/v1/probe.pb.h"
+#include "stepcast/v1/trace.pb.h"
 #include "stepcast/v1/validation.pb.h"
 
 namespace stepcast::cli {
@@ -97,6 +98,7 @@ struct ReportArgs {
   v1::ProfileRef profile;
   bool json = false;
   std::vector<std::string> probe_reports;  // merged; the median step is the measurement
+  std::vector<std::string> traces;         // Kineto traces (one per rank), instead of probe reports
 };
 int Report(const ReportArgs& args);
 
@@ -107,11 +109,14 @@ struct RunsArgs {
 };
 int Runs(const RunsArgs& args);
 
-// `stepcast compare PREDICTION MEASURED...`: PREDICTION is a prediction JSON file (stepcast
-// predict --json) or run:<id> on --server; MEASURED are probe reports (merged across ranks; the
-// slowest rank sets each step), or nothing with run:<id> when the run carries a measured
-// breakdown. Prints predicted vs measured per category, MFU, and the largest difference.
-int Compare(const std::string& prediction, const std::vector<std::string>& measured, const ClientOptions& client);
+// `stepcast compare PREDICTION MEASURED... [--json]`: PREDICTION is a prediction JSON file
+// (stepcast predict --json) or run:<id> on --server; MEASURED are probe reports or Kineto traces
+// (one per rank, merged: the slowest rank sets each step), or nothing with run:<id> when the run
+// carries a measured breakdown. Prints predicted vs measured step time, MFU and each term
+// (plugin/compare.h CompareTerms), the largest gap first; --json: stepcast.v1.Comparison.
+// html_path: also write the comparison as a page (cli/html.h ComparisonPage).
+int Compare(const std::string& prediction, const std::vector<std::string>& measured, const ClientOptions& client,
+            bool json = false, const std::string& html_path = "");
 
 // What a client sends for a job file or a training command, as `stepcast preflight` builds it:
 // the job file read (YAML/JSON/text proto) with a local Hugging Face config.json inlined as
@@ -126,8 +131,27 @@ struct ImportedSpec {
 absl::StatusOr<ImportedSpec> ImportJobSpec(const std::string& job_path, const std::vector<std::string>& command,
                                            int64_t gpus, const std::string& hardware, int64_t gpus_per_node);
 
-// Reads probe reports (one per rank) and merges them.
+// Reads probe reports (one per rank; several processes of one rank: the one with steps) and
+// merges them.
 absl::StatusOr<v1::ProbeReport> ReadProbeReports(const std::vector<std::string>& paths);
+
+// A measurement from files: probe reports, or Kineto traces (plugin/trace/kineto_trace.h), told
+// apart by content. The merged report's median step is the measurement.
+struct Measured {
+  v1::ProbeReport merged;
+  std::string source;  // "probe" or "trace"
+};
+absl::StatusOr<Measured> ReadMeasured(const std::vector<std::string>& paths);
+
+// `stepcast trace TRACE... [--json] [--no-markers] [--warmup N]`: per-step breakdown of Kineto /
+// torch.profiler traces (one per rank); --json prints stepcast.v1.TraceReport.
+struct TraceArgs {
+  std::vector<std::string> paths;
+  bool json = false, no_markers = false;
+  int warmup_steps = 0;
+};
+int Trace(const TraceArgs& args);
+std::string FormatTraceReport(const v1::TraceReport& r);
 
 // `stepcast profile list|get|put`.
 int Profile(const ClientOptions& client, const std::string& action, const std::string& name,

@@ -10,10 +10,12 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "proto/codec.h"
 
 namespace stepcast::html {
 namespace {
@@ -126,6 +128,14 @@ void AutoRange(const Axis& axis, const std::vector<double>& data, double* lo, do
   const double step = NiceStep(dmax - dmin);
   *lo = std::floor(dmin / step) * step;
   *hi = std::ceil(dmax / step - 1e-9) * step;
+}
+
+// A tick label: Number() on linear axes; on log axes outside [1e-3, 1e5) the short exponent form
+// ("1e6", "2e-5"), which stays narrow at one label per decade.
+std::string TickLabel(const Scale& s, double v) {
+  const double a = std::abs(v);
+  if (!s.log || a == 0 || (a >= 1e-3 && a < 1e5)) return Number(v);
+  return absl::StrReplaceAll(absl::StrFormat("%g", v), {{"e+0", "e"}, {"e+", "e"}, {"e-0", "e-"}});
 }
 
 std::vector<Tick> Ticks(const Scale& s) {
@@ -282,11 +292,16 @@ std::string RenderXY(const XYChart& c) {
   for (size_t i = 0; i < c.series.size(); ++i) {
     const auto& s = c.series[i];
     if (s.name.empty()) continue;
-    legend.push_back({Clip(s.name, 26), s.colour.empty() ? PaletteColour(i) : s.colour,
+    legend.push_back({s.name, s.colour.empty() ? PaletteColour(i) : s.colour,
                       s.line ? (s.dashed ? "dashed" : "line") : "point"});
   }
-  for (const auto& r : c.reference_lines) legend.push_back({Clip(r.label, 26), r.colour, "dashed"});
-  const double legend_w = legend.empty() ? 0 : 200;
+  for (const auto& r : c.reference_lines) legend.push_back({r.label, r.colour, "dashed"});
+  // The legend is as wide as its longest entry (within 150..320 px).
+  double legend_w = 0;
+  for (auto& item : legend) {
+    item.text = Clip(item.text, 42);
+    legend_w = std::max(legend_w, std::clamp(TextWidth(item.text) + 34, 150.0, 320.0));
+  }
   const double left = 74, top = 36, right = c.width - legend_w - 18;
   const double bottom = std::max(top + 80.0, c.height - 56.0 - 0.0);
   const double height = std::max<double>(c.height, top + 18 * legend.size() + 20);
@@ -306,7 +321,7 @@ std::string RenderXY(const XYChart& c) {
                           t.major ? "#dddddd" : "#f0f0f0");
     if (t.major) {
       absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)", F(x), F(bottom + 16),
-                            Escape(Number(t.v)));
+                            Escape(TickLabel(sx, t.v)));
     }
     o += "\n";
   }
@@ -316,7 +331,7 @@ std::string RenderXY(const XYChart& c) {
                           t.major ? "#dddddd" : "#f0f0f0");
     if (t.major) {
       absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)", F(left - 6), F(y + 4),
-                            Escape(Number(t.v)));
+                            Escape(TickLabel(sy, t.v)));
     }
     o += "\n";
   }
@@ -405,7 +420,7 @@ std::string RenderStackedBars(const StackedBarChart& c) {
   Scale sx;
   AutoRange(axis, {0.0, max_total > 0 ? max_total : 1.0}, &sx.lo, &sx.hi);
   // A limit line's label sits between the title and the first bar.
-  const double label_w = 210, top = c.limit > 0 ? 52 : 34, bar_h = 26, gap = 12;
+  const double label_w = 240, top = c.limit > 0 ? 52 : 34, bar_h = 26, gap = 12;
   sx.px0 = label_w;
   sx.px1 = c.width - 24;
   const double bars_bottom = top + c.bars.size() * (bar_h + gap);
@@ -702,12 +717,18 @@ constexpr Term kTerms[] = {
     {"idle (measured)", &v1::StepBreakdown::idle_s, "#d4d4d4"},
 };
 
-// Colours of plugin/compare.h's categories, matching the terms they gather.
-std::string CategoryColour(const std::string& category) {
-  if (category == "compute") return "#4e79a7";
-  if (category == "memory_bound") return "#edc948";
-  if (category == "communication") return "#f28e2b";
-  if (category == "bubble_or_idle") return "#bab0ac";
+// Colours of plugin/compare.h's terms, matching the prediction page's colours of the terms they
+// gather (kTerms).
+std::string TermColour(const std::string& term) {
+  if (term == "gemm") return "#4e79a7";
+  if (term == "attention") return "#76b7b2";
+  if (term == "convolution") return "#a0cbe8";
+  if (term == "elementwise") return "#edc948";
+  if (absl::StartsWith(term, "exposed all_reduce")) return "#f28e2b";
+  if (absl::StartsWith(term, "exposed all_to_all")) return "#ff9da7";
+  if (absl::StartsWith(term, "exposed send_recv")) return "#9c755f";
+  if (absl::StartsWith(term, "exposed")) return "#e15759";
+  if (absl::StartsWith(term, "idle")) return "#bab0ac";
   return "#79706e";
 }
 
@@ -944,40 +965,53 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
   return page.Html();
 }
 
-std::string ComparisonPage(const std::string& title, const std::vector<v1::CategoryComparison>& rows,
-                           double predicted_step_s, double measured_step_s, double predicted_mfu, double measured_mfu,
-                           const std::string& largest_difference) {
-  Page page(absl::StrCat("stepcast compare: ", title));
-  page.Facts({{"predicted step", Seconds(predicted_step_s)},
-              {"measured step", Seconds(measured_step_s)},
-              {"error", measured_step_s > 0
-                            ? absl::StrFormat("%+.1f%%", 100 * (predicted_step_s - measured_step_s) / measured_step_s)
-                            : "n/a"},
-              {"MFU predicted / measured", absl::StrCat(Pct(predicted_mfu), " / ", Pct(measured_mfu))}});
-  if (!largest_difference.empty()) page.Text(absl::StrCat("Largest difference: ", largest_difference));
+std::string ComparisonPage(const v1::Comparison& c) {
+  Page page(absl::StrCat("stepcast compare: ", c.title()));
+  const double pred_s = c.predicted_step_time_s(), meas_s = c.measured_step_time_s();
+  page.Facts({{"predicted step", Seconds(pred_s)},
+              {"measured step", Seconds(meas_s)},
+              {"prediction error", meas_s > 0 ? absl::StrFormat("%+.1f%%", 100 * (pred_s - meas_s) / meas_s) : "n/a"},
+              {"MFU predicted / measured", absl::StrCat(Pct(c.predicted_mfu()), " / ", Pct(c.measured_mfu()))},
+              {"measured from", absl::StrFormat("%s, %d steps, %d rank(s)", c.measured_source().empty() ? "?" : c.measured_source(),
+                                                c.measured_steps(), c.ranks())}});
+  if (!c.largest_gap().empty()) page.Text(absl::StrCat("Largest gap: ", c.largest_gap(), "."));
+  for (const auto& w : c.warnings()) page.Warning(w);
+
   Bar pred{"predicted", {}}, meas{"measured", {}};
-  StackedBarChart pairs{"Per category, side by side", "seconds per step", {}, 0, "", 820};
+  StackedBarChart pairs{"Each term, predicted and measured (largest gap first)", "seconds per step", {}, 0, "", 820};
   Table t;
-  t.header = {"category", "predicted s", "measured s", "measured - predicted s"};
-  t.numeric = {false, true, true, true};
-  for (const auto& c : rows) {
-    const std::string colour = CategoryColour(c.category());
-    pred.segments.push_back({c.category(), c.predicted_s(), "", colour});
-    meas.segments.push_back({c.category(), c.measured_s(), "", colour});
-    pairs.bars.push_back({absl::StrCat(c.category(), " predicted"),
-                          {{c.category(), c.predicted_s(), absl::StrFormat("%s predicted: %s s", c.category(), Number(c.predicted_s())), colour}}});
-    pairs.bars.push_back({absl::StrCat(c.category(), " measured"),
-                          {{c.category(), c.measured_s(), absl::StrFormat("%s measured: %s s", c.category(), Number(c.measured_s())), colour}}});
-    t.rows.push_back({c.category(), Number(c.predicted_s()), Number(c.measured_s()),
-                      absl::StrFormat("%+.4g", c.measured_s() - c.predicted_s())});
+  t.header = {"term", "predicted s", "measured s", "measured - predicted s", "likely cause of the gap"};
+  t.numeric = {false, true, true, true, false};
+  double pred_sum = 0, meas_sum = 0;
+  for (const auto& term : c.terms()) {
+    const std::string colour = TermColour(term.term());
+    pred.segments.push_back({term.term(), term.predicted_s(), "", colour});
+    meas.segments.push_back({term.term(), term.measured_s(), "", colour});
+    pred_sum += std::max(0.0, term.predicted_s());
+    meas_sum += std::max(0.0, term.measured_s());
+    const std::string why = term.explanation().empty() ? "" : absl::StrCat("\n", term.explanation());
+    pairs.bars.push_back({absl::StrCat(term.term(), ", predicted"),
+                          {{"predicted", term.predicted_s(),
+                            absl::StrFormat("%s predicted: %s s", term.term(), Number(term.predicted_s())), "#4e79a7"}}});
+    pairs.bars.push_back({absl::StrCat(term.term(), ", measured"),
+                          {{"measured", term.measured_s(),
+                            absl::StrFormat("%s measured: %s s (%+.4g s)%s", term.term(), Number(term.measured_s()),
+                                            term.difference_s(), why),
+                            "#f28e2b"}}});
+    t.rows.push_back({term.term(), Number(term.predicted_s()), Number(term.measured_s()),
+                      absl::StrFormat("%+.4g", term.difference_s()), term.explanation()});
   }
-  page.Svg(RenderStackedBars({"Predicted and measured step, by category", "seconds per step", {pred, meas}, 0, "", 820}));
+  // What the terms leave of each step (host launch gaps in a prediction; in a measurement, busy
+  // kernels overlap across streams, so the terms may add up to more than the step).
+  if (pred_s - pred_sum > 1e-9 * pred_s) pred.segments.push_back({"rest of the step", pred_s - pred_sum, "", "#e8e8e8"});
+  if (meas_s - meas_sum > 1e-9 * meas_s) meas.segments.push_back({"rest of the step", meas_s - meas_sum, "", "#e8e8e8"});
+  page.Svg(RenderStackedBars({"Predicted and measured step, by term", "seconds per step", {pred, meas}, 0, "", 820}));
   page.Svg(RenderStackedBars(pairs));
   page.Add(t);
-  page.Note("Categories (plugin/compare.h): compute = GEMM + attention (+ recompute predicted); memory_bound = "
-            "elementwise + optimizer (measured: elementwise + memcpy/memset); communication = exposed communication; "
-            "bubble_or_idle = pipeline bubble (measured: no kernel running); other = the rest of each step. Busy "
-            "categories may overlap across streams, so a measured bar can exceed the measured step.");
+  page.Note("Terms (plugin/compare.h): gemm = GEMM + recompute predicted, GEMM kernels measured; elementwise includes "
+            "the optimizer and memory copies; exposed communication is HTA's definition (not under a computation "
+            "kernel); idle / bubble = the pipeline bubble predicted, no kernel running measured. Measured busy time "
+            "can overlap across streams, so the measured bar may exceed the measured step.");
   return page.Html();
 }
 
@@ -1052,6 +1086,269 @@ std::string SearchPage(const std::string& title, const std::vector<SearchCandida
     t.flagged.push_back(!c.fits);
   }
   page.Add(t);
+  return page.Html();
+}
+
+namespace {
+
+// Sizes from lo to hi, `per_decade` points per decade (log-spaced), for model curves.
+std::vector<double> LogSpace(double lo, double hi, int per_decade) {
+  std::vector<double> out;
+  if (!(lo > 0) || !(hi > lo)) return out;
+  const double step = 1.0 / per_decade;
+  for (double e = std::log10(lo); e < std::log10(hi) + 1e-9; e += step) out.push_back(std::pow(10, e));
+  return out;
+}
+
+std::string CollectiveText(v1::Collective c) {
+  std::string n = v1::Collective_Name(c);
+  return absl::AsciiStrToLower(n.rfind("COLLECTIVE_", 0) == 0 ? n.substr(11) : n);
+}
+std::string ScopeText(v1::Scope s) { return s == v1::SCOPE_INTER_NODE ? "inter-node" : "intra-node"; }
+std::string DTypeText(v1::DType d) {
+  std::string n = v1::DType_Name(d);
+  return absl::AsciiStrToLower(n.rfind("D_TYPE_", 0) == 0 ? n.substr(7) : n);
+}
+std::string Bytes(double b) {
+  if (b >= 1ull << 30) return absl::StrFormat("%.3g GiB", b / (1ull << 30));
+  if (b >= 1 << 20) return absl::StrFormat("%.3g MiB", b / (1 << 20));
+  if (b >= 1 << 10) return absl::StrFormat("%.3g KiB", b / (1 << 10));
+  return absl::StrFormat("%.0f B", b);
+}
+
+// A GEMM's shape class, for colouring rate-against-size points: "square" (largest / smallest
+// dimension <= 4), "long K" (k the largest: reduction-heavy, e.g. a row-parallel projection),
+// otherwise "skinny M or N" (few tokens, or a narrow output).
+std::string ShapeClass(int64_t m, int64_t n, int64_t k) {
+  const double lo = std::min({m, n, k}), hi = std::max({m, n, k});
+  if (hi <= 4 * lo) return "square";
+  if (k >= m && k >= n) return "long K";
+  return "skinny M or N";
+}
+
+}  // namespace
+
+std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardware) {
+  const v1::CalibrationConditions& cond = run.conditions();
+  const v1::RateProfile& prof = run.profile();
+  Page page(absl::StrCat("stepcast-calibrate: ", prof.name().empty() ? "rate profile" : prof.name()));
+  std::vector<std::pair<std::string, std::string>> facts;
+  if (!cond.gpu_name().empty()) facts.emplace_back("GPU", absl::StrCat(cond.gpu_count(), " x ", cond.gpu_name()));
+  if (cond.ranks() > 0) facts.emplace_back("ranks", absl::StrCat(cond.ranks()));
+  if (!cond.host().empty()) facts.emplace_back("host", cond.host());
+  for (const auto& [label, v] : {std::pair{"driver", cond.driver_version()}, std::pair{"CUDA", cond.cuda_runtime_version()},
+                                 std::pair{"cuBLAS", cond.cublas_version()}, std::pair{"NCCL", cond.nccl_version()}}) {
+    if (!v.empty()) facts.emplace_back(label, v);
+  }
+  if (!prof.hardware().empty()) facts.emplace_back("hardware preset", prof.hardware());
+  if (!facts.empty()) page.Facts(facts);
+  if (!cond.command_line().empty()) page.Note(absl::StrCat("command: ", cond.command_line()));
+  for (const auto& w : run.warnings()) page.Warning(w);
+  // The model's collective curves: the profile's rates as core evaluates them (a partial
+  // profile, e.g. an import of collectives only, still draws).
+  RateProfile model;
+  for (const auto& r : prof.collectives()) {
+    CollectiveRate c;
+    c.collective = CollectiveFromProto(r.collective());
+    c.scope = r.scope() == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
+    c.group_size = r.group_size();
+    c.alpha_s = r.alpha_s();
+    c.busbw_bytes_per_s = r.busbw_bytes_per_s();
+    for (const auto& pt : r.points()) c.points.push_back({pt.size_bytes(), pt.time_s()});
+    c.source = r.source();
+    model.collectives.push_back(std::move(c));
+  }
+
+  // ---- collectives, one pair of charts per scope ----
+  struct Group {
+    v1::Collective collective;
+    int64_t ranks = 0;
+    std::vector<std::pair<double, double>> size_time;  // measured (bytes, median s)
+  };
+  for (v1::Scope scope : {v1::SCOPE_INTRA_NODE, v1::SCOPE_INTER_NODE}) {
+    std::vector<Group> groups;
+    auto group_of = [&](v1::Collective c, int64_t ranks) -> Group& {
+      for (auto& g : groups) {
+        if (g.collective == c && g.ranks == ranks) return g;
+      }
+      groups.push_back({c, ranks, {}});
+      return groups.back();
+    };
+    for (const auto& sample : run.collectives()) {
+      if (sample.scope() != scope || !(sample.time().median_s() > 0)) continue;
+      group_of(sample.collective(), sample.ranks()).size_time.emplace_back(sample.size_bytes(), sample.time().median_s());
+    }
+    if (run.collectives().empty()) {  // an import: the profile's measured points
+      for (const auto& rate : prof.collectives()) {
+        if (rate.scope() != scope) continue;
+        for (const auto& pt : rate.points()) {
+          if (pt.time_s() > 0) group_of(rate.collective(), rate.group_size()).size_time.emplace_back(pt.size_bytes(), pt.time_s());
+        }
+      }
+    }
+    if (groups.empty()) continue;
+    page.Heading(absl::StrCat("Collectives, ", ScopeText(scope)));
+    XYChart busbw, time;
+    busbw.title = absl::StrCat("Bus bandwidth against message size (", ScopeText(scope), ")");
+    busbw.x = {"message size (bytes, as nccl-tests counts it)", true};
+    busbw.y = {"busbw (GB/s, 1e9 bytes/s)", false};
+    time.title = absl::StrCat("Time against message size (", ScopeText(scope), ")");
+    time.x = busbw.x;
+    time.y = {"time (s)", true};
+    const Scope core_scope = scope == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      Group& g = groups[gi];
+      std::sort(g.size_time.begin(), g.size_time.end());
+      const Collective core_c = CollectiveFromProto(g.collective);
+      const int64_t n = g.ranks > 0 ? g.ranks : 2;
+      const double factor = BusBwFactor(core_c, n);
+      const std::string name = absl::StrCat(CollectiveText(g.collective), " x", n);
+      const std::string colour = PaletteColour(gi);
+      Series pts_bw{absl::StrCat(name, " measured"), {}, false, false, colour};
+      Series pts_t = pts_bw;
+      for (const auto& [size, t] : g.size_time) {
+        const double bw = size * factor / t;
+        const std::string title = absl::StrFormat("%s, %s: %s, busbw %.1f GB/s", name, Bytes(size), Seconds(t), bw / 1e9);
+        pts_bw.points.push_back({size, bw / 1e9, title});
+        pts_t.points.push_back({size, t, title});
+      }
+      busbw.series.push_back(pts_bw);
+      time.series.push_back(pts_t);
+      const double lo = g.size_time.front().first, hi = g.size_time.back().first;
+      auto curve = [&](const CollectiveRate* rate, const std::string& label, bool dashed) {
+        if (rate == nullptr) return;
+        Series cb{absl::StrCat(name, " ", label), {}, true, dashed, colour};
+        Series ct = cb;
+        for (double size : LogSpace(lo, hi, 8)) {
+          const double t = CollectiveTime(*rate, n, size);
+          if (!(t > 0)) continue;
+          cb.points.push_back({size, size * factor / t / 1e9, ""});
+          ct.points.push_back({size, t, ""});
+        }
+        busbw.series.push_back(cb);
+        time.series.push_back(ct);
+      };
+      curve(model.FindCollective(core_c, core_scope), "model (this profile)", false);
+      if (hardware != nullptr) curve(hardware->reference_profile.FindCollective(core_c, core_scope), "reference profile", true);
+    }
+    if (hardware != nullptr) {
+      const double link = scope == v1::SCOPE_INTER_NODE ? hardware->inter_node_bandwidth_bytes_per_s
+                                                        : hardware->intra_node_bandwidth_bytes_per_s;
+      if (link > 0) busbw.reference_lines.push_back({absl::StrCat("datasheet link, ", hardware->name), link / 1e9, "#c00000"});
+    }
+    page.Svg(RenderXY(busbw));
+    page.Svg(RenderXY(time));
+  }
+  if (!run.fits().empty()) {
+    Table t;
+    t.caption = "Alpha-beta fits: time = alpha + size x factor / busbw, per size range";
+    t.header = {"collective", "scope", "ranks", "from", "to", "alpha (us)", "busbw (GB/s)", "median |error| of the fit"};
+    t.numeric = {false, false, true, true, true, true, true, true};
+    for (const auto& f : run.fits()) {
+      for (const auto& seg : f.segments()) {
+        t.rows.push_back({CollectiveText(f.collective()), ScopeText(f.scope()), absl::StrCat(f.ranks()),
+                          Bytes(seg.min_size_bytes()),
+                          seg.max_size_bytes() > seg.min_size_bytes() ? Bytes(seg.max_size_bytes()) : "(no limit)",
+                          Number(seg.alpha_s() * 1e6),
+                          Number(seg.busbw_bytes_per_s() / 1e9), Pct(f.median_relative_error())});
+      }
+    }
+    page.Add(t);
+  }
+
+  // ---- GEMM rate against size, by shape ----
+  struct GemmPoint {
+    v1::DType dtype;
+    int64_t m, n, k;
+    double flops_per_s;
+  };
+  std::vector<GemmPoint> gemms;
+  for (const auto& g : run.gemm()) {
+    if (g.median_flops_per_s() > 0) gemms.push_back({g.dtype(), g.m(), g.n(), g.k(), g.median_flops_per_s()});
+  }
+  if (run.gemm().empty()) {
+    for (const auto& g : prof.gemm()) {
+      if (g.m() > 0 && g.n() > 0 && g.k() > 0 && g.flops_per_s() > 0) gemms.push_back({g.dtype(), g.m(), g.n(), g.k(), g.flops_per_s()});
+    }
+  }
+  if (!gemms.empty()) {
+    page.Heading("GEMM rate against size and shape");
+    XYChart chart;
+    chart.title = "GEMM throughput against size (2mnk FLOPs)";
+    chart.x = {"GEMM size 2mnk (FLOPs)", true};
+    chart.y = {"TFLOP/s (1e12 FLOP/s)", false};
+    std::vector<std::string> keys;
+    std::set<v1::DType> dtypes;
+    double fmin = std::numeric_limits<double>::infinity(), fmax = 0;
+    for (const auto& g : gemms) {
+      const std::string key = absl::StrCat(DTypeText(g.dtype), " ", ShapeClass(g.m, g.n, g.k));
+      size_t i = std::find(keys.begin(), keys.end(), key) - keys.begin();
+      if (i == keys.size()) {
+        keys.push_back(key);
+        Series s;
+        s.name = key;
+        chart.series.push_back(s);
+      }
+      const double f = 2.0 * g.m * g.n * g.k;
+      fmin = std::min(fmin, f);
+      fmax = std::max(fmax, f);
+      dtypes.insert(g.dtype);
+      chart.series[i].points.push_back(
+          {f, g.flops_per_s / 1e12,
+           absl::StrFormat("%s GEMM m=%d n=%d k=%d: %.1f TFLOP/s", DTypeText(g.dtype), g.m, g.n, g.k, g.flops_per_s / 1e12)});
+    }
+    for (const auto& fit : run.gemm_fits()) {
+      if (!(fit.r_max_flops_per_s() > 0)) continue;
+      Series s;
+      s.name = absl::StrCat(DTypeText(fit.dtype()), " size fit r_max F/(F+f_half)");
+      s.line = true;
+      s.colour = "#333333";
+      for (double f : LogSpace(fmin, fmax, 10)) {
+        s.points.push_back({f, fit.r_max_flops_per_s() * f / (f + fit.f_half_flops()) / 1e12, ""});
+      }
+      chart.series.push_back(s);
+    }
+    if (hardware != nullptr) {
+      for (v1::DType d : dtypes) {
+        const DType cd = DTypeFromProto(d);
+        if (hardware->PeakFlops(cd) > 0) {
+          chart.reference_lines.push_back({absl::StrCat(DTypeText(d), " datasheet peak"), hardware->PeakFlops(cd) / 1e12, "#c00000"});
+        }
+        const double ref = hardware->reference_profile.GemmRate(cd, 8192, 8192, 8192).flops_per_s;
+        if (ref > 0) chart.reference_lines.push_back({absl::StrCat(DTypeText(d), " reference profile"), ref / 1e12, "#7f7f7f"});
+      }
+    }
+    chart.height = 560;
+    page.Svg(RenderXY(chart));
+    page.Note("Shapes: square (largest dimension at most 4x the smallest), long K (k largest), skinny M or N. The size "
+              "fit is calibrate/fits.h FitGemmRate; the reference profile's rate is its 8192^3 GEMM.");
+  }
+
+  // ---- HBM ----
+  if (!run.hbm().empty()) {
+    page.Heading("HBM bandwidth");
+    StackedBarChart bars{"Memory bandwidth: measured kernels against the datasheet", "GB/s (1e9 bytes/s)", {}, 0, "", 820};
+    for (const auto& h : run.hbm()) {
+      bars.bars.push_back({absl::StrFormat("%s, GPU %d, %s", h.kernel(), h.gpu(), Bytes(h.bytes())),
+                           {{"measured", h.median_bytes_per_s() / 1e9, "", "#4e79a7"}}});
+    }
+    if (hardware != nullptr) {
+      bars.bars.push_back({"reference profile", {{"reference", hardware->reference_profile.hbm_bandwidth_bytes_per_s / 1e9, "", "#bab0ac"}}});
+      bars.limit = hardware->hbm_bandwidth_bytes_per_s / 1e9;
+      bars.limit_label = "datasheet";
+    }
+    page.Svg(RenderStackedBars(bars));
+  }
+  if (!run.stragglers().empty()) {
+    Table t;
+    t.caption = "Stragglers (more than 5% below the node's median)";
+    t.header = {"GPU", "metric", "value", "node median", "slowdown"};
+    t.numeric = {true, false, true, true, true};
+    for (const auto& s : run.stragglers()) {
+      t.rows.push_back({absl::StrCat(s.gpu()), s.metric(), Number(s.value()), Number(s.node_median()), Pct(s.slowdown())});
+    }
+    page.Add(t);
+  }
   return page.Html();
 }
 

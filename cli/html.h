@@ -30,6 +30,7 @@
 #include "core/hardware.h"
 #include "core/job.h"
 #include "stepcast/v1/calibration.pb.h"
+#include "stepcast/v1/comparison.pb.h"
 #include "stepcast/v1/prediction.pb.h"
 #include "stepcast/v1/probe.pb.h"
 #include "stepcast/v1/validation.pb.h"
@@ -176,12 +177,11 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job);
 // predicted) with the leave-one-source-out figures; the rows the model cannot express.
 std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv_name);
 
-// `stepcast compare --html`: predicted against measured per category (plugin/compare.h's
-// categories), as two stacked bars on one scale and as side-by-side pairs per category, with the
-// table of differences. `rows` are Comparison::rows; `largest_difference` its sentence.
-std::string ComparisonPage(const std::string& title, const std::vector<v1::CategoryComparison>& rows,
-                           double predicted_step_s, double measured_step_s, double predicted_mfu,
-                           double measured_mfu, const std::string& largest_difference);
+// `stepcast compare --html`: a prediction against a measurement (probe reports, Kineto traces, a
+// stored run), term by term (plugin/compare.h CompareTerms): both steps as stacked bars on one
+// scale, each term's predicted and measured seconds side by side (largest gap first), the
+// largest gap in words, warnings, and the table with each gap's likely cause.
+std::string ComparisonPage(const v1::Comparison& c);
 
 // One evaluated layout of a layout search, for SearchPage.
 struct SearchCandidate {

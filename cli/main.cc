@@ -10,6 +10,8 @@
 //   stepcast report --server ADDR (--prediction-id ID | --job JOB) (--step-time-s S | --tokens-per-s T)
 //   stepcast runs --server ADDR [--cluster C] [--model M] [--label k=v]
 //   stepcast profile list|get|put [NAME] [FILE] --server ADDR
+//   stepcast trace TRACE... [--json] [--no-markers]     Kineto / torch.profiler traces, per step
+//   stepcast compare PREDICTION [PROBE_REPORTS... | TRACES...] [--json] [--html FILE]
 //
 // Exit codes: 0 success; 1 an internal, I/O or connection error; 2 invalid input (the message
 // names the field and the reason); preflight adds 3 (WARN) and 4 (FAIL).
@@ -20,6 +22,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "cli/cli.h"
 #include "cli/html.h"
@@ -181,6 +184,7 @@ int main(int argc, char** argv) {
   report->add_option("--measured-breakdown", ra.measured_breakdown_path, "StepBreakdown file from the run probe");
   report->add_flag("--json", ra.json, "print the stored run as JSON");
   report->add_option("--probe", ra.probe_reports, "probe reports (one per rank): the measured step and categories");
+  report->add_option("--trace", ra.traces, "Kineto / torch.profiler traces (one per rank), instead of --probe");
 
   // runs
   auto* runs = app.add_subcommand("runs", "list reported runs, predicted vs measured");
@@ -203,8 +207,19 @@ int main(int argc, char** argv) {
   std::string cmp_prediction;
   std::vector<std::string> cmp_measured;
   compare->add_option("prediction", cmp_prediction, "prediction JSON (stepcast predict --json) or run:<id>")->required();
-  compare->add_option("measured", cmp_measured, "probe reports, one per rank");
+  compare->add_option("measured", cmp_measured, "probe reports or Kineto traces, one per rank");
+  bool cmp_json = false;
+  compare->add_flag("--json", cmp_json, "print the comparison as JSON (stepcast.v1.Comparison)");
+  compare->add_option("--html", html_path, "also write a static HTML page (each term predicted vs measured)");
   add_client(compare);
+
+  // trace
+  auto* trace_cmd = app.add_subcommand("trace", "per-step breakdown of Kineto / torch.profiler traces (after a run)");
+  cli::TraceArgs ta;
+  trace_cmd->add_option("traces", ta.paths, "trace files (.json or .json.gz), one per rank")->required();
+  trace_cmd->add_flag("--json", ta.json, "print as JSON (stepcast.v1.TraceReport)");
+  trace_cmd->add_flag("--no-markers", ta.no_markers, "ignore ProfilerStep / step annotations: steps from the kernel period");
+  trace_cmd->add_option("--warmup", ta.warmup_steps, "first steps left out")->capture_default_str();
 
   // import (hidden): the JobSpec a client sends, as JSON; the Python client's importer.
   auto* import_cmd = app.add_subcommand("import", "print the JobSpec of a job file or training command as JSON");
@@ -292,11 +307,20 @@ int main(int argc, char** argv) {
         cli::ImportJobSpec(im_job, training_cmd, im_gpus, im_hardware, im_gpus_per_node);
     if (!imported.ok()) return Fail(imported.status());
     for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
-    std::cout << ToJson(imported->spec);
+    // Only the fields that are set (no UNSPECIFIED enums), so the JSON reads back as a job file.
+    std::string out;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.preserve_proto_field_names = true;
+    opts.add_whitespace = true;
+    if (!google::protobuf::util::MessageToJsonString(imported->spec, &out, opts).ok()) {
+      return Fail(absl::InternalError("import: the job does not print as JSON"));
+    }
+    std::cout << out;
     return 0;
   }
   if (*profile_cmd) return cli::Profile(client, pr_action, pr_name, pr_file, pr_version);
-  if (*compare) return cli::Compare(cmp_prediction, cmp_measured, client);
+  if (*compare) return cli::Compare(cmp_prediction, cmp_measured, client, cmp_json, html_path);
+  if (*trace_cmd) return cli::Trace(ta);
   if (*predict) {
     std::optional<RateProfile> profile;
     if (!profile_path.empty()) {

@@ -89,10 +89,10 @@ std::string FormatReport(const Job& job, const Prediction& p) {
                           c.energy_per_run_kwh / 1000);
   }
   for (const auto& w : p.warnings) absl::StrAppendFormat(&o, "  warning: %s\n", w);
-  if (!p.assumed_inputs.empty()) {
+  if (p.assumed_inputs && !p.assumed_inputs->empty()) {
     absl::StrAppendFormat(&o, "\n  assumed (not stated by the job; --json lists each with its source):\n   ");
     size_t width = 3;
-    for (const auto& a : p.assumed_inputs) {
+    for (const auto& a : *p.assumed_inputs) {
       const std::string item = absl::StrCat(" ", a.field, "=", a.value);
       if (width + item.size() > 100) {
         o += "\n   ";

@@ -155,72 +155,24 @@ int Preflight(const std::string& job_path, const PreflightArgs& args) {
   }
 }
 
-absl::StatusOr<v1::ProbeReport> ReadProbeReports(const std::vector<std::string>& paths) {
-  std::vector<v1::ProbeReport> ranks;
-  for (const auto& p : paths) {
-    v1::ProbeReport r;
-    if (absl::Status s = ParseMessageFile(p, &r); !s.ok()) return s;
-    ranks.push_back(std::move(r));
-  }
-  if (ranks.size() == 1) return ranks[0];
-  return probe::MergeRanks(ranks);
-}
-
-int Compare(const std::string& prediction_arg, const std::vector<std::string>& measured, const ClientOptions& client) {
-  v1::Prediction pred;
-  v1::StepBreakdown meas;
-  double meas_step = 0;
-  std::string title;
-  if (absl::StartsWith(prediction_arg, "run:")) {
-    absl::StatusOr<Client> c = Client::Connect(client);
-    if (!c.ok()) return Fail(c.status());
-    v1::GetRunRequest req;
-    req.set_run_id(prediction_arg.substr(4));
-    v1::GetRunResponse resp;
-    auto ctx = c->Context();
-    const grpc::Status st = c->stub().GetRun(ctx.get(), req, &resp);
-    if (!st.ok()) return Fail(FromGrpc(st));
-    pred = resp.run().prediction();
-    title = absl::StrCat(resp.run().run_id(), " (", pred.model_name(), " on ", pred.gpu_count(), " x ",
-                         pred.hardware_name(), ")");
-    if (measured.empty()) {
-      if (!resp.run().has_measured_breakdown()) {
-        return Fail(absl::FailedPreconditionError(
-            "the run has no measured breakdown (report it from the probe, or give the probe reports)"));
-      }
-      meas = resp.run().measured_breakdown();
-      meas_step = resp.run().measured_step_time_s();
-    }
-  } else {
-    if (absl::Status s = ParseMessageFile(prediction_arg, &pred); !s.ok()) return Fail(s);
-    title = absl::StrCat(pred.job_name(), " (", pred.model_name(), " on ", pred.gpu_count(), " x ",
-                         pred.hardware_name(), ")");
-  }
-  if (!measured.empty()) {
-    absl::StatusOr<v1::ProbeReport> r = ReadProbeReports(measured);
-    if (!r.ok()) return Fail(r.status());
-    if (r->steps().empty()) return Fail(absl::FailedPreconditionError("the probe reports hold no measured step"));
-    meas = MeasuredBreakdown(r->median());
-    meas_step = r->median().step_time_s();
-    title += absl::StrCat("; measured ", r->steps_size(), " steps on ", r->rank_count(), " rank(s), steps by ",
-                          r->step_source());
-  }
-  if (meas_step <= 0) return Fail(absl::InvalidArgumentError("no measured step time"));
-  std::cout << FormatComparison(stepcast::Compare(pred, meas, meas_step), title);
-  return 0;
-}
-
 int Report(const ReportArgs& a) {
   v1::ReportRunRequest req;
-  if (!a.probe_reports.empty()) {
-    absl::StatusOr<v1::ProbeReport> r = ReadProbeReports(a.probe_reports);
-    if (!r.ok()) return Fail(r.status());
-    if (r->steps().empty()) return Fail(absl::FailedPreconditionError("the probe reports hold no measured step"));
-    if (a.step_time_s > 0 || a.tokens_per_s > 0) {
-      return Fail(absl::InvalidArgumentError("--probe gives the step time; do not also pass --step-time-s/--tokens-per-s"));
+  const bool from_files = !a.probe_reports.empty() || !a.traces.empty();
+  if (from_files) {
+    if (!a.probe_reports.empty() && !a.traces.empty()) {
+      return Fail(absl::InvalidArgumentError("give --probe or --trace, not both"));
     }
-    *req.mutable_measured_breakdown() = MeasuredBreakdown(r->median());
-    req.set_measured_step_time_s(r->median().step_time_s());
+    absl::StatusOr<Measured> m = ReadMeasured(!a.traces.empty() ? a.traces : a.probe_reports);
+    if (!m.ok()) return Fail(m.status());
+    if (m->merged.steps().empty()) return Fail(absl::FailedPreconditionError("the measurement holds no step"));
+    if (a.step_time_s > 0 || a.tokens_per_s > 0) {
+      return Fail(absl::InvalidArgumentError(
+          "--probe/--trace give the step time; do not also pass --step-time-s/--tokens-per-s"));
+    }
+    // The same summary as the probe's: the median step's categories and time.
+    *req.mutable_measured_breakdown() = MeasuredBreakdown(m->merged.median());
+    req.set_measured_step_time_s(m->merged.median().step_time_s());
+    (*req.mutable_labels())["source"] = m->source == "trace" ? "kineto-trace" : "stepcast-probe";
   }
   if (!a.prediction_id.empty()) req.set_prediction_id(a.prediction_id);
   if (!a.job_path.empty()) {
@@ -228,7 +180,7 @@ int Report(const ReportArgs& a) {
     if (!spec.ok()) return Fail(spec.status());
     *req.mutable_job() = *spec;
   }
-  if (a.probe_reports.empty()) {
+  if (!from_files) {
     req.set_measured_step_time_s(a.step_time_s);
     req.set_measured_tokens_per_s(a.tokens_per_s);
   }

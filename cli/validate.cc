@@ -141,6 +141,14 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> ReadInformed(con
   return out;
 }
 
+// The importer's assumptions (vocabulary from a tokenizer, ...) before the codec's.
+std::shared_ptr<const std::vector<AssumedInput>> WithRowAssumptions(
+    const std::vector<AssumedInput>& row, const std::shared_ptr<const std::vector<AssumedInput>>& job) {
+  auto all = std::make_shared<std::vector<AssumedInput>>(row);
+  if (job) all->insert(all->end(), job->begin(), job->end());
+  return all;
+}
+
 struct RowResult {
   bool predicted = false;
   double abs_error_pct = 0;
@@ -163,10 +171,17 @@ RowResult PredictRow(const PublishedRow& r, const Catalog& catalog, const ModelC
     out->set_measured_from(run->measured_from);
     out->set_experiment(run->experiment);
   }
+  if (!choices.framework_recipes) {
+    // The framework without its per-model recipes, inline.
+    absl::StatusOr<v1::FrameworkSpec> fw = catalog.FindFramework(run->spec.framework().preset());
+    if (!fw.ok()) return skip(fw.status());
+    fw->clear_recipes();
+    *run->spec.mutable_framework()->mutable_spec() = *fw;
+  }
   absl::StatusOr<Job> job = JobFromSpec(run->spec, catalog, "", nullptr);
   if (!job.ok()) return skip(job.status());
   job->choices = choices;
-  job->assumed.insert(job->assumed.begin(), run->assumed.begin(), run->assumed.end());
+  job->assumed = WithRowAssumptions(run->assumed, job->assumed);
   absl::StatusOr<Prediction> p = Predict(*job);
   if (!p.ok()) return skip(p.status());
   res.predicted = true;
@@ -182,7 +197,7 @@ RowResult PredictRow(const PublishedRow& r, const Catalog& catalog, const ModelC
     out->set_fits(p->memory.fits);
     out->set_memory_total_bytes(p->memory.total_bytes);
     out->set_memory_capacity_bytes(p->memory.capacity_bytes);
-    for (const AssumedInput& a : p->assumed_inputs) {
+    for (const AssumedInput& a : *p->assumed_inputs) {
       auto* x = out->add_assumed_inputs();
       x->set_field(a.field);
       x->set_value(a.value);
@@ -270,7 +285,7 @@ absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalo
     if (!run.ok()) return run.status();
     absl::StatusOr<Job> job = JobFromSpec(run->spec, catalog, "", nullptr);
     if (!job.ok()) return job.status();
-    job->assumed.insert(job->assumed.begin(), run->assumed.begin(), run->assumed.end());
+    job->assumed = WithRowAssumptions(run->assumed, job->assumed);
     absl::StatusOr<Prediction> p = Predict(*job);
     if (!p.ok()) return p.status();
     const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;

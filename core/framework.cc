@@ -13,55 +13,61 @@ double OverlapMechanism::Exposed(double comm_s, double compute_s) const {
 
 AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, DType dtype,
                                               int64_t seq_length, bool causal) const {
+  // No allocation: one pass finds, among the rates of (architecture, dtype[, causal]), the
+  // measured lengths that bracket seq_length (or the nearest end).
   Lookup out;
-  // Causal rates for causal training; the other kind only when a table has none.
-  auto collect = [&](DType d) {
-    std::vector<const AttentionRate*> v, other;
-    for (const AttentionRate& r : rates) {
-      if (r.architecture != architecture || r.dtype != d) continue;
-      (r.causal == causal ? v : other).push_back(&r);
-    }
-    if (v.empty() && !other.empty()) {
-      out.extrapolated = true;
-      return other;
-    }
-    return v;
+  struct Pick {
+    const AttentionRate* below = nullptr;  // largest length <= seq
+    const AttentionRate* above = nullptr;  // smallest length >= seq
+    const AttentionRate* any = nullptr;    // a rate without a length
+    bool found = false;
   };
-  std::vector<const AttentionRate*> pts = collect(dtype);
-  if (pts.empty() && (dtype == DType::kFP8 || dtype == DType::kFP16)) {
-    pts = collect(DType::kBF16);
-    out.extrapolated = !pts.empty();
+  auto scan = [&](DType d, bool want_causal) {
+    Pick p;
+    for (const AttentionRate& r : rates) {
+      if (r.architecture != architecture || r.dtype != d || r.causal != want_causal) continue;
+      p.found = true;
+      if (r.seq_length <= 0) {
+        if (p.any == nullptr) p.any = &r;
+        continue;
+      }
+      if (r.seq_length <= seq_length && (p.below == nullptr || r.seq_length > p.below->seq_length)) p.below = &r;
+      if (r.seq_length >= seq_length && (p.above == nullptr || r.seq_length < p.above->seq_length)) p.above = &r;
+    }
+    return p;
+  };
+  Pick p = scan(dtype, causal);
+  if (!p.found) {  // the other kind (causal / not) of the same dtype
+    p = scan(dtype, !causal);
+    out.extrapolated = p.found;
   }
-  if (pts.empty()) return out;
+  if (!p.found && (dtype == DType::kFP8 || dtype == DType::kFP16)) {
+    p = scan(DType::kBF16, causal);
+    if (!p.found) p = scan(DType::kBF16, !causal);
+    out.extrapolated = p.found;
+  }
+  if (!p.found) return out;
   out.found = true;
-  std::sort(pts.begin(), pts.end(),
-            [](const AttentionRate* a, const AttentionRate* b) { return a->seq_length < b->seq_length; });
-  // Rates that give no length hold for every length.
-  if (pts.front()->seq_length <= 0 || seq_length <= 0) {
-    const AttentionRate* r = pts.front()->seq_length <= 0 ? pts.front() : pts.back();
-    out.forward_flops_per_s = r->forward_flops_per_s;
-    out.backward_flops_per_s = r->backward_flops_per_s;
+  const AttentionRate* lo = p.below;
+  const AttentionRate* hi = p.above;
+  if (lo == nullptr && hi == nullptr) {
+    out.forward_flops_per_s = p.any->forward_flops_per_s;
+    out.backward_flops_per_s = p.any->backward_flops_per_s;
     return out;
   }
-  const double x = std::log(static_cast<double>(seq_length));
-  if (seq_length <= pts.front()->seq_length || seq_length >= pts.back()->seq_length) {
-    const AttentionRate* r = seq_length <= pts.front()->seq_length ? pts.front() : pts.back();
+  if (seq_length <= 0 || lo == nullptr || hi == nullptr || lo == hi || lo->seq_length == hi->seq_length) {
+    const AttentionRate* r = hi != nullptr && (lo == nullptr || seq_length <= 0) ? hi : lo;
     out.forward_flops_per_s = r->forward_flops_per_s;
     out.backward_flops_per_s = r->backward_flops_per_s;
-    if (seq_length != r->seq_length) out.extrapolated = true;
+    if (r->seq_length != seq_length) out.extrapolated = true;
     return out;
   }
-  for (size_t i = 1; i < pts.size(); ++i) {
-    if (seq_length > pts[i]->seq_length) continue;
-    const double x0 = std::log(static_cast<double>(pts[i - 1]->seq_length));
-    const double x1 = std::log(static_cast<double>(pts[i]->seq_length));
-    const double w = x1 > x0 ? (x - x0) / (x1 - x0) : 0.0;
-    out.forward_flops_per_s =
-        pts[i - 1]->forward_flops_per_s + w * (pts[i]->forward_flops_per_s - pts[i - 1]->forward_flops_per_s);
-    out.backward_flops_per_s =
-        pts[i - 1]->backward_flops_per_s + w * (pts[i]->backward_flops_per_s - pts[i - 1]->backward_flops_per_s);
-    break;
-  }
+  // Linear in log(seq_length) between the bracketing lengths.
+  const double x0 = std::log(static_cast<double>(lo->seq_length));
+  const double x1 = std::log(static_cast<double>(hi->seq_length));
+  const double w = (std::log(static_cast<double>(seq_length)) - x0) / (x1 - x0);
+  out.forward_flops_per_s = lo->forward_flops_per_s + w * (hi->forward_flops_per_s - lo->forward_flops_per_s);
+  out.backward_flops_per_s = lo->backward_flops_per_s + w * (hi->backward_flops_per_s - lo->backward_flops_per_s);
   return out;
 }
 

@@ -46,7 +46,7 @@ const char* PipelineScheduleName(PipelineSchedule s) {
 
 bool ModelChoices::Disable(const std::string& name) {
   bool* flags[] = {&framework_attention_rates, &elementwise_traffic_factor, &cross_entropy_bytes,
-                   &overlap_efficiency, &launch_floor, &fsdp_semantics};
+                   &overlap_efficiency, &launch_floor, &fsdp_semantics, &framework_recipes};
   const std::vector<std::string>& names = Names();
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) {
@@ -60,7 +60,7 @@ bool ModelChoices::Disable(const std::string& name) {
 const std::vector<std::string>& ModelChoices::Names() {
   static const std::vector<std::string> kNames = {"framework_attention_rates", "elementwise_traffic_factor",
                                                   "cross_entropy_bytes", "overlap_efficiency", "launch_floor",
-                                                  "fsdp_semantics"};
+                                                  "fsdp_semantics", "framework_recipes"};
   return kNames;
 }
 

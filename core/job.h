@@ -6,6 +6,7 @@
 #define STEPCAST_CORE_JOB_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,9 @@ struct ModelChoices {
   bool overlap_efficiency = true;          // off: overlap hides all it can (efficiency 1)
   bool launch_floor = true;                // off: no host launch floor
   bool fsdp_semantics = true;              // off: ZeRO-3 gathers twice and reduces every micro-batch
+  // off: the framework's per-model recipe defaults are not applied (only its framework-wide
+  // defaults). Used where jobs are built (the validation harness), not by the step model.
+  bool framework_recipes = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();
@@ -128,8 +132,9 @@ struct Job {
   Parallelism parallelism;
   Cluster cluster;
   Framework framework;
-  // Inputs the job did not state and the defaults used (filled by the job codec).
-  std::vector<AssumedInput> assumed;
+  // Inputs the job did not state and the defaults used (filled by the job codec; shared, so a
+  // prediction carries it without copying). May be null: nothing assumed.
+  std::shared_ptr<const std::vector<AssumedInput>> assumed;
   ModelChoices choices;
 
   int64_t GpusPerNode() const {

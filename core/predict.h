@@ -74,7 +74,8 @@ struct Prediction {
   int64_t micro_batches_per_step = 0;
   std::vector<std::string> warnings;
   std::string framework_name;
-  std::vector<AssumedInput> assumed_inputs;  // from the job (inputs it did not state)
+  // From the job (inputs it did not state); shared with the job, may be null.
+  std::shared_ptr<const std::vector<AssumedInput>> assumed_inputs;
 };
 
 // Validates and predicts. Errors are ValidateJob's (InvalidArgument naming the field).

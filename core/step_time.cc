@@ -136,6 +136,8 @@ class StepModel {
                     fw_.launch.kernels_per_layer_forward > 0;
     absl::StatusOr<GemmModel> gm = GemmModel::Create(job.hardware, job.profile);
     if (gm.ok()) gemm_model_ = *std::move(gm);
+    pc_ = CountParameters(m_);
+    if (t_.flash_attention) AttentionRates(&attn_rate_fwd_, &attn_rate_bwd_);
   }
 
   StepTimeEstimate Run();
@@ -229,6 +231,8 @@ class StepModel {
   bool sp_ = false, launch_floor_ = false;
   bool warned_gemm_ = false, warned_comm_ = false;
   std::optional<GemmModel> gemm_model_;
+  ParameterCounts pc_;
+  double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;
 };
 
@@ -288,7 +292,7 @@ LayerCost StepModel::Layer(bool moe) {
   const double T = tokens_, h = m_.hidden_size, t = p_.tp;
   const double a = m_.attention_heads, kv = m_.kv_heads;
   const double dqk = m_.QkHeadDim(), dv = m_.VHeadDim();
-  const ParameterCounts pc = CountParameters(m_);
+  const ParameterCounts& pc = pc_;
   const bool gated = m_.ffn_type == FfnType::kSwiGlu || m_.ffn_type == FfnType::kGeGlu;
   const int fm = gated ? 3 : 2;
 
@@ -321,8 +325,7 @@ LayerCost StepModel::Layer(bool moe) {
   const double scores = b * heads * sq * skv;
   if (t_.flash_attention) {
     const double f = 2 * scores * (dqk + dv) * 0.5;  // causal: half the blocks
-    double rate_fwd = 0, rate_bwd = 0;
-    AttentionRates(&rate_fwd, &rate_bwd);
+    const double rate_fwd = attn_rate_fwd_, rate_bwd = attn_rate_bwd_;
     const double io = e_act_ * b * sq * heads * (2 * dqk + 2 * dv);  // Q, K, V in, O out
     c.attn_fwd.Roofline(f, io, rate_fwd, bw_);
     c.attn_bwd.Roofline(2.5 * f, 2 * io, rate_bwd, bw_);

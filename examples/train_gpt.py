@@ -8,6 +8,10 @@ Prints the loop's own median step time (CUDA events around each step, warm-up le
 can be set beside the probe's; run it with and without the probe for the overhead. The model is
 plain PyTorch (pre-norm blocks, GELU MLP 4h, fused SDPA attention, tied embeddings), the shape
 of `stepcast predict` GPT specs with the same numbers.
+
+With --trace DIR it records a torch.profiler (Kineto) trace of steps after the warm-up instead,
+for `stepcast trace DIR/*.pt.trace.json.gz` (ProfilerStep#N marks the steps). The probe and
+torch.profiler are exclusive (both own CUPTI's activity records): use one or the other.
 """
 import argparse
 import statistics
@@ -57,7 +61,16 @@ def main():
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=50304)
+    ap.add_argument("--trace", default="", help="write a torch.profiler trace of --trace-steps steps here")
+    ap.add_argument("--trace-steps", type=int, default=6)
     a = ap.parse_args()
+    prof = None
+    if a.trace:
+        from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                       schedule=schedule(wait=max(0, a.warmup - 1), warmup=1, active=a.trace_steps, repeat=1),
+                       on_trace_ready=tensorboard_trace_handler(a.trace, use_gzip=True))
+        prof.start()
     torch.manual_seed(0)
     model = GPT(a.vocab, a.layers, a.hidden, a.heads, a.seq).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -78,6 +91,10 @@ def main():
         torch.cuda.nvtx.range_pop()
         if step >= a.warmup:
             times.append(start.elapsed_time(end) / 1e3)
+        if prof is not None:
+            prof.step()
+    if prof is not None:
+        prof.stop()
     n_params = sum(p.numel() for p in model.parameters())
     print(f"params {n_params / 1e9:.3f}B; loop median step {statistics.median(times):.4f} s over {len(times)} steps")
 

@@ -578,10 +578,11 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   Job job;
   v1::JobSpec spec = spec_in;
   job.name = spec.name();
+  std::vector<AssumedInput> assumed;  // becomes job.assumed
 
   // The framework, then the defaults of every input the spec leaves unset: the framework's
   // documented defaults first, stepcast's fallbacks after; each recorded in job.assumed.
-  absl::StatusOr<v1::FrameworkSpec> fw_spec = ResolveJobFramework(spec, catalog, &job.assumed);
+  absl::StatusOr<v1::FrameworkSpec> fw_spec = ResolveJobFramework(spec, catalog, &assumed);
   if (!fw_spec.ok()) return fw_spec.status();
   {
     absl::StatusOr<Framework> fw = FrameworkFromProto(*fw_spec, "framework");
@@ -651,16 +652,16 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
                                  : DTypeName(DTypeOrDie(spec.training().precision().gemm()));
     std::string model_name = job.model.name;
     if (spec.model().source_case() == v1::ModelSpec::kPreset) model_name += " " + spec.model().preset();
-    if (absl::Status s = ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &job.assumed);
+    if (absl::Status s = ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &assumed);
         !s.ok()) {
       return s;
     }
   }
-  if (absl::Status s = ApplyFrameworkDefaults(spec, *fw_spec, &job.assumed); !s.ok()) return s;
+  if (absl::Status s = ApplyFrameworkDefaults(spec, *fw_spec, &assumed); !s.ok()) return s;
   const std::string fw_name = job.framework.name;
   auto fallback = [&](const std::string& path, const std::string& value, const std::string& why) {
     return ApplyDefault(spec, path, value, absl::StrCat("stepcast fallback (", fw_name, " documents none): ", why),
-                        &job.assumed);
+                        &assumed);
   };
   {
     const std::string kernel = job.framework.attention.kernel.empty() ? "its attention kernel" : job.framework.attention.kernel;
@@ -702,10 +703,10 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   p.dp_replicate = par.dp_replicate() == 0 ? 1 : par.dp_replicate();
   p.sequence_parallel = par.sequence_parallel();
   if (p.pp > 1 && par.vpp() == 0) {
-    job.assumed.push_back({"parallelism.vpp", "1", "stepcast fallback: no virtual pipeline stages unless given"});
+    assumed.push_back({"parallelism.vpp", "1", "stepcast fallback: no virtual pipeline stages unless given"});
   }
   if (p.ep > 1 && par.etp() == 0) {
-    job.assumed.push_back({"parallelism.etp", absl::StrCat(p.tp),
+    assumed.push_back({"parallelism.etp", absl::StrCat(p.tp),
                            "Megatron-Core default: --expert-tensor-parallel-size unset means the TP size"});
   }
   {
@@ -713,7 +714,7 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     if (sched.empty() && p.pp > 1) {
       sched = p.vpp > 1 ? "interleaved-1f1b" : job.framework.default_schedule;
       if (p.vpp == 1 && sched == "interleaved-1f1b") sched = "1f1b";
-      job.assumed.push_back({"parallelism.pp_schedule", sched,
+      assumed.push_back({"parallelism.pp_schedule", sched,
                              p.vpp > 1 ? "virtual stages given: interleaved 1F1B"
                                        : absl::StrCat("framework ", fw_name, " default schedule")});
     }
@@ -778,7 +779,7 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   t.precision.gemm = DTypeOrDie(pr.gemm());
   auto cascade = [&](const char* path, v1::DType given, DType fallback_value, const std::string& why) {
     if (given != v1::D_TYPE_UNSPECIFIED) return DTypeOrDie(given);
-    job.assumed.push_back({path, DTypeName(fallback_value), absl::StrCat("stepcast fallback: ", why)});
+    assumed.push_back({path, DTypeName(fallback_value), absl::StrCat("stepcast fallback: ", why)});
     return fallback_value;
   };
   t.precision.params = cascade("training.precision.params", pr.params(),
@@ -827,7 +828,7 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   }
   if (t.recompute == Recompute::kSelective && t.recompute_modules.empty()) {
     t.recompute_modules = job.framework.selective_recompute_modules;
-    job.assumed.push_back({"training.recompute_modules", absl::StrJoin(t.recompute_modules, ","),
+    assumed.push_back({"training.recompute_modules", absl::StrJoin(t.recompute_modules, ","),
                            absl::StrCat("framework ", fw_name, ": what its selective recompute recomputes")});
   }
   t.recompute_num_layers = tr.recompute_num_layers();
@@ -835,6 +836,7 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   t.cuda_graphs = tr.cuda_graphs();
   t.activation_offload_fraction = tr.activation_offload_fraction();
 
+  job.assumed = std::make_shared<const std::vector<AssumedInput>>(std::move(assumed));
   if (absl::Status s = ValidateJob(job); !s.ok()) return s;
   return job;
 }
@@ -929,7 +931,7 @@ v1::Prediction PredictionToProto(const Prediction& p) {
   out.set_micro_batches_per_step(p.micro_batches_per_step);
   for (const auto& w : p.warnings) out.add_warnings(w);
   out.set_framework(p.framework_name);
-  for (const auto& a : p.assumed_inputs) {
+  for (const auto& a : p.assumed_inputs ? *p.assumed_inputs : std::vector<AssumedInput>{}) {
     auto* x = out.add_assumed_inputs();
     x->set_field(a.field);
     x->set_value(a.value);

@@ -16,6 +16,7 @@ PACKAGES=(
   libbenchmark-dev                       # Google Benchmark
   libcsv-dev                             # CSV reader (stepcast validate)
   libtomlplusplus-dev                    # torchtitan TOML job configs
+  rapidjson-dev zlib1g-dev               # streaming (SAX) reader of gzip Kineto traces (stepcast trace)
   libopenmpi-dev openmpi-bin             # calibration across nodes (and its mpirun -np 2 test)
   libgrpc++-dev protobuf-compiler-grpc   # the service (stepcast serve) and its clients
   libsqlite3-dev                         # the run and profile store

@@ -57,7 +57,7 @@ TEST(Codec, DefaultsAndDerivedDp) {
   // recorded as assumed.
   EXPECT_EQ(job->framework.name, "megatron-core");
   auto assumed = [&](const std::string& field) {
-    for (const auto& a : job->assumed) {
+    for (const auto& a : *job->assumed) {
       if (a.field == field) return true;
     }
     return false;

@@ -61,9 +61,12 @@ def chromium(page, *args):
     return r.stdout, r.stderr
 
 
+MARKS = ("pt", "bar", "cell", "empty", "curve")
+
+
 class Marks(html.parser.HTMLParser):
-    """Per <svg> element: how many elements carry each class, and the fill and <title> of each
-    point."""
+    """Per <svg> element: how many elements carry each class, and each mark (point, bar, cell,
+    curve) with its classes, fill and <title>."""
 
     def __init__(self):
         super().__init__()
@@ -88,7 +91,7 @@ class Marks(html.parser.HTMLParser):
                 self.fetching.append((tag, k, v))
         self._in_style = tag == "style"
         if tag == "svg":
-            self.svgs.append({"classes": {}, "fills": [], "titles": []})
+            self.svgs.append({"classes": {}, "fills": [], "titles": [], "marks": []})
             return
         if not self.svgs:
             return
@@ -96,8 +99,9 @@ class Marks(html.parser.HTMLParser):
         classes = (a.get("class") or "").split()
         for c in classes:
             svg["classes"][c] = svg["classes"].get(c, 0) + 1
-        if "pt" in classes:
-            svg["fills"].append(a.get("stroke") if "hollow" in classes else a.get("fill"))
+        if any(c in MARKS for c in classes):
+            fill = a.get("stroke") if "hollow" in classes or "curve" in classes else a.get("fill")
+            svg["marks"].append({"classes": classes, "fill": fill, "title": ""})
             self._title_of = svg
         if tag == "title" and self._title_of is not None:
             self._in_title = True
@@ -112,12 +116,16 @@ class Marks(html.parser.HTMLParser):
         if self._in_style:
             self.style += data
         if self._in_title and self._title_of is not None:
-            self._title_of["titles"].append(data)
+            self._title_of["marks"][-1]["title"] += data
 
 
 def parse_dom(text):
     m = Marks()
     m.feed(text)
+    for svg in m.svgs:
+        pts = [x for x in svg["marks"] if "pt" in x["classes"]]
+        svg["fills"] = [x["fill"] for x in pts]
+        svg["titles"] = [x["title"] for x in pts]
     return m
 
 
@@ -334,6 +342,165 @@ class HostileNamesPage(PageCase, unittest.TestCase):
     def test_name_is_text(self):
         self.assertNotIn("<b>", self.dom_text)
         self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;&amp;", self.dom_text)
+
+
+def write_fixture_pages():
+    """search.html and calibrate.html from tests/pages_test.cc (commands not wired yet)."""
+    r = run([os.environ["PAGES_FIXTURE"], OUT, ROOT, *(f"{k}:{v}" for k, vs in CALIBRATION_INPUTS.items() for v in vs)])
+    assert r.returncode == 0, r.stderr
+
+
+# Published measurements the calibration page draws (tests/data/real_data/microbench).
+NCCL = "tests/data/real_data/microbench/nccl/"
+GEMM = "tests/data/real_data/microbench/gemm/"
+CALIBRATION_INPUTS = {
+    "intra": [NCCL + "01_h100x8_nvlink_dgx_allreduce.txt"],
+    "inter": [NCCL + "14_h100x16_aws_p5_efa_allreduce.txt", NCCL + "06_h100x16_gcp_a3mega_allgather.txt"],
+    "gemm": [GEMM + f for f in sorted(os.listdir(os.path.join(ROOT, GEMM))) if f.endswith("_GEMM.csv")],
+}
+
+
+def nccl_rows(path):
+    """Data rows of an nccl-tests log (size > 0, out-of-place time > 0), counted here on their own."""
+    n = 0
+    with open(os.path.join(ROOT, path)) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            line = line.split("<stdout>:")[-1]
+            fields = line.split()
+            try:
+                if len(fields) >= 8 and float(fields[0]) > 0 and float(fields[5]) > 0:
+                    n += 1
+            except ValueError:
+                pass
+    return n
+
+
+def tracelens_bf16_rows(path):
+    import csv
+    with open(os.path.join(ROOT, path), newline="") as f:
+        return sum(1 for row in csv.DictReader(f)
+                   if "BFloat16" in row["param: dtype_A_B"] and float(row["TFLOPS/s_median"]) > 0)
+
+
+class ComparePage(PageCase, unittest.TestCase):
+    name = "compare"
+
+    @classmethod
+    def write_page(cls):
+        cls.tmp = tempfile.mkdtemp()
+        pred = os.path.join(cls.tmp, "pred.json")
+        r = run([STEPCAST, "predict", "--json", os.path.join(ROOT, "examples", "llama3-70b-h100.yaml")])
+        assert r.returncode == 0, r.stderr
+        with open(pred, "w") as f:
+            f.write(r.stdout)
+        ranks = []
+        for rank, step in ((0, 14.0), (1, 15.0)):
+            path = os.path.join(cls.tmp, f"rank{rank}.json")
+            busy = {"gemm_s": 9.5, "attention_s": 1.2, "communication_s": 2.0, "elementwise_s": 1.0,
+                    "memory_copy_s": 0.1}
+            with open(path, "w") as f:
+                json.dump({"rank": rank, "rank_count": 1, "step_source": "nvtx:step", "warmup_steps": 2,
+                           "steps": [{"step": s, "step_time_s": step, "busy": busy, "exposed_communication_s": 1.5,
+                                      "idle_s": 0.8} for s in (2, 3)]}, f)
+            ranks.append(path)
+        r = run([STEPCAST, "compare", pred, *ranks, "--html", cls.page])
+        assert r.returncode == 0, r.stderr
+        r = run([STEPCAST, "compare", pred, *ranks, "--json"])
+        assert r.returncode == 0, r.stderr
+        cls.comparison = json.loads(r.stdout)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_terms_side_by_side(self):
+        terms = self.comparison["terms"]
+        self.assertGreaterEqual(len(terms), 4)
+        pairs = sum(1 for t in terms if t["predicted_s"] > 0) + sum(1 for t in terms if t["measured_s"] > 0)
+        bars = self.svg_counts("bar")
+        self.assertEqual(len(bars), 2)
+        self.assertEqual(bars[1], pairs)
+        # The two stacked steps: every non-zero term once per side, plus what the terms leave.
+        self.assertGreaterEqual(bars[0], pairs)
+        self.assertLessEqual(bars[0], pairs + 2)
+        for t in terms:
+            self.assertIn(html.escape(t["term"], quote=False), self.dom_text)
+        self.assertIn(html.escape(self.comparison["largest_gap"], quote=False), self.dom_text)
+        self.assertEqual(self.comparison["measured_step_time_s"], 15.0)  # the slowest rank sets the step
+        self.assertIn("15 s", self.dom_text)
+
+    def solid_colours(self):
+        return [(GEMM_BLUE, 1000)]
+
+
+class SearchPage(PageCase, unittest.TestCase):
+    name = "search"
+
+    @classmethod
+    def write_page(cls):
+        write_fixture_pages()
+
+    def cells(self):
+        return [m for m in self.dom.svgs[0]["marks"] if "cell" in m["classes"] or "empty" in m["classes"]]
+
+    def test_grid(self):
+        self.assertEqual(len(self.dom.svgs), 1)
+        self.assertEqual(len(self.cells()), 5 * 4)  # PP 1..16 x TP 1..8
+        self.assertGreater(self.svg_counts("cell")[0], 4)
+        chosen = [m for m in self.cells() if "chosen" in m["classes"]]
+        self.assertEqual(len(chosen), 1)
+
+    def test_chosen_is_the_fastest_and_matches_the_cli(self):
+        chosen = [m for m in self.cells() if "chosen" in m["classes"]][0]["title"]
+        layout = chosen.split("\n")[0]
+        steps = [float(m["title"].split("step ")[1].split(" s")[0]) for m in self.cells() if "cell" in m["classes"]]
+        step = float(chosen.split("step ")[1].split(" s")[0])
+        self.assertEqual(step, min(steps))
+        # The same layout through `stepcast predict` (the job file with that TP and PP).
+        tp = int(layout.split("TP=")[1].split()[0])
+        pp = int(layout.split("PP=")[1].split()[0])
+        r = run([STEPCAST, "import", os.path.join(ROOT, "examples", "llama3-70b-h100.yaml")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        spec = json.loads(r.stdout)
+        spec["parallelism"].update({"tp": tp, "pp": pp, "vpp": 1})
+        spec["parallelism"].pop("dp", None)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(spec, f)
+        try:
+            r = run([STEPCAST, "predict", "--json", f.name])
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertAlmostEqual(json.loads(r.stdout)["step_time_s"], step, delta=step * 1e-3)
+
+
+class CalibratePage(PageCase, unittest.TestCase):
+    name = "calibrate"
+
+    @classmethod
+    def write_page(cls):
+        write_fixture_pages()
+
+    def test_points_per_chart(self):
+        intra = sum(nccl_rows(p) for p in CALIBRATION_INPUTS["intra"])
+        inter = sum(nccl_rows(p) for p in CALIBRATION_INPUTS["inter"])
+        gemm = sum(tracelens_bf16_rows(p) for p in CALIBRATION_INPUTS["gemm"])
+        self.assertGreater(intra, 20)
+        self.assertGreater(inter, 20)
+        self.assertGreater(gemm, 50)
+        # busbw and time per scope, then GEMM rate against size.
+        self.assertEqual(self.svg_counts("pt"), [intra, intra, inter, inter, gemm])
+        curves = self.svg_counts("curve")
+        # Each collective group has the model's curve; intra all_reduce and inter all_reduce also
+        # the H100 reference profile's; the GEMM chart has the size fit.
+        self.assertGreaterEqual(curves[0], 2)
+        self.assertGreaterEqual(curves[2], 3)
+        self.assertEqual(curves[4], 1)
+        refs = self.svg_counts("ref")
+        self.assertEqual(refs[0], 1)  # datasheet NVLink bandwidth
+        self.assertEqual(refs[4], 2)  # bf16 datasheet peak, reference profile rate
 
 
 if __name__ == "__main__":

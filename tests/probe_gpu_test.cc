@@ -26,7 +26,9 @@ TEST(ProbeGpu, InjectedIntoAKnownKernelSequence) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   v1::ProbeReport r;
   ASSERT_TRUE(ParseMessageFile(out, &r).ok()) << "no report at " << out;
-  EXPECT_EQ(r.step_source(), "nvtx:step");
+  // Each kernel goes to the step range that launched it (CUPTI RUNTIME records, correlation ids).
+  EXPECT_EQ(r.step_source(), "nvtx:step (launch correlation)");
+  EXPECT_FALSE(r.cupti_taken_over());
   // 10 NVTX steps: 10 starts close 9 steps, 2 of them warm-up.
   ASSERT_EQ(r.steps_size(), 7);
   for (const auto& s : r.steps()) {

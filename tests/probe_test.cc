@@ -3,9 +3,13 @@
 // and predicted-vs-measured comparison.
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include <chrono>
+#include <random>
 #include "plugin/compare.h"
 #include "plugin/probe/collector.h"
 #include "plugin/probe/trace_analysis.h"
+#include "absl/strings/str_cat.h"
 
 namespace stepcast::probe {
 namespace {
@@ -198,6 +202,178 @@ TEST(Compare, CategoriesAndTheLargestDifference) {
   EXPECT_NEAR(c.rows[4].measured_s(), 12.5 - 12.2, 1e-12);
   EXPECT_NEAR(c.measured_mfu, 0.4, 1e-12);
   EXPECT_THAT(c.largest_difference, ::testing::StartsWith("communication: +2.000 s of the +2.500 s"));
+}
+
+
+// Reliability review M4: "12 steps of 1.0 s produce 189 steps, median 0.045 s" when nested
+// per-micro-batch ranges (forward_step / backward_step inside train_step) matched "step". The
+// review's input: 12 train_step ranges of 1.0 s, each with 8 micro-batches of forward_step and
+// backward_step ranges, kernels throughout.
+TEST(Collector, NestedStepNamedRangesAreNotSteps) {
+  Collector::Options o;
+  o.warmup_steps = 0;
+  Collector c(o);
+  uint64_t id = 0;
+  const int64_t s = 1'000'000'000;
+  for (int step = 0; step < 12; ++step) {
+    const int64_t t = step * s;
+    const uint64_t outer = id++;
+    c.AddRangeStart(outer, "train_step", t);
+    for (int mb = 0; mb < 8; ++mb) {
+      const int64_t m = t + 10'000'000 + mb * 110'000'000;
+      const uint64_t f = id++, b = id++;
+      c.AddRangeStart(f, "forward_step", m);
+      c.AddKernel("nvjet_fwd", m + 1'000, m + 40'000'000);
+      c.AddRangeEnd(f, m + 40'000'000);
+      c.AddRangeStart(b, "backward_step", m + 45'000'000);
+      c.AddKernel("nvjet_bwd", m + 45'001'000, m + 100'000'000);
+      c.AddRangeEnd(b, m + 100'000'000);
+    }
+    c.AddKernel("multi_tensor_apply_kernel", t + 900'000'000, t + 950'000'000);
+    c.AddRangeEnd(outer, t + 990'000'000);
+  }
+  const v1::ProbeReport r = c.Finish();
+  EXPECT_EQ(r.steps_size(), 11);  // 12 starts close 11 steps
+  EXPECT_NEAR(r.median().step_time_s(), 1.0, 1e-6);
+  EXPECT_TRUE(IsStepRangeName("ProfilerStep#12", "step"));
+  EXPECT_TRUE(IsStepRangeName("train step", "step"));
+  EXPECT_TRUE(IsStepRangeName("step 12", "step"));
+  EXPECT_FALSE(IsStepRangeName("forward_step", "step"));
+  EXPECT_FALSE(IsStepRangeName("backward_step", "step"));
+  EXPECT_FALSE(IsStepRangeName("stepper", "step"));
+  EXPECT_TRUE(IsStepRangeName("Iteration", "iteration"));
+  EXPECT_FALSE(IsStepRangeName("iteration 3", "iteration"));
+}
+
+// gpu_code_review item 8: the CPU runs ahead of the GPU (no synchronisation each step), so a
+// step range opens while the GPU still runs the previous step's kernels. With launch records
+// (correlation ids) each kernel goes to the step that launched it; by timestamp alone the
+// windows would start at the previous step's tail.
+TEST(Collector, StepBoundariesByLaunchCorrelation) {
+  Collector::Options o;
+  o.warmup_steps = 0;
+  Collector c(o);
+  int64_t corr = 1;
+  for (int step = 0; step < 6; ++step) {
+    const int64_t cpu = step * int64_t{1'000'000}, gpu = cpu + 1'600'000;  // GPU 1.6 steps behind
+    c.AddRangeStart(step, "train_step", cpu);
+    for (int k = 0; k < 4; ++k) {
+      c.AddLaunch(corr, cpu + 10'000 + k * 1'000);
+      c.AddKernel(k % 2 ? "elementwise" : "nvjet_gemm", gpu + k * 200'000, gpu + k * 200'000 + 150'000, 7, corr);
+      ++corr;
+    }
+    c.AddRangeEnd(step, cpu + 900'000);
+  }
+  const v1::ProbeReport r = c.Finish();
+  EXPECT_THAT(r.step_source(), ::testing::HasSubstr("launch correlation"));
+  ASSERT_EQ(r.steps_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r.steps(i).start_ns(), i * 1'000'000 + 1'600'000) << i;
+  EXPECT_NEAR(r.median().busy().gemm_s(), 300e-6, 1e-12);
+}
+
+// Reliability review M5: with no step range and an aperiodic kernel sequence, a full buffer
+// (2^21 records) made the period search run 30.7 s under the collector's lock (every period up to
+// 20,000 over 1.4 M records), and Finish() another 15.2 s. The review's input: 2^21 kernels whose
+// names vary like an MoE step's. The search now compares at most 2e7 names per compaction.
+// (Wall-clock bounds here are 10x above what this machine takes, to catch the O(P*N) search
+// coming back, not to benchmark.)
+TEST(Collector, AperiodicKernelsDoNotStallTheCollector) {
+  Collector::Options o;
+  Collector c(o);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> name(0, 63);
+  double slowest_s = 0;
+  int64_t t = 0;
+  const size_t n = size_t{1} << 21;
+  for (size_t i = 0; i < n; ++i) {
+    const auto a = std::chrono::steady_clock::now();
+    c.AddKernel(absl::StrCat("moe_expert_kernel_", name(rng)), t, t + 1000, 7);
+    slowest_s = std::max(slowest_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    t += 1500;
+  }
+  const auto a = std::chrono::steady_clock::now();
+  const v1::ProbeReport r = c.Finish();
+  const double finish_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+  EXPECT_LT(slowest_s, 5.0);
+  EXPECT_LT(finish_s, 5.0);
+  EXPECT_EQ(r.steps_size(), 0);
+  EXPECT_EQ(r.kernels_seen(), static_cast<int64_t>(n));
+}
+
+// Reliability review M5: AddRangeEnd scanned every buffered range (1.9 s per 1e5 ranges).
+TEST(Collector, ManyRangesEndInConstantTime) {
+  Collector::Options o;
+  o.warmup_steps = 0;
+  Collector c(o);
+  const auto a = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < 100000; ++i) {
+    const int64_t t = static_cast<int64_t>(i) * 10'000;
+    c.AddRangeStart(i, "step", t);
+    c.AddKernel("nvjet", t + 100, t + 5'000);
+    c.AddRangeEnd(i, t + 9'000);
+  }
+  const v1::ProbeReport r = c.Finish();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count(), 5.0);
+  EXPECT_EQ(r.steps_size(), 99999);
+}
+
+// gpu_code_review item 7: helper processes of the same rank write reports too; the one with
+// steps is taken, and processes that launched no kernel are dropped.
+TEST(Merge, OneReportPerRankPicksTheProcessWithSteps) {
+  v1::ProbeReport helper, trainer, empty, other_rank;
+  helper.set_rank(0);
+  helper.set_kernels_seen(3);
+  trainer.set_rank(0);
+  trainer.set_kernels_seen(5000);
+  trainer.add_steps()->set_step_time_s(1.0);
+  empty.set_rank(0);
+  other_rank.set_rank(1);
+  other_rank.set_kernels_seen(4000);
+  other_rank.add_steps()->set_step_time_s(1.1);
+  const std::vector<v1::ProbeReport> got = OneReportPerRank({helper, trainer, empty, other_rank});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].kernels_seen(), 5000);
+  EXPECT_EQ(got[1].rank(), 1);
+}
+
+TEST(Analyze, ConvolutionAndBothExposedFigures) {
+  // comm [0, 100); conv [0, 30); memcpy [30, 60): HTA's exposed = 70 (memcpy does not hide
+  // communication), memcpy-inclusive = 40.
+  std::vector<KernelRecord> k = {{0, 100, 0, KernelCategory::kCommunication, CollectiveIndex("all_gather")},
+                                 {0, 30, 1, KernelCategory::kConvolution, 0},
+                                 {30, 60, 2, KernelCategory::kMemory, 0}};
+  const v1::StepMeasurement m = AnalyzeWindow(k, 0, 200);
+  EXPECT_DOUBLE_EQ(m.busy().convolution_s(), 30e-9);
+  EXPECT_DOUBLE_EQ(m.exposed_communication_s(), 70e-9);
+  EXPECT_DOUBLE_EQ(m.exposed_communication_incl_memory_s(), 40e-9);
+  EXPECT_DOUBLE_EQ(m.exposed_communication_by_collective_s().at("all_gather"), 70e-9);
+  EXPECT_DOUBLE_EQ(m.idle_s(), 100e-9);
+}
+
+TEST(Steps, PeriodOnTheComputeStreamWhenStreamsInterleave) {
+  // Stream 7 repeats the same 6 kernels each step; stream 20 (communication) runs a varying
+  // number of kernels at varying offsets, so the merged sequence does not repeat.
+  std::vector<KernelRecord> k;
+  std::mt19937 rng(3);
+  for (int step = 0; step < 12; ++step) {
+    const int64_t t = step * int64_t{1'000'000};
+    for (int j = 0; j < 6; ++j) {
+      k.push_back({t + 200'000 + j * 100'000, t + 280'000 + j * 100'000, static_cast<uint32_t>(j),
+                   KernelCategory::kGemm, 0, 7});
+    }
+    const int extra = 1 + static_cast<int>(rng() % 4);
+    for (int j = 0; j < extra; ++j) {
+      const int64_t s = t + 250'000 + static_cast<int64_t>(rng() % 500'000);
+      k.push_back({s, s + 30'000, static_cast<uint32_t>(10 + rng() % 3), KernelCategory::kCommunication, 1, 20});
+    }
+  }
+  std::sort(k.begin(), k.end(), [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });
+  auto p = StepStartsFromPeriod(k);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->stream, 7);
+  EXPECT_EQ(p->period, 6);
+  ASSERT_EQ(p->starts.size(), 12u);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(p->starts[i], i * 1'000'000 + 200'000);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "plugin/probe/trace_analysis.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -19,25 +20,48 @@ const char* CategoryName(KernelCategory c) {
     case KernelCategory::kCommunication: return "communication";
     case KernelCategory::kMemory: return "memory_copy";
     case KernelCategory::kElementwise: return "elementwise";
+    case KernelCategory::kConvolution: return "convolution";
   }
   return "?";
 }
 
+namespace {
+
+bool IsCommunicationName(absl::string_view n) {
+  return absl::StrContains(n, "nccl") || absl::StrContains(n, "multimem_all_reduce") ||
+         absl::StrContains(n, "two_shot_all_reduce") || absl::StrContains(n, "one_shot_all_reduce") ||
+         absl::StrContains(n, "cross_device_reduce") || absl::StrContains(n, "deep_ep::") ||
+         absl::StrContains(n, "deepep");
+}
+
+}  // namespace
+
 KernelCategory ClassifyKernel(absl::string_view name) {
   const std::string n = absl::AsciiStrToLower(name);
   auto has = [&](absl::string_view s) { return absl::StrContains(n, s); };
-  if (has("nccl")) return KernelCategory::kCommunication;
-  if (absl::StartsWith(n, "memcpy") || absl::StartsWith(n, "memset") || has("copy_kernel") ||
-      has("copykernel") || has("memcpy")) {
+  // CUPTI/Kineto copy and set records ("Memcpy HtoD (Pinned -> Device)", "Memset (Device)") and
+  // Nsight's "[CUDA memcpy ...]". Copy kernels are elementwise work.
+  if (absl::StartsWith(n, "memcpy") || absl::StartsWith(n, "memset") || absl::StartsWith(n, "[cuda memcpy") ||
+      absl::StartsWith(n, "[cuda memset")) {
     return KernelCategory::kMemory;
   }
-  if (has("flash_fwd") || has("flash_bwd") || has("flash::") || has("fmha") || has("sdpa") ||
-      has("_attn_fwd") || has("_attn_bwd") || has("efficient_attention") || has("flash_attn") ||
-      (has("cudnn") && (has("fprop") || has("bprop"))) || has("fused_attn")) {
+  if (IsCommunicationName(n)) return KernelCategory::kCommunication;
+  if (has("flash_fwd") || has("flash_bwd") || has("flash::") || has("flash_attn") || has("fmha") || has("sdpa") ||
+      has("_attn_fwd") || has("_attn_bwd") || has("attention") || has("fused_attn") ||
+      has("reshape_and_cache")) {
     return KernelCategory::kAttention;
   }
+  // Convolutions before GEMMs: cuDNN's and CUTLASS's convolutions are implicit GEMMs and carry
+  // "gemm" or "cutlass" in their names. "conv" alone would also match "convert".
+  if (has("convolution") || has("convolve") || has("conv1d") || has("conv2d") || has("conv3d") ||
+      has("fprop") || has("dgrad") || has("wgrad") || has("scudnn") || has("winograd") ||
+      has("cutlass_cudnn") || has("cask_cudnn")) {
+    return KernelCategory::kConvolution;
+  }
   if (has("nvjet") || has("gemm") || has("gemv") || has("cutlass") || has("cublas") || has("xmma") ||
-      has("s16816") || has("s1688") || has("wgmma") || has("hmma") || has("dot_kernel") || has("matmul")) {
+      has("s16816") || has("s1688") || has("wgmma") || has("hmma") || has("dot_kernel") || has("matmul") ||
+      has("splitkreduce") || has("fused_moe_kernel") || has("moe::dev::finalize") || absl::StartsWith(n, "cijk_") ||
+      (absl::StartsWith(n, "triton_tem_") && has("mm"))) {
     return KernelCategory::kGemm;
   }
   return KernelCategory::kElementwise;
@@ -45,16 +69,29 @@ KernelCategory ClassifyKernel(absl::string_view name) {
 
 std::string CollectiveOf(absl::string_view name) {
   const std::string n = absl::AsciiStrToLower(name);
-  if (!absl::StrContains(n, "nccl")) return "";
-  if (absl::StrContains(n, "allreduce")) return "all_reduce";
-  if (absl::StrContains(n, "allgather")) return "all_gather";
-  if (absl::StrContains(n, "reducescatter")) return "reduce_scatter";
-  if (absl::StrContains(n, "alltoall")) return "all_to_all";
-  if (absl::StrContains(n, "sendrecv") || absl::StrContains(n, "_send") || absl::StrContains(n, "_recv")) {
-    return "send_recv";
-  }
-  if (absl::StrContains(n, "broadcast")) return "broadcast";
+  if (!IsCommunicationName(n)) return "";
+  auto has = [&](absl::string_view s) { return absl::StrContains(n, s); };
+  if (has("allreduce") || has("all_reduce") || has("cross_device_reduce")) return "all_reduce";
+  if (has("allgather") || has("all_gather")) return "all_gather";
+  if (has("reducescatter") || has("reduce_scatter")) return "reduce_scatter";
+  if (has("alltoall") || has("all_to_all") || has("deep_ep") || has("deepep")) return "all_to_all";
+  if (has("sendrecv") || has("_send") || has("_recv")) return "send_recv";
+  if (has("broadcast")) return "broadcast";
   return "other";
+}
+
+std::string CollectiveFromLabel(absl::string_view label) {
+  std::string n = absl::AsciiStrToLower(label);
+  if (absl::StartsWith(n, "nccl:")) n = n.substr(5);
+  n.erase(std::remove(n.begin(), n.end(), '_'), n.end());
+  auto has = [&](absl::string_view s) { return absl::StrContains(n, s); };
+  if (has("allreduce")) return "all_reduce";
+  if (has("allgather")) return "all_gather";
+  if (has("reducescatter")) return "reduce_scatter";
+  if (has("alltoall")) return "all_to_all";
+  if (has("send") || has("recv")) return "send_recv";
+  if (has("broadcast")) return "broadcast";
+  return "";
 }
 
 uint8_t CollectiveIndex(absl::string_view c) {
@@ -62,6 +99,23 @@ uint8_t CollectiveIndex(absl::string_view c) {
     if (c == kCollectives[i]) return static_cast<uint8_t>(i + 1);
   }
   return c.empty() ? 0 : 7;  // 7: other
+}
+
+const char* CollectiveName(uint8_t index) {
+  return index >= 1 && index <= 6 ? kCollectives[index - 1] : "other";
+}
+
+std::vector<int64_t> StepStartsFromIterations(const std::vector<KernelRecord>& kernels,
+                                              const std::vector<int32_t>& iteration) {
+  std::map<int32_t, int64_t> first;
+  for (size_t i = 0; i < kernels.size() && i < iteration.size(); ++i) {
+    if (iteration[i] < 0) continue;
+    auto [it, inserted] = first.try_emplace(iteration[i], kernels[i].start_ns);
+    if (!inserted) it->second = std::min(it->second, kernels[i].start_ns);
+  }
+  std::vector<int64_t> starts;
+  for (const auto& [iter, t] : first) starts.push_back(t);
+  return starts;
 }
 
 std::vector<int64_t> StepStartsFromRanges(const std::vector<KernelRecord>& kernels,
@@ -76,41 +130,151 @@ std::vector<int64_t> StepStartsFromRanges(const std::vector<KernelRecord>& kerne
   return starts;
 }
 
-absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord>& k, int64_t min_period,
-                                                  int64_t max_period) {
-  const int64_t n = static_cast<int64_t>(k.size());
-  // Judge periods on the tail (past warm-up, autotuning and first-step allocations).
-  const int64_t tail_begin = n / 3;
-  for (int64_t p = std::max<int64_t>(min_period, 1); p <= std::min(max_period, (n - tail_begin) / 3); ++p) {
-    int64_t match = 0, total = 0;
-    for (int64_t i = tail_begin; i + p < n; ++i) {
-      ++total;
-      match += k[i].name_id == k[i + p].name_id;
+std::vector<TimeRange> OutermostRanges(std::vector<TimeRange> ranges) {
+  // By start, the longer first at equal starts; a range is kept when it starts at or after the
+  // end of the last kept one. An open range (end 0: its end not seen yet, or lost) contains
+  // nothing, so a lost end never swallows the ranges after it.
+  std::sort(ranges.begin(), ranges.end(), [](const TimeRange& a, const TimeRange& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  std::vector<TimeRange> out;
+  for (const TimeRange& r : ranges) {
+    if (!out.empty()) {
+      const TimeRange& last = out.back();
+      const bool inside = last.end_ns != 0 && r.start_ns < last.end_ns;
+      if (inside) continue;
     }
-    if (total == 0 || match < 0.9 * total) continue;
-    // Phase: the kernel after the largest idle gap within one period of the tail.
-    int64_t best = tail_begin, best_gap = -1;
-    for (int64_t i = tail_begin + 1; i <= tail_begin + p && i < n; ++i) {
-      const int64_t gap = k[i].start_ns - k[i - 1].end_ns;
-      if (gap > best_gap) {
-        best_gap = gap;
-        best = i;
-      }
-    }
-    const uint32_t anchor = k[best].name_id;
-    PeriodResult r;
-    r.period = p;
-    // Every occurrence of the anchor kernel at (about) period spacing starts a step.
-    int64_t last = -p;
-    for (int64_t i = 0; i < n; ++i) {
-      if (k[i].name_id == anchor && i - last >= p - p / 10) {
-        r.starts.push_back(k[i].start_ns);
-        last = i;
-      }
-    }
-    return r;
+    out.push_back(r);
   }
-  return absl::NotFoundError("no repeating kernel sequence (steps cannot be found without an NVTX step range)");
+  return out;
+}
+
+bool IsStepRangeName(absl::string_view name, absl::string_view pattern) {
+  const std::string n = absl::AsciiStrToLower(absl::StripAsciiWhitespace(name));
+  const std::string p = absl::AsciiStrToLower(pattern);
+  if (p != "step") return n == p;
+  if (absl::StartsWith(n, "profilerstep#")) return true;
+  for (absl::string_view sub : {"forward_step", "backward_step", "optimizer_step", "micro_step", "microstep",
+                                "forward step", "backward step", "optimizer step", "micro step", "fwd_step",
+                                "bwd_step", "zero_grad_step", "lr_step", "scheduler_step"}) {
+    if (absl::StrContains(n, sub)) return false;
+  }
+  // "step" as a word: at the start or end, or after/before a separator, optionally followed by a
+  // number ("step 12", "train_step", "training-step#3").
+  size_t pos = 0;
+  while ((pos = n.find("step", pos)) != std::string::npos) {
+    const bool left = pos == 0 || !absl::ascii_isalpha(static_cast<unsigned char>(n[pos - 1]));
+    size_t r = pos + 4;
+    const bool right = r == n.size() || !absl::ascii_isalpha(static_cast<unsigned char>(n[r]));
+    if (left && right) return true;
+    pos = r;
+  }
+  return false;
+}
+
+absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord>& k, const PeriodOptions& o) {
+  // The stream with the most (non-memcpy) records.
+  std::map<int32_t, int64_t> per_stream;
+  for (const KernelRecord& r : k) {
+    if (r.category != KernelCategory::kMemory) ++per_stream[r.stream];
+  }
+  if (per_stream.empty()) return absl::NotFoundError("no kernel records");
+  int32_t stream = per_stream.begin()->first;
+  for (const auto& [s, c] : per_stream) {
+    if (c > per_stream[stream]) stream = s;
+  }
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < k.size(); ++i) {
+    if (k[i].stream == stream && k[i].category != KernelCategory::kMemory) idx.push_back(i);
+  }
+  const int64_t n = static_cast<int64_t>(idx.size());
+  std::vector<uint32_t> seq(n);
+  for (int64_t i = 0; i < n; ++i) seq[i] = k[idx[i]].name_id;
+  // Judge periods on the last two thirds (past warm-up, autotuning and first-step allocations),
+  // with at least two periods in it.
+  const int64_t tail = n / 3;
+  const int64_t min_p = std::max<int64_t>(o.min_period, 1);
+  const int64_t max_p = std::min(o.max_period, (n - tail) / 2);
+  const auto not_found = absl::NotFoundError(
+      "no repeating kernel sequence (steps cannot be found without a ProfilerStep or NVTX step range)");
+  if (max_p < min_p) return not_found;
+  const int64_t candidates = max_p - min_p + 1;
+  const int64_t samples = std::max<int64_t>(64, o.max_comparisons / candidates);
+  std::vector<double> score(max_p + 1, 0.0);
+  double best = -1;
+  int64_t best_p = 0;
+  for (int64_t p = min_p; p <= max_p; ++p) {
+    const int64_t len = n - p - tail;
+    if (len <= 0) continue;
+    const int64_t stride = std::max<int64_t>(1, len / samples);
+    int64_t match = 0, total = 0;
+    for (int64_t i = tail; i + p < n; i += stride) {
+      ++total;
+      match += seq[i] == seq[i + p];
+    }
+    score[p] = total > 0 ? double(match) / double(total) : 0.0;
+    if (score[p] > best) {
+      best = score[p];
+      best_p = p;
+    }
+  }
+  if (best < 0.9) return not_found;
+  int64_t period = best_p;
+  for (int64_t p = min_p; p < best_p; ++p) {
+    if (best_p % p == 0 && score[p] >= best - 0.01) {
+      period = p;
+      break;
+    }
+  }
+  // Idle gap of the whole GPU before each record of the stream.
+  std::vector<int64_t> gap(n, 0);
+  {
+    int64_t max_end = INT64_MIN;
+    size_t j = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      for (; j < idx[i]; ++j) max_end = std::max(max_end, k[j].end_ns);
+      gap[i] = max_end == INT64_MIN ? 0 : k[idx[i]].start_ns - max_end;
+    }
+  }
+  int64_t anchor = -1, anchor_gap = INT64_MIN;
+  for (int64_t j = 0; j < period && tail + j < n; ++j) {
+    int64_t worst = INT64_MAX, count = 0;
+    for (int64_t i = tail + j; i < n; i += period, ++count) worst = std::min(worst, gap[i]);
+    if (count >= 2 && worst > anchor_gap) {
+      anchor_gap = worst;
+      anchor = tail + j;
+    }
+  }
+  if (anchor < 0) return not_found;
+  const int64_t context = std::min<int64_t>(32, period);
+  auto same_context = [&](int64_t c) {
+    if (c < 0 || c + context > n) return false;
+    int64_t m = 0;
+    for (int64_t t = 0; t < context; ++t) m += seq[c + t] == seq[anchor + t];
+    return m * 10 >= context * 9;
+  };
+  std::vector<int64_t> found = {anchor};
+  const int64_t window = std::max<int64_t>(1, period / 10);
+  for (int dir : {1, -1}) {
+    int64_t cur = anchor;
+    while (true) {
+      const int64_t e = cur + dir * period;
+      int64_t hit = -1;
+      for (int64_t d = 0; d <= window && hit < 0; ++d) {
+        if (same_context(e - d)) hit = e - d;
+        else if (same_context(e + d)) hit = e + d;
+      }
+      if (hit < 0) break;
+      found.push_back(hit);
+      cur = hit;
+    }
+  }
+  std::sort(found.begin(), found.end());
+  PeriodResult r;
+  r.period = period;
+  r.stream = stream;
+  for (int64_t c : found) r.starts.push_back(k[idx[c]].start_ns);
+  return r;
 }
 
 namespace {
@@ -147,11 +311,19 @@ int64_t IntersectionLength(const std::vector<std::pair<int64_t, int64_t>>& a,
 
 }  // namespace
 
-v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, int64_t a, int64_t b) {
-  std::vector<std::pair<int64_t, int64_t>> by_cat[kCategoryCount], compute, all;
-  std::map<int, std::vector<std::pair<int64_t, int64_t>>> by_coll;
+int64_t MaxDurationNs(const std::vector<KernelRecord>& kernels) {
+  int64_t m = 0;
+  for (const KernelRecord& k : kernels) m = std::max(m, k.end_ns - k.start_ns);
+  return m;
+}
+
+v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, int64_t a, int64_t b, int64_t lookback_ns) {
+  using Intervals = std::vector<std::pair<int64_t, int64_t>>;
+  Intervals by_cat[kCategoryCount], compute, compute_or_memory, all;
+  std::map<int, Intervals> by_coll;
   int32_t count = 0;
-  auto first = std::lower_bound(kernels.begin(), kernels.end(), a - int64_t{60'000'000'000},
+  // Records that started up to lookback_ns before the window may still run inside it.
+  auto first = std::lower_bound(kernels.begin(), kernels.end(), a - std::max<int64_t>(0, lookback_ns),
                                 [](const KernelRecord& k, int64_t t) { return k.start_ns < t; });
   for (auto it = first; it != kernels.end() && it->start_ns < b; ++it) {
     const int64_t s = std::max(it->start_ns, a), e = std::min(it->end_ns, b);
@@ -162,26 +334,34 @@ v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, int6
     if (it->category == KernelCategory::kCommunication) {
       by_coll[it->collective].push_back({s, e});
     } else {
-      compute.push_back({s, e});
+      compute_or_memory.push_back({s, e});
+      if (it->category != KernelCategory::kMemory) compute.push_back({s, e});
     }
   }
   v1::StepMeasurement m;
   m.set_step_time_s((b - a) * 1e-9);
+  m.set_start_ns(a);
+  m.set_end_ns(b);
   m.set_kernel_count(count);
-  std::vector<std::pair<int64_t, int64_t>> u[kCategoryCount];
-  for (int c = 0; c < kCategoryCount; ++c) u[c] = Union(by_cat[c]);
+  Intervals u[kCategoryCount];
+  for (int c = 0; c < kCategoryCount; ++c) u[c] = Union(std::move(by_cat[c]));
   auto* busy = m.mutable_busy();
-  busy->set_gemm_s(Length(u[0]) * 1e-9);
-  busy->set_attention_s(Length(u[1]) * 1e-9);
-  busy->set_communication_s(Length(u[2]) * 1e-9);
-  busy->set_memory_copy_s(Length(u[3]) * 1e-9);
-  busy->set_elementwise_s(Length(u[4]) * 1e-9);
-  const auto comp = Union(compute);
-  m.set_exposed_communication_s((Length(u[2]) - IntersectionLength(u[2], comp)) * 1e-9);
-  m.set_idle_s(((b - a) - Length(Union(all))) * 1e-9);
+  busy->set_gemm_s(Length(u[static_cast<int>(KernelCategory::kGemm)]) * 1e-9);
+  busy->set_attention_s(Length(u[static_cast<int>(KernelCategory::kAttention)]) * 1e-9);
+  busy->set_communication_s(Length(u[static_cast<int>(KernelCategory::kCommunication)]) * 1e-9);
+  busy->set_memory_copy_s(Length(u[static_cast<int>(KernelCategory::kMemory)]) * 1e-9);
+  busy->set_elementwise_s(Length(u[static_cast<int>(KernelCategory::kElementwise)]) * 1e-9);
+  busy->set_convolution_s(Length(u[static_cast<int>(KernelCategory::kConvolution)]) * 1e-9);
+  const Intervals comp = Union(std::move(compute)), comp_mem = Union(std::move(compute_or_memory));
+  const Intervals& comm = u[static_cast<int>(KernelCategory::kCommunication)];
+  m.set_exposed_communication_s((Length(comm) - IntersectionLength(comm, comp)) * 1e-9);
+  m.set_exposed_communication_incl_memory_s((Length(comm) - IntersectionLength(comm, comp_mem)) * 1e-9);
+  m.set_idle_s(((b - a) - Length(Union(std::move(all)))) * 1e-9);
   for (auto& [idx, v] : by_coll) {
-    const std::string name = idx >= 1 && idx <= 6 ? kCollectives[idx - 1] : "other";
-    (*m.mutable_communication_by_collective_s())[name] = Length(Union(v)) * 1e-9;
+    const std::string name = CollectiveName(static_cast<uint8_t>(idx));
+    const Intervals uc = Union(std::move(v));
+    (*m.mutable_communication_by_collective_s())[name] += Length(uc) * 1e-9;
+    (*m.mutable_exposed_communication_by_collective_s())[name] += (Length(uc) - IntersectionLength(uc, comp)) * 1e-9;
   }
   return m;
 }
@@ -192,12 +372,15 @@ v1::StepMeasurement MedianStep(const google::protobuf::RepeatedPtrField<v1::Step
   auto med = [&](auto get) {
     std::vector<double> v;
     for (const auto& s : steps) v.push_back(get(s));
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
   };
   out.set_step(-1);
   out.set_step_time_s(med([](const auto& s) { return s.step_time_s(); }));
   out.set_exposed_communication_s(med([](const auto& s) { return s.exposed_communication_s(); }));
+  out.set_exposed_communication_incl_memory_s(
+      med([](const auto& s) { return s.exposed_communication_incl_memory_s(); }));
   out.set_idle_s(med([](const auto& s) { return s.idle_s(); }));
   out.set_kernel_count(static_cast<int32_t>(med([](const auto& s) { return double(s.kernel_count()); })));
   auto* b = out.mutable_busy();
@@ -206,14 +389,22 @@ v1::StepMeasurement MedianStep(const google::protobuf::RepeatedPtrField<v1::Step
   b->set_communication_s(med([](const auto& s) { return s.busy().communication_s(); }));
   b->set_memory_copy_s(med([](const auto& s) { return s.busy().memory_copy_s(); }));
   b->set_elementwise_s(med([](const auto& s) { return s.busy().elementwise_s(); }));
-  std::map<std::string, bool> colls;
-  for (const auto& s : steps)
-    for (const auto& [k, v] : s.communication_by_collective_s()) colls[k] = true;
-  for (const auto& [k, unused] : colls) {
-    (*out.mutable_communication_by_collective_s())[k] = med([&](const auto& s) {
-      auto it = s.communication_by_collective_s().find(k);
-      return it == s.communication_by_collective_s().end() ? 0.0 : it->second;
-    });
+  b->set_convolution_s(med([](const auto& s) { return s.busy().convolution_s(); }));
+  for (bool exposed : {false, true}) {
+    auto get_map = [exposed](const v1::StepMeasurement& s) -> const google::protobuf::Map<std::string, double>& {
+      return exposed ? s.exposed_communication_by_collective_s() : s.communication_by_collective_s();
+    };
+    std::map<std::string, bool> colls;
+    for (const auto& s : steps)
+      for (const auto& [k, v] : get_map(s)) colls[k] = true;
+    for (const auto& [k, unused] : colls) {
+      const double v = med([&](const auto& s) {
+        auto it = get_map(s).find(k);
+        return it == get_map(s).end() ? 0.0 : it->second;
+      });
+      (*(exposed ? out.mutable_exposed_communication_by_collective_s()
+                 : out.mutable_communication_by_collective_s()))[k] = v;
+    }
   }
   return out;
 }
@@ -225,9 +416,10 @@ v1::ProbeReport BuildReport(const std::vector<KernelRecord>& kernels, const std:
   r.set_warmup_steps(options.warmup_steps);
   r.set_kernels_seen(static_cast<int64_t>(kernels.size()));
   r.set_rank_count(1);
+  const int64_t lookback = MaxDurationNs(kernels);
   for (size_t i = 0; i + 1 < starts.size(); ++i) {
     if (static_cast<int>(i) < options.warmup_steps) continue;
-    v1::StepMeasurement m = AnalyzeWindow(kernels, starts[i], starts[i + 1]);
+    v1::StepMeasurement m = AnalyzeWindow(kernels, starts[i], starts[i + 1], lookback);
     m.set_step(static_cast<int32_t>(i));
     *r.add_steps() = std::move(m);
   }
@@ -251,6 +443,7 @@ absl::StatusOr<v1::ProbeReport> MergeRanks(const std::vector<v1::ProbeReport>& r
     out.set_records_dropped(out.records_dropped() + r.records_dropped());
     for (const auto& s : r.steps()) by_step[s.step()].push_back(&s);
     for (const auto& n : r.notes()) out.add_notes(absl::StrCat("rank ", r.rank(), ": ", n));
+    if (r.cupti_taken_over()) out.set_cupti_taken_over(true);
   }
   for (const auto& [step, v] : by_step) {
     if (v.size() != ranks.size()) continue;
@@ -260,6 +453,23 @@ absl::StatusOr<v1::ProbeReport> MergeRanks(const std::vector<v1::ProbeReport>& r
   }
   if (out.steps().empty()) return absl::FailedPreconditionError("the ranks share no measured step");
   *out.mutable_median() = MedianStep(out.steps());
+  return out;
+}
+
+std::vector<v1::ProbeReport> OneReportPerRank(const std::vector<v1::ProbeReport>& reports) {
+  std::map<int32_t, const v1::ProbeReport*> best;
+  for (const v1::ProbeReport& r : reports) {
+    if (r.kernels_seen() == 0 && r.steps().empty()) continue;
+    auto [it, inserted] = best.try_emplace(r.rank(), &r);
+    if (inserted) continue;
+    const v1::ProbeReport* b = it->second;
+    if (r.steps_size() > b->steps_size() ||
+        (r.steps_size() == b->steps_size() && r.kernels_seen() > b->kernels_seen())) {
+      it->second = &r;
+    }
+  }
+  std::vector<v1::ProbeReport> out;
+  for (const auto& [rank, r] : best) out.push_back(*r);
   return out;
 }
 

@@ -1,0 +1,192 @@
+// The after-the-run commands of the stepcast CLI: trace (Kineto / torch.profiler traces) and
+// compare (a prediction against probe reports, traces or a stored run).
+#include <iostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/cli.h"
+#include "cli/html.h"
+#include "plugin/compare.h"
+#include "plugin/probe/trace_analysis.h"
+#include "plugin/trace/kineto_trace.h"
+#include "proto/codec.h"
+
+namespace stepcast::cli {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::cerr << "stepcast: " << s.message() << "\n";
+  return s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kNotFound ||
+                 s.code() == absl::StatusCode::kFailedPrecondition
+             ? kExitInvalid
+             : kExitError;
+}
+
+double Ms(double s) { return s * 1e3; }
+
+std::string Collectives(const google::protobuf::Map<std::string, double>& m) {
+  std::string o;
+  std::map<std::string, double> sorted(m.begin(), m.end());
+  for (const auto& [k, v] : sorted) absl::StrAppendFormat(&o, "%s%s %.2f", o.empty() ? "" : ", ", k, Ms(v));
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ProbeReport> ReadProbeReports(const std::vector<std::string>& paths) {
+  std::vector<v1::ProbeReport> all;
+  for (const auto& p : paths) {
+    v1::ProbeReport r;
+    if (absl::Status s = ParseMessageFile(p, &r); !s.ok()) return s;
+    all.push_back(std::move(r));
+  }
+  // Several processes of one rank (helper processes that loaded the probe): the one with steps.
+  std::vector<v1::ProbeReport> ranks = probe::OneReportPerRank(all);
+  if (ranks.empty()) {
+    return absl::FailedPreconditionError("the probe reports come from processes that launched no kernel");
+  }
+  if (ranks.size() == 1) return ranks[0];
+  return probe::MergeRanks(ranks);
+}
+
+absl::StatusOr<Measured> ReadMeasured(const std::vector<std::string>& paths) {
+  if (paths.empty()) return absl::InvalidArgumentError("no measurement file given");
+  size_t traces = 0;
+  for (const auto& p : paths) traces += trace::LooksLikeKinetoTrace(p);
+  if (traces != 0 && traces != paths.size()) {
+    return absl::InvalidArgumentError("give probe reports or Kineto traces, not a mix");
+  }
+  Measured m;
+  if (traces > 0) {
+    absl::StatusOr<v1::TraceReport> r = trace::AnalyzeKinetoTraces(paths);
+    if (!r.ok()) return r.status();
+    m.merged = r->merged();
+    m.source = "trace";
+  } else {
+    absl::StatusOr<v1::ProbeReport> r = ReadProbeReports(paths);
+    if (!r.ok()) return r.status();
+    m.merged = *std::move(r);
+    m.source = "probe";
+  }
+  return m;
+}
+
+std::string FormatTraceReport(const v1::TraceReport& r) {
+  std::string o;
+  for (const v1::TraceSummary& s : r.ranks()) {
+    absl::StrAppendFormat(&o, "stepcast trace: %s\n", s.path());
+    absl::StrAppendFormat(&o, "  rank %d of %d, %s; %d GPU records on %d streams, %d launches (%d records without one)\n",
+                          s.rank(), s.world_size(), s.device_names().empty() ? "unknown GPU" : s.device_names(0),
+                          s.gpu_records(), s.streams_size(), s.launches(), s.records_without_launch());
+    absl::StrAppendFormat(&o, "  steps from %s: %d\n\n", s.step_source(), s.steps_size());
+    absl::StrAppendFormat(&o, "  %5s %9s %8s %8s %8s %8s %8s %8s %9s %9s %8s  %s\n", "step", "time ms", "gemm", "conv",
+                          "attn", "elemwise", "memory", "comm", "exposed", "exp+mem", "idle", "communication by collective ms");
+    auto row = [&](const std::string& label, const v1::StepMeasurement& m) {
+      const auto& b = m.busy();
+      absl::StrAppendFormat(&o, "  %5s %9.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.2f %8.2f  %s\n", label,
+                            Ms(m.step_time_s()), Ms(b.gemm_s()), Ms(b.convolution_s()), Ms(b.attention_s()),
+                            Ms(b.elementwise_s()), Ms(b.memory_copy_s()), Ms(b.communication_s()),
+                            Ms(m.exposed_communication_s()), Ms(m.exposed_communication_incl_memory_s()),
+                            Ms(m.idle_s()), Collectives(m.communication_by_collective_s()));
+    };
+    for (const auto& m : s.steps()) row(absl::StrCat(m.step()), m);
+    row("median", s.median());
+    const v1::TraceTemporalBreakdown& w = s.whole();
+    absl::StrAppendFormat(&o,
+                          "\n  whole trace (HTA's temporal breakdown): kernel time %.2f ms, idle %.2f ms (%.1f%%), "
+                          "compute %.2f ms (%.1f%%), non-compute %.2f ms (%.1f%%)\n",
+                          Ms(w.kernel_time_s()), Ms(w.idle_s()), 100 * w.idle_s() / std::max(1e-12, w.kernel_time_s()),
+                          Ms(w.compute_s()), 100 * w.compute_s() / std::max(1e-12, w.kernel_time_s()),
+                          Ms(w.non_compute_s()), 100 * w.non_compute_s() / std::max(1e-12, w.kernel_time_s()));
+    absl::StrAppendFormat(&o,
+                          "  communication %.2f ms, overlapped by computation %.2f%% (HTA), by computation or "
+                          "memcpy/memset %.2f%%\n",
+                          Ms(w.communication_s()), w.comm_comp_overlap_pct(), w.comm_overlap_incl_memory_pct());
+    for (const auto& n : s.notes()) absl::StrAppendFormat(&o, "  note: %s\n", n);
+    o += "\n";
+  }
+  if (r.ranks_size() > 1) {
+    const v1::StepMeasurement& m = r.merged().median();
+    absl::StrAppendFormat(&o, "ranks merged (%d, the slowest rank sets each step): %d steps, median step %.2f ms, "
+                              "exposed communication %.2f ms, idle %.2f ms\n",
+                          r.merged().rank_count(), r.merged().steps_size(), Ms(m.step_time_s()),
+                          Ms(m.exposed_communication_s()), Ms(m.idle_s()));
+  }
+  o += "  (ms; busy = union per category; exposed = communication not under computation kernels (HTA);\n"
+       "   exp+mem = not under computation or memcpy/memset; idle = no GPU record running)\n";
+  return o;
+}
+
+int Trace(const TraceArgs& a) {
+  trace::AnalyzeOptions o;
+  o.use_markers = !a.no_markers;
+  o.warmup_steps = a.warmup_steps;
+  if (a.warmup_steps < 0) return Fail(absl::InvalidArgumentError("--warmup: must be >= 0"));
+  absl::StatusOr<v1::TraceReport> r = trace::AnalyzeKinetoTraces(a.paths, {}, o);
+  if (!r.ok()) return Fail(r.status());
+  std::cout << (a.json ? ToJson(*r) : FormatTraceReport(*r));
+  return 0;
+}
+
+int Compare(const std::string& prediction_arg, const std::vector<std::string>& measured, const ClientOptions& client,
+            bool json, const std::string& html_path) {
+  v1::Prediction pred;
+  v1::StepMeasurement meas;
+  std::string title, source;
+  if (absl::StartsWith(prediction_arg, "run:")) {
+    absl::StatusOr<Client> c = Client::Connect(client);
+    if (!c.ok()) return Fail(c.status());
+    v1::GetRunRequest req;
+    req.set_run_id(prediction_arg.substr(4));
+    v1::GetRunResponse resp;
+    auto ctx = c->Context();
+    const grpc::Status st = c->stub().GetRun(ctx.get(), req, &resp);
+    if (!st.ok()) return Fail(FromGrpc(st));
+    pred = resp.run().prediction();
+    title = absl::StrCat(resp.run().run_id(), " (", pred.model_name(), " on ", pred.gpu_count(), " x ",
+                         pred.hardware_name(), ")");
+    if (measured.empty()) {
+      if (!resp.run().has_measured_breakdown()) {
+        return Fail(absl::FailedPreconditionError(
+            "the run has no measured breakdown (report it from the probe or a trace, or give the files)"));
+      }
+      // The stored summary: per-category seconds (no per-collective split).
+      const v1::StepBreakdown& b = resp.run().measured_breakdown();
+      meas.set_step_time_s(resp.run().measured_step_time_s());
+      meas.mutable_busy()->set_gemm_s(b.gemm_s());
+      meas.mutable_busy()->set_attention_s(b.attention_s());
+      meas.mutable_busy()->set_elementwise_s(b.elementwise_s());
+      meas.set_exposed_communication_s(b.exposed_communication_s());
+      meas.set_idle_s(b.idle_s());
+      source = "run";
+    }
+  } else {
+    if (absl::Status s = ParseMessageFile(prediction_arg, &pred); !s.ok()) return Fail(s);
+    title = absl::StrCat(pred.job_name(), " (", pred.model_name(), " on ", pred.gpu_count(), " x ",
+                         pred.hardware_name(), ")");
+  }
+  int steps = 0, ranks = 0;
+  if (!measured.empty()) {
+    absl::StatusOr<Measured> m = ReadMeasured(measured);
+    if (!m.ok()) return Fail(m.status());
+    if (m->merged.steps().empty()) return Fail(absl::FailedPreconditionError("the measurement holds no step"));
+    meas = m->merged.median();
+    source = m->source;
+    steps = m->merged.steps_size();
+    ranks = m->merged.rank_count();
+    title += absl::StrCat("; measured (", source, ") ", steps, " steps on ", ranks, " rank(s), steps by ",
+                          m->merged.step_source());
+  }
+  if (meas.step_time_s() <= 0) return Fail(absl::InvalidArgumentError("no measured step time"));
+  v1::Comparison c = CompareTerms(pred, meas, title, source);
+  c.set_measured_steps(steps);
+  c.set_ranks(ranks);
+  std::cout << (json ? ToJson(c) : FormatTermComparison(c));
+  if (!html_path.empty()) {
+    if (absl::Status s = html::WritePage(html_path, html::ComparisonPage(c)); !s.ok()) return Fail(s);
+  }
+  return 0;
+}
+
+}  // namespace stepcast::cli

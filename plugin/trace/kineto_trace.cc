@@ -1,0 +1,639 @@
+#include "plugin/trace/kineto_trace.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "rapidjson/error/en.h"
+#include "rapidjson/reader.h"
+
+namespace stepcast::trace {
+namespace {
+
+using probe::KernelCategory;
+using probe::KernelRecord;
+
+// A RapidJSON input stream over zlib's gzread (which also reads uncompressed files as they are).
+class GzStream {
+ public:
+  using Ch = char;
+  explicit GzStream(gzFile f) : f_(f) {}
+  Ch Peek() {
+    if (pos_ == len_) Fill();
+    return pos_ < len_ ? buf_[pos_] : '\0';
+  }
+  Ch Take() {
+    if (pos_ == len_) Fill();
+    if (pos_ >= len_) return '\0';
+    ++consumed_;
+    return buf_[pos_++];
+  }
+  size_t Tell() const { return consumed_; }
+  // Output-stream members the concept names; never called by a non-in-situ Reader.
+  Ch* PutBegin() { return nullptr; }
+  void Put(Ch) {}
+  void Flush() {}
+  size_t PutEnd(Ch*) { return 0; }
+  bool failed() const { return failed_; }
+  std::string error() const { return error_; }
+
+ private:
+  void Fill() {
+    if (eof_) return;
+    const int n = gzread(f_, buf_, sizeof(buf_));
+    if (n < 0) {
+      int code = 0;
+      const char* msg = gzerror(f_, &code);
+      failed_ = true;
+      error_ = msg != nullptr ? msg : "read error";
+      eof_ = true;
+      len_ = pos_ = 0;
+      return;
+    }
+    if (n == 0) eof_ = true;
+    len_ = static_cast<size_t>(n);
+    pos_ = 0;
+  }
+  gzFile f_;
+  char buf_[1 << 16];
+  size_t pos_ = 0, len_ = 0, consumed_ = 0;
+  bool eof_ = false, failed_ = false;
+  std::string error_;
+};
+
+absl::StatusOr<int64_t> IntText(const char* s, size_t n) {
+  int64_t v = 0;
+  if (absl::SimpleAtoi(absl::string_view(s, n), &v)) return v;
+  double d = 0;
+  if (absl::SimpleAtod(absl::string_view(s, n), &d) && std::isfinite(d)) return static_cast<int64_t>(d);
+  return absl::InvalidArgumentError(absl::StrCat("'", absl::string_view(s, n), "' is not an integer"));
+}
+
+uint64_t HashTid(absl::string_view raw) { return std::hash<std::string_view>{}(std::string_view(raw.data(), raw.size())); }
+
+// What the handler keeps of the event being read.
+struct Event {
+  std::string ph, cat, name, pid, tid, ts, dur, collective_name;
+  int64_t correlation = -1, stream = -1, device = -1;
+  bool has_correlation = false;
+  void Clear() {
+    ph.clear();
+    cat.clear();
+    name.clear();
+    pid.clear();
+    tid.clear();
+    ts.clear();
+    dur.clear();
+    collective_name.clear();
+    correlation = stream = device = -1;
+    has_correlation = false;
+  }
+};
+
+enum class Field { kNone, kPh, kCat, kName, kPid, kTid, kTs, kDur, kArgs, kCorrelation, kStream, kDevice,
+                   kCollective };
+
+class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
+ public:
+  Handler(KinetoTrace* t, const KinetoOptions& o) : t_(t), o_(o) {}
+
+  bool StartObject() {
+    ++depth_;
+    if (depth_ == 1) root_object_ = true;
+    if (InEvent() && depth_ == events_depth_ + 1) ev_.Clear();
+    if (InEvent() && depth_ == events_depth_ + 2 && field_ == Field::kArgs) in_args_ = true;
+    if (depth_ == 2 && top_key_ == "distributedInfo") in_dist_ = true;
+    if (depth_ == 3 && top_key_ == "deviceProperties") {
+      dev_id_ = -1;
+      dev_name_.clear();
+    }
+    field_ = Field::kNone;
+    return true;
+  }
+  bool EndObject(rapidjson::SizeType) {
+    if (InEvent() && depth_ == events_depth_ + 2) in_args_ = false;
+    if (InEvent() && depth_ == events_depth_ + 1) {
+      if (!Finish()) return false;
+    }
+    if (depth_ == 2) in_dist_ = false;
+    if (depth_ == 3 && top_key_ == "deviceProperties" && dev_id_ >= 0 && dev_id_ < 4096) {
+      if (t_->device_names.size() <= static_cast<size_t>(dev_id_)) t_->device_names.resize(dev_id_ + 1);
+      t_->device_names[dev_id_] = dev_name_;
+    }
+    --depth_;
+    field_ = Field::kNone;
+    return true;
+  }
+  bool StartArray() {
+    ++depth_;
+    if (depth_ == 1) events_depth_ = 1;  // a bare array of events
+    if (depth_ == 2 && root_object_ && top_key_ == "traceEvents") events_depth_ = 2;
+    field_ = Field::kNone;
+    return true;
+  }
+  bool EndArray(rapidjson::SizeType) {
+    if (depth_ == events_depth_) events_depth_ = -1;
+    --depth_;
+    field_ = Field::kNone;
+    return true;
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool) {
+    const absl::string_view k(s, n);
+    field_ = Field::kNone;
+    if (depth_ == 1 && root_object_) {
+      top_key_.assign(s, n);
+      return true;
+    }
+    if (in_dist_ && depth_ == 2) {
+      dist_key_.assign(s, n);
+      return true;
+    }
+    if (depth_ == 3 && top_key_ == "deviceProperties") {
+      dev_key_.assign(s, n);
+      return true;
+    }
+    if (!InEvent()) return true;
+    if (depth_ == events_depth_ + 1) {
+      if (k == "ph") field_ = Field::kPh;
+      else if (k == "cat") field_ = Field::kCat;
+      else if (k == "name") field_ = Field::kName;
+      else if (k == "pid") field_ = Field::kPid;
+      else if (k == "tid") field_ = Field::kTid;
+      else if (k == "ts") field_ = Field::kTs;
+      else if (k == "dur") field_ = Field::kDur;
+      else if (k == "args") field_ = Field::kArgs;
+    } else if (in_args_ && depth_ == events_depth_ + 2) {
+      if (k == "correlation") field_ = Field::kCorrelation;
+      else if (k == "stream") field_ = Field::kStream;
+      else if (k == "device") field_ = Field::kDevice;
+      else if (k == "Collective name") field_ = Field::kCollective;
+    }
+    return true;
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool) { return Value(s, n); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) { return Value(s, n); }
+  bool Null() { return Value("", 0); }
+  bool Bool(bool) { return Value("", 0); }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  bool InEvent() const { return events_depth_ > 0 && depth_ > events_depth_; }
+
+  bool Value(const char* s, size_t n) {
+    const Field f = field_;
+    field_ = Field::kNone;
+    if (in_dist_ && depth_ == 2) {
+      if (dist_key_ == "rank" || dist_key_ == "world_size") {
+        auto v = IntText(s, n);
+        if (v.ok()) (dist_key_ == "rank" ? t_->rank : t_->world_size) = static_cast<int32_t>(*v);
+      }
+      return true;
+    }
+    if (depth_ == 3 && top_key_ == "deviceProperties") {
+      if (dev_key_ == "id") {
+        auto v = IntText(s, n);
+        if (v.ok()) dev_id_ = *v;
+      } else if (dev_key_ == "name") {
+        dev_name_.assign(s, n);
+      }
+      return true;
+    }
+    switch (f) {
+      case Field::kPh: ev_.ph.assign(s, n); break;
+      case Field::kCat: ev_.cat.assign(s, n); break;
+      case Field::kName: ev_.name.assign(s, n); break;
+      case Field::kPid: ev_.pid.assign(s, n); break;
+      case Field::kTid: ev_.tid.assign(s, n); break;
+      case Field::kTs: ev_.ts.assign(s, n); break;
+      case Field::kDur: ev_.dur.assign(s, n); break;
+      case Field::kCollective: ev_.collective_name.assign(s, n); break;
+      case Field::kCorrelation:
+      case Field::kStream:
+      case Field::kDevice: {
+        auto v = IntText(s, n);
+        if (!v.ok()) break;  // "stream": "unknown" and the like: left unknown
+        if (f == Field::kCorrelation) {
+          ev_.correlation = *v;
+          ev_.has_correlation = true;
+        } else if (f == Field::kStream) {
+          ev_.stream = *v;
+        } else {
+          ev_.device = *v;
+        }
+        break;
+      }
+      default: break;
+    }
+    return true;
+  }
+
+  bool Times(int64_t* start, int64_t* end) {
+    auto ts = MicrosTextToNs(ev_.ts.data(), ev_.ts.size());
+    if (!ts.ok()) {
+      error_ = absl::StrCat("event '", ev_.name.substr(0, 80), "': ts: ", ts.status().message());
+      return false;
+    }
+    int64_t dur = 0;
+    if (!ev_.dur.empty()) {
+      auto d = MicrosTextToNs(ev_.dur.data(), ev_.dur.size());
+      if (!d.ok()) {
+        error_ = absl::StrCat("event '", ev_.name.substr(0, 80), "': dur: ", d.status().message());
+        return false;
+      }
+      dur = std::max<int64_t>(0, *d);
+    }
+    *start = *ts;
+    *end = *ts + dur;
+    return true;
+  }
+
+  // One event read: keep what the analysis needs.
+  bool Finish() {
+    ++t_->trace_events;
+    if (ev_.ph != "X") return true;
+    const std::string cat = absl::AsciiStrToLower(ev_.cat);
+    const bool gpu = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "memcpy" ||
+                     cat == "memset";
+    const bool launch = ev_.has_correlation && (cat == "cuda_runtime" || cat == "cuda_driver" ||
+                                                cat == "runtime" || cat == "driver");
+    const bool step = absl::StartsWith(ev_.name, "ProfilerStep#");
+    const bool cpu_annotation = cat == "user_annotation" || cat == "cpu_op" || cat == "python_function";
+    const bool nccl_annotation = cpu_annotation && absl::StartsWith(ev_.name, "nccl:");
+    const bool step_annotation = cat == "user_annotation" && !step && probe::IsStepRangeName(ev_.name, o_.step_pattern);
+    if (!gpu && !launch && !step && !nccl_annotation && !step_annotation) return true;
+    if (ev_.ts.empty()) {
+      error_ = absl::StrCat("event '", ev_.name.substr(0, 80), "' (ph X) has no ts");
+      return false;
+    }
+    int64_t start = 0, end = 0;
+    if (!Times(&start, &end)) return false;
+    if (gpu) {
+      KernelRecord r;
+      r.start_ns = start;
+      r.end_ns = end;
+      auto [it, inserted] = name_ids_.try_emplace(ev_.name, static_cast<uint32_t>(t_->names.size()));
+      if (inserted) t_->names.push_back(ev_.name);
+      r.name_id = it->second;
+      // Kineto names copies "Memcpy DtoD (Device -> Device)", sets "Memset (Device)".
+      r.category = cat == "kernel" ? probe::ClassifyKernel(ev_.name) : KernelCategory::kMemory;
+      if (r.category == KernelCategory::kCommunication) {
+        r.collective = probe::CollectiveIndex(probe::CollectiveOf(ev_.name));
+        const std::string from_arg = probe::CollectiveFromLabel(ev_.collective_name);
+        if (!from_arg.empty() && ev_.has_correlation) collective_arg_[ev_.correlation] = probe::CollectiveIndex(from_arg);
+      }
+      r.stream = static_cast<int32_t>(ev_.stream);
+      r.device = static_cast<int32_t>(ev_.device);
+      r.correlation = ev_.has_correlation ? ev_.correlation : -1;
+      t_->records.push_back(r);
+    } else if (launch) {
+      t_->launches.push_back({ev_.correlation, start, HashTid(ev_.tid)});
+    } else if (step) {
+      t_->profiler_steps.push_back({start, end, HashTid(ev_.tid), 0});
+    } else if (nccl_annotation) {
+      const std::string c = probe::CollectiveFromLabel(ev_.name);
+      if (!c.empty()) t_->collective_ranges.push_back({start, end, HashTid(ev_.tid), probe::CollectiveIndex(c)});
+    } else if (step_annotation) {
+      t_->step_ranges.push_back({start, end, HashTid(ev_.tid), 0});
+    }
+    return true;
+  }
+
+  KinetoTrace* t_;
+  const KinetoOptions& o_;
+  int depth_ = 0, events_depth_ = -1;
+  bool root_object_ = false, in_args_ = false, in_dist_ = false;
+  std::string top_key_, dist_key_, dev_key_, dev_name_;
+  int64_t dev_id_ = -1;
+  Field field_ = Field::kNone;
+  Event ev_;
+  std::unordered_map<std::string, uint32_t> name_ids_;
+  std::string error_;
+
+ public:
+  std::unordered_map<int64_t, uint8_t> collective_arg_;  // correlation -> collective from args
+};
+
+}  // namespace
+
+absl::StatusOr<int64_t> MicrosTextToNs(const char* text, size_t length) {
+  const absl::string_view s(text, length);
+  size_t i = 0;
+  bool neg = false;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+  int64_t whole = 0;
+  size_t digits = 0;
+  for (; i < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[i])); ++i, ++digits) {
+    if (whole > (INT64_MAX / 10000)) return absl::InvalidArgumentError(absl::StrCat("'", s, "' is out of range"));
+    whole = whole * 10 + (s[i] - '0');
+  }
+  int64_t frac_ns = 0;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    int64_t scale = 100;  // the first fractional digit of a microsecond is 100 ns
+    bool round_up = false;
+    for (size_t f = 0; i < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[i])); ++i, ++f, ++digits) {
+      if (f < 3) {
+        frac_ns += (s[i] - '0') * scale;
+        scale /= 10;
+      } else if (f == 3) {
+        round_up = s[i] >= '5';
+      }
+    }
+    if (round_up) ++frac_ns;
+  }
+  if (digits == 0) return absl::InvalidArgumentError(absl::StrCat("'", s, "' is not a number"));
+  if (i < s.size()) {
+    // An exponent ("1.5e3"): rare in traces; through double.
+    double d = 0;
+    if (!absl::SimpleAtod(s, &d) || !std::isfinite(d) || std::fabs(d) > 9e12) {
+      return absl::InvalidArgumentError(absl::StrCat("'", s, "' is not a finite number of microseconds"));
+    }
+    return static_cast<int64_t>(std::llround(d * 1000.0));
+  }
+  const int64_t ns = whole * 1000 + frac_ns;
+  return neg ? -ns : ns;
+}
+
+absl::StatusOr<KinetoTrace> ReadKinetoTrace(const std::string& path, const KinetoOptions& options) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  gzbuffer(f, 1 << 17);
+  KinetoTrace t;
+  t.path = path;
+  Handler h(&t, options);
+  GzStream in(f);
+  rapidjson::Reader reader;
+  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag |
+                              rapidjson::kParseNanAndInfFlag | rapidjson::kParseTrailingCommasFlag;
+  const rapidjson::ParseResult ok = reader.Parse<kFlags>(in, h);
+  t.json_bytes = static_cast<int64_t>(in.Tell());
+  gzclose(f);
+  if (in.failed()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", in.error(), " after ", in.Tell(), " bytes"));
+  }
+  if (!ok) {
+    if (!h.error().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": byte ", ok.Offset(), ": ", h.error()));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(path, ": byte ", ok.Offset(), " of the JSON: ",
+                                                   rapidjson::GetParseError_En(ok.Code()),
+                                                   ok.Code() == rapidjson::kParseErrorDocumentEmpty ||
+                                                           ok.Code() == rapidjson::kParseErrorObjectMissCommaOrCurlyBracket ||
+                                                           ok.Code() == rapidjson::kParseErrorArrayMissCommaOrSquareBracket
+                                                       ? " (truncated file?)"
+                                                       : ""));
+  }
+  if (t.records.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": no GPU kernel, memcpy or memset record (was the profiler run with ProfilerActivity.CUDA?)"));
+  }
+  std::sort(t.records.begin(), t.records.end(),
+            [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });
+  std::sort(t.launches.begin(), t.launches.end(),
+            [](const Launch& a, const Launch& b) { return a.correlation < b.correlation; });
+  auto by_start = [](const CpuRange& a, const CpuRange& b) { return a.start_ns < b.start_ns; };
+  std::sort(t.profiler_steps.begin(), t.profiler_steps.end(), by_start);
+  std::sort(t.collective_ranges.begin(), t.collective_ranges.end(), by_start);
+  {
+    std::vector<probe::TimeRange> r;
+    for (const CpuRange& c : t.step_ranges) r.push_back({c.start_ns, c.end_ns});
+    r = probe::OutermostRanges(std::move(r));
+    t.step_ranges.clear();
+    for (const auto& x : r) t.step_ranges.push_back({x.start_ns, x.end_ns, 0, 0});
+  }
+  // The collective of NCCL SendRecv (and unnamed) kernels, when the trace says what the group
+  // was: the kernel's "Collective name" argument, else the nccl:<coll> annotation on the
+  // launching thread around the launch (PyTorch's record_function in ProcessGroupNCCL).
+  const uint8_t send_recv = probe::CollectiveIndex("send_recv"), other = probe::CollectiveIndex("other");
+  for (KernelRecord& r : t.records) {
+    if (r.category != KernelCategory::kCommunication || (r.collective != send_recv && r.collective != other)) continue;
+    if (auto a = h.collective_arg_.find(r.correlation); a != h.collective_arg_.end()) {
+      r.collective = a->second;
+      continue;
+    }
+    auto l = std::lower_bound(t.launches.begin(), t.launches.end(), r.correlation,
+                              [](const Launch& x, int64_t c) { return x.correlation < c; });
+    if (r.correlation < 0 || l == t.launches.end() || l->correlation != r.correlation) continue;
+    // The innermost annotation on the launch's thread that contains it (few exist: linear scan
+    // from the last one starting at or before the launch).
+    auto it = std::upper_bound(t.collective_ranges.begin(), t.collective_ranges.end(), l->t_ns,
+                               [](int64_t v, const CpuRange& c) { return v < c.start_ns; });
+    while (it != t.collective_ranges.begin()) {
+      --it;
+      if (it->tid == l->tid && l->t_ns < it->end_ns) {
+        r.collective = it->collective;
+        break;
+      }
+      if (l->t_ns - it->start_ns > int64_t{10'000'000'000}) break;  // 10 s back is enough
+    }
+  }
+  return t;
+}
+
+namespace {
+
+using Intervals = std::vector<std::pair<int64_t, int64_t>>;
+
+Intervals Merge(Intervals v) {
+  std::sort(v.begin(), v.end());
+  Intervals out;
+  for (const auto& iv : v) {
+    if (!out.empty() && iv.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, iv.second);
+    } else {
+      out.push_back(iv);
+    }
+  }
+  return out;
+}
+int64_t Length(const Intervals& u) {
+  int64_t s = 0;
+  for (const auto& iv : u) s += iv.second - iv.first;
+  return s;
+}
+int64_t Intersection(const Intervals& a, const Intervals& b) {
+  int64_t s = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const int64_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+    if (hi > lo) s += hi - lo;
+    (a[i].second < b[j].second) ? ++i : ++j;
+  }
+  return s;
+}
+
+// HTA's temporal breakdown and overlap over the given records.
+v1::TraceTemporalBreakdown Whole(const std::vector<const KernelRecord*>& rs) {
+  v1::TraceTemporalBreakdown w;
+  if (rs.empty()) return w;
+  Intervals all, comp, comm, comp_mem;
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const KernelRecord* r : rs) {
+    first = std::min(first, r->start_ns);
+    last = std::max(last, r->end_ns);
+    all.push_back({r->start_ns, r->end_ns});
+    if (r->category == KernelCategory::kCommunication) {
+      comm.push_back({r->start_ns, r->end_ns});
+    } else {
+      comp_mem.push_back({r->start_ns, r->end_ns});
+      if (r->category != KernelCategory::kMemory) comp.push_back({r->start_ns, r->end_ns});
+    }
+  }
+  const Intervals u = Merge(std::move(all)), uc = Merge(std::move(comp)), um = Merge(std::move(comm)),
+                  ucm = Merge(std::move(comp_mem));
+  const int64_t kernel_time = last - first;
+  w.set_kernel_time_s(kernel_time * 1e-9);
+  w.set_idle_s((kernel_time - Length(u)) * 1e-9);
+  w.set_compute_s(Length(uc) * 1e-9);
+  w.set_non_compute_s((Length(u) - Length(uc)) * 1e-9);
+  w.set_communication_s(Length(um) * 1e-9);
+  if (Length(um) > 0) {
+    w.set_comm_comp_overlap_pct(100.0 * Intersection(um, uc) / Length(um));
+    w.set_comm_overlap_incl_memory_pct(100.0 * Intersection(um, ucm) / Length(um));
+  }
+  return w;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const AnalyzeOptions& options) {
+  v1::TraceSummary s;
+  s.set_path(t.path);
+  s.set_rank(t.rank);
+  s.set_world_size(t.world_size);
+  for (const auto& d : t.device_names) s.add_device_names(d);
+  s.set_gpu_records(static_cast<int64_t>(t.records.size()));
+  s.set_launches(static_cast<int64_t>(t.launches.size()));
+  s.set_trace_events(t.trace_events);
+  s.set_json_bytes(t.json_bytes);
+  std::set<int32_t> streams;
+  for (const KernelRecord& r : t.records) streams.insert(r.stream);
+  for (int32_t st : streams) s.add_streams(st);
+
+  // Iteration of each record: the step range holding its launch.
+  const std::vector<CpuRange>& ranges = !t.profiler_steps.empty() ? t.profiler_steps : t.step_ranges;
+  std::vector<int32_t> iteration(t.records.size(), -1);
+  int64_t without_launch = 0;
+  for (size_t i = 0; i < t.records.size(); ++i) {
+    const KernelRecord& r = t.records[i];
+    auto l = std::lower_bound(t.launches.begin(), t.launches.end(), r.correlation,
+                              [](const Launch& x, int64_t c) { return x.correlation < c; });
+    if (r.correlation < 0 || l == t.launches.end() || l->correlation != r.correlation) {
+      ++without_launch;
+      continue;
+    }
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), l->t_ns,
+                               [](int64_t v, const CpuRange& c) { return v < c.start_ns; });
+    if (it == ranges.begin()) continue;
+    --it;
+    if (l->t_ns < it->end_ns) iteration[i] = static_cast<int32_t>(it - ranges.begin());
+  }
+  s.set_records_without_launch(without_launch);
+
+  std::vector<int64_t> starts;
+  int32_t kept_iterations = 0;  // iterations [0, kept) enter the whole-trace figures
+  if (options.use_markers && !ranges.empty()) {
+    starts = probe::StepStartsFromIterations(t.records, iteration);
+    s.set_step_source(!t.profiler_steps.empty() ? "ProfilerStep (launch correlation)"
+                                                : "nvtx:step annotation (launch correlation)");
+    kept_iterations = static_cast<int32_t>(ranges.size()) - 1;
+    if (starts.empty()) s.add_notes("no GPU record was launched inside a step range");
+  }
+  if (starts.size() < 2) {
+    if (options.use_markers) {
+      s.add_notes(ranges.empty() ? "no ProfilerStep#N or step annotation: steps from the kernel period"
+                                 : "the step markers give fewer than two steps: steps from the kernel period");
+    }
+    absl::StatusOr<probe::PeriodResult> p = probe::StepStartsFromPeriod(t.records);
+    if (!p.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(t.path, ": ", p.status().message()));
+    }
+    starts = p->starts;
+    s.set_step_source(absl::StrCat("period:", p->period, " on stream ", p->stream));
+    kept_iterations = -1;
+  }
+  if (starts.size() < 2) {
+    return absl::FailedPreconditionError(absl::StrCat(t.path, ": fewer than two step starts found"));
+  }
+  const int64_t lookback = probe::MaxDurationNs(t.records);
+  for (size_t i = 0; i + 1 < starts.size(); ++i) {
+    if (static_cast<int>(i) < options.warmup_steps) continue;
+    v1::StepMeasurement m = probe::AnalyzeWindow(t.records, starts[i], starts[i + 1], lookback);
+    m.set_step(static_cast<int32_t>(i));
+    *s.add_steps() = std::move(m);
+  }
+  if (s.steps().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(t.path, ": no step after the ", options.warmup_steps,
+                                                      " warm-up steps"));
+  }
+  *s.mutable_median() = probe::MedianStep(s.steps());
+  // Whole-trace figures: the records of every iteration but the last (HTA drops it); without
+  // markers, the records inside the measured windows.
+  std::vector<const KernelRecord*> kept;
+  for (size_t i = 0; i < t.records.size(); ++i) {
+    const bool in = kept_iterations >= 0
+                        ? iteration[i] >= 0 && iteration[i] < kept_iterations
+                        : t.records[i].start_ns >= starts.front() && t.records[i].start_ns < starts.back();
+    if (in) kept.push_back(&t.records[i]);
+  }
+  *s.mutable_whole() = Whole(kept);
+  return s;
+}
+
+absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::string>& paths,
+                                                    const KinetoOptions& read_options,
+                                                    const AnalyzeOptions& options) {
+  if (paths.empty()) return absl::InvalidArgumentError("no trace file given");
+  v1::TraceReport report;
+  std::vector<v1::ProbeReport> ranks;
+  for (const std::string& p : paths) {
+    absl::StatusOr<KinetoTrace> t = ReadKinetoTrace(p, read_options);
+    if (!t.ok()) return t.status();
+    absl::StatusOr<v1::TraceSummary> s = AnalyzeKinetoTrace(*t, options);
+    if (!s.ok()) return s.status();
+    v1::ProbeReport r;
+    r.set_rank(s->rank() >= 0 ? s->rank() : static_cast<int32_t>(ranks.size()));
+    r.set_rank_count(1);
+    r.set_step_source(s->step_source());
+    r.set_warmup_steps(options.warmup_steps);
+    *r.mutable_steps() = s->steps();
+    *r.mutable_median() = s->median();
+    r.set_kernels_seen(s->gpu_records());
+    for (const auto& n : s->notes()) r.add_notes(n);
+    ranks.push_back(std::move(r));
+    *report.add_ranks() = *std::move(s);
+  }
+  if (ranks.size() == 1) {
+    *report.mutable_merged() = ranks[0];
+  } else {
+    // Steps are numbered per file from its first window; the merge pairs step i of every rank.
+    absl::StatusOr<v1::ProbeReport> m = probe::MergeRanks(ranks);
+    if (!m.ok()) return m.status();
+    *report.mutable_merged() = *std::move(m);
+  }
+  return report;
+}
+
+bool LooksLikeKinetoTrace(const std::string& path) {
+  if (absl::EndsWith(path, ".gz") || absl::EndsWith(path, ".pt.trace.json")) return true;
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char buf[1024];
+  const int n = gzread(f, buf, sizeof(buf));
+  gzclose(f);
+  return n > 0 && absl::StrContains(absl::string_view(buf, static_cast<size_t>(n)), "traceEvents");
+}
+
+}  // namespace stepcast::trace

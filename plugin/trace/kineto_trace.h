@@ -1,0 +1,107 @@
+// File: plugin/trace/kineto_trace.h
+//
+// Kineto / torch.profiler Chrome-trace JSON (what `torch.profiler.profile(...).export_chrome_trace`
+// and `tensorboard_trace_handler` write; one file per rank, plain or gzip) read as a stream and
+// analysed per training step, the way HolisticTraceAnalysis (HTA) does it.
+//
+// Reading (ReadKinetoTrace): RapidJSON's SAX Reader over a zlib stream (gzread also reads plain
+// files), numbers taken as text so timestamps convert exactly to integer nanoseconds whether the
+// trace writes integer microseconds (Kineto before 2023) or fractional ones ("ts":
+// 4458676522690.655). Nothing but these compact records is kept:
+//   - GPU records (cat "kernel", "gpu_memcpy", "gpu_memset"; older "Kernel", "Memcpy",
+//     "Memset"): start, end, name id, stream, device, correlation: 40 bytes each, plus the
+//     distinct names;
+//   - launches (cat "cuda_runtime", "cuda_driver", "runtime", "driver" with args.correlation):
+//     correlation, CPU time, thread: 24 bytes each;
+//   - CPU ranges: ProfilerStep#N, other user annotations named like a step, and "nccl:<coll>"
+//     annotations (the collective of the NCCL kernels they launch): 40 bytes each;
+// so peak memory is about 64 bytes x (GPU records + launches) + names + a 64 KiB read buffer,
+// whatever the size of the JSON text (CPU ops, their arguments and call stacks are skipped
+// as they stream by). docs/TRACES.md has the measured figures.
+//
+// Steps (AnalyzeKinetoTrace): a GPU record belongs to the iteration whose ProfilerStep#N (else
+// the outermost user annotation named like a step, IsStepRangeName) contains its *launch*, found
+// through the correlation id (HTA: hta/common/trace.py add_iteration), never through its GPU
+// timestamp. Step j is the window from the first GPU record of iteration j to the first of
+// iteration j+1, so the last ProfilerStep only closes the one before it (HTA drops it too).
+// Without step markers (or with use_markers false), steps come from the period of the compute
+// stream's kernel sequence (StepStartsFromPeriod).
+#ifndef STEPCAST_PLUGIN_TRACE_KINETO_TRACE_H_
+#define STEPCAST_PLUGIN_TRACE_KINETO_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "plugin/probe/trace_analysis.h"
+#include "stepcast/v1/trace.pb.h"
+
+namespace stepcast::trace {
+
+// A CPU-side range (ProfilerStep#N, a step annotation, or an nccl:<collective> annotation).
+struct CpuRange {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t tid = 0;         // hash of the trace's tid (number or string)
+  uint8_t collective = 0;   // probe::CollectiveIndex for nccl:<coll> annotations
+};
+
+struct Launch {
+  int64_t correlation = 0;
+  int64_t t_ns = 0;
+  uint64_t tid = 0;
+};
+
+struct KinetoTrace {
+  std::string path;
+  int32_t rank = -1, world_size = 0;
+  std::vector<std::string> device_names;  // by device id
+  std::vector<std::string> names;         // GPU record names by name_id
+  // GPU records sorted by start; collective already resolved (kernel name, then the trace's
+  // "Collective name" argument or the nccl:<coll> annotation around the launch for SendRecv).
+  std::vector<probe::KernelRecord> records;
+  std::vector<CpuRange> profiler_steps;  // ProfilerStep#N, by start
+  std::vector<CpuRange> step_ranges;     // other step-named annotations (outermost), by start
+  std::vector<CpuRange> collective_ranges;
+  std::vector<Launch> launches;          // by correlation
+  int64_t trace_events = 0, json_bytes = 0;
+};
+
+struct KinetoOptions {
+  // Names of step annotations when there is no ProfilerStep#N (IsStepRangeName).
+  std::string step_pattern = "step";
+};
+
+// Reads one trace file. Errors: NotFound (no file), InvalidArgument naming the file and the byte
+// offset for malformed JSON or a truncated gzip stream, FailedPrecondition when it has no GPU
+// record (a profile without ProfilerActivity.CUDA).
+absl::StatusOr<KinetoTrace> ReadKinetoTrace(const std::string& path, const KinetoOptions& options = {});
+
+struct AnalyzeOptions {
+  // false: ignore ProfilerStep / step annotations and find steps from the kernel period.
+  bool use_markers = true;
+  // Steps left out at the start (a profiler's schedule already skips its warm-up: 0).
+  int warmup_steps = 0;
+};
+
+// Per-step breakdown (probe::AnalyzeWindow per window) and the whole-trace HTA figures.
+// FailedPrecondition when fewer than two step starts are found.
+absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& trace, const AnalyzeOptions& options = {});
+
+// Reads and analyses each file (one per rank) and merges the ranks (probe::MergeRanks).
+absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::string>& paths,
+                                                    const KinetoOptions& read_options = {},
+                                                    const AnalyzeOptions& options = {});
+
+// Whether a file looks like a Kineto trace rather than a probe report: the name ends in .json.gz
+// / .pt.trace.json, or its first KiB holds "traceEvents".
+bool LooksLikeKinetoTrace(const std::string& path);
+
+// Microseconds as JSON number text ("1669783687464181", "4458676522690.655", "1.5e3") to
+// integer nanoseconds, rounding to the nearest. InvalidArgument when not a number.
+absl::StatusOr<int64_t> MicrosTextToNs(const char* text, size_t length);
+
+}  // namespace stepcast::trace
+
+#endif  // STEPCAST_PLUGIN_TRACE_KINETO_TRACE_H_

@@ -135,24 +135,31 @@ GemmSizeFit FitGemmRate(const std::vector<std::pair<double, double>>& fr) {
   return out;
 }
 
-std::vector<v1::Straggler> FindStragglers(const std::vector<double>& v, const std::string& metric, double threshold) {
+std::vector<v1::Straggler> FindStragglers(const std::vector<GpuValue>& v, const std::string& metric, double threshold) {
   std::vector<v1::Straggler> out;
   if (v.size() < 2) return out;
-  std::vector<double> s = v;
+  std::vector<double> s;
+  for (const auto& g : v) s.push_back(g.value);
   std::sort(s.begin(), s.end());
   const double median = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (v[i] < (1 - threshold) * median) {
+  for (const GpuValue& g : v) {
+    if (g.value < (1 - threshold) * median) {
       v1::Straggler st;
-      st.set_gpu(static_cast<int32_t>(i));
+      st.set_gpu(g.id.index());
+      *st.mutable_gpu_id() = g.id;
       st.set_metric(metric);
-      st.set_value(v[i]);
+      st.set_value(g.value);
       st.set_node_median(median);
-      st.set_slowdown(1 - v[i] / median);
+      st.set_slowdown(1 - g.value / median);
       out.push_back(st);
     }
   }
   return out;
+}
+
+bool CuptiDisagrees(double cupti_s, double event_s) {
+  if (!(event_s > 0) || !(cupti_s > 0)) return false;
+  return std::fabs(cupti_s - event_s) / event_s > 0.02 + 2.5e-6 / event_s;
 }
 
 }  // namespace stepcast::calibrate

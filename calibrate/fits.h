@@ -49,9 +49,21 @@ struct GemmSizeFit {
 };
 GemmSizeFit FitGemmRate(const std::vector<std::pair<double, double>>& flops_rate);
 
-// GPUs whose value (higher is better) is more than `threshold` below the median of all GPUs.
-std::vector<v1::Straggler> FindStragglers(const std::vector<double>& per_gpu, const std::string& metric,
+// One GPU's figure (higher is better) and which GPU it is.
+struct GpuValue {
+  v1::GpuId id;
+  double value = 0;
+};
+// GPUs whose value is more than `threshold` below the median of all of them (mamf-finder: >= 5%
+// spread within a node; a synchronous job runs at its slowest GPU), named by host, CUDA index,
+// PCI bus id and UUID, never by their position in a list. Fewer than 2 GPUs: none.
+std::vector<v1::Straggler> FindStragglers(const std::vector<GpuValue>& per_gpu, const std::string& metric,
                                           double threshold = 0.05);
+
+// Whether a CUPTI kernel time and a CUDA-event time of the same runs disagree beyond what the
+// events' resolution (0.5 us, CUDA programming guide) and the launch gap between two kernels
+// (~2 us) explain: |a - b| / b > 2% + 2.5 us / b.
+bool CuptiDisagrees(double cupti_s, double event_s);
 
 }  // namespace stepcast::calibrate
 

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 
@@ -21,29 +22,42 @@ namespace {
 
 absl::Status Cuda(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return absl::OkStatus();
+  if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": ", cudaGetErrorString(e),
+        " (this build's CUDA architectures do not include this GPU's: rebuild with -DCMAKE_CUDA_ARCHITECTURES)"));
+  }
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 absl::Status Lt(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": cuBLASLt status ", static_cast<int>(s)));
 }
-#define RETURN_IF_ERROR(expr)            \
-  do {                                   \
-    absl::Status _s = (expr);            \
-    if (!_s.ok()) return _s;             \
+#define RETURN_IF_ERROR(expr)   \
+  do {                          \
+    absl::Status _s = (expr);   \
+    if (!_s.ok()) return _s;    \
   } while (0)
 
 // Device memory that frees itself.
 struct DeviceBuffer {
   void* p = nullptr;
-  ~DeviceBuffer() { if (p) cudaFree(p); }
+  ~DeviceBuffer() {
+    if (p) cudaFree(p);
+  }
   absl::Status Alloc(size_t bytes) { return Cuda(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc"); }
 };
 
 struct Events {
   cudaEvent_t start = nullptr, stop = nullptr;
-  Events() { cudaEventCreate(&start); cudaEventCreate(&stop); }
-  ~Events() { cudaEventDestroy(start); cudaEventDestroy(stop); }
+  Events() {
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+  }
+  ~Events() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
   double Seconds() {
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
@@ -51,7 +65,7 @@ struct Events {
   }
 };
 
-// Element i of a device array of `dtype` (A/B operands or the output), as a double on the host.
+// Element i of a host copy of device data of type t, as a double.
 double ToDouble(const std::vector<uint8_t>& raw, size_t i, cudaDataType_t t) {
   switch (t) {
     case CUDA_R_16BF: return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(raw.data())[i]);
@@ -61,24 +75,35 @@ double ToDouble(const std::vector<uint8_t>& raw, size_t i, cudaDataType_t t) {
   }
 }
 
-// Checks 16 sampled outputs of the TN GEMM C[i + j m] = sum_l A[l + i k] B[l + j k] against a
-// double-precision sum over the device's own (already rounded) inputs. Tolerance: 1% of the
-// value (bf16 output rounding is 0.4%) plus a share of sum_l |a b| for the products' rounding
-// inside the GEMM (TF32 rounds fp32 inputs to 10 mantissa bits: 2e-3; Hopper fp8 tensor-core
-// accumulation: 2e-3; otherwise 2e-4), plus 1e-3. Tight enough that an all-zero or stale
-// output fails: with random signs |C| ~ sqrt(k)/3 while sum |a b| ~ k/4.
+// Copies k elements of `elem` bytes starting at `base`, `pitch_elems` apart, to the host.
+absl::Status CopyStrided(std::vector<uint8_t>& dst, const void* base, size_t k, size_t elem, size_t pitch_elems) {
+  dst.resize(k * elem);
+  if (pitch_elems == 1) return Cuda(cudaMemcpy(dst.data(), base, k * elem, cudaMemcpyDeviceToHost), "verify copy");
+  return Cuda(cudaMemcpy2D(dst.data(), elem, base, pitch_elems * elem, elem, k, cudaMemcpyDeviceToHost), "verify copy");
+}
+
+// Checks 16 sampled outputs C[i + j m] = sum_l op(A)(i, l) op(B)(l, j) against a double-precision
+// sum over the device's own (already rounded) inputs, for the layout's op(A), op(B) (column-major:
+// A stored k x m for T, m x k for N; B stored k x n for N, n x k for T). Tolerance: 1% of the value
+// (bf16 output rounding is 0.4%) plus a share of sum_l |a b| for the products' rounding inside the
+// GEMM (TF32 rounds fp32 inputs to 10 mantissa bits: 2e-3; Hopper fp8 accumulation 2e-3, with fast
+// accumulation 4e-3: DeepSeek-V3 (arXiv:2412.19437) measured FP8 GEMMs on H800 accumulating in about
+// 14 bits; otherwise 2e-4), plus 1e-3. An all-zero or stale output still fails: with random signs
+// |C| ~ sqrt(k)/3 while sum |a b| ~ k/4, and 16 samples must all pass.
 absl::Status VerifyGemm(const void* A, const void* B, const void* C, cudaDataType_t ab, cudaDataType_t cd,
-                        bool tf32, size_t ab_bytes, size_t cd_bytes, int64_t m, int64_t n, int64_t k) {
-  const double product_share = (tf32 || ab == CUDA_R_8F_E4M3) ? 2e-3 : 2e-4;
-  std::vector<uint8_t> a(k * ab_bytes), b(k * ab_bytes), c(cd_bytes);
+                        double product_share, size_t ab_bytes, size_t cd_bytes, int64_t m, int64_t n, int64_t k,
+                        GemmLayout layout) {
+  const bool a_t = layout == GemmLayout::kTN, b_t = layout == GemmLayout::kNT;
+  std::vector<uint8_t> a, b, c;
   for (int s = 0; s < 16; ++s) {
     const int64_t i = (s * 7919) % m, j = (s * 104729 + 3) % n;
-    RETURN_IF_ERROR(Cuda(cudaMemcpy(a.data(), static_cast<const uint8_t*>(A) + i * k * ab_bytes, k * ab_bytes,
-                                    cudaMemcpyDeviceToHost), "verify A"));
-    RETURN_IF_ERROR(Cuda(cudaMemcpy(b.data(), static_cast<const uint8_t*>(B) + j * k * ab_bytes, k * ab_bytes,
-                                    cudaMemcpyDeviceToHost), "verify B"));
-    RETURN_IF_ERROR(Cuda(cudaMemcpy(c.data(), static_cast<const uint8_t*>(C) + (i + j * m) * cd_bytes, cd_bytes,
-                                    cudaMemcpyDeviceToHost), "verify C"));
+    const auto* Ab = static_cast<const uint8_t*>(A);
+    const auto* Bb = static_cast<const uint8_t*>(B);
+    RETURN_IF_ERROR(a_t ? CopyStrided(a, Ab + i * k * ab_bytes, k, ab_bytes, 1)
+                        : CopyStrided(a, Ab + i * ab_bytes, k, ab_bytes, m));
+    RETURN_IF_ERROR(b_t ? CopyStrided(b, Bb + j * ab_bytes, k, ab_bytes, n)
+                        : CopyStrided(b, Bb + j * k * ab_bytes, k, ab_bytes, 1));
+    RETURN_IF_ERROR(CopyStrided(c, static_cast<const uint8_t*>(C) + (i + j * m) * cd_bytes, 1, cd_bytes, 1));
     double want = 0, scale = 0;
     for (int64_t l = 0; l < k; ++l) {
       const double p = ToDouble(a, l, ab) * ToDouble(b, l, ab);
@@ -93,9 +118,15 @@ absl::Status VerifyGemm(const void* A, const void* B, const void* C, cudaDataTyp
   return absl::OkStatus();
 }
 
+std::string Uuid(const cudaUUID_t& u) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  return absl::StrFormat("GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+                         b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
 }  // namespace
 
-absl::StatusOr<std::vector<GpuInfo>> ListGpus() {
+absl::StatusOr<std::vector<GpuInfo>> ListCudaGpus() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -115,30 +146,10 @@ absl::StatusOr<std::vector<GpuInfo>> ListGpus() {
     g.cc_minor = p.minor;
     g.l2_bytes = p.l2CacheSize;
     g.memory_bytes = p.totalGlobalMem;
+    g.uuid = Uuid(p.uuid);
+    char bus[32] = {0};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), i) == cudaSuccess) g.pci_bus_id = bus;
     out.push_back(g);
-  }
-  return out;
-}
-
-std::vector<GemmShape> TransformerShapes(bool quick) {
-  std::vector<GemmShape> out;
-  const std::vector<int64_t> hidden = quick ? std::vector<int64_t>{8192} : std::vector<int64_t>{4096, 8192, 16384};
-  const std::vector<int64_t> tokens = quick ? std::vector<int64_t>{8192} : std::vector<int64_t>{4096, 8192, 16384};
-  const std::vector<int64_t> tps = quick ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 2, 4, 8};
-  for (int64_t h : hidden) {
-    const int64_t ffn = h * 7 / 2;  // Llama-style SwiGLU (14336 for 4096)
-    for (int64_t t : tokens) {
-      for (int64_t tp : tps) {
-        const std::string tag = absl::StrFormat("h=%d tokens=%d tp=%d", h, t, tp);
-        out.push_back({t, (h + 2 * h / 8) / tp, h, "QKV (GQA 8 groups) " + tag});
-        out.push_back({t, h, h / tp, "attention output " + tag});
-        out.push_back({t, 2 * ffn / tp, h, "MLP up (gate+up) " + tag});
-        out.push_back({t, h, ffn / tp, "MLP down " + tag});
-      }
-    }
-  }
-  for (int64_t s : quick ? std::vector<int64_t>{4096, 8192} : std::vector<int64_t>{1024, 2048, 4096, 8192, 16384}) {
-    out.push_back({s, s, s, absl::StrCat("square ", s)});
   }
   return out;
 }
@@ -146,20 +157,33 @@ std::vector<GemmShape> TransformerShapes(bool quick) {
 absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const GemmShape& sh, const BenchOptions& o,
                                          CuptiTimer* cupti) {
   RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));
+  const GemmRun how = RunFor(dtype, sh);
   cudaDataType_t ab, cd;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   kernels::FillType fill;
   size_t ab_bytes, cd_bytes;
+  double product_share = 2e-4;
   switch (dtype) {
     case DType::kBF16: ab = cd = CUDA_R_16BF; fill = kernels::FillType::kBFloat16; ab_bytes = cd_bytes = 2; break;
     case DType::kFP16: ab = cd = CUDA_R_16F; fill = kernels::FillType::kFloat16; ab_bytes = cd_bytes = 2; break;
     case DType::kFP8:
-      if (gpu.cc_major < 9) return absl::FailedPreconditionError("fp8 GEMMs need compute capability 8.9+/9.0+");
-      ab = CUDA_R_8F_E4M3; cd = CUDA_R_16BF; fill = kernels::FillType::kFp8E4M3; ab_bytes = 1; cd_bytes = 2;
+      // cuBLASLt FP8 runs on compute capability 8.9 (Ada) and 9.0+ (cuBLASLt documentation).
+      if (!(gpu.cc_major > 8 || (gpu.cc_major == 8 && gpu.cc_minor >= 9))) {
+        return absl::FailedPreconditionError("fp8 GEMMs need compute capability 8.9+");
+      }
+      ab = CUDA_R_8F_E4M3;
+      cd = CUDA_R_16BF;
+      fill = kernels::FillType::kFp8E4M3;
+      ab_bytes = 1;
+      cd_bytes = 2;
+      product_share = how.fast_accum ? 4e-3 : 2e-3;
       break;
     case DType::kTF32:
-      ab = cd = CUDA_R_32F; compute = CUBLAS_COMPUTE_32F_FAST_TF32; fill = kernels::FillType::kFloat32;
+      ab = cd = CUDA_R_32F;
+      compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      fill = kernels::FillType::kFloat32;
       ab_bytes = cd_bytes = 4;
+      product_share = 2e-3;
       break;
     default: ab = cd = CUDA_R_32F; fill = kernels::FillType::kFloat32; ab_bytes = cd_bytes = 4; break;
   }
@@ -181,12 +205,17 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   std::unique_ptr<cublasLtContext, void (*)(cublasLtHandle_t)> lt_guard(lt, [](cublasLtHandle_t h) { cublasLtDestroy(h); });
   cublasLtMatmulDesc_t desc = nullptr;
   RETURN_IF_ERROR(Lt(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F), "MatmulDescCreate"));
-  const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT));
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN));
+  const bool a_t = how.layout == GemmLayout::kTN, b_t = how.layout == GemmLayout::kNT;
+  const cublasOperation_t opA = a_t ? CUBLAS_OP_T : CUBLAS_OP_N, opB = b_t ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
+  if (how.fast_accum) {
+    const int8_t on = 1;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on));
+  }
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatrixLayoutCreate(&la, ab, k, m, k);  // A^T stored k x m (TN)
-  cublasLtMatrixLayoutCreate(&lb, ab, k, n, k);
+  if (a_t) cublasLtMatrixLayoutCreate(&la, ab, k, m, k); else cublasLtMatrixLayoutCreate(&la, ab, m, k, m);
+  if (b_t) cublasLtMatrixLayoutCreate(&lb, ab, n, k, n); else cublasLtMatrixLayoutCreate(&lb, ab, k, n, k);
   cublasLtMatrixLayoutCreate(&lc, cd, m, n, m);
   cublasLtMatmulPreference_t pref = nullptr;
   cublasLtMatmulPreferenceCreate(&pref);
@@ -203,16 +232,17 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   };
   if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
     cleanup();
-    return absl::UnavailableError(absl::StrFormat("no cuBLASLt algorithm for %s %dx%dx%d", DTypeName(dtype), m, n, k));
+    return absl::UnavailableError(absl::StrFormat("no cuBLASLt algorithm for %s %s %dx%dx%d", DTypeName(dtype),
+                                                  GemmLayoutName(how.layout), m, n, k));
   }
   const float alpha = 1.0f, beta = 0.0f;
   Events ev;
   auto run = [&](int a) {
-    return cublasLtMatmul(lt, desc, &alpha, A.p, la, B.p, lb, &beta, C.p, lc, C.p, lc, &heur[a].algo, work.p,
-                          workspace, nullptr);
+    return cublasLtMatmul(lt, desc, &alpha, A.p, la, B.p, lb, &beta, C.p, lc, C.p, lc, &heur[a].algo, work.p, workspace,
+                          nullptr);
   };
-  // Pick the fastest of the heuristic's candidates: one untimed run each, then one timed run for
-  // the first and 3 for the others while the best run is under 5 ms.
+  // The fastest of the heuristic's candidates: one untimed run each, then one timed run (3 while
+  // the best is under 5 ms).
   int best_algo = 0;
   double best_time = 1e30;
   for (int a = 0; a < found; ++a) {
@@ -232,35 +262,43 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   std::vector<double> times;
   if (cupti) cupti->Begin();
   for (int i = 0; i < iters; ++i) {
-    kernels::LaunchFlush(flush.p, flush_bytes, nullptr);
+    if (absl::Status s = Cuda(kernels::LaunchFlush(flush.p, flush_bytes, nullptr), "L2 flush"); !s.ok()) {
+      cleanup();
+      return s;
+    }
     cudaEventRecord(ev.start);
     const cublasStatus_t s = run(best_algo);
     cudaEventRecord(ev.stop);
     cudaEventSynchronize(ev.stop);
     if (s != CUBLAS_STATUS_SUCCESS) {
       cleanup();
+      if (cupti) cupti->End("");
       return Lt(s, "cublasLtMatmul");
     }
     times.push_back(ev.Seconds());
   }
+  // The flush is a cudaMemsetAsync (a MEMSET record, not a kernel), so every kernel record of the
+  // window belongs to the GEMM.
   std::vector<double> cupti_times = cupti ? cupti->End("") : std::vector<double>{};
   cleanup();
   RETURN_IF_ERROR(Cuda(cudaGetLastError(), "GEMM benchmark"));
-  // A timed GEMM must also be right (as nccl-tests checks its collectives).
-  RETURN_IF_ERROR(VerifyGemm(A.p, B.p, C.p, ab, cd, compute == CUBLAS_COMPUTE_32F_FAST_TF32, ab_bytes, cd_bytes, m, n, k));
+  RETURN_IF_ERROR(VerifyGemm(A.p, B.p, C.p, ab, cd, product_share, ab_bytes, cd_bytes, m, n, k, how.layout));
   v1::GemmSample out;
   out.set_gpu(gpu.index);
   out.set_dtype(DTypeToProto(dtype));
   out.set_m(m);
   out.set_n(n);
   out.set_k(k);
+  out.set_layout(GemmLayoutName(how.layout));
+  out.set_what(sh.what);
+  out.set_fast_accum(how.fast_accum);
   *out.mutable_time() = Summarize(times);
   const double flops = 2.0 * m * n * k;
   out.set_median_flops_per_s(flops / out.time().median_s());
   out.set_best_flops_per_s(flops / out.time().best_s());
   out.set_algorithm_index(best_algo);
   if (!cupti_times.empty()) {
-    // A GEMM may run as several kernels (split-K): sum kernels per run.
+    // A GEMM may run as several kernels (split-K): sum the kernels of each run.
     const size_t per_run = std::max<size_t>(1, cupti_times.size() / iters);
     std::vector<double> per;
     for (size_t i = 0; i + per_run <= cupti_times.size(); i += per_run) {
@@ -269,12 +307,13 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
       per.push_back(s);
     }
     out.set_cupti_median_s(Summarize(per).median_s());
-    out.set_cupti_event_disagreement(Disagreement(out.cupti_median_s(), out.time().median_s()));
+  } else if (cupti) {
+    return absl::UnavailableError(cupti->enabled() ? "CUPTI recorded no kernel" : cupti->why_disabled());
   }
   return out;
 }
 
-absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer* cupti) {
+absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& o) {
   RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));
   const size_t array = std::max<size_t>(8 * gpu.l2_bytes, 256u << 20) / 16 * 16;
   DeviceBuffer a, b, c;
@@ -287,17 +326,15 @@ absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const Be
   std::vector<v1::HbmSample> out;
   Events ev;
   auto measure = [&](const char* name, double bytes, auto launch) -> absl::Status {
-    for (int i = 0; i < o.warmup; ++i) launch();
+    for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(Cuda(launch(), name));
     std::vector<double> t;
-    if (cupti) cupti->Begin();
     for (int i = 0; i < o.iters; ++i) {
       cudaEventRecord(ev.start);
-      launch();
+      RETURN_IF_ERROR(Cuda(launch(), name));
       cudaEventRecord(ev.stop);
       cudaEventSynchronize(ev.stop);
       t.push_back(ev.Seconds());
     }
-    std::vector<double> kt = cupti ? cupti->End("") : std::vector<double>{};
     RETURN_IF_ERROR(Cuda(cudaGetLastError(), name));
     v1::HbmSample s;
     s.set_gpu(gpu.index);
@@ -306,25 +343,54 @@ absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const Be
     *s.mutable_time() = Summarize(t);
     s.set_median_bytes_per_s(bytes / s.time().median_s());
     s.set_best_bytes_per_s(bytes / s.time().best_s());
-    if (!kt.empty()) {
-      s.set_cupti_median_s(Summarize(kt).median_s());
-      s.set_cupti_event_disagreement(Disagreement(s.cupti_median_s(), s.time().median_s()));
-    }
     out.push_back(std::move(s));
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(measure("copy", 2.0 * array, [&] { kernels::LaunchCopy(a.p, c.p, array, nullptr); }));
-  RETURN_IF_ERROR(measure("triad", 3.0 * array, [&] { kernels::LaunchTriad(a.p, b.p, c.p, 0.4f, array, nullptr); }));
-  // Pinned host <-> device (offload), 256 MiB.
+  RETURN_IF_ERROR(measure("copy", 2.0 * array, [&] { return kernels::LaunchCopy(a.p, c.p, array, nullptr); }));
+  RETURN_IF_ERROR(measure("triad", 3.0 * array, [&] { return kernels::LaunchTriad(a.p, b.p, c.p, 0.4f, array, nullptr); }));
+  // Pinned host <-> device (offload), 256 MiB. The host buffer lands on the NUMA node of the thread
+  // that allocates it; bind the process to the GPU's node (numactl / srun --cpu-bind) for the
+  // figure an offloading trainer sees.
   const size_t host_bytes = 256u << 20;
   void* host = nullptr;
   RETURN_IF_ERROR(Cuda(cudaMallocHost(&host, host_bytes), "cudaMallocHost"));
-  absl::Status s1 = measure("h2d_pinned", host_bytes, [&] { cudaMemcpyAsync(a.p, host, host_bytes, cudaMemcpyHostToDevice); });
-  absl::Status s2 = measure("d2h_pinned", host_bytes, [&] { cudaMemcpyAsync(host, a.p, host_bytes, cudaMemcpyDeviceToHost); });
+  absl::Status s1 = measure("h2d_pinned", host_bytes, [&] { return cudaMemcpyAsync(a.p, host, host_bytes, cudaMemcpyHostToDevice); });
+  absl::Status s2 = measure("d2h_pinned", host_bytes, [&] { return cudaMemcpyAsync(host, a.p, host_bytes, cudaMemcpyDeviceToHost); });
   cudaFreeHost(host);
   RETURN_IF_ERROR(s1);
   RETURN_IF_ERROR(s2);
   return out;
+}
+
+absl::StatusOr<double> CuptiHbmCopy(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer& cupti) {
+  if (!cupti.enabled()) return absl::UnavailableError(cupti.why_disabled());
+  RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));
+  const size_t array = std::max<size_t>(8 * gpu.l2_bytes, 256u << 20) / 16 * 16;
+  DeviceBuffer a, c;
+  RETURN_IF_ERROR(a.Alloc(array));
+  RETURN_IF_ERROR(c.Alloc(array));
+  cupti.Begin();
+  for (int i = 0; i < o.iters; ++i) RETURN_IF_ERROR(Cuda(kernels::LaunchCopy(a.p, c.p, array, nullptr), "copy"));
+  std::vector<double> t = cupti.End("");
+  if (t.empty()) return absl::UnavailableError("CUPTI recorded no kernel");
+  return Summarize(t).median_s();
+}
+
+absl::Status SustainedWarmup(const GpuInfo& gpu, double seconds) {
+  // A bf16 8192^3 GEMM (mamf-finder's warm-up runs its first shape for 30 s), timed on the host.
+  GemmShape sh{8192, 8192, 8192, GemmPass::kSquare, "warm-up"};
+  BenchOptions o;
+  o.warmup = 0;
+  o.iters = 1;
+  o.min_iters = 1;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    o.iters = 30;
+    o.budget_s = 2.0;  // about 2 s of GEMMs per call, then check the clock
+    absl::StatusOr<v1::GemmSample> s = BenchGemm(gpu, DType::kBF16, sh, o, nullptr);
+    if (!s.ok()) return s.status();
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace stepcast::calibrate

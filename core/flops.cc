@@ -3,7 +3,8 @@
 namespace stepcast {
 
 double ForwardGemmFlopsPerToken(const ModelShape& in) {
-  const ModelShape s = in.Resolved();
+  ModelShape storage;
+  const ModelShape& s = Resolve(in, storage);
   const ParameterCounts c = CountParameters(s);
   const double layers = s.DenseLayerCount() * c.dense_layer_gemm +
                         s.MoeLayerCount() * c.moe_layer_gemm_active;
@@ -12,7 +13,8 @@ double ForwardGemmFlopsPerToken(const ModelShape& in) {
 }
 
 double ForwardAttentionFlopsPerToken(const ModelShape& in, int64_t seq_length) {
-  const ModelShape s = in.Resolved();
+  ModelShape storage;
+  const ModelShape& s = Resolve(in, storage);
   return 2.0 * seq_length * s.attention_heads * (s.QkHeadDim() + s.VHeadDim()) * s.layers;
 }
 
@@ -24,7 +26,8 @@ double ModelFlopsPerStep(const ModelShape& shape, int64_t seq_length, double seq
 
 double HardwareFlopsPerStep(const ModelShape& in, int64_t seq_length, double sequences,
                             Recompute recompute, bool flash_attention) {
-  const ModelShape s = in.Resolved();
+  ModelShape storage;
+  const ModelShape& s = Resolve(in, storage);
   const double tokens = sequences * seq_length;
   const double model = ModelFlopsPerStep(s, seq_length, sequences);
   const double attn_fwd = ForwardAttentionFlopsPerToken(s, seq_length);

@@ -143,15 +143,17 @@ absl::StatusOr<GemmModel> GemmModel::Create(const Hardware& hw, const RateProfil
     }
     t[kCombineSteps + 1] = t[kCombineSteps];
   };
-  static const std::array<double, kCombineSteps + 2> kDefaultCombine = [&] {
-    std::array<double, kCombineSteps + 2> t{};
-    fill(t, GemmConstants{}.overlap_exponent);
-    return t;
+  static const std::shared_ptr<const CombineTable> kDefaultCombine = [&] {
+    auto t = std::make_shared<CombineTable>();
+    fill(*t, GemmConstants{}.overlap_exponent);
+    return std::shared_ptr<const CombineTable>(std::move(t));
   }();
   if (c.overlap_exponent == GemmConstants{}.overlap_exponent) {
     model.combine_ = kDefaultCombine;
   } else {
-    fill(model.combine_, c.overlap_exponent);
+    auto t = std::make_shared<CombineTable>();
+    fill(*t, c.overlap_exponent);
+    model.combine_ = std::move(t);
   }
   model.sm_count_ = hw.sm_count;
   model.hbm_bytes_per_s_ = profile.hbm_bandwidth_bytes_per_s > 0 ? profile.hbm_bandwidth_bytes_per_s

@@ -31,6 +31,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -156,7 +157,8 @@ class GemmModel {
   double CombineFactor(double r) const {
     const double x = r * kCombineSteps;
     const int i = static_cast<int>(x);
-    return combine_[i] + (x - i) * (combine_[i + 1] - combine_[i]);
+    const CombineTable& t = *combine_;
+    return t[i] + (x - i) * (t[i + 1] - t[i]);
   }
 
   GemmConstants constants_;
@@ -166,7 +168,9 @@ class GemmModel {
   double hbm_bytes_per_s_ = 0;
   double inv_hbm_ = 0, inv_hbm_unaligned_ = 0, inv_sms_ = 0;
   int64_t sm_count_ = 0;
-  std::array<double, kCombineSteps + 2> combine_{};
+  using CombineTable = std::array<double, kCombineSteps + 2>;
+  // Shared: the default exponent's table is built once per process; copying a model is cheap.
+  std::shared_ptr<const CombineTable> combine_;
   std::vector<TablePoint> table_;
   std::array<std::array<Range, kKinds + 1>, kDTypes> ranges_{};
 };

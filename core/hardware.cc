@@ -35,29 +35,86 @@ double BusBwFactor(Collective c, int64_t n) {
   return 1.0;
 }
 
-double CollectiveTime(const CollectiveRate& rate, int64_t n, double size_bytes) {
-  if (n <= 1 || size_bytes <= 0) return 0.0;
+namespace {
+
+// The curve's time at S (same group): interpolated, or held / continued at its ends.
+CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_bytes) {
   const auto& pts = rate.points;
-  if (pts.size() >= 2 && (rate.group_size == 0 || rate.group_size == n)) {
-    // Piecewise-linear in log-log between measured points; beyond the largest point the
-    // busbw form continues from it, below the smallest the floor (alpha) holds.
-    if (size_bytes <= pts.front().size_bytes) return pts.front().time_s;
-    for (size_t i = 1; i < pts.size(); ++i) {
-      if (size_bytes <= pts[i].size_bytes) {
-        const double x0 = std::log(pts[i - 1].size_bytes), x1 = std::log(pts[i].size_bytes);
-        const double y0 = std::log(pts[i - 1].time_s), y1 = std::log(pts[i].time_s);
-        const double f = (std::log(size_bytes) - x0) / (x1 - x0);
-        return std::exp(y0 + f * (y1 - y0));
-      }
-    }
-    const CollectivePoint& last = pts.back();
-    if (rate.busbw_bytes_per_s > 0) {
-      return last.time_s + (size_bytes - last.size_bytes) * BusBwFactor(rate.collective, n) /
-                               rate.busbw_bytes_per_s;
-    }
-    return last.time_s * size_bytes / last.size_bytes;
+  CollectiveEstimate e;
+  if (size_bytes < pts.front().size_bytes) {
+    e.time_s = pts.front().time_s;
+    e.extrapolated = true;
+    e.reason = absl::StrCat("below the smallest measured size (", pts.front().size_bytes,
+                            " B): its time, the latency floor, holds");
+    return e;
   }
-  return AlphaForGroup(rate, n) + size_bytes * BusBwFactor(rate.collective, n) / rate.busbw_bytes_per_s;
+  for (size_t i = 1; i < pts.size(); ++i) {
+    if (size_bytes <= pts[i].size_bytes) {
+      const double f = (size_bytes - pts[i - 1].size_bytes) / (pts[i].size_bytes - pts[i - 1].size_bytes);
+      e.time_s = pts[i - 1].time_s + f * (pts[i].time_s - pts[i - 1].time_s);
+      return e;
+    }
+  }
+  const CollectivePoint& last = pts.back();
+  const double factor = BusBwFactor(rate.collective, std::max<int64_t>(n, 2));
+  double busbw = rate.busbw_bytes_per_s;
+  if (!(busbw > 0)) busbw = last.size_bytes * factor / last.time_s;  // the last point's busbw
+  e.time_s = last.time_s + (size_bytes - last.size_bytes) * factor / busbw;
+  e.extrapolated = true;
+  e.reason = absl::StrCat("above the largest measured size (", last.size_bytes, " B): continued at busbw ",
+                          busbw / 1e9, " GB/s");
+  return e;
+}
+
+}  // namespace
+
+CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, double size_bytes,
+                                      int64_t members_per_node) {
+  CollectiveEstimate e;
+  if (n <= 1 || !(size_bytes > 0)) return e;
+  const auto& pts = rate.points;
+  if (pts.size() < 2) {
+    const double busbw = rate.busbw_bytes_per_s;
+    e.time_s = AlphaForGroup(rate, n) + (busbw > 0 ? size_bytes * BusBwFactor(rate.collective, n) / busbw : 0.0);
+    e.extrapolated = true;
+    e.reason = "no measured curve: alpha-beta form";
+    if (rate.group_size > 1 && rate.group_size != n) {
+      absl::StrAppend(&e.reason, " with alpha scaled by ring steps from ", rate.group_size, " to ", n, " ranks");
+    }
+    return e;
+  }
+  const int64_t g0 = rate.group_size > 0 ? rate.group_size : n;
+  const bool layout_known = rate.scope == Scope::kInterNode && rate.ranks_per_node > 0 && members_per_node > 0;
+  const bool same_layout = !layout_known || members_per_node == rate.ranks_per_node;
+  if (g0 == n && same_layout) return CurveTime(rate, n, size_bytes);
+  // Another group size or layout: scale the curve (busbw held, latency by ring steps, NICs in use).
+  const double f_n = BusBwFactor(rate.collective, n), f_0 = BusBwFactor(rate.collective, g0);
+  const double scaled = f_0 > 0 ? size_bytes * f_n / f_0 : size_bytes;
+  double floor = pts.front().time_s;
+  for (const auto& p : pts) floor = std::min(floor, p.time_s);
+  const CollectiveEstimate at0 = CurveTime(rate, g0, scaled);
+  const double steps0 = RingSteps(rate.collective, g0);
+  const double latency = steps0 > 0 ? floor * RingSteps(rate.collective, n) / steps0 : floor;
+  double bandwidth = std::max(0.0, at0.time_s - floor);
+  if (layout_known && members_per_node != rate.ranks_per_node) {
+    bandwidth *= static_cast<double>(rate.ranks_per_node) / static_cast<double>(members_per_node);
+  }
+  e.time_s = latency + bandwidth;
+  e.extrapolated = true;
+  e.reason = absl::StrCat("curve measured at ", g0, " ranks");
+  if (layout_known) absl::StrAppend(&e.reason, " (", rate.ranks_per_node, " per node)");
+  absl::StrAppend(&e.reason, ", asked for ", n);
+  if (layout_known) absl::StrAppend(&e.reason, " (", members_per_node, " per node)");
+  absl::StrAppend(&e.reason, ": busbw held, latency scaled by ring steps");
+  if (layout_known && members_per_node != rate.ranks_per_node) {
+    absl::StrAppend(&e.reason, ", bandwidth by the NICs in use (", rate.ranks_per_node, "/", members_per_node, ")");
+  }
+  if (at0.extrapolated) absl::StrAppend(&e.reason, "; ", at0.reason);
+  return e;
+}
+
+double CollectiveTime(const CollectiveRate& rate, int64_t n, double size_bytes) {
+  return EstimateCollective(rate, n, size_bytes).time_s;
 }
 
 double RingSteps(Collective c, int64_t n) {
@@ -126,41 +183,80 @@ const CollectiveRate* RateProfile::FindCollective(Collective c, Scope s) const {
   return nullptr;
 }
 
+const CollectiveRate* RateProfile::FindCollective(Collective c, Scope s, int64_t n, int64_t members_per_node) const {
+  const CollectiveRate *exact = nullptr, *formula = nullptr, *nearest = nullptr;
+  double nearest_d = 0;
+  for (const auto& r : collectives) {
+    if (r.collective != c || r.scope != s) continue;
+    if (r.points.size() < 2) {
+      if (formula == nullptr) formula = &r;
+      continue;
+    }
+    const bool same_layout = s == Scope::kIntraNode || r.ranks_per_node <= 0 || members_per_node <= 0 ||
+                             r.ranks_per_node == members_per_node;
+    if ((r.group_size == n || r.group_size == 0) && same_layout) {
+      if (exact == nullptr) exact = &r;
+      continue;
+    }
+    const double d = std::fabs(std::log2(static_cast<double>(std::max<int64_t>(r.group_size, 1))) -
+                               std::log2(static_cast<double>(std::max<int64_t>(n, 1)))) +
+                     (same_layout ? 0.0 : 0.5);
+    if (nearest == nullptr || d < nearest_d) {
+      nearest = &r;
+      nearest_d = d;
+    }
+  }
+  if (exact) return exact;
+  if (formula) return formula;
+  return nearest;
+}
+
 absl::Status ValidateRateProfile(const RateProfile& p, const std::string& prefix) {
+  // Field paths are built only for an error: this runs in every prediction.
+  auto gemm_field = [&](size_t i) { return absl::StrCat(prefix, ".gemm[", i, "]"); };
   for (size_t i = 0; i < p.gemm.size(); ++i) {
     const auto& g = p.gemm[i];
-    const std::string f = absl::StrCat(prefix, ".gemm[", i, "]");
-    if (!(g.flops_per_s > 0)) return absl::InvalidArgumentError(f + ".flops_per_s: must be > 0");
+    if (!(g.flops_per_s > 0) || !std::isfinite(g.flops_per_s)) {
+      return absl::InvalidArgumentError(gemm_field(i) + ".flops_per_s: must be a finite number > 0");
+    }
     if (g.m < 0 || g.n < 0 || g.k < 0) {
-      return absl::InvalidArgumentError(f + ": m, n, k must be >= 0");
+      return absl::InvalidArgumentError(gemm_field(i) + ": m, n, k must be >= 0");
     }
     const bool flat = g.m == 0 && g.n == 0 && g.k == 0;
     if (!flat && (g.m == 0 || g.n == 0 || g.k == 0)) {
-      return absl::InvalidArgumentError(f + ": give all of m, n, k or none (a flat rate)");
+      return absl::InvalidArgumentError(gemm_field(i) + ": give all of m, n, k or none (a flat rate)");
     }
   }
   if (p.gemm.empty()) return absl::InvalidArgumentError(prefix + ".gemm: no GEMM rates");
-  if (!(p.hbm_bandwidth_bytes_per_s > 0)) {
-    return absl::InvalidArgumentError(prefix + ".hbm_bandwidth_bytes_per_s: must be > 0");
+  if (!(p.hbm_bandwidth_bytes_per_s > 0) || !std::isfinite(p.hbm_bandwidth_bytes_per_s)) {
+    return absl::InvalidArgumentError(prefix + ".hbm_bandwidth_bytes_per_s: must be a finite number > 0");
   }
-  if (p.attention_flops_per_s < 0) {
-    return absl::InvalidArgumentError(prefix + ".attention_flops_per_s: must be >= 0");
+  if (!(p.attention_flops_per_s >= 0) || !std::isfinite(p.attention_flops_per_s)) {
+    return absl::InvalidArgumentError(prefix + ".attention_flops_per_s: must be a finite number >= 0");
   }
+  auto coll_field = [&](size_t i) { return absl::StrCat(prefix, ".collectives[", i, "]"); };
   for (size_t i = 0; i < p.collectives.size(); ++i) {
     const auto& c = p.collectives[i];
-    const std::string f = absl::StrCat(prefix, ".collectives[", i, "]");
     if (!(c.busbw_bytes_per_s > 0) && c.points.size() < 2) {
-      return absl::InvalidArgumentError(f + ".busbw_bytes_per_s: must be > 0 (or give >= 2 points)");
+      return absl::InvalidArgumentError(coll_field(i) + ".busbw_bytes_per_s: must be > 0 (or give >= 2 points)");
     }
-    if (c.alpha_s < 0) return absl::InvalidArgumentError(f + ".alpha_s: must be >= 0");
+    if (!std::isfinite(c.busbw_bytes_per_s)) {
+      return absl::InvalidArgumentError(coll_field(i) + ".busbw_bytes_per_s: must be a finite number");
+    }
+    if (!(c.alpha_s >= 0) || !std::isfinite(c.alpha_s)) {
+      return absl::InvalidArgumentError(coll_field(i) + ".alpha_s: must be a finite number >= 0");
+    }
+    if (c.group_size < 0) return absl::InvalidArgumentError(coll_field(i) + ".group_size: must be >= 0");
+    if (c.ranks_per_node < 0) return absl::InvalidArgumentError(coll_field(i) + ".ranks_per_node: must be >= 0");
     for (size_t j = 0; j < c.points.size(); ++j) {
-      if (!(c.points[j].size_bytes > 0) || !(c.points[j].time_s > 0)) {
+      if (!(c.points[j].size_bytes > 0) || !(c.points[j].time_s > 0) || !std::isfinite(c.points[j].size_bytes) ||
+          !std::isfinite(c.points[j].time_s)) {
         return absl::InvalidArgumentError(
-            absl::StrCat(f, ".points[", j, "]: size_bytes and time_s must be > 0"));
+            absl::StrCat(coll_field(i), ".points[", j, "]: size_bytes and time_s must be finite numbers > 0"));
       }
       if (j > 0 && c.points[j].size_bytes <= c.points[j - 1].size_bytes) {
         return absl::InvalidArgumentError(
-            absl::StrCat(f, ".points[", j, "].size_bytes: points must be in increasing size"));
+            absl::StrCat(coll_field(i), ".points[", j, "].size_bytes: points must be in increasing size"));
       }
     }
   }

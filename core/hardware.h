@@ -34,17 +34,31 @@ struct CollectivePoint {
   double time_s = 0;
 };
 
-// A collective's cost in one scope.
-//   alpha-beta form (Hockney; nccl-tests busbw): time(S, n) = alpha_s + S * BusBwFactor(c, n) / busbw
-//   measured form: log-log interpolation of `points` (measured at group_size ranks).
+// A collective's cost in one scope, at one group size (and, across nodes, ranks per node).
+//   measured form: the curve `points` (time per size, measured at group_size ranks with
+//     ranks_per_node ranks on each node), interpolated between measured sizes (EstimateCollective);
+//   alpha-beta form (Hockney; nccl-tests busbw): time(S, n) = alpha_s + S * BusBwFactor(c, n) / busbw,
+//     used where there is no curve, and to extrapolate a curve to sizes and group sizes it does
+//     not cover.
+// busbw_bytes_per_s: with points, the nccl-tests busbw of the largest measured size; without, the
+// rate of the alpha-beta form (across nodes in the reference profiles: per GPU NIC, which the
+// step model stripes over the group's members per node).
 struct CollectiveRate {
   Collective collective = Collective::kAllReduce;
   Scope scope = Scope::kIntraNode;
   int64_t group_size = 0;
+  int64_t ranks_per_node = 0;  // of the measured points (inter-node); 0 = not known
   double alpha_s = 0;
   double busbw_bytes_per_s = 0;
   std::vector<CollectivePoint> points;
   std::string source;
+};
+
+// A collective's estimated time, and whether (and why) it left the measured curve.
+struct CollectiveEstimate {
+  double time_s = 0;
+  bool extrapolated = false;  // not between two measured points of this group size and layout
+  std::string reason;         // empty when interpolated; otherwise what was assumed
 };
 
 // Usable rates of one cluster.
@@ -71,8 +85,14 @@ struct RateProfile {
   // rate on every listed GPU), marked extrapolated.
   GemmLookup GemmRate(DType dtype, double m, double n, double k) const;
 
-  // The rate entry for (collective, scope), or nullptr.
+  // The rate entry for (collective, scope), or nullptr (the first such entry).
   const CollectiveRate* FindCollective(Collective c, Scope s) const;
+  // The entry that best describes a group of n ranks with members_per_node on each node
+  // (0 = not known): a measured curve at exactly n ranks (and, across nodes, the same ranks per
+  // node) first; then an entry without a curve (the alpha-beta form, which the caller may stripe);
+  // then the curve whose group size is nearest to n in log2 (extrapolated by EstimateCollective).
+  // nullptr when the profile has no entry for (c, s).
+  const CollectiveRate* FindCollective(Collective c, Scope s, int64_t n, int64_t members_per_node) const;
 };
 
 // Checks a profile: positive rates, known dtypes. Errors name "<prefix>.<field>".
@@ -91,8 +111,27 @@ double RingSteps(Collective c, int64_t n);
 // (NCCL's latency model is per step); alpha_s itself when group_size is 0 or 1.
 double AlphaForGroup(const CollectiveRate& rate, int64_t n);
 
-// Time of one collective over n ranks moving S bytes (as nccl-tests counts S), from `rate`.
-// n == 1 costs 0.
+// Estimated time of one collective over n ranks moving S bytes (S as nccl-tests counts it: the
+// per-rank buffer for all-reduce, the total for all-gather / reduce-scatter / all-to-all, the
+// message for send/recv), with members_per_node of the n ranks on each node (0 = not known).
+//  * n <= 1 or S <= 0: 0.
+//  * A curve (>= 2 points) at this group size (group_size 0 = any) and, across nodes, the same
+//    ranks per node (or either not known): between two measured sizes, linear in S (each segment
+//    of a measured curve is an alpha-beta line, Hockney: exact for an affine segment, which log-log
+//    interpolation underestimates by up to 1.5% between sizes a factor of 2 apart); below the smallest size, that size's time (the latency
+//    floor), flagged; above the largest, the last time plus the extra bytes at the curve's busbw
+//    (nccl-tests busbw factor), flagged.
+//  * A curve at another group size or layout: latency and bandwidth parts are scaled from it,
+//    flagged: time = a0 x RingSteps(n)/RingSteps(g0) + max(0, T0(S x f(n)/f(g0)) - a0) x r0/m,
+//    where T0 is the curve (as above), a0 its floor (its smallest time), f the nccl-tests busbw
+//    factor (so busbw is held: nccl-tests doc/PERFORMANCE.md), RingSteps the per-step latency
+//    count (NCCL src/graph/tuning.cc), and r0/m the NICs in use across nodes (r0 ranks per node
+//    measured, m asked; only for inter-node curves with both known).
+//  * No curve: the alpha-beta form with AlphaForGroup, flagged ("no measured curve").
+CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, double size_bytes,
+                                      int64_t members_per_node = 0);
+
+// EstimateCollective(rate, n, size_bytes).time_s (members per node not known).
 double CollectiveTime(const CollectiveRate& rate, int64_t n, double size_bytes);
 
 // Wave quantization of an m x n output on `sm_count` SMs (NVIDIA, "Matrix Multiplication

@@ -33,6 +33,24 @@ const char* OptimizerName(Optimizer o) {
   return "?";
 }
 
+uint32_t RecomputeModuleBit(const std::string& name) {
+  static const std::pair<const char*, uint32_t> kBits[] = {
+      {"core_attn", kRecomputeCoreAttn}, {"mlp", kRecomputeMlp}, {"moe_act", kRecomputeMoeAct},
+      {"layernorm", kRecomputeLayernorm}, {"mla_up_proj", kRecomputeMlaUpProj}, {"moe", kRecomputeMoe},
+      {"shared_experts", kRecomputeSharedExperts}, {"mlp_up", kRecomputeMlpUp},
+      {"activation_functions", kRecomputeActivationFunctions}};
+  for (const auto& [n, bit] : kBits) {
+    if (name == n) return bit;
+  }
+  return 0;
+}
+
+uint32_t RecomputeModuleMask(const std::vector<std::string>& names) {
+  uint32_t mask = 0;
+  for (const std::string& n : names) mask |= RecomputeModuleBit(n);
+  return mask;
+}
+
 const char* PipelineScheduleName(PipelineSchedule s) {
   switch (s) {
     case PipelineSchedule::k1F1B: return "1f1b";
@@ -76,7 +94,8 @@ absl::Status ValidateJob(const Job& job) {
   if (absl::Status s = ValidateModelShape(job.model); !s.ok()) return s;
   if (absl::Status s = ValidateHardware(job.hardware, "hardware"); !s.ok()) return s;
   if (absl::Status s = ValidateRateProfile(job.profile, "profile"); !s.ok()) return s;
-  const ModelShape m = job.model.Resolved();
+  ModelShape storage;
+  const ModelShape& m = Resolve(job.model, storage);
   const TrainingConfig& t = job.training;
   const Parallelism& p = job.parallelism;
 

@@ -34,6 +34,24 @@ const char* ShardingName(Sharding s);
 const char* OptimizerName(Optimizer o);
 const char* PipelineScheduleName(PipelineSchedule s);
 
+// Modules selective recomputation can rerun (Megatron-Core --recompute-modules names, plus
+// "mlp_up" and "activation_functions"; docs/MODEL.md "Recomputation"), as bits.
+enum RecomputeModule : uint32_t {
+  kRecomputeCoreAttn = 1u << 0,
+  kRecomputeMlp = 1u << 1,
+  kRecomputeMoeAct = 1u << 2,
+  kRecomputeLayernorm = 1u << 3,
+  kRecomputeMlaUpProj = 1u << 4,
+  kRecomputeMoe = 1u << 5,
+  kRecomputeSharedExperts = 1u << 6,
+  kRecomputeMlpUp = 1u << 7,
+  kRecomputeActivationFunctions = 1u << 8,
+};
+// The bit of a module name; 0 for an unknown name.
+uint32_t RecomputeModuleBit(const std::string& name);
+// The bits of a list of names (unknown names ignored).
+uint32_t RecomputeModuleMask(const std::vector<std::string>& names);
+
 // Mixed precision. Defaults are Megatron-LM's bf16 recipe: bf16 weights and GEMMs, fp32 main
 // gradients, fp32 master weights and Adam moments (18 bytes/parameter before sharding;
 // Megatron-LM theoretical_memory_usage.py).

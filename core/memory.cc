@@ -6,7 +6,8 @@
 namespace stepcast {
 
 double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x) {
-  const ModelShape m = in.Resolved();
+  ModelShape storage;
+  const ModelShape& m = Resolve(in, storage);
   const double s = x.seq_tokens, b = x.micro_batch, t = x.tp, e = x.bytes_per_activation;
   const double eg = x.bytes_per_gemm_input > 0 ? x.bytes_per_gemm_input : e;
   const double h = m.hidden_size, a = m.attention_heads, kv = m.kv_heads;
@@ -17,15 +18,15 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
 
   if (x.recompute == Recompute::kFull) return e * sb * h * sp;  // checkpointed layer input
 
-  std::vector<std::string> mods = x.recompute_modules;
-  if (x.recompute == Recompute::kSelective && mods.empty()) mods = {"core_attn"};
-  if (x.recompute == Recompute::kNone) mods.clear();
-  auto dropped = [&](const char* name) { return std::find(mods.begin(), mods.end(), name) != mods.end(); };
-  const bool op_sac = dropped("activation_functions");
+  uint32_t mods = x.recompute_modules;
+  if (x.recompute == Recompute::kSelective && mods == 0) mods = kRecomputeCoreAttn;
+  if (x.recompute == Recompute::kNone) mods = 0;
+  auto dropped = [&](uint32_t bit) { return (mods & bit) != 0; };
+  const bool op_sac = dropped(kRecomputeActivationFunctions);
 
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10"): the two norm
   // inputs, the norm outputs (QKV and MLP GEMM inputs), two dropout masks.
-  const bool norm_out_dropped = dropped("layernorm") || op_sac;
+  const bool norm_out_dropped = dropped(kRecomputeLayernorm) || op_sac;
   double replicated = 2 * e * sb * h + 2 * mask * sb * h;
   if (!norm_out_dropped) replicated += 2 * eg * sb * h;
   // Split by TP (Korthikanti's "24/t" for GPT): Q, K, V (attention in the activation dtype),
@@ -34,7 +35,7 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   if (m.mla.enabled()) {
     // Latents (kept) and the heads the up projections make.
     split += e * sb * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * t;  // replicated: x t / t
-    if (!dropped("mla_up_proj")) split += e * sb * a * (dqk + dqk + dv);
+    if (!dropped(kRecomputeMlaUpProj)) split += e * sb * a * (dqk + dqk + dv);
   } else {
     split += e * sb * (a * dqk + kv * (dqk + dv));
   }
@@ -48,7 +49,7 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   };
   double per_rank = 0;  // bytes on this rank already (not split by TP below)
   if (x.moe_layer) {
-    if (!dropped("moe")) {
+    if (!dropped(kRecomputeMoe)) {
       // An EP rank processes the tokens it holds (its sequence-parallel share sb/t, gathered
       // over the expert-TP group: sb * etp / t), each routed to top_k experts, with a 1/etp
       // slice of every expert's FFN: internals sb*k*f/t either way; the dispatched copies
@@ -56,26 +57,27 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
       // sequence parallelism).
       const double etp = x.expert_tp > 0 ? x.expert_tp : t;
       const double rank_tokens = sb * etp / t * x.moe_tokens_factor;
-      per_rank += mlp_internal(m.moe.expert_ffn_hidden_size, rank_tokens * m.moe.top_k, false, dropped("moe_act")) / etp;
+      per_rank += mlp_internal(m.moe.expert_ffn_hidden_size, rank_tokens * m.moe.top_k, false, dropped(kRecomputeMoeAct)) / etp;
       per_rank += 2 * e * rank_tokens * m.moe.top_k * h;
-      if (!dropped("shared_experts")) {
+      if (!dropped(kRecomputeSharedExperts)) {
         split += m.moe.shared_experts * mlp_internal(m.moe.shared_expert_ffn_hidden_size, sb, false, false);
       }
     }
   } else {
-    split += mlp_internal(m.ffn_hidden_size, sb, dropped("mlp") || dropped("mlp_up"), false);
+    split += mlp_internal(m.ffn_hidden_size, sb, dropped(kRecomputeMlp) || dropped(kRecomputeMlpUp), false);
   }
   double core = 0;
-  if (!x.flash_attention && !dropped("core_attn")) {
+  if (!x.flash_attention && !dropped(kRecomputeCoreAttn)) {
     const double scores = a * b * s * x.kv_tokens;
     core = e * scores + (x.dropout ? (mask + e) * scores : 0.0);
   }
-  if (x.flash_attention && !dropped("core_attn")) split += 4.0 * a * sb;  // fp32 log-sum-exp per head and token
+  if (x.flash_attention && !dropped(kRecomputeCoreAttn)) split += 4.0 * a * sb;  // fp32 log-sum-exp per head and token
   return replicated * sp + split / t + per_rank + core / t;
 }
 
 LocalParameters LocalParameterCount(const Job& job, bool last_stage) {
-  const ModelShape m = job.model.Resolved();
+  ModelShape storage;
+  const ModelShape& m = Resolve(job.model, storage);
   const Parallelism& p = job.parallelism;
   const ParameterCounts c = CountParameters(m);
   const double h = m.hidden_size;
@@ -136,7 +138,8 @@ MemoryEstimate EstimateMemory(const Job& job) {
 }
 
 MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
-  const ModelShape m = job.model.Resolved();
+  ModelShape storage;
+  const ModelShape& m = Resolve(job.model, storage);
   const TrainingConfig& t = job.training;
   const Parallelism& p = job.parallelism;
   const Precision& pr = t.precision;
@@ -181,7 +184,7 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
   li.flash_attention = t.flash_attention;
   li.dropout = t.dropout;
   li.recompute = t.recompute;
-  li.recompute_modules = t.recompute_modules;
+  li.recompute_modules = RecomputeModuleMask(t.recompute_modules);
   li.bytes_per_activation = e;
   li.bytes_per_gemm_input = pr.gemm == DType::kFP8 ? 1.0 : e;
   li.expert_tp = static_cast<double>(p.Etp());

@@ -44,7 +44,7 @@ struct LayerActivationInput {
   Recompute recompute = Recompute::kNone;
   double bytes_per_activation = 2;
   bool moe_layer = false;
-  std::vector<std::string> recompute_modules;  // selective; empty: {"core_attn"}
+  uint32_t recompute_modules = 0;  // RecomputeModule bits (selective); 0: core_attn
   double bytes_per_gemm_input = 0;             // 0: bytes_per_activation (fp8 GEMMs: 1)
   double expert_tp = 0;                        // ETP for expert internals; 0: tp
   double moe_tokens_factor = 1;                // routing imbalance: max/mean tokens per expert (1: balanced)

@@ -25,6 +25,7 @@ ModelShape ModelShape::Resolved() const {
   if (s.head_dim == 0 && s.attention_heads > 0) s.head_dim = s.hidden_size / s.attention_heads;
   if (s.ffn_hidden_size == 0) s.ffn_hidden_size = 4 * s.hidden_size;
   if (s.moe.layer_freq == 0) s.moe.layer_freq = 1;
+  s.resolved = true;
   if (s.moe.shared_expert_ffn_hidden_size == 0) {
     s.moe.shared_expert_ffn_hidden_size = s.moe.expert_ffn_hidden_size;
   }
@@ -93,7 +94,8 @@ absl::Status ValidateModelShape(const ModelShape& in) {
 }
 
 ParameterCounts CountParameters(const ModelShape& in) {
-  const ModelShape s = in.Resolved();
+  ModelShape storage;
+  const ModelShape& s = Resolve(in, storage);
   const double h = s.hidden_size;
   const double a = s.attention_heads;
   ParameterCounts c;

@@ -60,6 +60,10 @@ struct ModelShape {
   MlaShape mla;
   std::string source;
 
+  // True when every default above is filled in (set by Resolved(); the job codec stores resolved
+  // shapes so the model's hot path does not resolve them again).
+  bool resolved = false;
+
   // A copy of the dimensions with the defaults above filled in (name and source left empty).
   ModelShape Resolved() const;
   // Number of MoE layers and dense layers (they add up to `layers`).
@@ -69,6 +73,14 @@ struct ModelShape {
   int64_t QkHeadDim() const;
   int64_t VHeadDim() const;
 };
+
+// `in` itself when it is already resolved, else `storage` = in.Resolved(). For hot paths:
+//   ModelShape storage; const ModelShape& s = Resolve(in, storage);
+inline const ModelShape& Resolve(const ModelShape& in, ModelShape& storage) {
+  if (in.resolved) return in;
+  storage = in.Resolved();
+  return storage;
+}
 
 // Checks a shape; errors name the field ("model.shape.<field>") and the reason.
 absl::Status ValidateModelShape(const ModelShape& shape);

@@ -81,6 +81,7 @@ struct Work {
 // (Megatron-Core --recompute-modules names; docs/MODEL.md "Recomputation").
 struct ModuleForward {
   Work core_attn, mlp, mlp_up, moe_act, layernorm, mla_up_proj, moe, shared_experts, activation_functions;
+  Work mlp_act;  // the MLP's activation function: inside mlp / mlp_up and activation_functions
 };
 
 // Everything one layer (or the logits) costs per micro-batch, by term.
@@ -122,7 +123,7 @@ class StepModel {
   explicit StepModel(const Job& job)
       : job_(job),
         fw_(AllOn(job.choices) ? job.framework : (fw_copy_ = Effective(job))),
-        m_(job.model.Resolved()),
+        m_(Resolve(job.model, m_storage_)),
         t_(job.training),
         p_(job.parallelism),
         place_(PlaceGroups(job.parallelism, job.GpusPerNode())) {
@@ -156,6 +157,16 @@ class StepModel {
   // The GEMM shape model's estimate of one m x k by k x n product (batch of them), or the flat
   // profile rate when the model cannot be built. Flags extrapolation once.
   GemmEstimate EstimateGemm(double m, double n, double k, double batch = 1) {
+    // Dense and MoE layers share their attention projections: estimates are memoized.
+    for (int i = 0; i < cached_; ++i) {
+      const GemmMemo& c = memo_[i];
+      if (c.m == m && c.n == n && c.k == k && c.batch == batch) return c.estimate;
+    }
+    GemmEstimate e = EstimateGemmUncached(m, n, k, batch);
+    if (cached_ < kMemo) memo_[cached_++] = {m, n, k, batch, e};
+    return e;
+  }
+  GemmEstimate EstimateGemmUncached(double m, double n, double k, double batch) {
     if (gemm_model_.has_value()) {
       absl::StatusOr<GemmEstimate> e = gemm_model_->Estimate({t_.precision.gemm, batch, m, n, k});
       if (e.ok()) {
@@ -223,7 +234,8 @@ class StepModel {
   const Job& job_;
   Framework fw_copy_;  // only when a ModelChoices mechanism is off
   const Framework& fw_;
-  const ModelShape m_;
+  ModelShape m_storage_;  // only when the job's shape is not resolved
+  const ModelShape& m_;
   const TrainingConfig& t_;
   const Parallelism& p_;
   const Placement place_;
@@ -231,6 +243,13 @@ class StepModel {
   bool sp_ = false, launch_floor_ = false;
   bool warned_gemm_ = false, warned_comm_ = false;
   std::optional<GemmModel> gemm_model_;
+  struct GemmMemo {
+    double m, n, k, batch;
+    GemmEstimate estimate;
+  };
+  static constexpr int kMemo = 16;
+  GemmMemo memo_[kMemo];
+  int cached_ = 0;
   ParameterCounts pc_;
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;
@@ -390,7 +409,12 @@ LayerCost StepModel::Layer(bool moe) {
     mod.mlp_up += mlp_up;
     Gemm(T, h, f / t, c, 1, &mod.mlp);
     const double act = (gated ? 3 : 2) * e_act_ * T * f / t;
+    Work before = c.elem_fwd;
     Elementwise(act, c, &mod.mlp, &mod.mlp_up);
+    mod.mlp_act = c.elem_fwd;
+    mod.mlp_act.time_s -= before.time_s;
+    mod.mlp_act.memory_s -= before.memory_s;
+    mod.mlp_act.bytes -= before.bytes;
   }
 
   // Norms and residual adds (+ dropout masks) on h-wide activations.
@@ -484,20 +508,27 @@ Work Recomputed(const LayerCost& c, const TrainingConfig& t) {
   if (t.recompute == Recompute::kFull) return c.Forward();
   if (t.recompute != Recompute::kSelective) return w;
   const ModuleForward& m = c.module;
-  bool elementwise_all = false;
-  for (const std::string& mod : t.recompute_modules) elementwise_all |= mod == "activation_functions";
-  for (const std::string& mod : t.recompute_modules) {
-    if (mod == "core_attn") w += m.core_attn;
-    else if (mod == "mlp") w += m.mlp;
-    else if (mod == "mlp_up") w += m.mlp_up;
-    else if (mod == "moe") w += m.moe;
-    else if (mod == "shared_experts") w += m.shared_experts;
-    else if (mod == "mla_up_proj") w += m.mla_up_proj;
-    else if (mod == "activation_functions") w += m.activation_functions;
-    // Elementwise modules already inside "activation_functions" are not counted twice.
-    else if (mod == "moe_act" && !elementwise_all) w += m.moe_act;
-    else if (mod == "layernorm" && !elementwise_all) w += m.layernorm;
+  uint32_t mods = RecomputeModuleMask(t.recompute_modules);
+  if (mods == 0) mods = kRecomputeCoreAttn;
+  const bool elementwise_all = (mods & kRecomputeActivationFunctions) != 0;
+  if (mods & kRecomputeCoreAttn) w += m.core_attn;
+  // The MLP's input GEMMs are part of the whole MLP: counted once.
+  if (mods & kRecomputeMlp) {
+    w += m.mlp;
+  } else if (mods & kRecomputeMlpUp) {
+    w += m.mlp_up;
   }
+  if (mods & kRecomputeMoe) w += m.moe;
+  if ((mods & kRecomputeSharedExperts) && !(mods & kRecomputeMoe)) w += m.shared_experts;
+  if (mods & kRecomputeMlaUpProj) w += m.mla_up_proj;
+  if (elementwise_all) {
+    w += m.activation_functions;
+    // The MLP's activation is in both; count it once.
+    if (mods & (kRecomputeMlp | kRecomputeMlpUp)) w += m.mlp_act.Scaled(-1);
+  }
+  // Elementwise modules already inside "activation_functions" are not counted twice.
+  if ((mods & kRecomputeMoeAct) && !elementwise_all && !(mods & kRecomputeMoe)) w += m.moe_act;
+  if ((mods & kRecomputeLayernorm) && !elementwise_all) w += m.layernorm;
   return w;
 }
 

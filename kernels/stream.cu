@@ -4,6 +4,8 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "kernels/pattern.h"
+
 namespace stepcast::kernels {
 namespace {
 
@@ -59,7 +61,41 @@ __global__ void FillConstantKernel(float* p, size_t n, float v) {
   }
 }
 
+__global__ void FillPatternKernel(float* p, size_t n, int rank, int salt) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    p[i] = PatternValue(rank, salt, i);
+  }
+}
+
+__device__ uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void GateKernel(const volatile int* open, int* timed_out, uint64_t timeout_ns) {
+  const uint64_t t0 = GlobalTimerNs();
+  while (*open == 0) {
+    if (GlobalTimerNs() - t0 > timeout_ns) {
+      *timed_out = 1;
+      break;
+    }
+    __nanosleep(200);
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchFillPattern(float* p, size_t n, int rank, int salt, cudaStream_t s) {
+  FillPatternKernel<<<Blocks(n), kBlock, 0, s>>>(p, n, rank, salt);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGate(const volatile int* open, int* timed_out, uint64_t timeout_ns, cudaStream_t s) {
+  GateKernel<<<1, 1, 0, s>>>(open, timed_out, timeout_ns);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchCopy(const void* a, void* c, size_t bytes, cudaStream_t s) {
   const size_t n = bytes / sizeof(float4);

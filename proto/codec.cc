@@ -375,6 +375,7 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
     cr.collective = FromProto(c.collective());
     cr.scope = c.scope() == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
     cr.group_size = c.group_size();
+    cr.ranks_per_node = c.ranks_per_node();
     cr.alpha_s = c.alpha_s();
     cr.busbw_bytes_per_s = c.busbw_bytes_per_s();
     for (const auto& pt : c.points()) cr.points.push_back({pt.size_bytes(), pt.time_s()});
@@ -406,6 +407,7 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
     x->set_collective(ToProto(c.collective));
     x->set_scope(c.scope == Scope::kInterNode ? v1::SCOPE_INTER_NODE : v1::SCOPE_INTRA_NODE);
     x->set_group_size(c.group_size);
+    x->set_ranks_per_node(c.ranks_per_node);
     x->set_alpha_s(c.alpha_s);
     x->set_busbw_bytes_per_s(c.busbw_bytes_per_s);
     for (const auto& pt : c.points) {
@@ -612,6 +614,13 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     }
     case v1::ModelSpec::SOURCE_NOT_SET:
       return FieldError("model", "required: a preset name, an inline shape, or hf_config");
+  }
+  {
+    // Stored resolved (defaults filled) so the model's hot path does not resolve it again.
+    ModelShape r = job.model.Resolved();
+    r.name = job.model.name;
+    r.source = job.model.source;
+    job.model = std::move(r);
   }
   switch (spec.hardware().source_case()) {
     case v1::HardwareRef::kPreset: {

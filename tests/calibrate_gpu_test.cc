@@ -1,11 +1,13 @@
 // The calibration's GPU code on a GPU: our kernels against the host, a cuBLASLt GEMM against a
-// CPU reference, NCCL results verified by the harness. Skipped, with the reason, without a GPU.
+// CPU reference, every dtype and layout of the sweep verified, the gate kernel, NCCL results
+// checked and timed by the harness. Skipped, with the reason, without a GPU.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <vector>
 
+#include "calibrate/communicator.h"
 #include "calibrate/gpu_bench.h"
 #include "calibrate/nccl_backend.h"
 #include "gtest/gtest.h"
@@ -15,14 +17,14 @@ namespace stepcast::calibrate {
 namespace {
 
 std::vector<GpuInfo> GpusOrSkip() {
-  absl::StatusOr<std::vector<GpuInfo>> g = ListGpus();
+  absl::StatusOr<std::vector<GpuInfo>> g = ListCudaGpus();
   if (!g.ok()) return {};
   return *g;
 }
 
 TEST(CalibrateGpu, StreamKernelsAreCorrectOnRandomInputs) {
   const auto gpus = GpusOrSkip();
-  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListGpus().status().message();
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListCudaGpus().status().message();
   const size_t n = 1 << 20, bytes = n * sizeof(float);
   float *a, *b, *c;
   ASSERT_EQ(cudaMalloc(&a, bytes), cudaSuccess);
@@ -53,23 +55,59 @@ TEST(CalibrateGpu, StreamKernelsAreCorrectOnRandomInputs) {
 // ok status here means the benchmarked GEMM (its own dtype, layout and algorithm) was right.
 TEST(CalibrateGpu, GemmBenchmarkIsVerifiedAndPlausibleForEveryDtype) {
   const auto gpus = GpusOrSkip();
-  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListGpus().status().message();
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListCudaGpus().status().message();
   BenchOptions o{2, 5};
   for (DType d : {DType::kBF16, DType::kFP16, DType::kFP8, DType::kTF32, DType::kFP32}) {
-    if (d == DType::kFP8 && gpus[0].cc_major < 9) continue;
-    auto s = BenchGemm(gpus[0], d, {4096, 4096, 4096, "square 4096"}, o, nullptr);
+    if (d == DType::kFP8 && !(gpus[0].cc_major > 8 || gpus[0].cc_minor >= 9)) continue;
+    auto s = BenchGemm(gpus[0], d, {4096, 4096, 4096, GemmPass::kSquare, "square 4096"}, o, nullptr);
     ASSERT_TRUE(s.ok()) << DTypeName(d) << ": " << s.status();
     EXPECT_GT(s->median_flops_per_s(), 1e12) << DTypeName(d);
     EXPECT_LE(s->best_flops_per_s(), 5e15) << DTypeName(d);  // below any datasheet peak
   }
-  // A transformer shape (MLP down, k = 3.5 x 4096 / 2): long k, verified the same way.
-  auto s = BenchGemm(gpus[0], DType::kBF16, {4096, 4096, 7168, "MLP down"}, o, nullptr);
-  ASSERT_TRUE(s.ok()) << s.status();
+  // A transformer layer's three passes (MLP down, k = 3.5 x 4096 / 2): TN, NN and NT, and fp8's
+  // TN with fast accumulation, each verified the same way.
+  for (GemmPass p : {GemmPass::kForward, GemmPass::kDgrad, GemmPass::kWgrad}) {
+    const GemmShape sh{4096, 4096, 7168, p, "MLP down"};
+    auto s = BenchGemm(gpus[0], DType::kBF16, sh, o, nullptr);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->layout(), GemmLayoutName(RunFor(DType::kBF16, sh).layout));
+    if (gpus[0].cc_major >= 9) {
+      auto f = BenchGemm(gpus[0], DType::kFP8, sh, o, nullptr);
+      ASSERT_TRUE(f.ok()) << f.status();
+      EXPECT_EQ(f->fast_accum(), p == GemmPass::kForward);
+    }
+  }
+  EXPECT_TRUE(SustainedWarmup(gpus[0], 1.0).ok());
+}
+
+TEST(CalibrateGpu, GateHoldsTheStreamUntilOpenedAndTimesOut) {
+  const auto gpus = GpusOrSkip();
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListCudaGpus().status().message();
+  int* flag = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&flag), 2 * sizeof(int), cudaHostAllocMapped), cudaSuccess);
+  volatile int* v = flag;
+  v[0] = 0;
+  v[1] = 0;
+  int* dev = nullptr;
+  cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), flag, 0);
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  ASSERT_EQ(kernels::LaunchGate(dev, dev + 1, 5'000'000'000ull, s), cudaSuccess);
+  EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);  // held
+  v[0] = 1;
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(v[1], 0);
+  v[0] = 0;
+  ASSERT_EQ(kernels::LaunchGate(dev, dev + 1, 10'000'000ull, s), cudaSuccess);  // 10 ms, never opened
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(v[1], 1);
+  cudaStreamDestroy(s);
+  cudaFreeHost(flag);
 }
 
 TEST(CalibrateGpu, CublasLtMatchesACpuReference) {
   const auto gpus = GpusOrSkip();
-  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListGpus().status().message();
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListCudaGpus().status().message();
   const int m = 64, n = 48, k = 32;
   std::vector<float> A(k * m), B(k * n), C(m * n), R(m * n, 0.0f);
   for (size_t i = 0; i < A.size(); ++i) A[i] = std::sin(0.1f * i);
@@ -114,13 +152,17 @@ TEST(CalibrateGpu, NcclResultsVerifiedAcrossLocalGpus) {
   if (gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs in one node (found " << gpus.size() << ")";
   std::vector<int> ids;
   for (const auto& g : gpus) ids.push_back(g.index);
-  auto b = MakeNcclLocalBackend(ids, 1 << 24);
+  auto b = MakeNcclLocalBackend(ids, 1 << 24, 60);
   ASSERT_TRUE(b.ok()) << b.status();
-  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                       Collective::kAllToAll, Collective::kSendRecv}) {
-    auto t = (*b)->Time(c, 1 << 20, 1, 3);  // the first run's result is checked
-    EXPECT_TRUE(t.ok()) << CollectiveName(c) << ": " << t.status();
-  }
+  auto comm = MakeSingleProcessCommunicator();
+  SweepOptions o;
+  o.max_bytes = 1 << 24;
+  o.warmup = 1;
+  o.iters = 5;
+  o.batches = 2;
+  SweepResult r = Sweep(**b, *comm, o);  // every size of every collective checked, then timed
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  for (const auto& s : r.samples) EXPECT_GT(s.busbw_bytes_per_s(), 0);
 }
 
 }  // namespace

@@ -1,44 +1,87 @@
-// The multi-rank collective harness over MPI's host collectives, run by ctest under
-// `mpirun -np 2`: every collective's results verified, a full sweep on both ranks, the fits.
+// The multi-rank parts over real MPI, run by ctest under `mpirun -np 2`: the MPI module's
+// communicator (non-blocking calls with a deadline), error agreement when one rank fails, the
+// gather of every rank's bytes, and the collective harness over MPI's host collectives with every
+// result checked.
 #include <mpi.h>
 
-#include "calibrate/mpi_backend.h"
+#include "calibrate/collective_harness.h"
+#include "calibrate/communicator.h"
 #include "gtest/gtest.h"
+
+extern "C" stepcast::calibrate::Communicator* stepcast_calibrate_mpi_create(int*, char***, double, char*, int);
 
 namespace stepcast::calibrate {
 namespace {
 
-TEST(MpiHarness, SweepsVerifiesAndFitsOnEveryRank) {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  ASSERT_GE(n, 2) << "run under mpirun -np 2";
-  auto backend = MakeMpiBackend(1 << 20, Scope::kIntraNode);
+Communicator& Comm() {
+  static Communicator* c = [] {
+    char err[256] = {0};
+    Communicator* x = stepcast_calibrate_mpi_create(nullptr, nullptr, 60, err, sizeof(err));
+    EXPECT_NE(x, nullptr) << err;
+    return x;
+  }();
+  return *c;
+}
+
+TEST(MpiCommunicator, AgreementGatherAndBroadcast) {
+  Communicator& c = Comm();
+  ASSERT_GE(c.size(), 2) << "run under mpirun -np 2";
+  EXPECT_EQ(c.hosts(), 1);
+  EXPECT_EQ(c.local_size(), c.size());
+  // Rank 1 fails: every rank gets the same error, naming rank 1.
+  const absl::Status mine = c.rank() == 1 ? absl::DataLossError("GPU 0: element 7 is 3, not 4") : absl::OkStatus();
+  const absl::Status agreed = AgreeOnStatus(c, mine);
+  EXPECT_EQ(agreed.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(agreed.message(), "rank 1: GPU 0: element 7 is 3, not 4");
+  EXPECT_TRUE(AgreeOnStatus(c, absl::OkStatus()).ok());
+  absl::StatusOr<std::vector<std::string>> g = c.Gather(std::string(c.rank() + 1, 'x'), 0);
+  ASSERT_TRUE(g.ok());
+  if (c.rank() == 0) {
+    ASSERT_EQ(g->size(), static_cast<size_t>(c.size()));
+    EXPECT_EQ((*g)[1], "xx");
+  }
+  std::string b = c.rank() == 0 ? "h100-sxm" : "";
+  ASSERT_TRUE(c.Broadcast(b, 0).ok());
+  EXPECT_EQ(b, "h100-sxm");
+  std::vector<double> v = {static_cast<double>(c.rank()), 1.0};
+  ASSERT_TRUE(c.AllreduceSum(v).ok());
+  EXPECT_DOUBLE_EQ(v[1], c.size());
+}
+
+TEST(MpiHarness, SweepsChecksAndAveragesOverRanks) {
+  Communicator& c = Comm();
+  absl::StatusOr<std::unique_ptr<CollectiveBackend>> b = c.HostCollectives(1 << 20);
+  ASSERT_TRUE(b.ok()) << b.status();
   SweepOptions o;
-  o.min_bytes = 8;
   o.max_bytes = 1 << 20;
   o.warmup = 2;
   o.iters = 5;
-  auto samples = Sweep(*backend, o);
-  ASSERT_TRUE(samples.ok()) << samples.status();
-  const size_t sizes = SweepSizes(8, 1 << 20, n).size();
-  EXPECT_EQ(samples->size(), 5 * sizes);
-  for (const auto& s : *samples) {
-    EXPECT_EQ(s.ranks(), n);
+  o.batches = 3;
+  SweepResult r = Sweep(**b, c, o);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  size_t sizes = 0;
+  for (Collective x : o.collectives) sizes += SweepSizes(x, 8, 1 << 20, c.size()).size();
+  EXPECT_EQ(r.samples.size(), sizes);
+  for (const auto& s : r.samples) {
+    EXPECT_EQ(s.ranks(), c.size());
     EXPECT_GT(s.time().median_s(), 0);
-    EXPECT_GT(s.busbw_bytes_per_s(), 0);
+    EXPECT_GE(s.slowest_rank_time().median_s(), s.time().median_s());
     EXPECT_EQ(s.backend(), "mpi-host");
   }
-  // Both ranks measured the same per-iteration maxima.
-  double mine = (*samples)[sizes - 1].time().median_s(), other = 0;
-  MPI_Allreduce(&mine, &other, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  EXPECT_DOUBLE_EQ(mine, other);
-  const SweepFits f = FitSweep(*samples);
+  // Every rank holds the same (agreed) figures.
+  std::vector<double> mine = {r.samples.back().time().median_s()}, most = mine;
+  ASSERT_TRUE(c.AllreduceMax(most).ok());
+  EXPECT_DOUBLE_EQ(mine[0], most[0]);
+  const SweepFits f = FitSweep(r.samples, 0);
   EXPECT_EQ(f.rates.size(), 5u);
-  for (const auto& r : f.rates) {
-    EXPECT_GT(r.alpha_s(), 0);
-    EXPECT_GT(r.busbw_bytes_per_s(), 0);
-    EXPECT_EQ(r.group_size(), n);
-  }
+  // A failure injected on rank 1 at 4 KiB ends the sweep on every rank with the same error.
+  o.inject = {1, false, 4096};
+  o.collectives = {Collective::kAllReduce};
+  r = Sweep(**b, c, o);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r.status.message().find("rank 1: all_reduce at 4096 bytes: injected failure"), std::string::npos)
+      << r.status;
+  EXPECT_EQ(r.samples.size(), 9u);  // 8 B .. 2 KiB
 }
 
 }  // namespace

@@ -1,28 +1,96 @@
 #!/usr/bin/env bash
-# stepcast-calibrate as a user runs it here (no GPU): the no-GPU error path, and the collective
-# sweep over 2 MPI ranks in host memory writing a profile that stepcast predict accepts.
+# stepcast-calibrate as a user runs it here (no GPU): the no-GPU exit, `import` of the real
+# nccl-tests logs into a profile `stepcast predict --profile` uses, unknown and truncated logs, the
+# collective sweep over 2 MPI ranks in host memory (kept out of the profile), an injected failure
+# on one rank that every rank reports (exit 4) and a hung rank that ends the job within the
+# timeout (no hang), the flow under mpirun with fake GPUs (every rank's samples gathered, the
+# straggler named by rank, index and bus id), the service, and the carry bundle.
+# Usage: calibrate_tool_test.sh STEPCAST_CALIBRATE STEPCAST ROOT FAKE_TOOL FAKE_NVML
 set -u
-cal="$1"; stepcast="$2"; root="$3"
+cal="$1"; stepcast="$2"; root="$3"; fake="$4"; nvml="$5"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fail=1; }
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+# 1. No GPU, bad options.
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "skip  no-GPU path (a GPU is present)"
 else
   out=$("$cal" --quick 2>&1); rc=$?
-  { [ $rc -eq 2 ] && grep -q "no usable CUDA device" <<<"$out"; } && echo "ok   no GPU: exit 2 with the reason" || { echo "FAIL no-GPU path ($rc): $out"; fail=1; }
+  { [ $rc -eq 2 ] && grep -q "no usable CUDA device" <<<"$out"; } && ok "no GPU: exit 2 with the reason" || bad "no-GPU path ($rc): $out"
 fi
 out=$("$cal" --gpus 0,x 2>&1); rc=$?
-{ [ $rc -eq 1 ] && grep -q -- "--gpus: 'x' is not a GPU index" <<<"$out"; } && echo "ok   bad --gpus named" || { echo "FAIL bad --gpus ($rc): $out"; fail=1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-out=$(timeout 120 mpirun --oversubscribe -np 2 "$cal" --backend mpi --skip-gemm --skip-hbm --hardware h100-sxm --quick \
+{ [ $rc -eq 1 ] && grep -q -- "--gpus: 'x' is not a GPU index" <<<"$out"; } && ok "bad --gpus named (exit 1)" || bad "bad --gpus ($rc): $out"
+
+# 2. import: the 16 real nccl-tests logs over the H100 reference, then stepcast predict --profile.
+out=$("$cal" import "$root"/tests/data/real_data/microbench/nccl/*.txt --hardware h100-sxm --out "$work/imp.json" 2>&1); rc=$?
+{ [ $rc -eq 0 ] && grep -q "all_reduce intra_node x8: 32 sizes" <<<"$out" && [ -s "$work/imp.json" ]; } \
+  && ok "import of 16 nccl-tests logs" || bad "import ($rc): $out"
+out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work/imp.json" 2>&1); rc=$?
+{ [ $rc -eq 0 ] && grep -q "h100-sxm-imported" <<<"$out"; } && ok "stepcast predict --profile uses the imported profile" \
+  || bad "predict on the imported profile ($rc): $out"
+out=$("$cal" import "$root"/tests/data/real_data/microbench/gemm/*.csv --hardware h100-sxm --base "$work/imp.json" --out "$work/imp2.json" 2>&1); rc=$?
+{ [ $rc -eq 0 ] && grep -q "GEMM bf16: 55 shapes" <<<"$out"; } && ok "import updates a profile (--base) with 56 TraceLens GEMM shapes" \
+  || bad "import --base ($rc): $out"
+printf 'hello\nnot a benchmark log\n' > "$work/notes.txt"
+out=$("$cal" import "$work/notes.txt" --hardware h100-sxm --out "$work/x.json" 2>&1); rc=$?
+{ [ $rc -eq 1 ] && grep -q "notes.txt:1: not a log of nccl-tests" <<<"$out"; } && ok "unknown log: exit 1 naming file and line" \
+  || bad "unknown log ($rc): $out"
+head -c 3000 "$root/tests/data/real_data/microbench/nccl/01_h100x8_nvlink_dgx_allreduce.txt" > "$work/cut_allreduce.txt"
+out=$("$cal" import "$work/cut_allreduce.txt" --hardware h100-sxm --out "$work/x.json" 2>&1); rc=$?
+{ [ $rc -eq 1 ] && grep -q "cut_allreduce.txt:[0-9]*: truncated nccl-tests row" <<<"$out"; } && ok "truncated log: exit 1 naming the line" \
+  || bad "truncated log ($rc): $out"
+
+# 3. mpirun -np 2, MPI's collectives in host memory: measured, kept in the run, not in the profile.
+out=$(timeout 120 mpirun -np 2 "$cal" --backend mpi --skip-gemm --skip-hbm --hardware h100-sxm --quick \
       --max-collective-bytes 1048576 --name cpu-test --out "$work/p.json" 2>&1); rc=$?
-{ [ $rc -eq 0 ] && grep -q "ALL_REDUCE busbw x2" <<<"$out" && [ -s "$work/p.json" ] && [ -s "$work/p.json.run.json" ]; } \
-  && echo "ok   mpirun -np 2 sweep wrote the profile and the run" || { echo "FAIL mpi sweep ($rc)"; echo "$out" | tail -20; fail=1; }
-grep -q '"group_size": "2"' "$work/p.json" && echo "ok   measured collectives in the profile" || { echo "FAIL no measured collective"; fail=1; }
-grep -q 'not measured; reference profile' "$work/p.json" && echo "ok   unmeasured rates marked as the reference's" || { echo "FAIL unmeasured rates not marked"; fail=1; }
-out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work/p.json" 2>&1); rc=$?
-{ [ $rc -eq 0 ] && grep -q "profile cpu-test" <<<"$out"; } && echo "ok   stepcast predict --profile uses it" || { echo "FAIL predict --profile ($rc): $out"; fail=1; }
-# The service's PutProfile takes it, and a pre-flight check runs on it by name.
+{ [ $rc -eq 0 ] && grep -q "host MPI COLLECTIVE_ALL_REDUCE x2" <<<"$out" && [ -s "$work/p.json" ] && [ -s "$work/p.json.run.json" ]; } \
+  && ok "mpirun -np 2 host sweep wrote the profile and the run" || { bad "mpi sweep ($rc)"; echo "$out" | tail -20; }
+[ "$(json "$work/p.json.run.json" "sum(1 for c in d['collectives'] if c['backend']=='mpi-host')")" -gt 0 ] \
+  && ok "host-memory samples in the run" || bad "no host samples in the run"
+[ "$(json "$work/p.json" "sum(1 for c in d['collectives'] if 'reference profile' not in c['source'])")" = "0" ] \
+  && ok "host-memory MPI rates kept out of the profile" || bad "host-memory MPI rates written as GPU collective rates"
+grep -q 'not measured; reference profile' "$work/p.json" && ok "unmeasured rates marked as the reference's" || bad "unmeasured rates not marked"
+
+# 4. An injected failure on rank 1: every rank reports it and exits 4, in bounded time.
+t0=$(date +%s)
+out=$(timeout 120 mpirun -np 2 "$cal" --backend mpi --skip-gemm --skip-hbm --hardware h100-sxm --quick \
+      --max-collective-bytes 1048576 --out "$work/f.json" --inject-failure 1:collective:4096 2>&1); rc=$?
+t1=$(date +%s)
+{ [ $rc -eq 4 ] && grep -q "FAILED: collectives: rank 1: all_reduce at 4096 bytes: injected failure" <<<"$out" \
+  && [ -s "$work/f.json.run.json" ] && [ $((t1 - t0)) -lt 60 ]; } \
+  && ok "rank 1's failure agreed on every rank: exit 4 in $((t1 - t0)) s, results so far written" \
+  || { bad "injected failure ($rc, $((t1 - t0)) s)"; echo "$out" | tail -20; }
+# 5. A hung rank: the job ends (MPI_Abort) within the timeout, never hangs.
+t0=$(date +%s)
+out=$(timeout 120 mpirun -np 2 "$cal" --backend mpi --skip-gemm --skip-hbm --hardware h100-sxm --quick \
+      --max-collective-bytes 1048576 --out "$work/h.json" --inject-failure 1:hang:4096 --timeout-s 3 2>&1); rc=$?
+t1=$(date +%s)
+{ [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "aborting the job" <<<"$out" && [ $((t1 - t0)) -lt 60 ]; } \
+  && ok "a hung rank ends the job in $((t1 - t0)) s (exit $rc), no hang" || { bad "hung rank ($rc, $((t1 - t0)) s)"; echo "$out" | tail -20; }
+
+# 6. The flow under mpirun with fake GPUs: rank 1's GPU 1 is 15% slow in GEMM; every rank's GEMM and
+# HBM samples are gathered to rank 0; the straggler is named by rank, index and bus id.
+out=$(STEPCAST_FAKE_GPUS=2 STEPCAST_FAKE_SLOW=1:1:0.85 timeout 120 mpirun -np 2 "$fake" --mpi --quick --warmup-s 0 \
+      --max-collective-bytes 65536 --nvml-library "$nvml" --out "$work/fake.json" 2>&1); rc=$?
+{ [ $rc -eq 0 ] && grep -q "STRAGGLER: GPU 1 (0000:28:00.0, GPU-00000001" <<<"$out"; } && ok "fake flow under mpirun: straggler named" \
+  || { bad "fake flow under mpirun ($rc)"; echo "$out" | tail -20; }
+[ "$(json "$work/fake.json.run.json" "sorted(set(s['gpu_id']['rank'] for s in d['gemm']))")" = "[0, 1]" ] \
+  && ok "every rank's GEMM samples gathered to rank 0" || bad "GEMM samples of rank 1 missing"
+[ "$(json "$work/fake.json.run.json" "sorted(set(s['gpu_id']['rank'] for s in d['hbm']))")" = "[0, 1]" ] \
+  && ok "every rank's HBM samples gathered to rank 0" || bad "HBM samples of rank 1 missing"
+grep -q '"group_size": "2"' "$work/fake.json" && ok "the ranks' collective curve in the profile" || bad "no x2 collective curve"
+out=$(timeout 120 mpirun -np 2 "$fake" --mpi --quick --warmup-s 0 --skip-collectives --out "$work/l.json" \
+      --inject-failure 1:list 2>&1); rc=$?
+{ [ $rc -eq 2 ] && grep -q "rank 1: no usable CUDA device" <<<"$out"; } && ok "no GPU on one rank: exit 2 on every rank, rank named" \
+  || { bad "no GPU on rank 1 ($rc)"; echo "$out" | tail -5; }
+out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work/fake.json" 2>&1); rc=$?
+{ [ $rc -eq 0 ] && grep -q "profile" <<<"$out"; } && ok "stepcast predict --profile uses a measured profile" || bad "predict ($rc): $out"
+
+# 7. The service's PutProfile takes it, and a pre-flight check runs on it by name.
 (cd "$work" && exec "$stepcast" serve --listen 127.0.0.1:0 --port-file "$work/port" --db "$work/s.db" >"$work/serve.log" 2>&1) &
 spid=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
@@ -31,10 +99,13 @@ put=$("$stepcast" profile put cpu-test "$work/p.json" --server "$addr" 2>&1); rc
 pf=$("$stepcast" preflight "$root/examples/llama3-70b-h100.yaml" --server "$addr" --profile cpu-test --warn-only 2>&1); rc2=$?
 kill $spid; wait $spid 2>/dev/null
 { [ $rc1 -eq 0 ] && grep -q "stored cpu-test version 1" <<<"$put" && [ $rc2 -eq 0 ] && grep -q "cpu-test" <<<"$pf"; } \
-  && echo "ok   PutProfile stores it; preflight --profile uses it" || { echo "FAIL service ($rc1, $rc2): $put $pf"; cat "$work/serve.log"; fail=1; }
-bash "$root/scripts/carry_calibrate.sh" "$(dirname "$cal")/.." "$work/carry" >/dev/null 2>&1; rc=$?
+  && ok "PutProfile stores it; preflight --profile uses it" || { bad "service ($rc1, $rc2): $put $pf"; cat "$work/serve.log"; }
+
+# 8. The carry bundle: under 64 MiB; NCCL and MPI not linked into stepcast-calibrate.
+bash "$root/scripts/carry_calibrate.sh" "$(dirname "$cal")/.." "$work/carry" >"$work/carry.log" 2>&1; rc=$?
+size=$(du -sm "$work/carry" | cut -f1)
 { [ $rc -eq 0 ] && [ -x "$work/carry/bin/stepcast-calibrate" ] && ls "$work/carry/lib" | grep -q '^libprotobuf' \
-  && ! ls "$work/carry/lib" | grep -Eq '^lib(cuda|cublasLt|nccl|c)\.so' \
-  && [ "$(du -sm "$work/carry" | cut -f1)" -lt 64 ]; } \
-  && echo "ok   carry bundle: binaries and non-CUDA libraries, under 64 MiB" || { echo "FAIL carry bundle ($rc)"; ls "$work/carry/lib"; fail=1; }
+  && ! ls "$work/carry/lib" | grep -Eq '^lib(cuda|cublasLt|nccl|c)\.so' && [ "$size" -lt 64 ]; } \
+  && ok "carry bundle: $size MiB, binaries and non-CUDA libraries" || { bad "carry bundle ($rc, $size MiB)"; cat "$work/carry.log"; ls "$work/carry/lib"; }
+ldd "$cal" | grep -Eq 'libnccl|libmpi' && bad "stepcast-calibrate links NCCL or MPI" || ok "stepcast-calibrate links neither NCCL nor MPI (loaded at run time)"
 exit $fail

@@ -39,15 +39,101 @@ TEST(CollectiveTime, AlphaScalesWithRingSteps) {
   EXPECT_NEAR(CollectiveTime(r, 4, 0.0 + 1e6), 24e-6 + 1e6 * 1.5 / 1e12, 1e-15);
 }
 
-TEST(CollectiveTime, MeasuredPointsInterpolateLogLog) {
+TEST(EstimateCollective, MeasuredPointsInterpolateLinearlyInSize) {
   CollectiveRate r;
   r.collective = Collective::kAllGather;
   r.group_size = 8;
   r.points = {{1e6, 100e-6}, {100e6, 1e-3}};
   r.busbw_bytes_per_s = 200e9;
-  EXPECT_NEAR(CollectiveTime(r, 8, 10e6), 100e-6 * std::sqrt(10.0), 1e-12);  // halfway in log
-  EXPECT_DOUBLE_EQ(CollectiveTime(r, 8, 1e3), 100e-6);                      // floor below
-  EXPECT_NEAR(CollectiveTime(r, 8, 200e6), 1e-3 + 100e6 * 0.875 / 200e9, 1e-12);  // busbw beyond
+  // Halfway in bytes, halfway in time (each measured segment is an alpha-beta line).
+  CollectiveEstimate mid = EstimateCollective(r, 8, 50.5e6);
+  EXPECT_NEAR(mid.time_s, 550e-6, 1e-12);
+  EXPECT_FALSE(mid.extrapolated);
+  EXPECT_TRUE(mid.reason.empty());
+  // A measured size gives its own time.
+  EXPECT_DOUBLE_EQ(EstimateCollective(r, 8, 100e6).time_s, 1e-3);
+  // Below the smallest size the floor holds; beyond the largest busbw continues; both flagged.
+  CollectiveEstimate below = EstimateCollective(r, 8, 1e3);
+  EXPECT_DOUBLE_EQ(below.time_s, 100e-6);
+  EXPECT_TRUE(below.extrapolated);
+  EXPECT_NE(below.reason.find("smallest measured size"), std::string::npos);
+  CollectiveEstimate above = EstimateCollective(r, 8, 200e6);
+  EXPECT_NEAR(above.time_s, 1e-3 + 100e6 * 0.875 / 200e9, 1e-12);
+  EXPECT_TRUE(above.extrapolated);
+  EXPECT_NE(above.reason.find("largest measured size"), std::string::npos);
+  EXPECT_DOUBLE_EQ(CollectiveTime(r, 8, 50.5e6), mid.time_s);  // the thin wrapper
+}
+
+TEST(EstimateCollective, RealH100LogInterpolatedBetweenSizes) {
+  // nccl-tests all_reduce_perf, DGX H100 x8 (tests/data/real_data/microbench/nccl/
+  // 01_h100x8_nvlink_dgx_allreduce.txt): 2 MiB 42.21 us, 4 MiB 54.19 us (out-of-place). 3 MiB
+  // lies halfway: 48.20 us.
+  CollectiveRate r;
+  r.group_size = 8;
+  r.points = {{2097152, 42.21e-6}, {4194304, 54.19e-6}};
+  EXPECT_NEAR(EstimateCollective(r, 8, 3145728).time_s, 48.20e-6, 1e-10);
+}
+
+TEST(EstimateCollective, OtherGroupSizeScalesTheCurveAndSaysSo) {
+  // Curve at 8 ranks: floor 10 us, 1 GB at 2 ms. At 4 ranks an all-reduce of S moves
+  // S x 1.5 / 1.75 of the 8-rank bytes per rank; latency 6 / 14 of the floor (ring steps).
+  CollectiveRate r;
+  r.collective = Collective::kAllReduce;
+  r.group_size = 8;
+  r.points = {{8, 10e-6}, {1e9, 2e-3}};
+  const double S = 1e9 * 1.75 / 1.5;  // lands on the 1 GB point after scaling
+  CollectiveEstimate e = EstimateCollective(r, 4, S);
+  EXPECT_NEAR(e.time_s, 10e-6 * 6 / 14 + (2e-3 - 10e-6), 1e-12);
+  EXPECT_TRUE(e.extrapolated);
+  EXPECT_NE(e.reason.find("measured at 8 ranks, asked for 4"), std::string::npos);
+  // Across nodes: measured with 8 ranks per node, asked with 1 per node: the bandwidth part runs
+  // on 1 of the 8 NICs per node it had.
+  r.scope = Scope::kInterNode;
+  r.group_size = 16;
+  r.ranks_per_node = 8;
+  CollectiveEstimate one = EstimateCollective(r, 16, 1e9 * 1.875 / 1.875, 1);
+  EXPECT_NEAR(one.time_s, 10e-6 + (2e-3 - 10e-6) * 8, 1e-12);
+  EXPECT_NE(one.reason.find("NICs in use (8/1)"), std::string::npos);
+  // Same layout (or not known): the curve itself.
+  EXPECT_FALSE(EstimateCollective(r, 16, 1e9, 8).extrapolated);
+  EXPECT_FALSE(EstimateCollective(r, 16, 1e9, 0).extrapolated);
+}
+
+TEST(EstimateCollective, NoCurveIsTheAlphaBetaFormFlagged) {
+  CollectiveRate r;
+  r.collective = Collective::kAllReduce;
+  r.group_size = 8;
+  r.alpha_s = 14 * 4e-6;
+  r.busbw_bytes_per_s = 1e12;
+  CollectiveEstimate e = EstimateCollective(r, 4, 1e6);
+  EXPECT_NEAR(e.time_s, 24e-6 + 1e6 * 1.5 / 1e12, 1e-15);
+  EXPECT_TRUE(e.extrapolated);
+  EXPECT_NE(e.reason.find("no measured curve"), std::string::npos);
+  EXPECT_EQ(EstimateCollective(r, 1, 1e6).time_s, 0.0);
+  EXPECT_EQ(EstimateCollective(r, 8, 0).time_s, 0.0);
+}
+
+TEST(FindCollective, PrefersTheCurveOfTheGroupThenTheFormulaThenTheNearestCurve) {
+  RateProfile p;
+  CollectiveRate formula;
+  formula.scope = Scope::kInterNode;
+  formula.busbw_bytes_per_s = 47e9;
+  CollectiveRate c16 = formula, c128 = formula;
+  c16.group_size = 16;
+  c16.ranks_per_node = 8;
+  c16.points = {{8, 30e-6}, {1e9, 5e-3}};
+  c128.group_size = 128;
+  c128.ranks_per_node = 4;
+  c128.points = {{8, 180e-6}, {1e9, 6e-3}};
+  p.collectives = {formula, c16, c128};
+  EXPECT_EQ(p.FindCollective(Collective::kAllReduce, Scope::kInterNode, 16, 8), &p.collectives[1]);
+  EXPECT_EQ(p.FindCollective(Collective::kAllReduce, Scope::kInterNode, 128, 4), &p.collectives[2]);
+  // 16 ranks, 1 per node: not the 8-per-node curve; the formula (striped by the caller).
+  EXPECT_EQ(p.FindCollective(Collective::kAllReduce, Scope::kInterNode, 16, 1), &p.collectives[0]);
+  EXPECT_EQ(p.FindCollective(Collective::kAllReduce, Scope::kIntraNode, 8, 8), nullptr);
+  p.collectives = {c16, c128};
+  EXPECT_EQ(p.FindCollective(Collective::kAllReduce, Scope::kInterNode, 64, 4), &p.collectives[1]);
+  EXPECT_EQ(p.FindCollective(Collective::kAllReduce, Scope::kInterNode, 32, 8), &p.collectives[0]);
 }
 
 TEST(Placement, MegatronRankOrder) {

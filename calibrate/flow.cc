@@ -1,0 +1,788 @@
+#include "calibrate/flow.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "calibrate/fits.h"
+#include "calibrate/import.h"
+#include "calibrate/nvml.h"
+#include "google/protobuf/util/time_util.h"
+#include "proto/codec.h"
+
+extern char** environ;
+
+namespace stepcast::calibrate {
+namespace {
+
+struct Injection {
+  int rank = -1;
+  std::string what;  // collective, hang, gemm, hbm, list
+  double size_bytes = 0;
+};
+
+absl::StatusOr<Injection> ParseInjection(const std::string& s) {
+  Injection in;
+  if (s.empty()) return in;
+  std::vector<std::string> p = absl::StrSplit(s, ':');
+  if (p.size() < 2 || p.size() > 3 || !absl::SimpleAtoi(p[0], &in.rank) ||
+      !(p[1] == "collective" || p[1] == "hang" || p[1] == "gemm" || p[1] == "hbm" || p[1] == "list") ||
+      (p.size() == 3 && !absl::SimpleAtod(p[2], &in.size_bytes))) {
+    return absl::InvalidArgumentError(absl::StrCat("--inject-failure: '", s,
+                                                   "' is not RANK:WHAT[:SIZE] with WHAT collective, hang, gemm, hbm or list"));
+  }
+  in.what = p[1];
+  return in;
+}
+
+// The GPU system with the test hook's failures on one rank.
+class InjectingGpuSystem final : public GpuSystem {
+ public:
+  InjectingGpuSystem(GpuSystem& inner, const Injection& in, int rank) : inner_(inner), in_(in), me_(in.rank == rank) {}
+  absl::StatusOr<std::vector<GpuInfo>> ListGpus() override {
+    if (me_ && in_.what == "list") return absl::FailedPreconditionError("no usable CUDA device (injected failure)");
+    return inner_.ListGpus();
+  }
+  GpuVersions Versions() override { return inner_.Versions(); }
+  absl::Status Warmup(const GpuInfo& g, double s) override { return inner_.Warmup(g, s); }
+  absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& g, DType d, const GemmShape& sh, const BenchOptions& o) override {
+    if (me_ && in_.what == "gemm") return absl::InternalError("injected failure");
+    return inner_.BenchGemm(g, d, sh, o);
+  }
+  absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& g, const BenchOptions& o) override {
+    if (me_ && in_.what == "hbm") return absl::InternalError("injected failure");
+    return inner_.BenchHbm(g, o);
+  }
+  absl::StatusOr<double> CuptiGemmSeconds(const GpuInfo& g, DType d, const GemmShape& sh) override {
+    return inner_.CuptiGemmSeconds(g, d, sh);
+  }
+  absl::StatusOr<double> CuptiHbmCopySeconds(const GpuInfo& g) override { return inner_.CuptiHbmCopySeconds(g); }
+  absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>& g, double m,
+                                                                      double t) override {
+    return inner_.LocalCollectives(g, m, t);
+  }
+  absl::StatusOr<std::unique_ptr<CollectiveBackend>> RankCollectives(const GpuInfo& g, Communicator& c, double m,
+                                                                     double t) override {
+    return inner_.RankCollectives(g, c, m, t);
+  }
+
+ private:
+  GpuSystem& inner_;
+  Injection in_;
+  bool me_;
+};
+
+// Ends the job when nothing has progressed for `timeout_s` (a hung kernel, driver or peer).
+class Watchdog {
+ public:
+  Watchdog(Communicator& comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {
+    Beat("start");
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Watchdog() {
+    stop_ = true;
+    thread_.join();
+  }
+  void Beat(const std::string& stage) {
+    std::lock_guard<std::mutex> l(mu_);
+    stage_ = stage;
+    last_ = std::chrono::steady_clock::now();
+  }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::string stage;
+      double idle = 0;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        idle = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
+        stage = stage_;
+      }
+      if (idle > timeout_s_) {
+        comm_.Abort(kExitTimeout, absl::StrFormat("no progress for %.0f s (3 x --timeout-s) in %s", idle, stage));
+      }
+    }
+  }
+  Communicator& comm_;
+  double timeout_s_;
+  std::mutex mu_;
+  std::string stage_;
+  std::chrono::steady_clock::time_point last_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+absl::StatusOr<std::vector<int>> ParseGpuList(const std::string& s) {
+  std::vector<int> out;
+  if (s.empty()) return out;
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    int id = 0;
+    if (!absl::SimpleAtoi(part, &id) || id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--gpus: '", part, "' is not a GPU index (want e.g. 0,1,2)"));
+    }
+    out.push_back(id);
+  }
+  return out;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+std::string GpuName(const v1::GpuId& id) {
+  return absl::StrFormat("GPU %d (%s, %s%s)", id.index(), id.pci_bus_id().empty() ? "bus id ?" : id.pci_bus_id(),
+                         id.uuid().empty() ? "uuid ?" : id.uuid(), id.host().empty() ? "" : " on " + id.host());
+}
+
+bool Fp8Capable(const GpuInfo& g) { return g.cc_major > 8 || (g.cc_major == 8 && g.cc_minor >= 9); }
+
+// Runs f(i) for every i on its own thread.
+template <typename F>
+void ForEachConcurrently(size_t n, F f) {
+  std::vector<std::thread> t;
+  for (size_t i = 0; i < n; ++i) t.emplace_back([&f, i] { f(i); });
+  for (auto& x : t) x.join();
+}
+
+// The rate profile from what was measured, the rest from the hardware's reference (marked).
+v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, const std::string& hardware,
+                             const std::string& name, const std::vector<CollectiveRate>& measured) {
+  const RateProfile& ref = hw.reference_profile;
+  RateProfile p;
+  p.name = name;
+  p.hardware = hardware;
+  // GEMM: per (dtype, m, n, k, layout) the slowest GPU's median; per (dtype, m, n, k) the time
+  // average over layouts (forward and dgrad of one linear layer can share m, n, k; each runs once).
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, std::string>, std::pair<double, int>> slowest;
+  std::set<std::string> gpus;
+  for (const auto& s : run.gemm()) {
+    auto& [rate, count] = slowest[{s.dtype(), s.m(), s.n(), s.k(), s.layout()}];
+    rate = count == 0 ? s.median_flops_per_s() : std::min(rate, s.median_flops_per_s());
+    ++count;
+    gpus.insert(GpuName(s.gpu_id()));
+  }
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::vector<std::pair<std::string, double>>> by_shape;
+  for (const auto& [k, v] : slowest) {
+    const auto& [d, m, n, kk, layout] = k;
+    by_shape[{d, m, n, kk}].push_back({layout, v.first});
+  }
+  std::set<int> measured_dtypes;
+  for (const auto& [k, v] : by_shape) {
+    const auto& [d, m, n, kk] = k;
+    double inv = 0;
+    std::vector<std::string> layouts;
+    for (const auto& [l, r] : v) {
+      inv += 1.0 / r;
+      layouts.push_back(l);
+    }
+    GemmRatePoint g;
+    g.dtype = DTypeFromProto(static_cast<v1::DType>(d));
+    g.m = m;
+    g.n = n;
+    g.k = kk;
+    g.flops_per_s = v.size() / inv;
+    g.source = absl::StrFormat("stepcast-calibrate cuBLASLt %s, slowest of %d GPUs, median of its timed runs%s",
+                               absl::StrJoin(layouts, "+"), gpus.size(),
+                               v.size() > 1 ? " (time average over the layouts)" : "");
+    measured_dtypes.insert(d);
+    p.gemm.push_back(g);
+  }
+  for (const auto& g : ref.gemm) {
+    if (measured_dtypes.count(DTypeToProto(g.dtype))) continue;
+    GemmRatePoint x = g;
+    x.source = "not measured; reference profile: " + g.source;
+    p.gemm.push_back(x);
+  }
+  p.attention_flops_per_s = ref.attention_flops_per_s;
+  p.attention_source = "not measured; reference profile: " + ref.attention_source;
+  double hbm = 0;
+  int hbm_gpus = 0;
+  for (const auto& s : run.hbm()) {
+    if (s.kernel() != "copy") continue;
+    hbm = hbm_gpus == 0 ? s.median_bytes_per_s() : std::min(hbm, s.median_bytes_per_s());
+    ++hbm_gpus;
+  }
+  p.hbm_bandwidth_bytes_per_s = hbm > 0 ? hbm : ref.hbm_bandwidth_bytes_per_s;
+  p.hbm_source = hbm > 0 ? absl::StrFormat("stepcast-calibrate copy kernel (read + write), slowest of %d GPUs, median",
+                                           hbm_gpus)
+                         : "not measured; reference profile: " + ref.hbm_source;
+  std::vector<CollectiveRate> base = ref.collectives;
+  for (auto& c : base) c.source = "not measured; reference profile: " + c.source;
+  p.collectives = MergeCollectives(base, measured);
+  for (const auto& w : run.warnings()) p.notes.push_back(w);
+  for (const auto& f : run.failures()) p.notes.push_back("failed: " + f);
+  return RateProfileToProto(p);
+}
+
+}  // namespace
+
+int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator& comm, const Catalog& catalog) {
+  MeasureOptions o = options;
+  const int me = comm.rank();
+  const bool root = me == 0;
+  auto progress = [&](const std::string& s) {
+    if (root) std::fprintf(stderr, "[calibrate] %s\n", s.c_str());
+  };
+  auto say_error = [&](const std::string& s) {
+    if (root) std::fprintf(stderr, "stepcast-calibrate: %s\n", s.c_str());
+  };
+  auto finish = [&](int code) {
+    absl::StatusOr<int> agreed = AllreduceMaxInt(comm, code);
+    comm.Finalize();
+    return agreed.ok() ? *agreed : code;
+  };
+  absl::StatusOr<Injection> inj = ParseInjection(o.inject);
+  if (!inj.ok()) {
+    say_error(std::string(inj.status().message()));
+    return finish(kExitUsage);
+  }
+  absl::StatusOr<std::vector<int>> gpu_ids = ParseGpuList(o.gpus);
+  if (!gpu_ids.ok()) {
+    say_error(std::string(gpu_ids.status().message()));
+    return finish(kExitUsage);
+  }
+  if (o.run_out.empty()) o.run_out = o.out + ".run.json";
+  if (o.max_collective_bytes <= 0) o.max_collective_bytes = o.quick ? 256.0 * (1 << 20) : 4.0 * (1ull << 30);
+  if (o.warmup_s < 0) o.warmup_s = o.quick ? 5 : 30;
+  InjectingGpuSystem gpus(real_gpus, *inj, me);
+  Watchdog watchdog(comm, 3 * o.timeout_s);
+
+  // 1. GPUs.
+  const bool need_gpu = !(o.skip_gemm && o.skip_hbm && (o.skip_collectives || o.backend == "mpi"));
+  std::vector<GpuInfo> all;
+  if (need_gpu) {
+    absl::StatusOr<std::vector<GpuInfo>> g = gpus.ListGpus();
+    absl::Status listed = g.ok() ? absl::OkStatus() : g.status();
+    if (listed.ok() && g->empty()) listed = absl::FailedPreconditionError("no usable CUDA device (0 listed)");
+    absl::Status agreed = AgreeOnStatus(comm, listed);
+    if (!agreed.ok()) {
+      say_error(std::string(agreed.message()));
+      return finish(kExitNoGpu);
+    }
+    all = *g;
+  }
+  std::vector<GpuInfo> local;
+  absl::Status pick;
+  if (need_gpu && o.mpi) {
+    // One GPU per rank: the rank's index among the ranks of its host, within --gpus if given.
+    const int i = comm.local_rank();
+    if (!gpu_ids->empty()) {
+      const int id = (*gpu_ids)[i % gpu_ids->size()];
+      if (id >= static_cast<int>(all.size())) {
+        pick = absl::InvalidArgumentError(absl::StrCat("--gpus: no GPU ", id, " on ", comm.host(), " (", all.size(), " visible)"));
+      } else {
+        local.push_back(all[id]);
+      }
+    } else {
+      local.push_back(all[i % all.size()]);
+    }
+  } else if (need_gpu) {
+    if (gpu_ids->empty()) {
+      local = all;
+    } else {
+      for (int id : *gpu_ids) {
+        if (id >= static_cast<int>(all.size())) {
+          pick = absl::InvalidArgumentError(absl::StrCat("--gpus: no GPU ", id, " (", all.size(), " visible)"));
+          break;
+        }
+        local.push_back(all[id]);
+      }
+    }
+  }
+  if (absl::Status agreed = AgreeOnStatus(comm, pick); !agreed.ok()) {
+    say_error(std::string(agreed.message()));
+    return finish(kExitUsage);
+  }
+  // The hardware preset: rank 0's GPU name decides, for every rank.
+  std::string hardware = o.hardware;
+  if (hardware.empty() && !local.empty()) {
+    if (absl::StatusOr<std::string> h = HardwarePresetForGpuName(local[0].name); h.ok()) hardware = *h;
+  }
+  if (absl::Status s = comm.Broadcast(hardware, 0); !s.ok()) return finish(kExitTimeout);
+  if (hardware.empty()) {
+    say_error("--hardware: required (the GPU name matches no preset)");
+    return finish(kExitUsage);
+  }
+  absl::StatusOr<Hardware> hw = catalog.FindHardware(hardware);
+  if (!hw.ok()) {
+    say_error(absl::StrCat("--hardware: ", hw.status().message()));
+    return finish(kExitUsage);
+  }
+
+  // 2. Identity and conditions.
+  v1::CalibrationRun run;
+  v1::CalibrationConditions& cond = *run.mutable_conditions();
+  cond.set_host(comm.host());
+  *cond.mutable_time() = google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(absl::Now()));
+  cond.set_command_line(o.command_line);
+  cond.set_ranks(comm.size());
+  cond.set_cuda_architectures(o.cuda_architectures);
+  if (need_gpu) {
+    const GpuVersions v = gpus.Versions();
+    cond.set_cuda_runtime_version(v.cuda_runtime);
+    cond.set_cublas_version(v.cublas);
+    cond.set_nccl_version(v.nccl);
+    if (cond.cuda_architectures().empty()) cond.set_cuda_architectures(v.cuda_architectures);
+  }
+  for (char** e = environ; e && *e; ++e) {
+    if (absl::StartsWith(*e, "NCCL_")) cond.add_nccl_env(*e);
+  }
+  std::vector<v1::GpuId> ids;
+  std::vector<v1::GpuCondition> gpu_cond;
+  std::string nvml_why;
+  std::unique_ptr<Nvml> nvml = local.empty() ? nullptr : Nvml::Load(o.nvml_library, &nvml_why);
+  if (!local.empty() && !nvml) run.add_warnings(absl::StrCat("NVML unavailable on ", comm.host(), " (", nvml_why, "): no clocks, power or throttle reasons"));
+  if (nvml) cond.set_driver_version(nvml->DriverVersion());
+  std::vector<std::string> buses;
+  for (const GpuInfo& g : local) {
+    v1::GpuId id;
+    id.set_host(comm.host());
+    id.set_rank(me);
+    id.set_index(g.index);
+    id.set_pci_bus_id(g.pci_bus_id);
+    id.set_uuid(g.uuid);
+    id.set_name(g.name);
+    v1::GpuCondition gc;
+    gc.set_index(g.index);
+    gc.set_name(g.name);
+    gc.set_pci_bus_id(g.pci_bus_id);
+    gc.set_host(comm.host());
+    gc.set_rank(me);
+    if (nvml) {
+      absl::StatusOr<NvmlDeviceInfo> info = nvml->Info(g.pci_bus_id);
+      if (info.ok()) {
+        if (id.uuid().empty()) id.set_uuid(info->uuid);
+        gc.set_power_limit_w(info->power_limit_w);
+        gc.set_pcie_link_gen(info->pcie_link_gen);
+        gc.set_pcie_link_width(info->pcie_link_width);
+      } else {
+        run.add_warnings(std::string(info.status().message()));
+      }
+      if (absl::StatusOr<NvmlReading> r = nvml->Read(g.pci_bus_id); r.ok()) {
+        gc.set_sm_clock_mhz(r->sm_clock_mhz);  // before any load (the idle clock)
+        gc.set_memory_clock_mhz(r->memory_clock_mhz);
+        gc.set_temperature_c(r->temperature_c);
+      }
+    }
+    gc.set_uuid(id.uuid());
+    if (cond.gpu_name().empty()) cond.set_gpu_name(g.name);
+    ids.push_back(id);
+    gpu_cond.push_back(gc);
+    buses.push_back(g.pci_bus_id);
+  }
+  std::vector<double> count = {static_cast<double>(local.size())};
+  if (!comm.AllreduceSum(count).ok()) return finish(kExitTimeout);
+  cond.set_gpu_count(static_cast<int32_t>(count[0]));
+  if (o.name.empty()) o.name = comm.host();
+  NvmlSampler sampler(nvml.get(), buses, 0.2);
+  BenchOptions bo;
+  if (o.quick) bo = {5, 15};
+  std::mutex run_mu;  // the per-GPU threads add warnings
+  auto warn = [&](const std::string& w) {
+    std::lock_guard<std::mutex> l(run_mu);
+    run.add_warnings(w);
+  };
+  bool nothing_measured = false, failed = false;
+  std::vector<CollectiveRate> measured_rates;
+
+  // Rank 0 writes what it has after every part; under MPI the other ranks' samples come first.
+  auto checkpoint = [&](bool final_write) -> absl::Status {
+    if (!root) return absl::OkStatus();
+    *run.mutable_profile() = BuildProfile(run, *hw, hardware, o.name, measured_rates);
+    if (absl::StatusOr<RateProfile> check = RateProfileFromProto(run.profile(), "profile"); !check.ok()) {
+      return absl::InternalError(absl::StrCat("the measured profile is invalid: ", check.status().message()));
+    }
+    if (absl::Status s = WriteFile(o.out, ToJson(run.profile())); !s.ok()) return s;
+    if (absl::Status s = WriteFile(o.run_out, ToJson(run)); !s.ok()) return s;
+    if (!final_write) progress(absl::StrCat("wrote ", o.out, " and ", o.run_out, " (so far)"));
+    return absl::OkStatus();
+  };
+  // Gathers this part's samples from every rank to rank 0.
+  auto gather = [&](v1::CalibrationRun mine) -> absl::Status {
+    if (comm.size() == 1) return absl::OkStatus();
+    absl::StatusOr<std::vector<std::string>> all_parts = comm.Gather(mine.SerializeAsString(), 0);
+    if (!all_parts.ok()) return all_parts.status();
+    if (!root) return absl::OkStatus();
+    for (size_t r = 1; r < all_parts->size(); ++r) {
+      v1::CalibrationRun other;
+      if (!other.ParseFromString((*all_parts)[r])) return absl::DataLossError(absl::StrCat("rank ", r, "'s samples"));
+      for (const auto& s : other.gemm()) *run.add_gemm() = s;
+      for (const auto& s : other.hbm()) *run.add_hbm() = s;
+      for (const auto& w : other.warnings()) run.add_warnings(w);
+      for (const auto& g : other.conditions().gpus()) *cond.add_gpus() = g;
+    }
+    return absl::OkStatus();
+  };
+  auto any_sample = [&](int mine) -> bool {
+    std::vector<double> n = {static_cast<double>(mine)};
+    if (!comm.AllreduceSum(n).ok()) return false;
+    return n[0] > 0;
+  };
+
+  // 3. Sustained warm-up on every GPU at once.
+  if ((!o.skip_gemm || !o.skip_hbm) && !local.empty() && o.warmup_s > 0) {
+    progress(absl::StrFormat("warm-up: %.0f s of bf16 GEMMs on %d GPU(s) at once", o.warmup_s, static_cast<int>(local.size())));
+    watchdog.Beat("the warm-up");
+    ForEachConcurrently(local.size(), [&](size_t i) {
+      const double t0 = NvmlSampler::Now();
+      absl::Status s = gpus.Warmup(local[i], o.warmup_s);
+      if (!s.ok()) warn(absl::StrCat("warm-up on ", GpuName(ids[i]), ": ", s.message()));
+      *gpu_cond[i].mutable_warmup() = sampler.Window(buses[i], t0, NvmlSampler::Now());
+    });
+  }
+
+  // 4. GEMM.
+  if (!o.skip_gemm && need_gpu) {
+    const std::vector<DType> dtypes = o.quick ? std::vector<DType>{DType::kBF16, DType::kFP8}
+                                              : std::vector<DType>{DType::kBF16, DType::kFP16, DType::kFP8,
+                                                                   DType::kTF32, DType::kFP32};
+    const std::vector<GemmShape> shapes = TransformerShapes(o.quick);
+    int per_gpu = 0;
+    for (DType d : dtypes)
+      for (const auto& sh : shapes) per_gpu += SweepRuns(d, sh);
+    progress(absl::StrFormat("GEMM: %d shapes x dtypes on each of %d GPU(s) at once", per_gpu, static_cast<int>(local.size())));
+    std::vector<std::vector<v1::GemmSample>> samples(local.size());
+    ForEachConcurrently(local.size(), [&](size_t i) {
+      const double part0 = NvmlSampler::Now();
+      int done = 0;
+      for (DType d : dtypes) {
+        if (d == DType::kFP8 && !Fp8Capable(local[i])) {
+          warn(absl::StrFormat("fp8 GEMMs skipped on %s: compute capability %d.%d (cuBLASLt fp8 needs 8.9+)",
+                               GpuName(ids[i]), local[i].cc_major, local[i].cc_minor));
+          continue;
+        }
+        for (const GemmShape& sh : shapes) {
+          if (!SweepRuns(d, sh)) continue;
+          ++done;
+          const double t0 = NvmlSampler::Now();
+          absl::StatusOr<v1::GemmSample> s = gpus.BenchGemm(local[i], d, sh, bo);
+          watchdog.Beat("the GEMM sweep");
+          if (!s.ok()) {
+            warn(absl::StrCat("GEMM ", DTypeName(d), " ", sh.what, " on ", GpuName(ids[i]), ": ", s.status().message()));
+            continue;
+          }
+          *s->mutable_gpu_id() = ids[i];
+          *s->mutable_conditions() = sampler.Window(buses[i], t0, NvmlSampler::Now());
+          if (i == 0) {
+            progress(absl::StrFormat("gemm %d/%d %s %s %dx%dx%d %s: %.1f TFLOP/s median (SM %d MHz)", done, per_gpu,
+                                     DTypeName(d), s->layout(), sh.m, sh.n, sh.k, sh.what, s->median_flops_per_s() / 1e12,
+                                     s->conditions().sm_clock_mhz_median()));
+          }
+          samples[i].push_back(*std::move(s));
+        }
+      }
+      *gpu_cond[i].mutable_gemm() = sampler.Window(buses[i], part0, NvmlSampler::Now());
+    });
+    // CUPTI cross-check, one GPU at a time (CUPTI is process-wide), CUPTI off during the sweep.
+    bool cupti_warned = false;
+    for (size_t i = 0; i < local.size(); ++i) {
+      for (auto& s : samples[i]) {
+        if (DTypeFromProto(s.dtype()) != DType::kBF16 || s.what().rfind("square", 0) != 0) continue;
+        const GemmShape sh{s.m(), s.n(), s.k(), GemmPass::kSquare, s.what()};
+        absl::StatusOr<double> c = gpus.CuptiGemmSeconds(local[i], DType::kBF16, sh);
+        if (!c.ok()) {
+          if (!cupti_warned) warn(absl::StrCat("CUPTI cross-check not done: ", c.status().message()));
+          cupti_warned = true;
+          break;
+        }
+        s.set_cupti_median_s(*c);
+        s.set_cupti_event_disagreement(std::fabs(*c - s.time().median_s()) / s.time().median_s());
+        if (CuptiDisagrees(*c, s.time().median_s())) {
+          warn(absl::StrFormat("GEMM bf16 %s on %s: CUPTI %.1f us vs CUDA events %.1f us", s.what(), GpuName(ids[i]),
+                               *c * 1e6, s.time().median_s() * 1e6));
+        }
+      }
+    }
+    int n = 0;
+    v1::CalibrationRun part;
+    for (auto& v : samples) {
+      for (auto& s : v) {
+        ++n;
+        *part.add_gemm() = s;
+        if (root) *run.add_gemm() = s;
+      }
+    }
+    if (!root) {
+      std::lock_guard<std::mutex> l(run_mu);
+      for (const auto& w : run.warnings()) part.add_warnings(w);
+      run.clear_warnings();
+    }
+    if (!gather(part).ok()) return finish(kExitTimeout);
+    if (!any_sample(n)) {
+      run.add_failures("gemm: no GEMM was measured on any GPU (see the warnings)");
+      nothing_measured = true;
+    }
+    if (absl::Status s = checkpoint(false); !s.ok()) {
+      say_error(std::string(s.message()));
+      return finish(kExitWriteFailed);
+    }
+  }
+
+  // 5. HBM.
+  if (!o.skip_hbm && need_gpu) {
+    progress(absl::StrFormat("HBM: copy, triad, pinned host copies on %d GPU(s) at once", static_cast<int>(local.size())));
+    std::vector<std::vector<v1::HbmSample>> samples(local.size());
+    ForEachConcurrently(local.size(), [&](size_t i) {
+      const double t0 = NvmlSampler::Now();
+      absl::StatusOr<std::vector<v1::HbmSample>> h = gpus.BenchHbm(local[i], bo);
+      watchdog.Beat("the HBM kernels");
+      const v1::ClockWindow w = sampler.Window(buses[i], t0, NvmlSampler::Now());
+      *gpu_cond[i].mutable_hbm() = w;
+      if (!h.ok()) {
+        warn(absl::StrCat("HBM on ", GpuName(ids[i]), ": ", h.status().message()));
+        return;
+      }
+      for (auto& s : *h) {
+        *s.mutable_gpu_id() = ids[i];
+        *s.mutable_conditions() = w;
+        samples[i].push_back(s);
+      }
+    });
+    for (size_t i = 0; i < local.size(); ++i) {
+      for (auto& s : samples[i]) {
+        if (s.kernel() != "copy") continue;
+        absl::StatusOr<double> c = gpus.CuptiHbmCopySeconds(local[i]);
+        if (!c.ok()) break;
+        s.set_cupti_median_s(*c);
+        s.set_cupti_event_disagreement(std::fabs(*c - s.time().median_s()) / s.time().median_s());
+        if (CuptiDisagrees(*c, s.time().median_s())) {
+          warn(absl::StrFormat("HBM copy on %s: CUPTI %.1f us vs CUDA events %.1f us", GpuName(ids[i]), *c * 1e6,
+                               s.time().median_s() * 1e6));
+        }
+      }
+    }
+    int n = 0;
+    v1::CalibrationRun part;
+    for (auto& v : samples) {
+      for (auto& s : v) {
+        ++n;
+        *part.add_hbm() = s;
+        if (root) *run.add_hbm() = s;
+      }
+    }
+    if (!root) {
+      std::lock_guard<std::mutex> l(run_mu);
+      for (const auto& w : run.warnings()) part.add_warnings(w);
+      run.clear_warnings();
+    }
+    if (!gather(part).ok()) return finish(kExitTimeout);
+    if (!any_sample(n)) {
+      run.add_failures("hbm: no HBM kernel was measured on any GPU (see the warnings)");
+      nothing_measured = true;
+    }
+  }
+  sampler.Stop();
+  // Every rank's GPU conditions to rank 0.
+  {
+    v1::CalibrationRun part;
+    for (const auto& g : gpu_cond) {
+      *part.mutable_conditions()->add_gpus() = g;
+      if (root) *cond.add_gpus() = g;
+    }
+    if (!root) {
+      for (const auto& w : run.warnings()) part.add_warnings(w);
+      run.clear_warnings();
+    }
+    if (!gather(part).ok()) return finish(kExitTimeout);
+  }
+  // Stragglers among every measured GPU: bf16 GEMM (median over the shapes every GPU measured)
+  // and the HBM copy.
+  if (root) {
+    std::map<std::string, std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, double>> rates;
+    std::map<std::string, v1::GpuId> who;
+    for (const auto& s : run.gemm()) {
+      if (DTypeFromProto(s.dtype()) != DType::kBF16) continue;
+      const std::string key = GpuName(s.gpu_id());
+      who[key] = s.gpu_id();
+      rates[key][{s.m(), s.n(), s.k(), s.layout()}] = s.median_flops_per_s();
+    }
+    std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, int> seen;
+    for (const auto& [g, m] : rates)
+      for (const auto& [shape, r] : m) ++seen[shape];
+    std::vector<GpuValue> gemm_values, hbm_values;
+    for (const auto& [g, m] : rates) {
+      std::vector<double> common;
+      for (const auto& [shape, r] : m) {
+        if (seen[shape] == static_cast<int>(rates.size())) common.push_back(r);
+      }
+      if (!common.empty()) gemm_values.push_back({who[g], Summarize(common).median_s()});
+    }
+    for (const auto& s : run.hbm()) {
+      if (s.kernel() == "copy") hbm_values.push_back({s.gpu_id(), s.median_bytes_per_s()});
+    }
+    for (auto& s : FindStragglers(gemm_values, "gemm")) *run.add_stragglers() = s;
+    for (auto& s : FindStragglers(hbm_values, "hbm")) *run.add_stragglers() = s;
+    // GEMM rate by size per dtype over the slowest GPU's medians (kept in the run).
+    std::map<int, std::map<std::tuple<int64_t, int64_t, int64_t>, double>> slow;
+    for (const auto& s : run.gemm()) {
+      auto& r = slow[s.dtype()][{s.m(), s.n(), s.k()}];
+      r = r == 0 ? s.median_flops_per_s() : std::min(r, s.median_flops_per_s());
+    }
+    for (const auto& [d, m] : slow) {
+      std::vector<std::pair<double, double>> fr;
+      for (const auto& [shape, r] : m) fr.push_back({2.0 * std::get<0>(shape) * std::get<1>(shape) * std::get<2>(shape), r});
+      if (fr.size() < 2) continue;
+      const GemmSizeFit fit = FitGemmRate(fr);
+      std::vector<double> err;
+      for (const auto& [f, r] : fr) err.push_back(std::fabs(fit.Rate(f) - r) / r);
+      auto* g = run.add_gemm_fits();
+      g->set_dtype(static_cast<v1::DType>(d));
+      g->set_r_max_flops_per_s(fit.r_max_flops_per_s);
+      g->set_f_half_flops(fit.f_half_flops);
+      g->set_median_relative_error(Summarize(err).median_s());
+    }
+  }
+  if (!o.skip_hbm && need_gpu) {
+    if (absl::Status s = checkpoint(false); !s.ok()) {
+      say_error(std::string(s.message()));
+      return finish(kExitWriteFailed);
+    }
+  }
+
+  // 6. Collectives.
+  if (!o.skip_collectives) {
+    watchdog.Beat("setting up the collectives");
+    std::unique_ptr<CollectiveBackend> b;
+    absl::Status made;
+    const bool host = o.backend == "mpi";
+    if (host) {
+      absl::StatusOr<std::unique_ptr<CollectiveBackend>> x = comm.HostCollectives(o.max_collective_bytes);
+      if (x.ok()) b = *std::move(x); else made = x.status();
+    } else if (o.mpi) {
+      if (comm.size() < 2) {
+        run.add_warnings("one rank: no collective to measure; collectives come from the reference profile");
+      } else {
+        absl::StatusOr<std::unique_ptr<CollectiveBackend>> x =
+            gpus.RankCollectives(local[0], comm, o.max_collective_bytes, o.timeout_s);
+        if (x.ok()) b = *std::move(x); else made = x.status();
+      }
+    } else if (local.size() >= 2) {
+      absl::StatusOr<std::unique_ptr<CollectiveBackend>> x = gpus.LocalCollectives(local, o.max_collective_bytes, o.timeout_s);
+      if (x.ok()) b = *std::move(x); else made = x.status();
+    } else {
+      run.add_warnings("one GPU: no collective to measure; collectives come from the reference profile");
+    }
+    absl::Status agreed = AgreeOnStatus(comm, made);
+    if (!agreed.ok()) {
+      run.add_failures(absl::StrCat("collectives: ", agreed.message()));
+      failed = true;
+      if (b) b->Abort();
+    } else if (b) {
+      SweepOptions so;
+      so.max_bytes = o.max_collective_bytes;
+      so.iters = o.quick ? 10 : 20;
+      so.batches = o.quick ? 3 : 5;
+      so.warmup = o.quick ? 3 : 5;
+      so.progress = progress;
+      so.heartbeat = [&] { watchdog.Beat("the collective sweep"); };
+      if (inj->what == "collective" || inj->what == "hang") so.inject = {inj->rank, inj->what == "hang", inj->size_bytes};
+      SweepResult r = Sweep(*b, comm, so);
+      for (const auto& s : r.samples) *run.add_collectives() = s;
+      const int rpn = comm.hosts() > 1 ? comm.local_size() : 0;
+      SweepFits fits = FitSweep(r.samples, rpn);
+      for (auto& f : fits.fits) *run.add_fits() = f;
+      if (host) {
+        run.add_warnings(absl::StrCat("collectives over ", b->name(),
+                                      " are host-memory MPI rates: kept in the run, not written as GPU collective rates"));
+      } else {
+        measured_rates = std::move(fits.rates);
+      }
+      if (!r.status.ok()) {
+        run.add_failures(absl::StrCat("collectives: ", r.status.message()));
+        failed = true;
+      } else if (r.samples.empty()) {
+        run.add_failures("collectives: no size was measured");
+        nothing_measured = true;
+      }
+    }
+  }
+
+  // 7. The final write and the summary.
+  const int code = failed ? kExitFailed : nothing_measured ? kExitNothingMeasured : kExitOk;
+  run.set_exit_code(code);
+  if (absl::Status s = checkpoint(true); !s.ok()) {
+    say_error(std::string(s.message()));
+    return finish(kExitWriteFailed);
+  }
+  if (root) {
+    absl::StatusOr<RateProfile> measured = RateProfileFromProto(run.profile(), "profile");
+    const RateProfile& ref = hw->reference_profile;
+    auto gemm_at = [&](const RateProfile& rp, DType d) { return rp.GemmRate(d, 8192, 8192, 8192).flops_per_s; };
+    std::printf("\n%-30s %14s %14s %14s\n", "rate", "measured", "datasheet", "reference");
+    auto cell = [](bool have, double v, const char* unit) {
+      return have ? absl::StrFormat("%.1f %s", v, unit) : std::string("not measured");
+    };
+    bool have_gemm = run.gemm_size() > 0;
+    for (DType d : {DType::kBF16, DType::kFP8}) {
+      if (hw->PeakFlops(d) <= 0) continue;
+      std::printf("%-30s %14s %14s %14s\n", absl::StrCat("GEMM ", DTypeName(d), " 8192^3").c_str(),
+                  cell(have_gemm, gemm_at(*measured, d) / 1e12, "TF").c_str(), cell(true, hw->PeakFlops(d) / 1e12, "TF").c_str(),
+                  cell(true, gemm_at(ref, d) / 1e12, "TF").c_str());
+    }
+    const bool have_hbm = absl::StartsWith(run.profile().hbm_source(), "stepcast-calibrate");
+    std::printf("%-30s %14s %14s %14s\n", "HBM copy", cell(have_hbm, run.profile().hbm_bandwidth_bytes_per_s() / 1e9, "GB/s").c_str(),
+                cell(true, hw->hbm_bandwidth_bytes_per_s / 1e9, "GB/s").c_str(),
+                cell(true, ref.hbm_bandwidth_bytes_per_s / 1e9, "GB/s").c_str());
+    for (const auto& r : measured_rates) {
+      const CollectiveRate* rr = ref.FindCollective(r.collective, r.scope);
+      std::printf("%-30s %9.1f GB/s %14s %9.1f GB/s\n",
+                  absl::StrFormat("%s %s busbw x%d", CollectiveName(r.collective), ScopeName(r.scope), r.group_size).c_str(),
+                  r.busbw_bytes_per_s / 1e9, "-", rr ? rr->busbw_bytes_per_s / 1e9 : 0.0);
+    }
+    for (const auto& s : run.collectives()) {
+      if (s.backend() == "mpi-host" && s.size_bytes() >= o.max_collective_bytes / 2) {
+        std::printf("host MPI %s x%d at %.0f B: %.2f GB/s busbw (rank average; slowest rank %.1f us) [run only]\n",
+                    v1::Collective_Name(s.collective()).c_str(), s.ranks(), s.size_bytes(), s.busbw_bytes_per_s() / 1e9,
+                    s.slowest_rank_time().median_s() * 1e6);
+      }
+    }
+    for (const auto& g : cond.gpus()) {
+      if (g.gemm().samples() > 0) {
+        std::printf("GPU %d %s on %s: under GEMM load SM %d MHz median (min %d), %.0f W mean, %d C max%s%s\n", g.index(),
+                    g.pci_bus_id().c_str(), g.host().c_str(), g.gemm().sm_clock_mhz_median(), g.gemm().sm_clock_mhz_min(),
+                    g.gemm().power_w_mean(), g.gemm().temperature_c_max(),
+                    g.gemm().clocks_event_reason_names_size() ? ", throttled: " : "",
+                    absl::StrJoin(g.gemm().clocks_event_reason_names(), ",").c_str());
+      }
+    }
+    for (const auto& g : run.gemm_fits()) {
+      std::printf("GEMM %s by size: r_max %.1f TF, half rate at %.2f GFLOP per GEMM (fit error %.1f%%)\n",
+                  DTypeName(DTypeFromProto(g.dtype())), g.r_max_flops_per_s() / 1e12, g.f_half_flops() / 1e9,
+                  100 * g.median_relative_error());
+    }
+    for (const auto& s : run.stragglers()) {
+      std::printf("STRAGGLER: %s %s %.1f%% below the median of the measured GPUs\n", GpuName(s.gpu_id()).c_str(),
+                  s.metric().c_str(), 100 * s.slowdown());
+    }
+    for (const auto& w : run.warnings()) std::printf("warning: %s\n", w.c_str());
+    for (const auto& f : run.failures()) std::printf("FAILED: %s\n", f.c_str());
+    std::printf("\nprofile %s, run %s (stepcast predict --profile %s JOB); exit %d\n", o.out.c_str(), o.run_out.c_str(),
+                o.out.c_str(), code);
+    std::fflush(stdout);
+  }
+  return finish(code);
+}
+
+}  // namespace stepcast::calibrate

@@ -1,0 +1,77 @@
+// File: calibrate/gpu_system.h
+//
+// The GPU work of stepcast-calibrate behind one narrow interface, so that everything around it
+// (the flow, exit codes, straggler naming, MPI gathering, error agreement, profile writing) runs
+// and is tested on a CPU with a fake (tests/calibrate_fakes.h):
+//   * CudaGpuSystem (calibrate/cuda_system.cc): cuBLASLt GEMMs, our HBM kernels, CUPTI, NCCL
+//     (dlopen'ed), built when the CUDA toolkit is found;
+//   * NoCudaGpuSystem: the build without CUDA; every call fails with the reason (the `import`
+//     subcommand still works).
+// Calls for different GPUs may run at the same time on different threads (one per GPU).
+#ifndef STEPCAST_CALIBRATE_GPU_SYSTEM_H_
+#define STEPCAST_CALIBRATE_GPU_SYSTEM_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "calibrate/collective_harness.h"
+#include "calibrate/communicator.h"
+#include "calibrate/gemm_shapes.h"
+#include "calibrate/iterations.h"
+#include "core/dtype.h"
+#include "stepcast/v1/calibration.pb.h"
+
+namespace stepcast::calibrate {
+
+struct GpuInfo {
+  int index = 0;           // CUDA device index in this process
+  std::string name;        // "NVIDIA H100 80GB HBM3"
+  std::string pci_bus_id;  // "0000:1B:00.0" (cudaDeviceGetPCIBusId)
+  std::string uuid;        // "GPU-8f5c..." (cudaDeviceProp::uuid, formatted as nvidia-smi does)
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  size_t l2_bytes = 0;
+  size_t memory_bytes = 0;
+};
+
+struct GpuVersions {
+  std::string cuda_runtime, cublas, nccl, cuda_architectures;
+};
+
+class GpuSystem {
+ public:
+  virtual ~GpuSystem() = default;
+  // Every visible GPU. FailedPrecondition naming the CUDA error when there is no device or driver.
+  virtual absl::StatusOr<std::vector<GpuInfo>> ListGpus() = 0;
+  virtual GpuVersions Versions() = 0;
+  // A large bf16 GEMM back to back for `seconds`, so that the sweep measures a GPU at its
+  // sustained clocks, not a cold one at boost (mamf-finder warms the accelerator for 30 s).
+  virtual absl::Status Warmup(const GpuInfo& gpu, double seconds) = 0;
+  // One GEMM of `shape` in `dtype` with RunFor(dtype, shape)'s layout: fastest of the heuristic's
+  // top algorithms, random inputs, L2 flushed before every timed run, CUDA events per run (CUPTI
+  // off), the result verified. Fills time, rates, m/n/k, dtype, layout, what, fast_accum; the
+  // flow fills gpu_id and conditions.
+  virtual absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const GemmShape& shape,
+                                                   const BenchOptions& options) = 0;
+  // copy, triad, h2d_pinned, d2h_pinned.
+  virtual absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& options) = 0;
+  // The CUPTI kernel time (median seconds) of one GEMM / the HBM copy, in a pass of its own after
+  // the timed sweep. Unavailable when CUPTI cannot be used (the reason).
+  virtual absl::StatusOr<double> CuptiGemmSeconds(const GpuInfo& gpu, DType dtype, const GemmShape& shape) = 0;
+  virtual absl::StatusOr<double> CuptiHbmCopySeconds(const GpuInfo& gpu) = 0;
+  // Collectives between this process's GPUs (one process, every local GPU).
+  virtual absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>& gpus,
+                                                                              double max_bytes, double timeout_s) = 0;
+  // Collectives with one GPU per rank of `comm` (bootstrapped through it).
+  virtual absl::StatusOr<std::unique_ptr<CollectiveBackend>> RankCollectives(const GpuInfo& gpu, Communicator& comm,
+                                                                             double max_bytes, double timeout_s) = 0;
+};
+
+// The GpuSystem of this build: CUDA's when the toolkit was found, else one that says so.
+std::unique_ptr<GpuSystem> MakeGpuSystem();
+
+}  // namespace stepcast::calibrate
+
+#endif  // STEPCAST_CALIBRATE_GPU_SYSTEM_H_

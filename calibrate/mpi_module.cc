@@ -1,0 +1,145 @@
+// The MPI module of stepcast-calibrate (libstepcast_calibrate_mpi.so), loaded at run time by
+// LoadMpiCommunicator (calibrate/communicator.h) so that the tool itself does not link libmpi.
+// Every collective call is non-blocking (MPI-3) and polled against the timeout; a rank that
+// waits longer prints what it waited for and calls MPI_Abort, which ends the whole job.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "calibrate/communicator.h"
+#include "calibrate/mpi_backend.h"
+
+namespace stepcast::calibrate {
+namespace {
+
+constexpr int kTimeoutExit = 6;
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(double timeout_s) : timeout_s_(timeout_s) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    char h[MPI_MAX_PROCESSOR_NAME] = {0};
+    int len = 0;
+    MPI_Get_processor_name(h, &len);
+    host_ = std::string(h, len);
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &local_rank_);
+    MPI_Comm_size(local, &local_size_);
+    MPI_Comm_free(&local);
+    int leader = local_rank_ == 0 ? 1 : 0;
+    MPI_Allreduce(&leader, &hosts_, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+    MPI_Get_library_version(version, &len);
+    std::string v(version, len);
+    name_ = "MPI (" + v.substr(0, v.find(',')) + ")";
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  int hosts() const override { return hosts_; }
+  std::string host() const override { return host_; }
+  std::string name() const override { return name_; }
+
+  absl::Status Barrier() override {
+    MPI_Request r;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    return Wait(r, "a barrier");
+  }
+  absl::Status AllreduceMax(std::vector<double>& v) override { return Allreduce(v, MPI_MAX, "an all-reduce (max)"); }
+  absl::Status AllreduceSum(std::vector<double>& v) override { return Allreduce(v, MPI_SUM, "an all-reduce (sum)"); }
+
+  absl::StatusOr<std::vector<std::string>> Gather(const std::string& mine, int root) override {
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(rank_ == root ? size_ : 0);
+    MPI_Request r;
+    MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, MPI_COMM_WORLD, &r);
+    if (absl::Status s = Wait(r, "a gather (sizes)"); !s.ok()) return s;
+    std::vector<int> displ(lens.size(), 0);
+    int total = 0;
+    for (size_t i = 0; i < lens.size(); ++i) {
+      displ[i] = total;
+      total += lens[i];
+    }
+    std::string all(total, '\0');
+    MPI_Igatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displ.data(), MPI_CHAR, root, MPI_COMM_WORLD, &r);
+    if (absl::Status s = Wait(r, "a gather (data)"); !s.ok()) return s;
+    std::vector<std::string> out;
+    for (size_t i = 0; i < lens.size(); ++i) out.push_back(all.substr(displ[i], lens[i]));
+    return out;
+  }
+
+  absl::Status Broadcast(std::string& bytes, int root) override {
+    int len = static_cast<int>(bytes.size());
+    MPI_Request r;
+    MPI_Ibcast(&len, 1, MPI_INT, root, MPI_COMM_WORLD, &r);
+    if (absl::Status s = Wait(r, "a broadcast (size)"); !s.ok()) return s;
+    bytes.resize(len);
+    MPI_Ibcast(bytes.data(), len, MPI_CHAR, root, MPI_COMM_WORLD, &r);
+    return Wait(r, "a broadcast (data)");
+  }
+
+  [[noreturn]] void Abort(int code, const std::string& why) override {
+    std::fprintf(stderr, "stepcast-calibrate: rank %d on %s: aborting the job: %s\n", rank_, host_.c_str(), why.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _exit(code);
+  }
+  void Finalize() override { MPI_Finalize(); }
+  absl::StatusOr<std::unique_ptr<CollectiveBackend>> HostCollectives(double max_bytes) override {
+    return MakeMpiBackend(max_bytes, hosts_ > 1 ? Scope::kInterNode : Scope::kIntraNode);
+  }
+
+ private:
+  absl::Status Allreduce(std::vector<double>& v, MPI_Op op, const char* what) {
+    std::vector<double> out(v.size());
+    MPI_Request r;
+    MPI_Iallreduce(v.data(), out.data(), static_cast<int>(v.size()), MPI_DOUBLE, op, MPI_COMM_WORLD, &r);
+    if (absl::Status s = Wait(r, what); !s.ok()) return s;
+    v = std::move(out);
+    return absl::OkStatus();
+  }
+
+  // Polls `r` until it completes or the timeout passes; then aborts the job.
+  absl::Status Wait(MPI_Request& r, const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+    int done = 0;
+    for (int spins = 0;; ++spins) {
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+      if (done) return absl::OkStatus();
+      if (std::chrono::steady_clock::now() > deadline) {
+        Abort(kTimeoutExit, absl::StrCat("the other ranks did not arrive at ", what, " within ", timeout_s_,
+                                         " s (2 x --timeout-s): one of them failed or hangs"));
+      }
+      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  double timeout_s_;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, hosts_ = 1;
+  std::string host_, name_;
+};
+
+}  // namespace
+}  // namespace stepcast::calibrate
+
+extern "C" __attribute__((visibility("default"))) stepcast::calibrate::Communicator* stepcast_calibrate_mpi_create(
+    int* argc, char*** argv, double timeout_s, char* error, int error_len) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+      std::snprintf(error, error_len, "MPI_Init_thread failed");
+      return nullptr;
+    }
+  }
+  return new stepcast::calibrate::MpiCommunicator(timeout_s);
+}

@@ -1,0 +1,411 @@
+// stepcast-calibrate's flow on CPU, against the fakes of tests/calibrate_fakes.h and a fake
+// libnvidia-ml.so.1 (tests/calibrate_fake_nvml.cc): exit codes, stragglers named by index, PCI bus id and
+// UUID, partial results written when a later part fails, the GEMM shapes of the three passes,
+// the collective data checks (stale, shifted and unwritten buffers fail), the harness's rank
+// average and error agreement, and NVML's units and bus-id lookup.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "calibrate/collective_check.h"
+#include "calibrate/collective_harness.h"
+#include "calibrate/flow.h"
+#include "calibrate/gemm_shapes.h"
+#include "calibrate/nvml.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "kernels/pattern.h"
+#include "proto/codec.h"
+#include "tests/calibrate_fakes.h"
+
+namespace stepcast::calibrate {
+namespace {
+
+using testing::FakeConfig;
+using testing::FakeGpuSystem;
+
+struct Outcome {
+  int code = -1;
+  v1::RateProfile profile;
+  v1::CalibrationRun run;
+  bool wrote = false;
+};
+
+std::string Read(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Outcome Measure(FakeConfig c, MeasureOptions o) {
+  static int n = 0;
+  const std::string dir = ::testing::TempDir() + "/calibrate_flow_" + std::to_string(getpid()) + "_" + std::to_string(n++);
+  std::filesystem::create_directories(dir);
+  if (o.out == "stepcast-profile.json") o.out = dir + "/p.json";
+  if (o.warmup_s < 0) o.warmup_s = 0;
+  o.nvml_library = STEPCAST_FAKE_NVML;
+  FakeGpuSystem gpus(c);
+  auto comm = MakeSingleProcessCommunicator();
+  auto catalog = Catalog::Builtin();
+  Outcome r;
+  r.code = RunMeasure(o, gpus, *comm, *catalog);
+  if (std::filesystem::exists(o.out)) {
+    r.wrote = true;
+    EXPECT_TRUE(ParseMessage(Read(o.out), SpecFormat::kJson, o.out, &r.profile).ok());
+    const auto st = google::protobuf::util::JsonStringToMessage(Read(o.out + ".run.json"), &r.run);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  return r;
+}
+
+MeasureOptions Quick() {
+  MeasureOptions o;
+  o.quick = true;
+  o.max_collective_bytes = 1 << 20;
+  return o;
+}
+
+TEST(Flow, AllPartsMeasuredIntoTheProfile) {
+  Outcome r = Measure({}, Quick());
+  ASSERT_EQ(r.code, kExitOk);
+  ASSERT_TRUE(r.wrote);
+  EXPECT_EQ(r.run.exit_code(), 0);
+  EXPECT_EQ(r.run.conditions().gpu_count(), 4);
+  // Every GEMM sample names its GPU.
+  ASSERT_GT(r.run.gemm_size(), 0);
+  for (const auto& s : r.run.gemm()) {
+    EXPECT_FALSE(s.gpu_id().pci_bus_id().empty());
+    EXPECT_TRUE(absl::StartsWith(s.gpu_id().uuid(), "GPU-"));
+  }
+  // dgrad (NN) and wgrad (NT) shapes were run.
+  bool nn = false, nt = false;
+  for (const auto& s : r.run.gemm()) {
+    nn |= s.layout() == "NN";
+    nt |= s.layout() == "NT";
+  }
+  EXPECT_TRUE(nn && nt);
+  // The profile: measured GEMM, HBM and the intra-node curves first.
+  absl::StatusOr<RateProfile> p = RateProfileFromProto(r.profile, "p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(absl::StartsWith(p->gemm[0].source, "stepcast-calibrate cuBLASLt"));
+  EXPECT_DOUBLE_EQ(p->hbm_bandwidth_bytes_per_s, 3.0e12);
+  const CollectiveRate* ar = p->FindCollective(Collective::kAllReduce, Scope::kIntraNode);
+  ASSERT_NE(ar, nullptr);
+  EXPECT_EQ(ar->group_size, 4);
+  ASSERT_GE(ar->points.size(), 2u);
+  // The profile's figure is the rank average: GPUs 0..3 take 1.00, 1.01, 1.02, 1.03 x the
+  // alpha-beta time; the slowest GPU's (1.03 x) is kept in the run.
+  const double t = 10e-6 + ar->points.back().size_bytes * 1.5 / 300e9;
+  EXPECT_NEAR(ar->points.back().time_s, t * 1.015, 1e-12);
+  bool slowest = false;
+  for (const auto& s : r.run.collectives()) {
+    if (s.collective() == v1::COLLECTIVE_ALL_REDUCE && s.size_bytes() == ar->points.back().size_bytes) {
+      EXPECT_NEAR(s.slowest_rank_time().median_s(), t * 1.03, 1e-12);
+      EXPECT_EQ(s.iterations_per_batch(), 10);
+      slowest = true;
+    }
+  }
+  EXPECT_TRUE(slowest);
+  // The inter-node entries stay the reference's, marked.
+  const CollectiveRate* inter = p->FindCollective(Collective::kAllReduce, Scope::kInterNode);
+  ASSERT_NE(inter, nullptr);
+  EXPECT_TRUE(absl::StartsWith(inter->source, "not measured; reference profile"));
+  // NVML (the fake library) under load: watts from milliwatts, idle left out of the reasons.
+  bool seen = false;
+  for (const auto& g : r.run.conditions().gpus()) {
+    if (g.pci_bus_id() != "0000:18:00.0") continue;
+    seen = true;
+    EXPECT_DOUBLE_EQ(g.power_limit_w(), 700.0);
+    EXPECT_EQ(g.pcie_link_gen(), 5);
+    EXPECT_GE(g.gemm().samples(), 1);
+    EXPECT_EQ(g.gemm().sm_clock_mhz_median(), 1755);
+    EXPECT_DOUBLE_EQ(g.gemm().power_w_max(), 512.345);
+    ASSERT_EQ(g.gemm().clocks_event_reason_names_size(), 1);
+    EXPECT_EQ(g.gemm().clocks_event_reason_names(0), "sw_power_cap");
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(r.run.conditions().driver_version(), "580.65.06");
+}
+
+TEST(Flow, StragglersNamedByIndexBusIdAndUuid) {
+  // --gpus 1,2,3 with GPU 3 11% slow in GEMM: the straggler is GPU 3 (not "GPU 2", its position).
+  FakeConfig c;
+  c.gemm_scale[3] = 0.89;
+  MeasureOptions o = Quick();
+  o.gpus = "1,2,3";
+  o.skip_collectives = true;
+  Outcome r = Measure(c, o);
+  ASSERT_EQ(r.code, kExitOk);
+  ASSERT_EQ(r.run.stragglers_size(), 1);
+  const v1::Straggler& s = r.run.stragglers(0);
+  EXPECT_EQ(s.metric(), "gemm");
+  EXPECT_EQ(s.gpu(), 3);
+  EXPECT_EQ(s.gpu_id().pci_bus_id(), "0000:48:00.0");
+  EXPECT_EQ(s.gpu_id().uuid(), "GPU-00000003-1111-2222-3333-444444444444");
+  EXPECT_NEAR(s.slowdown(), 0.11, 1e-9);
+  // HBM: GPU 1 fails, GPU 3 is slow; the straggler is still GPU 3 (no shift after a failure).
+  FakeConfig h;
+  h.fail_hbm = {1};
+  h.hbm_scale[3] = 0.8;
+  MeasureOptions q = Quick();
+  q.skip_collectives = true;
+  Outcome rh = Measure(h, q);
+  ASSERT_EQ(rh.code, kExitOk);
+  ASSERT_EQ(rh.run.stragglers_size(), 1);
+  EXPECT_EQ(rh.run.stragglers(0).metric(), "hbm");
+  EXPECT_EQ(rh.run.stragglers(0).gpu(), 3);
+  EXPECT_EQ(rh.run.stragglers(0).gpu_id().pci_bus_id(), "0000:48:00.0");
+  bool warned = false;
+  for (const auto& w : rh.run.warnings()) warned |= absl::StrContains(w, "HBM on GPU 1 (0000:28:00.0");
+  EXPECT_TRUE(warned);
+}
+
+TEST(Flow, NothingMeasuredIsExitThreeWithWhatWasWritten) {
+  // Every GEMM fails (the kernel image missing, as an sm_90-only build on an A100): exit 3, not 0;
+  // the HBM measured is written and the GEMM rates are the reference's, marked.
+  FakeConfig c;
+  c.fail_gemm = {0, 1, 2, 3};
+  MeasureOptions o = Quick();
+  o.skip_collectives = true;
+  Outcome r = Measure(c, o);
+  EXPECT_EQ(r.code, kExitNothingMeasured);
+  ASSERT_TRUE(r.wrote);
+  EXPECT_EQ(r.run.exit_code(), kExitNothingMeasured);
+  ASSERT_EQ(r.run.failures_size(), 1);
+  EXPECT_TRUE(absl::StartsWith(r.run.failures(0), "gemm: no GEMM was measured"));
+  EXPECT_TRUE(absl::StartsWith(r.profile.gemm(0).source(), "not measured; reference profile"));
+  EXPECT_TRUE(absl::StartsWith(r.profile.hbm_source(), "stepcast-calibrate copy kernel"));
+}
+
+TEST(Flow, CollectiveFailureKeepsTheGemmAndHbmAlreadyMeasured) {
+  int aborted = 0;
+  FakeConfig c;
+  c.coll_fail_at_bytes = 4096;
+  c.aborted = &aborted;
+  Outcome r = Measure(c, Quick());
+  EXPECT_EQ(r.code, kExitFailed);
+  ASSERT_TRUE(r.wrote);
+  EXPECT_GT(r.run.gemm_size(), 0);
+  EXPECT_GT(r.run.hbm_size(), 0);
+  ASSERT_EQ(r.run.failures_size(), 1);
+  EXPECT_NE(r.run.failures(0).find("all_reduce at 4096 bytes: GPU 1: all_reduce element 0 is nan"), std::string::npos)
+      << r.run.failures(0);
+  EXPECT_EQ(aborted, 1);  // the communicators were aborted, not left waiting
+  // The sizes measured before the failure are kept in the run; the profile has GEMM and HBM.
+  EXPECT_GT(r.run.collectives_size(), 0);
+  EXPECT_TRUE(absl::StartsWith(r.profile.gemm(0).source(), "stepcast-calibrate cuBLASLt"));
+  bool noted = false;
+  for (const auto& n : r.profile.notes()) noted |= absl::StartsWith(n, "failed: collectives:");
+  EXPECT_TRUE(noted);
+}
+
+TEST(Flow, ExitCodesOfTheOtherPaths) {
+  FakeConfig none;
+  none.no_gpu = true;
+  EXPECT_EQ(Measure(none, Quick()).code, kExitNoGpu);
+  MeasureOptions bad = Quick();
+  bad.gpus = "0,x";
+  EXPECT_EQ(Measure({}, bad).code, kExitUsage);
+  bad.gpus = "7";
+  EXPECT_EQ(Measure({}, bad).code, kExitUsage);
+  MeasureOptions hw = Quick();
+  hw.hardware = "h900";
+  EXPECT_EQ(Measure({}, hw).code, kExitUsage);
+  MeasureOptions unwritable = Quick();
+  unwritable.skip_collectives = true;
+  unwritable.out = "/nonexistent-dir/p.json";
+  EXPECT_EQ(Measure({}, unwritable).code, kExitWriteFailed);
+  MeasureOptions inject = Quick();
+  inject.inject = "1:sideways";
+  EXPECT_EQ(Measure({}, inject).code, kExitUsage);
+  // An A100 (8.0): fp8 skipped with a warning, not a failure; the preset from the GPU name.
+  FakeConfig a100;
+  a100.name = "NVIDIA A100-SXM4-80GB";
+  a100.cc_major = 8;
+  MeasureOptions q = Quick();
+  q.skip_collectives = true;
+  Outcome r = Measure(a100, q);
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_EQ(r.profile.hardware(), "a100-80gb");
+  bool warned = false;
+  for (const auto& w : r.run.warnings()) warned |= absl::StrContains(w, "fp8 GEMMs skipped");
+  EXPECT_TRUE(warned);
+}
+
+TEST(GemmShapes, ThreePassesOfEachLinearLayer) {
+  const std::vector<GemmShape> q = TransformerShapes(true);
+  // Quick: 1 hidden x 1 tokens x 2 TP x 4 linears x 3 passes + 2 squares.
+  EXPECT_EQ(q.size(), 26u);
+  // MLP down, h 8192, tokens 8192, TP 8: in = 28672 / 8 = 3584, out = 8192.
+  auto find = [&](const std::string& what) {
+    for (const auto& s : q)
+      if (s.what == what) return s;
+    return GemmShape{};
+  };
+  const GemmShape fwd = find("MLP down h=8192 tokens=8192 tp=8 forward");
+  const GemmShape dgrad = find("MLP down h=8192 tokens=8192 tp=8 dgrad");
+  const GemmShape wgrad = find("MLP down h=8192 tokens=8192 tp=8 wgrad");
+  EXPECT_EQ(std::make_tuple(fwd.m, fwd.n, fwd.k), std::make_tuple(8192, 8192, 3584));
+  EXPECT_EQ(std::make_tuple(dgrad.m, dgrad.n, dgrad.k), std::make_tuple(8192, 3584, 8192));
+  EXPECT_EQ(std::make_tuple(wgrad.m, wgrad.n, wgrad.k), std::make_tuple(8192, 3584, 8192));  // k = tokens
+  EXPECT_EQ(RunFor(DType::kBF16, dgrad).layout, GemmLayout::kNN);
+  EXPECT_EQ(RunFor(DType::kBF16, wgrad).layout, GemmLayout::kNT);
+  EXPECT_EQ(RunFor(DType::kFP8, wgrad).layout, GemmLayout::kTN);
+  EXPECT_TRUE(RunFor(DType::kFP8, fwd).fast_accum);
+  EXPECT_FALSE(RunFor(DType::kFP8, dgrad).fast_accum);
+  EXPECT_FALSE(SweepRuns(DType::kFP16, wgrad));
+  EXPECT_FALSE(SweepRuns(DType::kTF32, fwd));
+  // Full: 3 x 3 x 4 x 4 forward + 3 x 2 x 4 x 4 x 2 backward + 5 squares.
+  EXPECT_EQ(TransformerShapes(false).size(), 144u + 192u + 5u);
+}
+
+// The data check against a simulation of each collective on host buffers.
+std::vector<std::vector<float>> Simulate(Collective c, int n, int salt, size_t count) {
+  std::vector<std::vector<float>> send(n), recv(n);
+  for (int r = 0; r < n; ++r) {
+    send[r].resize(SendCount(c, n, count));
+    for (size_t j = 0; j < send[r].size(); ++j) send[r][j] = kernels::PatternValue(r, salt, j);
+  }
+  const size_t chunk = count / n;
+  for (int r = 0; r < n; ++r) {
+    recv[r].assign(ReceiveCount(c, n, count), 0.0f);
+    for (size_t j = 0; j < recv[r].size(); ++j) {
+      switch (c) {
+        case Collective::kAllReduce:
+          for (int q = 0; q < n; ++q) recv[r][j] += send[q][j];
+          break;
+        case Collective::kAllGather: recv[r][j] = send[j / chunk][j % chunk]; break;
+        case Collective::kReduceScatter:
+          for (int q = 0; q < n; ++q) recv[r][j] += send[q][r * chunk + j];
+          break;
+        case Collective::kAllToAll: recv[r][j] = send[j / chunk][r * chunk + j % chunk]; break;
+        case Collective::kSendRecv: recv[r][j] = send[(r + n - 1) % n][j]; break;
+      }
+    }
+  }
+  return recv;
+}
+
+TEST(CollectiveCheck, CorrectPassesStaleShiftedAndUnwrittenFail) {
+  const int n = 4;
+  const size_t count = 4 * 1024;
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                       Collective::kAllToAll, Collective::kSendRecv}) {
+    SCOPED_TRACE(CollectiveName(c));
+    const auto right = Simulate(c, n, 5, count);
+    const auto stale = Simulate(c, n, 4, count);  // the previous size's results
+    for (int r = 0; r < n; ++r) {
+      const std::vector<size_t> idx = CheckIndices(right[r].size());
+      auto pick = [&](const std::vector<float>& v) {
+        std::vector<float> g;
+        for (size_t j : idx) g.push_back(v[j]);
+        return g;
+      };
+      EXPECT_TRUE(CheckReceived(c, n, r, 5, count, idx, pick(right[r]), "GPU x").ok());
+      EXPECT_EQ(CheckReceived(c, n, r, 5, count, idx, pick(stale[r]), "GPU x").code(), absl::StatusCode::kDataLoss);
+      std::vector<float> shifted(right[r].begin() + 1, right[r].end());
+      shifted.push_back(right[r].front());
+      EXPECT_FALSE(CheckReceived(c, n, r, 5, count, idx, pick(shifted), "GPU x").ok());
+      std::vector<float> unwritten = right[r];
+      unwritten.back() = std::nanf("");  // the poison left in the last element
+      EXPECT_FALSE(CheckReceived(c, n, r, 5, count, idx, pick(unwritten), "GPU x").ok());
+    }
+  }
+  // Large buffers: a strided sample plus the last element.
+  const std::vector<size_t> idx = CheckIndices(1 << 24);
+  EXPECT_EQ(idx[1], 256u);
+  EXPECT_EQ(idx.back(), (1u << 24) - 1);
+  EXPECT_LE(idx.size(), 65537u);
+}
+
+TEST(Harness, SizesRankAverageAgreementAndAbort) {
+  // all-to-all sizes are whole 16-byte chunks per rank (nccl-tests alltoall.cu).
+  const auto a2a = SweepSizes(Collective::kAllToAll, 8, 1 << 20, 8);
+  EXPECT_EQ(a2a.front(), 128);
+  for (double s : a2a) EXPECT_EQ(std::fmod(s, 128), 0);
+  EXPECT_EQ(SweepSizes(Collective::kAllReduce, 8, 64, 8), (std::vector<double>{8, 16, 32, 64}));
+  EXPECT_EQ(SweepSizes(Collective::kAllGather, 8, 64, 8), (std::vector<double>{32, 64}));
+  int aborted = 0;
+  FakeConfig c;
+  c.coll_fail_at_bytes = 1024;
+  c.aborted = &aborted;
+  testing::FakeBackend b(c, 4, 4);
+  auto comm = MakeSingleProcessCommunicator();
+  SweepOptions o;
+  o.max_bytes = 1 << 20;
+  o.batches = 3;
+  o.collectives = {Collective::kAllReduce};
+  SweepResult r = Sweep(b, *comm, o);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r.status.message().find("all_reduce at 1024 bytes"), std::string::npos) << r.status;
+  EXPECT_EQ(r.samples.size(), 7u);  // 8 .. 512 bytes
+  EXPECT_EQ(aborted, 1);
+  // The injected failure of the test hook, on this rank.
+  testing::FakeBackend ok(FakeConfig{}, 4, 4);
+  o.inject = {0, false, 64};
+  r = Sweep(ok, *comm, o);
+  EXPECT_NE(r.status.message().find("injected failure"), std::string::npos);
+  EXPECT_EQ(r.samples.size(), 3u);
+}
+
+TEST(Nvml, FakeLibraryUnitsAndBusIds) {
+  std::string why;
+  std::unique_ptr<Nvml> n = Nvml::Load(STEPCAST_FAKE_NVML, &why);
+  ASSERT_NE(n, nullptr) << why;
+  EXPECT_EQ(n->DriverVersion(), "580.65.06");
+  absl::StatusOr<NvmlDeviceInfo> info = n->Info("0000:28:00.0");  // as cudaDeviceGetPCIBusId prints it
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->uuid, "GPU-fa4e0000-0000-0000-0000-000000000001");
+  EXPECT_DOUBLE_EQ(info->power_limit_w, 700.0);
+  EXPECT_EQ(info->pcie_link_width, 16);
+  absl::StatusOr<NvmlReading> r = n->Read("0000:28:00.0");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->sm_clock_mhz, 1756);
+  EXPECT_EQ(r->memory_clock_mhz, 2619);
+  EXPECT_EQ(r->temperature_c, 61);
+  EXPECT_DOUBLE_EQ(r->power_w, 512.345);
+  EXPECT_EQ(r->clocks_event_reasons, 0x5u);
+  EXPECT_EQ(n->Read("0000:99:00.0").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(n->Read("28").status().code(), absl::StatusCode::kNotFound);  // not a bus id NVML accepts
+  EXPECT_EQ(ClocksEventReasonNames(0x1 | 0x2 | 0x20 | 0x80),
+            (std::vector<std::string>{"sw_thermal_slowdown", "hw_power_brake_slowdown"}));
+  EXPECT_EQ(Nvml::Load("/nonexistent/libnvidia-ml.so.1", &why), nullptr);
+  EXPECT_NE(why.find("cannot load"), std::string::npos);
+  // The sampler: readings in a window, or the nearest one.
+  NvmlSampler s(n.get(), {"0000:18:00.0"}, 0.05);
+  const double t0 = NvmlSampler::Now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const v1::ClockWindow w = s.Window("0000:18:00.0", t0, NvmlSampler::Now());
+  s.Stop();
+  EXPECT_GE(w.samples(), 2);
+  EXPECT_EQ(w.sm_clock_mhz_min(), 1755);
+  EXPECT_DOUBLE_EQ(w.power_w_mean(), 512.345);
+}
+
+TEST(Stragglers, FivePercentBelowTheMedianNamedByGpu) {
+  std::vector<GpuValue> v;
+  const double rates[] = {720, 718, 722, 640, 719, 721, 717, 690};
+  for (int i = 0; i < 8; ++i) {
+    GpuValue g;
+    g.id.set_index(i + 8);  // e.g. the second node's GPUs, CUDA indices 8..15 under one process
+    g.id.set_pci_bus_id(absl::StrCat("0000:", 10 + i, ":00.0"));
+    g.value = rates[i];
+    v.push_back(g);
+  }
+  const auto s = FindStragglers(v, "gemm");
+  ASSERT_EQ(s.size(), 1u);  // 690 is 4% below the median 718.5; 640 is 11% below
+  EXPECT_EQ(s[0].gpu(), 11);
+  EXPECT_EQ(s[0].gpu_id().pci_bus_id(), "0000:13:00.0");
+  EXPECT_NEAR(s[0].slowdown(), 1 - 640 / 718.5, 1e-12);
+  EXPECT_TRUE(FindStragglers({v[0]}, "hbm").empty());
+  // CUPTI vs events: 2% + 2.5 us / t.
+  EXPECT_FALSE(CuptiDisagrees(10.3e-6, 10e-6));   // 3% of 10 us is within 2% + 25%
+  EXPECT_TRUE(CuptiDisagrees(1.03e-3, 1e-3));     // 3% of 1 ms is not (2.25%)
+}
+
+}  // namespace
+}  // namespace stepcast::calibrate

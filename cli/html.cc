@@ -130,11 +130,11 @@ void AutoRange(const Axis& axis, const std::vector<double>& data, double* lo, do
   *hi = std::ceil(dmax / step - 1e-9) * step;
 }
 
-// A tick label: Number() on linear axes; on log axes outside [1e-3, 1e5) the short exponent form
+// A tick label: Number() on linear axes; on log axes outside [1e-3, 1e4) the short exponent form
 // ("1e6", "2e-5"), which stays narrow at one label per decade.
 std::string TickLabel(const Scale& s, double v) {
   const double a = std::abs(v);
-  if (!s.log || a == 0 || (a >= 1e-3 && a < 1e5)) return Number(v);
+  if (!s.log || a == 0 || (a >= 1e-3 && a < 1e4)) return Number(v);
   return absl::StrReplaceAll(absl::StrFormat("%g", v), {{"e+0", "e"}, {"e+", "e"}, {"e-0", "e-"}});
 }
 
@@ -1152,6 +1152,7 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
     c.collective = CollectiveFromProto(r.collective());
     c.scope = r.scope() == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
     c.group_size = r.group_size();
+    c.ranks_per_node = r.ranks_per_node();
     c.alpha_s = r.alpha_s();
     c.busbw_bytes_per_s = r.busbw_bytes_per_s();
     for (const auto& pt : r.points()) c.points.push_back({pt.size_bytes(), pt.time_s()});
@@ -1162,27 +1163,30 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
   // ---- collectives, one pair of charts per scope ----
   struct Group {
     v1::Collective collective;
-    int64_t ranks = 0;
+    int64_t ranks = 0, ranks_per_node = 0;
     std::vector<std::pair<double, double>> size_time;  // measured (bytes, median s)
   };
   for (v1::Scope scope : {v1::SCOPE_INTRA_NODE, v1::SCOPE_INTER_NODE}) {
     std::vector<Group> groups;
-    auto group_of = [&](v1::Collective c, int64_t ranks) -> Group& {
+    auto group_of = [&](v1::Collective c, int64_t ranks, int64_t per_node) -> Group& {
       for (auto& g : groups) {
-        if (g.collective == c && g.ranks == ranks) return g;
+        if (g.collective == c && g.ranks == ranks && g.ranks_per_node == per_node) return g;
       }
-      groups.push_back({c, ranks, {}});
+      groups.push_back({c, ranks, per_node, {}});
       return groups.back();
     };
     for (const auto& sample : run.collectives()) {
-      if (sample.scope() != scope || !(sample.time().median_s() > 0)) continue;
-      group_of(sample.collective(), sample.ranks()).size_time.emplace_back(sample.size_bytes(), sample.time().median_s());
+      if (sample.scope() != scope || !(sample.time().median_s() > 0) || !(sample.size_bytes() > 0)) continue;
+      group_of(sample.collective(), sample.ranks(), 0).size_time.emplace_back(sample.size_bytes(), sample.time().median_s());
     }
-    if (run.collectives().empty()) {  // an import: the profile's measured points
+    if (run.collectives().empty()) {  // an import: the profile's measured curves
       for (const auto& rate : prof.collectives()) {
         if (rate.scope() != scope) continue;
         for (const auto& pt : rate.points()) {
-          if (pt.time_s() > 0) group_of(rate.collective(), rate.group_size()).size_time.emplace_back(pt.size_bytes(), pt.time_s());
+          if (pt.time_s() > 0 && pt.size_bytes() > 0) {
+            group_of(rate.collective(), rate.group_size(), rate.ranks_per_node())
+                .size_time.emplace_back(pt.size_bytes(), pt.time_s());
+          }
         }
       }
     }
@@ -1202,7 +1206,8 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
       const Collective core_c = CollectiveFromProto(g.collective);
       const int64_t n = g.ranks > 0 ? g.ranks : 2;
       const double factor = BusBwFactor(core_c, n);
-      const std::string name = absl::StrCat(CollectiveText(g.collective), " x", n);
+      std::string name = absl::StrCat(CollectiveText(g.collective), " x", n);
+      if (g.ranks_per_node > 0) absl::StrAppend(&name, " (", g.ranks_per_node, "/node)");
       const std::string colour = PaletteColour(gi);
       Series pts_bw{absl::StrCat(name, " measured"), {}, false, false, colour};
       Series pts_t = pts_bw;
@@ -1220,7 +1225,7 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
         Series cb{absl::StrCat(name, " ", label), {}, true, dashed, colour};
         Series ct = cb;
         for (double size : LogSpace(lo, hi, 8)) {
-          const double t = CollectiveTime(*rate, n, size);
+          const double t = EstimateCollective(*rate, n, size, g.ranks_per_node).time_s;
           if (!(t > 0)) continue;
           cb.points.push_back({size, size * factor / t / 1e9, ""});
           ct.points.push_back({size, t, ""});
@@ -1228,16 +1233,27 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
         busbw.series.push_back(cb);
         time.series.push_back(ct);
       };
-      curve(model.FindCollective(core_c, core_scope), "model (this profile)", false);
-      if (hardware != nullptr) curve(hardware->reference_profile.FindCollective(core_c, core_scope), "reference profile", true);
+      curve(model.FindCollective(core_c, core_scope, n, g.ranks_per_node), "model", false);
+      if (hardware != nullptr) {
+        curve(hardware->reference_profile.FindCollective(core_c, core_scope, n, g.ranks_per_node), "reference profile", true);
+      }
     }
     if (hardware != nullptr) {
       const double link = scope == v1::SCOPE_INTER_NODE ? hardware->inter_node_bandwidth_bytes_per_s
                                                         : hardware->intra_node_bandwidth_bytes_per_s;
-      if (link > 0) busbw.reference_lines.push_back({absl::StrCat("datasheet link, ", hardware->name), link / 1e9, "#c00000"});
+      if (link > 0) {
+        busbw.reference_lines.push_back(
+            {scope == v1::SCOPE_INTER_NODE ? "datasheet NIC bandwidth per GPU" : "datasheet NVLink bandwidth per GPU",
+             link / 1e9, "#c00000"});
+      }
     }
     page.Svg(RenderXY(busbw));
     page.Svg(RenderXY(time));
+    page.Note(absl::StrCat(
+        "model: this profile's curve as the step model evaluates it (core/hardware.h EstimateCollective: "
+        "interpolated between measured sizes, alpha-beta beyond); reference profile: the ",
+        hardware != nullptr ? hardware->name : "hardware", " preset's; busbw as nccl-tests defines it (algbw x ",
+        "2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter, all-to-all)."));
   }
   if (!run.fits().empty()) {
     Table t;

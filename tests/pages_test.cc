@@ -2,14 +2,18 @@
 // tests/pages_test.py renders and checks them like the others:
 //   search.html     SearchPage over a TP x PP grid of real predictions (Llama 3 70B, 64 H100s,
 //                   examples/llama3-70b-h100.yaml with each layout), the fastest that fits chosen;
-//   calibrate.html  CalibrationPage of published measurements: nccl-tests logs (busbw and time
-//                   against size, the alpha-beta fit, the H100 preset's reference profile and
-//                   datasheet link bandwidth) and TraceLens GEMM tables (rate against 2mnk).
+//   calibrate.html  CalibrationPage of a run built from published measurements: nccl-tests logs
+//                   as collective samples (busbw and time against size, the alpha-beta fit, the
+//                   H100 preset's reference profile and datasheet link bandwidth) and TraceLens
+//                   GEMM tables as GEMM samples (rate against 2mnk, the size fit);
+//   calibrate-import.html  CalibrationPage of what `stepcast-calibrate import` makes of the same
+//                   logs (calibrate/import.h ImportLogFiles over the H100 reference profile): the
+//                   profile alone, its measured curves and shape-specific GEMM rates drawn.
 //
 //   pages_test_fixture OUT_DIR SOURCE_DIR intra:NCCL_LOG... inter:NCCL_LOG... gemm:TRACELENS_CSV...
 //
-// Paths are relative to SOURCE_DIR. The nccl-tests reader here is a test fixture (out-of-place
-// time column, microseconds); stepcast-calibrate import owns the real importer.
+// Paths are relative to SOURCE_DIR. The nccl-tests reader for the run form is a test fixture
+// (out-of-place time column, microseconds); the import form uses the real importer.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -22,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "calibrate/fits.h"
+#include "calibrate/import.h"
 #include "cli/html.h"
 #include "core/predict.h"
 #include "proto/catalog.h"
@@ -222,6 +227,28 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (absl::Status s = html::WritePage(out + "/calibrate.html", html::CalibrationPage(run, &*h100)); !s.ok()) {
+    std::cerr << s << "\n";
+    return 1;
+  }
+
+  // The import of the same logs: a profile, no samples.
+  std::vector<std::string> logs;
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    logs.push_back(root + "/" + a.substr(a.find(':') + 1));
+  }
+  calibrate::ImportOptions options;
+  options.hardware = "h100-sxm";
+  absl::StatusOr<calibrate::ImportResult> imported =
+      calibrate::ImportLogFiles(logs, *h100, h100->reference_profile, true, options);
+  if (!imported.ok()) {
+    std::cerr << imported.status() << "\n";
+    return 1;
+  }
+  v1::CalibrationRun import_run;
+  *import_run.mutable_profile() = imported->profile;
+  if (absl::Status s = html::WritePage(out + "/calibrate-import.html", html::CalibrationPage(import_run, &*h100));
+      !s.ok()) {
     std::cerr << s << "\n";
     return 1;
   }

@@ -503,5 +503,30 @@ class CalibratePage(PageCase, unittest.TestCase):
         self.assertEqual(refs[4], 2)  # bf16 datasheet peak, reference profile rate
 
 
+class CalibrateImportPage(PageCase, unittest.TestCase):
+    """What `stepcast-calibrate import` makes of the same logs: the profile's curves."""
+
+    name = "calibrate-import"
+
+    @classmethod
+    def write_page(cls):
+        write_fixture_pages()
+
+    def test_points_per_chart(self):
+        intra = sum(nccl_rows(p) for p in CALIBRATION_INPUTS["intra"])
+        inter = sum(nccl_rows(p) for p in CALIBRATION_INPUTS["inter"])
+        pts = self.svg_counts("pt")
+        self.assertEqual(len(pts), 5)
+        # The importer keeps each log's sizes as the curve's points (a size measured twice once).
+        self.assertEqual(pts[0], pts[1])
+        self.assertEqual(pts[2], pts[3])
+        self.assertGreaterEqual(pts[0], intra * 0.9)
+        self.assertLessEqual(pts[0], intra)
+        self.assertGreaterEqual(pts[2], inter * 0.9)
+        self.assertLessEqual(pts[2], inter)
+        self.assertGreater(pts[4], 40)  # shape-specific GEMM rates from the TraceLens tables
+        self.assertGreaterEqual(self.svg_counts("curve")[0], 2)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

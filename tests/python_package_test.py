@@ -113,6 +113,14 @@ class PackageTest(unittest.TestCase):
         # The binary from $STEPCAST_BIN when not passed.
         self.assertEqual(load_job(JOB_HF), spec)
 
+    def test_text_proto_file(self):
+        path = os.path.join(ROOT, "examples", "deepseek-v3-gb200.textproto")
+        spec = load_job(path)
+        want, _ = cli_predict(path)
+        p = self.client.predict(spec)
+        self.assertEqual(p.job_name, want["job_name"])
+        self.assertAlmostEqual(p.step_time_s, want["step_time_s"], delta=1e-9 * want["step_time_s"])
+
     def test_megatron_command(self):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -14,4 +14,17 @@ if not os.path.exists(STUB):
         "stepcast-client: the generated gRPC stubs are missing (stepcast_client/_proto). Build stepcast "
         "first: scripts/setup.sh, or cmake --build build --target stepcast_python_stubs; then run pip again.")
 
+# setuptools before 70.1 builds wheels through the separate 'wheel' package; with
+# --no-build-isolation pip does not install it, and setuptools' own error ("invalid command
+# 'bdist_wheel'") does not say so.
+try:
+    import setuptools.command.bdist_wheel  # noqa: F401  (setuptools >= 70.1)
+except ImportError:
+    try:
+        import wheel  # noqa: F401
+    except ImportError:
+        sys.exit("stepcast-client: building needs the 'wheel' package next to setuptools < 70.1 "
+                 "(Debian: apt-get install python3-wheel; elsewhere: pip install wheel), or leave out "
+                 "--no-build-isolation where PyPI can be reached.")
+
 setup()

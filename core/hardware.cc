@@ -69,7 +69,7 @@ CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_
 }  // namespace
 
 CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, double size_bytes,
-                                      int64_t members_per_node) {
+                                      int64_t members_per_node, bool explain) {
   CollectiveEstimate e;
   if (n <= 1 || !(size_bytes > 0)) return e;
   const auto& pts = rate.points;
@@ -77,6 +77,7 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
     const double busbw = rate.busbw_bytes_per_s;
     e.time_s = AlphaForGroup(rate, n) + (busbw > 0 ? size_bytes * BusBwFactor(rate.collective, n) / busbw : 0.0);
     e.extrapolated = true;
+    if (!explain) return e;
     e.reason = "no measured curve: alpha-beta form";
     if (rate.group_size > 1 && rate.group_size != n) {
       absl::StrAppend(&e.reason, " with alpha scaled by ring steps from ", rate.group_size, " to ", n, " ranks");
@@ -101,6 +102,7 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
   }
   e.time_s = latency + bandwidth;
   e.extrapolated = true;
+  if (!explain) return e;
   e.reason = absl::StrCat("curve measured at ", g0, " ranks");
   if (layout_known) absl::StrAppend(&e.reason, " (", rate.ranks_per_node, " per node)");
   absl::StrAppend(&e.reason, ", asked for ", n);

@@ -128,8 +128,9 @@ double AlphaForGroup(const CollectiveRate& rate, int64_t n);
 //    count (NCCL src/graph/tuning.cc), and r0/m the NICs in use across nodes (r0 ranks per node
 //    measured, m asked; only for inter-node curves with both known).
 //  * No curve: the alpha-beta form with AlphaForGroup, flagged ("no measured curve").
+// `explain` false leaves `reason` empty (the model's hot path asks for it once, for a warning).
 CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, double size_bytes,
-                                      int64_t members_per_node = 0);
+                                      int64_t members_per_node = 0, bool explain = true);
 
 // EstimateCollective(rate, n, size_bytes).time_s (members per node not known).
 double CollectiveTime(const CollectiveRate& rate, int64_t n, double size_bytes);

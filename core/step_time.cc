@@ -241,7 +241,7 @@ class StepModel {
   const Placement place_;
   double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false;
-  bool warned_gemm_ = false, warned_comm_ = false;
+  bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false;
   std::optional<GemmModel> gemm_model_;
   struct GemmMemo {
     double m, n, k, batch;
@@ -283,7 +283,18 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
     striped.busbw_bytes_per_s = std::min(cap, r->busbw_bytes_per_s * g.members_per_node);
     return CollectiveTime(striped, g.size, size_bytes);
   }
-  return CollectiveTime(*r, g.size, size_bytes);
+  // A measured curve (interpolated; scaled to other group sizes and layouts, flagged).
+  if (!r->points.empty()) {
+    const CollectiveRate* best = prof.FindCollective(coll, g.scope, g.size, g.members_per_node);
+    if (best != nullptr && !best->points.empty()) r = best;
+  }
+  const CollectiveEstimate e = EstimateCollective(*r, g.size, size_bytes, g.members_per_node, /*explain=*/false);
+  if (e.extrapolated && !r->points.empty() && !warned_curve_) {
+    warned_curve_ = true;
+    warnings_.push_back(absl::StrCat(CollectiveName(coll), " ", ScopeName(g.scope), " over ", g.size, " ranks: ",
+                                     EstimateCollective(*r, g.size, size_bytes, g.members_per_node).reason));
+  }
+  return e.time_s;
 }
 
 void StepModel::AttentionRates(double* fwd, double* bwd) {

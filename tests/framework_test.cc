@@ -1,0 +1,326 @@
+// Frameworks as job inputs (issue 9): presets and their inheritance, the defaults of unset inputs
+// and their record, recipes and named settings, hardware variants, and the model mechanisms a
+// framework switches (attention kernel rates, overlap efficiency, FSDP semantics, schedules,
+// recompute modules, fp8 memory). Each expectation is worked by hand from the cited source.
+#include <cmath>
+
+#include "core/framework.h"
+#include "core/memory.h"
+#include "core/predict.h"
+#include "core/step_time.h"
+#include "gtest/gtest.h"
+#include "proto/job_defaults.h"
+#include "proto/published_runs.h"
+#include "tests/test_util.h"
+
+namespace stepcast {
+namespace {
+
+const AssumedInput* Assumed(const Job& job, const std::string& field) {
+  if (!job.assumed) return nullptr;
+  for (const AssumedInput& a : *job.assumed) {
+    if (a.field == field) return &a;
+  }
+  return nullptr;
+}
+
+TEST(AttentionKernel, InterpolatesInLogSequenceLength) {
+  AttentionKernel k;
+  k.rates = {{"hopper", DType::kBF16, 128, 2048, true, 400e12, 300e12, "a"},
+             {"hopper", DType::kBF16, 128, 8192, true, 600e12, 500e12, "b"},
+             {"hopper", DType::kBF16, 128, 8192, false, 700e12, 600e12, "non-causal"}};
+  // 4096 is half-way between 2048 and 8192 in log2: the mean of the two causal rates.
+  const auto mid = k.Rate("hopper", DType::kBF16, 4096);
+  ASSERT_TRUE(mid.found);
+  EXPECT_FALSE(mid.extrapolated);
+  EXPECT_DOUBLE_EQ(mid.forward_flops_per_s, 500e12);
+  EXPECT_DOUBLE_EQ(mid.backward_flops_per_s, 400e12);
+  // Beyond the measured lengths the nearest end holds, flagged.
+  const auto longer = k.Rate("hopper", DType::kBF16, 65536);
+  EXPECT_DOUBLE_EQ(longer.forward_flops_per_s, 600e12);
+  EXPECT_TRUE(longer.extrapolated);
+  // fp8 borrows bf16 (flagged); an architecture with no rate is not found.
+  EXPECT_TRUE(k.Rate("hopper", DType::kFP8, 8192).extrapolated);
+  EXPECT_FALSE(k.Rate("ampere", DType::kBF16, 8192).found);
+  // Non-causal asked: its own rate.
+  EXPECT_DOUBLE_EQ(k.Rate("hopper", DType::kBF16, 8192, false).forward_flops_per_s, 700e12);
+}
+
+TEST(Overlap, EfficiencyHidesThatFractionOfTheShorterOne) {
+  OverlapMechanism m{true, 0.6};
+  // 10 ms of communication under 30 ms of compute: 6 ms hidden, 4 exposed.
+  EXPECT_DOUBLE_EQ(m.Exposed(0.010, 0.030), 0.004);
+  // Under 5 ms of compute: 0.6 x 5 hidden.
+  EXPECT_DOUBLE_EQ(m.Exposed(0.010, 0.005), 0.007);
+  // A framework that cannot overlap exposes everything.
+  const OverlapMechanism none{false, 0.9};
+  EXPECT_DOUBLE_EQ(none.Exposed(0.010, 0.030), 0.010);
+}
+
+TEST(FrameworkPresets, InheritanceAndEra) {
+  const Catalog& c = testing::BuiltinCatalog();
+  absl::StatusOr<v1::FrameworkSpec> bridge = c.FindFramework("megatron-bridge");
+  ASSERT_TRUE(bridge.ok()) << bridge.status();
+  // Megatron-Bridge inherits NeMo, which inherits Megatron-Core's attention kernel and rates.
+  EXPECT_EQ(bridge->attention().kernel(), "te-fused");
+  EXPECT_GT(bridge->attention().rates_size(), 0);
+  // Its own default (bf16 gradient reduce) replaces Megatron-Core's fp32.
+  std::string grad_reduce;
+  for (const auto& d : bridge->defaults()) {
+    if (d.field() == "training.precision.grad_reduce") grad_reduce = d.value();
+  }
+  EXPECT_EQ(grad_reduce, "bf16");
+  // Every preset converts to the core view (a broken one would fail at catalog load).
+  for (const std::string& name : c.FrameworkNames()) {
+    absl::StatusOr<v1::FrameworkSpec> spec = c.FindFramework(name);
+    ASSERT_TRUE(spec.ok()) << name << ": " << spec.status();
+    EXPECT_TRUE(FrameworkFromProto(*spec, name).ok()) << name;
+  }
+  // Texts as published tables write them: the first framework named wins; Megatron-LM by era.
+  EXPECT_EQ(*c.FrameworkForText("NeMo 24.09 container (NeMo-Megatron launcher, Megatron-Core)", 2024), "nemo");
+  EXPECT_EQ(*c.FrameworkForText("Megatron-Bridge / Megatron-Core, NeMo 25.11 container", 2025), "megatron-bridge");
+  EXPECT_EQ(*c.FrameworkForText("llm-foundry + Composer (PyTorch FSDP)", 2024), "llm-foundry");
+  EXPECT_EQ(*c.FrameworkForText("Megatron-LM (2022)", 2022), "megatron-lm-2022");
+  EXPECT_EQ(*c.FrameworkForText("Megatron-LM (commit 6985e58 per sc21 README)", 2021), "megatron-lm-2021");
+  EXPECT_EQ(*c.FrameworkForText("Megatron-LM", 2025), "megatron-core");
+  EXPECT_FALSE(c.FrameworkForText("a custom trainer", 2024).ok());
+  EXPECT_EQ(YearInText("NeMo 24.09 container"), 2024);
+  EXPECT_EQ(YearInText("Narayanan et al. 2021 (SC21)"), 2021);
+  EXPECT_EQ(YearInText("no date"), 0);
+}
+
+constexpr char kLlama8B[] = R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+training: {seq_length: 8192, global_batch_size: 64})";
+
+TEST(FrameworkDefaults, UnsetInputsTakeTheFrameworkDefaultAndAreReported) {
+  // No framework named: Megatron-Core, with arguments.py's defaults (no distributed optimizer,
+  // no DP overlap), each recorded with its source.
+  absl::StatusOr<Job> mcore = testing::JobFromYaml(kLlama8B);
+  ASSERT_TRUE(mcore.ok()) << mcore.status();
+  EXPECT_EQ(mcore->framework.name, "megatron-core");
+  ASSERT_NE(Assumed(*mcore, "framework"), nullptr);
+  EXPECT_EQ(mcore->training.sharding, Sharding::kNone);
+  const AssumedInput* sharding = Assumed(*mcore, "training.sharding");
+  ASSERT_NE(sharding, nullptr);
+  EXPECT_NE(sharding->source.find("framework megatron-core default"), std::string::npos) << sharding->source;
+  EXPECT_NE(sharding->source.find("arguments.py"), std::string::npos) << sharding->source;
+
+  // NeMo's defaults: distributed optimizer and DP overlap.
+  absl::StatusOr<Job> nemo = testing::JobFromYaml(std::string(kLlama8B) + "\nframework: nemo");
+  ASSERT_TRUE(nemo.ok()) << nemo.status();
+  EXPECT_EQ(nemo->training.sharding, Sharding::kZero1);
+  EXPECT_TRUE(nemo->training.overlap_dp_comm);
+  EXPECT_EQ(Assumed(*nemo, "framework"), nullptr);  // stated
+
+  // A stated input wins and is not reported as assumed.
+  absl::StatusOr<Job> stated = testing::JobFromYaml(std::string(kLlama8B) + "\nframework: nemo\n" +
+                                                    "training: {seq_length: 8192, global_batch_size: 64, sharding: zero3}");
+  ASSERT_TRUE(stated.ok()) << stated.status();
+  EXPECT_EQ(stated->training.sharding, Sharding::kZero3);
+  EXPECT_EQ(Assumed(*stated, "training.sharding"), nullptr);
+
+  // An unknown framework is an error naming the field.
+  absl::StatusOr<Job> bad = testing::JobFromYaml(std::string(kLlama8B) + "\nframework: caffe");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("framework.preset"), std::string::npos) << bad.status();
+}
+
+TEST(FrameworkDefaults, InlineSpecOverAPresetBase) {
+  absl::StatusOr<Job> job = testing::JobFromYaml(std::string(kLlama8B) + R"(
+framework:
+  spec:
+    name: my-nemo
+    base: nemo
+    overlap: {tp_comm: {supported: true, efficiency: 0.9}}
+)");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->framework.name, "my-nemo");
+  EXPECT_DOUBLE_EQ(job->framework.overlap.tp_comm.efficiency, 0.9);
+  EXPECT_EQ(job->training.sharding, Sharding::kZero1);  // NeMo's default, inherited
+  EXPECT_FALSE(job->framework.attention.rates.empty());   // Megatron-Core's rates, inherited
+  absl::StatusOr<Job> bad = testing::JobFromYaml(std::string(kLlama8B) + R"(
+framework: {spec: {base: nemo, overlap: {tp_comm: {supported: true, efficiency: 1.5}}}}
+)");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("overlap.tp_comm.efficiency"), std::string::npos) << bad.status();
+}
+
+TEST(FrameworkDefaults, ApplyDefaultParsesAsTheJobFileDoes) {
+  v1::JobSpec spec;
+  std::vector<AssumedInput> assumed;
+  ASSERT_TRUE(ApplyDefault(spec, "training.recompute_modules", "core_attn, mlp", "test", &assumed).ok());
+  ASSERT_EQ(spec.training().recompute_modules_size(), 2);
+  EXPECT_EQ(spec.training().recompute_modules(1), "mlp");
+  ASSERT_EQ(assumed.size(), 1u);
+  // Already set: untouched, not recorded.
+  ASSERT_TRUE(ApplyDefault(spec, "training.recompute_modules", "moe", "test", &assumed).ok());
+  EXPECT_EQ(spec.training().recompute_modules_size(), 2);
+  EXPECT_EQ(assumed.size(), 1u);
+  absl::Status s = ApplyDefault(spec, "training.nonsense", "1", "test", &assumed);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("no job field 'nonsense'"), std::string::npos) << s;
+  s = ApplyDefault(spec, "training.sharding", "zero9", "test", &assumed);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("training.sharding"), std::string::npos) << s;
+}
+
+TEST(HardwareVariant, OverridesAPresetAndScalesItsMeasuredRates) {
+  // torchtitan's Grand Teton H100s: 96 GB HBM2e at 2.4 TB/s, 500 W (torchtitan docs/performance.md).
+  absl::StatusOr<Job> base = testing::JobFromYaml(kLlama8B);
+  absl::StatusOr<Job> variant = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware:
+  preset: h100-sxm
+  overrides: {hbm_capacity_bytes: 96e9, hbm_bandwidth_bytes_per_s: 2.4e12, power_w: 500, name_suffix: "96GB HBM2e 500W"}
+cluster: {gpu_count: 8}
+training: {seq_length: 8192, global_batch_size: 64})");
+  ASSERT_TRUE(base.ok() && variant.ok()) << variant.status();
+  EXPECT_DOUBLE_EQ(variant->hardware.hbm_capacity_bytes, 96e9);
+  EXPECT_DOUBLE_EQ(variant->hardware.power_w, 500);
+  EXPECT_NE(variant->hardware.name.find("96GB HBM2e 500W"), std::string::npos);
+  // The measured HBM rate keeps its fraction of the datasheet: x 2.4 / 3.35.
+  EXPECT_NEAR(variant->profile.hbm_bandwidth_bytes_per_s, base->profile.hbm_bandwidth_bytes_per_s * 2.4 / 3.35, 1);
+  absl::StatusOr<Job> bad = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: {preset: h100-sxm, overrides: {nics_per_node: 8}}
+cluster: {gpu_count: 8}
+training: {seq_length: 8192, global_batch_size: 64})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("hardware.overrides.nics_per_node"), std::string::npos) << bad.status();
+}
+
+TEST(Memory, DistributedOptimizerMatchesMegatronsFormula) {
+  // Megatron-LM megatron/training/theoretical_memory_usage.py: with the distributed optimizer,
+  // weights + gradients + optimizer = (6 + 12 / DP) bytes per parameter (bf16 params, fp32 grads).
+  absl::StatusOr<Job> job = testing::JobFromYaml(std::string(kLlama8B) + R"(
+framework: megatron-core
+training: {seq_length: 8192, global_batch_size: 64, sharding: zero1, precision: {grads: fp32}})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const MemoryEstimate m = EstimateMemory(*job);
+  const double params = LocalParameterCount(*job).total();
+  EXPECT_NEAR(m.weights_bytes + m.gradients_bytes + m.optimizer_states_bytes, params * (6 + 12.0 / 8),
+              1e-6 * params);
+}
+
+TEST(Memory, Fp8GemmInputsAndRecomputeModules) {
+  // One Llama 3 8B layer, s = 8192, b = 1, TP 1, flash attention, no dropout.
+  const ModelShape m = testing::BuiltinCatalog().FindModel("llama3-8b")->Resolved();
+  LayerActivationInput in;
+  in.seq_tokens = in.kv_tokens = 8192;
+  in.flash_attention = true;
+  const double sbh = 8192.0 * 4096;
+  const double bf16 = LayerActivationBytes(m, in);
+  // fp8 GEMMs keep their inputs in 1 byte: the QKV and MLP inputs (2 sbh), the projection input
+  // (sbh) and the FC2 input (s f) lose one byte each (Transformer Engine Linear saves the fp8 cast).
+  in.bytes_per_gemm_input = 1;
+  EXPECT_NEAR(bf16 - LayerActivationBytes(m, in), 3 * sbh + 8192.0 * 14336, 1);
+  in.bytes_per_gemm_input = 0;
+  // Recomputing the MLP drops its internals: gate and up outputs (2 x 2 s f) and the activation
+  // output (2 s f) = 6 s f bytes.
+  in.recompute = Recompute::kSelective;
+  in.recompute_modules = kRecomputeMlp | kRecomputeCoreAttn;
+  const double lse = 4.0 * 32 * 8192;  // flash attention's fp32 log-sum-exp, dropped with core_attn
+  EXPECT_NEAR(bf16 - LayerActivationBytes(m, in), 6 * 8192.0 * 14336 + lse, 1);
+}
+
+TEST(StepTime, FsdpWithPipelineGathersOncePerStep) {
+  // torchtitan keeps parameters unsharded across a step's micro-batches under PP (FSDP2 with
+  // reshard_after_forward=False): one all-gather and one reduce-scatter per step, against two
+  // gathers and one reduce-scatter per micro-batch without that semantics. With no overlap the
+  // DP term is exactly (1 AG + 1 RS) vs m (2 AG + 1 RS).
+  absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: llama3-70b
+hardware: h100-sxm
+framework: torchtitan
+cluster: {gpu_count: 64}
+parallelism: {pp: 4}
+training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, sharding: zero3, overlap_dp_comm: false,
+           recompute: full})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->framework.sharding.gather_once_per_step_with_pp);
+  const double once = EstimateStepTime(*job).breakdown.dp_comm_s;
+  Job every = *job;
+  every.choices.fsdp_semantics = false;  // reshard after forward, reduce every micro-batch
+  const double per_mb = EstimateStepTime(every).breakdown.dp_comm_s;
+  const double m = static_cast<double>(job->MicroBatchesPerStep());
+  ASSERT_EQ(m, 4);  // 64 sequences / DP 16 / micro-batch 1
+  // per_mb = m (2 AG + RS), once = AG + RS, with AG (bf16 gather) and RS (fp32 reduce = 2 x AG's
+  // bytes at the same busbw, latency aside): per_mb / once = m (2 + 2) / (1 + 2) = 4m/3.
+  EXPECT_NEAR(per_mb / once, 4 * m / 3, 0.02 * 4 * m / 3);
+}
+
+TEST(StepTime, PipelineScheduleBubbles) {
+  // DeepSeek-V3 report Table 2: 1F1B bubble (p-1)(F+B), zero-bubble ZB1P (p-1)(F+B-2W) = (p-1)F
+  // with W = B/2; interleaved 1F1B (Narayanan et al. 2021 Sec. 2.2.2) divides 1F1B's by v.
+  absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: llama3-70b
+hardware: h100-sxm
+cluster: {gpu_count: 64}
+parallelism: {tp: 8, pp: 8}
+training: {seq_length: 4096, global_batch_size: 64})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const double b1 = EstimateStepTime(*job).breakdown.pipeline_bubble_s;
+  Job zb = *job;
+  zb.parallelism.schedule = PipelineSchedule::kZeroBubble;
+  const double bz = EstimateStepTime(zb).breakdown.pipeline_bubble_s;
+  // F is the forward share of a micro-batch: about a third of F+B (backward = 2 x forward).
+  EXPECT_GT(bz / b1, 0.25);
+  EXPECT_LT(bz / b1, 0.40);
+  Job gpipe = *job;
+  gpipe.parallelism.schedule = PipelineSchedule::kGPipe;
+  EXPECT_DOUBLE_EQ(EstimateStepTime(gpipe).breakdown.pipeline_bubble_s, b1);
+  // GPipe holds every micro-batch of the step (m = 64 here) against 1F1B's pp = 8 on the first
+  // stage: 8x the activations.
+  EXPECT_NEAR(EstimateMemory(gpipe).activations_bytes / EstimateMemory(*job).activations_bytes, 8.0, 0.01);
+}
+
+TEST(StepTime, LaunchFloorOnlyWithoutCudaGraphs) {
+  // A tiny model on one GPU is host-bound in an eager framework.
+  const char* yaml = R"(
+model: {shape: {name: tiny, layers: 4, hidden_size: 256, attention_heads: 4, vocab_size: 1024, ffn_type: swiglu}}
+hardware: h100-sxm
+framework: torchtitan
+cluster: {gpu_count: 1}
+training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1})";
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const StepBreakdown eager = EstimateStepTime(*job).breakdown;
+  EXPECT_GT(eager.launch_overhead_s, 0);
+  // The floor: 4 layers x 3n kernels (n forward, 2n backward) x the launch cost, at least.
+  const double n = static_cast<double>(job->framework.launch.kernels_per_layer_forward);
+  const double floor_s = 4 * 3 * n * job->framework.launch.kernel_launch_overhead_s;
+  EXPECT_GE(eager.gemm_s + eager.attention_s + eager.elementwise_s + eager.launch_overhead_s, 0.9 * floor_s);
+  Job graphs = *job;
+  graphs.training.cuda_graphs = true;
+  EXPECT_EQ(EstimateStepTime(graphs).breakdown.launch_overhead_s, 0);
+}
+
+TEST(Recipes, ApplyToTheMatchingModelOnly) {
+  v1::FrameworkSpec fw;
+  fw.set_name("f");
+  v1::Recipe* r = fw.add_recipes();
+  r->add_models("nemotron-4 340b");
+  r->add_architectures("hopper");
+  auto* v = r->add_values();
+  v->set_field("training.precision.optimizer_states");
+  v->set_value("bf16");
+  r->set_source("launcher conf");
+  v1::JobSpec spec;
+  std::vector<AssumedInput> assumed;
+  ASSERT_TRUE(ApplyRecipeDefaults(spec, fw, "Nemotron4_340B", "ampere", "bf16", &assumed).ok());
+  EXPECT_EQ(spec.training().precision().optimizer_states(), v1::D_TYPE_UNSPECIFIED);  // other GPU
+  ASSERT_TRUE(ApplyRecipeDefaults(spec, fw, "Nemotron4_340B", "hopper", "bf16", &assumed).ok());
+  EXPECT_EQ(spec.training().precision().optimizer_states(), v1::D_TYPE_BF16);
+  ASSERT_EQ(assumed.size(), 1u);
+  EXPECT_NE(assumed[0].source.find("recipe for nemotron-4 340b"), std::string::npos) << assumed[0].source;
+  assumed.clear();
+  v1::JobSpec other;
+  ASSERT_TRUE(ApplyRecipeDefaults(other, fw, "Llama 3 70B", "hopper", "bf16", &assumed).ok());
+  EXPECT_TRUE(assumed.empty());
+}
+
+}  // namespace
+}  // namespace stepcast

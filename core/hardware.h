@@ -72,6 +72,13 @@ struct RateProfile {
   std::string hbm_source;
   std::vector<CollectiveRate> collectives;
   std::vector<std::string> notes;
+  // Measured overlap efficiencies by mechanism ("tp_comm", ...): replace the framework's.
+  struct Overlap {
+    std::string mechanism;
+    double efficiency = 0;
+    std::string source;
+  };
+  std::vector<Overlap> overlaps;
 
   struct GemmLookup {
     double flops_per_s = 0;

@@ -94,9 +94,10 @@ struct LayerCost {
   }
 };
 
-bool AllOn(const ModelChoices& c) {
+bool AllOn(const Job& job) {
+  const ModelChoices& c = job.choices;
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
-         c.overlap_efficiency && c.launch_floor && c.fsdp_semantics;
+         c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && job.profile.overlaps.empty();
 }
 
 // The framework as the model uses it under the job's ModelChoices.
@@ -115,6 +116,18 @@ Framework Effective(const Job& job) {
   }
   if (!c.launch_floor) f.launch.kernel_launch_overhead_s = 0;
   if (!c.fsdp_semantics) f.sharding = ShardingModel{};
+  // Overlap efficiencies measured on the cluster replace the preset's.
+  for (const RateProfile::Overlap& o : job.profile.overlaps) {
+    OverlapMechanism* m = o.mechanism == "tp_comm"             ? &f.overlap.tp_comm
+                          : o.mechanism == "dp_grad_reduce"    ? &f.overlap.dp_grad_reduce
+                          : o.mechanism == "dp_param_gather"   ? &f.overlap.dp_param_gather
+                          : o.mechanism == "fsdp_param_gather" ? &f.overlap.fsdp_param_gather
+                          : o.mechanism == "pp_p2p"            ? &f.overlap.pp_p2p
+                          : o.mechanism == "cp_ring"           ? &f.overlap.cp_ring
+                          : o.mechanism == "ep_all_to_all"     ? &f.overlap.ep_all_to_all
+                                                               : nullptr;
+    if (m != nullptr) m->efficiency = o.efficiency;
+  }
   return f;
 }
 
@@ -122,7 +135,7 @@ class StepModel {
  public:
   explicit StepModel(const Job& job)
       : job_(job),
-        fw_(AllOn(job.choices) ? job.framework : (fw_copy_ = Effective(job))),
+        fw_(AllOn(job) ? job.framework : (fw_copy_ = Effective(job))),
         m_(Resolve(job.model, m_storage_)),
         t_(job.training),
         p_(job.parallelism),

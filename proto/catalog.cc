@@ -204,16 +204,14 @@ absl::Status CheckOverlap(const v1::OverlapMechanism& m, const std::string& path
 }
 }  // namespace
 
-absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, const std::string& prefix) {
-  Framework fw;
-  fw.name = spec.name();
-  fw.display_name = spec.display_name().empty() ? spec.name() : spec.display_name();
-  const auto& a = spec.attention();
-  fw.attention.kernel = a.kernel();
-  fw.attention.fused = a.fused();
+// One attention kernel of a framework preset; errors name "<path>.rates[i].<field>".
+absl::StatusOr<AttentionKernel> AttentionKernelFromProto(const v1::AttentionKernel& a, const std::string& path) {
+  AttentionKernel out;
+  out.kernel = a.kernel();
+  out.fused = a.fused();
   for (int i = 0; i < a.rates_size(); ++i) {
     const auto& r = a.rates(i);
-    const std::string f = absl::StrCat(prefix, ".attention.rates[", i, "]");
+    const std::string f = absl::StrCat(path, ".rates[", i, "]");
     if (!(r.forward_flops_per_s() > 0 && std::isfinite(r.forward_flops_per_s()))) {
       return absl::InvalidArgumentError(absl::StrCat(f, ".forward_flops_per_s: must be a finite number > 0"));
     }
@@ -233,7 +231,27 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     ar.forward_flops_per_s = r.forward_flops_per_s();
     ar.backward_flops_per_s = r.backward_flops_per_s();
     ar.source = r.source();
-    fw.attention.rates.push_back(std::move(ar));
+    out.rates.push_back(std::move(ar));
+  }
+  return out;
+}
+
+absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, const std::string& prefix) {
+  Framework fw;
+  fw.name = spec.name();
+  fw.display_name = spec.display_name().empty() ? spec.name() : spec.display_name();
+  {
+    absl::StatusOr<AttentionKernel> k = AttentionKernelFromProto(spec.attention(), prefix + ".attention");
+    if (!k.ok()) return k.status();
+    fw.attention = *std::move(k);
+  }
+  for (int i = 0; i < spec.alternative_attention_size(); ++i) {
+    absl::StatusOr<AttentionKernel> k =
+        AttentionKernelFromProto(spec.alternative_attention(i), absl::StrCat(prefix, ".alternative_attention[", i, "]"));
+    if (!k.ok()) return k.status();
+    if (k->kernel.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ".alternative_attention[", i, "].kernel: required"));
+    }
   }
   const auto& e = spec.elementwise();
   fw.elementwise_traffic_factor = e.traffic_factor() == 0 ? 1.0 : e.traffic_factor();

@@ -54,6 +54,9 @@ class Catalog {
   std::map<std::string, v1::FrameworkSpec> frameworks_;  // as written (base unresolved)
 };
 
+// Core view of one attention kernel of a framework preset; errors name "<path>.rates[i]...".
+absl::StatusOr<AttentionKernel> AttentionKernelFromProto(const v1::AttentionKernel& a, const std::string& path);
+
 // Core view of a resolved framework spec. Errors name "<prefix>.<field>" (rates must be > 0,
 // efficiencies in [0, 1], ...).
 absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, const std::string& prefix);

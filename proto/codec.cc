@@ -383,6 +383,20 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
     r.collectives.push_back(std::move(cr));
   }
   for (const auto& n : p.notes()) r.notes.push_back(n);
+  static const char* const kMechanisms[] = {"tp_comm", "dp_grad_reduce", "dp_param_gather", "fsdp_param_gather",
+                                            "pp_p2p", "cp_ring", "ep_all_to_all"};
+  for (int i = 0; i < p.overlaps_size(); ++i) {
+    const auto& o = p.overlaps(i);
+    const std::string f = absl::StrCat(prefix, ".overlaps[", i, "]");
+    if (std::find(std::begin(kMechanisms), std::end(kMechanisms), o.mechanism()) == std::end(kMechanisms)) {
+      return FieldError(f + ".mechanism", absl::StrCat("'", o.mechanism(), "' is not one of: ",
+                                                         absl::StrJoin(kMechanisms, ", ")));
+    }
+    if (!(o.efficiency() >= 0 && o.efficiency() <= 1)) {
+      return FieldError(f + ".efficiency", absl::StrCat(o.efficiency(), " must be in [0, 1]"));
+    }
+    r.overlaps.push_back({o.mechanism(), o.efficiency(), o.source()});
+  }
   if (absl::Status s = ValidateRateProfile(r, prefix); !s.ok()) return s;
   return r;
 }
@@ -418,6 +432,12 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
     x->set_source(c.source);
   }
   for (const auto& n : r.notes) p.add_notes(n);
+  for (const auto& o : r.overlaps) {
+    auto* x = p.add_overlaps();
+    x->set_mechanism(o.mechanism);
+    x->set_efficiency(o.efficiency);
+    x->set_source(o.source);
+  }
   return p;
 }
 
@@ -667,6 +687,30 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     }
   }
   if (absl::Status s = ApplyFrameworkDefaults(spec, *fw_spec, &assumed); !s.ok()) return s;
+  // The attention kernel the job (or a default) selects among the framework's.
+  if (const std::string& kernel = spec.training().attention_kernel();
+      !kernel.empty() && kernel != job.framework.attention.kernel) {
+    std::vector<std::string> known = {job.framework.attention.kernel};
+    bool found = false;
+    for (int i = 0; i < fw_spec->alternative_attention_size() && !found; ++i) {
+      const v1::AttentionKernel& k = fw_spec->alternative_attention(i);
+      known.push_back(k.kernel());
+      if (k.kernel() != kernel) continue;
+      absl::StatusOr<AttentionKernel> a = AttentionKernelFromProto(k, "framework.alternative_attention");
+      if (!a.ok()) return a.status();
+      job.framework.attention = *std::move(a);
+      found = true;
+    }
+    if (!found && kernel == "unfused") {
+      job.framework.attention = AttentionKernel{.kernel = "unfused", .fused = false, .rates = {}};
+      found = true;
+    }
+    if (!found) {
+      return FieldError("training.attention_kernel",
+                        absl::StrCat("'", kernel, "' is not a kernel of framework ", job.framework.name,
+                                     "; known: ", absl::StrJoin(known, ", "), ", unfused"));
+    }
+  }
   const std::string fw_name = job.framework.name;
   auto fallback = [&](const std::string& path, const std::string& value, const std::string& why) {
     return ApplyDefault(spec, path, value, absl::StrCat("stepcast fallback (", fw_name, " documents none): ", why),

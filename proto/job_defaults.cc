@@ -36,6 +36,7 @@ v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::Fram
   }
   for (const v1::NamedSetting& ns : child.settings()) *out.add_settings() = ns;
   for (const v1::Recipe& r : child.recipes()) *out.add_recipes() = r;
+  for (const v1::AttentionKernel& k : child.alternative_attention()) *out.add_alternative_attention() = k;
   for (const v1::FrameworkDefault& dflt : child.defaults()) {
     bool replaced = false;
     for (v1::FrameworkDefault& o : *out.mutable_defaults()) {

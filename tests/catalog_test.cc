@@ -1,10 +1,13 @@
 // The preset catalog: every required preset is present, loads, and names its sources.
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "proto/job_defaults.h"
 #include "tests/test_util.h"
 
 namespace stepcast {
@@ -264,6 +267,160 @@ TEST(HardwarePresetForGpuName, DriverAndPaperNames) {
   // Every mapped name resolves to a preset that exists.
   for (const auto& [name, preset] : cases) {
     EXPECT_TRUE(testing::BuiltinCatalog().FindHardware(preset).ok()) << preset;
+  }
+}
+
+// Framework recipes (presets/frameworks/*.yaml `recipes`, issue 9). Every recipe of every preset
+// is well formed: it names models and a source, its architectures are GPU generations that
+// hardware presets use, its precisions are GEMM dtypes, and each value parses into its job field
+// (a bad path or value here would only fail later, on the first job that matches the recipe).
+TEST(Catalog, EveryFrameworkRecipeIsWellFormed) {
+  const Catalog& cat = testing::BuiltinCatalog();
+  std::set<std::string> architectures;
+  for (const auto& [name, hw] : cat.hardware()) architectures.insert(hw.architecture);
+  int recipes = 0;
+  for (const std::string& fw_name : cat.FrameworkNames()) {
+    absl::StatusOr<v1::FrameworkSpec> fw = cat.FindFramework(fw_name);
+    ASSERT_TRUE(fw.ok()) << fw.status();
+    for (int i = 0; i < fw->recipes_size(); ++i) {
+      const v1::Recipe& r = fw->recipes(i);
+      SCOPED_TRACE(fw_name + " recipe " + std::to_string(i) + (r.models_size() > 0 ? " " + r.models(0) : ""));
+      ++recipes;
+      EXPECT_GT(r.models_size(), 0);
+      EXPECT_FALSE(r.source().empty());
+      EXPECT_GT(r.values_size(), 0);
+      for (const std::string& a : r.architectures()) EXPECT_TRUE(architectures.count(a)) << a;
+      for (const std::string& p : r.precisions()) EXPECT_TRUE(p == "bf16" || p == "fp8" || p == "fp16") << p;
+      for (const v1::FrameworkDefault& d : r.values()) {
+        EXPECT_FALSE(d.source().empty()) << d.field();
+        v1::JobSpec spec;
+        std::vector<AssumedInput> assumed;
+        ASSERT_TRUE(ApplyDefault(spec, d.field(), d.value(), d.source(), &assumed).ok()) << d.field() << " = " << d.value();
+        absl::StatusOr<bool> set = JobFieldIsSet(spec, d.field());
+        ASSERT_TRUE(set.ok());
+        // activation_offload_fraction 0 would read as unset; no recipe should write a no-op.
+        EXPECT_TRUE(*set) << d.field() << " = " << d.value() << " leaves the field unset";
+      }
+    }
+  }
+  // nemo, megatron-bridge (with nemo's), maxtext, paxml (with maxtext's), llm-foundry,
+  // torchtitan, torchtitan-compile (with torchtitan's).
+  EXPECT_GE(recipes, 40);
+}
+
+// Two recipes reach the jobs they are written for: their values arrive in the Job and are
+// listed as assumed with the recipe's source, values the job states are kept, and a recipe for
+// another GPU generation or precision is not applied. Expected values read from the recipe
+// files themselves (Megatron-Bridge's DeepSeek-V3 performance recipe; NVIDIA's MLPerf GPT-3
+// NeMo configs), not from stepcast's output.
+TEST(Catalog, FrameworkRecipesReachMatchingJobs) {
+  auto assumed_source = [](const Job& job, const std::string& field) -> std::string {
+    for (const AssumedInput& a : job.assumed) {
+      if (a.field == field) return a.source;
+    }
+    return "";
+  };
+  {
+    // Megatron-Bridge DeepSeek-V3 on H100: precision-aware optimizer with bf16 moments
+    // (recipes/deepseek/deepseek_v3.py), bf16 gradient buffers and reduce, selective recompute of
+    // the MLA up-projections and the MLP, ETP 1, no DP-overlap on H100.
+    absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: deepseek-v3
+hardware: h100-sxm
+framework: megatron-bridge
+cluster: {gpu_count: 1024}
+parallelism: {tp: 2, pp: 1, ep: 64}
+training:
+  seq_length: 4096
+  global_batch_size: 8192
+  precision: {gemm: bf16}
+  overlap_tp_comm: true
+)");
+    ASSERT_TRUE(job.ok()) << job.status();
+    const TrainingConfig& t = job->training;
+    EXPECT_EQ(t.precision.optimizer_states, DType::kBF16);
+    EXPECT_EQ(t.precision.master_weights, DType::kFP32);
+    EXPECT_EQ(t.precision.grads, DType::kBF16);
+    EXPECT_EQ(t.precision.grad_reduce, DType::kBF16);
+    EXPECT_EQ(t.recompute, Recompute::kSelective);
+    EXPECT_EQ(t.recompute_modules, (std::vector<std::string>{"mla_up_proj", "mlp"}));
+    EXPECT_FALSE(t.overlap_dp_comm);
+    EXPECT_FALSE(t.fp8_param_gather);
+    EXPECT_EQ(job->parallelism.etp, 1);
+    EXPECT_TRUE(t.overlap_tp_comm);  // stated by the job: the recipe's false is not applied
+    EXPECT_EQ(assumed_source(*job, "training.overlap_tp_comm"), "");
+    const std::string states = assumed_source(*job, "training.precision.optimizer_states");
+    EXPECT_NE(states.find("framework megatron-bridge recipe for deepseek-v3"), std::string::npos) << states;
+    EXPECT_NE(states.find("src/megatron/bridge/recipes/deepseek/deepseek_v3.py"), std::string::npos) << states;
+    EXPECT_NE(states.find("exp_avg_dtype = torch.bfloat16"), std::string::npos) << states;
+    const std::string modules = assumed_source(*job, "training.recompute_modules");
+    EXPECT_NE(modules.find("deepseek_workload_base_configs.py"), std::string::npos) << modules;
+    EXPECT_NE(assumed_source(*job, "parallelism.etp").find("expert_tensor_parallel_size=1"), std::string::npos);
+  }
+  {
+    // The same job on B200 takes the Blackwell recipe (mla_up_proj only) and keeps DP overlap.
+    absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: deepseek-v3
+hardware: b200
+framework: megatron-bridge
+cluster: {gpu_count: 256}
+parallelism: {tp: 1, pp: 16, ep: 8}
+training: {seq_length: 4096, global_batch_size: 2048, precision: {gemm: bf16}}
+)");
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->training.recompute_modules, (std::vector<std::string>{"mla_up_proj"}));
+    EXPECT_TRUE(job->training.overlap_dp_comm);  // Megatron-Bridge's default, not the H100 recipe
+  }
+  // NVIDIA's MLPerf GPT-3 175B (NeMo): FP8 with FP8 parameters, bf16 gradient reduce, no
+  // recompute or dropout, TE TP overlap; CUDA graphs in the B200 config.
+  const std::string mlperf = R"yaml(
+model:
+  shape: {name: "GPT-3 175B (MLPerf reference)", layers: 96, hidden_size: 12288, attention_heads: 96,
+          ffn_hidden_size: 49152, ffn_type: gelu, vocab_size: 51200, tied_embeddings: true,
+          linear_bias: true, learned_position_embeddings: 2048, norm_type: layernorm}
+framework: nemo
+cluster: {gpu_count: 512}
+parallelism: {tp: 4, pp: 8, vpp: 4}
+training:
+  seq_length: 2048
+  global_batch_size: 1024
+  micro_batch_size: 2
+)yaml";
+  {
+    absl::StatusOr<Job> job = testing::JobFromYaml("hardware: b200\n" + mlperf);
+    ASSERT_TRUE(job.ok()) << job.status();
+    const TrainingConfig& t = job->training;
+    EXPECT_EQ(t.precision.gemm, DType::kFP8);  // the job states no GEMM dtype: the recipe's fp8
+    EXPECT_TRUE(t.fp8_param_gather);
+    EXPECT_TRUE(t.cuda_graphs);
+    EXPECT_EQ(t.precision.grad_reduce, DType::kBF16);
+    EXPECT_EQ(t.precision.grads, DType::kBF16);
+    EXPECT_EQ(t.recompute, Recompute::kNone);  // not the launcher GPT-3 175B recipe's selective
+    EXPECT_FALSE(t.dropout);
+    EXPECT_TRUE(t.overlap_tp_comm);
+    const std::string params = assumed_source(*job, "training.fp8_param_gather");
+    EXPECT_NE(params.find("framework nemo recipe for GPT-3 175B (MLPerf reference)"), std::string::npos) << params;
+    EXPECT_NE(params.find("FP8_PARAMS=True"), std::string::npos) << params;
+    EXPECT_NE(assumed_source(*job, "training.precision.grad_reduce").find("grad_sync_dtype: bf16"),
+              std::string::npos);
+    EXPECT_NE(assumed_source(*job, "training.cuda_graphs").find("LAYER_CUDA_GRAPH=1"), std::string::npos);
+  }
+  {
+    // On H100 the CUDA-graph recipe (Blackwell) does not apply: the framework's default holds.
+    absl::StatusOr<Job> job = testing::JobFromYaml("hardware: h100-sxm\n" + mlperf);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_FALSE(job->training.cuda_graphs);
+    EXPECT_EQ(assumed_source(*job, "training.cuda_graphs").find("recipe"), std::string::npos);
+    EXPECT_TRUE(job->training.fp8_param_gather);
+  }
+  {
+    // A bf16 job skips the fp8-only recipe but keeps the others.
+    absl::StatusOr<Job> job =
+        testing::JobFromYaml("hardware: h100-sxm\n" + mlperf + "  precision: {gemm: bf16}\n");
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->training.precision.gemm, DType::kBF16);
+    EXPECT_FALSE(job->training.fp8_param_gather);
+    EXPECT_EQ(job->training.precision.grad_reduce, DType::kBF16);
   }
 }
 

@@ -114,8 +114,22 @@ int Runs(const RunsArgs& args);
 // (one per rank, merged: the slowest rank sets each step), or nothing with run:<id> when the run
 // carries a measured breakdown. Prints predicted vs measured step time, MFU and each term
 // (plugin/compare.h CompareTerms), the largest gap first; --json: stepcast.v1.Comparison.
+// html_path: also write the comparison as a page (cli/html.h ComparisonPage).
 int Compare(const std::string& prediction, const std::vector<std::string>& measured, const ClientOptions& client,
-            bool json = false);
+            bool json = false, const std::string& html_path = "");
+
+// What a client sends for a job file or a training command, as `stepcast preflight` builds it:
+// the job file read (YAML/JSON/text proto) with a local Hugging Face config.json inlined as
+// model.shape (relative to the file's directory), or a Megatron-LM / torchtitan command
+// imported and finalized with gpus/hardware/gpus_per_node. `ignored`: the command's arguments
+// that are not modelled. `stepcast import` prints `spec` as JSON (the Python client calls it).
+// Errors: InvalidArgument / NotFound naming the file, field or flag.
+struct ImportedSpec {
+  v1::JobSpec spec;
+  std::vector<std::string> ignored;
+};
+absl::StatusOr<ImportedSpec> ImportJobSpec(const std::string& job_path, const std::vector<std::string>& command,
+                                           int64_t gpus, const std::string& hardware, int64_t gpus_per_node);
 
 // Reads probe reports (one per rank; several processes of one rank: the one with steps) and
 // merges them.

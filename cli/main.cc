@@ -1,17 +1,17 @@
 // stepcast: predict what an LLM training job will do before it runs.
 //
-//   stepcast predict JOB.yaml [--json] [--profile FILE] [--mfu X]
+//   stepcast predict JOB.yaml [--json] [--profile FILE] [--mfu X] [--html FILE]
 //   stepcast plan --target-tokens-per-s 2e5 --hardware h100-sxm,h200,l4
 //   stepcast plan --budget-usd 2e6 --days 30 --params 30e9 --tokens 600e9 --hardware h100-sxm
 //   stepcast catalog
-//   stepcast validate published_runs.csv [--json]
+//   stepcast validate published_runs.csv [--json] [--html FILE]
 //   stepcast serve [--listen ADDR] [--db FILE] [--profiles-dir DIR] [--token-file F] [--tls-cert C --tls-key K]
 //   stepcast preflight JOB --server ADDR [policy flags]   exit 0 PASS, 3 WARN, 4 FAIL, 1 error, 2 invalid
 //   stepcast report --server ADDR (--prediction-id ID | --job JOB) (--step-time-s S | --tokens-per-s T)
 //   stepcast runs --server ADDR [--cluster C] [--model M] [--label k=v]
 //   stepcast profile list|get|put [NAME] [FILE] --server ADDR
 //   stepcast trace TRACE... [--json] [--no-markers]     Kineto / torch.profiler traces, per step
-//   stepcast compare PREDICTION [PROBE_REPORTS... | TRACES...] [--json]
+//   stepcast compare PREDICTION [PROBE_REPORTS... | TRACES...] [--json] [--html FILE]
 //
 // Exit codes: 0 success; 1 an internal, I/O or connection error; 2 invalid input (the message
 // names the field and the reason); preflight adds 3 (WARN) and 4 (FAIL).
@@ -22,8 +22,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "cli/cli.h"
+#include "cli/html.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
 #include "proto/launch_args.h"
@@ -70,6 +72,8 @@ int main(int argc, char** argv) {
   predict->add_flag("--json", json, "print the prediction as JSON (stepcast.v1.Prediction)");
   predict->add_option("--profile", profile_path, "rate profile file (from stepcast-calibrate)");
   predict->add_option("--mfu", mfu, "quick estimate at an assumed MFU in (0, 1] (seeds 001, 004)");
+  std::string html_path;  // --html FILE on every command that draws a page (cli/html.h)
+  predict->add_option("--html", html_path, "also write the prediction as a static HTML page (breakdown, memory)");
 
   // plan
   auto* plan = app.add_subcommand("plan", "size a cluster for a throughput target or a budget");
@@ -103,6 +107,7 @@ int main(int argc, char** argv) {
   bool validate_json = false;
   validate->add_option("csv", csv_path, "CSV with the columns of published_runs.csv")->required();
   validate->add_flag("--json", validate_json, "print rows and summary as JSON");
+  validate->add_option("--html", html_path, "also write a static HTML page (predicted vs measured, per-source errors)");
   std::string informed_path, explain_row;
   validate->add_option("--explain", explain_row, "print the full prediction of one row (its row_id)");
   validate->add_option("--informed", informed_path,
@@ -205,6 +210,7 @@ int main(int argc, char** argv) {
   compare->add_option("measured", cmp_measured, "probe reports or Kineto traces, one per rank");
   bool cmp_json = false;
   compare->add_flag("--json", cmp_json, "print the comparison as JSON (stepcast.v1.Comparison)");
+  compare->add_option("--html", html_path, "also write a static HTML page (each term predicted vs measured)");
   add_client(compare);
 
   // trace
@@ -214,6 +220,16 @@ int main(int argc, char** argv) {
   trace_cmd->add_flag("--json", ta.json, "print as JSON (stepcast.v1.TraceReport)");
   trace_cmd->add_flag("--no-markers", ta.no_markers, "ignore ProfilerStep / step annotations: steps from the kernel period");
   trace_cmd->add_option("--warmup", ta.warmup_steps, "first steps left out")->capture_default_str();
+
+  // import (hidden): the JobSpec a client sends, as JSON; the Python client's importer.
+  auto* import_cmd = app.add_subcommand("import", "print the JobSpec of a job file or training command as JSON");
+  import_cmd->group("");
+  std::string im_job, im_hardware;
+  int64_t im_gpus = 0, im_gpus_per_node = 0;
+  import_cmd->add_option("job", im_job, "job file (a local hf_config is inlined); or -- TRAINING COMMAND");
+  import_cmd->add_option("--gpus", im_gpus, "GPU count, with -- TRAINING COMMAND");
+  import_cmd->add_option("--hardware", im_hardware, "hardware preset, with -- TRAINING COMMAND");
+  import_cmd->add_option("--gpus-per-node", im_gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
 
   // profile
   auto* profile_cmd = app.add_subcommand("profile", "list, get or put calibration profiles on the service");
@@ -286,8 +302,24 @@ int main(int argc, char** argv) {
     if (rs_before.empty()) rsa.request.clear_max_start_time();
     return cli::Runs(rsa);
   }
+  if (*import_cmd) {
+    absl::StatusOr<cli::ImportedSpec> imported =
+        cli::ImportJobSpec(im_job, training_cmd, im_gpus, im_hardware, im_gpus_per_node);
+    if (!imported.ok()) return Fail(imported.status());
+    for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
+    // Only the fields that are set (no UNSPECIFIED enums), so the JSON reads back as a job file.
+    std::string out;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.preserve_proto_field_names = true;
+    opts.add_whitespace = true;
+    if (!google::protobuf::util::MessageToJsonString(imported->spec, &out, opts).ok()) {
+      return Fail(absl::InternalError("import: the job does not print as JSON"));
+    }
+    std::cout << out;
+    return 0;
+  }
   if (*profile_cmd) return cli::Profile(client, pr_action, pr_name, pr_file, pr_version);
-  if (*compare) return cli::Compare(cmp_prediction, cmp_measured, client, cmp_json);
+  if (*compare) return cli::Compare(cmp_prediction, cmp_measured, client, cmp_json, html_path);
   if (*trace_cmd) return cli::Trace(ta);
   if (*predict) {
     std::optional<RateProfile> profile;
@@ -319,6 +351,11 @@ int main(int argc, char** argv) {
       std::cout << ToJson(PredictionToProto(*p));
     } else {
       std::cout << cli::FormatReport(*job, *p);
+    }
+    if (!html_path.empty()) {
+      if (absl::Status s = html::WritePage(html_path, html::PredictionPage(PredictionToProto(*p), &*job)); !s.ok()) {
+        return Fail(s);
+      }
     }
     return 0;
   }
@@ -369,6 +406,10 @@ int main(int argc, char** argv) {
     absl::StatusOr<v1::ValidationReport> r = cli::Validate(csv_path, *catalog, informed_path);
     if (!r.ok()) return Fail(r.status());
     std::cout << (validate_json ? ToJson(*r) : cli::FormatValidation(*r));
+    if (!html_path.empty()) {
+      const std::string name = csv_path.substr(csv_path.find_last_of('/') + 1);
+      if (absl::Status s = html::WritePage(html_path, html::ValidationPage(*r, name)); !s.ok()) return Fail(s);
+    }
     return 0;
   }
   return 0;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
+#include "cli/html.h"
 #include "plugin/compare.h"
 #include "plugin/probe/trace_analysis.h"
 #include "plugin/trace/kineto_trace.h"
@@ -129,7 +130,7 @@ int Trace(const TraceArgs& a) {
 }
 
 int Compare(const std::string& prediction_arg, const std::vector<std::string>& measured, const ClientOptions& client,
-            bool json) {
+            bool json, const std::string& html_path) {
   v1::Prediction pred;
   v1::StepMeasurement meas;
   std::string title, source;
@@ -182,6 +183,9 @@ int Compare(const std::string& prediction_arg, const std::vector<std::string>& m
   c.set_measured_steps(steps);
   c.set_ranks(ranks);
   std::cout << (json ? ToJson(c) : FormatTermComparison(c));
+  if (!html_path.empty()) {
+    if (absl::Status s = html::WritePage(html_path, html::ComparisonPage(c)); !s.ok()) return Fail(s);
+  }
   return 0;
 }
 

@@ -1,32 +1,229 @@
 """Python client of the stepcast service, for Python launchers (torchrun wrappers, SkyPilot
 admin policies, CI pipelines).
 
-    from stepcast_client import StepcastClient, job_from_dict
-    client = StepcastClient("127.0.0.1:50051", token=open("token").read().strip())
-    verdict = client.preflight(job_from_dict({...}), min_mfu=0.3)
-    if verdict.verdict == FAIL: refuse to launch
-    client.report_run(prediction_id=verdict.prediction_id, measured_step_time_s=14.2)
+    from stepcast_client import StepcastClient, load_job, FAIL
+    with StepcastClient("127.0.0.1:50051", token=open("token").read().strip()) as client:
+        verdict = client.preflight(load_job("job.yaml"), min_mfu=0.3)
+        if verdict.verdict == FAIL: refuse to launch
+        client.report_run(prediction_id=verdict.prediction_id, measured_step_time_s=14.2)
 
-The stubs (stepcast.v1.*_pb2) are generated from proto/stepcast/v1 at build time into
-build/python; put that directory and plugin/python on PYTHONPATH.
+Units are in the names: *_s seconds, *_bytes bytes, *_usd US dollars, *_per_s per second;
+mfu/hfu are fractions in [0, 1].
+
+Results are typed (Prediction, PreflightResult, Run, Reason dataclasses); each keeps the
+service's message as `.proto`, has `to_dict()` (the message as a dict, proto field names), and
+reads any other field of the message as an attribute (`prediction.memory.items`).
+
+Jobs: job_from_dict (a dict in the job-file form, docs/JOB_SPEC.md), load_job (JSON or YAML file;
+a local Hugging Face config.json or a text-proto file is read by the `stepcast` binary) and
+job_from_command (a Megatron-LM or torchtitan command line, imported by the `stepcast` binary).
+The binary is used rather than a second parser in Python so the client and the CLI turn a file
+or a command into exactly the same job; it is found as the `stepcast=` argument, $STEPCAST_BIN,
+or `stepcast` on PATH.
+
+The gRPC stubs (stepcast_client._proto) are generated from proto/stepcast/v1 by the CMake build.
 """
 
+import enum
+import json
 import os
+import shutil
+import subprocess
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Union
 
-import grpc
-from google.protobuf import json_format
+try:
+    import grpc
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("stepcast_client needs the 'grpcio' package (Debian: apt-get install python3-grpcio; "
+                      f"elsewhere: pip install grpcio): {e}") from e
+try:
+    from google.protobuf import json_format
+except ImportError as e:  # pragma: no cover
+    raise ImportError("stepcast_client needs the 'protobuf' package (Debian: apt-get install python3-protobuf; "
+                      f"elsewhere: pip install protobuf): {e}") from e
+try:
+    from stepcast_client._proto.stepcast.v1 import job_pb2, prediction_pb2, service_pb2, service_pb2_grpc
+except ImportError as e:  # pragma: no cover
+    raise ImportError("stepcast_client: cannot import its generated gRPC stubs (stepcast_client._proto): build "
+                      "stepcast (scripts/setup.sh) and reinstall the package; with an older 'protobuf' than 4.21 "
+                      f"upgrade it: {e}") from e
 
-from stepcast.v1 import job_pb2, prediction_pb2, service_pb2, service_pb2_grpc
+__all__ = [
+    "StepcastClient", "Prediction", "PreflightResult", "Reason", "Run", "Verdict", "PASS", "WARN", "FAIL",
+    "verdict_name", "job_from_dict", "load_job", "job_from_command", "StepcastImportWarning",
+]
 
-__all__ = ["StepcastClient", "job_from_dict", "load_job", "PASS", "WARN", "FAIL", "verdict_name"]
 
-PASS = service_pb2.VERDICT_PASS
-WARN = service_pb2.VERDICT_WARN
-FAIL = service_pb2.VERDICT_FAIL
+class Verdict(enum.IntEnum):
+    """A pre-flight verdict (service.proto Verdict): PASS, WARN, or FAIL (do not launch)."""
+
+    UNSPECIFIED = service_pb2.VERDICT_UNSPECIFIED
+    PASS = service_pb2.VERDICT_PASS
+    WARN = service_pb2.VERDICT_WARN
+    FAIL = service_pb2.VERDICT_FAIL
+
+
+PASS, WARN, FAIL = Verdict.PASS, Verdict.WARN, Verdict.FAIL
 
 
 def verdict_name(v):
-    return service_pb2.Verdict.Name(v).replace("VERDICT_", "")
+    """"PASS", "WARN" or "FAIL" for a Verdict or the proto's integer."""
+    return Verdict(int(v)).name
+
+
+def _to_dict(message):
+    """A message as a dict with the proto field names, every field printed (protobuf >= 5.26
+    renamed the flag)."""
+    try:
+        return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                         always_print_fields_with_no_presence=True)
+    except TypeError:
+        return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                         including_default_value_fields=True)
+
+
+class _Result:
+    """Shared by the result dataclasses: to_dict(), and the message's other fields as attributes."""
+
+    proto: Any
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The service's message as a dict (proto field names; numbers in the proto's units)."""
+        return _to_dict(self.proto)
+
+    def __getattr__(self, name):
+        if name == "proto" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.proto, name)
+
+
+def _bottleneck_name(kind):
+    return prediction_pb2.BottleneckKind.Name(kind).replace("BOTTLENECK_KIND_", "").lower()
+
+
+@dataclass(frozen=True)
+class Prediction(_Result):
+    """What the model predicts for a job (stepcast.v1.Prediction).
+
+    step_time_s: seconds per training step (slowest pipeline stage); tokens_per_s: whole job;
+    mfu / hfu: model / hardware FLOPs utilization, fractions of the datasheet peak (PaLM App. B);
+    bottleneck: "compute", "memory_bandwidth", "network_intra_node", "network_inter_node" or
+    "pipeline_bubble", with its reason; breakdown_s: seconds per step by term (gemm_s, tp_comm_s,
+    pipeline_bubble_s, ...; the terms add up to step_time_s); memory_*_bytes: per GPU, most loaded
+    stage (bytes, not GiB); fits: whether it fits in the GPU's memory; costs in US dollars.
+    """
+
+    job_name: str
+    model_name: str
+    hardware_name: str
+    gpu_count: int
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    bottleneck: str
+    bottleneck_reason: str
+    breakdown_s: Dict[str, float]
+    memory_total_bytes: float
+    memory_capacity_bytes: float
+    fits: bool
+    cost_per_hour_usd: float
+    cost_per_run_usd: float
+    time_to_train_s: float
+    warnings: List[str]
+    proto: prediction_pb2.Prediction = field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, p):
+        return cls(
+            job_name=p.job_name, model_name=p.model_name, hardware_name=p.hardware_name, gpu_count=p.gpu_count,
+            step_time_s=p.step_time_s, tokens_per_s=p.tokens_per_s, tokens_per_s_per_gpu=p.tokens_per_s_per_gpu,
+            mfu=p.mfu, hfu=p.hfu, bottleneck=_bottleneck_name(p.bottleneck.kind),
+            bottleneck_reason=p.bottleneck.reason,
+            breakdown_s={f.name: getattr(p.breakdown, f.name) for f in p.breakdown.DESCRIPTOR.fields},
+            memory_total_bytes=p.memory.total_bytes, memory_capacity_bytes=p.memory.capacity_bytes,
+            fits=p.memory.fits, cost_per_hour_usd=p.cost.per_hour_usd, cost_per_run_usd=p.cost.per_run_usd,
+            time_to_train_s=p.cost.time_to_train_s, warnings=list(p.warnings), proto=p)
+
+
+@dataclass(frozen=True)
+class Reason(_Result):
+    """One pre-flight rule that triggered: rule ("memory_fit", "min_mfu", "max_step_time_s", ...),
+    its verdict, a sentence, and the value against the limit (in the rule's unit: a fraction for
+    min_mfu / max_memory_fraction, seconds, US dollars)."""
+
+    rule: str
+    verdict: Verdict
+    message: str
+    value: float
+    limit: float
+    proto: service_pb2.PreflightReason = field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, r):
+        return cls(rule=r.rule, verdict=Verdict(r.verdict), message=r.message, value=r.value, limit=r.limit,
+                   proto=r)
+
+
+@dataclass(frozen=True)
+class PreflightResult(_Result):
+    """The service's verdict on a job (stepcast.v1.PreflightResponse): `verdict`, the `reasons`
+    that triggered, the `prediction`, and the `prediction_id` to pass to report_run after the
+    run. `passed` is False only for FAIL (WARN launches)."""
+
+    verdict: Verdict
+    reasons: List[Reason]
+    prediction: Prediction
+    prediction_id: str
+    proto: service_pb2.PreflightResponse = field(repr=False, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict != Verdict.FAIL
+
+    @classmethod
+    def from_proto(cls, r):
+        return cls(verdict=Verdict(r.verdict), reasons=[Reason.from_proto(x) for x in r.reasons],
+                   prediction=Prediction.from_proto(r.prediction), prediction_id=r.prediction_id, proto=r)
+
+
+@dataclass(frozen=True)
+class Run(_Result):
+    """A measured run stored with its prediction (stepcast.v1.Run): step times in seconds, MFU as
+    fractions, step_time_error_pct = (predicted - measured) / measured x 100, and the category
+    that explains most of the difference when a measured breakdown was reported."""
+
+    run_id: str
+    prediction_id: str
+    cluster: str
+    model: str
+    hardware: str
+    gpu_count: int
+    predicted_step_time_s: float
+    measured_step_time_s: float
+    predicted_mfu: float
+    measured_mfu: float
+    step_time_error_pct: float
+    largest_difference: str
+    labels: Dict[str, str]
+    proto: service_pb2.Run = field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, r):
+        return cls(run_id=r.run_id, prediction_id=r.prediction_id, cluster=r.cluster, model=r.model,
+                   hardware=r.hardware, gpu_count=r.gpu_count, predicted_step_time_s=r.predicted_step_time_s,
+                   measured_step_time_s=r.measured_step_time_s, predicted_mfu=r.predicted_mfu,
+                   measured_mfu=r.measured_mfu, step_time_error_pct=r.step_time_error_pct,
+                   largest_difference=r.largest_difference, labels=dict(r.labels), proto=r)
+
+
+# ---- jobs ----
+
+class StepcastImportWarning(UserWarning):
+    """A training-command argument the model does not read (reported by `stepcast import`)."""
 
 
 def _normalize(value, descriptor, path):
@@ -38,26 +235,31 @@ def _normalize(value, descriptor, path):
         raise ValueError(f"{path or '(top level)'}: expected a mapping")
     out = {}
     for key, v in value.items():
-        field = descriptor.fields_by_name.get(key) or descriptor.fields_by_camelcase_name.get(key)
-        if field is None:
+        field_ = descriptor.fields_by_name.get(key) or descriptor.fields_by_camelcase_name.get(key)
+        if field_ is None:
             raise ValueError(f"{path + '.' if path else ''}{key}: unknown field")
         fpath = f"{path + '.' if path else ''}{key}"
-        if field.message_type is not None and field.label != field.LABEL_REPEATED:
-            v = _normalize(v, field.message_type, fpath)
-        elif field.message_type is not None:
-            v = [_normalize(x, field.message_type, f"{fpath}[{i}]") for i, x in enumerate(v)]
-        elif field.enum_type is not None:
-            names = field.enum_type.values_by_name
-            zero = field.enum_type.values[0].name
+        if field_.message_type is not None and field_.label != field_.LABEL_REPEATED:
+            v = _normalize(v, field_.message_type, fpath)
+        elif field_.message_type is not None:
+            v = [_normalize(x, field_.message_type, f"{fpath}[{i}]") for i, x in enumerate(v)]
+        elif field_.enum_type is not None:
+            names = field_.enum_type.values_by_name
+            zero = field_.enum_type.values[0].name
             prefix = zero[: -len("UNSPECIFIED")]
-            conv = lambda s: s if s in names else prefix + str(s).upper().replace("-", "_")
+
+            def conv(s, names=names, prefix=prefix):
+                return s if s in names else prefix + str(s).upper().replace("-", "_")
+
             v = [conv(x) for x in v] if isinstance(v, list) else conv(v)
-        out[field.name] = v
+        out[field_.name] = v
     return out
 
 
-def job_from_dict(d):
-    """A JobSpec from a dict in the job-file form (docs/JOB_SPEC.md). ValueError names the field."""
+def job_from_dict(d: Dict[str, Any]) -> job_pb2.JobSpec:
+    """A JobSpec from a dict in the job-file form (docs/JOB_SPEC.md): presets by name, short enum
+    names. ValueError names the field. A model.hf_config path is left as is: use load_job, which
+    inlines it, since the service reads no files."""
     spec = job_pb2.JobSpec()
     try:
         json_format.ParseDict(_normalize(d, spec.DESCRIPTOR, ""), spec)
@@ -66,32 +268,101 @@ def job_from_dict(d):
     return spec
 
 
-def load_job(path):
-    """A JobSpec from a .json or .yaml job file (YAML needs PyYAML)."""
+def _stepcast_binary(stepcast: Optional[str], what: str) -> str:
+    path = stepcast or os.environ.get("STEPCAST_BIN") or shutil.which("stepcast")
+    if not path:
+        raise FileNotFoundError(
+            f"stepcast_client: {what} needs the stepcast binary (the same importer as the CLI): pass "
+            "stepcast='build/bin/stepcast', set STEPCAST_BIN, or put build/bin on PATH")
+    return path
+
+
+def _stepcast_import(args: Sequence[str], stepcast: Optional[str], what: str) -> job_pb2.JobSpec:
+    """Runs `stepcast import ARGS` (prints the JobSpec as JSON) and parses it. ValueError with the
+    binary's message when the input is invalid (exit 2), RuntimeError otherwise."""
+    binary = _stepcast_binary(stepcast, what)
+    r = subprocess.run([binary, "import", *args], capture_output=True, text=True, timeout=60)
+    message = r.stderr.strip().replace("stepcast: ", "")
+    if r.returncode == 2:
+        raise ValueError(message)
+    if r.returncode != 0:
+        raise RuntimeError(f"{binary} import exited {r.returncode}: {message}")
+    for line in r.stderr.splitlines():
+        if "ignored (not modelled):" in line:
+            arg = line.split("ignored (not modelled):", 1)[1].strip()
+            if arg.startswith("--"):
+                warnings.warn(f"not modelled: {arg}", StepcastImportWarning, stacklevel=3)
+    spec = job_pb2.JobSpec()
+    json_format.Parse(r.stdout, spec)
+    return spec
+
+
+def load_job(path: Union[str, os.PathLike], stepcast: Optional[str] = None) -> job_pb2.JobSpec:
+    """A JobSpec from a job file, ready to send: .json, or .yaml/.yml (needs PyYAML: Debian
+    python3-yaml) read in Python; a text proto (.textproto, .txtpb, .pbtxt) or a job whose
+    model.hf_config names a local Hugging Face config.json is read by `stepcast import`, which
+    inlines the config as model.shape (relative paths from the job file's directory), exactly as
+    `stepcast preflight` does. The job's name defaults to the file's stem. ValueError names the
+    file and field; FileNotFoundError when the file (or a needed stepcast binary) is missing."""
+    path = os.fspath(path)
     with open(path) as f:
         text = f.read()
     if path.endswith((".yaml", ".yml")):
-        import yaml  # Debian: python3-yaml
-
+        try:
+            import yaml  # Debian: python3-yaml
+        except ImportError as e:
+            raise ImportError("stepcast_client.load_job: YAML job files need the 'PyYAML' package "
+                              "(Debian: python3-yaml); JSON files need nothing") from e
         data = yaml.safe_load(text)
-    else:
-        import json
-
+    elif path.endswith(".json"):
         data = json.loads(text)
-    spec = job_from_dict(data)
+    else:
+        return _stepcast_import([path], stepcast, f"{path} (a text-proto job file)")
+    try:
+        spec = job_from_dict(data)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
     if spec.model.HasField("hf_config"):
-        raise ValueError("model.hf_config: the service reads no files; pass model.shape "
-                         "(or use `stepcast preflight`, which inlines a local config.json)")
+        spec = _stepcast_import([path], stepcast, f"{path}: model.hf_config (a Hugging Face config.json)")
     if not spec.name:
         spec.name = os.path.splitext(os.path.basename(path))[0]
     return spec
 
 
-class StepcastClient:
-    """A connection to `stepcast serve`. Errors are grpc.RpcError with the server's status code
-    and message (INVALID_ARGUMENT names the field; UNAUTHENTICATED without the token)."""
+def job_from_command(command: Sequence[str], gpus: int, hardware: str, gpus_per_node: int = 0,
+                     stepcast: Optional[str] = None) -> job_pb2.JobSpec:
+    """A JobSpec from a Megatron-LM or torchtitan training command (argv list; launcher words such
+    as torchrun and its flags are skipped), on `gpus` GPUs of the `hardware` preset
+    (gpus_per_node 0: the preset's), imported by `stepcast import` exactly as
+    `stepcast predict -- COMMAND` does (proto/launch_args.h lists the flags read). Arguments the
+    model does not read are reported as StepcastImportWarning. ValueError names the flag."""
+    args = ["--gpus", str(int(gpus)), "--hardware", hardware]
+    if gpus_per_node:
+        args += ["--gpus-per-node", str(int(gpus_per_node))]
+    return _stepcast_import([*args, "--", *command], stepcast, "importing a training command")
 
-    def __init__(self, address="127.0.0.1:50051", token=None, tls_ca=None, timeout_s=10.0):
+
+def _as_job(job) -> job_pb2.JobSpec:
+    if isinstance(job, job_pb2.JobSpec):
+        return job
+    if isinstance(job, dict):
+        return job_from_dict(job)
+    if isinstance(job, (str, os.PathLike)):
+        return load_job(job)
+    raise TypeError(f"job: expected a JobSpec, a dict or a job file path, not {type(job).__name__}")
+
+
+# ---- the client ----
+
+class StepcastClient:
+    """A connection to `stepcast serve` (address "host:port"; token: the bearer token that
+    report_run needs; tls_ca: PEM roots, to use TLS; timeout_s: per-call deadline in seconds).
+    Jobs may be JobSpecs, dicts (job_from_dict) or job file paths (load_job). Errors are
+    grpc.RpcError with the server's status code and message (INVALID_ARGUMENT names the field;
+    UNAUTHENTICATED without the token; FAILED_PRECONDITION for an unknown profile)."""
+
+    def __init__(self, address: str = "127.0.0.1:50051", token: Optional[str] = None,
+                 tls_ca: Optional[str] = None, timeout_s: float = 10.0):
         self._timeout = timeout_s
         self._metadata = ()
         if tls_ca:
@@ -118,47 +389,64 @@ class StepcastClient:
     def _call(self, method, request):
         return method(request, timeout=self._timeout, metadata=self._metadata)
 
-    def predict(self, job, profile=None):
-        req = service_pb2.PredictRequest(job=job, profile=service_pb2.ProfileRef(name=profile or ""))
-        return self._call(self._stub.Predict, req).prediction
+    def predict(self, job, profile: Optional[str] = None) -> Prediction:
+        """The prediction for a job, on the named calibration profile (default: the hardware's
+        reference profile)."""
+        req = service_pb2.PredictRequest(job=_as_job(job), profile=service_pb2.ProfileRef(name=profile or ""))
+        return Prediction.from_proto(self._call(self._stub.Predict, req).prediction)
 
-    def preflight(self, job, profile=None, min_mfu=0.0, max_memory_fraction=0.0, max_cost_per_run_usd=0.0,
-                  max_cost_per_hour_usd=0.0, max_step_time_s=0.0, warn_on_bottlenecks=(), limits_warn_only=False):
+    def preflight(self, job, profile: Optional[str] = None, min_mfu: float = 0.0, max_memory_fraction: float = 0.0,
+                  max_cost_per_run_usd: float = 0.0, max_cost_per_hour_usd: float = 0.0,
+                  max_step_time_s: float = 0.0, warn_on_bottlenecks: Sequence[str] = (),
+                  limits_warn_only: bool = False) -> PreflightResult:
+        """The verdict on a job before launching it. Limits (0 = off): min_mfu and
+        max_memory_fraction as fractions in (0, 1], costs in US dollars, max_step_time_s in
+        seconds. warn_on_bottlenecks: bottleneck names that WARN ("network_inter_node", ...).
+        limits_warn_only: breached limits WARN instead of FAIL. A job that does not fit in memory
+        always FAILs."""
         policy = service_pb2.PreflightPolicy(
             min_mfu=min_mfu, max_memory_fraction=max_memory_fraction, max_cost_per_run_usd=max_cost_per_run_usd,
             max_cost_per_hour_usd=max_cost_per_hour_usd, max_step_time_s=max_step_time_s,
             warn_on_bottlenecks=[prediction_pb2.BottleneckKind.Value("BOTTLENECK_KIND_" + b.upper())
                                  for b in warn_on_bottlenecks],
             limits_warn_only=limits_warn_only)
-        req = service_pb2.PreflightRequest(job=job, policy=policy, profile=service_pb2.ProfileRef(name=profile or ""))
-        return self._call(self._stub.Preflight, req)
+        req = service_pb2.PreflightRequest(job=_as_job(job), policy=policy,
+                                           profile=service_pb2.ProfileRef(name=profile or ""))
+        return PreflightResult.from_proto(self._call(self._stub.Preflight, req))
 
-    def report_run(self, measured_step_time_s=0.0, measured_tokens_per_s=0.0, prediction_id="", job=None,
-                   labels=None, gpu_count=0, cluster="", start_time=None, end_time=None, measured_breakdown=None):
+    def report_run(self, measured_step_time_s: float = 0.0, measured_tokens_per_s: float = 0.0,
+                   prediction_id: str = "", job=None, labels: Optional[Dict[str, str]] = None, gpu_count: int = 0,
+                   cluster: str = "", start_time=None, end_time=None,
+                   measured_breakdown: Optional[Dict[str, float]] = None) -> Run:
+        """Stores what a run measured against its prediction (prediction_id from preflight, or the
+        job, predicted now). measured_step_time_s in seconds or measured_tokens_per_s for the
+        whole job; start_time/end_time: datetimes; measured_breakdown: StepBreakdown fields in
+        seconds ({"gemm_s": ..., "exposed_communication_s": ...}). Needs the token."""
         req = service_pb2.ReportRunRequest(
             prediction_id=prediction_id, measured_step_time_s=measured_step_time_s,
             measured_tokens_per_s=measured_tokens_per_s, gpu_count=gpu_count, cluster=cluster,
             labels=labels or {})
         if job is not None:
-            req.job.CopyFrom(job)
+            req.job.CopyFrom(_as_job(job))
         if start_time is not None:
             req.start_time.FromDatetime(start_time)
         if end_time is not None:
             req.end_time.FromDatetime(end_time)
         if measured_breakdown is not None:
             json_format.ParseDict(measured_breakdown, req.measured_breakdown)
-        return self._call(self._stub.ReportRun, req).run
+        return Run.from_proto(self._call(self._stub.ReportRun, req).run)
 
-    def get_run(self, run_id):
-        return self._call(self._stub.GetRun, service_pb2.GetRunRequest(run_id=run_id)).run
+    def get_run(self, run_id: str) -> Run:
+        """One stored run by id ("run-...")."""
+        return Run.from_proto(self._call(self._stub.GetRun, service_pb2.GetRunRequest(run_id=run_id)).run)
 
-    def list_runs(self, cluster="", model="", label="", page_size=0):
-        """All matching runs, newest first (follows the pages)."""
+    def list_runs(self, cluster: str = "", model: str = "", label: str = "", page_size: int = 0) -> List[Run]:
+        """All matching runs, newest first (follows the pages); label as "key=value"."""
         runs, token = [], ""
         while True:
             resp = self._call(self._stub.ListRuns, service_pb2.ListRunsRequest(
                 cluster=cluster, model=model, label=label, page_size=page_size, page_token=token))
-            runs.extend(resp.runs)
+            runs.extend(Run.from_proto(r) for r in resp.runs)
             token = resp.next_page_token
             if not token:
                 return runs

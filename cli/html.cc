@@ -1,0 +1,1371 @@
+#include "cli/html.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "proto/codec.h"
+
+namespace stepcast::html {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Tableau 10 (Tableau's default categorical palette since 2016; chosen for colour-blind
+// separation): blue, orange, red, teal, green, yellow, purple, pink, brown, grey.
+constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+
+// A unique id prefix per chart in this process (clip paths, gradients).
+std::string NextId(const char* kind) {
+  static std::atomic<int> n{0};
+  return absl::StrCat(kind, ++n);
+}
+
+// Relative luminance (WCAG 2.x) of "#rrggbb", to pick black or white text on a fill.
+double Luminance(const std::string& hex) {
+  if (hex.size() != 7 || hex[0] != '#') return 1;
+  auto channel = [&](int i) {
+    const double c = std::stoi(hex.substr(1 + 2 * i, 2), nullptr, 16) / 255.0;
+    return c <= 0.03928 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+  };
+  return 0.2126 * channel(0) + 0.7152 * channel(1) + 0.0722 * channel(2);
+}
+const char* TextOn(const std::string& fill) { return Luminance(fill) > 0.3 ? "#111" : "#fff"; }
+
+std::string F(double v) { return absl::StrFormat("%.1f", v); }
+
+// Viridis (matplotlib's default sequential map, perceptually uniform) at 5 stops, interpolated.
+std::string Viridis(double t) {
+  static constexpr double kStops[5][3] = {
+      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
+  t = std::clamp(t, 0.0, 1.0) * 4;
+  const int i = std::min(3, static_cast<int>(t));
+  const double f = t - i;
+  int rgb[3];
+  for (int c = 0; c < 3; ++c) rgb[c] = static_cast<int>(std::lround(kStops[i][c] + f * (kStops[i + 1][c] - kStops[i][c])));
+  return absl::StrFormat("#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+// Text that fits in about `chars` characters, with an ellipsis.
+std::string Clip(const std::string& s, size_t chars) {
+  if (s.size() <= chars) return s;
+  size_t cut = chars - 1;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+  return s.substr(0, cut) + "\xE2\x80\xA6";
+}
+
+// Approximate width of a label in px at 12 px sans-serif (DejaVu Sans / Liberation Sans metrics:
+// capitals about 8.5 px, other characters about 6.8 px).
+double TextWidth(const std::string& s) {
+  double w = 0;
+  for (char c : s) w += (c >= 'A' && c <= 'Z') ? 8.5 : 6.8;
+  return w;
+}
+
+// One axis mapped onto pixels.
+struct Scale {
+  double lo = 0, hi = 1;
+  bool log = false;
+  double px0 = 0, px1 = 1;
+  double T(double v) const {
+    return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) : (v - lo) / (hi - lo);
+  }
+  double operator()(double v) const { return px0 + T(v) * (px1 - px0); }
+  bool Drawable(double v) const { return std::isfinite(v) && (!log || v > 0); }
+};
+
+struct Tick {
+  double v;
+  bool major;  // gridline + label
+};
+
+// Linear ticks: 1, 2 or 5 x 10^k steps, about six of them.
+double NiceStep(double span) {
+  const double raw = span / 6;
+  const double mag = std::pow(10, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * mag >= raw) return m * mag;
+  }
+  return 10 * mag;
+}
+
+// Fills in an axis range from the data: log, whole decades; linear, step multiples (from 0 when
+// every value is >= 0).
+void AutoRange(const Axis& axis, const std::vector<double>& data, double* lo, double* hi) {
+  if (axis.min < axis.max && (!axis.log || axis.min > 0)) {
+    *lo = axis.min;
+    *hi = axis.max;
+    return;
+  }
+  double dmin = std::numeric_limits<double>::infinity(), dmax = -dmin;
+  for (double v : data) {
+    if (!std::isfinite(v) || (axis.log && v <= 0)) continue;
+    dmin = std::min(dmin, v);
+    dmax = std::max(dmax, v);
+  }
+  if (axis.log) {
+    if (!(dmin <= dmax)) dmin = 1, dmax = 10;
+    *lo = std::pow(10, std::floor(std::log10(dmin) + 1e-9));
+    *hi = std::pow(10, std::ceil(std::log10(dmax) - 1e-9));
+    if (*hi <= *lo) *hi = *lo * 10;
+    return;
+  }
+  if (!(dmin <= dmax)) dmin = 0, dmax = 1;
+  if (dmin >= 0) dmin = 0;
+  if (dmax <= dmin) dmax = dmin + 1;
+  const double step = NiceStep(dmax - dmin);
+  *lo = std::floor(dmin / step) * step;
+  *hi = std::ceil(dmax / step - 1e-9) * step;
+}
+
+// A tick label: Number() on linear axes; on log axes outside [1e-3, 1e4) the short exponent form
+// ("1e6", "2e-5"), which stays narrow at one label per decade.
+std::string TickLabel(const Scale& s, double v) {
+  const double a = std::abs(v);
+  if (!s.log || a == 0 || (a >= 1e-3 && a < 1e4)) return Number(v);
+  return absl::StrReplaceAll(absl::StrFormat("%g", v), {{"e+0", "e"}, {"e+", "e"}, {"e-0", "e-"}});
+}
+
+std::vector<Tick> Ticks(const Scale& s) {
+  std::vector<Tick> out;
+  if (s.log) {
+    const int k0 = static_cast<int>(std::floor(std::log10(s.lo) + 1e-9));
+    const int k1 = static_cast<int>(std::ceil(std::log10(s.hi) - 1e-9));
+    const bool few = k1 - k0 <= 2;
+    for (int k = k0; k <= k1; ++k) {
+      for (int m = 1; m <= 9; ++m) {
+        const double v = m * std::pow(10, k);
+        if (v < s.lo * (1 - 1e-9) || v > s.hi * (1 + 1e-9)) continue;
+        out.push_back({v, m == 1 || (few && (m == 2 || m == 5))});
+      }
+    }
+    return out;
+  }
+  const double step = NiceStep(s.hi - s.lo);
+  for (double v = std::ceil(s.lo / step - 1e-9) * step; v <= s.hi + step * 1e-9; v += step) {
+    out.push_back({std::abs(v) < step * 1e-9 ? 0 : v, true});
+  }
+  return out;
+}
+
+// Marker of a series: circle, square, triangle, diamond (the shape changes after each full
+// round of the palette, so 40 series stay distinguishable).
+std::string Marker(size_t shape, double x, double y, const std::string& colour, bool hollow, const std::string& title) {
+  const std::string paint = hollow ? absl::StrFormat(R"(fill="#fff" stroke="%s" stroke-width="1.8")", colour)
+                                   : absl::StrFormat(R"(fill="%s" fill-opacity="0.85" stroke="#fff" stroke-width="0.8")", colour);
+  const std::string cls = hollow ? "pt hollow" : "pt";
+  const std::string t = absl::StrCat("<title>", Escape(title), "</title>");
+  const double r = 4.5;
+  switch (shape % 4) {
+    case 0:
+      return absl::StrFormat(R"(<circle class="%s" cx="%s" cy="%s" r="%s" %s>%s</circle>)", cls, F(x), F(y), F(r), paint, t);
+    case 1:
+      return absl::StrFormat(R"(<rect class="%s" x="%s" y="%s" width="%s" height="%s" %s>%s</rect>)", cls, F(x - r),
+                             F(y - r), F(2 * r), F(2 * r), paint, t);
+    case 2:
+      return absl::StrFormat(R"(<path class="%s" d="M%s %sL%s %sL%s %sZ" %s>%s</path>)", cls, F(x), F(y - 1.2 * r),
+                             F(x + 1.1 * r), F(y + 0.8 * r), F(x - 1.1 * r), F(y + 0.8 * r), paint, t);
+    default:
+      return absl::StrFormat(R"(<path class="%s" d="M%s %sL%s %sL%s %sL%s %sZ" %s>%s</path>)", cls, F(x), F(y - 1.3 * r),
+                             F(x + 1.3 * r), F(y), F(x), F(y + 1.3 * r), F(x - 1.3 * r), F(y), paint, t);
+  }
+}
+
+// Fill opacity of one identity band; where bands overlap the shading adds up.
+constexpr double kBandOpacity = 0.12;
+
+std::string LegendSwatch(double x, double y, const std::string& colour, const std::string& kind, double opacity) {
+  if (kind == "band") {
+    return absl::StrFormat(R"(<rect x="%s" y="%s" width="18" height="10" fill="%s" fill-opacity="%.3f"/>)", F(x),
+                           F(y - 5), colour, opacity);
+  }
+  if (kind == "line" || kind == "dashed") {
+    return absl::StrFormat(R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2"%s/>)", F(x), F(y),
+                           F(x + 18), F(y), colour, kind == "dashed" ? R"( stroke-dasharray="5 3")" : "");
+  }
+  return absl::StrFormat(R"(<circle cx="%s" cy="%s" r="4.5" fill="%s"/>)", F(x + 9), F(y), colour);
+}
+
+std::string SvgOpen(int width, int height, const std::string& title) {
+  return absl::StrFormat(
+      R"(<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-family="sans-serif" font-size="12">)"
+      "\n"
+      R"(<text x="8" y="20" font-size="15" font-weight="600">%s</text>)"
+      "\n",
+      width, height, width, height, Escape(title), Escape(title));
+}
+
+const std::string& SegmentColour(std::map<std::string, std::string>& by_name, const Segment& s) {
+  auto it = by_name.find(s.name);
+  if (it != by_name.end()) return it->second;
+  return by_name.emplace(s.name, s.colour.empty() ? PaletteColour(by_name.size()) : s.colour).first->second;
+}
+
+}  // namespace
+
+std::string Escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default:
+        // Control characters other than tab and newline are not allowed in HTML text.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') {
+          out += ' ';
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+const char* PaletteColour(size_t i) { return kPalette[i % (sizeof(kPalette) / sizeof(kPalette[0]))]; }
+
+std::string Number(double v) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "n/a" : (v > 0 ? "inf" : "-inf");
+  const double a = std::abs(v);
+  if (a == 0) return "0";
+  if (a >= 1e6 || a < 1e-3) return absl::StrFormat("%.3e", v);
+  if (a >= 1000) return absl::StrFormat("%.0f", v);
+  return absl::StrFormat("%.4g", v);
+}
+
+std::string RenderXY(const XYChart& c) {
+  // Ranges from everything drawn.
+  std::vector<double> xs, ys;
+  for (const auto& s : c.series) {
+    for (const auto& p : s.points) {
+      xs.push_back(p.x);
+      ys.push_back(p.y);
+    }
+  }
+  for (const auto& r : c.reference_lines) ys.push_back(r.y);
+  for (const auto& b : c.y_bands) ys.insert(ys.end(), {b.lo, b.hi});
+  Scale sx, sy;
+  sx.log = c.x.log;
+  sy.log = c.y.log;
+  AutoRange(c.x, xs, &sx.lo, &sx.hi);
+  AutoRange(c.y, ys, &sy.lo, &sy.hi);
+
+  struct LegendItem {
+    std::string text, colour, kind;
+    double opacity = 1;
+  };
+  std::vector<LegendItem> legend;
+  {
+    std::vector<double> narrow_first = c.identity_bands;
+    std::sort(narrow_first.begin(), narrow_first.end());
+    for (size_t i = 0; i < narrow_first.size(); ++i) {
+      // A band's own area is covered by it and every wider band.
+      const double opacity = 1 - std::pow(1 - kBandOpacity, static_cast<double>(narrow_first.size() - i));
+      legend.push_back({absl::StrFormat("within %.0f%%", 100 * narrow_first[i]), "#4e79a7", "band", opacity});
+    }
+  }
+  if (c.identity_line) legend.push_back({"predicted = measured", "#333333", "line"});
+  {
+    // Bands nest (+-10% inside +-25%): the narrowest is covered by all of them.
+    std::vector<XYChart::YBand> by_width = c.y_bands;
+    std::sort(by_width.begin(), by_width.end(), [](auto& a, auto& b) { return a.hi - a.lo < b.hi - b.lo; });
+    for (size_t i = 0; i < by_width.size(); ++i) {
+      legend.push_back({by_width[i].label, "#4e79a7", "band",
+                        1 - std::pow(1 - kBandOpacity, static_cast<double>(by_width.size() - i))});
+    }
+  }
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    if (s.name.empty()) continue;
+    legend.push_back({s.name, s.colour.empty() ? PaletteColour(i) : s.colour,
+                      s.line ? (s.dashed ? "dashed" : "line") : "point"});
+  }
+  for (const auto& r : c.reference_lines) legend.push_back({r.label, r.colour, "dashed"});
+  // The legend is as wide as its longest entry (within 150..320 px).
+  double legend_w = 0;
+  for (auto& item : legend) {
+    item.text = Clip(item.text, 42);
+    legend_w = std::max(legend_w, std::clamp(TextWidth(item.text) + 34, 150.0, 320.0));
+  }
+  const double left = 74, top = 36, right = c.width - legend_w - 18;
+  const double bottom = std::max(top + 80.0, c.height - 56.0 - 0.0);
+  const double height = std::max<double>(c.height, top + 18 * legend.size() + 20);
+  sx.px0 = left, sx.px1 = right;
+  sy.px0 = bottom, sy.px1 = top;
+  const std::string clip = NextId("clip");
+
+  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
+  absl::StrAppendFormat(&o, R"(<defs><clipPath id="%s"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath></defs>)""\n",
+                        clip, F(left), F(top), F(right - left), F(bottom - top));
+  absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="%s" height="%s" fill="#fcfcfc" stroke="#999"/>)""\n", F(left),
+                        F(top), F(right - left), F(bottom - top));
+  // Grid and tick labels.
+  for (const Tick& t : Ticks(sx)) {
+    const double x = sx(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(x), F(top), F(x), F(bottom),
+                          t.major ? "#dddddd" : "#f0f0f0");
+    if (t.major) {
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)", F(x), F(bottom + 16),
+                            Escape(TickLabel(sx, t.v)));
+    }
+    o += "\n";
+  }
+  for (const Tick& t : Ticks(sy)) {
+    const double y = sy(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(left), F(y), F(right), F(y),
+                          t.major ? "#dddddd" : "#f0f0f0");
+    if (t.major) {
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)", F(left - 6), F(y + 4),
+                            Escape(TickLabel(sy, t.v)));
+    }
+    o += "\n";
+  }
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n", F((left + right) / 2),
+                        F(bottom + 38), Escape(c.x.label));
+  absl::StrAppendFormat(&o, R"~(<text transform="translate(%s %s) rotate(-90)" text-anchor="middle" fill="#111">%s</text>)~""\n",
+                        F(18), F((top + bottom) / 2), Escape(c.y.label));
+
+  absl::StrAppendFormat(&o, R"~(<g clip-path="url(#%s)">)~""\n", clip);
+  // Identity bands, widest first so the narrower one shades darker on top.
+  std::vector<double> bands = c.identity_bands;
+  std::sort(bands.rbegin(), bands.rend());
+  const double x0 = sx.lo, x1 = sx.hi;
+  for (double f : bands) {
+    absl::StrAppendFormat(&o, R"(<path class="band" d="M%s %sL%s %sL%s %sL%s %sZ" fill="#4e79a7" fill-opacity="%.3f"><title>%s</title></path>)""\n",
+                          F(sx(x0)), F(sy(x0 * (1 - f))), F(sx(x1)), F(sy(x1 * (1 - f))), F(sx(x1)), F(sy(x1 * (1 + f))),
+                          F(sx(x0)), F(sy(x0 * (1 + f))), kBandOpacity, Escape(absl::StrFormat("predicted within %.0f%% of measured", 100 * f)));
+  }
+  for (const auto& b : c.y_bands) {
+    if (!sy.Drawable(b.lo) || !sy.Drawable(b.hi)) continue;
+    absl::StrAppendFormat(&o, R"(<rect class="band" x="%s" y="%s" width="%s" height="%s" fill="#4e79a7" fill-opacity="%.3f"><title>%s</title></rect>)""\n",
+                          F(left), F(sy(b.hi)), F(right - left), F(sy(b.lo) - sy(b.hi)), kBandOpacity, Escape(b.label));
+  }
+  if (c.identity_line) {
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333" stroke-width="1"/>)""\n", F(sx(x0)),
+                          F(sy(x0)), F(sx(x1)), F(sy(x1)));
+  }
+  for (const auto& r : c.reference_lines) {
+    if (!sy.Drawable(r.y)) continue;
+    absl::StrAppendFormat(&o, R"(<line class="ref" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
+                          F(left), F(sy(r.y)), F(right), F(sy(r.y)), r.colour,
+                          Escape(absl::StrCat(r.label, ": ", Number(r.y))));
+  }
+  // Curves under the points.
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    if (!s.line) continue;
+    const std::string colour = s.colour.empty() ? PaletteColour(i) : s.colour;
+    std::string d;
+    for (const auto& p : s.points) {
+      if (!sx.Drawable(p.x) || !sy.Drawable(p.y)) continue;
+      absl::StrAppend(&d, d.empty() ? "M" : "L", F(sx(p.x)), " ", F(sy(p.y)));
+    }
+    if (d.empty()) continue;
+    absl::StrAppendFormat(&o, R"(<path class="curve" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>)""\n",
+                          d, colour, s.dashed ? R"( stroke-dasharray="6 4")" : "", Escape(s.name));
+  }
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    if (s.line) continue;
+    const std::string colour = s.colour.empty() ? PaletteColour(i) : s.colour;
+    for (const auto& p : s.points) {
+      if (!sx.Drawable(p.x) || !sy.Drawable(p.y)) continue;
+      o += Marker(i / 10, sx(p.x), sy(p.y), colour, p.hollow, p.title);
+      o += "\n";
+    }
+  }
+  o += "</g>\n";
+  // Legend.
+  double ly = top + 8;
+  for (const auto& item : legend) {
+    const double lx = c.width - legend_w;
+    o += LegendSwatch(lx, ly, item.colour, item.kind, item.opacity);
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#222">%s</text>)""\n", F(lx + 24), F(ly + 4), Escape(item.text));
+    ly += 18;
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+std::string RenderStackedBars(const StackedBarChart& c) {
+  double max_total = c.limit;
+  std::map<std::string, std::string> colours;
+  std::vector<std::string> names;  // legend order
+  for (const auto& b : c.bars) {
+    double total = 0;
+    for (const auto& s : b.segments) {
+      if (!(s.value > 0) || !std::isfinite(s.value)) continue;
+      total += s.value;
+      if (!colours.count(s.name)) names.push_back(s.name);
+      SegmentColour(colours, s);
+    }
+    max_total = std::max(max_total, total);
+  }
+  Axis axis;
+  Scale sx;
+  AutoRange(axis, {0.0, max_total > 0 ? max_total : 1.0}, &sx.lo, &sx.hi);
+  // A limit line's label sits between the title and the first bar.
+  const double label_w = 240, top = c.limit > 0 ? 52 : 34, bar_h = 26, gap = 12;
+  sx.px0 = label_w;
+  sx.px1 = c.width - 24;
+  const double bars_bottom = top + c.bars.size() * (bar_h + gap);
+  // Legend rows, flowing.
+  std::vector<std::pair<double, double>> legend_xy;
+  double lx = 8, lrow = 0;
+  for (const auto& n : names) {
+    const double w = 26 + TextWidth(Clip(n, 40)) + 14;
+    if (lx + w > c.width - 8 && lx > 8) lx = 8, ++lrow;
+    legend_xy.emplace_back(lx, lrow);
+    lx += w;
+  }
+  const double legend_top = bars_bottom + 56;
+  const double height = legend_top + (names.empty() ? 0 : (lrow + 1) * 20) + 8;
+
+  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
+  for (const Tick& t : Ticks(sx)) {
+    const double x = sx(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/><text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
+                          F(x), F(top - 4), F(x), F(bars_bottom), F(x), F(bars_bottom + 16), Escape(Number(t.v)));
+  }
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
+                        F((sx.px0 + sx.px1) / 2), F(bars_bottom + 33), Escape(c.unit));
+  for (size_t i = 0; i < c.bars.size(); ++i) {
+    const Bar& b = c.bars[i];
+    const double y = top + i * (bar_h + gap);
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#111">%s<title>%s</title></text>)""\n",
+                          F(label_w - 8), F(y + bar_h / 2 + 4), Escape(Clip(b.label, 30)), Escape(b.label));
+    double x = 0, total = 0;
+    for (const auto& s : b.segments) {
+      if (s.value > 0 && std::isfinite(s.value)) total += s.value;
+    }
+    for (const auto& s : b.segments) {
+      if (!(s.value > 0) || !std::isfinite(s.value)) continue;
+      const std::string& colour = SegmentColour(colours, s);
+      const double px = sx(x), w = sx(x + s.value) - sx(x);
+      const std::string title =
+          s.title.empty() ? absl::StrFormat("%s: %s %s (%.1f%% of %s)", s.name, Number(s.value), c.unit,
+                                            100 * s.value / total, Number(total))
+                          : s.title;
+      absl::StrAppendFormat(&o, R"(<rect class="bar" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="0.6"><title>%s</title></rect>)",
+                            F(px), F(y), F(std::max(w, 0.5)), F(bar_h), colour, Escape(title));
+      const std::string text = Number(s.value);
+      if (w > TextWidth(text) + 8) {
+        absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="%s" pointer-events="none">%s</text>)",
+                              F(px + w / 2), F(y + bar_h / 2 + 4), TextOn(colour), Escape(text));
+      }
+      o += "\n";
+      x += s.value;
+    }
+    if (total > 0) {
+      const double end = sx(total);
+      const std::string text = Number(total);
+      // Total after the bar, or inside its end when the bar reaches the right edge.
+      if (end + 8 + TextWidth(text) < c.width) {
+        absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#111" font-weight="600">%s</text>)""\n", F(end + 6),
+                              F(y + bar_h / 2 + 4), Escape(text));
+      }
+    }
+  }
+  if (c.limit > 0) {
+    const double x = sx(c.limit);
+    absl::StrAppendFormat(&o, R"(<line class="limit" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#c00" stroke-width="2" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
+                          F(x), F(top - 8), F(x), F(bars_bottom - gap + 4),
+                          Escape(absl::StrCat(c.limit_label, ": ", Number(c.limit), " ", c.unit)));
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#c00">%s</text>)""\n", F(x - 4), F(top - 10),
+                          Escape(c.limit_label));
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto [x, row] = legend_xy[i];
+    const double y = legend_top + row * 20;
+    absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="18" height="12" fill="%s"/><text x="%s" y="%s" fill="#222">%s</text>)""\n",
+                          F(x), F(y - 6), colours[names[i]], F(x + 24), F(y + 4), Escape(Clip(names[i], 40)));
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+std::string RenderHeatMap(const HeatMap& h) {
+  double vmin = std::numeric_limits<double>::infinity(), vmax = -vmin;
+  for (const auto& row : h.values) {
+    for (double v : row) {
+      if (std::isfinite(v)) vmin = std::min(vmin, v), vmax = std::max(vmax, v);
+    }
+  }
+  const double left = 110, top = 58;
+  const double cell_w = h.columns.empty() ? 80 : std::min(110.0, (h.width - left - 20) / h.columns.size());
+  const double cell_h = 34;
+  const double grid_bottom = top + cell_h * h.rows.size();
+  const double height = grid_bottom + 76;
+  std::string o = SvgOpen(h.width, static_cast<int>(height), h.title);
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
+                        F(left + cell_w * h.columns.size() / 2), F(top - 26), Escape(h.x_label));
+  absl::StrAppendFormat(&o, R"~(<text transform="translate(%s %s) rotate(-90)" text-anchor="middle" fill="#111">%s</text>)~""\n",
+                        F(16), F((top + grid_bottom) / 2), Escape(h.y_label));
+  for (size_t j = 0; j < h.columns.size(); ++j) {
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
+                          F(left + (j + 0.5) * cell_w), F(top - 8), Escape(Clip(h.columns[j], 14)));
+  }
+  std::string chosen;
+  for (size_t i = 0; i < h.rows.size(); ++i) {
+    const double y = top + i * cell_h;
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)""\n", F(left - 8),
+                          F(y + cell_h / 2 + 4), Escape(Clip(h.rows[i], 14)));
+    for (size_t j = 0; j < h.columns.size(); ++j) {
+      const double x = left + j * cell_w;
+      const double v = i < h.values.size() && j < h.values[i].size() ? h.values[i][j] : kNaN;
+      const std::string title = i < h.titles.size() && j < h.titles[i].size() ? h.titles[i][j] : "";
+      if (!std::isfinite(v)) {
+        absl::StrAppendFormat(&o, R"(<rect class="empty" x="%s" y="%s" width="%s" height="%s" fill="#eeeeee" stroke="#fff" stroke-width="2"><title>%s</title></rect>)""\n",
+                              F(x), F(y), F(cell_w), F(cell_h), Escape(title.empty() ? "no layout" : title));
+        continue;
+      }
+      double t = vmax > vmin ? (v - vmin) / (vmax - vmin) : 1;
+      if (!h.higher_is_better) t = 1 - t;
+      const std::string fill = Viridis(t);
+      const bool is_chosen = static_cast<int>(i) == h.chosen_row && static_cast<int>(j) == h.chosen_column;
+      absl::StrAppendFormat(&o, R"(<rect class="%s" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="2"><title>%s</title></rect>)",
+                            is_chosen ? "cell chosen" : "cell", F(x), F(y), F(cell_w), F(cell_h), fill,
+                            Escape(title.empty() ? Number(v) : title));
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="%s" pointer-events="none">%s</text>)""\n",
+                            F(x + cell_w / 2), F(y + cell_h / 2 + 4), TextOn(fill), Escape(Number(v)));
+      if (is_chosen) {
+        chosen = absl::StrFormat(R"(<rect x="%s" y="%s" width="%s" height="%s" fill="none" stroke="#d62728" stroke-width="3.5" pointer-events="none"/>)""\n",
+                                 F(x + 1.5), F(y + 1.5), F(cell_w - 3), F(cell_h - 3));
+      }
+    }
+  }
+  o += chosen;
+  // Colour scale.
+  const std::string grad = NextId("grad");
+  const double sy = grid_bottom + 22, sw = 220;
+  absl::StrAppendFormat(&o, R"(<defs><linearGradient id="%s">)", grad);
+  for (int k = 0; k <= 4; ++k) {
+    const double t = k / 4.0;
+    absl::StrAppendFormat(&o, R"(<stop offset="%s" stop-color="%s"/>)", F(100 * t) + "%",
+                          Viridis(h.higher_is_better ? t : 1 - t));
+  }
+  o += "</linearGradient></defs>\n";
+  if (vmin <= vmax) {
+    absl::StrAppendFormat(&o, R"~(<rect x="%s" y="%s" width="%s" height="12" fill="url(#%s)"/>)~""\n", F(left), F(sy), F(sw), grad);
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#333">%s</text><text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)""\n",
+                          F(left), F(sy + 26), Escape(Number(vmin)), F(left + sw), F(sy + 26), Escape(Number(vmax)));
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#111">%s%s</text>)""\n", F(left + sw + 12), F(sy + 10),
+                          Escape(h.value_label), h.chosen_row >= 0 ? "; red outline: the chosen layout" : "");
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+std::string RenderTable(const Table& t) {
+  std::string o = "<table>";
+  if (!t.caption.empty()) absl::StrAppend(&o, "<caption>", Escape(t.caption), "</caption>");
+  auto cls = [&](size_t j) { return j < t.numeric.size() && t.numeric[j] ? R"( class="num")" : ""; };
+  o += "<thead><tr>";
+  for (size_t j = 0; j < t.header.size(); ++j) absl::StrAppend(&o, "<th", cls(j), ">", Escape(t.header[j]), "</th>");
+  o += "</tr></thead>\n<tbody>\n";
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    o += i < t.flagged.size() && t.flagged[i] ? R"(<tr class="flag">)" : "<tr>";
+    for (size_t j = 0; j < t.rows[i].size(); ++j) absl::StrAppend(&o, "<td", cls(j), ">", Escape(t.rows[i][j]), "</td>");
+    o += "</tr>\n";
+  }
+  o += "</tbody></table>\n";
+  return o;
+}
+
+Page::Page(std::string title) : title_(std::move(title)) {}
+
+Page& Page::Heading(std::string_view text) {
+  absl::StrAppend(&body_, "<h2>", Escape(text), "</h2>\n");
+  return *this;
+}
+Page& Page::Text(std::string_view text) {
+  absl::StrAppend(&body_, "<p>", Escape(text), "</p>\n");
+  return *this;
+}
+Page& Page::Note(std::string_view text) {
+  absl::StrAppend(&body_, R"(<p class="note">)", Escape(text), "</p>\n");
+  return *this;
+}
+Page& Page::Warning(std::string_view text) {
+  absl::StrAppend(&body_, R"(<p class="warn">)", Escape(text), "</p>\n");
+  return *this;
+}
+Page& Page::Facts(const std::vector<std::pair<std::string, std::string>>& facts) {
+  body_ += R"(<div class="facts">)";
+  for (const auto& [label, value] : facts) {
+    absl::StrAppend(&body_, R"(<div class="fact"><div class="label">)", Escape(label), R"(</div><div class="value">)",
+                    Escape(value), "</div></div>");
+  }
+  body_ += "</div>\n";
+  return *this;
+}
+Page& Page::Svg(std::string svg) {
+  absl::StrAppend(&body_, R"(<figure>)", svg, "</figure>\n");
+  return *this;
+}
+Page& Page::Add(const Table& table) {
+  body_ += RenderTable(table);
+  return *this;
+}
+
+std::string Page::Html() const {
+  // Inline CSS only: nothing is fetched (no fonts, no style sheets, no scripts).
+  static constexpr char kStyle[] = R"(
+body{margin:0;background:#f6f6f4;color:#111;font:14px/1.45 sans-serif}
+main{max-width:1040px;margin:0 auto;padding:18px 24px 40px;background:#fff}
+h1{font-size:22px;margin:8px 0 12px}
+h2{font-size:17px;margin:26px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+p{margin:6px 0}
+p.note{color:#555;font-size:13px}
+p.warn{background:#fff3e0;border-left:4px solid #e67e22;padding:6px 10px}
+figure{margin:10px 0;overflow-x:auto}
+.facts{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}
+.fact{border:1px solid #ddd;border-radius:6px;padding:6px 12px;min-width:120px;background:#fafafa}
+.fact .label{font-size:12px;color:#555}
+.fact .value{font-size:18px;font-weight:600}
+table{border-collapse:collapse;margin:8px 0 14px;font-size:13px}
+caption{text-align:left;font-weight:600;padding:4px 0}
+th,td{border-bottom:1px solid #e4e4e4;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f2f2f2}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.flag td{background:#fdecea}
+details{margin:8px 0}
+summary{cursor:pointer;font-weight:600}
+footer{margin-top:28px;color:#777;font-size:12px}
+)";
+  return absl::StrCat("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
+                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>", Escape(title_),
+                      "</title>\n<style>", kStyle, "</style>\n</head>\n<body>\n<main>\n<h1>", Escape(title_), "</h1>\n",
+                      body_, "<footer>Written by stepcast. A static page: no scripts, nothing fetched.</footer>\n",
+                      "</main>\n</body>\n</html>\n");
+}
+
+absl::Status WritePage(const std::string& path, const std::string& html) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::NotFoundError(absl::StrCat(path, ": cannot open for writing"));
+  out << html;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat(path, ": write failed"));
+  return absl::OkStatus();
+}
+
+// ---- pages ----
+
+namespace {
+
+// 13710000 -> "13,710,000".
+std::string Thousands(double v) {
+  const std::string digits = absl::StrFormat("%.0f", std::abs(v));
+  std::string out = v < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
+std::string Gib(double bytes) { return absl::StrFormat("%.2f", bytes / (1ull << 30)); }
+std::string Seconds(double s) { return absl::StrCat(Number(s), " s"); }
+std::string Duration(double s) {
+  if (s >= 86400) return absl::StrFormat("%.1f days", s / 86400);
+  if (s >= 3600) return absl::StrFormat("%.1f h", s / 3600);
+  return absl::StrFormat("%.1f s", s);
+}
+std::string BottleneckText(v1::BottleneckKind k) {
+  std::string n = v1::BottleneckKind_Name(k);
+  if (n.rfind("BOTTLENECK_KIND_", 0) == 0) n = n.substr(16);
+  return absl::StrReplaceAll(absl::AsciiStrToLower(n), {{"_", " "}});
+}
+
+// The terms of a StepBreakdown in the order of `stepcast predict`'s report, with fixed colours
+// (compute blues and teal, memory-bound yellow and green, communication warm colours, idle grey)
+// so that every page draws a term in the same colour.
+struct Term {
+  const char* name;
+  double (v1::StepBreakdown::*get)() const;
+  const char* colour;
+};
+constexpr Term kTerms[] = {
+    {"GEMM (fwd+bwd)", &v1::StepBreakdown::gemm_s, "#4e79a7"},
+    {"attention core", &v1::StepBreakdown::attention_s, "#76b7b2"},
+    {"elementwise / memory-bound", &v1::StepBreakdown::elementwise_s, "#edc948"},
+    {"recompute", &v1::StepBreakdown::recompute_s, "#a0cbe8"},
+    {"TP communication", &v1::StepBreakdown::tp_comm_s, "#f28e2b"},
+    {"CP communication", &v1::StepBreakdown::cp_comm_s, "#e15759"},
+    {"EP all-to-all", &v1::StepBreakdown::ep_comm_s, "#ff9da7"},
+    {"PP send/recv", &v1::StepBreakdown::pp_comm_s, "#9c755f"},
+    {"DP gradient sync (exposed)", &v1::StepBreakdown::dp_comm_s, "#b07aa1"},
+    {"pipeline bubble", &v1::StepBreakdown::pipeline_bubble_s, "#bab0ac"},
+    {"optimizer step", &v1::StepBreakdown::optimizer_s, "#59a14f"},
+    {"host kernel launches", &v1::StepBreakdown::launch_overhead_s, "#79706e"},
+    {"exposed communication (measured)", &v1::StepBreakdown::exposed_communication_s, "#ffbe7d"},
+    {"idle (measured)", &v1::StepBreakdown::idle_s, "#d4d4d4"},
+};
+
+// Colours of plugin/compare.h's terms, matching the prediction page's colours of the terms they
+// gather (kTerms).
+std::string TermColour(const std::string& term) {
+  if (term == "gemm") return "#4e79a7";
+  if (term == "attention") return "#76b7b2";
+  if (term == "convolution") return "#a0cbe8";
+  if (term == "elementwise") return "#edc948";
+  if (absl::StartsWith(term, "exposed all_reduce")) return "#f28e2b";
+  if (absl::StartsWith(term, "exposed all_to_all")) return "#ff9da7";
+  if (absl::StartsWith(term, "exposed send_recv")) return "#9c755f";
+  if (absl::StartsWith(term, "exposed")) return "#e15759";
+  if (absl::StartsWith(term, "idle")) return "#bab0ac";
+  return "#79706e";
+}
+
+std::vector<std::pair<std::string, std::string>> JobFacts(const Job& job) {
+  const Parallelism& par = job.parallelism;
+  const TrainingConfig& t = job.training;
+  std::string layout = absl::StrFormat("TP=%d PP=%d DP=%d CP=%d EP=%d", par.tp, par.pp, par.dp, par.cp, par.ep);
+  if (par.etp > 0 && par.etp != par.tp) absl::StrAppend(&layout, " ETP=", par.etp);
+  absl::StrAppend(&layout, " VPP=", par.vpp, " SP=", par.sequence_parallel ? "on" : "off");
+  return {{"layout", layout},
+          {"sharding / recompute / GEMM dtype",
+           absl::StrCat(ShardingName(t.sharding), " / ", RecomputeName(t.recompute), " / ", DTypeName(t.precision.gemm))},
+          {"batch", absl::StrFormat("%d x %d tokens, micro-batch %d", t.global_batch_size, t.seq_length,
+                                    t.micro_batch_size)},
+          {"GPUs per node", absl::StrCat(job.GpusPerNode())}};
+}
+
+}  // namespace
+
+std::string PredictionPage(const v1::Prediction& p, const Job* job) {
+  Page page(absl::StrCat("stepcast prediction: ", p.job_name()));
+  const v1::MemoryBreakdown& m = p.memory();
+  std::vector<std::pair<std::string, std::string>> facts = {
+      {"step time", Seconds(p.step_time_s())},
+      {"tokens/s", absl::StrFormat("%s (%s per GPU)", Thousands(p.tokens_per_s()), Thousands(p.tokens_per_s_per_gpu()))},
+      {"MFU / HFU", absl::StrCat(Pct(p.mfu()), " / ", Pct(p.hfu()))},
+      {"memory per GPU", absl::StrFormat("%s of %s GiB%s", Gib(m.total_bytes()), Gib(m.capacity_bytes()),
+                                         m.fits() ? "" : " (does not fit)")},
+      {"bottleneck", BottleneckText(p.bottleneck().kind())},
+      {"cost", absl::StrFormat("$%s per hour", Number(p.cost().per_hour_usd()))}};
+  if (p.cost().steps_per_run() > 0) {
+    facts.emplace_back("time to train", Duration(p.cost().time_to_train_s()));
+    facts.emplace_back("run cost", absl::StrCat("$", Thousands(p.cost().per_run_usd())));
+  }
+  page.Facts(facts);
+  page.Text(absl::StrFormat("%s (%.2fB parameters, %.2fB active) on %d x %s; profile %s; framework %s.",
+                            p.model_name(), p.parameters().total() / 1e9, p.parameters().active() / 1e9, p.gpu_count(),
+                            p.hardware_name(), p.profile_name(), p.framework()));
+  if (job != nullptr) {
+    Table t;
+    t.header = {"job", ""};
+    for (const auto& [k, v] : JobFacts(*job)) t.rows.push_back({k, v});
+    page.Add(t);
+  }
+
+  page.Heading("Step time by term (slowest pipeline stage)");
+  const v1::StepBreakdown& b = p.breakdown();
+  Bar bar{"one step", {}};
+  Table terms;
+  terms.header = {"term", "seconds", "share of step"};
+  terms.numeric = {false, true, true};
+  for (const Term& t : kTerms) {
+    const double v = (b.*t.get)();
+    if (!(v > 0)) continue;
+    bar.segments.push_back({t.name, v, "", t.colour});
+    terms.rows.push_back({t.name, Number(v), Pct(v / p.step_time_s())});
+  }
+  if (bar.segments.empty()) {
+    page.Note("No breakdown: a quick estimate at an assumed MFU (seeds 001 and 004) has only the step time.");
+  } else {
+    page.Svg(RenderStackedBars({absl::StrFormat("Step time %s s", Number(p.step_time_s())), "seconds", {bar}, 0, "", 820}));
+    terms.rows.push_back({"total", Number(p.step_time_s()), "100.0%"});
+    page.Add(terms);
+  }
+
+  page.Heading("Memory per GPU (most loaded stage) against capacity");
+  Bar mem{"per GPU", {}};
+  Table items;
+  items.header = {"item", "GiB"};
+  items.numeric = {false, true};
+  for (size_t i = 0; i < static_cast<size_t>(m.items_size()); ++i) {
+    const auto& it = m.items(static_cast<int>(i));
+    mem.segments.push_back({it.name(), it.bytes() / (1ull << 30), "", PaletteColour(i)});
+    items.rows.push_back({it.name(), Gib(it.bytes())});
+  }
+  items.rows.push_back({"total", Gib(m.total_bytes())});
+  items.rows.push_back({"capacity", Gib(m.capacity_bytes())});
+  page.Svg(RenderStackedBars({absl::StrFormat("%s of %s GiB: %s", Gib(m.total_bytes()), Gib(m.capacity_bytes()),
+                                              m.fits() ? absl::StrCat("fits, ", Gib(m.headroom_bytes()), " GiB headroom")
+                                                       : absl::StrCat("DOES NOT FIT, ", Gib(-m.headroom_bytes()), " GiB over")),
+                              "GiB (2^30 bytes)",
+                              {mem},
+                              m.capacity_bytes() / (1ull << 30),
+                              "capacity",
+                              820}));
+  if (!m.fits()) page.Warning("The job does not fit in GPU memory: it would fail at start-up.");
+  page.Add(items);
+
+  const v1::Bottleneck& bn = p.bottleneck();
+  page.Heading(absl::StrCat("Bottleneck: ", BottleneckText(bn.kind())));
+  page.Text(bn.reason());
+  page.Facts({{"share of the step", Pct(bn.share())},
+              {"arithmetic intensity", absl::StrCat(Number(bn.arithmetic_intensity_flops_per_byte()), " FLOP/byte")},
+              {"machine balance", absl::StrCat(Number(bn.machine_balance_flops_per_byte()), " FLOP/byte")}});
+  if (bn.arithmetic_intensity_flops_per_byte() > 0 && bn.machine_balance_flops_per_byte() > 0) {
+    page.Svg(RenderStackedBars(
+        {"Arithmetic intensity of the step against the machine balance",
+         "FLOP per byte",
+         {{"step arithmetic intensity", {{"intensity", bn.arithmetic_intensity_flops_per_byte(), "", "#4e79a7"}}},
+          {"machine balance", {{"balance", bn.machine_balance_flops_per_byte(), "", "#bab0ac"}}}},
+         0,
+         "",
+         820}));
+    page.Note("Arithmetic intensity: executed FLOPs per HBM byte of the step; machine balance: the profile's GEMM "
+              "rate / HBM bandwidth. Seed 000's test: a step below the balance is memory-bound.");
+  }
+  for (const auto& w : p.warnings()) page.Warning(w);
+  if (p.assumed_inputs_size() > 0) {
+    page.Heading("Assumed inputs (not stated by the job)");
+    Table t;
+    t.header = {"field", "value used", "source"};
+    for (const auto& a : p.assumed_inputs()) t.rows.push_back({a.field(), a.value(), a.source()});
+    page.Add(t);
+  }
+  return page.Html();
+}
+
+std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv_name) {
+  Page page(absl::StrCat("stepcast validate: ", csv_name));
+  // One series per source, in the order of the per-source summaries (then any other source).
+  std::vector<std::string> sources;
+  for (const auto& s : r.by_source()) sources.push_back(s.source_id());
+  for (const auto& row : r.rows()) {
+    if (std::find(sources.begin(), sources.end(), row.source_id()) == sources.end()) sources.push_back(row.source_id());
+  }
+  XYChart chart;
+  chart.title = "Predicted against measured step time (log-log)";
+  chart.x = {"measured step time (s)", true};
+  chart.y = {"predicted step time (s)", true};
+  chart.identity_line = true;
+  chart.identity_bands = {0.10, 0.25};
+  for (const auto& s : sources) {
+    Series series;
+    series.name = absl::StrCat("source ", s);
+    chart.series.push_back(series);
+  }
+  int within10 = 0, within25 = 0, plotted = 0;
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  Table skipped;
+  skipped.header = {"row", "source", "model", "GPUs", "why the model cannot express it"};
+  Table all;
+  all.header = {"row", "source", "model", "framework", "GPU", "GPUs", "measured s", "predicted s", "error",
+                "memory", "bottleneck"};
+  all.numeric = {false, false, false, false, false, true, true, true, true, false, false};
+  for (const auto& row : r.rows()) {
+    if (!row.skipped_reason().empty()) {
+      skipped.rows.push_back({row.row_id(), row.source_id(), row.model(), absl::StrCat(row.gpu_count()), row.skipped_reason()});
+      continue;
+    }
+    all.rows.push_back({row.row_id(), row.source_id(), row.model(), row.framework(), row.gpu(),
+                        absl::StrCat(row.gpu_count()), Number(row.measured_iter_time_s()),
+                        Number(row.predicted_iter_time_s()), absl::StrFormat("%+.1f%%", row.error_pct()),
+                        row.fits() ? "fits" : "NO FIT", row.bottleneck()});
+    all.flagged.push_back(!row.fits());
+    if (!(row.measured_iter_time_s() > 0) || !(row.predicted_iter_time_s() > 0)) continue;
+    const size_t i = std::find(sources.begin(), sources.end(), row.source_id()) - sources.begin();
+    std::string title = absl::StrFormat(
+        "row %s, source %s: %s on %d x %s (%s)\nmeasured %s s, predicted %s s (%+.1f%%)\nbottleneck %s; memory %s of %s GiB",
+        row.row_id(), row.source_id(), row.model(), row.gpu_count(), row.gpu(), row.framework(),
+        Number(row.measured_iter_time_s()), Number(row.predicted_iter_time_s()), row.error_pct(), row.bottleneck(),
+        Gib(row.memory_total_bytes()), Gib(row.memory_capacity_bytes()));
+    if (!row.fits()) absl::StrAppend(&title, " (predicted NOT TO FIT)");
+    chart.series[i].points.push_back({row.measured_iter_time_s(), row.predicted_iter_time_s(), title, !row.fits()});
+    lo = std::min({lo, row.measured_iter_time_s(), row.predicted_iter_time_s()});
+    hi = std::max({hi, row.measured_iter_time_s(), row.predicted_iter_time_s()});
+    ++plotted;
+    within10 += std::abs(row.error_pct()) <= 10;
+    within25 += std::abs(row.error_pct()) <= 25;
+  }
+  if (plotted > 0) {
+    // One range for both axes, so y = x is the diagonal.
+    chart.x.min = chart.y.min = std::pow(10, std::floor(std::log10(lo)));
+    chart.x.max = chart.y.max = std::pow(10, std::ceil(std::log10(hi)));
+    if (chart.x.max <= chart.x.min) chart.x.max = chart.y.max = chart.x.min * 10;
+  }
+  chart.width = 860;
+  chart.height = 640;
+  const v1::ValidationSummary& s = r.summary();
+  page.Facts({{"rows predicted", absl::StrCat(plotted)},
+              {"median |error|", absl::StrFormat("%.1f%%", s.median_abs_error_pct())},
+              {"p90 |error|", absl::StrFormat("%.1f%%", s.p90_abs_error_pct())},
+              {"within 10%", absl::StrFormat("%d of %d", within10, plotted)},
+              {"within 25%", absl::StrFormat("%d of %d", within25, plotted)},
+              {"predicted not to fit", absl::StrCat(s.n_not_fit())},
+              {"not predicted", absl::StrCat(s.n_skipped())}});
+  page.Svg(RenderXY(chart));
+  XYChart errors;
+  errors.title = "Signed error of the prediction against measured step time";
+  errors.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
+  errors.y = {"(predicted - measured) / measured (%)", false};
+  errors.y_bands = {{-10, 10, "within 10%"}, {-25, 25, "within 25%"}};
+  errors.reference_lines = {{"no error", 0, "#333333"}};
+  for (const auto& series : chart.series) {
+    Series e = series;
+    for (auto& pt : e.points) pt.y = 100 * (pt.y - pt.x) / pt.x;
+    errors.series.push_back(std::move(e));
+  }
+  errors.width = 860;
+  errors.height = 420;
+  page.Svg(RenderXY(errors));
+  page.Note("Each point is one published run: measured iteration time as the source defines it (docs/VALIDATION.md), "
+            "predicted with no fitting on one reference profile per GPU type. Shaded: within 10% and 25%. Hollow "
+            "markers: rows predicted not to fit in memory (each a failure: every published run ran). Hover a "
+            "point for its row.");
+
+  page.Heading("|error| of the predicted step time, per source");
+  Table t;
+  t.header = {"source", "rows", "median", "p90", "mean", "max", "experiments (median)", "not fit", "not predicted",
+              "leave-one-source-out median", "LOSO p90", "choices switched off"};
+  t.numeric = {false, true, true, true, true, true, true, true, true, true, true, false};
+  auto pct = [](double v) { return absl::StrFormat("%.1f%%", v); };
+  auto row_of = [&](const std::string& name, const v1::ValidationSummary& a, const v1::ValidationSummary* loso,
+                    const std::string& choices) {
+    t.rows.push_back({name, absl::StrCat(a.n_rows()), pct(a.median_abs_error_pct()), pct(a.p90_abs_error_pct()),
+                      pct(a.mean_abs_error_pct()), pct(a.max_abs_error_pct()),
+                      absl::StrFormat("%d (%.1f%%)", a.n_experiments(), a.median_experiment_abs_error_pct()),
+                      absl::StrCat(a.n_not_fit()), absl::StrCat(a.n_skipped()),
+                      loso ? pct(loso->median_abs_error_pct()) : "", loso ? pct(loso->p90_abs_error_pct()) : "", choices});
+    t.flagged.push_back(a.n_not_fit() > 0);
+  };
+  for (const auto& bs : r.by_source()) {
+    row_of(bs.source_id(), bs.summary(), &bs.leave_one_source_out(), absl::StrJoin(bs.choices_informed(), ", "));
+  }
+  row_of("all rows", s, nullptr, "");
+  page.Add(t);
+  page.Note("Rows predicted not to fit count as failures; a weak-scaling series counts once among the experiments. "
+            "Leave-one-source-out: the source's rows predicted with every model choice its rows informed switched off.");
+  if (!skipped.rows.empty()) {
+    page.Heading("Rows the model cannot express");
+    page.Add(skipped);
+  }
+  page.Heading("Every predicted row");
+  page.Add(all);
+  return page.Html();
+}
+
+std::string ComparisonPage(const v1::Comparison& c) {
+  Page page(absl::StrCat("stepcast compare: ", c.title()));
+  const double pred_s = c.predicted_step_time_s(), meas_s = c.measured_step_time_s();
+  page.Facts({{"predicted step", Seconds(pred_s)},
+              {"measured step", Seconds(meas_s)},
+              {"prediction error", meas_s > 0 ? absl::StrFormat("%+.1f%%", 100 * (pred_s - meas_s) / meas_s) : "n/a"},
+              {"MFU predicted / measured", absl::StrCat(Pct(c.predicted_mfu()), " / ", Pct(c.measured_mfu()))},
+              {"measured from", absl::StrFormat("%s, %d steps, %d rank(s)", c.measured_source().empty() ? "?" : c.measured_source(),
+                                                c.measured_steps(), c.ranks())}});
+  if (!c.largest_gap().empty()) page.Text(absl::StrCat("Largest gap: ", c.largest_gap(), "."));
+  for (const auto& w : c.warnings()) page.Warning(w);
+
+  Bar pred{"predicted", {}}, meas{"measured", {}};
+  StackedBarChart pairs{"Each term, predicted and measured (largest gap first)", "seconds per step", {}, 0, "", 820};
+  Table t;
+  t.header = {"term", "predicted s", "measured s", "measured - predicted s", "likely cause of the gap"};
+  t.numeric = {false, true, true, true, false};
+  double pred_sum = 0, meas_sum = 0;
+  for (const auto& term : c.terms()) {
+    const std::string colour = TermColour(term.term());
+    pred.segments.push_back({term.term(), term.predicted_s(), "", colour});
+    meas.segments.push_back({term.term(), term.measured_s(), "", colour});
+    pred_sum += std::max(0.0, term.predicted_s());
+    meas_sum += std::max(0.0, term.measured_s());
+    const std::string why = term.explanation().empty() ? "" : absl::StrCat("\n", term.explanation());
+    pairs.bars.push_back({absl::StrCat(term.term(), ", predicted"),
+                          {{"predicted", term.predicted_s(),
+                            absl::StrFormat("%s predicted: %s s", term.term(), Number(term.predicted_s())), "#4e79a7"}}});
+    pairs.bars.push_back({absl::StrCat(term.term(), ", measured"),
+                          {{"measured", term.measured_s(),
+                            absl::StrFormat("%s measured: %s s (%+.4g s)%s", term.term(), Number(term.measured_s()),
+                                            term.difference_s(), why),
+                            "#f28e2b"}}});
+    t.rows.push_back({term.term(), Number(term.predicted_s()), Number(term.measured_s()),
+                      absl::StrFormat("%+.4g", term.difference_s()), term.explanation()});
+  }
+  // What the terms leave of each step (host launch gaps in a prediction; in a measurement, busy
+  // kernels overlap across streams, so the terms may add up to more than the step).
+  if (pred_s - pred_sum > 1e-9 * pred_s) pred.segments.push_back({"rest of the step", pred_s - pred_sum, "", "#e8e8e8"});
+  if (meas_s - meas_sum > 1e-9 * meas_s) meas.segments.push_back({"rest of the step", meas_s - meas_sum, "", "#e8e8e8"});
+  page.Svg(RenderStackedBars({"Predicted and measured step, by term", "seconds per step", {pred, meas}, 0, "", 820}));
+  page.Svg(RenderStackedBars(pairs));
+  page.Add(t);
+  page.Note("Terms (plugin/compare.h): gemm = GEMM + recompute predicted, GEMM kernels measured; elementwise includes "
+            "the optimizer and memory copies; exposed communication is HTA's definition (not under a computation "
+            "kernel); idle / bubble = the pipeline bubble predicted, no kernel running measured. Measured busy time "
+            "can overlap across streams, so the measured bar may exceed the measured step.");
+  return page.Html();
+}
+
+std::string SearchPage(const std::string& title, const std::vector<SearchCandidate>& candidates,
+                       const SearchCandidate& chosen, bool by_mfu) {
+  Page page(absl::StrCat("stepcast search: ", title));
+  std::vector<std::string> rows, columns;
+  for (const auto& c : candidates) {
+    if (std::find(rows.begin(), rows.end(), c.row) == rows.end()) rows.push_back(c.row);
+    if (std::find(columns.begin(), columns.end(), c.column) == columns.end()) columns.push_back(c.column);
+  }
+  HeatMap h;
+  h.title = by_mfu ? "Best MFU per layout cell" : "Fastest step per layout cell";
+  h.rows = rows;
+  h.columns = columns;
+  h.value_label = by_mfu ? "MFU (%)" : "step time (s)";
+  h.higher_is_better = by_mfu;
+  h.values.assign(rows.size(), std::vector<double>(columns.size(), kNaN));
+  h.titles.assign(rows.size(), std::vector<std::string>(columns.size()));
+  std::vector<std::vector<int>> counts(rows.size(), std::vector<int>(columns.size(), 0));
+  std::vector<std::vector<const SearchCandidate*>> best(rows.size(), std::vector<const SearchCandidate*>(columns.size()));
+  for (const auto& c : candidates) {
+    const size_t i = std::find(rows.begin(), rows.end(), c.row) - rows.begin();
+    const size_t j = std::find(columns.begin(), columns.end(), c.column) - columns.begin();
+    ++counts[i][j];
+    if (!c.fits) continue;
+    const SearchCandidate* b = best[i][j];
+    if (b == nullptr || (by_mfu ? c.mfu > b->mfu : c.step_time_s < b->step_time_s)) best[i][j] = &c;
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = 0; j < columns.size(); ++j) {
+      const SearchCandidate* b = best[i][j];
+      if (b == nullptr) {
+        h.titles[i][j] = counts[i][j] ? absl::StrFormat("%s %s: %d layouts, none fits", rows[i], columns[j], counts[i][j])
+                                      : absl::StrFormat("%s %s: no valid layout", rows[i], columns[j]);
+        continue;
+      }
+      h.values[i][j] = by_mfu ? 100 * b->mfu : b->step_time_s;
+      h.titles[i][j] = absl::StrFormat("%s\nstep %s s, MFU %s\nbest of %d layouts in this cell", b->layout,
+                                       Number(b->step_time_s), Pct(b->mfu), counts[i][j]);
+    }
+  }
+  h.chosen_row = static_cast<int>(std::find(rows.begin(), rows.end(), chosen.row) - rows.begin());
+  h.chosen_column = static_cast<int>(std::find(columns.begin(), columns.end(), chosen.column) - columns.begin());
+  if (h.chosen_row >= static_cast<int>(rows.size()) || h.chosen_column >= static_cast<int>(columns.size())) {
+    h.chosen_row = h.chosen_column = -1;
+  }
+  if (!rows.empty()) {
+    h.y_label = rows.front().substr(0, rows.front().find('='));
+    h.x_label = columns.front().substr(0, columns.front().find('='));
+  }
+  page.Facts({{"chosen layout", chosen.layout},
+              {"step time", Seconds(chosen.step_time_s)},
+              {"MFU", Pct(chosen.mfu)},
+              {"layouts evaluated", absl::StrCat(candidates.size())}});
+  page.Svg(RenderHeatMap(h));
+  page.Note("Each cell shows the best layout with that row and column among those that fit in memory; grey cells have "
+            "no valid layout or none that fits. Hover a cell for its layout.");
+  std::vector<const SearchCandidate*> order;
+  for (const auto& c : candidates) order.push_back(&c);
+  std::stable_sort(order.begin(), order.end(), [&](const SearchCandidate* a, const SearchCandidate* b) {
+    if (a->fits != b->fits) return a->fits;
+    return by_mfu ? a->mfu > b->mfu : a->step_time_s < b->step_time_s;
+  });
+  Table t;
+  t.caption = "The best layouts";
+  t.header = {"#", "layout", "step s", "MFU", "fits", "note"};
+  t.numeric = {true, false, true, true, false, false};
+  for (size_t k = 0; k < order.size() && k < 20; ++k) {
+    const SearchCandidate& c = *order[k];
+    t.rows.push_back({absl::StrCat(k + 1), c.layout, Number(c.step_time_s), Pct(c.mfu), c.fits ? "yes" : "NO", c.note});
+    t.flagged.push_back(!c.fits);
+  }
+  page.Add(t);
+  return page.Html();
+}
+
+namespace {
+
+// Sizes from lo to hi, `per_decade` points per decade (log-spaced), for model curves.
+std::vector<double> LogSpace(double lo, double hi, int per_decade) {
+  std::vector<double> out;
+  if (!(lo > 0) || !(hi > lo)) return out;
+  const double step = 1.0 / per_decade;
+  for (double e = std::log10(lo); e < std::log10(hi) + 1e-9; e += step) out.push_back(std::pow(10, e));
+  return out;
+}
+
+std::string CollectiveText(v1::Collective c) {
+  std::string n = v1::Collective_Name(c);
+  return absl::AsciiStrToLower(n.rfind("COLLECTIVE_", 0) == 0 ? n.substr(11) : n);
+}
+std::string ScopeText(v1::Scope s) { return s == v1::SCOPE_INTER_NODE ? "inter-node" : "intra-node"; }
+std::string DTypeText(v1::DType d) {
+  std::string n = v1::DType_Name(d);
+  return absl::AsciiStrToLower(n.rfind("D_TYPE_", 0) == 0 ? n.substr(7) : n);
+}
+std::string Bytes(double b) {
+  if (b >= 1ull << 30) return absl::StrFormat("%.3g GiB", b / (1ull << 30));
+  if (b >= 1 << 20) return absl::StrFormat("%.3g MiB", b / (1 << 20));
+  if (b >= 1 << 10) return absl::StrFormat("%.3g KiB", b / (1 << 10));
+  return absl::StrFormat("%.0f B", b);
+}
+
+// A GEMM's shape class, for colouring rate-against-size points: "square" (largest / smallest
+// dimension <= 4), "long K" (k the largest: reduction-heavy, e.g. a row-parallel projection),
+// otherwise "skinny M or N" (few tokens, or a narrow output).
+std::string ShapeClass(int64_t m, int64_t n, int64_t k) {
+  const double lo = std::min({m, n, k}), hi = std::max({m, n, k});
+  if (hi <= 4 * lo) return "square";
+  if (k >= m && k >= n) return "long K";
+  return "skinny M or N";
+}
+
+}  // namespace
+
+std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardware) {
+  const v1::CalibrationConditions& cond = run.conditions();
+  const v1::RateProfile& prof = run.profile();
+  Page page(absl::StrCat("stepcast-calibrate: ", prof.name().empty() ? "rate profile" : prof.name()));
+  std::vector<std::pair<std::string, std::string>> facts;
+  if (!cond.gpu_name().empty()) facts.emplace_back("GPU", absl::StrCat(cond.gpu_count(), " x ", cond.gpu_name()));
+  if (cond.ranks() > 0) facts.emplace_back("ranks", absl::StrCat(cond.ranks()));
+  if (!cond.host().empty()) facts.emplace_back("host", cond.host());
+  for (const auto& [label, v] : {std::pair{"driver", cond.driver_version()}, std::pair{"CUDA", cond.cuda_runtime_version()},
+                                 std::pair{"cuBLAS", cond.cublas_version()}, std::pair{"NCCL", cond.nccl_version()}}) {
+    if (!v.empty()) facts.emplace_back(label, v);
+  }
+  if (!prof.hardware().empty()) facts.emplace_back("hardware preset", prof.hardware());
+  if (!facts.empty()) page.Facts(facts);
+  if (!cond.command_line().empty()) page.Note(absl::StrCat("command: ", cond.command_line()));
+  for (const auto& w : run.warnings()) page.Warning(w);
+  // The model's collective curves: the profile's rates as core evaluates them (a partial
+  // profile, e.g. an import of collectives only, still draws).
+  RateProfile model;
+  for (const auto& r : prof.collectives()) {
+    CollectiveRate c;
+    c.collective = CollectiveFromProto(r.collective());
+    c.scope = r.scope() == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
+    c.group_size = r.group_size();
+    c.ranks_per_node = r.ranks_per_node();
+    c.alpha_s = r.alpha_s();
+    c.busbw_bytes_per_s = r.busbw_bytes_per_s();
+    for (const auto& pt : r.points()) c.points.push_back({pt.size_bytes(), pt.time_s()});
+    c.source = r.source();
+    model.collectives.push_back(std::move(c));
+  }
+
+  // ---- collectives, one pair of charts per scope ----
+  struct Group {
+    v1::Collective collective;
+    int64_t ranks = 0, ranks_per_node = 0;
+    std::vector<std::pair<double, double>> size_time;  // measured (bytes, median s)
+  };
+  for (v1::Scope scope : {v1::SCOPE_INTRA_NODE, v1::SCOPE_INTER_NODE}) {
+    std::vector<Group> groups;
+    auto group_of = [&](v1::Collective c, int64_t ranks, int64_t per_node) -> Group& {
+      for (auto& g : groups) {
+        if (g.collective == c && g.ranks == ranks && g.ranks_per_node == per_node) return g;
+      }
+      groups.push_back({c, ranks, per_node, {}});
+      return groups.back();
+    };
+    for (const auto& sample : run.collectives()) {
+      if (sample.scope() != scope || !(sample.time().median_s() > 0) || !(sample.size_bytes() > 0)) continue;
+      group_of(sample.collective(), sample.ranks(), 0).size_time.emplace_back(sample.size_bytes(), sample.time().median_s());
+    }
+    if (run.collectives().empty()) {  // an import: the profile's measured curves
+      for (const auto& rate : prof.collectives()) {
+        if (rate.scope() != scope) continue;
+        for (const auto& pt : rate.points()) {
+          if (pt.time_s() > 0 && pt.size_bytes() > 0) {
+            group_of(rate.collective(), rate.group_size(), rate.ranks_per_node())
+                .size_time.emplace_back(pt.size_bytes(), pt.time_s());
+          }
+        }
+      }
+    }
+    if (groups.empty()) continue;
+    page.Heading(absl::StrCat("Collectives, ", ScopeText(scope)));
+    XYChart busbw, time;
+    busbw.title = absl::StrCat("Bus bandwidth against message size (", ScopeText(scope), ")");
+    busbw.x = {"message size (bytes, as nccl-tests counts it)", true};
+    busbw.y = {"busbw (GB/s, 1e9 bytes/s)", false};
+    time.title = absl::StrCat("Time against message size (", ScopeText(scope), ")");
+    time.x = busbw.x;
+    time.y = {"time (s)", true};
+    const Scope core_scope = scope == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      Group& g = groups[gi];
+      std::sort(g.size_time.begin(), g.size_time.end());
+      const Collective core_c = CollectiveFromProto(g.collective);
+      const int64_t n = g.ranks > 0 ? g.ranks : 2;
+      const double factor = BusBwFactor(core_c, n);
+      std::string name = absl::StrCat(CollectiveText(g.collective), " x", n);
+      if (g.ranks_per_node > 0) absl::StrAppend(&name, " (", g.ranks_per_node, "/node)");
+      const std::string colour = PaletteColour(gi);
+      Series pts_bw{absl::StrCat(name, " measured"), {}, false, false, colour};
+      Series pts_t = pts_bw;
+      for (const auto& [size, t] : g.size_time) {
+        const double bw = size * factor / t;
+        const std::string title = absl::StrFormat("%s, %s: %s, busbw %.1f GB/s", name, Bytes(size), Seconds(t), bw / 1e9);
+        pts_bw.points.push_back({size, bw / 1e9, title});
+        pts_t.points.push_back({size, t, title});
+      }
+      busbw.series.push_back(pts_bw);
+      time.series.push_back(pts_t);
+      const double lo = g.size_time.front().first, hi = g.size_time.back().first;
+      auto curve = [&](const CollectiveRate* rate, const std::string& label, bool dashed) {
+        if (rate == nullptr) return;
+        Series cb{absl::StrCat(name, " ", label), {}, true, dashed, colour};
+        Series ct = cb;
+        for (double size : LogSpace(lo, hi, 8)) {
+          const double t = EstimateCollective(*rate, n, size, g.ranks_per_node).time_s;
+          if (!(t > 0)) continue;
+          cb.points.push_back({size, size * factor / t / 1e9, ""});
+          ct.points.push_back({size, t, ""});
+        }
+        busbw.series.push_back(cb);
+        time.series.push_back(ct);
+      };
+      curve(model.FindCollective(core_c, core_scope, n, g.ranks_per_node), "model", false);
+      if (hardware != nullptr) {
+        curve(hardware->reference_profile.FindCollective(core_c, core_scope, n, g.ranks_per_node), "reference profile", true);
+      }
+    }
+    if (hardware != nullptr) {
+      const double link = scope == v1::SCOPE_INTER_NODE ? hardware->inter_node_bandwidth_bytes_per_s
+                                                        : hardware->intra_node_bandwidth_bytes_per_s;
+      if (link > 0) {
+        busbw.reference_lines.push_back(
+            {scope == v1::SCOPE_INTER_NODE ? "datasheet NIC bandwidth per GPU" : "datasheet NVLink bandwidth per GPU",
+             link / 1e9, "#c00000"});
+      }
+    }
+    page.Svg(RenderXY(busbw));
+    page.Svg(RenderXY(time));
+    page.Note(absl::StrCat(
+        "model: this profile's curve as the step model evaluates it (core/hardware.h EstimateCollective: "
+        "interpolated between measured sizes, alpha-beta beyond); reference profile: the ",
+        hardware != nullptr ? hardware->name : "hardware", " preset's; busbw as nccl-tests defines it (algbw x ",
+        "2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter, all-to-all)."));
+  }
+  if (!run.fits().empty()) {
+    Table t;
+    t.caption = "Alpha-beta fits: time = alpha + size x factor / busbw, per size range";
+    t.header = {"collective", "scope", "ranks", "from", "to", "alpha (us)", "busbw (GB/s)", "median |error| of the fit"};
+    t.numeric = {false, false, true, true, true, true, true, true};
+    for (const auto& f : run.fits()) {
+      for (const auto& seg : f.segments()) {
+        t.rows.push_back({CollectiveText(f.collective()), ScopeText(f.scope()), absl::StrCat(f.ranks()),
+                          Bytes(seg.min_size_bytes()),
+                          seg.max_size_bytes() > seg.min_size_bytes() ? Bytes(seg.max_size_bytes()) : "(no limit)",
+                          Number(seg.alpha_s() * 1e6),
+                          Number(seg.busbw_bytes_per_s() / 1e9), Pct(f.median_relative_error())});
+      }
+    }
+    page.Add(t);
+  }
+
+  // ---- GEMM rate against size, by shape ----
+  struct GemmPoint {
+    v1::DType dtype;
+    int64_t m, n, k;
+    double flops_per_s;
+  };
+  std::vector<GemmPoint> gemms;
+  for (const auto& g : run.gemm()) {
+    if (g.median_flops_per_s() > 0) gemms.push_back({g.dtype(), g.m(), g.n(), g.k(), g.median_flops_per_s()});
+  }
+  if (run.gemm().empty()) {
+    for (const auto& g : prof.gemm()) {
+      if (g.m() > 0 && g.n() > 0 && g.k() > 0 && g.flops_per_s() > 0) gemms.push_back({g.dtype(), g.m(), g.n(), g.k(), g.flops_per_s()});
+    }
+  }
+  if (!gemms.empty()) {
+    page.Heading("GEMM rate against size and shape");
+    XYChart chart;
+    chart.title = "GEMM throughput against size (2mnk FLOPs)";
+    chart.x = {"GEMM size 2mnk (FLOPs)", true};
+    chart.y = {"TFLOP/s (1e12 FLOP/s)", false};
+    std::vector<std::string> keys;
+    std::set<v1::DType> dtypes;
+    double fmin = std::numeric_limits<double>::infinity(), fmax = 0;
+    for (const auto& g : gemms) {
+      const std::string key = absl::StrCat(DTypeText(g.dtype), " ", ShapeClass(g.m, g.n, g.k));
+      size_t i = std::find(keys.begin(), keys.end(), key) - keys.begin();
+      if (i == keys.size()) {
+        keys.push_back(key);
+        Series s;
+        s.name = key;
+        chart.series.push_back(s);
+      }
+      const double f = 2.0 * g.m * g.n * g.k;
+      fmin = std::min(fmin, f);
+      fmax = std::max(fmax, f);
+      dtypes.insert(g.dtype);
+      chart.series[i].points.push_back(
+          {f, g.flops_per_s / 1e12,
+           absl::StrFormat("%s GEMM m=%d n=%d k=%d: %.1f TFLOP/s", DTypeText(g.dtype), g.m, g.n, g.k, g.flops_per_s / 1e12)});
+    }
+    for (const auto& fit : run.gemm_fits()) {
+      if (!(fit.r_max_flops_per_s() > 0)) continue;
+      Series s;
+      s.name = absl::StrCat(DTypeText(fit.dtype()), " size fit r_max F/(F+f_half)");
+      s.line = true;
+      s.colour = "#333333";
+      for (double f : LogSpace(fmin, fmax, 10)) {
+        s.points.push_back({f, fit.r_max_flops_per_s() * f / (f + fit.f_half_flops()) / 1e12, ""});
+      }
+      chart.series.push_back(s);
+    }
+    if (hardware != nullptr) {
+      for (v1::DType d : dtypes) {
+        const DType cd = DTypeFromProto(d);
+        if (hardware->PeakFlops(cd) > 0) {
+          chart.reference_lines.push_back({absl::StrCat(DTypeText(d), " datasheet peak"), hardware->PeakFlops(cd) / 1e12, "#c00000"});
+        }
+        const double ref = hardware->reference_profile.GemmRate(cd, 8192, 8192, 8192).flops_per_s;
+        if (ref > 0) chart.reference_lines.push_back({absl::StrCat(DTypeText(d), " reference profile"), ref / 1e12, "#7f7f7f"});
+      }
+    }
+    chart.height = 560;
+    page.Svg(RenderXY(chart));
+    page.Note("Shapes: square (largest dimension at most 4x the smallest), long K (k largest), skinny M or N. The size "
+              "fit is calibrate/fits.h FitGemmRate; the reference profile's rate is its 8192^3 GEMM.");
+  }
+
+  // ---- HBM ----
+  if (!run.hbm().empty()) {
+    page.Heading("HBM bandwidth");
+    StackedBarChart bars{"Memory bandwidth: measured kernels against the datasheet", "GB/s (1e9 bytes/s)", {}, 0, "", 820};
+    for (const auto& h : run.hbm()) {
+      bars.bars.push_back({absl::StrFormat("%s, GPU %d, %s", h.kernel(), h.gpu(), Bytes(h.bytes())),
+                           {{"measured", h.median_bytes_per_s() / 1e9, "", "#4e79a7"}}});
+    }
+    if (hardware != nullptr) {
+      bars.bars.push_back({"reference profile", {{"reference", hardware->reference_profile.hbm_bandwidth_bytes_per_s / 1e9, "", "#bab0ac"}}});
+      bars.limit = hardware->hbm_bandwidth_bytes_per_s / 1e9;
+      bars.limit_label = "datasheet";
+    }
+    page.Svg(RenderStackedBars(bars));
+  }
+  if (!run.stragglers().empty()) {
+    Table t;
+    t.caption = "Stragglers (more than 5% below the node's median)";
+    t.header = {"GPU", "metric", "value", "node median", "slowdown"};
+    t.numeric = {true, false, true, true, true};
+    for (const auto& s : run.stragglers()) {
+      t.rows.push_back({absl::StrCat(s.gpu()), s.metric(), Number(s.value()), Number(s.node_median()), Pct(s.slowdown())});
+    }
+    page.Add(t);
+  }
+  return page.Html();
+}
+
+}  // namespace stepcast::html

@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""The --html pages in a real browser (Debian's chromium, headless).
+
+For each page a command writes, this test:
+  1. checks the file is self-contained: no script, no URL, nothing a browser would fetch;
+  2. loads it in headless Chromium and requires no console message at all (the pages have no
+     scripts, so any console line is a parse or load problem);
+  3. counts, in the DOM Chromium parsed (--dump-dom), the marks the page writer labels
+     (cli/html.h: class "pt" per scatter point, "bar" per bar segment, "cell" per heat-map
+     cell, "curve" per curve) chart by chart, against counts computed independently from the
+     same command's --json output;
+  4. renders it to PNG (--screenshot) and decodes the PNG (zlib + the five PNG filters, no
+     image library) to check it is not blank: many distinct colours, a real share of non-white
+     pixels, and the solid fill colours the page must show.
+
+    pages_test.py STEPCAST_BINARY SOURCE_DIR OUTPUT_DIR
+
+The PNGs stay in OUTPUT_DIR for people to look at. chromium comes from
+scripts/setup_test_deps.sh (the README's test command).
+"""
+
+import html
+import html.parser
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+import zlib
+
+STEPCAST, ROOT, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
+del sys.argv[1:4]
+
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+# Every flag keeps the browser off the network and away from any profile but a fresh one.
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--hide-scrollbars", "--enable-logging=stderr", "--v=0",
+]
+
+# The solid fills of cli/html.cc's fixed colours (Tableau 10 blue = the GEMM term; the source
+# palette's first colour), as RGB.
+GEMM_BLUE = (0x4E, 0x79, 0xA7)
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, **kw)
+
+
+def chromium(page, *args):
+    """Runs headless Chromium on a file with a fresh profile; returns (stdout, stderr)."""
+    with tempfile.TemporaryDirectory() as profile:
+        r = run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, "file://" + os.path.abspath(page)])
+    if r.returncode != 0:
+        raise AssertionError(f"chromium exited {r.returncode}: {r.stderr[-2000:]}")
+    return r.stdout, r.stderr
+
+
+MARKS = ("pt", "bar", "cell", "empty", "curve")
+
+
+class Marks(html.parser.HTMLParser):
+    """Per <svg> element: how many elements carry each class, and each mark (point, bar, cell,
+    curve) with its classes, fill and <title>."""
+
+    def __init__(self):
+        super().__init__()
+        self.svgs = []  # [{"classes": {class: n}, "fills": [..], "titles": [..]}]
+        self.scripts = 0
+        self.fetching = []  # (tag, attribute, value) that would make a browser fetch something
+        self.style = ""
+        self._in_style = False
+        self._title_of = None  # the svg whose point's <title> is being read
+        self._in_title = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "script":
+            self.scripts += 1
+        if tag in ("link", "img", "iframe", "object", "embed", "image", "use", "video", "audio", "source", "base"):
+            self.fetching.append((tag, "", ""))
+        for k, v in attrs:
+            v = (v or "").lower()
+            if k in ("src", "href", "xlink:href", "srcset", "data", "action", "poster", "background") or \
+                    ("url(" in v and "url(#" not in v):
+                self.fetching.append((tag, k, v))
+        self._in_style = tag == "style"
+        if tag == "svg":
+            self.svgs.append({"classes": {}, "fills": [], "titles": [], "marks": []})
+            return
+        if not self.svgs:
+            return
+        svg = self.svgs[-1]
+        classes = (a.get("class") or "").split()
+        for c in classes:
+            svg["classes"][c] = svg["classes"].get(c, 0) + 1
+        if any(c in MARKS for c in classes):
+            fill = a.get("stroke") if "hollow" in classes or "curve" in classes else a.get("fill")
+            svg["marks"].append({"classes": classes, "fill": fill, "title": ""})
+            self._title_of = svg
+        if tag == "title" and self._title_of is not None:
+            self._in_title = True
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+        if tag == "title":
+            self._in_title = False
+            self._title_of = None
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.style += data
+        if self._in_title and self._title_of is not None:
+            self._title_of["marks"][-1]["title"] += data
+
+
+def parse_dom(text):
+    m = Marks()
+    m.feed(text)
+    for svg in m.svgs:
+        pts = [x for x in svg["marks"] if "pt" in x["classes"]]
+        svg["fills"] = [x["fill"] for x in pts]
+        svg["titles"] = [x["title"] for x in pts]
+    return m
+
+
+def decode_png(path):
+    """(width, height, rows of RGB tuples) of an 8-bit RGB or RGBA, non-interlaced PNG."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise AssertionError(f"{path}: not a PNG")
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            if depth != 8 or colour not in (2, 6) or interlace:
+                raise AssertionError(f"{path}: unexpected PNG format depth={depth} colour={colour}")
+            bpp = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        filt = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - bpp] if i >= bpp else 0
+            up = prev[i]
+            ul = prev[i - bpp] if i >= bpp else 0
+            if filt == 1:
+                line[i] = (line[i] + left) & 255
+            elif filt == 2:
+                line[i] = (line[i] + up) & 255
+            elif filt == 3:
+                line[i] = (line[i] + (left + up) // 2) & 255
+            elif filt == 4:
+                p = left + up - ul
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - ul)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else ul)) & 255
+        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(width)])
+        prev = line
+    return width, height, rows
+
+
+class PageCase:
+    """Shared checks; subclasses write one page and say what it must hold."""
+
+    name = ""
+
+    @classmethod
+    def setUpClass(cls):
+        if CHROMIUM is None:
+            raise AssertionError("chromium not found: run scripts/setup_test_deps.sh (the README's test command)")
+        os.makedirs(OUT, exist_ok=True)
+        cls.page = os.path.join(OUT, cls.name + ".html")
+        cls.png = os.path.join(OUT, cls.name + ".png")
+        for p in (cls.page, cls.png):
+            if os.path.exists(p):
+                os.remove(p)
+        cls.write_page()
+        with open(cls.page, encoding="utf-8") as f:
+            cls.text = f.read()
+        cls.dom_text, cls.dom_log = chromium(cls.page, "--dump-dom")
+        cls.dom = parse_dom(cls.dom_text)
+        _, cls.shot_log = chromium(cls.page, "--screenshot=" + cls.png, "--window-size=1100,1600")
+
+    def test_self_contained(self):
+        # As written (names from user files may mention URLs as text; no element or style may
+        # reference one) and as Chromium parsed it.
+        for doc in (parse_dom(self.text), self.dom):
+            self.assertEqual(doc.scripts, 0, "a <script> element")
+            self.assertEqual(doc.fetching, [], "an element or attribute that fetches")
+        written = parse_dom(self.text)
+        self.assertIn("sans-serif", written.style)  # the inline CSS is there, with local fonts only
+        style = written.style.lower()
+        self.assertNotIn("@import", style)
+        self.assertNotIn("url(", style)
+        self.assertNotIn("@font-face", style)
+
+    def test_no_console_messages(self):
+        for log in (self.dom_log, self.shot_log):
+            lines = [l for l in log.splitlines() if "CONSOLE" in l]
+            self.assertEqual(lines, [], "console output while loading the page")
+
+    def test_png_not_blank(self):
+        width, height, rows = decode_png(self.png)
+        self.assertEqual((width, height), (1100, 1600))
+        colours, non_white = set(), 0
+        self.colour_counts = {}
+        for row in rows:
+            for px in row:
+                colours.add(px)
+                if px != (255, 255, 255):
+                    non_white += 1
+                self.colour_counts[px] = self.colour_counts.get(px, 0) + 1
+        self.assertGreater(len(colours), 50, "too few colours: a blank or unstyled page")
+        self.assertGreater(non_white / (width * height), 0.05, "almost all white")
+        for rgb, at_least in self.solid_colours():
+            self.assertGreaterEqual(self.colour_counts.get(rgb, 0), at_least, f"colour {rgb} missing from the PNG")
+
+    def solid_colours(self):
+        return []
+
+    def svg_counts(self, cls):
+        return [s["classes"].get(cls, 0) for s in self.dom.svgs]
+
+
+class PredictPage(PageCase, unittest.TestCase):
+    name = "predict"
+
+    @classmethod
+    def write_page(cls):
+        job = os.path.join(ROOT, "examples", "llama3-70b-h100.yaml")
+        r = run([STEPCAST, "predict", job, "--html", cls.page])
+        assert r.returncode == 0, r.stderr
+        cls.report = r.stdout
+        r = run([STEPCAST, "predict", job, "--json"])
+        assert r.returncode == 0, r.stderr
+        cls.prediction = json.loads(r.stdout)
+
+    def test_bars(self):
+        p = self.prediction
+        terms = sum(1 for v in p["breakdown"].values() if v > 0)
+        items = sum(1 for it in p["memory"]["items"] if it["bytes"] > 0)
+        # Charts in order: step breakdown (one segment per non-zero term), memory items, and the
+        # two bars of arithmetic intensity against machine balance.
+        self.assertEqual(self.svg_counts("bar"), [terms, items, 2])
+        self.assertGreaterEqual(terms, 6)  # GEMM, attention, elementwise, TP, PP, bubble at least
+        self.assertEqual(self.svg_counts("limit"), [0, 1, 0])  # the capacity line
+
+    def test_text(self):
+        p = self.prediction
+        self.assertIn(p["job_name"], self.dom_text)
+        kind = p["bottleneck"]["kind"].removeprefix("BOTTLENECK_KIND_").lower().replace("_", " ")
+        self.assertIn(f"Bottleneck: {kind}", self.dom_text)
+        self.assertIn(html.escape(p["bottleneck"]["reason"], quote=False), self.dom_text)
+        for a in p["assumed_inputs"]:
+            self.assertIn(a["field"], self.dom_text)
+        self.assertIn("predict", self.report)  # the readable report still goes to stdout
+
+    def solid_colours(self):
+        return [(GEMM_BLUE, 2000)]  # the GEMM segment, most of the step
+
+
+class ValidatePage(PageCase, unittest.TestCase):
+    name = "validate"
+
+    @classmethod
+    def write_page(cls):
+        csv = os.path.join(ROOT, "tests", "data", "validation", "published_runs.csv")
+        r = run([STEPCAST, "validate", csv, "--html", cls.page])
+        assert r.returncode == 0, r.stderr
+        r = run([STEPCAST, "validate", csv, "--json"])
+        assert r.returncode == 0, r.stderr
+        cls.report = json.loads(r.stdout)
+
+    def predicted_rows(self):
+        return [row for row in self.report["rows"] if not row.get("skipped_reason")
+                and row["measured_iter_time_s"] > 0 and row["predicted_iter_time_s"] > 0]
+
+    def test_points(self):
+        rows = self.predicted_rows()
+        self.assertGreater(len(rows), 100)
+        # Both charts (log-log predicted vs measured, signed error) carry one point per row.
+        self.assertEqual(self.svg_counts("pt"), [len(rows), len(rows)])
+        hollow = sum(1 for row in rows if not row["fits"])
+        self.assertEqual(self.svg_counts("hollow"), [hollow, hollow])
+        self.assertEqual(self.svg_counts("band"), [2, 2])  # 10% and 25%
+
+    def test_one_colour_per_source(self):
+        rows = self.predicted_rows()
+        sources = sorted({row["source_id"] for row in rows})
+        fills = self.dom.svgs[0]["fills"]
+        by_source = {}
+        # Map each point's title (it names the row and its source) to its fill.
+        for title, fill in zip(self.dom.svgs[0]["titles"], fills):
+            source = title.split("source ", 1)[1].split(":", 1)[0]
+            by_source.setdefault(source, set()).add(fill)
+        self.assertEqual(sorted(by_source), sources)
+        for s, f in by_source.items():
+            self.assertEqual(len(f), 1, f"source {s} drawn in {f}")
+        self.assertEqual(len({next(iter(f)) for f in by_source.values()}), len(sources), "two sources share a colour")
+
+    def test_hover_titles_name_every_row(self):
+        ids = {row["row_id"] for row in self.predicted_rows()}
+        named = {t.split(",", 1)[0].removeprefix("row ") for t in self.dom.svgs[0]["titles"]}
+        self.assertEqual(named, ids)
+
+    def test_per_source_table(self):
+        for s in self.report["by_source"]:
+            self.assertIn(f"<td>{s['source_id']}</td>", self.dom_text)
+        p90 = self.report["summary"]["p90_abs_error_pct"]
+        self.assertIn(f"{p90:.1f}%", self.dom_text)
+        self.assertIn("leave-one-source-out", self.dom_text)
+
+
+class HostileNamesPage(PageCase, unittest.TestCase):
+    """Names come from user files: a job named with markup stays text."""
+
+    name = "escaping"
+    hostile = "<script>alert(1)</script><b>&\"'"
+
+    @classmethod
+    def write_page(cls):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"name": cls.hostile, "model": "llama3-8b", "hardware": "h100-sxm", "cluster": {"gpu_count": 8},
+                       "training": {"seq_length": 8192, "global_batch_size": 32}}, f)
+        r = run([STEPCAST, "predict", f.name, "--html", cls.page])
+        os.unlink(f.name)
+        assert r.returncode == 0, r.stderr
+
+    def test_name_is_text(self):
+        self.assertNotIn("<b>", self.dom_text)
+        self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;&amp;", self.dom_text)
+
+
+def write_fixture_pages():
+    """search.html and calibrate.html from tests/pages_test.cc (commands not wired yet)."""
+    r = run([os.environ["PAGES_FIXTURE"], OUT, ROOT, *(f"{k}:{v}" for k, vs in CALIBRATION_INPUTS.items() for v in vs)])
+    assert r.returncode == 0, r.stderr
+
+
+# Published measurements the calibration page draws (tests/data/real_data/microbench).
+NCCL = "tests/data/real_data/microbench/nccl/"
+GEMM = "tests/data/real_data/microbench/gemm/"
+CALIBRATION_INPUTS = {
+    "intra": [NCCL + "01_h100x8_nvlink_dgx_allreduce.txt"],
+    "inter": [NCCL + "14_h100x16_aws_p5_efa_allreduce.txt", NCCL + "06_h100x16_gcp_a3mega_allgather.txt"],
+    "gemm": [GEMM + f for f in sorted(os.listdir(os.path.join(ROOT, GEMM))) if f.endswith("_GEMM.csv")],
+}
+
+
+def nccl_rows(path):
+    """Data rows of an nccl-tests log (size > 0, out-of-place time > 0), counted here on their own."""
+    n = 0
+    with open(os.path.join(ROOT, path)) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            line = line.split("<stdout>:")[-1]
+            fields = line.split()
+            try:
+                if len(fields) >= 8 and float(fields[0]) > 0 and float(fields[5]) > 0:
+                    n += 1
+            except ValueError:
+                pass
+    return n
+
+
+def tracelens_bf16_rows(path):
+    import csv
+    with open(os.path.join(ROOT, path), newline="") as f:
+        return sum(1 for row in csv.DictReader(f)
+                   if "BFloat16" in row["param: dtype_A_B"] and float(row["TFLOPS/s_median"]) > 0)
+
+
+class ComparePage(PageCase, unittest.TestCase):
+    name = "compare"
+
+    @classmethod
+    def write_page(cls):
+        cls.tmp = tempfile.mkdtemp()
+        pred = os.path.join(cls.tmp, "pred.json")
+        r = run([STEPCAST, "predict", "--json", os.path.join(ROOT, "examples", "llama3-70b-h100.yaml")])
+        assert r.returncode == 0, r.stderr
+        with open(pred, "w") as f:
+            f.write(r.stdout)
+        ranks = []
+        for rank, step in ((0, 14.0), (1, 15.0)):
+            path = os.path.join(cls.tmp, f"rank{rank}.json")
+            busy = {"gemm_s": 9.5, "attention_s": 1.2, "communication_s": 2.0, "elementwise_s": 1.0,
+                    "memory_copy_s": 0.1}
+            with open(path, "w") as f:
+                json.dump({"rank": rank, "rank_count": 1, "step_source": "nvtx:step", "warmup_steps": 2,
+                           "steps": [{"step": s, "step_time_s": step, "busy": busy, "exposed_communication_s": 1.5,
+                                      "idle_s": 0.8} for s in (2, 3)]}, f)
+            ranks.append(path)
+        r = run([STEPCAST, "compare", pred, *ranks, "--html", cls.page])
+        assert r.returncode == 0, r.stderr
+        r = run([STEPCAST, "compare", pred, *ranks, "--json"])
+        assert r.returncode == 0, r.stderr
+        cls.comparison = json.loads(r.stdout)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_terms_side_by_side(self):
+        terms = self.comparison["terms"]
+        self.assertGreaterEqual(len(terms), 4)
+        pairs = sum(1 for t in terms if t["predicted_s"] > 0) + sum(1 for t in terms if t["measured_s"] > 0)
+        bars = self.svg_counts("bar")
+        self.assertEqual(len(bars), 2)
+        self.assertEqual(bars[1], pairs)
+        # The two stacked steps: every non-zero term once per side, plus what the terms leave.
+        self.assertGreaterEqual(bars[0], pairs)
+        self.assertLessEqual(bars[0], pairs + 2)
+        for t in terms:
+            self.assertIn(html.escape(t["term"], quote=False), self.dom_text)
+        self.assertIn(html.escape(self.comparison["largest_gap"], quote=False), self.dom_text)
+        self.assertEqual(self.comparison["measured_step_time_s"], 15.0)  # the slowest rank sets the step
+        self.assertIn("15 s", self.dom_text)
+
+    def solid_colours(self):
+        return [(GEMM_BLUE, 1000)]
+
+
+class SearchPage(PageCase, unittest.TestCase):
+    name = "search"
+
+    @classmethod
+    def write_page(cls):
+        write_fixture_pages()
+
+    def cells(self):
+        return [m for m in self.dom.svgs[0]["marks"] if "cell" in m["classes"] or "empty" in m["classes"]]
+
+    def test_grid(self):
+        self.assertEqual(len(self.dom.svgs), 1)
+        self.assertEqual(len(self.cells()), 5 * 4)  # PP 1..16 x TP 1..8
+        self.assertGreater(self.svg_counts("cell")[0], 4)
+        chosen = [m for m in self.cells() if "chosen" in m["classes"]]
+        self.assertEqual(len(chosen), 1)
+
+    def test_chosen_is_the_fastest_and_matches_the_cli(self):
+        chosen = [m for m in self.cells() if "chosen" in m["classes"]][0]["title"]
+        layout = chosen.split("\n")[0]
+        steps = [float(m["title"].split("step ")[1].split(" s")[0]) for m in self.cells() if "cell" in m["classes"]]
+        step = float(chosen.split("step ")[1].split(" s")[0])
+        self.assertEqual(step, min(steps))
+        # The same layout through `stepcast predict` (the job file with that TP and PP).
+        tp = int(layout.split("TP=")[1].split()[0])
+        pp = int(layout.split("PP=")[1].split()[0])
+        r = run([STEPCAST, "import", os.path.join(ROOT, "examples", "llama3-70b-h100.yaml")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        spec = json.loads(r.stdout)
+        spec["parallelism"].update({"tp": tp, "pp": pp, "vpp": 1})
+        spec["parallelism"].pop("dp", None)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(spec, f)
+        try:
+            r = run([STEPCAST, "predict", "--json", f.name])
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertAlmostEqual(json.loads(r.stdout)["step_time_s"], step, delta=step * 1e-3)
+
+
+class CalibratePage(PageCase, unittest.TestCase):
+    name = "calibrate"
+
+    @classmethod
+    def write_page(cls):
+        write_fixture_pages()
+
+    def test_points_per_chart(self):
+        intra = sum(nccl_rows(p) for p in CALIBRATION_INPUTS["intra"])
+        inter = sum(nccl_rows(p) for p in CALIBRATION_INPUTS["inter"])
+        gemm = sum(tracelens_bf16_rows(p) for p in CALIBRATION_INPUTS["gemm"])
+        self.assertGreater(intra, 20)
+        self.assertGreater(inter, 20)
+        self.assertGreater(gemm, 50)
+        # busbw and time per scope, then GEMM rate against size.
+        self.assertEqual(self.svg_counts("pt"), [intra, intra, inter, inter, gemm])
+        curves = self.svg_counts("curve")
+        # Each collective group has the model's curve; intra all_reduce and inter all_reduce also
+        # the H100 reference profile's; the GEMM chart has the size fit.
+        self.assertGreaterEqual(curves[0], 2)
+        self.assertGreaterEqual(curves[2], 3)
+        self.assertEqual(curves[4], 1)
+        refs = self.svg_counts("ref")
+        self.assertEqual(refs[0], 1)  # datasheet NVLink bandwidth
+        self.assertEqual(refs[4], 2)  # bf16 datasheet peak, reference profile rate
+
+
+class CalibrateImportPage(PageCase, unittest.TestCase):
+    """What `stepcast-calibrate import` makes of the same logs: the profile's curves."""
+
+    name = "calibrate-import"
+
+    @classmethod
+    def write_page(cls):
+        write_fixture_pages()
+
+    def test_points_per_chart(self):
+        intra = sum(nccl_rows(p) for p in CALIBRATION_INPUTS["intra"])
+        inter = sum(nccl_rows(p) for p in CALIBRATION_INPUTS["inter"])
+        pts = self.svg_counts("pt")
+        self.assertEqual(len(pts), 5)
+        # The importer keeps each log's sizes as the curve's points (a size measured twice once).
+        self.assertEqual(pts[0], pts[1])
+        self.assertEqual(pts[2], pts[3])
+        self.assertGreaterEqual(pts[0], intra * 0.9)
+        self.assertLessEqual(pts[0], intra)
+        self.assertGreaterEqual(pts[2], inter * 0.9)
+        self.assertLessEqual(pts[2], inter)
+        self.assertGreater(pts[4], 40)  # shape-specific GEMM rates from the TraceLens tables
+        self.assertGreaterEqual(self.svg_counts("curve")[0], 2)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

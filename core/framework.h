@@ -68,6 +68,7 @@ struct ShardingModel {
   bool reshard_after_forward = true;
   bool gather_once_per_step_with_pp = false;
   bool reduce_once_per_step_with_accumulation = false;
+  bool sharded_params_are_master = false;  // FSDP: fp32 shards, no low-precision copy
 };
 
 struct LaunchModel {

@@ -186,6 +186,9 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
   // fp8 parameters (Megatron --fp8-param-gather): the model's weights are stored in fp8.
   const double weight_bytes = t.fp8_param_gather && pr.gemm == DType::kFP8 ? 1.0 : BytesPerElement(pr.params);
   out.weights_bytes = sharded(z3) * weight_bytes;
+  // FSDP-style: the shard is the fp32 master itself (no low-precision copy, no second master).
+  const bool master_shards = z3 && job.framework.sharding.sharded_params_are_master;
+  if (master_shards) out.weights_bytes = sharded(true) * BytesPerElement(pr.master_weights);
   out.gradients_bytes = sharded(z2) * BytesPerElement(pr.grads);
   double per_param_opt = 0;
   const double master = pr.master_weights == pr.params ? 0.0 : BytesPerElement(pr.master_weights);
@@ -195,6 +198,7 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
     case Optimizer::kAdamW8bit: per_param_opt = master + 2 * 1.0 + 2 * 4.0 / 2048; break;
     case Optimizer::kSgd: per_param_opt = master + BytesPerElement(pr.optimizer_states); break;
   }
+  if (master_shards) per_param_opt -= master;
   out.optimizer_states_bytes = sharded(z1) * per_param_opt;
 
   // Activations.

@@ -76,6 +76,11 @@ std::string FormatReport(const Job& job, const Prediction& p) {
   absl::StrAppendFormat(&o, "    %-30s %s of %s GiB: ", "total", Gib(m.total_bytes), Gib(m.capacity_bytes));
   if (m.fits) {
     absl::StrAppendFormat(&o, "fits, %.2f GiB headroom\n\n", m.headroom_bytes / (1ull << 30));
+  } else if (m.tight) {
+    absl::StrAppendFormat(&o, "TIGHT, %.2f GiB (%.1f%%) over: within the memory model's %.0f%% uncertainty, "
+                              "it may not fit\n\n",
+                          -m.headroom_bytes / (1ull << 30), -100 * m.headroom_bytes / m.capacity_bytes,
+                          100 * kMemoryUncertainty);
   } else {
     absl::StrAppendFormat(&o, "DOES NOT FIT, %.2f GiB over\n\n", -m.headroom_bytes / (1ull << 30));
   }

@@ -185,7 +185,7 @@ RowResult PredictRow(const PublishedRow& r, const Catalog& catalog, const ModelC
   absl::StatusOr<Prediction> p = Predict(*job);
   if (!p.ok()) return skip(p.status());
   res.predicted = true;
-  res.fits = p->memory.fits;
+  res.fits = p->memory.fits || p->memory.tight;  // "tight" is not a refusal
   const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;
   res.abs_error_pct = std::fabs(err);
   if (out != nullptr) {
@@ -195,6 +195,7 @@ RowResult PredictRow(const PublishedRow& r, const Catalog& catalog, const ModelC
     out->set_bottleneck(std::string(BottleneckName(p->bottleneck.kind)));
     out->set_error_pct(err);
     out->set_fits(p->memory.fits);
+    out->set_tight(p->memory.tight);
     out->set_memory_total_bytes(p->memory.total_bytes);
     out->set_memory_capacity_bytes(p->memory.capacity_bytes);
     for (const AssumedInput& a : *p->assumed_inputs) {
@@ -310,7 +311,7 @@ std::string FormatValidation(const v1::ValidationReport& r) {
     }
     absl::StrAppendFormat(&o, "%-5s %-4s %-26s %-16s %-9s %6d %11.3f %11.3f %+7.1f%%  %-6s %s\n", row.row_id(),
                           row.source_id(), model, row.framework(), gpu, row.gpu_count(), row.measured_iter_time_s(),
-                          row.predicted_iter_time_s(), row.error_pct(), row.fits() ? "fits" : "NO FIT",
+                          row.predicted_iter_time_s(), row.error_pct(), row.fits() ? "fits" : (row.tight() ? "TIGHT" : "NO FIT"),
                           row.bottleneck());
   }
   auto line = [&](const std::string& label, const v1::ValidationSummary& s) {

@@ -133,23 +133,29 @@ LocalParameters LocalParameterCount(const Job& job) { return LocalParameterCount
 
 namespace {
 
-// Micro-batches whose activations the first pipeline stage holds at its peak.
-//   1F1B / zero-bubble ZB-H1: pp (Narayanan et al. 2021 Sec. 2.2.1; Qi et al. 2023 keep 1F1B's
-//   peak); interleaved 1F1B: pp * (1 + (pp-1)/(pp*vpp)) (Megatron-LM
-//   theoretical_memory_usage.py); GPipe: every micro-batch of the step; DualPipe: pp + 1
-//   (DeepSeek-V3 report Table 2). At most the micro-batches of the step; at least one.
-double InFlightMicroBatches(const Parallelism& p, double micro_batches) {
+// Micro-batches (in units of the stage's full set of layers) whose activations a pipeline stage
+// holds at its peak, for the first stage (rank 0) or the last (rank pp-1). Megatron-Core's
+// schedules (megatron/core/pipeline_parallel/schedules.py): 1F1B warms up pp - r - 1
+// micro-batches and holds one more; interleaved 1F1B warms up (pp - r - 1) * 2 + (v - 1) * pp
+// model chunks and holds one more, each chunk 1/v of the stage (rank 0: pp*v + pp - 1 chunks =
+// pp * (1 + (pp-1)/(pp*v)) stages, Megatron-LM theoretical_memory_usage.py); GPipe holds every
+// micro-batch of the step; zero-bubble ZB-H1 keeps 1F1B's peak (Qi et al. 2023); DualPipe
+// pp + 1 on every rank (DeepSeek-V3 report Table 2). Capped by the step's micro-batches.
+double InFlightMicroBatches(const Parallelism& p, double micro_batches, bool last_stage) {
   if (p.pp == 1) return 1.0;
-  double in_flight = p.pp;
+  const double pp = static_cast<double>(p.pp), v = static_cast<double>(p.vpp);
+  const double r = last_stage ? pp - 1 : 0;
+  double in_flight = 1;
   switch (p.Schedule()) {
     case PipelineSchedule::k1F1B:
-    case PipelineSchedule::kZeroBubble: break;
-    case PipelineSchedule::kInterleaved1F1B: in_flight *= 1.0 + (p.pp - 1.0) / (p.pp * p.vpp); break;
+    case PipelineSchedule::kZeroBubble: in_flight = std::min(pp - r - 1, micro_batches - 1) + 1; break;
+    case PipelineSchedule::kInterleaved1F1B:
+      in_flight = (std::min((pp - r - 1) * 2 + (v - 1) * pp, micro_batches * v - 1) + 1) / v;
+      break;
     case PipelineSchedule::kGPipe: in_flight = micro_batches; break;
-    case PipelineSchedule::kDualPipe: in_flight = p.pp + 1.0; break;
+    case PipelineSchedule::kDualPipe: in_flight = std::min(pp + 1.0, micro_batches); break;
   }
-  if (p.Schedule() != PipelineSchedule::kGPipe) in_flight *= std::min(1.0, micro_batches / p.pp);
-  return std::max(in_flight, 1.0);
+  return std::max(in_flight, 1.0 / v);
 }
 
 }  // namespace
@@ -236,10 +242,7 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
   }
   const double micro_batches = static_cast<double>(job.MicroBatchesPerStep());
   // The first stage holds the most micro-batches; the last (1F1B) one, but also the loss.
-  const double in_flight = last_stage && p.Schedule() != PipelineSchedule::kInterleaved1F1B &&
-                                   p.Schedule() != PipelineSchedule::kGPipe
-                               ? 1.0
-                               : InFlightMicroBatches(p, micro_batches);
+  const double in_flight = InFlightMicroBatches(p, micro_batches, last_stage);
   double act = stored_per_layer_sum * in_flight;
   const double sbh = li.seq_tokens * li.micro_batch * m.hidden_size;
   if (!last_stage || p.pp == 1) {
@@ -285,6 +288,7 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
   out.capacity_bytes = job.hardware.hbm_capacity_bytes;
   out.headroom_bytes = out.capacity_bytes - out.total_bytes;
   out.fits = out.headroom_bytes >= 0;
+  out.tight = !out.fits && out.total_bytes <= out.capacity_bytes * (1 + kMemoryUncertainty);
   out.items = {{"weights", out.weights_bytes},
                {"gradients", out.gradients_bytes},
                {"optimizer_states", out.optimizer_states_bytes},

@@ -965,6 +965,8 @@ v1::Prediction PredictionToProto(const Prediction& p) {
   m->set_capacity_bytes(p.memory.capacity_bytes);
   m->set_fits(p.memory.fits);
   m->set_headroom_bytes(p.memory.headroom_bytes);
+  m->set_tight(p.memory.tight);
+  m->set_stage(p.memory.stage);
   for (const auto& it : p.memory.items) {
     auto* x = m->add_items();
     x->set_name(it.name);

@@ -161,10 +161,28 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   const std::string notes = Lower(r, "notes") + " " + Lower(r, "framework");
   absl::StatusOr<int64_t> layers = Int(r, "n_layers", false);
   if (!layers.ok()) return layers.status();
-  if (*layers == 0 && std::string(family->name) == "deepseek") {
+  // A row naming DeepSeek-V3 runs its architecture (MLA, the dense first layers): the preset,
+  // checked against the dimensions the row gives.
+  const bool deepseek_v3 = std::string(family->name) == "deepseek" &&
+                           (absl::StrContains(absl::AsciiStrToLower(model_name), "v3") ||
+                            absl::StrContains(absl::AsciiStrToLower(model_name), "deepseekv3"));
+  if (deepseek_v3) {
+    absl::StatusOr<ModelShape> preset = catalog.FindModel("deepseek-v3");
+    if (!preset.ok()) return preset.status();
+    for (auto [col, want] : std::initializer_list<std::pair<const char*, int64_t>>{
+             {"n_layers", preset->layers}, {"d_model", preset->hidden_size}, {"moe_routed_experts", preset->moe.routed_experts},
+             {"moe_topk", preset->moe.top_k}}) {
+      absl::StatusOr<int64_t> v = Int(r, col, false);
+      if (!v.ok()) return v.status();
+      if (*v != 0 && *v != want) {
+        return absl::InvalidArgumentError(absl::StrCat(col, ": ", *v, " differs from DeepSeek-V3's ", want,
+                                                       " (deepseek-v3 preset)"));
+      }
+    }
     spec.mutable_model()->set_preset("deepseek-v3");
     out.assumed.push_back({"model", "deepseek-v3",
-                           absl::StrCat("the row names DeepSeek-V3 and gives no dimensions; preset from ", family->source)});
+                           absl::StrCat("the row names DeepSeek-V3: its architecture (MLA, 3 dense layers) from ",
+                                        family->source)});
   } else {
     v1::ModelShape* s = spec.mutable_model()->mutable_shape();
     s->set_name(model_name);

@@ -44,11 +44,18 @@ std::string FormatValidation(const v1::ValidationReport& r);
 
 namespace stepcast::cli {
 
-// `stepcast plan` options: seed 000's throughput question (GPUs, $/hr and cluster HBM TB/s for
-// a tokens/s target, across hardware) and seed 004's budget question (GPUs a budget buys for a
-// deadline, and the MFU the run then needs).
+// `stepcast plan` options: the GPUs each hardware preset needs for a tokens/s target, and what a
+// budget buys by a deadline, answered by the model and the layout search (core/search.h) for a
+// job (job_path, or model + seq_length + global_batch_size). With seed_formulas: seed 000's
+// per-token answer (GPUs, $/hr and cluster HBM TB/s from datasheet figures, no memory) and seed
+// 004's budget arithmetic (GPUs a budget buys, the MFU the run then needs).
 struct PlanOptions {
   std::vector<std::string> hardware;
+  std::string job_path;
+  int64_t seq_length = 0, global_batch_size = 0;
+  std::string framework;
+  int64_t max_gpus = 16384;
+  bool seed_formulas = false;
   std::string model;                 // preset; empty: seed 000's 70B example
   double n_params = 70e9, layers = 80, d_model = 8192;
   double target_tokens_per_s = 0;

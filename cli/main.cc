@@ -1,8 +1,10 @@
 // stepcast: predict what an LLM training job will do before it runs.
 //
 //   stepcast predict JOB.yaml [--json] [--profile FILE] [--mfu X] [--html FILE]
-//   stepcast plan --target-tokens-per-s 2e5 --hardware h100-sxm,h200,l4
-//   stepcast plan --budget-usd 2e6 --days 30 --params 30e9 --tokens 600e9 --hardware h100-sxm
+//   stepcast search JOB.yaml [--objective time|cost|mfu|tokens|time_to_train] [--top N] [--gpus A..B] [--json]
+//   stepcast plan JOB.yaml --target-tokens-per-s 2e5 --hardware h100-sxm,h200,l4
+//   stepcast plan --model llama3-70b --seq-length 8192 --global-batch-size 1024 --budget-usd 2e6 --days 30 --hardware h100-sxm
+//   stepcast plan --seed-formulas --target-tokens-per-s 2e5 --hardware h100-sxm,h200,l4   (seed 000 / 004 formulas)
 //   stepcast catalog
 //   stepcast validate published_runs.csv [--json] [--html FILE]
 //   stepcast serve [--listen ADDR] [--db FILE] [--profiles-dir DIR] [--token-file F] [--tls-cert C --tls-key K]
@@ -26,6 +28,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "cli/cli.h"
 #include "cli/html.h"
+#include "cli/search.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
 #include "proto/launch_args.h"
@@ -75,24 +78,60 @@ int main(int argc, char** argv) {
   std::string html_path;  // --html FILE on every command that draws a page (cli/html.h)
   predict->add_option("--html", html_path, "also write the prediction as a static HTML page (breakdown, memory)");
 
+  // search
+  auto* search = app.add_subcommand("search", "the fastest (or cheapest) layouts of a job that fit in memory");
+  cli::SearchArgs sa;
+  search->add_option("job", sa.job_path, "job file (its model, hardware, framework, batch; its layout is compared)")
+      ->required();
+  search->add_option("--objective", sa.objective, "time | tokens | cost | mfu | time_to_train")->capture_default_str();
+  search->add_option("--top", sa.top, "layouts listed")->capture_default_str();
+  search->add_option("--gpus", sa.gpus, "GPU count N or range A..B (whole nodes); default: the job's");
+  search->add_option("--budget-usd", sa.budget_usd, "time_to_train: only runs costing at most this");
+  search->add_flag("--json", sa.json, "print a stepcast.v1.SearchResult as JSON");
+  search->add_option("--profile", sa.profile_path, "rate profile file (from stepcast-calibrate)");
+  search->add_option("--threads", sa.threads, "worker threads (default: one per core)");
+  search->add_option("--time-limit", sa.time_limit_s, "stop after this many seconds with the best found so far");
+  search->add_option("--max-tp", sa.max_tp, "largest TP (default: GPUs per node)");
+  search->add_option("--max-pp", sa.max_pp, "largest PP");
+  search->add_option("--max-cp", sa.max_cp, "largest CP");
+  search->add_option("--max-ep", sa.max_ep, "largest EP");
+  search->add_option("--max-micro-batch", sa.max_micro_batch_size, "largest micro-batch size");
+  search->add_option("--sharding", sa.shardings, "shardings searched: none,zero1,zero2,zero3 (default all)")->delimiter(',');
+  search->add_flag("--no-hsdp", sa.no_hsdp, "no HSDP replicas");
+  search->add_flag("--keep-sp", sa.keep_sequence_parallel, "keep the job's sequence parallelism");
+  search->add_flag("--even-pp", sa.even_pipeline_only, "only PP that divides the layers");
+  search->add_flag("--etp", sa.etp, "also search expert TP (MoE)");
+  search->add_flag("--all-schedules", sa.all_schedules, "also GPipe, zero-bubble and DualPipe");
+  search->add_flag("--overlap-off", sa.overlap_off, "also each overlap off");
+  search->add_flag("--fp8", sa.fp8, "also fp8 GEMMs (hardware with an fp8 peak)");
+  search->add_flag("--quiet", sa.quiet, "no progress line");
+
   // plan
   auto* plan = app.add_subcommand("plan", "size a cluster for a throughput target or a budget");
   cli::PlanOptions po;
   std::string hw_list;
+  plan->add_option("job", po.job_path, "job file (model, framework, batch); or --model with --seq-length and --global-batch-size");
   plan->add_option("--hardware", hw_list, "comma-separated hardware presets")->required();
-  plan->add_option("--model", po.model, "model preset (default: seed 000's 70B, 80 layers, d 8192)");
-  plan->add_option("--params", po.n_params, "parameters when no --model");
-  plan->add_option("--layers", po.layers, "layers when no --model");
-  plan->add_option("--d-model", po.d_model, "hidden size when no --model");
-  plan->add_option("--target-tokens-per-s", po.target_tokens_per_s, "throughput target (seed 000)");
-  plan->add_option("--dp", po.dp_world_size, "data-parallel degree for the DP all-reduce term");
-  plan->add_option("--utilization", po.utilization, "efficiency applied to every bound");
-  plan->add_option("--recompute-mult", po.recompute_mult, "FLOP multiplier of recomputation");
-  plan->add_option("--alpha-opt", po.alpha_opt_bytes_per_param, "optimizer HBM bytes per parameter per step");
-  plan->add_option("--c-act", po.c_act, "activation traffic coefficient");
-  plan->add_option("--global-tokens", po.global_tokens_per_step, "tokens per step");
-  plan->add_option("--budget-usd", po.budget_usd, "budget (seed 004)");
-  plan->add_option("--days", po.days, "deadline in days (seed 004)");
+  plan->add_option("--seq-length", po.seq_length, "sequence length, with --model");
+  plan->add_option("--global-batch-size", po.global_batch_size, "global batch in sequences, with --model");
+  plan->add_option("--framework", po.framework, "framework preset, with --model (default megatron-core)");
+  plan->add_option("--max-gpus", po.max_gpus, "largest GPU count tried for a throughput target")->capture_default_str();
+  plan->add_flag("--seed-formulas", po.seed_formulas,
+                 "seed 000's per-token formulas (datasheet peak, no memory) and seed 004's budget arithmetic "
+                 "instead of the model and the layout search");
+  plan->add_option("--model", po.model, "model preset (with --seed-formulas and no --model: seed 000's 70B, 80 layers, d 8192)");
+  plan->add_option("--params", po.n_params, "parameters when no --model (--seed-formulas)");
+  plan->add_option("--layers", po.layers, "layers when no --model (--seed-formulas)");
+  plan->add_option("--d-model", po.d_model, "hidden size when no --model (--seed-formulas)");
+  plan->add_option("--target-tokens-per-s", po.target_tokens_per_s, "throughput target, tokens/s");
+  plan->add_option("--dp", po.dp_world_size, "data-parallel degree for the DP all-reduce term (--seed-formulas)");
+  plan->add_option("--utilization", po.utilization, "efficiency applied to every bound (--seed-formulas)");
+  plan->add_option("--recompute-mult", po.recompute_mult, "FLOP multiplier of recomputation (--seed-formulas)");
+  plan->add_option("--alpha-opt", po.alpha_opt_bytes_per_param, "optimizer HBM bytes per parameter per step (--seed-formulas)");
+  plan->add_option("--c-act", po.c_act, "activation traffic coefficient (--seed-formulas)");
+  plan->add_option("--global-tokens", po.global_tokens_per_step, "tokens per step (--seed-formulas)");
+  plan->add_option("--budget-usd", po.budget_usd, "budget, USD");
+  plan->add_option("--days", po.days, "deadline in days (with --budget-usd)");
   plan->add_option("--tokens", po.dataset_tokens, "training tokens (default 20 N)");
   plan->add_option("--price", po.price_override, "$/GPU-hour for every hardware");
 
@@ -319,6 +358,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*profile_cmd) return cli::Profile(client, pr_action, pr_name, pr_file, pr_version);
+  if (*search) return cli::Search(sa, *catalog);
   if (*compare) return cli::Compare(cmp_prediction, cmp_measured, client, cmp_json, html_path);
   if (*trace_cmd) return cli::Trace(ta);
   if (*predict) {

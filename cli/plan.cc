@@ -1,18 +1,22 @@
 #include <cmath>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
 #include "core/cost_per_bandwidth.h"
 #include "core/scaling_estimates.h"
+#include "core/search.h"
+#include "proto/codec.h"
+#include "proto/search_codec.h"
 
 namespace stepcast::cli {
 
-absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
-  if (o.hardware.empty()) return absl::InvalidArgumentError("--hardware: give at least one preset");
-  if (o.target_tokens_per_s <= 0 && o.budget_usd <= 0) {
-    return absl::InvalidArgumentError("give --target-tokens-per-s (seed 000) or --budget-usd with --days (seed 004)");
-  }
+namespace {
+
+// Seed 000's per-token model (datasheet peak and HBM, the NIC for the DP all-reduce, no memory)
+// and seed 004's budget arithmetic, as the seeds wrote them (--seed-formulas).
+absl::StatusOr<std::string> SeedPlan(const PlanOptions& o, const Catalog& catalog) {
   seed000::Model model{o.n_params, o.layers, o.d_model, 2};
   std::string model_name = absl::StrFormat("%.3gB params, %g layers, d_model %g", o.n_params / 1e9, o.layers, o.d_model);
   if (!o.model.empty()) {
@@ -51,7 +55,8 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
     }
     absl::StrAppendFormat(&out,
                           "Cluster for %s tokens/s: %s, %g tokens/step, DP %d, utilization %.2f\n"
-                          "(seed 000 per-token model: datasheet peak and HBM, NIC for the DP all-reduce)\n\n",
+                          "(--seed-formulas: seed 000's per-token model from datasheet peak and HBM, the NIC for the "
+                          "DP all-reduce; no memory check, no layout)\n\n",
                           absl::StrFormat("%.0f", o.target_tokens_per_s), model_name, o.global_tokens_per_step,
                           o.dp_world_size, o.utilization);
     absl::StrAppendFormat(&out, "%-18s %7s %11s %14s %9s %14s %12s\n", "hardware", "GPUs", "$/hour",
@@ -66,7 +71,7 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
     if (o.days <= 0) return absl::InvalidArgumentError("--days: required (> 0) with --budget-usd");
     const double tokens = o.dataset_tokens > 0 ? o.dataset_tokens : estimates::ChinchillaDatasetTokens(model.n_params);
     if (!out.empty()) out += "\n";
-    absl::StrAppendFormat(&out, "Budget $%.0f over %g days for %s on %.3g tokens%s (seed 004)\n\n", o.budget_usd,
+    absl::StrAppendFormat(&out, "Budget $%.0f over %g days for %s on %.3g tokens%s (--seed-formulas: seed 004)\n\n", o.budget_usd,
                           o.days, model_name, tokens, o.dataset_tokens > 0 ? "" : " (Chinchilla 20 N)");
     absl::StrAppendFormat(&out, "%-18s %9s %12s %14s\n", "hardware", "$/GPU-hr", "GPUs", "required MFU");
     for (const auto& h : hws) {
@@ -75,6 +80,191 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
       absl::StrAppendFormat(&out, "%-18s %9.2f %12.0f %13.1f%%%s\n", h.name, price(h), gpus, 100 * mfu,
                             mfu > 0.6 ? "  (above what well-tuned runs reach)" : "");
     }
+  }
+  return out;
+}
+
+}  // namespace
+
+
+namespace {
+
+// GPU counts a plan tries, ascending: the divisors of a node below one node, then whole nodes
+// x 2^k and x 3 * 2^k (the counts a power-of-two or 3 x 2^k global batch splits over), up to
+// `max_gpus`.
+std::vector<int64_t> PlanGpuCounts(int64_t gpus_per_node, int64_t max_gpus) {
+  std::vector<int64_t> out;
+  const int64_t node = std::max<int64_t>(1, gpus_per_node);
+  for (int64_t d = 1; d < node && d <= max_gpus; ++d) {
+    if (node % d == 0) out.push_back(d);
+  }
+  for (int64_t k = 1; node * k <= max_gpus; k *= 2) {
+    out.push_back(node * k);
+    if (k >= 2 && node * k / 2 * 3 <= max_gpus) out.push_back(node * k / 2 * 3);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string Money(double usd) {
+  if (usd >= 1e6) return absl::StrFormat("$%.2fM", usd / 1e6);
+  if (usd >= 1e3) return absl::StrFormat("$%.1fk", usd / 1e3);
+  return absl::StrFormat("$%.2f", usd);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
+  if (o.hardware.empty()) return absl::InvalidArgumentError("--hardware: give at least one preset");
+  if (o.target_tokens_per_s <= 0 && o.budget_usd <= 0) {
+    return absl::InvalidArgumentError("give --target-tokens-per-s, or --budget-usd with --days");
+  }
+  if (o.seed_formulas) return SeedPlan(o, catalog);
+  if (o.budget_usd > 0 && o.days <= 0) return absl::InvalidArgumentError("--days: required (> 0) with --budget-usd");
+  if (o.max_gpus < 1) return absl::InvalidArgumentError(absl::StrCat("--max-gpus: ", o.max_gpus, " must be >= 1"));
+
+  // The job: a file, or a model preset with the batch.
+  v1::JobSpec spec;
+  std::string dir;
+  if (!o.job_path.empty()) {
+    if (absl::Status s = ParseMessageFile(o.job_path, &spec); !s.ok()) return s;
+    dir = std::filesystem::path(o.job_path).parent_path().string();
+  } else if (!o.model.empty()) {
+    if (o.seq_length <= 0) return absl::InvalidArgumentError("--seq-length: required (> 0) with --model");
+    if (o.global_batch_size <= 0) return absl::InvalidArgumentError("--global-batch-size: required (> 0) with --model");
+    spec.mutable_model()->set_preset(o.model);
+    spec.mutable_training()->set_seq_length(o.seq_length);
+    spec.mutable_training()->set_global_batch_size(o.global_batch_size);
+    if (!o.framework.empty()) spec.mutable_framework()->set_preset(o.framework);
+  } else {
+    return absl::InvalidArgumentError(
+        "plan: give a job file, or --model with --seq-length and --global-batch-size (or --seed-formulas for "
+        "seed 000's per-token formulas)");
+  }
+  if (o.dataset_tokens > 0) spec.mutable_training()->set_dataset_tokens(o.dataset_tokens);
+  if (o.price_override >= 0) spec.mutable_cluster()->set_price_per_gpu_hour_usd(o.price_override);
+
+  std::string out;
+  std::string target_table, budget_table;
+  std::string model_name;
+  double budget_tokens = 0;
+  for (const std::string& hw : o.hardware) {
+    v1::JobSpec h = spec;
+    h.mutable_hardware()->Clear();
+    h.mutable_hardware()->set_preset(hw);
+    absl::StatusOr<SearchBase> base = SearchBaseFromSpec(h, catalog, dir, nullptr);
+    if (!base.ok()) {
+      return absl::Status(base.status().code(), absl::StrCat("--hardware ", hw, ": ", base.status().message()));
+    }
+    const Job& job = base->job;
+    model_name = job.model.name;
+    const std::vector<int64_t> series = PlanGpuCounts(job.GpusPerNode(), o.max_gpus);
+
+    if (o.target_tokens_per_s > 0) {
+      // The smallest count whose fastest layout reaches the target.
+      std::optional<RankedLayout> found, fastest;
+      std::string why;
+      for (int64_t g : series) {
+        SearchOptions so;
+        so.top_n = 1;
+        so.space.gpu_counts = {g};
+        absl::StatusOr<SearchResult> r = SearchLayouts(job, so);
+        if (!r.ok()) {
+          if (r.status().code() != absl::StatusCode::kInvalidArgument) return r.status();
+          why = std::string(r.status().message());
+          continue;
+        }
+        const RankedLayout& best = r->top.front();
+        if (!fastest || best.prediction.tokens_per_s > fastest->prediction.tokens_per_s) fastest = best;
+        if (best.prediction.tokens_per_s >= o.target_tokens_per_s) {
+          found = best;
+          break;
+        }
+      }
+      if (found) {
+        const Prediction& p = found->prediction;
+        absl::StrAppendFormat(&target_table, "%-18s %7d %-44s %9.4g %12s %6.1f%% %11s %10s %9.1f\n", job.hardware.name,
+                              p.gpu_count, LayoutSummary(found->layout), p.step_time_s,
+                              absl::StrFormat("%.0f", p.tokens_per_s), 100 * p.mfu, Money(p.cost.per_hour_usd),
+                              absl::StrFormat("$%.3f", p.cost.per_step_usd / p.tokens_per_step * 1e6),
+                              p.memory.total_bytes / (1024.0 * 1024 * 1024));
+      } else if (fastest) {
+        absl::StrAppendFormat(&target_table, "%-18s   not reached up to %d GPUs: at most %.0f tokens/s (%d GPUs, %s)\n",
+                              job.hardware.name, o.max_gpus, fastest->prediction.tokens_per_s,
+                              fastest->prediction.gpu_count, LayoutSummary(fastest->layout));
+      } else {
+        absl::StrAppendFormat(&target_table, "%-18s   no layout fits up to %d GPUs (%s)\n", job.hardware.name,
+                              o.max_gpus, why);
+      }
+    }
+
+    if (o.budget_usd > 0) {
+      Job b = job;
+      if (!(b.training.dataset_tokens > 0) && b.training.train_iters <= 0) {
+        b.training.dataset_tokens = estimates::ChinchillaDatasetTokens(CountParameters(b.model).total);
+      }
+      budget_tokens = b.training.dataset_tokens > 0 ? b.training.dataset_tokens
+                                                    : static_cast<double>(b.training.train_iters) * b.TokensPerStep();
+      // The fastest layout on every count up to --max-gpus (at a fixed count it is also the
+      // cheapest: run cost = GPUs x price x time to train).
+      SearchOptions so;
+      so.top_n = 1;
+      so.space.gpu_counts = series;
+      absl::StatusOr<SearchResult> r = SearchLayouts(b, so);
+      if (!r.ok()) {
+        if (r.status().code() != absl::StatusCode::kInvalidArgument) return r.status();
+        absl::StrAppendFormat(&budget_table, "%-18s   %s\n", job.hardware.name, r.status().message());
+        continue;
+      }
+      const RankedLayout* fewest = nullptr;   // fewest GPUs that meet the deadline within budget
+      const RankedLayout* fastest = nullptr;  // shortest run within budget
+      const RankedLayout* cheapest = nullptr;
+      for (const RankedLayout& x : r->best_per_gpu_count) {
+        const CostEstimate& c = x.prediction.cost;
+        if (cheapest == nullptr || c.per_run_usd < cheapest->prediction.cost.per_run_usd) cheapest = &x;
+        if (c.per_run_usd > o.budget_usd) continue;
+        if (fewest == nullptr && c.time_to_train_s <= o.days * 86400) fewest = &x;
+        if (fastest == nullptr || c.time_to_train_s < fastest->prediction.cost.time_to_train_s) fastest = &x;
+      }
+      auto row = [&](const char* what, const RankedLayout& x) {
+        const Prediction& p = x.prediction;
+        absl::StrAppendFormat(&budget_table, "%-18s %-26s %7d %-44s %8.1f %11s %6.1f%%\n", job.hardware.name, what,
+                              p.gpu_count, LayoutSummary(x.layout), p.cost.time_to_train_s / 86400,
+                              Money(p.cost.per_run_usd), 100 * p.mfu);
+      };
+      if (fewest != nullptr) {
+        row("fewest GPUs by deadline", *fewest);
+      } else {
+        absl::StrAppendFormat(&budget_table, "%-18s %-26s\n", job.hardware.name,
+                              "no run meets both the deadline and the budget");
+      }
+      if (fastest != nullptr) {
+        row("fastest within budget", *fastest);
+      } else if (cheapest != nullptr) {
+        row("cheapest (over budget)", *cheapest);
+      }
+    }
+  }
+  if (!target_table.empty()) {
+    absl::StrAppendFormat(&out,
+                          "GPUs for %.0f tokens/s: %s, global batch %d x %d tokens (stepcast model and layout search: "
+                          "the fastest layout that fits on each GPU count; --seed-formulas for seed 000's estimate)\n\n",
+                          o.target_tokens_per_s, model_name, spec.training().global_batch_size(),
+                          spec.training().seq_length());
+    absl::StrAppendFormat(&out, "%-18s %7s %-44s %9s %12s %7s %11s %10s %9s\n", "hardware", "GPUs", "layout", "step s",
+                          "tokens/s", "MFU", "$/hour", "$/Mtok", "mem GiB");
+    out += target_table;
+  }
+  if (!budget_table.empty()) {
+    if (!out.empty()) out += "\n";
+    absl::StrAppendFormat(&out,
+                          "Budget %s over %g days for %s on %.3g tokens (the fastest layout that fits on each GPU "
+                          "count up to %d; dataset: the job's, --tokens, else Chinchilla 20 N)\n\n",
+                          Money(o.budget_usd), o.days, model_name, budget_tokens, o.max_gpus);
+    absl::StrAppendFormat(&out, "%-18s %-26s %7s %-44s %8s %11s %7s\n", "hardware", "", "GPUs", "layout", "days",
+                          "run cost", "MFU");
+    out += budget_table;
   }
   return out;
 }

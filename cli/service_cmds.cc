@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
+#include "cli/search.h"
 #include "google/protobuf/util/time_util.h"
 #include "proto/codec.h"
 #include "plugin/compare.h"
@@ -146,6 +147,7 @@ int Preflight(const std::string& job_path, const PreflightArgs& args) {
       std::cout << "  " << VerdictName(r.verdict()) << " " << r.rule() << ": " << r.message() << "\n";
     }
     std::cout << Summary(resp.prediction()) << "  prediction_id " << resp.prediction_id() << "\n";
+    if (resp.has_suggestion()) std::cout << FormatSuggestion(resp.suggestion());
   }
   switch (resp.verdict()) {
     case v1::VERDICT_PASS: return kExitPass;

@@ -158,16 +158,77 @@ double InFlightMicroBatches(const Parallelism& p, double micro_batches, bool las
   return std::max(in_flight, 1.0 / v);
 }
 
+// The dense-layer activation input of a job's stages (LayerActivationBytes' parameters).
+LayerActivationInput StageLayerInput(const Job& job) {
+  const TrainingConfig& t = job.training;
+  const Parallelism& p = job.parallelism;
+  const Precision& pr = t.precision;
+  const double e = BytesPerElement(pr.params);
+  LayerActivationInput li;
+  li.seq_tokens = static_cast<double>(t.seq_length) / p.cp;
+  li.kv_tokens = static_cast<double>(t.seq_length);
+  li.micro_batch = t.micro_batch_size;
+  li.tp = p.tp;
+  li.sequence_parallel = p.sequence_parallel && p.tp > 1;
+  li.flash_attention = t.flash_attention;
+  li.dropout = t.dropout;
+  li.recompute = t.recompute;
+  li.recompute_modules = RecomputeModuleMask(t.recompute_modules);
+  li.bytes_per_activation = e;
+  li.bytes_per_gemm_input = pr.gemm == DType::kFP8 ? 1.0 : e;
+  li.expert_tp = static_cast<double>(p.Etp());
+  return li;
+}
+
+MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms);
+
 }  // namespace
 
-MemoryEstimate EstimateMemory(const Job& job) {
-  MemoryEstimate first = EstimateStageMemory(job, false);
+LayerActivationTerms ComputeLayerActivationTerms(const Job& job) {
+  ModelShape storage;
+  const ModelShape& m = Resolve(job.model, storage);
+  const TrainingConfig& t = job.training;
+  const LayerActivationInput li = StageLayerInput(job);
+  LayerActivationInput lm = li;
+  lm.moe_layer = true;
+  const bool moe = m.moe.enabled();
+  LayerActivationTerms out;
+  out.dense_layer_bytes = LayerActivationBytes(m, li);
+  out.moe_layer_bytes = moe ? LayerActivationBytes(m, lm) : out.dense_layer_bytes;
+  if (t.recompute == Recompute::kFull && t.recompute_num_layers > 0) {
+    LayerActivationInput none = li, none_m = lm;
+    none.recompute = none_m.recompute = Recompute::kNone;
+    out.kept_dense_layer_bytes = LayerActivationBytes(m, none);
+    out.kept_moe_layer_bytes = moe ? LayerActivationBytes(m, none_m) : out.kept_dense_layer_bytes;
+  }
+  if (t.recompute == Recompute::kFull) {
+    LayerActivationInput full = li;
+    full.recompute = Recompute::kNone;
+    out.recompute_working_set_bytes = LayerActivationBytes(m, full);
+  }
+  return out;
+}
+
+MemoryEstimate EstimateMemory(const Job& job) { return EstimateMemory(job, ComputeLayerActivationTerms(job)); }
+
+MemoryEstimate EstimateMemory(const Job& job, const LayerActivationTerms& terms) {
+  MemoryEstimate first = StageMemory(job, false, terms);
   if (job.parallelism.pp == 1) return first;
-  MemoryEstimate last = EstimateStageMemory(job, true);
+  MemoryEstimate last = StageMemory(job, true, terms);
   return last.total_bytes > first.total_bytes ? last : first;
 }
 
 MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
+  return StageMemory(job, last_stage, ComputeLayerActivationTerms(job));
+}
+
+MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms) {
+  return StageMemory(job, last_stage, terms);
+}
+
+namespace {
+
+MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms) {
   ModelShape storage;
   const ModelShape& m = Resolve(job.model, storage);
   const TrainingConfig& t = job.training;
@@ -209,34 +270,19 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
 
   // Activations.
   const double e = BytesPerElement(pr.params);
-  LayerActivationInput li;
-  li.seq_tokens = static_cast<double>(t.seq_length) / p.cp;
-  li.kv_tokens = static_cast<double>(t.seq_length);
-  li.micro_batch = t.micro_batch_size;
-  li.tp = p.tp;
-  li.sequence_parallel = p.sequence_parallel && p.tp > 1;
-  li.flash_attention = t.flash_attention;
-  li.dropout = t.dropout;
-  li.recompute = t.recompute;
-  li.recompute_modules = RecomputeModuleMask(t.recompute_modules);
-  li.bytes_per_activation = e;
-  li.bytes_per_gemm_input = pr.gemm == DType::kFP8 ? 1.0 : e;
-  li.expert_tp = static_cast<double>(p.Etp());
+  const double seq_tokens = static_cast<double>(t.seq_length) / p.cp;
+  const double micro_batch = static_cast<double>(t.micro_batch_size);
+  const bool sequence_parallel = p.sequence_parallel && p.tp > 1;
   // The stage's layers: dense and MoE by position (ceil(layers / (pp*vpp)) per chunk).
   const StageLayers sl = LayersOfStage(job, last_stage);
   const int64_t layers_per_stage = std::max<int64_t>(sl.total(), 1);
   const double moe_frac = static_cast<double>(sl.moe) / layers_per_stage;
-  LayerActivationInput lm = li;
-  lm.moe_layer = true;
-  const double per_layer = (1 - moe_frac) * LayerActivationBytes(m, li) +
-                           moe_frac * LayerActivationBytes(m, lm);
+  const double per_layer = (1 - moe_frac) * terms.dense_layer_bytes + moe_frac * terms.moe_layer_bytes;
   // Full recompute of only recompute_num_layers layers per chunk (block method): the others
   // keep their activations.
   double stored_per_layer_sum = per_layer * layers_per_stage;
   if (t.recompute == Recompute::kFull && t.recompute_num_layers > 0) {
-    LayerActivationInput none = li, none_m = lm;
-    none.recompute = none_m.recompute = Recompute::kNone;
-    const double kept = (1 - moe_frac) * LayerActivationBytes(m, none) + moe_frac * LayerActivationBytes(m, none_m);
+    const double kept = (1 - moe_frac) * terms.kept_dense_layer_bytes + moe_frac * terms.kept_moe_layer_bytes;
     const double recomputed = std::min<double>(layers_per_stage, t.recompute_num_layers * p.vpp);
     stored_per_layer_sum = per_layer * recomputed + kept * (layers_per_stage - recomputed);
   }
@@ -244,19 +290,17 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
   // The first stage holds the most micro-batches; the last (1F1B) one, but also the loss.
   const double in_flight = InFlightMicroBatches(p, micro_batches, last_stage);
   double act = stored_per_layer_sum * in_flight;
-  const double sbh = li.seq_tokens * li.micro_batch * m.hidden_size;
+  const double sbh = seq_tokens * micro_batch * m.hidden_size;
   if (!last_stage || p.pp == 1) {
     // Embedding output (+ dropout mask), per in-flight micro-batch (Korthikanti Sec. 4.3).
-    act += (e + (t.dropout ? 1.0 : 0.0)) * sbh / (li.sequence_parallel ? p.tp : 1) * in_flight;
+    act += (e + (t.dropout ? 1.0 : 0.0)) * sbh / (sequence_parallel ? p.tp : 1) * in_flight;
   }
   if (last_stage || p.pp == 1) {
     // fp32 softmax of the vocab-parallel cross entropy for the micro-batch in its loss.
-    act += 4.0 * li.seq_tokens * li.micro_batch * m.vocab_size / p.tp;
+    act += 4.0 * seq_tokens * micro_batch * m.vocab_size / p.tp;
   }
   if (t.recompute == Recompute::kFull) {
-    LayerActivationInput full = li;
-    full.recompute = Recompute::kNone;
-    act += LayerActivationBytes(m, full);  // working set while recomputing one layer
+    act += terms.recompute_working_set_bytes;  // working set while recomputing one layer
   }
   act *= 1.0 - std::clamp(t.activation_offload_fraction, 0.0, 1.0);
   out.activations_bytes = act;
@@ -298,5 +342,7 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
                {"workspaces", out.workspace_bytes}};
   return out;
 }
+
+}  // namespace
 
 }  // namespace stepcast

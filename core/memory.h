@@ -101,6 +101,28 @@ MemoryEstimate EstimateMemory(const Job& job);
 // One stage: the first (last_stage false) or the last.
 MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage);
 
+// The per-layer activation bytes the stage estimates use: LayerActivationBytes of a dense and an
+// MoE layer mixed by the model's MoE fraction, under the job's recompute (per_layer), without
+// recompute (kept: only for full recompute of recompute_num_layers > 0 layers), and one layer's
+// full activations while recomputing (full recompute only). They read the model, the precision,
+// seq_length, micro_batch_size, flash_attention, dropout, recompute (and its modules), TP, CP,
+// ETP and sequence parallelism, not PP, VPP, DP, EP, sharding or the schedule: layout search
+// (core/search.cc) computes them once and reuses them across the other dimensions.
+struct LayerActivationTerms {
+  double dense_layer_bytes = 0;       // one dense layer, one micro-batch, as stored
+  double moe_layer_bytes = 0;         // one MoE layer (= dense for a dense model)
+  double kept_dense_layer_bytes = 0;  // without recomputation (partial full recompute)
+  double kept_moe_layer_bytes = 0;
+  double recompute_working_set_bytes = 0;
+};
+LayerActivationTerms ComputeLayerActivationTerms(const Job& job);
+// EstimateMemory with the terms given: equal, bit for bit, to EstimateMemory(job) when `terms`
+// is ComputeLayerActivationTerms of a job with the same inputs listed above.
+MemoryEstimate EstimateMemory(const Job& job, const LayerActivationTerms& terms);
+// One stage's memory for given per-layer activation terms (all zero: the stage's memory
+// without per-layer activations, a lower bound used by the layout search).
+MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms);
+
 // Parameters held by one GPU of the most loaded stage (before ZeRO sharding), split into the
 // dense part (sharded by TP) and the expert part (sharded by EP x TP).
 struct LocalParameters {

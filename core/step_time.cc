@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -131,9 +132,21 @@ Framework Effective(const Job& job) {
   return f;
 }
 
+}  // namespace
+
+// The per-micro-batch costs of a dense layer, an MoE layer and the output layer (step_time.h).
+struct StepLayerCosts {
+  LayerCost dense, moe, logits;
+};
+
+namespace {
+
 class StepModel {
  public:
-  explicit StepModel(const Job& job)
+  // `gemm_model`: a GEMM model built from the job's hardware and profile (GemmModel::Create),
+  // or nullptr to build one. `layers_needed` false: Run() is given the layer costs, so nothing
+  // only the layers use (GEMM model, parameter counts, attention rates) is prepared.
+  explicit StepModel(const Job& job, const GemmModel* gemm_model = nullptr, bool layers_needed = true)
       : job_(job),
         fw_(AllOn(job) ? job.framework : (fw_copy_ = Effective(job))),
         m_(Resolve(job.model, m_storage_)),
@@ -148,13 +161,26 @@ class StepModel {
     elem_factor_ = std::max(1.0, fw_.elementwise_traffic_factor);
     launch_floor_ = !t_.cuda_graphs && fw_.launch.kernel_launch_overhead_s > 0 &&
                     fw_.launch.kernels_per_layer_forward > 0;
-    absl::StatusOr<GemmModel> gm = GemmModel::Create(job.hardware, job.profile);
-    if (gm.ok()) gemm_model_ = *std::move(gm);
+    if (!layers_needed) return;
+    if (gemm_model != nullptr) {
+      gm_ = gemm_model;
+    } else {
+      absl::StatusOr<GemmModel> gm = GemmModel::Create(job.hardware, job.profile);
+      if (gm.ok()) gm_ = &gemm_model_.emplace(*std::move(gm));
+    }
     pc_ = CountParameters(m_);
     if (t_.flash_attention) AttentionRates(&attn_rate_fwd_, &attn_rate_bwd_);
   }
 
-  StepTimeEstimate Run();
+  // The step from the layer costs (computed here when `layers` is nullptr).
+  StepTimeEstimate Run(const StepLayerCosts* layers = nullptr);
+  StepLayerCosts Layers() {
+    StepLayerCosts c;
+    c.dense = Layer(false);
+    if (m_.MoeLayerCount() > 0) c.moe = Layer(true);
+    c.logits = Logits();
+    return c;
+  }
 
  private:
   double GemmRate(double m, double n, double k) {
@@ -180,8 +206,8 @@ class StepModel {
     return e;
   }
   GemmEstimate EstimateGemmUncached(double m, double n, double k, double batch) {
-    if (gemm_model_.has_value()) {
-      absl::StatusOr<GemmEstimate> e = gemm_model_->Estimate({t_.precision.gemm, batch, m, n, k});
+    if (gm_ != nullptr) {
+      absl::StatusOr<GemmEstimate> e = gm_->Estimate({t_.precision.gemm, batch, m, n, k});
       if (e.ok()) {
         if (e->extrapolated() && !warned_gemm_) {
           warned_gemm_ = true;
@@ -255,7 +281,8 @@ class StepModel {
   double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false;
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false;
-  std::optional<GemmModel> gemm_model_;
+  std::optional<GemmModel> gemm_model_;  // built here when none was given
+  const GemmModel* gm_ = nullptr;
   struct GemmMemo {
     double m, n, k, batch;
     GemmEstimate estimate;
@@ -556,7 +583,7 @@ Work Recomputed(const LayerCost& c, const TrainingConfig& t) {
   return w;
 }
 
-StepTimeEstimate StepModel::Run() {
+StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   StepTimeEstimate out;
   const double m = static_cast<double>(job_.MicroBatchesPerStep());
   const double pp = p_.pp, v = p_.vpp;
@@ -570,10 +597,11 @@ StepTimeEstimate StepModel::Run() {
   }
   const double moe_frac = static_cast<double>(m_.MoeLayerCount()) / m_.layers;
 
-  const LayerCost dense = Layer(false);
-  LayerCost moe;
-  if (moe_frac > 0) moe = Layer(true);
-  const LayerCost logits = Logits();
+  std::optional<StepLayerCosts> own;
+  if (layers == nullptr) layers = &own.emplace(Layers());
+  const LayerCost& dense = layers->dense;
+  const LayerCost& moe = layers->moe;
+  const LayerCost& logits = layers->logits;
 
   // Per micro-batch work of one stage's layers, by term.
   auto layers_sum = [&](auto member) {
@@ -786,5 +814,13 @@ StepTimeEstimate StepModel::Run() {
 }  // namespace
 
 StepTimeEstimate EstimateStepTime(const Job& job) { return StepModel(job).Run(); }
+
+std::shared_ptr<const StepLayerCosts> ComputeStepLayerCosts(const Job& job, const GemmModel* gemm_model) {
+  return std::make_shared<const StepLayerCosts>(StepModel(job, gemm_model).Layers());
+}
+
+StepTimeEstimate EstimateStepTime(const Job& job, const StepLayerCosts& layers) {
+  return StepModel(job, nullptr, false).Run(&layers);
+}
 
 }  // namespace stepcast

@@ -24,6 +24,7 @@
 #ifndef STEPCAST_CORE_STEP_TIME_H_
 #define STEPCAST_CORE_STEP_TIME_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,22 @@ struct StepTimeEstimate {
 
 // Requires ValidateJob(job).ok().
 StepTimeEstimate EstimateStepTime(const Job& job);
+
+// For layout search (core/search.h): the per-micro-batch costs of a dense layer, an MoE layer
+// and the output layer (opaque). They read the model, hardware, profile, framework, model
+// choices, precision, seq_length, micro_batch_size, flash_attention, dropout, overlap_tp_comm,
+// cuda_graphs, TP, CP, EP, ETP, sequence parallelism and GPUs per node, not PP, VPP, DP, the schedule,
+// sharding, HSDP replicas, recompute or overlap_dp_comm, so one computation serves every job
+// that differs from `job` only in those. `gemm_model`: GemmModel::Create(job.hardware,
+// job.profile) built once by the caller, or nullptr to build it here.
+struct StepLayerCosts;
+class GemmModel;
+std::shared_ptr<const StepLayerCosts> ComputeStepLayerCosts(const Job& job, const GemmModel* gemm_model = nullptr);
+// EstimateStepTime with the layer costs given: step time, breakdown and split equal, bit for
+// bit, to EstimateStepTime(job) when `layers` came from a job that shares the inputs listed
+// above (tests/search_test.cc checks random layouts); warnings raised while computing the layer
+// costs (extrapolated GEMM rates, datasheet links) are not repeated.
+StepTimeEstimate EstimateStepTime(const Job& job, const StepLayerCosts& layers);
 
 }  // namespace stepcast
 

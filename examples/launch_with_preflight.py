@@ -18,7 +18,7 @@ import sys
 
 import grpc
 
-from stepcast_client import FAIL, StepcastClient, load_job, verdict_name
+from stepcast_client import FAIL, StepcastClient, load_job, format_suggestion, verdict_name
 
 
 def main():
@@ -61,6 +61,8 @@ def main():
               f"memory {'fits' if p.memory.fits else 'DOES NOT FIT'}, prediction {resp.prediction_id}")
         for r in resp.reasons:
             print(f"  {verdict_name(r.verdict)} {r.rule}: {r.message}")
+        if resp.HasField("suggestion"):
+            print("stepcast: " + format_suggestion(resp))
         if resp.verdict == FAIL:
             print("stepcast: refusing to launch", file=sys.stderr)
             return 4

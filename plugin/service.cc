@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
@@ -22,6 +23,7 @@
 #include "plugin/policy.h"
 #include "plugin/store.h"
 #include "proto/codec.h"
+#include "proto/search_codec.h"
 #include "stepcast/v1/service.grpc.pb.h"
 
 namespace stepcast {
@@ -91,6 +93,18 @@ class RpcLog {
   absl::Time start_;
 };
 
+// A steady-clock deadline for work inside an RPC: at most `cap` from now, and ending early enough
+// (10% of the time left, at least 50 ms) that the answer reaches the client before its deadline.
+std::chrono::steady_clock::time_point WorkDeadline(grpc::CallbackServerContext* ctx, std::chrono::milliseconds cap) {
+  const auto now_sys = std::chrono::system_clock::now();
+  const auto now = std::chrono::steady_clock::now();
+  const auto d = ctx->deadline();
+  if (d >= now_sys + cap) return now + cap;
+  const auto remaining = std::chrono::duration_cast<std::chrono::steady_clock::duration>(d - now_sys);
+  const auto margin = std::max<std::chrono::steady_clock::duration>(std::chrono::milliseconds(50), remaining / 10);
+  return now + (remaining - margin);
+}
+
 }  // namespace
 
 class ServiceImpl final : public v1::StepcastService::CallbackService {
@@ -119,6 +133,7 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
   STEPCAST_UNARY(ListProfiles, DoListProfiles)
   STEPCAST_UNARY(GetProfile, DoGetProfile)
   STEPCAST_UNARY(PutProfile, DoPutProfile)
+  STEPCAST_UNARY(Search, DoSearch)
 #undef STEPCAST_UNARY
 
  private:
@@ -195,11 +210,18 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     return absl::OkStatus();
   }
 
-  absl::Status DoPreflight(grpc::CallbackServerContext*, const v1::PreflightRequest& req,
+  absl::Status DoPreflight(grpc::CallbackServerContext* ctx, const v1::PreflightRequest& req,
                            v1::PreflightResponse* resp) {
     if (absl::Status s = ValidatePolicy(req.policy()); !s.ok()) return s;
-    absl::StatusOr<Prediction> p = Run(req.job(), req.profile());
+    Job job;
+    absl::StatusOr<Prediction> p = Run(req.job(), req.profile(), &job);
     if (!p.ok()) return p.status();
+    // A better layout on the same GPUs when this one does not fit or is >= 10% slower
+    // (docs/SEARCH.md); the search stops in time for the verdict (at most 2 s). Not finding one
+    // is no error.
+    absl::StatusOr<std::optional<v1::LayoutSuggestion>> suggestion =
+        SuggestLayout(job, *p, WorkDeadline(ctx, std::chrono::milliseconds(2000)));
+    if (suggestion.ok() && suggestion->has_value()) *resp->mutable_suggestion() = **suggestion;
     *resp->mutable_prediction() = PredictionToProto(*p);
     const PolicyResult verdict = EvaluatePolicy(resp->prediction(), req.policy());
     resp->set_verdict(verdict.verdict);
@@ -208,6 +230,33 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     RunStore::StoredPrediction stored{req.job(), req.profile(), resp->prediction()};
     if (absl::Status s = store_->PutPrediction(id, stored, absl::ToUnixMicros(absl::Now())); !s.ok()) return s;
     resp->set_prediction_id(id);
+    return absl::OkStatus();
+  }
+
+  // Search: the job's model, batch, hardware and framework; its own layout only for the changes.
+  absl::Status DoSearch(grpc::CallbackServerContext* ctx, const v1::SearchRequest& req, v1::SearchResponse* resp) {
+    if (req.job().model().source_case() == v1::ModelSpec::kHfConfig) {
+      return absl::InvalidArgumentError(
+          "job.model.hf_config: the service reads no files; send the shape inline (the stepcast and "
+          "Python clients inline a local config.json)");
+    }
+    absl::StatusOr<std::optional<RateProfile>> profile = ResolveProfile(req.profile());
+    if (!profile.ok()) return profile.status();
+    absl::StatusOr<SearchBase> base = SearchBaseFromSpec(req.job(), catalog_, "", *profile ? &**profile : nullptr);
+    if (!base.ok()) return Prefixed(base.status(), "job.");
+    absl::StatusOr<SearchOptions> options = SearchOptionsFromProto(req.options(), *base);
+    if (!options.ok()) return options.status();
+    // The call's deadline (answered in time), the request's time limit, and at most 60 s.
+    const auto deadline = WorkDeadline(ctx, std::chrono::seconds(60));
+    if (deadline < options->deadline) options->deadline = deadline;
+    options->cancelled = [ctx] { return ctx->IsCancelled(); };
+    absl::StatusOr<SearchResult> r = SearchLayouts(base->job, *options);
+    if (!r.ok()) {
+      return Prefixed(r.status(), absl::StartsWith(r.status().message(), "budget_usd") ? "options." : "job.");
+    }
+    *resp->mutable_result() = SearchResultToProto(*r, base->submitted ? &*base->submitted : nullptr);
+    // Within the default 4 MiB message limit, with room for the envelope.
+    FitSearchResult(*resp->mutable_result(), 3 << 20);
     return absl::OkStatus();
   }
 

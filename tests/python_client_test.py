@@ -9,7 +9,7 @@ import unittest
 
 import grpc
 
-from stepcast_client import FAIL, PASS, StepcastClient, job_from_dict, load_job
+from stepcast_client import FAIL, PASS, StepcastClient, format_suggestion, job_from_dict, load_job
 
 SERVER = os.environ["STEPCAST_SERVER"]
 TOKEN = os.environ["STEPCAST_TOKEN"]
@@ -53,6 +53,44 @@ class ClientTest(unittest.TestCase):
         runs = self.client.list_runs(label="source=python-test")
         self.assertIn(run.run_id, [r.run_id for r in runs])
         self.assertEqual(self.client.get_run(run.run_id).cluster, "py-cluster")
+
+    def test_preflight_suggests_a_layout_that_fits(self):
+        job = dict(JOB, parallelism={"tp": 1, "pp": 1}, training={"seq_length": 8192, "global_batch_size": 128})
+        resp = self.client.preflight(job_from_dict(job))
+        self.assertEqual(resp.verdict, FAIL)
+        self.assertEqual(resp.suggestion.reason, "does_not_fit")
+        self.assertTrue(resp.suggestion.suggested.prediction.memory.fits)
+        self.assertEqual(resp.suggestion.suggested.prediction.gpu_count, 64)
+        text = format_suggestion(resp)
+        self.assertIn("suggested:", text)
+        self.assertGreater(len(resp.suggestion.suggested.changes), 0)
+        self.assertIn(resp.suggestion.suggested.changes[0].field + ": ", text)
+        # Nothing fits on 8 GPUs: no suggestion, and nothing printed.
+        self.assertFalse(self.client.preflight(job_from_dict(OOM_JOB)).HasField("suggestion"))
+
+    def test_search(self):
+        result = self.client.search(job_from_dict(JOB), top_n=3)
+        self.assertEqual(len(result.top), 3)
+        self.assertFalse(result.partial)
+        self.assertLessEqual(result.top[0].prediction.step_time_s, result.top[1].prediction.step_time_s)
+        self.assertTrue(all(c.prediction.memory.fits for c in result.top))
+        self.assertGreater(result.stats.evaluated, 1000)
+        self.assertEqual(result.submitted.layout.parallelism.tp, 4)
+        # Past the call's deadline the service answers in time with the best found so far.
+        with StepcastClient(SERVER, token=TOKEN, timeout_s=1.0) as quick:
+            try:
+                r = quick.search(job_from_dict(JOB), min_gpus=8, max_gpus=16384, top_n=2)
+                self.assertTrue(r.partial, r.stats)
+                self.assertIn("deadline", r.partial_reason)
+                self.assertTrue(r.top[0].prediction.memory.fits)
+            except grpc.RpcError as err:  # nothing that fits found in time
+                self.assertEqual(err.code(), grpc.StatusCode.DEADLINE_EXCEEDED, err.details())
+        r = self.client.search(job_from_dict(JOB), min_gpus=8, max_gpus=16384, time_limit_s=0.3)
+        self.assertTrue(r.partial)
+        with self.assertRaises(grpc.RpcError) as e:
+            self.client.search(job_from_dict(OOM_JOB))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("job.cluster.gpu_count: no layout", e.exception.details())
 
     def test_oom_is_a_fail_verdict(self):
         resp = self.client.preflight(job_from_dict(OOM_JOB))

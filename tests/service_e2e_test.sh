@@ -34,6 +34,18 @@ id=$(grep -o 'pred-[0-9a-f]*' <<<"$out" | head -1)
 [ $rc -eq 4 ] && ok "preflight FAIL exit 4" || bad "preflight FAIL exit ($rc)"
 "$bin" preflight "$root/examples/llama3-70b-h100.yaml" --server "$addr" --min-mfu 0.95 --warn-only >/dev/null; rc=$?
 [ $rc -eq 3 ] && ok "preflight WARN exit 3" || bad "preflight WARN exit ($rc)"
+# A layout that does not fit: FAIL, with a suggested layout on the same GPUs that fits.
+printf 'model: llama3-70b\nhardware: h100-sxm\ncluster: {gpu_count: 64}\nparallelism: {tp: 1, pp: 1}\ntraining: {seq_length: 8192, global_batch_size: 128}\n' \
+  > "$work/nofit.yaml"
+out=$("$bin" preflight "$work/nofit.yaml" --server "$addr"); rc=$?
+{ [ $rc -eq 4 ] && grep -q "SUGGESTION (does not fit)" <<<"$out" && grep -qE "^    (parallelism|training)\.[a-z_]+ +.* -> " <<<"$out"; } \
+  && ok "preflight of a job that does not fit suggests a layout" || { bad "preflight suggestion ($rc)"; echo "$out"; }
+"$bin" preflight "$work/nofit.yaml" --server "$addr" --json | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)["suggestion"]
+assert s["reason"] == "does_not_fit" and s["suggested"]["prediction"]["memory"]["fits"], s
+assert s["suggested"]["prediction"]["gpu_count"] == 64' && ok "the suggested layout fits on the same 64 GPUs" \
+  || bad "suggested layout does not fit"
 "$bin" preflight "$root/examples/llama3-70b-h100.yaml" --server 127.0.0.1:1 --deadline-ms 2000 >/dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] && ok "preflight unreachable exit 1" || bad "preflight unreachable exit ($rc)"
 "$bin" report --server "$addr" --prediction-id "$id" --step-time-s 15.0 >/dev/null 2>&1; rc=$?

@@ -39,26 +39,30 @@ TEST(Validate, MeasuredTimesFollowEachSourcesDefinition) {
 }
 
 TEST(Validate, PublishedRunsAccuracy) {
-  if (!std::filesystem::exists(STEPCAST_PUBLISHED_RUNS)) {
-    GTEST_SKIP() << "shared/validation/published_runs.csv not beside the checkout";
-  }
+  // Issue 9's targets on the 112 published runs of 7 sources (tests/data/validation/, see its
+  // README for how each source defines its numbers): at least 106 rows predicted, median
+  // |error| at most 8%, p90 at most 20%, and no published run predicted not to fit (every
+  // one of them ran). The reference profiles are used as they are: no per-row fitting, and
+  // no rule tests a source id (docs/VALIDATION.md).
   auto r = cli::Validate(STEPCAST_PUBLISHED_RUNS, testing::BuiltinCatalog());
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->summary().n_rows(), 26);
-  EXPECT_EQ(r->summary().n_skipped(), 0);
-  // The issue's targets: Korthikanti's rows (S3) at or under 5% mean and 10% max absolute
-  // error, all rows at or under 8% median, with the reference profiles (no per-row fitting).
-  bool saw_s3 = false;
-  for (const auto& s : r->by_source()) {
-    if (s.source_id() == "S3") {
-      saw_s3 = true;
-      EXPECT_EQ(s.summary().n_rows(), 9);
-      EXPECT_LE(s.summary().mean_abs_error_pct(), 5.0);
-      EXPECT_LE(s.summary().max_abs_error_pct(), 10.0);
+  EXPECT_EQ(r->rows_size(), 112);
+  EXPECT_GE(r->summary().n_rows(), 106);
+  EXPECT_LE(r->summary().median_abs_error_pct(), 8.0);
+  EXPECT_LE(r->summary().p90_abs_error_pct(), 20.0);
+  for (const auto& row : r->rows()) {
+    if (row.skipped_reason().empty()) {
+      // Over the capacity only within the memory model's 5% uncertainty is "tight" (a pre-flight
+      // warns), not "does not fit".
+      EXPECT_TRUE(row.fits() || row.tight()) << "published row " << row.row_id() << " predicted not to fit";
     }
   }
-  EXPECT_TRUE(saw_s3);
-  EXPECT_LE(r->summary().median_abs_error_pct(), 8.0);
+  EXPECT_EQ(r->summary().n_not_fit(), 0);
+  // Every source is within reach: no source's median above 12% (a source-level failure
+  // would hide under the pooled median).
+  for (const auto& s : r->by_source()) {
+    EXPECT_LE(s.summary().median_abs_error_pct(), 12.0) << s.source_id();
+  }
 }
 
 }  // namespace

@@ -290,6 +290,15 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
                       absl::AsciiStrToLower(stepcast::v1::BottleneckKind_Name(p.bottleneck().kind()).substr(16)),
                       resp.prediction_id()));
   for (const auto& r : resp.reasons()) Log(absl::StrCat("stepcast:   ", r.rule(), ": ", r.message()));
+  if (resp.has_suggestion()) {
+    // A layout that fits, or is >= 10% faster, on the same GPUs (docs/SEARCH.md).
+    const auto& sg = resp.suggestion();
+    Log(absl::StrCat("stepcast: suggestion: ", sg.message()));
+    for (const auto& c : sg.suggested().changes()) {
+      Log(absl::StrCat("stepcast:   ", c.field(), ": ", c.before(), " -> ", c.after(),
+                       c.megatron_flag().empty() ? "" : absl::StrCat("  (", c.megatron_flag(), ")")));
+    }
+  }
   setenv("STEPCAST_PREDICTION_ID", resp.prediction_id().c_str(), 1);
   setenv("STEPCAST_SERVER", g.server.c_str(), 1);
   if (resp.verdict() == stepcast::v1::VERDICT_FAIL && enforce) {

@@ -50,9 +50,11 @@ except ImportError as e:  # pragma: no cover
                       "stepcast (scripts/setup.sh) and reinstall the package; with an older 'protobuf' than 4.21 "
                       f"upgrade it: {e}") from e
 
+from stepcast_client._proto.stepcast.v1 import search_pb2  # noqa: E402
+
 __all__ = [
     "StepcastClient", "Prediction", "PreflightResult", "Reason", "Run", "Verdict", "PASS", "WARN", "FAIL",
-    "verdict_name", "job_from_dict", "load_job", "job_from_command", "StepcastImportWarning",
+    "verdict_name", "job_from_dict", "load_job", "job_from_command", "StepcastImportWarning", "format_suggestion",
 ]
 
 
@@ -224,6 +226,24 @@ class Run(_Result):
 
 class StepcastImportWarning(UserWarning):
     """A training-command argument the model does not read (reported by `stepcast import`)."""
+
+
+def format_suggestion(resp):
+    """A PreflightResponse's layout suggestion as printable lines ("" when it has none): why, the
+    layout and its predicted step time, and each job field (and Megatron-LM flag) to change.
+    `resp`: a PreflightResult or a stepcast.v1.PreflightResponse."""
+    resp = getattr(resp, "proto", resp)
+    if not resp.HasField("suggestion"):
+        return ""
+    s = resp.suggestion
+    kind = "does not fit" if s.reason == "does_not_fit" else "slower"
+    lines = [f"suggestion ({kind}): {s.message}",
+             f"  suggested: {s.suggested.layout.summary}, step {s.suggested_step_time_s:.4g} s "
+             f"(submitted {s.submitted_step_time_s:.4g} s)" + (" [search cut short]" if s.partial else "")]
+    for c in s.suggested.changes:
+        flag = f"   (Megatron: {c.megatron_flag})" if c.megatron_flag else ""
+        lines.append(f"  {c.field}: {c.before} -> {c.after}{flag}")
+    return "\n".join(lines)
 
 
 def _normalize(value, descriptor, path):
@@ -413,6 +433,19 @@ class StepcastClient:
         req = service_pb2.PreflightRequest(job=_as_job(job), policy=policy,
                                            profile=service_pb2.ProfileRef(name=profile or ""))
         return PreflightResult.from_proto(self._call(self._stub.Preflight, req))
+
+    def search(self, job, objective="step_time", top_n=10, min_gpus=0, max_gpus=0, time_limit_s=0.0, profile=None,
+               budget_usd=0.0):
+        """The best layouts of `job` (a stepcast.v1.SearchResult): objective one of step_time,
+        tokens_per_s_per_gpu, cost_per_token, mfu, time_to_train; GPU counts min_gpus..max_gpus (whole
+        nodes; both 0: the job's). Past the call's timeout or time_limit_s: the best found so far,
+        marked partial."""
+        options = search_pb2.SearchOptions(
+            objective=search_pb2.SearchObjective.Value("SEARCH_OBJECTIVE_" + objective.upper()), top_n=top_n,
+            budget_usd=budget_usd, time_limit_s=time_limit_s,
+            space=search_pb2.SearchSpaceSpec(min_gpus=min_gpus, max_gpus=max_gpus))
+        req = service_pb2.SearchRequest(job=_as_job(job), options=options, profile=service_pb2.ProfileRef(name=profile or ""))
+        return self._call(self._stub.Search, req).result
 
     def report_run(self, measured_step_time_s: float = 0.0, measured_tokens_per_s: float = 0.0,
                    prediction_id: str = "", job=None, labels: Optional[Dict[str, str]] = None, gpu_count: int = 0,

@@ -1,0 +1,246 @@
+#include "cli/search.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "proto/codec.h"
+#include "proto/search_codec.h"
+
+namespace stepcast::cli {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+int Fail(const absl::Status& s) {
+  std::cerr << "stepcast: " << s.message() << "\n";
+  return s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kNotFound ||
+                 s.code() == absl::StatusCode::kFailedPrecondition
+             ? 2
+             : 1;
+}
+
+std::string Thousands(double v) {
+  std::string digits = absl::StrFormat("%.0f", v);
+  std::string out;
+  const size_t neg = !digits.empty() && digits[0] == '-' ? 1 : 0;
+  for (size_t i = neg; i < digits.size(); ++i) {
+    out += digits[i];
+    const size_t left = digits.size() - i - 1;
+    if (left > 0 && left % 3 == 0) out += ',';
+  }
+  return (neg ? "-" : "") + out;
+}
+
+std::string ObjectiveText(const SearchResult& r, const RankedLayout& x) {
+  switch (r.objective) {
+    case SearchObjective::kCostPerToken: return absl::StrFormat("$%.4g/Mtok", x.objective_value * 1e6);
+    case SearchObjective::kTimeToTrain:
+      return absl::StrFormat("%.1f days, $%s", x.objective_value / 86400, Thousands(x.prediction.cost.per_run_usd));
+    default: return "";
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> ParseGpuRange(const std::string& text, int64_t gpus_per_node) {
+  if (text.empty()) return std::vector<int64_t>{};
+  std::vector<std::string> parts = absl::StrSplit(text, "..");
+  int64_t lo = 0, hi = 0;
+  if (parts.size() == 1 && absl::SimpleAtoi(parts[0], &lo)) {
+    if (lo < 1) return absl::InvalidArgumentError(absl::StrCat("--gpus: ", lo, " must be >= 1"));
+    return std::vector<int64_t>{lo};
+  }
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &lo) || !absl::SimpleAtoi(parts[1], &hi)) {
+    return absl::InvalidArgumentError(absl::StrCat("--gpus: '", text, "' is not N or A..B"));
+  }
+  return GpuCountsInRange(lo, hi, gpus_per_node, "--gpus");
+}
+
+std::string FormatSearchResult(const SearchResult& r, const Job& base, const Job* submitted) {
+  std::string out;
+  const std::string counts = r.gpu_counts.size() == 1
+                                 ? absl::StrCat(r.gpu_counts[0])
+                                 : absl::StrCat(r.gpu_counts.front(), "..", r.gpu_counts.back(), " (",
+                                                r.gpu_counts.size(), " counts)");
+  absl::StrAppendFormat(&out, "Layout search: %s on %s x %s (%s), global batch %d x %d tokens; objective %s\n",
+                        base.model.name, counts, base.hardware.name, base.framework.name,
+                        base.training.global_batch_size, base.training.seq_length, SearchObjectiveName(r.objective));
+  const SearchStats& s = r.stats;
+  absl::StrAppendFormat(&out,
+                        "%s layouts in %.2f s on %d threads: %s pruned by the memory lower bound, %s evaluated, "
+                        "%s fit%s\n",
+                        Thousands(static_cast<double>(s.enumerated)), s.elapsed_s, s.threads,
+                        Thousands(static_cast<double>(s.pruned)), Thousands(static_cast<double>(s.evaluated)),
+                        Thousands(static_cast<double>(s.fitting)),
+                        s.over_budget > 0 ? absl::StrCat(" (", Thousands(static_cast<double>(s.over_budget)),
+                                                         " over budget)")
+                                          : "");
+  if (r.partial) absl::StrAppend(&out, "PARTIAL: ", r.partial_reason, "\n");
+  out += "\n";
+  const bool extra = r.objective == SearchObjective::kCostPerToken || r.objective == SearchObjective::kTimeToTrain;
+  absl::StrAppendFormat(&out, "%3s  %-50s %6s %9s %10s %6s %12s %9s  %-18s%s\n", "#", "layout", "GPUs", "step s",
+                        "tok/s/GPU", "MFU", "memory GiB", "headroom", "bottleneck", extra ? "  objective" : "");
+  for (const RankedLayout& x : r.top) {
+    const Prediction& p = x.prediction;
+    absl::StrAppendFormat(&out, "%3d  %-50s %6d %9.4g %10s %5.1f%% %5.1f/%-6.1f %9.1f  %-18s%s\n", x.rank,
+                          LayoutSummary(x.layout), p.gpu_count, p.step_time_s, Thousands(p.tokens_per_s_per_gpu),
+                          100 * p.mfu, p.memory.total_bytes / kGiB, p.memory.capacity_bytes / kGiB,
+                          p.memory.headroom_bytes / kGiB, BottleneckName(p.bottleneck.kind),
+                          extra ? absl::StrCat("  ", ObjectiveText(r, x)) : "");
+  }
+  if (!r.runner_up_reason.empty()) absl::StrAppend(&out, "\nWhy not #2: ", r.runner_up_reason, "\n");
+  if (!r.top.empty()) {
+    const Prediction& b = r.top[0].prediction;
+    absl::StrAppendFormat(&out, "Best: %s (%s)\n", LayoutSummary(r.top[0].layout), b.bottleneck.reason);
+  }
+  if (submitted != nullptr && !r.top.empty()) {
+    absl::StatusOr<Prediction> p = Predict(*submitted);
+    if (p.ok()) {
+      const Layout own = LayoutOf(*submitted);
+      const RankedLayout& best = r.top[0];
+      const double pct = 100 * (p->step_time_s / best.prediction.step_time_s - 1);
+      absl::StrAppendFormat(&out, "\nYour layout (%s): ", LayoutSummary(own));
+      if (!p->memory.fits) {
+        absl::StrAppendFormat(&out, "does NOT fit (%.1f of %.1f GiB per GPU)", p->memory.total_bytes / kGiB,
+                              p->memory.capacity_bytes / kGiB);
+      } else {
+        absl::StrAppendFormat(&out, "step %.4g s, %s than #1", p->step_time_s,
+                              pct >= 0 ? absl::StrFormat("%.1f%% slower", pct) : absl::StrFormat("%.1f%% faster", -pct));
+      }
+      out += "\n";
+      const std::vector<LayoutChange> changes = LayoutChanges(own, best.layout);
+      if (!changes.empty()) {
+        out += "To run #1, change:\n";
+        for (const LayoutChange& c : changes) {
+          absl::StrAppendFormat(&out, "  %-32s %s -> %s%s\n", c.field, c.from, c.to,
+                                c.megatron_flag.empty() ? "" : absl::StrCat("   (Megatron: ", c.megatron_flag, ")"));
+        }
+      }
+    }
+  }
+  if (!r.pareto.empty()) {
+    absl::StrAppendFormat(&out, "\nPareto front (step time vs GPUs vs memory headroom): %d layouts%s\n",
+                          r.stats.pareto_size,
+                          static_cast<int64_t>(r.pareto.size()) < r.stats.pareto_size
+                              ? absl::StrCat(", ", r.pareto.size(), " listed evenly along it")
+                              : "");
+    absl::StrAppendFormat(&out, "  %6s %9s %9s  %s\n", "GPUs", "step s", "headroom", "layout");
+    const size_t shown = std::min<size_t>(r.pareto.size(), 15);
+    for (size_t i = 0; i < shown; ++i) {
+      const RankedLayout& x = r.pareto[i];
+      absl::StrAppendFormat(&out, "  %6d %9.4g %8.1fG  %s\n", x.prediction.gpu_count, x.prediction.step_time_s,
+                            x.prediction.memory.headroom_bytes / kGiB, LayoutSummary(x.layout));
+    }
+    if (shown < r.pareto.size()) absl::StrAppendFormat(&out, "  ... %d more (--json lists all)\n", r.pareto.size() - shown);
+  }
+  return out;
+}
+
+std::string FormatSuggestion(const v1::LayoutSuggestion& s) {
+  if (s.reason().empty()) return "";
+  std::string out = absl::StrCat("  SUGGESTION (", s.reason() == "does_not_fit" ? "does not fit" : "slower", "): ",
+                                 s.message(), s.partial() ? " [search cut short: best found so far]" : "", "\n");
+  absl::StrAppendFormat(&out, "    suggested: %s, step %.4g s (submitted %.4g s)\n", s.suggested().layout().summary(),
+                        s.suggested_step_time_s(), s.submitted_step_time_s());
+  for (const v1::LayoutChange& c : s.suggested().changes()) {
+    absl::StrAppendFormat(&out, "    %-32s %s -> %s%s\n", c.field(), c.before(), c.after(),
+                          c.megatron_flag().empty() ? "" : absl::StrCat("   (Megatron: ", c.megatron_flag(), ")"));
+  }
+  return out;
+}
+
+int Search(const SearchArgs& a, const Catalog& catalog) {
+  if (a.job_path.empty()) return Fail(absl::InvalidArgumentError("search: give a job file"));
+  std::optional<RateProfile> profile;
+  if (!a.profile_path.empty()) {
+    absl::StatusOr<RateProfile> p = LoadRateProfile(a.profile_path);
+    if (!p.ok()) return Fail(p.status());
+    profile = *std::move(p);
+  }
+  v1::JobSpec spec;
+  if (absl::Status s = ParseMessageFile(a.job_path, &spec); !s.ok()) return Fail(s);
+  const std::string dir = std::filesystem::path(a.job_path).parent_path().string();
+  absl::StatusOr<SearchBase> base = SearchBaseFromSpec(spec, catalog, dir, profile ? &*profile : nullptr);
+  if (!base.ok()) {
+    return Fail(absl::Status(base.status().code(), absl::StrCat(a.job_path, ": ", base.status().message())));
+  }
+  if (base->job.name.empty()) base->job.name = std::filesystem::path(a.job_path).stem().string();
+
+  SearchOptions o;
+  absl::StatusOr<SearchObjective> obj = ParseSearchObjective(a.objective, "--objective");
+  if (!obj.ok()) return Fail(obj.status());
+  o.objective = *obj;
+  if (a.top < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("--top: ", a.top, " must be >= 1")));
+  o.top_n = a.top;
+  o.budget_usd = a.budget_usd;
+  o.threads = a.threads;
+  absl::StatusOr<std::vector<int64_t>> counts = ParseGpuRange(a.gpus, base->job.GpusPerNode());
+  if (!counts.ok()) return Fail(counts.status());
+  o.space.gpu_counts = *counts;
+  if (o.space.gpu_counts.empty()) {
+    if (base->gpu_count <= 0) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat(a.job_path, ": cluster.gpu_count: required (> 0) unless --gpus is given")));
+    }
+    o.space.gpu_counts = {base->gpu_count};
+  }
+  o.space.max_tp = a.max_tp;
+  o.space.max_pp = a.max_pp;
+  o.space.max_cp = a.max_cp;
+  o.space.max_ep = a.max_ep;
+  o.space.max_micro_batch_size = a.max_micro_batch_size;
+  if (!a.shardings.empty()) {
+    o.space.shardings.clear();
+    for (const std::string& s : a.shardings) {
+      if (s == "none") o.space.shardings.push_back(Sharding::kNone);
+      else if (s == "zero1") o.space.shardings.push_back(Sharding::kZero1);
+      else if (s == "zero2") o.space.shardings.push_back(Sharding::kZero2);
+      else if (s == "zero3" || s == "fsdp") o.space.shardings.push_back(Sharding::kZero3);
+      else return Fail(absl::InvalidArgumentError(absl::StrCat("--sharding: '", s, "' is not none, zero1, zero2, zero3 or fsdp")));
+    }
+  }
+  o.space.hsdp = !a.no_hsdp;
+  o.space.sequence_parallel = !a.keep_sequence_parallel;
+  o.space.uneven_pipeline = !a.even_pipeline_only;
+  o.space.etp = a.etp;
+  o.space.all_schedules = a.all_schedules;
+  o.space.overlap_off = a.overlap_off;
+  o.space.fp8 = a.fp8;
+  if (a.time_limit_s < 0) return Fail(absl::InvalidArgumentError("--time-limit: must be >= 0"));
+  if (a.time_limit_s > 0) {
+    o.deadline = std::chrono::steady_clock::now() +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(a.time_limit_s));
+  }
+  bool printed = false;
+  if (!a.quiet) {
+    o.progress = [&printed](const SearchProgress& p) {
+      if (p.elapsed_s < 1.0) return;
+      std::fprintf(stderr, "\rstepcast: searching %lld/%lld work units, %s layouts evaluated, %s fit, %s pruned (%.1f s)",
+                   static_cast<long long>(p.units_done), static_cast<long long>(p.units_total),
+                   Thousands(static_cast<double>(p.evaluated)).c_str(), Thousands(static_cast<double>(p.fitting)).c_str(),
+                   Thousands(static_cast<double>(p.pruned)).c_str(), p.elapsed_s);
+      std::fflush(stderr);
+      printed = true;
+    };
+  }
+  absl::StatusOr<SearchResult> r = SearchLayouts(base->job, o);
+  if (printed) std::fprintf(stderr, "\n");
+  if (!r.ok()) return Fail(r.status());
+  const Job* submitted = base->submitted ? &*base->submitted : nullptr;
+  if (a.json) {
+    std::cout << ToJson(SearchResultToProto(*r, submitted));
+  } else {
+    std::cout << FormatSearchResult(*r, base->job, submitted);
+  }
+  return 0;
+}
+
+}  // namespace stepcast::cli

@@ -1,0 +1,314 @@
+#include "proto/search_codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "proto/catalog.h"
+#include "proto/codec.h"
+
+namespace stepcast {
+
+namespace {
+
+v1::Sharding ShardingToProto(Sharding s) {
+  switch (s) {
+    case Sharding::kNone: return v1::SHARDING_NONE;
+    case Sharding::kZero1: return v1::SHARDING_ZERO1;
+    case Sharding::kZero2: return v1::SHARDING_ZERO2;
+    case Sharding::kZero3: return v1::SHARDING_ZERO3;
+  }
+  return v1::SHARDING_UNSPECIFIED;
+}
+
+v1::Recompute RecomputeToProto(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return v1::RECOMPUTE_NONE;
+    case Recompute::kSelective: return v1::RECOMPUTE_SELECTIVE;
+    case Recompute::kFull: return v1::RECOMPUTE_FULL;
+  }
+  return v1::RECOMPUTE_UNSPECIFIED;
+}
+
+absl::Status Bad(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+}  // namespace
+
+absl::StatusOr<SearchBase> SearchBaseFromSpec(const v1::JobSpec& spec, const Catalog& catalog,
+                                              const std::string& base_dir, const RateProfile* profile) {
+  SearchBase out;
+  const v1::ParallelismSpec& par = spec.parallelism();
+  if (spec.cluster().gpu_count() > 0) {
+    out.gpu_count = spec.cluster().gpu_count();
+  } else if (par.dp() > 0) {
+    out.gpu_count = std::max<int64_t>(1, par.tp()) * std::max<int64_t>(1, par.pp()) *
+                    std::max<int64_t>(1, par.cp()) * par.dp();
+  }
+  absl::StatusOr<Job> own = JobFromSpec(spec, catalog, base_dir, profile);
+  if (own.ok()) out.submitted = *own;
+
+  v1::JobSpec one = spec;
+  v1::ParallelismSpec* p = one.mutable_parallelism();
+  p->set_tp(1);
+  p->set_pp(1);
+  p->set_cp(1);
+  p->set_dp(1);
+  p->set_ep(1);
+  p->set_vpp(1);
+  p->set_etp(0);
+  p->set_dp_replicate(1);
+  one.mutable_cluster()->set_gpu_count(1);
+  one.mutable_training()->set_micro_batch_size(1);
+  absl::StatusOr<Job> job = JobFromSpec(one, catalog, base_dir, profile);
+  if (!job.ok()) {
+    // The spec's own error is the clearer one when the spec itself is wrong.
+    if (!own.ok()) return own.status();
+    return job.status();
+  }
+  out.job = *std::move(job);
+  if (out.submitted) out.job.name = out.submitted->name;
+  return out;
+}
+
+absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchOptions& o, const SearchBase& base) {
+  SearchOptions out;
+  switch (o.objective()) {
+    case v1::SEARCH_OBJECTIVE_UNSPECIFIED:
+    case v1::SEARCH_OBJECTIVE_STEP_TIME: out.objective = SearchObjective::kStepTime; break;
+    case v1::SEARCH_OBJECTIVE_TOKENS_PER_S_PER_GPU: out.objective = SearchObjective::kTokensPerSPerGpu; break;
+    case v1::SEARCH_OBJECTIVE_COST_PER_TOKEN: out.objective = SearchObjective::kCostPerToken; break;
+    case v1::SEARCH_OBJECTIVE_MFU: out.objective = SearchObjective::kMfu; break;
+    case v1::SEARCH_OBJECTIVE_TIME_TO_TRAIN: out.objective = SearchObjective::kTimeToTrain; break;
+    default: return Bad("options.objective", absl::StrCat(static_cast<int>(o.objective()), " is not a known objective"));
+  }
+  if (o.top_n() < 0 || o.top_n() > 1000) return Bad("options.top_n", absl::StrCat(o.top_n(), " must be in [0, 1000]"));
+  out.top_n = o.top_n() == 0 ? 10 : o.top_n();
+  if (!(o.budget_usd() >= 0)) return Bad("options.budget_usd", "must be >= 0");
+  out.budget_usd = o.budget_usd();
+  const v1::SearchSpaceSpec& s = o.space();
+  if (s.min_gpus() != 0 || s.max_gpus() != 0) {
+    const int64_t lo = s.min_gpus() > 0 ? s.min_gpus() : 1;
+    const int64_t hi = s.max_gpus() > 0 ? s.max_gpus() : lo;
+    absl::StatusOr<std::vector<int64_t>> counts =
+        GpuCountsInRange(lo, hi, base.job.GpusPerNode(), "options.space.max_gpus");
+    if (!counts.ok()) return counts.status();
+    out.space.gpu_counts = *std::move(counts);
+  } else if (base.gpu_count > 0) {
+    out.space.gpu_counts = {base.gpu_count};
+  } else {
+    return Bad("job.cluster.gpu_count", "required (> 0) unless options.space.min_gpus/max_gpus are given");
+  }
+  for (const auto& [v, name] : {std::pair{s.max_tp(), "max_tp"}, {s.max_pp(), "max_pp"}, {s.max_vpp(), "max_vpp"},
+                                {s.max_cp(), "max_cp"}, {s.max_ep(), "max_ep"},
+                                {s.max_micro_batch_size(), "max_micro_batch_size"}}) {
+    if (v < 0) return Bad(absl::StrCat("options.space.", name), absl::StrCat(v, " must be >= 0 (0: default)"));
+  }
+  out.space.max_tp = s.max_tp();
+  out.space.max_pp = s.max_pp();
+  out.space.max_vpp = s.max_vpp();
+  out.space.max_cp = s.max_cp();
+  out.space.max_ep = s.max_ep();
+  out.space.max_micro_batch_size = s.max_micro_batch_size();
+  out.space.sequence_parallel = !s.keep_sequence_parallel();
+  if (s.shardings_size() > 0) {
+    out.space.shardings.clear();
+    for (int i = 0; i < s.shardings_size(); ++i) {
+      switch (s.shardings(i)) {
+        case v1::SHARDING_NONE: out.space.shardings.push_back(Sharding::kNone); break;
+        case v1::SHARDING_ZERO1: out.space.shardings.push_back(Sharding::kZero1); break;
+        case v1::SHARDING_ZERO2: out.space.shardings.push_back(Sharding::kZero2); break;
+        case v1::SHARDING_ZERO3: out.space.shardings.push_back(Sharding::kZero3); break;
+        default: return Bad(absl::StrCat("options.space.shardings[", i, "]"), "must be none, zero1, zero2 or zero3");
+      }
+    }
+  }
+  out.space.hsdp = !s.no_hsdp();
+  for (int i = 0; i < s.recompute_size(); ++i) {
+    const v1::RecomputeChoice& r = s.recompute(i);
+    RecomputeOption opt;
+    switch (r.recompute()) {
+      case v1::RECOMPUTE_NONE: opt.recompute = Recompute::kNone; break;
+      case v1::RECOMPUTE_SELECTIVE: opt.recompute = Recompute::kSelective; break;
+      case v1::RECOMPUTE_FULL: opt.recompute = Recompute::kFull; break;
+      default: return Bad(absl::StrCat("options.space.recompute[", i, "].recompute"), "must be none, selective or full");
+    }
+    opt.modules.assign(r.modules().begin(), r.modules().end());
+    if (r.num_layers() < 0) return Bad(absl::StrCat("options.space.recompute[", i, "].num_layers"), "must be >= 0");
+    opt.num_layers = r.num_layers();
+    out.space.recompute.push_back(std::move(opt));
+  }
+  out.space.uneven_pipeline = !s.even_pipeline_only();
+  out.space.etp = s.search_etp();
+  out.space.all_schedules = s.all_schedules();
+  out.space.overlap_off = s.overlap_off();
+  out.space.fp8 = s.fp8();
+  if (!(o.time_limit_s() >= 0)) return Bad("options.time_limit_s", "must be >= 0");
+  if (o.time_limit_s() > 0) {
+    out.deadline = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(std::min(o.time_limit_s(), 86400.0)));
+  }
+  return out;
+}
+
+v1::SearchObjective SearchObjectiveToProto(SearchObjective o) {
+  switch (o) {
+    case SearchObjective::kStepTime: return v1::SEARCH_OBJECTIVE_STEP_TIME;
+    case SearchObjective::kTokensPerSPerGpu: return v1::SEARCH_OBJECTIVE_TOKENS_PER_S_PER_GPU;
+    case SearchObjective::kCostPerToken: return v1::SEARCH_OBJECTIVE_COST_PER_TOKEN;
+    case SearchObjective::kMfu: return v1::SEARCH_OBJECTIVE_MFU;
+    case SearchObjective::kTimeToTrain: return v1::SEARCH_OBJECTIVE_TIME_TO_TRAIN;
+  }
+  return v1::SEARCH_OBJECTIVE_UNSPECIFIED;
+}
+
+v1::SearchLayout SearchLayoutToProto(const Layout& l) {
+  v1::SearchLayout out;
+  const Parallelism& p = l.parallelism;
+  v1::ParallelismSpec* ps = out.mutable_parallelism();
+  ps->set_tp(p.tp);
+  ps->set_pp(p.pp);
+  ps->set_dp(p.dp);
+  ps->set_cp(p.cp);
+  ps->set_ep(p.ep);
+  ps->set_vpp(p.vpp);
+  ps->set_sequence_parallel(p.sequence_parallel && p.tp > 1);
+  ps->set_etp(p.etp);
+  ps->set_pp_schedule(PipelineScheduleName(p.Schedule()));
+  ps->set_dp_replicate(p.dp_replicate);
+  out.set_micro_batch_size(l.micro_batch_size);
+  out.mutable_recompute()->set_recompute(RecomputeToProto(l.recompute.recompute));
+  for (const std::string& m : l.recompute.modules) out.mutable_recompute()->add_modules(m);
+  out.mutable_recompute()->set_num_layers(l.recompute.num_layers);
+  out.set_sharding(ShardingToProto(l.sharding));
+  out.set_overlap_tp_comm(l.overlap_tp_comm);
+  out.set_overlap_dp_comm(l.overlap_dp_comm);
+  out.set_gemm(DTypeToProto(l.gemm));
+  out.set_fp8_param_gather(l.fp8_param_gather);
+  out.set_summary(LayoutSummary(l));
+  return out;
+}
+
+v1::SearchCandidate SearchCandidateToProto(const RankedLayout& r, const Layout* submitted) {
+  v1::SearchCandidate out;
+  out.set_rank(r.rank);
+  *out.mutable_layout() = SearchLayoutToProto(r.layout);
+  out.set_objective_value(r.objective_value);
+  *out.mutable_prediction() = PredictionToProto(r.prediction);
+  if (submitted != nullptr) {
+    for (const LayoutChange& c : LayoutChanges(*submitted, r.layout)) {
+      v1::LayoutChange* x = out.add_changes();
+      x->set_field(c.field);
+      x->set_before(c.from);
+      x->set_after(c.to);
+      x->set_megatron_flag(c.megatron_flag);
+    }
+  }
+  return out;
+}
+
+v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted) {
+  v1::SearchResult out;
+  std::optional<Layout> own;
+  if (submitted != nullptr) own = LayoutOf(*submitted);
+  const Layout* from = own ? &*own : nullptr;
+  out.set_objective(SearchObjectiveToProto(r.objective));
+  for (int64_t g : r.gpu_counts) out.add_gpu_counts(g);
+  auto add = [&](const RankedLayout& x, v1::SearchCandidate* c) {
+    *c = SearchCandidateToProto(x, from);
+    if (out.assumed_inputs_size() == 0) *out.mutable_assumed_inputs() = c->prediction().assumed_inputs();
+    c->mutable_prediction()->clear_assumed_inputs();
+  };
+  for (const RankedLayout& x : r.top) add(x, out.add_top());
+  for (const RankedLayout& x : r.pareto) add(x, out.add_pareto());
+  for (const RankedLayout& x : r.best_per_gpu_count) add(x, out.add_best_per_gpu_count());
+  v1::SearchStats* s = out.mutable_stats();
+  s->set_enumerated(r.stats.enumerated);
+  s->set_pruned(r.stats.pruned);
+  s->set_evaluated(r.stats.evaluated);
+  s->set_fitting(r.stats.fitting);
+  s->set_over_budget(r.stats.over_budget);
+  s->set_elapsed_s(r.stats.elapsed_s);
+  s->set_threads(r.stats.threads);
+  s->set_pareto_size(r.stats.pareto_size);
+  out.set_partial(r.partial);
+  out.set_partial_reason(r.partial_reason);
+  out.set_runner_up_reason(r.runner_up_reason);
+  if (submitted != nullptr) {
+    absl::StatusOr<Prediction> p = Predict(*submitted);
+    if (p.ok()) {
+      RankedLayout sub;
+      sub.layout = *own;
+      sub.prediction = *std::move(p);
+      sub.objective_value = sub.prediction.step_time_s;
+      *out.mutable_submitted() = SearchCandidateToProto(sub, nullptr);
+      out.mutable_submitted()->mutable_prediction()->clear_assumed_inputs();
+    }
+  }
+  return out;
+}
+
+void FitSearchResult(v1::SearchResult& r, size_t max_bytes) {
+  auto thin = [](google::protobuf::RepeatedPtrField<v1::SearchCandidate>* list) {
+    if (list->size() <= 2) return false;
+    google::protobuf::RepeatedPtrField<v1::SearchCandidate> kept;
+    for (int i = 0; i < list->size(); ++i) {
+      if (i % 2 == 0 || i == list->size() - 1) *kept.Add() = std::move((*list)[i]);
+    }
+    list->Swap(&kept);
+    return true;
+  };
+  while (r.ByteSizeLong() > max_bytes) {
+    const bool a = thin(r.mutable_pareto());
+    const bool b = thin(r.mutable_best_per_gpu_count());
+    if (!a && !b) break;
+    r.set_lists_thinned(true);
+  }
+}
+
+absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& submitted, const Prediction& prediction,
+                                                                   std::chrono::steady_clock::time_point deadline) {
+  SearchOptions o;
+  o.top_n = 1;
+  o.deadline = deadline;
+  o.space.gpu_counts = {submitted.cluster.gpu_count};
+  absl::StatusOr<SearchResult> r = SearchLayouts(submitted, o);
+  if (!r.ok()) {
+    // Nothing fits on these GPUs (or nothing found in time): nothing to suggest.
+    if (r.status().code() == absl::StatusCode::kInvalidArgument ||
+        r.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      return std::nullopt;
+    }
+    return r.status();
+  }
+  if (r->top.empty()) return std::nullopt;
+  const RankedLayout& best = r->top.front();
+  const double submitted_s = prediction.step_time_s;
+  const double best_s = best.prediction.step_time_s;
+  const bool fits = prediction.memory.fits;
+  // "At least 10% slower than the best layout with the same GPUs" (docs/SEARCH.md).
+  const bool slower = submitted_s >= 1.1 * best_s;
+  if (fits && !slower) return std::nullopt;
+  v1::LayoutSuggestion s;
+  s.set_reason(fits ? "slower" : "does_not_fit");
+  const Layout own = LayoutOf(submitted);
+  *s.mutable_suggested() = SearchCandidateToProto(best, &own);
+  s.set_submitted_step_time_s(submitted_s);
+  s.set_suggested_step_time_s(best_s);
+  s.set_partial(r->partial);
+  const double gib = 1024.0 * 1024 * 1024;
+  if (!fits) {
+    s.set_message(absl::StrFormat(
+        "the submitted layout (%s) needs %.1f GiB per GPU of %.1f; %s fits (%.1f GiB) with a predicted step of %.3g s",
+        LayoutSummary(own), prediction.memory.total_bytes / gib, prediction.memory.capacity_bytes / gib,
+        LayoutSummary(best.layout), best.prediction.memory.total_bytes / gib, best_s));
+  } else {
+    s.set_message(absl::StrFormat("the submitted layout (%s) is predicted %.0f%% slower than %s on the same %d GPUs "
+                                  "(%.3g s vs %.3g s per step)",
+                                  LayoutSummary(own), 100 * (submitted_s / best_s - 1), LayoutSummary(best.layout),
+                                  submitted.cluster.gpu_count, submitted_s, best_s));
+  }
+  return s;
+}
+
+}  // namespace stepcast

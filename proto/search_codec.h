@@ -1,0 +1,57 @@
+// File: proto/search_codec.h
+//
+// Layout search (core/search.h) at the edges: the job a search starts from (a job spec whose own
+// layout, if any, is set aside), the search options of a request, and the stepcast.v1
+// SearchResult / LayoutSuggestion messages.
+#ifndef STEPCAST_PROTO_SEARCH_CODEC_H_
+#define STEPCAST_PROTO_SEARCH_CODEC_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/search.h"
+#include "stepcast/v1/job.pb.h"
+#include "stepcast/v1/search.pb.h"
+
+namespace stepcast {
+
+class Catalog;
+
+// The job a search starts from.
+struct SearchBase {
+  Job job;                      // the spec with a one-GPU layout (valid; its layout is ignored)
+  int64_t gpu_count = 0;        // cluster.gpu_count, else tp*pp*cp*dp of the spec; 0 if neither
+  std::optional<Job> submitted; // the spec's own job when its layout is valid
+};
+// Builds the base from a spec: its model, hardware, profile, framework (recipes and defaults
+// applied as for any job), precision, batch and sequence length, with parallelism set to one
+// GPU; the spec's own layout is kept as `submitted` when JobFromSpec accepts it. Errors are
+// JobFromSpec's (InvalidArgument / NotFound naming the field) for everything but the layout.
+absl::StatusOr<SearchBase> SearchBaseFromSpec(const v1::JobSpec& spec, const Catalog& catalog,
+                                              const std::string& base_dir, const RateProfile* profile);
+
+// SearchOptions from a request: objective, top N, space, budget; the GPU counts from
+// space.min_gpus..max_gpus (GpuCountsInRange) or base.gpu_count. Errors name "options.<field>".
+absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchOptions& o, const SearchBase& base);
+
+v1::SearchObjective SearchObjectiveToProto(SearchObjective o);
+v1::SearchLayout SearchLayoutToProto(const Layout& l);
+// `submitted`: the layout the changes are listed against (none when null).
+v1::SearchCandidate SearchCandidateToProto(const RankedLayout& r, const Layout* submitted);
+v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted);
+// Thins `r`'s pareto and best_per_gpu_count lists (every other entry dropped, the first and last
+// kept, repeated) until the message is at most `max_bytes`, and marks it lists_thinned; the top
+// layouts are never dropped. For replies under a message-size limit.
+void FitSearchResult(v1::SearchResult& r, size_t max_bytes);
+
+// The suggestion a pre-flight gives for `submitted` (predicted as `prediction`): none when its
+// layout fits and is predicted less than 10% slower than the fastest layout on the same GPU
+// count (SearchLayouts, step-time objective, the default space, stopping at `deadline`).
+// Errors are SearchLayouts'; a search that finds no fitting layout gives no suggestion.
+absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(
+    const Job& submitted, const Prediction& prediction, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace stepcast
+
+#endif  // STEPCAST_PROTO_SEARCH_CODEC_H_

@@ -38,7 +38,7 @@ uint32_t RecomputeModuleBit(const std::string& name) {
       {"core_attn", kRecomputeCoreAttn}, {"mlp", kRecomputeMlp}, {"moe_act", kRecomputeMoeAct},
       {"layernorm", kRecomputeLayernorm}, {"mla_up_proj", kRecomputeMlaUpProj}, {"moe", kRecomputeMoe},
       {"shared_experts", kRecomputeSharedExperts}, {"mlp_up", kRecomputeMlpUp},
-      {"activation_functions", kRecomputeActivationFunctions}};
+      {"activation_functions", kRecomputeActivationFunctions}, {"every_second_mm", kRecomputeEverySecondMm}};
   for (const auto& [n, bit] : kBits) {
     if (name == n) return bit;
   }

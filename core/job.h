@@ -46,6 +46,10 @@ enum RecomputeModule : uint32_t {
   kRecomputeSharedExperts = 1u << 6,
   kRecomputeMlpUp = 1u << 7,
   kRecomputeActivationFunctions = 1u << 8,
+  // torchtitan's op-level SAC also recomputes every second aten.mm of a block (the policy counts
+  // the block's mm calls and saves only the odd ones: torchtitan/distributed/activation_checkpoint.py
+  // _get_custom_policy, "mm_count % 2 == 0" -> recompute): for a Llama block wk, wo and w3.
+  kRecomputeEverySecondMm = 1u << 9,
 };
 // The bit of a module name; 0 for an unknown name.
 uint32_t RecomputeModuleBit(const std::string& name);
@@ -82,7 +86,8 @@ struct TrainingConfig {
   bool dropout = false;  // hidden + attention dropout masks (GPT-style training)
   // Selective recompute: the modules recomputed (Megatron --recompute-modules names: core_attn,
   // mlp, moe_act, layernorm, mla_up_proj, moe, shared_experts; "activation_functions" for
-  // op-level SAC that saves GEMM outputs). Empty: the framework's selective set.
+  // op-level SAC that saves GEMM outputs; "every_second_mm" for torchtitan's op SAC, which also
+  // recomputes every second GEMM of a block). Empty: the framework's selective set.
   std::vector<std::string> recompute_modules;
   // Full recompute: layers per stage recomputed (block method); 0: all.
   int64_t recompute_num_layers = 0;

@@ -37,13 +37,20 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
     split += e * sb * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * t;  // replicated: x t / t
     if (!dropped(kRecomputeMlaUpProj)) split += e * sb * a * (dqk + dqk + dv);
   } else {
-    split += e * sb * (a * dqk + kv * (dqk + dv));
+    // Q, K, V; torchtitan's op SAC recomputes wk (its block's 2nd mm) instead of saving K.
+    const double k_saved = dropped(kRecomputeEverySecondMm) && !m.mla.enabled() ? 0.0 : kv * dqk;
+    split += e * sb * (a * dqk + k_saved + kv * dv);
   }
   split += eg * sb * a * dv;  // projection input
   // One MLP of width f over `tokens` tokens: fc1 outputs (gated: gate and up), activation output.
   auto mlp_internal = [&](double f, double tokens, bool drop_all, bool drop_act) {
     if (drop_all) return 0.0;
-    const double up = (GatedFfn(m.ffn_type) ? 2 : 1) * e * tokens * f;
+    // Gated: gate and up outputs; torchtitan's op SAC recomputes w3 (the up output, its block's
+    // 6th mm) instead of saving it. Ungated, its recomputed mm is w2 (the MLP output).
+    // MoE experts run grouped GEMMs (not aten.mm) and are not counted by the policy.
+    const bool w3_dropped = dropped(kRecomputeEverySecondMm) && !x.moe_layer && !m.mla.enabled();
+    const double up_outputs = GatedFfn(m.ffn_type) && !w3_dropped ? 2 : 1;
+    const double up = up_outputs * e * tokens * f;
     const double act = (drop_act || op_sac) ? 0.0 : eg * tokens * f;
     return up + act;
   };

@@ -82,6 +82,7 @@ struct Work {
 // (Megatron-Core --recompute-modules names; docs/MODEL.md "Recomputation").
 struct ModuleForward {
   Work core_attn, mlp, mlp_up, moe_act, layernorm, mla_up_proj, moe, shared_experts, activation_functions;
+  Work every_second_mm;  // the even-numbered GEMMs of the block in forward order (torchtitan op SAC)
   Work mlp_act;  // the MLP's activation function: inside mlp / mlp_up and activation_functions
 };
 
@@ -254,6 +255,13 @@ class StepModel {
       c.elem_bwd.Bytes((2 * e_act_ + 2) * m * n * count, bw_);
     }
   }
+  // Forward work of one m x k by k x n GEMM, not charged to any layer (for module accounting).
+  Work GemmForward(double m, double n, double k) {
+    Work w;
+    if (m <= 0 || n <= 0 || k <= 0) return w;
+    w.Gemm(EstimateGemm(m, n, k), 1, 2 * m * n * k, ((m * k + k * n) * e_in_ + m * n * e_act_));
+    return w;
+  }
   // Elementwise work of `bytes` forward and 2x backward, at the framework's traffic factor.
   void Elementwise(double bytes, LayerCost& c, Work* into = nullptr, Work* into2 = nullptr) {
     Work fwd;
@@ -385,6 +393,10 @@ LayerCost StepModel::Layer(bool moe) {
     (void)attn_in;
   } else {
     Gemm(T, attn_in / (h * t), h, c);
+    // torchtitan's Attention runs wq, wk, wv, wo as separate mm calls: wk (2nd) and wo (4th)
+    // are recomputed by its op SAC.
+    mod.every_second_mm += GemmForward(T, kv * dqk / t, h);
+    mod.every_second_mm += GemmForward(T, h, a * dv / t);
   }
   Gemm(T, h, a * dv / t, c);
 
@@ -459,6 +471,9 @@ LayerCost StepModel::Layer(bool moe) {
     mod.mlp += mlp_up;
     mod.mlp_up += mlp_up;
     Gemm(T, h, f / t, c, 1, &mod.mlp);
+    // torchtitan's FeedForward: w2(silu(w1(x)) * w3(x)), mm calls 5 (w1), 6 (w3), 7 (w2): w3 is
+    // recomputed; without a gate (w1, w2: calls 5, 6) w2 is.
+    if (!m_.mla.enabled()) mod.every_second_mm += gated ? GemmForward(T, f / t, h) : GemmForward(T, h, f / t);
     const double act = (gated ? 3 : 2) * e_act_ * T * f / t;
     Work before = c.elem_fwd;
     Elementwise(act, c, &mod.mlp, &mod.mlp_up);
@@ -572,6 +587,7 @@ Work Recomputed(const LayerCost& c, const TrainingConfig& t) {
   if (mods & kRecomputeMoe) w += m.moe;
   if ((mods & kRecomputeSharedExperts) && !(mods & kRecomputeMoe)) w += m.shared_experts;
   if (mods & kRecomputeMlaUpProj) w += m.mla_up_proj;
+  if (mods & kRecomputeEverySecondMm) w += m.every_second_mm;
   if (elementwise_all) {
     w += m.activation_functions;
     // The MLP's activation is in both; count it once.
@@ -744,14 +760,31 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
       const bool once_pp = p_.pp > 1 && fw_.sharding.gather_once_per_step_with_pp;
       const bool once_rs = once_pp || fw_.sharding.reduce_once_per_step_with_accumulation;
       const double gathers_per_mb = fw_.sharding.reshard_after_forward && !once_pp ? 2 : 1;
+      // The backward's gathers and reduce-scatters cross the same links (NCCL on the same NICs /
+      // NVLinks): they are hidden behind one backward window together, not each behind all of it.
+      // The gathers' share of the window is hidden at the gather's efficiency, the rest at the
+      // reduction's.
+      auto exposed_pair = [&](double ag_s, double rs_s, double window_s) {
+        const double total = ag_s + rs_s;
+        if (total <= 0) return 0.0;
+        const double ag_window = window_s * ag_s / total, rs_window = window_s * rs_s / total;
+        return exposed(o.fsdp_param_gather, ag_s, ag_window) + exposed(o.dp_grad_reduce, rs_s, rs_window);
+      };
       if (once_pp) {
         exp_s += exposed(o.fsdp_param_gather, ag, fwd_mb.time_s);
+        exp_s += exposed_pair(0, rs + replica_ar, bwd_mb.time_s);
       } else {
         exp_s += m * exposed(o.fsdp_param_gather, ag, fwd_mb.time_s);
-        if (gathers_per_mb > 1) exp_s += m * exposed(o.fsdp_param_gather, ag, bwd_mb.time_s);
+        const double bwd_ag = gathers_per_mb > 1 ? ag : 0.0;
+        if (once_rs) {
+          // Gradients reduced once, after the last micro-batch's backward.
+          exp_s += (m - 1) * exposed_pair(bwd_ag, 0, bwd_mb.time_s);
+          exp_s += exposed_pair(bwd_ag, rs + replica_ar, bwd_mb.time_s);
+        } else {
+          exp_s += (m - 1) * exposed_pair(bwd_ag, rs, bwd_mb.time_s);
+          exp_s += exposed_pair(bwd_ag, rs + replica_ar, bwd_mb.time_s);
+        }
       }
-      exp_s += (once_rs ? 1 : m) * exposed(o.dp_grad_reduce, rs, bwd_mb.time_s);
-      exp_s += exposed(o.dp_grad_reduce, replica_ar, bwd_mb.time_s);
     } else if (t_.sharding == Sharding::kNone) {
       const double ar = reduce(Collective::kAllReduce, local.dense * eg, local.expert * eg);
       exp_s = exposed(o.dp_grad_reduce, ar, bwd_mb.time_s);

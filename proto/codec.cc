@@ -874,7 +874,8 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   t.train_iters = tr.train_iters();
   t.dropout = tr.dropout();
   static const char* const kModules[] = {"core_attn", "mlp", "moe_act", "layernorm", "mla_up_proj",
-                                         "moe", "shared_experts", "mlp_up", "activation_functions"};
+                                         "moe", "shared_experts", "mlp_up", "activation_functions",
+                                         "every_second_mm"};
   for (const std::string& mod : tr.recompute_modules()) {
     if (std::find(std::begin(kModules), std::end(kModules), mod) == std::end(kModules)) {
       return FieldError("training.recompute_modules",

@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "calibrate/cli.h"
+
+#include "cli/html.h"
 #include "calibrate/communicator.h"
 #include "calibrate/flow.h"
 #include "calibrate/gpu_system.h"
@@ -29,7 +31,7 @@ namespace {
 
 struct ImportArgs {
   std::vector<std::string> logs;
-  std::string hardware, out = "stepcast-profile.json", name, base, collective;
+  std::string hardware, out = "stepcast-profile.json", name, base, collective, html;
   int64_t ranks = 0, ranks_per_node = 0;
 };
 
@@ -71,6 +73,14 @@ int RunImport(const ImportArgs& a) {
   if (!f) {
     std::fprintf(stderr, "stepcast-calibrate import: cannot write %s\n", a.out.c_str());
     return kExitWriteFailed;
+  }
+  if (!a.html.empty()) {
+    v1::CalibrationRun run;
+    *run.mutable_profile() = r->profile;
+    if (absl::Status s = html::WritePage(a.html, html::CalibrationPage(run, &*hw)); !s.ok()) {
+      std::fprintf(stderr, "stepcast-calibrate import: --html: %s\n", std::string(s.message()).c_str());
+      return kExitWriteFailed;
+    }
   }
   for (const auto& line : r->summary) std::printf("%s\n", line.c_str());
   std::printf("\nprofile %s (%s over %s; stepcast predict --profile %s JOB)\n", a.out.c_str(), r->profile.name().c_str(),
@@ -115,6 +125,9 @@ int CalibrateMain(int argc, char** argv, const std::function<std::unique_ptr<Gpu
   imp->add_option("--collective", ia.collective, "nccl-tests binary of logs that do not name it (all_reduce, ...)");
   imp->add_option("--ranks", ia.ranks, "ranks of nccl-tests logs that do not list them");
   imp->add_option("--ranks-per-node", ia.ranks_per_node, "ranks per node of nccl-tests logs without rank lines");
+  imp->add_option("--html", ia.html, "also write a static HTML page of the imported rates (docs/PAGES.md)");
+  std::string html_path;
+  app.add_option("--html", html_path, "also write a static HTML page of the run (rank 0; docs/PAGES.md)");
   CLI11_PARSE(app, argc, argv);
   if (*imp) return RunImport(ia);
 
@@ -139,7 +152,22 @@ int CalibrateMain(int argc, char** argv, const std::function<std::unique_ptr<Gpu
     comm = MakeSingleProcessCommunicator();
   }
   std::unique_ptr<GpuSystem> gpus = make_gpus();
-  return RunMeasure(m, *gpus, *comm, *catalog);
+  const int rc = RunMeasure(m, *gpus, *comm, *catalog);
+  if (!html_path.empty() && comm->rank() == 0) {
+    // The page is drawn from the run file RunMeasure wrote (also after a partial run).
+    const std::string run_path = m.run_out.empty() ? m.out + ".run.json" : m.run_out;
+    v1::CalibrationRun run;
+    if (absl::Status s = ParseMessageFile(run_path, &run); !s.ok()) {
+      std::fprintf(stderr, "stepcast-calibrate: --html: no run to draw (%s)\n", std::string(s.message()).c_str());
+      return rc == kExitOk ? kExitWriteFailed : rc;
+    }
+    absl::StatusOr<Hardware> hw = catalog->FindHardware(m.hardware.empty() ? run.profile().hardware() : m.hardware);
+    if (absl::Status s = html::WritePage(html_path, html::CalibrationPage(run, hw.ok() ? &*hw : nullptr)); !s.ok()) {
+      std::fprintf(stderr, "stepcast-calibrate: --html: %s\n", std::string(s.message()).c_str());
+      return rc == kExitOk ? kExitWriteFailed : rc;
+    }
+  }
+  return rc;
 }
 
 }  // namespace stepcast::calibrate

@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   search->add_option("--gpus", sa.gpus, "GPU count N or range A..B (whole nodes); default: the job's");
   search->add_option("--budget-usd", sa.budget_usd, "time_to_train: only runs costing at most this");
   search->add_flag("--json", sa.json, "print a stepcast.v1.SearchResult as JSON");
+  search->add_option("--html", sa.html_path, "also write a static HTML page (PP x TP heat map, top layouts)");
   search->add_option("--profile", sa.profile_path, "rate profile file (from stepcast-calibrate)");
   search->add_option("--threads", sa.threads, "worker threads (default: one per core)");
   search->add_option("--time-limit", sa.time_limit_s, "stop after this many seconds with the best found so far");

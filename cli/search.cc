@@ -1,5 +1,7 @@
 #include "cli/search.h"
 
+#include "cli/html.h"
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -235,6 +237,29 @@ int Search(const SearchArgs& a, const Catalog& catalog) {
   if (printed) std::fprintf(stderr, "\n");
   if (!r.ok()) return Fail(r.status());
   const Job* submitted = base->submitted ? &*base->submitted : nullptr;
+  if (!a.html_path.empty()) {
+    // Heat map PP x TP over the top layouts and the Pareto front; the best layout outlined.
+    auto candidate = [](const RankedLayout& l) {
+      html::SearchCandidate c;
+      c.row = absl::StrCat("PP=", l.layout.parallelism.pp);
+      c.column = absl::StrCat("TP=", l.layout.parallelism.tp);
+      c.layout = LayoutSummary(l.layout);
+      c.step_time_s = l.prediction.step_time_s;
+      c.mfu = l.prediction.mfu;
+      c.fits = l.prediction.memory.fits;
+      return c;
+    };
+    std::vector<html::SearchCandidate> cands;
+    for (const RankedLayout& l : r->top) cands.push_back(candidate(l));
+    for (const RankedLayout& l : r->pareto) cands.push_back(candidate(l));
+    for (const RankedLayout& l : r->best_per_gpu_count) cands.push_back(candidate(l));
+    const html::SearchCandidate chosen = r->top.empty() ? html::SearchCandidate{} : candidate(r->top.front());
+    const std::string title = absl::StrCat("Layout search: ", base->job.name);
+    if (absl::Status s = html::WritePage(a.html_path, html::SearchPage(title, cands, chosen, r->objective == SearchObjective::kMfu));
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
   if (a.json) {
     std::cout << ToJson(SearchResultToProto(*r, submitted));
   } else {

@@ -31,6 +31,7 @@ struct SearchArgs {
   bool no_hsdp = false, keep_sequence_parallel = false, even_pipeline_only = false;
   bool etp = false, all_schedules = false, overlap_off = false, fp8 = false;
   bool quiet = false;  // no progress line
+  std::string html_path;  // also write a page (cli/html.h SearchPage): PP x TP heat map, top table
 };
 
 // "64..1024" (whole nodes in the range), "64" or "" (none). Errors name --gpus.

@@ -26,9 +26,11 @@ out=$("$cal" --gpus 0,x 2>&1); rc=$?
 { [ $rc -eq 1 ] && grep -q -- "--gpus: 'x' is not a GPU index" <<<"$out"; } && ok "bad --gpus named (exit 1)" || bad "bad --gpus ($rc): $out"
 
 # 2. import: the 16 real nccl-tests logs over the H100 reference, then stepcast predict --profile.
-out=$("$cal" import "$root"/tests/data/real_data/microbench/nccl/*.txt --hardware h100-sxm --out "$work/imp.json" 2>&1); rc=$?
+out=$("$cal" import "$root"/tests/data/real_data/microbench/nccl/*.txt --hardware h100-sxm --out "$work/imp.json" --html "$work/imp.html" 2>&1); rc=$?
 { [ $rc -eq 0 ] && grep -q "all_reduce intra_node x8: 32 sizes" <<<"$out" && [ -s "$work/imp.json" ]; } \
   && ok "import of 16 nccl-tests logs" || bad "import ($rc): $out"
+{ grep -q "<svg" "$work/imp.html" && grep -q "all_reduce" "$work/imp.html"; } && ok "import --html writes the calibration page" \
+  || bad "import --html: no page"
 out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work/imp.json" 2>&1); rc=$?
 { [ $rc -eq 0 ] && grep -q "h100-sxm-imported" <<<"$out"; } && ok "stepcast predict --profile uses the imported profile" \
   || bad "predict on the imported profile ($rc): $out"

@@ -60,6 +60,8 @@ check search-example 0 "$bin" search "$root/examples/llama3-70b-h100.yaml"
 contains search-has-table "bottleneck"
 contains search-why-not-2 "Why not #2"
 contains search-your-layout "Your layout (TP4 PP8 VPP5 DP2 SP mbs1 zero1)"
+check search-html 0 "$bin" search "$root/examples/llama3-70b-h100.yaml" --top 3 --html "$tmp/search.html"
+grep -q "<svg" "$tmp/search.html" && grep -q "TP=1" "$tmp/search.html" && echo "ok   search-html-page" || { echo "FAIL search-html-page"; fail=1; }
 check search-json 0 "$bin" search --json --top 3 --objective cost "$root/examples/llama3-70b-h100.yaml"
 python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["objective"]=="SEARCH_OBJECTIVE_COST_PER_TOKEN" and len(d["top"])==3 and d["top"][0]["prediction"]["memory"]["fits"] and int(d["stats"]["evaluated"])>0' <<<"$LAST" \
   && echo "ok   search-json-parses" || { echo "FAIL search-json-parses"; fail=1; }

@@ -24,6 +24,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "cli/cli.h"
@@ -32,6 +33,7 @@
 #include "proto/catalog.h"
 #include "proto/codec.h"
 #include "proto/launch_args.h"
+#include "proto/measured_run.h"
 
 namespace {
 
@@ -280,7 +282,13 @@ int main(int argc, char** argv) {
   profile_cmd->add_option("--version", pr_version, "version (get; default latest)");
   add_client(profile_cmd);
 
-  CLI11_PARSE(app, argc, argv);
+  // Usage errors exit 2 like every other invalid input (CLI11_PARSE would return CLI11's own
+  // codes, 101-115); --help and --version still exit 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   if (!token_file.empty()) {
     absl::StatusOr<std::string> t = ReadTokenFile(token_file);
@@ -319,6 +327,12 @@ int main(int argc, char** argv) {
     return cli::Preflight(pf_job, pa);
   }
   if (*report) {
+    // Impossible measurements are refused before anything is sent (proto/measured_run.h).
+    if (absl::Status s = ValidateMeasuredRun(ra.step_time_s, ra.tokens_per_s); !s.ok()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "report: ", absl::StrReplaceAll(s.message(), {{"step_time_s:", "--step-time-s:"},
+                                                        {"tokens_per_s:", "--tokens-per-s:"}}))));
+    }
     ra.client = client;
     ra.profile.set_name(ra_profile);
     return cli::Report(ra);

@@ -489,7 +489,14 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   else prec->set_params(v1::D_TYPE_FP32), prec->set_gemm(v1::D_TYPE_FP32), prec->set_grads(v1::D_TYPE_FP32);
   if (has("fp8-format")) prec->set_gemm(v1::D_TYPE_FP8);
   // --grad-reduce-in-bf16: the DP gradient reduction in bf16 (arguments.py mixed precision).
-  if (switches.count("grad-reduce-in-bf16")) prec->set_grad_reduce(v1::D_TYPE_BF16);
+  // With --bf16 it also turns accumulate_allreduce_grads_in_fp32 off (arguments.py
+  // validate_args), so the DDP gradient buffer is in the parameter dtype
+  // (megatron/core/distributed/distributed_data_parallel.py: grad_dtype = torch.float if
+  // grad_reduce_in_fp32 else param.dtype): bf16 gradients, half the fp32 buffer.
+  if (switches.count("grad-reduce-in-bf16")) {
+    prec->set_grad_reduce(v1::D_TYPE_BF16);
+    if (switches.count("bf16")) prec->set_grads(v1::D_TYPE_BF16);
+  }
   // --fp8-param-gather: weights kept and all-gathered in fp8 (TransformerConfig.fp8_param).
   if (switches.count("fp8-param-gather")) {
     if (!has("fp8-format")) return FlagError("fp8-param-gather", "needs --fp8-format");

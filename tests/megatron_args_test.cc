@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory.h"
 #include "core/model_shape.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -131,6 +132,12 @@ TEST(MegatronLaunchLines, Llama3_8BFp8Example) {
   auto job = JobFromSpec(*spec, testing::BuiltinCatalog(), "", nullptr);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->parallelism.dp, 8);
+  // bf16 gradient buffer (--grad-reduce-in-bf16) and fp8 weights (--fp8-param-gather): the
+  // example's own layout fits on its 8 H100s (with fp32 gradients it was over the 80 GB).
+  EXPECT_EQ(t.precision().grads(), v1::D_TYPE_BF16);
+  const MemoryEstimate mem = EstimateMemory(*job);
+  EXPECT_TRUE(mem.fits) << mem.total_bytes / (1 << 30) << " GiB of " << mem.capacity_bytes / (1 << 30);
+  EXPECT_NEAR(mem.gradients_bytes, 8.03e9 * 2, 0.05e9);  // 2 bytes per parameter
 }
 
 // DeepSeek-V3 (671B total, 37B activated, without its MTP module;

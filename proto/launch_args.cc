@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "toml++/toml.h"
 #include "proto/codec.h"
+#include "proto/nemo_args.h"
 #include "core/model_shape.h"
 
 namespace stepcast {
@@ -1016,6 +1017,8 @@ std::string FlavorOfConfig(const std::string& module, const std::string& config)
 }  // namespace
 
 absl::StatusOr<ImportedJob> JobFromCommand(const std::vector<std::string>& argv, const std::string& base_dir) {
+  // NeMo 2 (--factory) and Megatron-Bridge (--recipe) launch lines: proto/nemo_args.h.
+  if (IsNemoCommand(argv)) return JobFromNemoCommand(argv);
   // The training program's arguments start after the script (train.py, run_train.sh) or
   // "-m module"; the launcher's flags before it (torchrun --nproc_per_node ...) are skipped.
   size_t start = 0;

@@ -383,11 +383,13 @@ int main(int argc, char** argv) {
       profile = *std::move(p);
     }
     absl::StatusOr<Job> job;
+    std::vector<std::string> ignored_args;  // a training command's unmodelled arguments
     if (!training_cmd.empty()) {
       if (!job_path.empty()) return Fail(absl::InvalidArgumentError("give a job file or -- TRAINING COMMAND, not both"));
       absl::StatusOr<ImportedJob> imported = JobFromCommand(training_cmd, ".");
       if (!imported.ok()) return Fail(imported.status());
       for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
+      ignored_args = imported->ignored;
       absl::StatusOr<v1::JobSpec> spec = imported->Finalize(cmd_gpus, cmd_hardware, cmd_gpus_per_node);
       if (!spec.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(spec.status().message(),
                                                                           " (pass --gpus and --hardware)")));
@@ -402,7 +404,10 @@ int main(int argc, char** argv) {
     absl::StatusOr<Prediction> p = mfu ? PredictAtMfu(*job, *mfu) : Predict(*job);
     if (!p.ok()) return Fail(p.status());
     if (json) {
-      std::cout << ToJson(PredictionToProto(*p));
+      // --json carries the unmodelled arguments too, as warnings (issue 10: never dropped).
+      v1::Prediction out = PredictionToProto(*p);
+      for (const auto& a : ignored_args) out.add_warnings(absl::StrCat("ignored (not modelled): ", a));
+      std::cout << ToJson(out);
     } else {
       std::cout << cli::FormatReport(*job, *p);
     }

@@ -57,4 +57,8 @@ contains import-torchtitan-lists "ignored (not modelled): metrics.log_freq"
 check predict-torchtitan-current 0 "$bin" predict --gpus 8 --hardware h100-sxm -- python -m torchtitan.train \
   --module llama3 --config llama3_8b --training.local_batch_size 1 --training.seq_len 8192
 contains predict-torchtitan-current-lists "ignored (not modelled): --config llama3_8b"
+# predict --json: the unmodelled arguments are in the JSON too (warnings).
+check predict-json-ignored 0 "$bin" predict --json --gpus 8 --hardware h100-sxm -- pretrain_gpt.py --num-layers 2 \
+  --hidden-size 256 --num-attention-heads 4 --seq-length 128 --global-batch-size 8 --vocab-size 1000 --bf16 --lr 3e-4
+contains predict-json-lists-lr 'ignored (not modelled): --lr 3e-4'
 exit $fail

@@ -1,5 +1,6 @@
 #include "proto/hf_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -13,6 +14,12 @@
 namespace stepcast {
 namespace {
 
+// Largest integer accepted in a config field: 2^31 - 1.
+constexpr int64_t kMaxField = (int64_t{1} << 31) - 1;
+// Largest config.json read: real ones are a few KB; a device or a huge file is refused instead of
+// read until memory runs out (reliability review: hf_config: /dev/zero aborted the CLI).
+constexpr uintmax_t kMaxConfigBytes = uintmax_t{16} << 20;
+
 class Reader {
  public:
   Reader(const YAML::Node& root, absl::string_view origin) : root_(root), origin_(origin) {}
@@ -25,7 +32,13 @@ class Reader {
       return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": missing"));
     }
     try {
-      return root_[key].as<int64_t>();
+      const int64_t v = root_[key].as<int64_t>();
+      // Bounded so that derived sizes (4 * n_embd, products of dims) cannot overflow int64
+      // (reliability review: hf_config.cc 4 * n_embd with n_embd 4e18).
+      if (v < 0 || v > kMaxField) {
+        return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": ", v, " is out of range (0 to ", kMaxField, ")"));
+      }
+      return v;
     } catch (const YAML::Exception&) {
       return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": '", root_[key].Scalar(),
                                                      "' is not an integer"));
@@ -226,6 +239,11 @@ absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::
 }
 
 absl::StatusOr<ModelShape> LoadHfConfig(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) &&
+      (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) > kMaxConfigBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file of at most 16 MiB"));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
   std::stringstream ss;

@@ -210,6 +210,10 @@ int64_t LocalTokenizerVocab(const std::string& path) {
   std::error_code ec;
   std::filesystem::path dir(path);
   if (!std::filesystem::is_directory(dir, ec)) return 0;
+  if (!std::filesystem::is_regular_file(dir / "config.json", ec) ||
+      std::filesystem::file_size(dir / "config.json", ec) > (uintmax_t{16} << 20)) {
+    return 0;
+  }
   std::ifstream in(dir / "config.json");
   if (!in) return 0;
   std::stringstream ss;
@@ -1044,6 +1048,12 @@ absl::StatusOr<ImportedJob> JobFromCommand(const std::vector<std::string>& argv,
   if (auto path = value_of("--job.config_file")) {
     std::filesystem::path p(*path);
     if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+    std::error_code ec;
+    if (std::filesystem::exists(p, ec) &&
+        (!std::filesystem::is_regular_file(p, ec) || std::filesystem::file_size(p, ec) > (uintmax_t{16} << 20))) {
+      return absl::InvalidArgumentError(absl::StrCat("--job.config_file: ", p.string(),
+                                                     " is not a regular file of at most 16 MiB"));
+    }
     std::ifstream in(p);
     if (!in) return absl::InvalidArgumentError(absl::StrCat("--job.config_file: cannot read ", p.string()));
     std::stringstream ss;

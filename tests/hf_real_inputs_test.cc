@@ -191,6 +191,17 @@ TEST(HfRealInputs, KimiK2IsReadAsDeepSeekV3) {
   EXPECT_NEAR(CountParameters(*m).total / 1.04e12, 1.0, 0.02);
 }
 
+TEST(HfRealInputs, HugeValuesAndDevicesAreRefused) {
+  // Reliability review: gpt2 n_embd 4e18 overflowed 4 * n_embd; /dev/zero was read until abort.
+  auto m = ModelShapeFromHfConfig(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 4000000000000000000,
+      "n_head": 2, "vocab_size": 10})", "big.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("n_embd: 4000000000000000000 is out of range"));
+  auto z = LoadHfConfig("/dev/zero");
+  ASSERT_FALSE(z.ok());
+  EXPECT_THAT(std::string(z.status().message()), ::testing::HasSubstr("not a regular file"));
+}
+
 TEST(HfRealInputs, UnknownTypeWithoutTieKeyIsAnError) {
   auto m = ModelShapeFromHfConfig(R"({"model_type": "brand_new", "hidden_size": 64, "num_hidden_layers": 2,
       "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100})", "new.json");

@@ -80,7 +80,7 @@ std::optional<bool> TieWordEmbeddingsDefault(absl::string_view type) {
   // configuration class (moonshotai/Kimi-K2-Instruct configuration_deepseek.py).
   static const std::set<std::string> kUntied = {
       "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "olmo", "olmo2",
-      "deepseek_v2", "deepseek_v3", "kimi_k2", "dbrx", "gpt_oss", "granite", "starcoder2", "nemotron"};
+      "deepseek_v2", "deepseek_v3", "kimi_k2", "dbrx", "gpt_oss"};
   const std::string t(type);
   if (kTied.count(t)) return true;
   if (kUntied.count(t)) return false;

@@ -24,6 +24,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "cli/cli.h"
@@ -32,6 +33,7 @@
 #include "proto/catalog.h"
 #include "proto/codec.h"
 #include "proto/launch_args.h"
+#include "proto/measured_run.h"
 
 namespace {
 
@@ -281,7 +283,13 @@ int main(int argc, char** argv) {
   profile_cmd->add_option("--version", pr_version, "version (get; default latest)");
   add_client(profile_cmd);
 
-  CLI11_PARSE(app, argc, argv);
+  // Usage errors exit 2 like every other invalid input (CLI11_PARSE would return CLI11's own
+  // codes, 101-115); --help and --version still exit 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   if (!token_file.empty()) {
     absl::StatusOr<std::string> t = ReadTokenFile(token_file);
@@ -320,6 +328,12 @@ int main(int argc, char** argv) {
     return cli::Preflight(pf_job, pa);
   }
   if (*report) {
+    // Impossible measurements are refused before anything is sent (proto/measured_run.h).
+    if (absl::Status s = ValidateMeasuredRun(ra.step_time_s, ra.tokens_per_s); !s.ok()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "report: ", absl::StrReplaceAll(s.message(), {{"step_time_s:", "--step-time-s:"},
+                                                        {"tokens_per_s:", "--tokens-per-s:"}}))));
+    }
     ra.client = client;
     ra.profile.set_name(ra_profile);
     return cli::Report(ra);
@@ -370,11 +384,13 @@ int main(int argc, char** argv) {
       profile = *std::move(p);
     }
     absl::StatusOr<Job> job;
+    std::vector<std::string> ignored_args;  // a training command's unmodelled arguments
     if (!training_cmd.empty()) {
       if (!job_path.empty()) return Fail(absl::InvalidArgumentError("give a job file or -- TRAINING COMMAND, not both"));
       absl::StatusOr<ImportedJob> imported = JobFromCommand(training_cmd, ".");
       if (!imported.ok()) return Fail(imported.status());
       for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
+      ignored_args = imported->ignored;
       absl::StatusOr<v1::JobSpec> spec = imported->Finalize(cmd_gpus, cmd_hardware, cmd_gpus_per_node);
       if (!spec.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(spec.status().message(),
                                                                           " (pass --gpus and --hardware)")));
@@ -389,7 +405,10 @@ int main(int argc, char** argv) {
     absl::StatusOr<Prediction> p = mfu ? PredictAtMfu(*job, *mfu) : Predict(*job);
     if (!p.ok()) return Fail(p.status());
     if (json) {
-      std::cout << ToJson(PredictionToProto(*p));
+      // --json carries the unmodelled arguments too, as warnings (issue 10: never dropped).
+      v1::Prediction out = PredictionToProto(*p);
+      for (const auto& a : ignored_args) out.add_warnings(absl::StrCat("ignored (not modelled): ", a));
+      std::cout << ToJson(out);
     } else {
       std::cout << cli::FormatReport(*job, *p);
     }

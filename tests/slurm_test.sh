@@ -136,6 +136,47 @@ batch bwarn warn $LLAMA405B_ON_8
 if [ $rc -eq 0 ] && grep -q "FAIL verdict, submitting anyway" <<<"$out"; then ok "sbatch: warn submits"; else bad "sbatch warn (rc $rc)"; echo "$out"; fi
 batch bpass enforce $LLAMA8B_ON_8
 if [ $rc -eq 0 ] && grep -q "PASS" <<<"$out"; then ok "sbatch: a fitting job passes"; else bad "sbatch pass (rc $rc)"; echo "$out"; fi
+# A batch script as NVIDIA's examples write it (examples/llama/train_llama3_8b_h100_fp8.sh style):
+# the command is built from variables, ${VAR:-default}, $((arithmetic)), arrays, += and an if on a
+# variable; the filter evaluates them (running nothing) and pre-flights the expanded command.
+# Nothing here would run: enforce refuses it (Llama 3 405B cannot fit on 8 GPUs).
+cat > "$W/arrays.sh" <<'SH'
+#!/bin/bash
+#SBATCH -N 1
+#SBATCH --stepcast=enforce
+GPUS_PER_NODE=8
+NUM_NODES=${SLURM_NNODES:-1}
+WORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES))
+DTYPE="bf16"
+NUM_LAYERS=126
+DISTRIBUTED_ARGS=(
+    --nproc_per_node $GPUS_PER_NODE
+    --nnodes $NUM_NODES   # one node
+)
+MODEL_ARGS=(
+    --num-layers $NUM_LAYERS
+    --hidden-size 16384 --num-attention-heads 128
+    --group-query-attention --num-query-groups 8 --ffn-hidden-size 53248 --swiglu
+    --normalization RMSNorm --position-embedding-type rope --disable-bias-linear
+    --untie-embeddings-and-output-weights
+)
+TRAINING_ARGS=(--seq-length 8192 --micro-batch-size 1 --global-batch-size 8)
+PREC_ARGS=()
+if [[ "$DTYPE" == "bf16" ]]; then
+    PREC_ARGS+=("--bf16")
+fi
+DATA_ARGS=("--vocab-size 128256" --mock-data)
+torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py \
+    ${MODEL_ARGS[@]} "${TRAINING_ARGS[@]}" ${PREC_ARGS[@]} ${DATA_ARGS[@]}
+SH
+out=$(cd "$W" && timeout 60 sbatch --parsable -o /dev/null "$W/arrays.sh" 2>&1); rc=$?
+if [ $rc -ne 0 ] && grep -q "refusing the submission" <<<"$out" && grep -q "memory_fit" <<<"$out"; then
+  ok "sbatch: a command built from bash variables and arrays is pre-flighted"; else bad "sbatch arrays (rc $rc)"; echo "$out"; fi
+# A value from a command substitution is not evaluated: one line says why, the job is submitted.
+printf '#!/bin/bash\n#SBATCH -N 1\nLAYERS=$(cat /etc/layers)\npython3 pretrain_gpt.py --num-layers $LAYERS\n' > "$W/subst.sh"
+out=$(cd "$W" && timeout 60 sbatch --parsable -o /dev/null "$W/subst.sh" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "no pre-flight for .*subst.sh: line 4: LAYERS (line 3): command substitution" <<<"$out"; then
+  ok "sbatch: no pre-flight is said in one line, with the reason"; else bad "sbatch substitution (rc $rc)"; echo "$out"; fi
 timeout 10 scancel -u root 2>/dev/null
 
 kill "$serve_pid"; wait "$serve_pid" 2>/dev/null

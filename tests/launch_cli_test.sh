@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The importers through the command line (issue 10): usage errors exit 2, impossible measurements
+# are refused before anything is sent, Megatron-LM / torchtitan commands are imported with every
+# unmodelled argument listed with its value.
+set -u
+root="$1"
+bin="${STEPCAST:?}"
+fail=0
+check() {  # check NAME EXPECTED_EXIT COMMAND...
+  local name="$1" want="$2"; shift 2
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" != "$want" ]; then echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | tail -5; fail=1; else echo "ok   $name"; fi
+  LAST="$out"
+}
+contains() {
+  if ! grep -qF -- "$2" <<<"$LAST"; then echo "FAIL $1: output lacks '$2'"; echo "$LAST" | tail -5; fail=1; else echo "ok   $1"; fi
+}
+
+# CLI11 parse errors (unknown option, missing value, bad number, no subcommand) exit 2, not 101-115.
+check unknown-option 2 "$bin" predict --no-such-flag "$root/examples/llama3-70b-h100.yaml"
+check missing-value 2 "$bin" predict "$root/examples/llama3-70b-h100.yaml" --mfu
+check not-a-number 2 "$bin" predict "$root/examples/llama3-70b-h100.yaml" --mfu lots
+check no-subcommand 2 "$bin"
+check help-is-success 0 "$bin" --help
+
+# report: impossible measurements are refused (no server is contacted: 127.0.0.1:9 would fail).
+check report-huge-step 2 "$bin" report --server 127.0.0.1:9 --prediction-id p --step-time-s 1e300
+contains report-huge-step-says "--step-time-s: 1e+300 s is more than a day"
+check report-negative 2 "$bin" report --server 127.0.0.1:9 --prediction-id p --step-time-s -3
+check report-negative-tps 2 "$bin" report --server 127.0.0.1:9 --prediction-id p --tokens-per-s -1
+
+# Megatron-LM: MLA DeepSeek-V3-like line imports; unmodelled flags are listed with their values.
+check import-megatron 0 "$bin" import --gpus 64 --hardware h100-sxm -- torchrun --nproc-per-node 8 pretrain_gpt.py \
+  --num-layers 8 --hidden-size 1024 --num-attention-heads 16 --multi-latent-attention --kv-lora-rank 256 \
+  --q-lora-rank 512 --num-experts 16 --moe-ffn-hidden-size 512 --moe-layer-freq "([0]*2+[1]*6)" \
+  --seq-length 4096 --global-batch-size 64 --bf16 --vocab-size 32000 --expert-model-parallel-size 8 \
+  --expert-tensor-parallel-size 1 --num-virtual-stages-per-pipeline-rank 2 --pipeline-model-parallel-size 2 \
+  --data-path 0.5 /a 0.5 /b --mtp-num-layers 1
+contains import-mla '"kv_lora_rank": "256"'
+contains import-first-dense '"first_dense_layers": "2"'
+contains import-vpp '"vpp": "2"'
+contains import-etp '"etp": "1"'
+contains import-lists-data-path "ignored (not modelled): --data-path 0.5 /a 0.5 /b"
+contains import-lists-mtp "ignored (not modelled): --mtp-num-layers 1"
+check import-no-vocab 2 "$bin" import --gpus 8 --hardware h100-sxm -- pretrain_gpt.py --num-layers 2 \
+  --hidden-size 64 --num-attention-heads 4 --seq-length 16 --global-batch-size 8 \
+  --tokenizer-type HuggingFaceTokenizer --tokenizer-model /nowhere/tok
+contains import-no-vocab-hint "add --vocab-size N"
+
+# torchtitan: a corpus TOML with overrides; unknown override keys are listed.
+toml="$root/tests/data/real_inputs/torchtitan/torchtitan_models_qwen3_train_configs_qwen3_32b.toml"
+check import-torchtitan 0 "$bin" import --gpus 64 --hardware h100-sxm -- torchrun --nproc_per_node 8 \
+  -m torchtitan.train --job.config_file "$toml" --parallelism.tensor_parallel_degree 8 --metrics.log_freq 1
+contains import-torchtitan-tp '"tp": "8"'
+contains import-torchtitan-lists "ignored (not modelled): metrics.log_freq"
+check predict-torchtitan-current 0 "$bin" predict --gpus 8 --hardware h100-sxm -- python -m torchtitan.train \
+  --module llama3 --config llama3_8b --training.local_batch_size 1 --training.seq_len 8192
+contains predict-torchtitan-current-lists "ignored (not modelled): --config llama3_8b"
+# predict --json: the unmodelled arguments are in the JSON too (warnings).
+check predict-json-ignored 0 "$bin" predict --json --gpus 8 --hardware h100-sxm -- pretrain_gpt.py --num-layers 2 \
+  --hidden-size 256 --num-attention-heads 4 --seq-length 128 --global-batch-size 8 --vocab-size 1000 --bf16 --lr 3e-4
+contains predict-json-lists-lr 'ignored (not modelled): --lr 3e-4'
+exit $fail

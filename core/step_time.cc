@@ -159,8 +159,6 @@ class StepModel {
     e_in_ = BytesPerElement(t_.precision.gemm);
     tokens_ = static_cast<double>(t_.micro_batch_size) * t_.seq_length / p_.cp;
     sp_ = p_.sequence_parallel && p_.tp > 1;
-    every_second_mm_ = t_.recompute == Recompute::kSelective &&
-                       (RecomputeModuleMask(t_.recompute_modules) & kRecomputeEverySecondMm) != 0;
     elem_factor_ = std::max(1.0, fw_.elementwise_traffic_factor);
     launch_floor_ = !t_.cuda_graphs && fw_.launch.kernel_launch_overhead_s > 0 &&
                     fw_.launch.kernels_per_layer_forward > 0;
@@ -290,7 +288,6 @@ class StepModel {
   const Placement place_;
   double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false;
-  bool every_second_mm_ = false;  // torchtitan op SAC: cost the even-numbered GEMMs (only then)
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false;
   std::optional<GemmModel> gemm_model_;  // built here when none was given
   const GemmModel* gm_ = nullptr;
@@ -398,10 +395,10 @@ LayerCost StepModel::Layer(bool moe) {
     Gemm(T, attn_in / (h * t), h, c);
     // torchtitan's Attention runs wq, wk, wv, wo as separate mm calls: wk (2nd) and wo (4th)
     // are recomputed by its op SAC.
-    if (every_second_mm_) {
-      mod.every_second_mm += GemmForward(T, kv * dqk / t, h);
-      mod.every_second_mm += GemmForward(T, h, a * dv / t);
-    }
+    // Layer costs are shared across recompute settings (the layout search caches them), so this
+    // is costed for every job; the shapes are memoized.
+    mod.every_second_mm += GemmForward(T, kv * dqk / t, h);
+    mod.every_second_mm += GemmForward(T, h, a * dv / t);
   }
   Gemm(T, h, a * dv / t, c);
 
@@ -478,9 +475,7 @@ LayerCost StepModel::Layer(bool moe) {
     Gemm(T, h, f / t, c, 1, &mod.mlp);
     // torchtitan's FeedForward: w2(silu(w1(x)) * w3(x)), mm calls 5 (w1), 6 (w3), 7 (w2): w3 is
     // recomputed; without a gate (w1, w2: calls 5, 6) w2 is.
-    if (every_second_mm_ && !m_.mla.enabled()) {
-      mod.every_second_mm += gated ? GemmForward(T, f / t, h) : GemmForward(T, h, f / t);
-    }
+    if (!m_.mla.enabled()) mod.every_second_mm += gated ? GemmForward(T, f / t, h) : GemmForward(T, h, f / t);
     const double act = (gated ? 3 : 2) * e_act_ * T * f / t;
     Work before = c.elem_fwd;
     Elementwise(act, c, &mod.mlp, &mod.mlp_up);

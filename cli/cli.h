@@ -77,6 +77,10 @@ namespace stepcast::cli {
 // Exit codes of `stepcast preflight`, for launchers.
 enum PreflightExit { kExitPass = 0, kExitError = 1, kExitInvalid = 2, kExitWarn = 3, kExitFail = 4 };
 
+// Prints "stepcast: <message>" to stderr and returns the command's exit code for `s`: 2
+// (kExitInvalid) for invalid input (InvalidArgument, NotFound, FailedPrecondition), else 1.
+int FailWithStatus(const absl::Status& s);
+
 // `stepcast serve`: runs until SIGTERM/SIGINT, then shuts down gracefully (grace period for
 // in-flight RPCs). Prints "listening on ADDR" (and writes the port to port_file if set).
 int Serve(const ServeOptions& options, Catalog catalog, const std::string& port_file);

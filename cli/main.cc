@@ -37,13 +37,7 @@
 
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::cerr << "stepcast: " << s.message() << "\n";
-  return s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kNotFound ||
-                 s.code() == absl::StatusCode::kFailedPrecondition
-             ? 2
-             : 1;
-}
+int Fail(const absl::Status& s) { return stepcast::cli::FailWithStatus(s); }
 
 }  // namespace
 

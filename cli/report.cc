@@ -1,3 +1,4 @@
+#include <iostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,14 @@ std::string Duration(double s) {
 }
 
 }  // namespace
+
+int FailWithStatus(const absl::Status& s) {
+  std::cerr << "stepcast: " << s.message() << "\n";
+  return s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kNotFound ||
+                 s.code() == absl::StatusCode::kFailedPrecondition
+             ? kExitInvalid
+             : kExitError;
+}
 
 std::string FormatReport(const Job& job, const Prediction& p) {
   const Parallelism& par = job.parallelism;

@@ -1,5 +1,6 @@
 #include "cli/search.h"
 
+#include "cli/cli.h"
 #include "cli/html.h"
 
 #include <chrono>
@@ -21,13 +22,7 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
-int Fail(const absl::Status& s) {
-  std::cerr << "stepcast: " << s.message() << "\n";
-  return s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kNotFound ||
-                 s.code() == absl::StatusCode::kFailedPrecondition
-             ? 2
-             : 1;
-}
+int Fail(const absl::Status& s) { return FailWithStatus(s); }
 
 std::string Thousands(double v) {
   std::string digits = absl::StrFormat("%.0f", v);

@@ -25,13 +25,7 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
-int Fail(const absl::Status& s) {
-  std::cerr << "stepcast: " << s.message() << "\n";
-  return s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kNotFound ||
-                 s.code() == absl::StatusCode::kFailedPrecondition
-             ? kExitInvalid
-             : kExitError;
-}
+int Fail(const absl::Status& s) { return FailWithStatus(s); }
 
 absl::StatusOr<v1::JobSpec> ReadJob(const std::string& path) {
   v1::JobSpec spec;

@@ -15,13 +15,7 @@
 namespace stepcast::cli {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::cerr << "stepcast: " << s.message() << "\n";
-  return s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kNotFound ||
-                 s.code() == absl::StatusCode::kFailedPrecondition
-             ? kExitInvalid
-             : kExitError;
-}
+int Fail(const absl::Status& s) { return FailWithStatus(s); }
 
 double Ms(double s) { return s * 1e3; }
 

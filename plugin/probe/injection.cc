@@ -195,7 +195,8 @@ void WriteReport() {
       report.steps_size() > 0) {
     stepcast::ClientOptions o;
     o.address = server;
-    o.token = Env("STEPCAST_TOKEN");
+    // The report-only token (docs/SERVICE.md); STEPCAST_TOKEN for servers with one token.
+    o.token = Env("STEPCAST_REPORT_TOKEN", Env("STEPCAST_TOKEN").c_str());
     o.deadline_ms = 5000;
     absl::StatusOr<stepcast::Client> c = stepcast::Client::Connect(o);
     stepcast::v1::ReportRunRequest req;
@@ -205,10 +206,7 @@ void WriteReport() {
     (*req.mutable_labels())["source"] = "stepcast-probe";
     stepcast::v1::ReportRunResponse resp;
     grpc::Status st = grpc::Status(grpc::UNAVAILABLE, "no client");
-    if (c.ok()) {
-      auto ctx = c->Context();
-      st = c->stub().ReportRun(ctx.get(), req, &resp);
-    }
+    if (c.ok()) st = stepcast::ReportRunWithRetry(*c, req, &resp);  // idempotent retries
     Say(st.ok() ? absl::StrCat("reported ", resp.run().run_id(), " to ", server)
                 : absl::StrCat("could not report to ", server, ": ", st.error_message()));
   }

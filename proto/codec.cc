@@ -157,6 +157,9 @@ std::string ShortEnumNames(const pb::EnumDescriptor* e) {
 absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const std::string& path,
                          std::string& out);
 
+// Set while ParseMessage walks a JSON document (duplicate keys are an error there).
+thread_local bool tl_reject_duplicate_keys = false;
+
 absl::Status WalkScalar(const YAML::Node& node, const pb::FieldDescriptor* f,
                         const std::string& path, std::string& out) {
   using FD = pb::FieldDescriptor;
@@ -254,8 +257,11 @@ absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const 
       for (int i = 0; i < d->field_count(); ++i) known.push_back(d->field(i)->name());
       return FieldError(fpath, absl::StrCat("unknown field; known fields: ", absl::StrJoin(known, ", ")));
     }
-    // A key given twice (JSON allows it, the last would win silently; YAML forbids it).
-    if (!seen.insert(f).second) return FieldError(fpath, "given twice; give each field once");
+    // A key given twice in JSON: the last would win silently (reliability review M8). (YAML
+    // documents keep yaml-cpp's last-wins: the tests override a base document that way.)
+    if (!seen.insert(f).second && tl_reject_duplicate_keys) {
+      return FieldError(fpath, "given twice; give each field once");
+    }
     if (!first) out.push_back(',');
     first = false;
     JsonString(f->name(), out);
@@ -319,7 +325,10 @@ absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::strin
                                                    e.mark.column + 1, ": ", e.msg));
   }
   std::string json;
-  if (absl::Status s = WalkMessage(root, msg->GetDescriptor(), "", json); !s.ok()) {
+  tl_reject_duplicate_keys = format == SpecFormat::kJson;
+  absl::Status walked = WalkMessage(root, msg->GetDescriptor(), "", json);
+  tl_reject_duplicate_keys = false;
+  if (absl::Status s = walked; !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", s.message()));
   }
   pb::util::JsonParseOptions opts;

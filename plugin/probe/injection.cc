@@ -28,11 +28,13 @@
 // runs on untouched and the probe says why once on stderr.
 #include <cupti.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <new>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -270,6 +272,15 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
       }
     });
     std::atexit(WriteReport);
+    // A fork()ed child inherits g_active but not the flusher thread: its atexit must neither
+    // join a thread that does not exist there nor write the parent's report or a second
+    // ReportRun (reliability review L6). The child's probe is off.
+    pthread_atfork(nullptr, nullptr, [] {
+      g_active = false;
+      // Forget the parent's thread handle without touching it (its destructor at exit would
+      // otherwise std::terminate on a joinable thread that does not exist in the child).
+      new (&g_flusher) std::thread();
+    });
   });
   return 1;  // never fails CUDA's initialisation
 }

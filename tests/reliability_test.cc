@@ -565,6 +565,28 @@ TEST(ReliabilityInputs, YamlAliasBombIsRefusedQuickly) {
   EXPECT_LT(secs, 10.0);
 }
 
+// M8: an inline shape whose heads do not divide the hidden size was accepted (head_dim 128).
+TEST(ReliabilityInputs, HeadsNotDividingHiddenIsAnError) {
+  absl::StatusOr<Prediction> p = PredictFile(Input("shape_heads_not_dividing_hidden.yaml"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("model.shape.attention_heads: 32 does not divide hidden_size 4100"));
+}
+
+// M7: tp = 2^63-1 overflowed tp*pp*dp*cp (UBSan, core/job.h).
+TEST(ReliabilityInputs, HugeParallelDegreeIsAnError) {
+  absl::StatusOr<Prediction> p = PredictFile(Input("tp_tp_int64max.textproto"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("parallelism.tp"));
+  absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+parallelism: {tp: 1, dp: 4611686018427387904}
+training: {seq_length: 4096, global_batch_size: 64})");
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(job.status().message(), HasSubstr("parallelism.dp"));
+}
+
 TEST(ReliabilityInputs, DuplicateJsonKeyIsAnError) {
   v1::JobSpec spec;
   absl::Status s = ParseMessageFile(Input("json_duplicate_key.json"), &spec);  // gpu_count 16 before

@@ -75,8 +75,20 @@ int main(int argc, char** argv) {
       o.token = token;
       auto client = stepcast::Client::Connect(o);
       if (!client.ok()) return;
+      // Reports name a stored prediction (as the probe's do), so that a write costs the store,
+      // not another prediction on the server's CPU.
       stepcast::v1::ReportRunRequest rr;
-      *rr.mutable_job() = req.job();
+      {
+        stepcast::v1::PreflightRequest pr;
+        *pr.mutable_job() = req.job();
+        stepcast::v1::PreflightResponse presp;
+        auto ctx = client->Context();
+        if (client->stub().Preflight(ctx.get(), pr, &presp).ok() && !presp.prediction_id().empty()) {
+          rr.set_prediction_id(presp.prediction_id());
+        } else {
+          *rr.mutable_job() = req.job();
+        }
+      }
       rr.set_measured_step_time_s(10);
       while (Clock::now() < stop) {
         stepcast::v1::ReportRunResponse resp;

@@ -240,6 +240,8 @@ int main(int argc, char** argv) {
   report->add_flag("--json", ra.json, "print the stored run as JSON");
   report->add_option("--probe", ra.probe_reports, "probe reports (one per rank): the measured step and categories");
   report->add_option("--trace", ra.traces, "Kineto / torch.profiler traces (one per rank), instead of --probe");
+  report->add_option("--request-id", ra.request_id,
+                     "idempotency key: a retry with the same id returns the stored run (default: random)");
 
   // runs
   auto* runs = app.add_subcommand("runs", "list reported runs, predicted vs measured");

@@ -221,6 +221,8 @@ int Report(const ReportArgs& a) {
   absl::StatusOr<Client> client = Client::Connect(a.client);
   if (!client.ok()) return Fail(client.status());
   v1::ReportRunResponse resp;
+  if (a.request_id.size() > 128) return Fail(absl::InvalidArgumentError("--request-id: at most 128 bytes"));
+  req.set_request_id(a.request_id);
   const grpc::Status st = ReportRunWithRetry(*client, req, &resp);  // idempotent (request_id)
   if (!st.ok()) return Fail(FromGrpc(st));
   if (a.json) {

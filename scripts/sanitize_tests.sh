@@ -18,5 +18,5 @@ fi
 cmake --build "$B" -j"${SANITIZE_JOBS:-$(nproc)}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan_openmpi.supp:print_suppressions=0"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/scripts/ubsan.supp"
 ctest --test-dir "$B" --output-on-failure -E 'buf_lint|slurm_plugin' "$@"

@@ -3,6 +3,8 @@
 // and errors. Run through bench/service_load.sh, which starts the server beside it.
 //
 //   build/bin/service_load --server 127.0.0.1:PORT --threads 8 --seconds 10 --job examples/llama3-70b-h100.yaml
+//   ... --writers 8 [--token T]   beside them, 8 threads issuing ReportRun (store writes) as fast as
+//                                 they can (docs/RELIABILITY.md: Predict beside 8 writers)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,6 +26,10 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds)->capture_default_str();
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--job", job_path)->required();
+  int writers = 0;
+  std::string token;
+  app.add_option("--writers", writers, "threads issuing ReportRun beside the Predict load")->capture_default_str();
+  app.add_option("--token", token, "bearer token for ReportRun");
   CLI11_PARSE(app, argc, argv);
 
   stepcast::v1::PredictRequest req;
@@ -61,7 +67,43 @@ int main(int argc, char** argv) {
       }
     });
   }
+  std::atomic<long> writes{0}, write_errors{0};
+  for (int w = 0; w < writers; ++w) {
+    pool.emplace_back([&] {
+      stepcast::ClientOptions o;
+      o.address = server;
+      o.token = token;
+      auto client = stepcast::Client::Connect(o);
+      if (!client.ok()) return;
+      // Reports name a stored prediction (as the probe's do), so that a write costs the store,
+      // not another prediction on the server's CPU.
+      stepcast::v1::ReportRunRequest rr;
+      {
+        stepcast::v1::PreflightRequest pr;
+        *pr.mutable_job() = req.job();
+        stepcast::v1::PreflightResponse presp;
+        auto ctx = client->Context();
+        if (client->stub().Preflight(ctx.get(), pr, &presp).ok() && !presp.prediction_id().empty()) {
+          rr.set_prediction_id(presp.prediction_id());
+        } else {
+          *rr.mutable_job() = req.job();
+        }
+      }
+      rr.set_measured_step_time_s(10);
+      while (Clock::now() < stop) {
+        stepcast::v1::ReportRunResponse resp;
+        auto ctx = client->Context();
+        const bool measuring = Clock::now() >= measure_from;
+        const grpc::Status st = client->stub().ReportRun(ctx.get(), rr, &resp);
+        if (measuring) ++(st.ok() ? writes : write_errors);
+      }
+    });
+  }
   for (auto& th : pool) th.join();
+  if (writers > 0) {
+    std::printf("beside %d ReportRun writers: %.0f writes/s, write errors %ld\n", writers, writes.load() / seconds,
+                write_errors.load());
+  }
   std::vector<double> all;
   for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
   if (all.empty()) {

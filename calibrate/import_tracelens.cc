@@ -88,7 +88,9 @@ absl::StatusOr<std::vector<TraceLensGemm>> ParseTraceLensGemmCsv(absl::string_vi
   }
   std::vector<TraceLensGemm> out;
   for (size_t r = 1; r < st.rows.size(); ++r) {
-    const auto& [line, cells] = st.rows[r];
+    // Named references, not a structured binding: clang 14 cannot capture bindings in lambdas.
+    const int line = st.rows[r].first;
+    const std::vector<std::string>& cells = st.rows[r].second;
     if (cells.size() == 1 && cells[0].empty()) continue;
     if (cells.size() != header.size()) {
       return LogError(path, line, absl::StrCat(cells.size(), " cells, the header has ", header.size(), " (truncated row?)"));

@@ -110,6 +110,7 @@ struct ReportArgs {
   bool json = false;
   std::vector<std::string> probe_reports;  // merged; the median step is the measurement
   std::vector<std::string> traces;         // Kineto traces (one per rank), instead of probe reports
+  std::string request_id;                  // idempotency key (default: a random one per call)
 };
 int Report(const ReportArgs& args);
 

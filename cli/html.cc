@@ -688,6 +688,7 @@ std::string Duration(double s) {
 }
 std::string BottleneckText(v1::BottleneckKind k) {
   std::string n = v1::BottleneckKind_Name(k);
+  if (n.empty()) return absl::StrCat("unknown (", static_cast<int>(k), ")");  // a newer server's kind
   if (n.rfind("BOTTLENECK_KIND_", 0) == 0) n = n.substr(16);
   return absl::StrReplaceAll(absl::AsciiStrToLower(n), {{"_", " "}});
 }

@@ -164,6 +164,22 @@ int main(int argc, char** argv) {
   serve->add_option("--max-message-bytes", so.max_message_bytes, "largest request or response")->capture_default_str();
   serve->add_option("--port-file", port_file, "write the listening port here once serving");
   serve->add_flag("--quiet", quiet, "no per-RPC log lines");
+  serve->add_option("--report-token-file", so.report_token_file,
+                    "token that allows ReportRun only (the probe's, in job environments); --token-file is admin");
+  serve->add_flag("--protect-reads", so.protect_reads, "GetRun/ListRuns/GetProfile/ListProfiles need a token");
+  serve->add_option("--max-job-bytes", so.max_job_bytes, "largest job in a request")->capture_default_str();
+  serve->add_option("--prediction-ttl-s", so.prediction_ttl_s, "how long Preflight predictions are kept")
+      ->capture_default_str();
+  serve->add_option("--max-stored-predictions", so.max_stored_predictions, "row cap on stored predictions")
+      ->capture_default_str();
+  serve->add_option("--preflight-store-per-s", so.preflight_store_per_s,
+                    "stored Preflight predictions per second per peer (verdicts beyond it are not stored)")
+      ->capture_default_str();
+  serve->add_option("--handshake-timeout-ms", so.handshake_timeout_ms, "close connections that do not handshake")
+      ->capture_default_str();
+  serve->add_option("--watchdog-ms", so.watchdog_period_ms,
+                    "listener check period; rebuilds a listener that stopped accepting (0: off)")
+      ->capture_default_str();
 
   // Shared client flags.
   ClientOptions client;
@@ -221,6 +237,8 @@ int main(int argc, char** argv) {
   report->add_flag("--json", ra.json, "print the stored run as JSON");
   report->add_option("--probe", ra.probe_reports, "probe reports (one per rank): the measured step and categories");
   report->add_option("--trace", ra.traces, "Kineto / torch.profiler traces (one per rank), instead of --probe");
+  report->add_option("--request-id", ra.request_id,
+                     "idempotency key: a retry with the same id returns the stored run (default: random)");
 
   // runs
   auto* runs = app.add_subcommand("runs", "list reported runs, predicted vs measured");

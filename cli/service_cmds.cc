@@ -17,6 +17,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "proto/codec.h"
 #include "plugin/compare.h"
+#include "plugin/policy.h"
 #include "plugin/probe/trace_analysis.h"
 #include "proto/launch_args.h"
 
@@ -53,7 +54,7 @@ std::string Summary(const v1::Prediction& p) {
       "  %s\n",
       p.step_time_s(), p.tokens_per_s(), 100 * p.mfu(), p.memory().total_bytes() / gib,
       p.memory().capacity_bytes() / gib, p.memory().fits() ? "fits" : "DOES NOT FIT",
-      absl::AsciiStrToLower(v1::BottleneckKind_Name(p.bottleneck().kind()).substr(16)), p.bottleneck().reason());
+      BottleneckKindShortName(p.bottleneck().kind()), p.bottleneck().reason());
 }
 
 absl::StatusOr<google::protobuf::Timestamp> ParseTime(const std::string& s, const char* flag) {
@@ -131,6 +132,14 @@ int Preflight(const std::string& job_path, const PreflightArgs& args) {
               << (st.error_code() == grpc::UNAVAILABLE ? "service unreachable: " : "") << st.error_message() << "\n";
     return st.error_code() == grpc::INVALID_ARGUMENT || st.error_code() == grpc::NOT_FOUND ? kExitInvalid : kExitError;
   }
+  // A server (older, or not ours) that answers PASS for a NaN prediction is overruled: FAIL.
+  if (absl::Status fin = CheckPredictionFinite(resp.prediction()); !fin.ok()) {
+    resp.set_verdict(v1::VERDICT_FAIL);
+    v1::PreflightReason* r = resp.add_reasons();
+    r->set_rule("non_finite");
+    r->set_verdict(v1::VERDICT_FAIL);
+    r->set_message(std::string(fin.message()));
+  }
   if (args.json) {
     std::cout << ToJson(resp);
   } else {
@@ -206,8 +215,9 @@ int Report(const ReportArgs& a) {
   absl::StatusOr<Client> client = Client::Connect(a.client);
   if (!client.ok()) return Fail(client.status());
   v1::ReportRunResponse resp;
-  auto ctx = client->Context();
-  const grpc::Status st = client->stub().ReportRun(ctx.get(), req, &resp);
+  if (a.request_id.size() > 128) return Fail(absl::InvalidArgumentError("--request-id: at most 128 bytes"));
+  req.set_request_id(a.request_id);
+  const grpc::Status st = ReportRunWithRetry(*client, req, &resp);  // idempotent (request_id)
   if (!st.ok()) return Fail(FromGrpc(st));
   if (a.json) {
     std::cout << ToJson(resp);

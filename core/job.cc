@@ -131,6 +131,8 @@ absl::Status ValidateJob(const Job& job) {
       {"parallelism.cp", p.cp}, {"parallelism.ep", p.ep}, {"parallelism.vpp", p.vpp}};
   for (const auto& d : dims) {
     if (d.v < 1) return Bad(d.name, absl::StrCat(d.v, " must be >= 1"));
+    // Bounded before gpu_count() multiplies them (int64 overflow, reliability review M7).
+    if (d.v > (int64_t{1} << 24)) return Bad(d.name, absl::StrCat(d.v, " must be at most 2^24"));
   }
   if (job.cluster.gpu_count <= 0) return Bad("cluster.gpu_count", "must be > 0");
   if (job.cluster.gpus_per_node < 0) return Bad("cluster.gpus_per_node", "must be >= 0");

@@ -70,6 +70,14 @@ absl::Status ValidateModelShape(const ModelShape& in) {
                                         s.attention_heads, " (GQA groups must be equal)"));
   }
   if (s.kv_heads > s.attention_heads) return Bad("kv_heads", "exceeds attention_heads");
+  // Megatron-LM asserts hidden_size % num_attention_heads == 0 unless --kv-channels gives the
+  // head size (megatron/training/arguments.py); a truncated head_dim would be silently wrong
+  // (reliability review M8: hidden 4100 with 32 heads gave head_dim 128).
+  if (in.head_dim == 0 && !in.mla.enabled() && in.hidden_size % in.attention_heads != 0 &&
+      in.hidden_size >= in.attention_heads) {
+    return Bad("attention_heads", absl::StrCat(in.attention_heads, " does not divide hidden_size ", in.hidden_size,
+                                               "; give head_dim"));
+  }
   const MoeShape& m = s.moe;
   if (m.routed_experts < 0) return Bad("moe.routed_experts", "must be >= 0");
   if (m.enabled()) {

@@ -112,6 +112,38 @@ Bottleneck Classify(const StepTimeEstimate& st) {
   return b;
 }
 
+// A prediction is an answer only when its numbers are finite: a finite but extreme input (an
+// intra-node latency of 1e308 s, a price of 1e308 USD) overflows to inf and then to NaN, and NaN
+// compares false with every policy limit. InvalidArgument naming the first non-finite result.
+absl::Status CheckFinite(const Prediction& p) {
+  const std::pair<const char*, double> fields[] = {
+      {"step_time_s", p.step_time_s},
+      {"tokens_per_s", p.tokens_per_s},
+      {"model_flops_per_step", p.model_flops_per_step},
+      {"mfu", p.mfu},
+      {"hfu", p.hfu},
+      {"memory.total_bytes", p.memory.total_bytes},
+      {"memory.headroom_bytes", p.memory.headroom_bytes},
+      {"cost.per_hour_usd", p.cost.per_hour_usd},
+      {"cost.per_step_usd", p.cost.per_step_usd},
+      {"cost.per_run_usd", p.cost.per_run_usd},
+      {"cost.energy_per_step_j", p.cost.energy_per_step_j},
+      {"cost.energy_per_run_kwh", p.cost.energy_per_run_kwh},
+      {"cost.time_to_train_s", p.cost.time_to_train_s},
+  };
+  for (const auto& [field, x] : fields) {
+    if (!std::isfinite(x)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prediction.", field, " is ", std::isnan(x) ? "NaN" : "infinite",
+                       ": an input of the job is out of range (check latencies, rates, prices and counts)"));
+    }
+  }
+  if (!(p.step_time_s > 0)) {
+    return absl::InvalidArgumentError("prediction.step_time_s must be > 0: an input of the job is out of range");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Prediction> Predict(const Job& job) {
@@ -124,6 +156,7 @@ absl::StatusOr<Prediction> Predict(const Job& job) {
   p.bottleneck = Classify(st);
   p.warnings = st.warnings;
   FillRates(job, p);
+  if (absl::Status s = CheckFinite(p); !s.ok()) return s;
   return p;
 }
 
@@ -139,6 +172,7 @@ absl::StatusOr<Prediction> PredictAtMfu(const Job& job, double mfu) {
   p.bottleneck.reason = absl::StrFormat("assumed MFU %.2f (quick estimate, no breakdown)", mfu);
   p.warnings.push_back("step time from an assumed MFU, not from the rate profile");
   FillRates(job, p);
+  if (absl::Status s = CheckFinite(p); !s.ok()) return s;
   return p;
 }
 

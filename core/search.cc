@@ -633,8 +633,12 @@ std::string RunnerUpReason(const SearchResult& r) {
   const double pct = 100 * (b.step_time_s - a.step_time_s) / a.step_time_s;
   std::string s = absl::StrFormat("#2 (%s) ", LayoutSummary(r.top[1].layout));
   if (r.objective == SearchObjective::kStepTime || b.gpu_count == a.gpu_count) {
-    absl::StrAppendFormat(&s, std::fabs(pct) < 0.1 ? "has a %.3f%% %s step" : "has a %.1f%% %s step", std::fabs(pct),
-                          pct >= 0 ? "longer" : "shorter");
+    // Two constant formats (clang 14's absl checks that a format string is constexpr).
+    if (std::fabs(pct) < 0.1) {
+      absl::StrAppendFormat(&s, "has a %.3f%% %s step", std::fabs(pct), pct >= 0 ? "longer" : "shorter");
+    } else {
+      absl::StrAppendFormat(&s, "has a %.1f%% %s step", std::fabs(pct), pct >= 0 ? "longer" : "shorter");
+    }
   } else {
     absl::StrAppendFormat(&s, "ranks lower on %s (%d GPUs vs %d; step %+.1f%%)", SearchObjectiveName(r.objective),
                           b.gpu_count, a.gpu_count, pct);

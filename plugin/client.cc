@@ -1,19 +1,21 @@
 #include "plugin/client.h"
 
 #include <fstream>
+#include <random>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "proto/codec.h"
 
 namespace stepcast {
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("--token-file: cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string t(absl::StripAsciiWhitespace(ss.str()));
+  absl::StatusOr<std::string> text = ReadInputFile(path, 1 << 20);
+  if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat("--token-file: ", text.status().message()));
+  std::string t(absl::StripAsciiWhitespace(*text));
   if (t.empty()) return absl::InvalidArgumentError(absl::StrCat("--token-file: ", path, " is empty"));
   return t;
 }
@@ -22,12 +24,10 @@ absl::StatusOr<Client> Client::Connect(const ClientOptions& o) {
   if (o.address.empty()) return absl::InvalidArgumentError("--server: required");
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (!o.tls_ca_file.empty()) {
-    std::ifstream in(o.tls_ca_file);
-    if (!in) return absl::NotFoundError(absl::StrCat("--tls-ca: cannot read ", o.tls_ca_file));
-    std::stringstream ss;
-    ss << in.rdbuf();
+    absl::StatusOr<std::string> ca = ReadInputFile(o.tls_ca_file, 1 << 20);
+    if (!ca.ok()) return absl::Status(ca.status().code(), absl::StrCat("--tls-ca: ", ca.status().message()));
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ss.str();
+    ssl.pem_root_certs = *ca;
     creds = grpc::SslCredentials(ssl);
     if (!o.token.empty()) {
       creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(o.token));
@@ -50,6 +50,25 @@ std::unique_ptr<grpc::ClientContext> Client::Context() const {
     ctx->AddMetadata("authorization", "Bearer " + options_.token);
   }
   return ctx;
+}
+
+std::string NewRequestId() {
+  std::random_device rd;
+  const uint64_t hi = (static_cast<uint64_t>(rd()) << 32) ^ rd(), lo = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return absl::StrFormat("req-%016x%016x", hi, lo);
+}
+
+grpc::Status ReportRunWithRetry(const Client& client, v1::ReportRunRequest& request, v1::ReportRunResponse* response,
+                                int attempts) {
+  if (request.request_id().empty()) request.set_request_id(NewRequestId());
+  grpc::Status st;
+  for (int i = 0; i < attempts; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200 << (i - 1)));
+    auto ctx = client.Context();
+    st = client.stub().ReportRun(ctx.get(), request, response);
+    if (st.error_code() != grpc::UNAVAILABLE && st.error_code() != grpc::DEADLINE_EXCEEDED) break;
+  }
+  return st;
 }
 
 absl::Status FromGrpc(const grpc::Status& s) {

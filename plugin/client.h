@@ -37,6 +37,16 @@ class Client {
   std::shared_ptr<v1::StepcastService::Stub> stub_;
 };
 
+// A random idempotency key for ReportRunRequest.request_id (128 bits from std::random_device,
+// hex).
+std::string NewRequestId();
+
+// ReportRun with an idempotency key (set when the request has none) and up to `attempts`
+// tries, retrying UNAVAILABLE and DEADLINE_EXCEEDED after 0.2 s, 0.4 s, ...: a retry after a
+// lost acknowledgement returns the stored run instead of storing it twice (review L1).
+grpc::Status ReportRunWithRetry(const Client& client, v1::ReportRunRequest& request, v1::ReportRunResponse* response,
+                                int attempts = 3);
+
 // grpc::Status -> absl::Status with the same code and message.
 absl::Status FromGrpc(const grpc::Status& s);
 

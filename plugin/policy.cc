@@ -2,10 +2,53 @@
 
 #include <cmath>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace stepcast {
+
+std::string BottleneckKindShortName(int kind) {
+  if (!v1::BottleneckKind_IsValid(kind)) return absl::StrCat("unknown(", kind, ")");
+  std::string n = v1::BottleneckKind_Name(static_cast<v1::BottleneckKind>(kind));
+  if (absl::StartsWith(n, "BOTTLENECK_KIND_")) n = n.substr(16);
+  if (n.empty()) return absl::StrCat("unknown(", kind, ")");
+  return absl::AsciiStrToLower(n);
+}
+
+absl::Status CheckPredictionFinite(const v1::Prediction& p) {
+  auto check = [](const char* field, double x) -> absl::Status {
+    if (std::isfinite(x)) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("prediction.", field, ": is ", std::isnan(x) ? "NaN" : "infinite",
+                     " (an input of the job is out of range)"));
+  };
+  const std::pair<const char*, double> fields[] = {
+      {"step_time_s", p.step_time_s()},
+      {"tokens_per_step", p.tokens_per_step()},
+      {"tokens_per_s", p.tokens_per_s()},
+      {"model_flops_per_step", p.model_flops_per_step()},
+      {"peak_flops_per_s_per_gpu", p.peak_flops_per_s_per_gpu()},
+      {"mfu", p.mfu()},
+      {"hfu", p.hfu()},
+      {"memory.total_bytes", p.memory().total_bytes()},
+      {"memory.capacity_bytes", p.memory().capacity_bytes()},
+      {"memory.headroom_bytes", p.memory().headroom_bytes()},
+      {"cost.per_hour_usd", p.cost().per_hour_usd()},
+      {"cost.per_step_usd", p.cost().per_step_usd()},
+      {"cost.per_run_usd", p.cost().per_run_usd()},
+      {"cost.energy_per_step_j", p.cost().energy_per_step_j()},
+      {"cost.energy_per_run_kwh", p.cost().energy_per_run_kwh()},
+      {"cost.steps_per_run", p.cost().steps_per_run()},
+      {"bottleneck.share", p.bottleneck().share()},
+  };
+  for (const auto& [field, x] : fields) {
+    if (absl::Status s = check(field, x); !s.ok()) return s;
+  }
+  if (!(p.step_time_s() > 0)) return absl::InvalidArgumentError("prediction.step_time_s: must be > 0");
+  return absl::OkStatus();
+}
 
 PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& policy) {
   PolicyResult out;
@@ -19,10 +62,22 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
     out.reasons.push_back(std::move(r));
     if (v > out.verdict) out.verdict = v;
   };
+  // NaN compares false with every limit below: a prediction that is not finite FAILs outright.
+  if (absl::Status s = CheckPredictionFinite(p); !s.ok()) {
+    add("non_finite", v1::VERDICT_FAIL, std::string(s.message()), 0, 0);
+    return out;
+  }
   const v1::Verdict breach = policy.limits_warn_only() ? v1::VERDICT_WARN : v1::VERDICT_FAIL;
   const auto& m = p.memory();
   const double gib = 1024.0 * 1024 * 1024;
-  if (!m.fits()) {
+  if (!m.fits() && m.tight()) {
+    // Over the capacity only within the memory model's uncertainty (core/memory.h): WARN.
+    add("memory_tight", v1::VERDICT_WARN,
+        absl::StrFormat("needs %.1f GiB per GPU, %.1f GiB over the %.1f GiB capacity but within the memory "
+                        "model's uncertainty: may not fit",
+                        m.total_bytes() / gib, -m.headroom_bytes() / gib, m.capacity_bytes() / gib),
+        m.total_bytes(), m.capacity_bytes());
+  } else if (!m.fits()) {
     add("memory_fit", v1::VERDICT_FAIL,
         absl::StrFormat("needs %.1f GiB per GPU, %.1f GiB over the %.1f GiB capacity", m.total_bytes() / gib,
                         -m.headroom_bytes() / gib, m.capacity_bytes() / gib),
@@ -66,7 +121,7 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
   for (int k : policy.warn_on_bottlenecks()) {
     if (k == p.bottleneck().kind()) {
       add("bottleneck", v1::VERDICT_WARN,
-          absl::StrCat("bottleneck is ", v1::BottleneckKind_Name(p.bottleneck().kind()), ": ",
+          absl::StrCat("bottleneck is ", BottleneckKindShortName(p.bottleneck().kind()), ": ",
                        p.bottleneck().reason()),
           p.bottleneck().share(), 0);
     }

@@ -4,6 +4,8 @@
 #ifndef STEPCAST_PLUGIN_POLICY_H_
 #define STEPCAST_PLUGIN_POLICY_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "stepcast/v1/service.pb.h"
 
@@ -11,10 +13,12 @@ namespace stepcast {
 
 // Rules, each giving one reason when triggered:
 //   memory_fit           the job does not fit in memory                    -> FAIL (always)
+//   memory_tight         over the capacity within the memory model's uncertainty -> WARN
 //   max_memory_fraction  memory / capacity above the limit                 -> FAIL (WARN if limits_warn_only)
 //   min_mfu              predicted MFU below the limit                     -> FAIL (WARN ...)
 //   max_cost_per_run_usd, max_cost_per_hour_usd, max_step_time_s  above    -> FAIL (WARN ...)
 //   bottleneck           the bottleneck is one of warn_on_bottlenecks      -> WARN
+//   non_finite           a number of the prediction is NaN or infinite        -> FAIL (always)
 // The verdict is the worst reason's, PASS when none triggers. A cost-per-run limit on a job with
 // no dataset_tokens or train_iters cannot be checked and WARNs saying so.
 struct PolicyResult {
@@ -22,6 +26,15 @@ struct PolicyResult {
   std::vector<v1::PreflightReason> reasons;
 };
 PolicyResult EvaluatePolicy(const v1::Prediction& prediction, const v1::PreflightPolicy& policy);
+
+// The short lower-case name of a bottleneck kind for messages ("compute", "pipeline_bubble");
+// "unknown(17)" for a value this build does not know (a newer server), never an exception.
+std::string BottleneckKindShortName(int kind);
+
+// A prediction from a server (or a stored one) is usable for a verdict only when its numbers are
+// finite: NaN compares false with every limit, so a NaN step time would pass `max_step_time_s`.
+// InvalidArgument naming the first non-finite field ("prediction.step_time_s: is NaN").
+absl::Status CheckPredictionFinite(const v1::Prediction& prediction);
 
 // Checks the policy's fields (non-negative limits, fractions and MFU at most 1, known
 // bottleneck kinds). Errors name "policy.<field>".

@@ -1,7 +1,16 @@
 #include "plugin/service.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
+#include <deque>
+#include <functional>
 #include <optional>
 #include <filesystem>
 #include <fstream>
@@ -49,11 +58,138 @@ std::string RandomId(absl::string_view prefix) {
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  absl::StatusOr<std::string> text = ReadInputFile(path, 1 << 20);
+  if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", text.status().message()));
+  return text;
+}
+
+// One thread that runs the store writes in order, so that gRPC's handler threads never wait on
+// SQLite (reliability review M1). Post() refuses (false) when max_queue tasks are waiting.
+class Writer {
+ public:
+  explicit Writer(size_t max_queue) : max_queue_(max_queue), thread_([this] { Loop(); }) {}
+  ~Writer() { Stop(); }
+  bool Post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stop_ || queue_.size() >= max_queue_) return false;
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+    return true;
+  }
+  // Runs what is queued, then joins. Idempotent.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+  const size_t max_queue_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// A token bucket per peer host (the address without its port): `rate_per_s` with bursts of
+// `burst`. Forgets every peer when it tracks more than 10,000 (a scan of many addresses).
+class PeerRateLimiter {
+ public:
+  PeerRateLimiter(double rate_per_s, double burst) : rate_(rate_per_s), burst_(burst) {}
+  bool Allow(const std::string& peer) {
+    if (rate_ <= 0) return true;
+    const std::string host = peer.substr(0, peer.rfind(':'));
+    const absl::Time now = absl::Now();
+    std::lock_guard<std::mutex> l(mu_);
+    if (buckets_.size() > 10000) buckets_.clear();
+    auto [it, added] = buckets_.try_emplace(host, Bucket{burst_, now});
+    Bucket& b = it->second;
+    b.tokens = std::min(burst_, b.tokens + rate_ * absl::ToDoubleSeconds(now - b.last));
+    b.last = now;
+    if (b.tokens < 1) return false;
+    b.tokens -= 1;
+    return true;
+  }
+
+ private:
+  struct Bucket {
+    double tokens;
+    absl::Time last;
+  };
+  const double rate_, burst_;
+  std::mutex mu_;
+  std::map<std::string, Bucket> buckets_;
+};
+
+// Accept-queue length of the TCP socket listening on `port` (/proc/net/tcp{,6}: for a socket in
+// LISTEN state, 0A, the rx_queue column is the number of connections waiting for accept(); see
+// proc(5) and tcp_diag). -1 when neither file can be read (at the fd limit).
+int64_t ListenBacklog(int port) {
+  int64_t total = -1;
+  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(file);
+    if (!in) continue;
+    if (total < 0) total = 0;
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string sl, local, remote, st, queues;
+      if (!(ls >> sl >> local >> remote >> st >> queues)) continue;
+      if (st != "0A") continue;
+      const size_t colon = local.rfind(':');
+      if (colon == std::string::npos || std::stoi(local.substr(colon + 1), nullptr, 16) != port) continue;
+      const size_t qc = queues.find(':');
+      if (qc == std::string::npos) continue;
+      total += std::stoll(queues.substr(qc + 1), nullptr, 16);
+    }
+  }
+  return total;
+}
+
+// Opens a non-blocking TCP connection to 127.0.0.1:port (or [::1]) so that a dead listener shows
+// a waiting connection even when no client is connecting. -1 on failure (errno kept).
+int PokeListener(int port, bool ipv6) {
+  const int fd = ::socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int rc;
+  if (ipv6) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    a.sin6_addr = in6addr_loopback;
+    rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  } else {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  }
+  if (rc != 0 && errno != EINPROGRESS) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // One log line per RPC.
@@ -107,36 +243,31 @@ std::chrono::steady_clock::time_point WorkDeadline(grpc::CallbackServerContext* 
 
 }  // namespace
 
-class ServiceImpl final : public v1::StepcastService::CallbackService {
+// The service's state and its handlers, independent of any one grpc::Server (the watchdog may
+// rebuild the server; GrpcFrontend below binds a server to this).
+class ServiceImpl {
  public:
+  enum class Scope { kReport, kAdmin, kRead };
+
   ServiceImpl(Catalog catalog, std::unique_ptr<RunStore> store, std::map<std::string, RateProfile> dir_profiles,
-              std::string token, std::FILE* log)
+              std::string admin_token, std::string report_token, const ServeOptions& options)
       : catalog_(std::move(catalog)),
         store_(std::move(store)),
         dir_profiles_(std::move(dir_profiles)),
-        token_(std::move(token)),
-        log_(log) {}
-
-#define STEPCAST_UNARY(Method, Body)                                                                 \
-  grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* ctx, const v1::Method##Request* req, \
-                                   v1::Method##Response* resp) override {                            \
-    RpcLog log(log_, #Method, ctx);                                                                  \
-    auto* reactor = ctx->DefaultReactor();                                                           \
-    reactor->Finish(log.Done(ToGrpc(Guard(ctx, [&] { return Body(ctx, *req, resp); }))));           \
-    return reactor;                                                                                  \
+        admin_token_(std::move(admin_token)),
+        report_token_(std::move(report_token)),
+        options_(options),
+        log_(options.log),
+        limiter_(options.preflight_store_per_s, options.preflight_store_burst),
+        writer_(std::make_unique<Writer>(4096)) {
+    Prune();
   }
-  STEPCAST_UNARY(Predict, DoPredict)
-  STEPCAST_UNARY(Preflight, DoPreflight)
-  STEPCAST_UNARY(ReportRun, DoReportRun)
-  STEPCAST_UNARY(GetRun, DoGetRun)
-  STEPCAST_UNARY(ListRuns, DoListRuns)
-  STEPCAST_UNARY(ListProfiles, DoListProfiles)
-  STEPCAST_UNARY(GetProfile, DoGetProfile)
-  STEPCAST_UNARY(PutProfile, DoPutProfile)
-  STEPCAST_UNARY(Search, DoSearch)
-#undef STEPCAST_UNARY
+  ~ServiceImpl() { StopWriter(); }
 
- private:
+  std::FILE* log() const { return log_; }
+  // Runs the queued writes, then stops the writer thread (after the server has stopped).
+  void StopWriter() { writer_->Stop(); }
+
   // Answers expired or cancelled calls without doing the work.
   template <typename F>
   absl::Status Guard(grpc::CallbackServerContext* ctx, F&& f) {
@@ -147,17 +278,43 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     return f();
   }
 
-  absl::Status CheckToken(grpc::CallbackServerContext* ctx) const {
-    if (token_.empty()) return absl::OkStatus();
+ private:
+  static bool SameToken(const std::string& got, const std::string& token) {
+    if (token.empty()) return false;
+    const std::string want = "Bearer " + token;
+    // Constant-time comparison.
+    unsigned diff = got.size() ^ want.size();
+    for (size_t i = 0; i < want.size(); ++i) diff |= (i < got.size() ? got[i] : 0) ^ want[i];
+    return diff == 0;
+  }
+
+ public:
+  // kAdmin (PutProfile): the admin token. kReport (ReportRun): the report or the admin token.
+  // kRead: either, and only when protect_reads is set. With no token configured, all is open.
+  absl::Status CheckToken(grpc::CallbackServerContext* ctx, Scope scope) const {
+    if (admin_token_.empty() && report_token_.empty()) return absl::OkStatus();
+    if (scope == Scope::kRead && !options_.protect_reads) return absl::OkStatus();
     const auto& md = ctx->client_metadata();
     auto it = md.find("authorization");
     if (it == md.end()) return absl::UnauthenticatedError("missing bearer token (authorization metadata)");
     const std::string got(it->second.data(), it->second.size());
-    const std::string want = "Bearer " + token_;
-    // Constant-time comparison.
-    unsigned diff = got.size() ^ want.size();
-    for (size_t i = 0; i < want.size(); ++i) diff |= (i < got.size() ? got[i] : 0) ^ want[i];
-    if (diff != 0) return absl::UnauthenticatedError("wrong bearer token");
+    if (SameToken(got, admin_token_)) return absl::OkStatus();
+    if (SameToken(got, report_token_)) {
+      if (scope == Scope::kAdmin) {
+        return absl::PermissionDeniedError("the report token cannot write profiles; use the admin token (--token-file)");
+      }
+      return absl::OkStatus();
+    }
+    return absl::UnauthenticatedError("wrong bearer token");
+  }
+
+  // A job in a request: at most max_job_bytes in its wire encoding (reliability review H4).
+  absl::Status CheckJobSize(const v1::JobSpec& job, absl::string_view field) const {
+    const size_t n = job.ByteSizeLong();
+    if (static_cast<int64_t>(n) > options_.max_job_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", n, " bytes, above the service's limit of ",
+                                                     options_.max_job_bytes, " bytes for a job"));
+    }
     return absl::OkStatus();
   }
 
@@ -204,6 +361,7 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
   }
 
   absl::Status DoPredict(grpc::CallbackServerContext*, const v1::PredictRequest& req, v1::PredictResponse* resp) {
+    if (absl::Status s = CheckJobSize(req.job(), "job"); !s.ok()) return s;
     absl::StatusOr<Prediction> p = Run(req.job(), req.profile());
     if (!p.ok()) return p.status();
     *resp->mutable_prediction() = PredictionToProto(*p);
@@ -212,6 +370,7 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
 
   absl::Status DoPreflight(grpc::CallbackServerContext* ctx, const v1::PreflightRequest& req,
                            v1::PreflightResponse* resp) {
+    if (absl::Status s = CheckJobSize(req.job(), "job"); !s.ok()) return s;
     if (absl::Status s = ValidatePolicy(req.policy()); !s.ok()) return s;
     Job job;
     absl::StatusOr<Prediction> p = Run(req.job(), req.profile(), &job);
@@ -226,15 +385,57 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     const PolicyResult verdict = EvaluatePolicy(resp->prediction(), req.policy());
     resp->set_verdict(verdict.verdict);
     for (const auto& r : verdict.reasons) *resp->add_reasons() = r;
+    // The verdict never waits for the store (reliability review H4/M1): the prediction is queued
+    // for the writer thread, and a failed or refused write only leaves prediction_id empty.
+    // A peer over its store rate gets its verdict without a stored prediction.
+    if (!limiter_.Allow(ctx->peer())) return absl::OkStatus();
     const std::string id = RandomId("pred-");
-    RunStore::StoredPrediction stored{req.job(), req.profile(), resp->prediction()};
-    if (absl::Status s = store_->PutPrediction(id, stored, absl::ToUnixMicros(absl::Now())); !s.ok()) return s;
+    auto stored = std::make_shared<RunStore::StoredPrediction>(
+        RunStore::StoredPrediction{req.job(), req.profile(), resp->prediction()});
+    {
+      std::lock_guard<std::mutex> l(pending_mu_);
+      pending_[id] = stored;
+    }
+    const bool queued = writer_->Post([this, id, stored] {
+      if (absl::Status s = store_->PutPrediction(id, *stored, absl::ToUnixMicros(absl::Now())); !s.ok()) {
+        if (log_ != nullptr) std::fprintf(log_, "stepcast serve: prediction %s not stored: %s\n", id.c_str(),
+                                          std::string(s.message()).c_str());
+      }
+      {
+        std::lock_guard<std::mutex> l(pending_mu_);
+        pending_.erase(id);
+      }
+      if (++stored_since_prune_ >= 1000) Prune();
+    });
+    if (!queued) {
+      std::lock_guard<std::mutex> l(pending_mu_);
+      pending_.erase(id);
+      return absl::OkStatus();
+    }
     resp->set_prediction_id(id);
     return absl::OkStatus();
   }
 
+  // Retention of predictions (ServeOptions::prediction_ttl_s, max_stored_predictions).
+  void Prune() {
+    stored_since_prune_ = 0;
+    const int64_t cutoff = absl::ToUnixMicros(absl::Now()) - options_.prediction_ttl_s * 1000000;
+    if (absl::Status s = store_->PrunePredictions(cutoff, options_.max_stored_predictions); !s.ok()) {
+      if (log_ != nullptr) std::fprintf(log_, "stepcast serve: pruning predictions: %s\n", std::string(s.message()).c_str());
+    }
+  }
+
+  absl::StatusOr<RunStore::StoredPrediction> GetPrediction(const std::string& id) {
+    {
+      std::lock_guard<std::mutex> l(pending_mu_);
+      if (auto it = pending_.find(id); it != pending_.end()) return *it->second;
+    }
+    return store_->GetPrediction(id);
+  }
+
   // Search: the job's model, batch, hardware and framework; its own layout only for the changes.
   absl::Status DoSearch(grpc::CallbackServerContext* ctx, const v1::SearchRequest& req, v1::SearchResponse* resp) {
+    if (absl::Status s = CheckJobSize(req.job(), "job"); !s.ok()) return s;
     if (req.job().model().source_case() == v1::ModelSpec::kHfConfig) {
       return absl::InvalidArgumentError(
           "job.model.hf_config: the service reads no files; send the shape inline (the stepcast and "
@@ -260,12 +461,50 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     return absl::OkStatus();
   }
 
-  absl::Status DoReportRun(grpc::CallbackServerContext* ctx, const v1::ReportRunRequest& req,
-                           v1::ReportRunResponse* resp) {
-    if (absl::Status s = CheckToken(ctx); !s.ok()) return s;
+  // ReportRun: checked and built on the handler thread; stored on the writer thread, which then
+  // answers (`done`, called exactly once, here or there).
+  void ReportRunAsync(grpc::CallbackServerContext* ctx, const v1::ReportRunRequest& req, v1::ReportRunResponse* resp,
+                      std::function<void(absl::Status)> done) {
+    auto run = std::make_shared<v1::Run>();
+    absl::Status s = Guard(ctx, [&] { return BuildRun(ctx, req, *run); });
+    if (!s.ok()) return done(s);
+    const std::string request_id = req.request_id();
+    const bool queued = writer_->Post([this, run, request_id, resp, done] {
+      absl::StatusOr<std::string> id = store_->PutRun(*run, request_id);
+      if (!id.ok()) return done(id.status());
+      if (*id != run->run_id()) {  // a retry: answer with the run the first attempt stored
+        absl::StatusOr<v1::Run> first = store_->GetRun(*id);
+        if (!first.ok()) return done(first.status());
+        *resp->mutable_run() = *std::move(first);
+        return done(absl::OkStatus());
+      }
+      *resp->mutable_run() = std::move(*run);
+      done(absl::OkStatus());
+    });
+    if (!queued) done(absl::UnavailableError("the store's write queue is full; retry"));
+  }
+
+  absl::Status BuildRun(grpc::CallbackServerContext* ctx, const v1::ReportRunRequest& req, v1::Run& run) {
+    if (absl::Status s = CheckToken(ctx, Scope::kReport); !s.ok()) return s;
     auto bad = [](absl::string_view f, absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat(f, ": ", why));
     };
+    if (req.has_job()) {
+      if (absl::Status s = CheckJobSize(req.job(), "job"); !s.ok()) return s;
+    }
+    if (req.request_id().size() > 128) return bad("request_id", "at most 128 bytes");
+    if (req.cluster().size() > 256) return bad("cluster", "at most 256 bytes");
+    if (req.prediction_id().size() > 128) return bad("prediction_id", "at most 128 bytes");
+    if (req.labels_size() > options_.max_labels) {
+      return bad("labels", absl::StrCat(req.labels_size(), " labels, above the limit of ", options_.max_labels));
+    }
+    for (const auto& [k, v] : req.labels()) {
+      if (static_cast<int>(k.size() + v.size()) > options_.max_label_bytes) {
+        return bad(absl::StrCat("labels[", k.substr(0, 64), "]"),
+                   absl::StrCat("key and value above ", options_.max_label_bytes, " bytes"));
+      }
+    }
+    if (absl::Status s = CheckFiniteNumbers(req.measured_breakdown(), "measured_breakdown"); !s.ok()) return s;
     const double step = req.measured_step_time_s(), tps = req.measured_tokens_per_s();
     if (!(std::isfinite(step) && step >= 0)) return bad("measured_step_time_s", "must be a finite number >= 0");
     if (!(std::isfinite(tps) && tps >= 0)) return bad("measured_tokens_per_s", "must be a finite number >= 0");
@@ -274,6 +513,8 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     }
     if (step > 0 && tps > 0) return bad("measured_tokens_per_s", "give measured_step_time_s or this, not both");
     if (req.gpu_count() < 0) return bad("gpu_count", "must be >= 0");
+    // No cluster has more; 2^31-1 was accepted before (reliability review L2).
+    if (req.gpu_count() > (1 << 24)) return bad("gpu_count", "must be at most 16777216");
     if (req.has_start_time() && req.has_end_time() &&
         TimeUtil::TimestampToMicroseconds(req.end_time()) < TimeUtil::TimestampToMicroseconds(req.start_time())) {
       return bad("end_time", "is before start_time");
@@ -281,10 +522,9 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     for (const auto& [k, v] : req.labels()) {
       if (k.empty()) return bad("labels", "keys must not be empty");
     }
-    v1::Run run;
     if (!req.prediction_id().empty()) {
       if (req.has_job()) return bad("job", "give prediction_id or job, not both");
-      absl::StatusOr<RunStore::StoredPrediction> sp = store_->GetPrediction(req.prediction_id());
+      absl::StatusOr<RunStore::StoredPrediction> sp = GetPrediction(req.prediction_id());
       if (!sp.ok()) return sp.status();
       run.set_prediction_id(req.prediction_id());
       *run.mutable_job() = sp->job;
@@ -321,12 +561,17 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     if (req.has_end_time()) *run.mutable_end_time() = req.end_time();
     *run.mutable_create_time() = TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(absl::Now()));
     for (const auto& [k, v] : req.labels()) (*run.mutable_labels())[k] = v;
-    if (absl::Status s = store_->PutRun(run); !s.ok()) return s;
-    *resp->mutable_run() = std::move(run);
+    // Derived values: a tiny measured step (1e-320 s) would store an infinite MFU (review L2).
+    if (!std::isfinite(run.measured_mfu()) || !std::isfinite(run.step_time_error_pct()) ||
+        !std::isfinite(run.measured_step_time_s()) || !(run.measured_step_time_s() > 0)) {
+      return bad(step > 0 ? "measured_step_time_s" : "measured_tokens_per_s",
+                 "gives a non-finite measured MFU or error (the value is out of range)");
+    }
     return absl::OkStatus();
   }
 
-  absl::Status DoGetRun(grpc::CallbackServerContext*, const v1::GetRunRequest& req, v1::GetRunResponse* resp) {
+  absl::Status DoGetRun(grpc::CallbackServerContext* ctx, const v1::GetRunRequest& req, v1::GetRunResponse* resp) {
+    if (absl::Status s = CheckToken(ctx, Scope::kRead); !s.ok()) return s;
     if (req.run_id().empty()) return absl::InvalidArgumentError("run_id: required");
     absl::StatusOr<v1::Run> run = store_->GetRun(req.run_id());
     if (!run.ok()) return run.status();
@@ -334,15 +579,17 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     return absl::OkStatus();
   }
 
-  absl::Status DoListRuns(grpc::CallbackServerContext*, const v1::ListRunsRequest& req, v1::ListRunsResponse* resp) {
+  absl::Status DoListRuns(grpc::CallbackServerContext* ctx, const v1::ListRunsRequest& req, v1::ListRunsResponse* resp) {
+    if (absl::Status s = CheckToken(ctx, Scope::kRead); !s.ok()) return s;
     absl::StatusOr<v1::ListRunsResponse> r = store_->ListRuns(req);
     if (!r.ok()) return r.status();
     *resp = *std::move(r);
     return absl::OkStatus();
   }
 
-  absl::Status DoListProfiles(grpc::CallbackServerContext*, const v1::ListProfilesRequest&,
+  absl::Status DoListProfiles(grpc::CallbackServerContext* ctx, const v1::ListProfilesRequest&,
                               v1::ListProfilesResponse* resp) {
+    if (absl::Status s = CheckToken(ctx, Scope::kRead); !s.ok()) return s;
     absl::StatusOr<std::vector<v1::ProfileInfo>> stored = store_->ListProfiles();
     if (!stored.ok()) return stored.status();
     for (auto& p : *stored) *resp->add_profiles() = std::move(p);
@@ -361,8 +608,9 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     return absl::OkStatus();
   }
 
-  absl::Status DoGetProfile(grpc::CallbackServerContext*, const v1::GetProfileRequest& req,
+  absl::Status DoGetProfile(grpc::CallbackServerContext* ctx, const v1::GetProfileRequest& req,
                             v1::GetProfileResponse* resp) {
+    if (absl::Status s = CheckToken(ctx, Scope::kRead); !s.ok()) return s;
     if (req.name().empty()) return absl::InvalidArgumentError("name: required");
     v1::ProfileRef ref;
     ref.set_name(req.name());
@@ -379,38 +627,142 @@ class ServiceImpl final : public v1::StepcastService::CallbackService {
     return absl::OkStatus();
   }
 
-  absl::Status DoPutProfile(grpc::CallbackServerContext* ctx, const v1::PutProfileRequest& req,
-                            v1::PutProfileResponse* resp) {
-    if (absl::Status s = CheckToken(ctx); !s.ok()) return s;
-    if (req.name().empty()) return absl::InvalidArgumentError("name: required (the cluster's name)");
-    for (char c : req.name()) {
-      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-        return absl::InvalidArgumentError("name: only letters, digits, '-', '_' and '.'");
+  // PutProfile: checked on the handler thread, stored (and answered) on the writer thread.
+  void PutProfileAsync(grpc::CallbackServerContext* ctx, const v1::PutProfileRequest& req,
+                       v1::PutProfileResponse* resp, std::function<void(absl::Status)> done) {
+    absl::Status s = Guard(ctx, [&]() -> absl::Status {
+      if (absl::Status t = CheckToken(ctx, Scope::kAdmin); !t.ok()) return t;
+      if (req.name().empty()) return absl::InvalidArgumentError("name: required (the cluster's name)");
+      if (req.name().size() > 128) return absl::InvalidArgumentError("name: at most 128 bytes");
+      for (char c : req.name()) {
+        if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+          return absl::InvalidArgumentError("name: only letters, digits, '-', '_' and '.'");
+        }
       }
-    }
-    if (!req.has_profile()) return absl::InvalidArgumentError("profile: required");
-    absl::StatusOr<RateProfile> p = RateProfileFromProto(req.profile(), "profile");
-    if (!p.ok()) return p.status();
-    absl::StatusOr<int32_t> v = store_->PutProfile(req.name(), req.profile(), absl::ToUnixMicros(absl::Now()));
-    if (!v.ok()) return v.status();
-    resp->set_version(*v);
-    return absl::OkStatus();
+      if (!req.has_profile()) return absl::InvalidArgumentError("profile: required");
+      if (req.profile().ByteSizeLong() > static_cast<size_t>(options_.max_job_bytes)) {
+        return absl::InvalidArgumentError(absl::StrCat("profile: above the limit of ", options_.max_job_bytes, " bytes"));
+      }
+      // NaN and infinity anywhere in the profile (ValidateRateProfile checks the rates it uses).
+      if (absl::Status f = CheckFiniteNumbers(req.profile(), "profile"); !f.ok()) return f;
+      absl::StatusOr<RateProfile> p = RateProfileFromProto(req.profile(), "profile");
+      return p.status();
+    });
+    if (!s.ok()) return done(s);
+    auto name = std::make_shared<std::string>(req.name());
+    auto profile = std::make_shared<v1::RateProfile>(req.profile());
+    const bool queued = writer_->Post([this, name, profile, resp, done] {
+      absl::StatusOr<int32_t> v = store_->PutProfile(*name, *profile, absl::ToUnixMicros(absl::Now()));
+      if (!v.ok()) return done(v.status());
+      resp->set_version(*v);
+      done(absl::OkStatus());
+    });
+    if (!queued) done(absl::UnavailableError("the store's write queue is full; retry"));
   }
 
+
+ private:
   const Catalog catalog_;
   std::unique_ptr<RunStore> store_;
   const std::map<std::string, RateProfile> dir_profiles_;
-  const std::string token_;
+  const std::string admin_token_, report_token_;
+  const ServeOptions options_;
   std::FILE* const log_;
+  PeerRateLimiter limiter_;
+  // Predictions answered but not yet written (ReportRun may name one right away).
+  std::mutex pending_mu_;
+  std::map<std::string, std::shared_ptr<RunStore::StoredPrediction>> pending_;
+  std::atomic<int> stored_since_prune_{0};
+  std::unique_ptr<Writer> writer_;  // last: stopped (joined) before the members above go
 };
 
+// Binds one grpc::Server to the ServiceImpl: one log line per RPC; synchronous handlers answer
+// inline, ReportRun and PutProfile answer from the writer thread.
+class GrpcFrontend final : public v1::StepcastService::CallbackService {
+ public:
+  explicit GrpcFrontend(std::shared_ptr<ServiceImpl> impl) : impl_(std::move(impl)) {}
+
+#define STEPCAST_UNARY(Method, Body)                                                                 \
+  grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* ctx, const v1::Method##Request* req, \
+                                   v1::Method##Response* resp) override {                            \
+    RpcLog log(impl_->log(), #Method, ctx);                                                          \
+    auto* reactor = ctx->DefaultReactor();                                                           \
+    reactor->Finish(log.Done(ToGrpc(impl_->Guard(ctx, [&] { return impl_->Body(ctx, *req, resp); })))); \
+    return reactor;                                                                                  \
+  }
+  STEPCAST_UNARY(Predict, DoPredict)
+  STEPCAST_UNARY(Preflight, DoPreflight)
+  STEPCAST_UNARY(GetRun, DoGetRun)
+  STEPCAST_UNARY(ListRuns, DoListRuns)
+  STEPCAST_UNARY(ListProfiles, DoListProfiles)
+  STEPCAST_UNARY(GetProfile, DoGetProfile)
+  STEPCAST_UNARY(Search, DoSearch)
+#undef STEPCAST_UNARY
+#define STEPCAST_ASYNC(Method, Body)                                                                 \
+  grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* ctx, const v1::Method##Request* req, \
+                                   v1::Method##Response* resp) override {                            \
+    RpcLog log(impl_->log(), #Method, ctx);                                                          \
+    auto* reactor = ctx->DefaultReactor();                                                           \
+    impl_->Body(ctx, *req, resp, [reactor, log](absl::Status s) mutable { reactor->Finish(log.Done(ToGrpc(s))); }); \
+    return reactor;                                                                                  \
+  }
+  STEPCAST_ASYNC(ReportRun, ReportRunAsync)
+  STEPCAST_ASYNC(PutProfile, PutProfileAsync)
+#undef STEPCAST_ASYNC
+
+ private:
+  std::shared_ptr<ServiceImpl> impl_;
+};
+
+namespace {
+
+absl::StatusOr<std::string> ReadToken(const std::string& path, const char* flag) {
+  absl::StatusOr<std::string> t = ReadFile(path, flag);
+  if (!t.ok()) return t.status();
+  std::string token(absl::StripAsciiWhitespace(*t));
+  if (token.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is empty"));
+  return token;
+}
+
+// Raises the soft open-file limit to the hard one: each connection costs one descriptor, and
+// the defaults (1024 soft) make the fd limit the first thing a burst of connections reaches.
+void RaiseFileLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.") ||
+         absl::StartsWith(host, "unix:");
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<StepcastServer>> StepcastServer::Start(const ServeOptions& o, Catalog catalog) {
-  std::string token;
+  std::string token, report_token;
   if (!o.token_file.empty()) {
-    absl::StatusOr<std::string> t = ReadFile(o.token_file, "--token-file");
+    absl::StatusOr<std::string> t = ReadToken(o.token_file, "--token-file");
     if (!t.ok()) return t.status();
-    token = std::string(absl::StripAsciiWhitespace(*t));
-    if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("--token-file: ", o.token_file, " is empty"));
+    token = *t;
+  }
+  if (!o.report_token_file.empty()) {
+    absl::StatusOr<std::string> t = ReadToken(o.report_token_file, "--report-token-file");
+    if (!t.ok()) return t.status();
+    report_token = *t;
+    if (report_token == token) {
+      return absl::InvalidArgumentError("--report-token-file: must differ from --token-file (the admin token)");
+    }
+  }
+  if (o.protect_reads && token.empty() && report_token.empty()) {
+    return absl::InvalidArgumentError("--protect-reads: needs --token-file or --report-token-file");
+  }
+  if (o.max_job_bytes <= 0 || o.max_labels < 0 || o.max_label_bytes <= 0 || o.prediction_ttl_s <= 0 ||
+      o.handshake_timeout_ms <= 0 || o.max_connection_idle_ms <= 0 || o.watchdog_period_ms < 0 ||
+      o.lame_duck_ms < 0 || !(o.preflight_store_per_s >= 0) || !(o.preflight_store_burst >= 1)) {
+    return absl::InvalidArgumentError("serve: limits must be positive");
   }
   std::map<std::string, RateProfile> dir_profiles;
   if (!o.profiles_dir.empty()) {
@@ -428,7 +780,8 @@ absl::StatusOr<std::unique_ptr<StepcastServer>> StepcastServer::Start(const Serv
   absl::StatusOr<std::unique_ptr<RunStore>> store = RunStore::Open(o.db_path);
   if (!store.ok()) return absl::Status(store.status().code(), absl::StrCat("--db: ", store.status().message()));
 
-  std::shared_ptr<grpc::ServerCredentials> creds;
+  std::unique_ptr<StepcastServer> server(new StepcastServer());
+  server->options_ = o;
   if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key: give both or neither");
   }
@@ -439,45 +792,128 @@ absl::StatusOr<std::unique_ptr<StepcastServer>> StepcastServer::Start(const Serv
     if (!key.ok()) return key.status();
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({*key, *cert});
-    creds = grpc::SslServerCredentials(ssl);
+    server->creds_ = grpc::SslServerCredentials(ssl);
   } else {
-    creds = grpc::InsecureServerCredentials();
-  }
-
-  std::unique_ptr<StepcastServer> server(new StepcastServer());
-  server->service_ = std::make_unique<ServiceImpl>(std::move(catalog), *std::move(store), std::move(dir_profiles),
-                                                   std::move(token), o.log);
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen_address, creds, &server->port_);
-  builder.RegisterService(server->service_.get());
-  builder.SetMaxReceiveMessageSize(o.max_message_bytes);
-  builder.SetMaxSendMessageSize(o.max_message_bytes);
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("--listen: cannot listen on ", o.listen_address));
+    server->creds_ = grpc::InsecureServerCredentials();
   }
   const std::string host = o.listen_address.substr(0, o.listen_address.rfind(':'));
+  if ((!token.empty() || !report_token.empty()) && o.tls_cert_file.empty() && !IsLoopback(host) && o.log) {
+    std::fprintf(o.log, "stepcast serve: WARNING: listening on %s without TLS: bearer tokens travel in clear text "
+                        "(give --tls-cert/--tls-key)\n", o.listen_address.c_str());
+  }
+  RaiseFileLimit();
+  server->service_ = std::make_shared<ServiceImpl>(std::move(catalog), *std::move(store), std::move(dir_profiles),
+                                                   std::move(token), std::move(report_token), o);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (absl::Status s = server->StartGrpc(o.listen_address); !s.ok()) return s;
   server->address_ = absl::StrCat(host, ":", server->port_);
-  server->server_->GetHealthCheckService()->SetServingStatus(true);
+  if (o.watchdog_period_ms > 0) server->watchdog_ = std::thread([s = server.get()] { s->WatchdogLoop(); });
   return server;
 }
 
-StepcastServer::~StepcastServer() {
-  if (server_) {
-    Shutdown(std::chrono::milliseconds(0));
-    server_->Wait();
+absl::Status StepcastServer::StartGrpc(const std::string& address) {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, creds_, &port);
+  frontends_.push_back(std::make_unique<GrpcFrontend>(service_));
+  builder.RegisterService(frontends_.back().get());
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  // Connections that never finish their handshake, and idle ones, are closed (review H1).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, options_.handshake_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options_.max_connection_idle_ms);
+  std::unique_ptr<grpc::Server> s = builder.BuildAndStart();
+  if (s == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("--listen: cannot listen on ", address));
   }
+  s->GetHealthCheckService()->SetServingStatus(true);
+  server_ = std::move(s);
+  port_ = port;
+  return absl::OkStatus();
+}
+
+void StepcastServer::WatchdogLoop() {
+  const std::string host = options_.listen_address.substr(0, options_.listen_address.rfind(':'));
+  const bool ipv6 = absl::StartsWith(host, "[") && host != "[::]";
+  int bad = 0;
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stopping_) {
+    cv_.wait_for(l, std::chrono::milliseconds(options_.watchdog_period_ms), [&] { return stopping_; });
+    if (stopping_) break;
+    bool dead;
+    if (server_ == nullptr) {
+      dead = true;  // a rebuild failed (still at the fd limit): try again
+    } else {
+      l.unlock();
+      // A poke: a live listener accepts it within milliseconds; a dead one leaves it queued.
+      const int fd = PokeListener(port_, ipv6);
+      const int poke_errno = errno;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const int64_t backlog = ListenBacklog(port_);
+      if (fd >= 0) ::close(fd);
+      l.lock();
+      dead = backlog > 0 || (fd < 0 && (poke_errno == EMFILE || poke_errno == ENFILE));
+    }
+    bad = dead ? bad + 1 : 0;
+    if (bad < 3 || stopping_) continue;
+    bad = 0;
+    // Rebuild the listener on the same port; in-flight calls on the old one get 1 s.
+    if (server_ != nullptr) {
+      std::unique_ptr<grpc::Server> old = std::move(server_);
+      old->GetHealthCheckService()->SetServingStatus(false);
+      old->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      old->Wait();
+    }
+    const absl::Status st = StartGrpc(absl::StrCat(host, ":", port_));
+    if (st.ok()) ++restarts_;
+    // Always logged (also with --quiet, which only drops the per-RPC lines).
+    std::FILE* out = options_.log != nullptr ? options_.log : stderr;
+    std::fprintf(out, "stepcast serve: listener on port %d was not accepting connections; %s\n", port_,
+                 st.ok() ? "rebuilt it" : absl::StrCat("rebuilding failed: ", st.message(), "; will retry").c_str());
+    std::fflush(out);
+  }
+}
+
+StepcastServer::~StepcastServer() {
+  Shutdown(std::chrono::milliseconds(0));
+  Wait();
 }
 
 void StepcastServer::Shutdown(std::chrono::milliseconds grace) {
   std::call_once(shutdown_once_, [&] {
-    if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);
-    server_->Shutdown(std::chrono::system_clock::now() + grace);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();  // the watchdog never calls Shutdown
+    std::unique_ptr<grpc::Server> server;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      server = std::move(server_);
+    }
+    if (server != nullptr) {
+      if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(false);
+      // Lame duck: calls already queued for a handler thread are answered rather than cancelled
+      // (review M9); health-checking clients move away meanwhile.
+      const auto lame = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(options_.lame_duck_ms), grace / 2);
+      if (lame.count() > 0) std::this_thread::sleep_for(lame);
+      server->Shutdown(std::chrono::system_clock::now() + (grace - lame));
+      server->Wait();
+    }
+    if (service_ != nullptr) service_->StopWriter();  // queued writes finish and answer
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_all();
   });
 }
 
-void StepcastServer::Wait() { server_->Wait(); }
+void StepcastServer::Wait() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return stopped_; });
+}
 
 }  // namespace stepcast

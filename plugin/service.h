@@ -11,11 +11,18 @@
 //     expired deadlines and cancelled calls are answered without doing the work.
 //   * One log line per RPC: time, method, status, latency, peer.
 //   * Shutdown(): health goes NOT_SERVING, in-flight RPCs get the grace period, then it stops.
+//   * Store writes run on one writer thread, never on gRPC's handler threads: Preflight answers
+//     before its prediction is stored (and answers when storing fails); ReportRun and PutProfile
+//     answer from the writer thread once the write is on disk.
 #ifndef STEPCAST_PLUGIN_SERVICE_H_
 #define STEPCAST_PLUGIN_SERVICE_H_
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <thread>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +32,7 @@
 
 namespace grpc {
 class Server;
+class ServerCredentials;
 }
 
 namespace stepcast {
@@ -34,12 +42,43 @@ struct ServeOptions {
   std::string profiles_dir;                        // *.yaml|json|textproto profiles, by file stem
   std::string db_path = "stepcast.db";
   std::string tls_cert_file, tls_key_file;         // both or neither
-  std::string token_file;                          // bearer token for write RPCs
+  // Admin token: PutProfile (and ReportRun) need it when set.
+  std::string token_file;
+  // Report token: enough for ReportRun only. This is the token that sits in every training job's
+  // environment for the probe (docs/PROBE.md), so it must not allow profile writes (review M3).
+  std::string report_token_file;
+  // Reads (GetRun, ListRuns, GetProfile, ListProfiles) need one of the tokens too.
+  bool protect_reads = false;
   int max_message_bytes = 4 << 20;
   std::FILE* log = stderr;                         // nullptr: no RPC log
+
+  // Bounds (docs/RELIABILITY.md, reliability review H1/H4). A job, in its wire encoding, above
+  // max_job_bytes is refused (the largest example is under 2 KB); labels are capped in number
+  // and size. Predictions are kept prediction_ttl_s and at most max_stored_predictions rows; a
+  // peer's Preflight results are stored at most preflight_store_per_s per second (burst
+  // preflight_store_burst) — beyond that it still gets its verdict, without a prediction_id.
+  int64_t max_job_bytes = 256 << 10;
+  int max_labels = 64;
+  int max_label_bytes = 1024;
+  int64_t prediction_ttl_s = 30 * 86400;
+  int64_t max_stored_predictions = 1000000;
+  double preflight_store_per_s = 20;
+  double preflight_store_burst = 200;
+  // Connections: a TCP connection that has not completed its HTTP/2 (or TLS) handshake within
+  // handshake_timeout_ms is closed; one idle for max_connection_idle_ms is closed.
+  int handshake_timeout_ms = 5000;
+  int max_connection_idle_ms = 300000;
+  // Listener watchdog (gRPC 1.51 does not re-arm its listener after accept4 fails with EMFILE,
+  // grpc/grpc#31080): every watchdog_period_ms it checks that the listening socket's accept
+  // queue drains; when it has not for 3 checks running, it rebuilds the listener. 0: off.
+  int watchdog_period_ms = 1000;
+  // On SIGTERM: health NOT_SERVING, calls keep being served for lame_duck_ms (so that those
+  // already queued are answered, not cancelled), then in-flight calls get the rest of the grace.
+  int lame_duck_ms = 1000;
 };
 
 class ServiceImpl;
+class GrpcFrontend;
 
 class StepcastServer {
  public:
@@ -54,14 +93,28 @@ class StepcastServer {
   void Shutdown(std::chrono::milliseconds grace);
   // Blocks until the server has shut down.
   void Wait();
+  // How many times the watchdog rebuilt the listener.
+  int listener_restarts() const { return restarts_.load(); }
 
  private:
   StepcastServer() = default;
-  std::unique_ptr<ServiceImpl> service_;
+  // Builds and starts a gRPC server on `address` (the chosen port after the first start).
+  absl::Status StartGrpc(const std::string& address);
+  void WatchdogLoop();
+
+  ServeOptions options_;
+  std::shared_ptr<grpc::ServerCredentials> creds_;
+  std::shared_ptr<ServiceImpl> service_;
+  std::vector<std::unique_ptr<GrpcFrontend>> frontends_;  // one per (re)built server, kept alive
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
   std::once_flag shutdown_once_;
+  std::mutex mu_;  // guards server_ against the watchdog; stopping_, stopped_
+  std::condition_variable cv_;
+  bool stopping_ = false, stopped_ = false;
+  std::thread watchdog_;
+  std::atomic<int> restarts_{0};
 };
 
 }  // namespace stepcast

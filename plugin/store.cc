@@ -44,7 +44,38 @@ const char* const kMigrations[] = {
       profile BLOB NOT NULL,
       PRIMARY KEY (name, version));
     )sql",
+    // 2: idempotent ReportRun (client request ids) and prediction retention by age.
+    R"sql(
+    CREATE TABLE run_requests (
+      request_id TEXT PRIMARY KEY,
+      run_id TEXT NOT NULL);
+    CREATE INDEX predictions_by_create_time ON predictions(create_time_us);
+    )sql",
 };
+
+// Runs above this size are listed and returned without their job and breakdowns, so that one
+// oversized row (written before the service capped request sizes) cannot push a GetRun or a
+// ListRuns page over the 4 MiB message limit (reliability review M2).
+constexpr size_t kMaxRunReplyBytes = 1 << 20;
+// A ListRuns page stops before this many bytes (the rest comes with next_page_token).
+constexpr size_t kMaxListRunsBytes = 3 << 20;
+
+void TrimOversizeRun(v1::Run& run) {
+  if (run.ByteSizeLong() <= kMaxRunReplyBytes) return;
+  run.clear_job();
+  run.clear_prediction();
+  run.clear_comparison();
+  (*run.mutable_labels())["stepcast.truncated"] = "job and prediction left out: the stored run is over 1 MiB";
+}
+
+// SQLITE_BUSY/LOCKED (another process holds the write lock past busy_timeout) is Unavailable,
+// so that clients retry; everything else is Internal.
+absl::Status SqliteError(sqlite3* db) {
+  const int code = sqlite3_errcode(db) & 0xff;
+  const std::string msg = absl::StrCat("sqlite: ", sqlite3_errmsg(db));
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return absl::UnavailableError(absl::StrCat(msg, "; retry"));
+  return absl::InternalError(msg);
+}
 
 // A prepared statement that finalizes itself.
 class Stmt {
@@ -54,7 +85,7 @@ class Stmt {
   }
   ~Stmt() { sqlite3_finalize(stmt_); }
   bool ok() const { return rc_ == SQLITE_OK; }
-  absl::Status error() const { return absl::InternalError(absl::StrCat("sqlite: ", sqlite3_errmsg(db_))); }
+  absl::Status error() const { return SqliteError(db_); }
   Stmt& Bind(int i, const std::string& s) {
     sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
     return *this;
@@ -103,22 +134,33 @@ absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path
     return absl::UnavailableError(absl::StrCat(path, ": cannot open the store: ", msg));
   }
   std::unique_ptr<RunStore> store(new RunStore(db));
-  sqlite3_busy_timeout(db, 5000);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   if (absl::Status s = store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"); !s.ok()) {
     return absl::UnavailableError(absl::StrCat(path, ": ", s.message()));
   }
   if (absl::Status s = store->Migrate(); !s.ok()) return s;
+  if (path != ":memory:" && !path.empty()) {
+    sqlite3* rdb = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &rdb, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr) == SQLITE_OK) {
+      sqlite3_busy_timeout(rdb, kBusyTimeoutMs);
+      store->rdb_ = rdb;
+    } else {
+      sqlite3_close(rdb);  // reads share the write connection
+    }
+  }
   return store;
 }
 
-RunStore::~RunStore() { sqlite3_close(db_); }
+RunStore::~RunStore() {
+  if (rdb_ != nullptr) sqlite3_close(rdb_);
+  sqlite3_close(db_);
+}
 
 absl::Status RunStore::Exec(const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
-    return absl::InternalError(absl::StrCat("sqlite: ", msg));
+    return SqliteError(db_);
   }
   return absl::OkStatus();
 }
@@ -154,8 +196,9 @@ absl::Status RunStore::PutPrediction(const std::string& id, const StoredPredicti
 }
 
 absl::StatusOr<RunStore::StoredPrediction> RunStore::GetPrediction(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "SELECT job, profile, prediction FROM predictions WHERE id = ?");
+  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
+  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
+  Stmt s(db, "SELECT job, profile, prediction FROM predictions WHERE id = ?");
   if (!s.ok()) return s.error();
   s.Bind(1, id);
   const int rc = s.Step();
@@ -169,13 +212,29 @@ absl::StatusOr<RunStore::StoredPrediction> RunStore::GetPrediction(const std::st
   return out;
 }
 
-absl::Status RunStore::PutRun(const v1::Run& run) {
+absl::StatusOr<std::string> RunStore::PutRun(const v1::Run& run, const std::string& request_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status st = Exec("BEGIN IMMEDIATE;"); !st.ok()) return st;
   auto fail = [&](absl::Status st) {
     (void)Exec("ROLLBACK;");
     return st;
   };
+  if (!request_id.empty()) {
+    Stmt q(db_, "SELECT run_id FROM run_requests WHERE request_id = ?");
+    if (!q.ok()) return fail(q.error());
+    q.Bind(1, request_id);
+    const int rc = q.Step();
+    if (rc == SQLITE_ROW) {
+      std::string existing = q.Text(0);
+      (void)Exec("ROLLBACK;");
+      return existing;  // a retry of a stored report
+    }
+    if (rc != SQLITE_DONE) return fail(q.error());
+    Stmt ins(db_, "INSERT INTO run_requests (request_id, run_id) VALUES (?, ?)");
+    if (!ins.ok()) return fail(ins.error());
+    ins.Bind(1, request_id).Bind(2, run.run_id());
+    if (absl::Status st = Done(ins, ins.Step()); !st.ok()) return fail(st);
+  }
   {
     Stmt s(db_, "INSERT INTO runs (id, prediction_id, cluster, model, start_time_us, create_time_us, run) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)");
@@ -190,12 +249,40 @@ absl::Status RunStore::PutRun(const v1::Run& run) {
     s.Bind(1, run.run_id()).Bind(2, k).Bind(3, v);
     if (absl::Status st = Done(s, s.Step()); !st.ok()) return fail(st);
   }
-  return Exec("COMMIT;");
+  // A failed COMMIT (disk full) must not leave the transaction open for every later write.
+  if (absl::Status st = Exec("COMMIT;"); !st.ok()) return fail(st);
+  return run.run_id();
+}
+
+absl::Status RunStore::PrunePredictions(int64_t min_create_time_us, int64_t max_rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  {
+    Stmt s(db_, "DELETE FROM predictions WHERE create_time_us < ?");
+    if (!s.ok()) return s.error();
+    s.Bind(1, min_create_time_us);
+    if (absl::Status st = Done(s, s.Step()); !st.ok()) return st;
+  }
+  if (max_rows > 0) {
+    Stmt s(db_, "DELETE FROM predictions WHERE id IN (SELECT id FROM predictions ORDER BY create_time_us DESC "
+                "LIMIT -1 OFFSET ?)");
+    if (!s.ok()) return s.error();
+    s.Bind(1, max_rows);
+    if (absl::Status st = Done(s, s.Step()); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> RunStore::CountPredictions() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT COUNT(*) FROM predictions");
+  if (!s.ok() || s.Step() != SQLITE_ROW) return s.error();
+  return s.Int(0);
 }
 
 absl::StatusOr<v1::Run> RunStore::GetRun(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "SELECT run FROM runs WHERE id = ?");
+  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
+  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
+  Stmt s(db, "SELECT run FROM runs WHERE id = ?");
   if (!s.ok()) return s.error();
   s.Bind(1, id);
   const int rc = s.Step();
@@ -203,6 +290,7 @@ absl::StatusOr<v1::Run> RunStore::GetRun(const std::string& id) {
   if (rc != SQLITE_ROW) return s.error();
   v1::Run run;
   if (!run.ParseFromString(s.Blob(0))) return absl::DataLossError(absl::StrCat("run ", id, ": corrupt"));
+  TrimOversizeRun(run);
   return run;
 }
 
@@ -251,8 +339,9 @@ absl::StatusOr<v1::ListRunsResponse> RunStore::ListRuns(const v1::ListRunsReques
   }
   sql += absl::StrCat(" ORDER BY create_time_us DESC, id DESC LIMIT ", page + 1);
 
-  std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, sql);
+  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
+  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
+  Stmt s(db, sql);
   if (!s.ok()) return s.error();
   for (size_t i = 0; i < binds.size(); ++i) {
     if (binds[i].first) {
@@ -266,6 +355,7 @@ absl::StatusOr<v1::ListRunsResponse> RunStore::ListRuns(const v1::ListRunsReques
   v1::ListRunsResponse out;
   int rc;
   int64_t n = 0;
+  size_t bytes = 0;
   std::string last_token;
   while ((rc = s.Step()) == SQLITE_ROW) {
     if (n == page) {
@@ -274,7 +364,16 @@ absl::StatusOr<v1::ListRunsResponse> RunStore::ListRuns(const v1::ListRunsReques
     }
     const int64_t t = s.Int(0);
     const std::string id = s.Text(1);
-    if (!out.add_runs()->ParseFromString(s.Blob(2))) return absl::DataLossError(absl::StrCat("run ", id, ": corrupt"));
+    v1::Run run;
+    if (!run.ParseFromString(s.Blob(2))) return absl::DataLossError(absl::StrCat("run ", id, ": corrupt"));
+    TrimOversizeRun(run);
+    const size_t size = run.ByteSizeLong();
+    if (n > 0 && bytes + size > kMaxListRunsBytes) {  // the rest on the next page
+      out.set_next_page_token(last_token);
+      break;
+    }
+    bytes += size;
+    *out.add_runs() = std::move(run);
     last_token = absl::StrCat(t, ":", id);
     ++n;
   }
@@ -306,8 +405,9 @@ absl::StatusOr<int32_t> RunStore::PutProfile(const std::string& name, const v1::
 }
 
 absl::StatusOr<v1::GetProfileResponse> RunStore::GetProfile(const std::string& name, int32_t version) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, version > 0 ? "SELECT version, create_time_us, profile FROM profiles WHERE name = ? AND version = ?"
+  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
+  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
+  Stmt s(db, version > 0 ? "SELECT version, create_time_us, profile FROM profiles WHERE name = ? AND version = ?"
                           : "SELECT version, create_time_us, profile FROM profiles WHERE name = ? "
                             "ORDER BY version DESC LIMIT 1");
   if (!s.ok()) return s.error();
@@ -327,8 +427,9 @@ absl::StatusOr<v1::GetProfileResponse> RunStore::GetProfile(const std::string& n
 }
 
 absl::StatusOr<std::vector<v1::ProfileInfo>> RunStore::ListProfiles() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "SELECT name, MAX(version), MAX(create_time_us) FROM profiles GROUP BY name ORDER BY name");
+  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
+  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
+  Stmt s(db, "SELECT name, MAX(version), MAX(create_time_us) FROM profiles GROUP BY name ORDER BY name");
   if (!s.ok()) return s.error();
   std::vector<v1::ProfileInfo> out;
   int rc;

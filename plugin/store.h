@@ -4,7 +4,8 @@
 // profiles, in one SQLite file. WAL journal with synchronous=FULL: a write returns only once it
 // is on disk, so an acknowledged ReportRun or PutProfile survives a kill -9 right after. The
 // schema is versioned (PRAGMA user_version) and migrated forward on open; a file from a newer
-// stepcast is refused, never altered. Thread-safe (one connection behind a mutex).
+// stepcast is refused, never altered. Thread-safe (one connection behind a mutex); the service
+// calls the writes from one writer thread, never from gRPC's handler threads.
 #ifndef STEPCAST_PLUGIN_STORE_H_
 #define STEPCAST_PLUGIN_STORE_H_
 
@@ -39,8 +40,19 @@ class RunStore {
   };
   absl::Status PutPrediction(const std::string& id, const StoredPrediction& p, int64_t create_time_us);
   absl::StatusOr<StoredPrediction> GetPrediction(const std::string& id);  // NotFound
+  // Retention: deletes predictions created before min_create_time_us, then all but the newest
+  // max_rows (max_rows <= 0: no row cap).
+  absl::Status PrunePredictions(int64_t min_create_time_us, int64_t max_rows);
+  absl::StatusOr<int64_t> CountPredictions();
 
-  absl::Status PutRun(const v1::Run& run);  // keyed by run.run_id; labels indexed for ListRuns
+  // SQLite busy_timeout: below the shortest client deadline (the SPANK plugin's 3 s), so a lock
+  // held by another process turns into a retryable Unavailable before the client gives up.
+  static constexpr int kBusyTimeoutMs = 2000;
+
+  // Keyed by run.run_id; labels indexed for ListRuns. With a non-empty request_id, a second call
+  // with the same id stores nothing and returns the first call's run id (idempotent retries);
+  // otherwise returns run.run_id. Unavailable when the database stays locked past busy_timeout.
+  absl::StatusOr<std::string> PutRun(const v1::Run& run, const std::string& request_id = "");
   absl::StatusOr<v1::Run> GetRun(const std::string& id);  // NotFound
   // Newest first; page tokens are opaque ("<create_time_us>:<run_id>"). InvalidArgument on a
   // malformed token or label filter.
@@ -58,7 +70,10 @@ class RunStore {
   absl::Status Migrate();
   absl::Status Exec(const char* sql);
 
-  sqlite3* db_;
+  sqlite3* db_;               // writes (and reads when rdb_ is null), under mu_
+  sqlite3* rdb_ = nullptr;    // a second, read-only connection: under WAL, reads never wait
+                              // for a writer's lock (reliability review M1); under rmu_
+  std::mutex rmu_;
   int schema_version_ = 0;
   std::mutex mu_;
 };

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
+
+#include <sys/stat.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -25,6 +28,73 @@
 namespace stepcast {
 
 namespace pb = google::protobuf;
+
+absl::Status CheckInputFile(const std::string& path, int64_t max_bytes) {
+  struct stat st {};
+  // stat, not open: opening a FIFO blocks until a writer comes (reliability review M10).
+  if (::stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file (a device, FIFO or directory); give a file"));
+  }
+  if (st.st_size > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", st.st_size, " bytes, above the ", max_bytes, "-byte limit for an input file"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_bytes) {
+  if (absl::Status s = CheckInputFile(path, max_bytes); !s.ok()) return s;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  // Read at most max_bytes + 1 even if the file grew after the stat.
+  std::string out(static_cast<size_t>(max_bytes) + 1, '\0');
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  out.resize(static_cast<size_t>(in.gcount()));
+  if (static_cast<int64_t>(out.size()) > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": above the ", max_bytes, "-byte limit for an input file"));
+  }
+  return out;
+}
+
+absl::Status CheckFiniteNumbers(const pb::Message& msg, const std::string& path) {
+  const pb::Reflection* r = msg.GetReflection();
+  std::vector<const pb::FieldDescriptor*> fields;
+  r->ListFields(msg, &fields);
+  for (const pb::FieldDescriptor* f : fields) {
+    const std::string fpath = path.empty() ? f->name() : absl::StrCat(path, ".", f->name());
+    auto bad = [&](double x, const std::string& p) {
+      return absl::InvalidArgumentError(absl::StrCat(p, ": ", std::isnan(x) ? "NaN" : "infinity",
+                                                     " is not a number stepcast accepts; give a finite value"));
+    };
+    using FD = pb::FieldDescriptor;
+    const int n = f->is_repeated() ? r->FieldSize(msg, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      const std::string ipath = f->is_repeated() ? absl::StrCat(fpath, "[", i, "]") : fpath;
+      switch (f->cpp_type()) {
+        case FD::CPPTYPE_DOUBLE: {
+          const double x = f->is_repeated() ? r->GetRepeatedDouble(msg, f, i) : r->GetDouble(msg, f);
+          if (!std::isfinite(x)) return bad(x, ipath);
+          break;
+        }
+        case FD::CPPTYPE_FLOAT: {
+          const double x = f->is_repeated() ? r->GetRepeatedFloat(msg, f, i) : r->GetFloat(msg, f);
+          if (!std::isfinite(x)) return bad(x, ipath);
+          break;
+        }
+        case FD::CPPTYPE_MESSAGE: {
+          if (f->is_map()) break;  // map<string, string> labels and the like
+          const pb::Message& sub = f->is_repeated() ? r->GetRepeatedMessage(msg, f, i) : r->GetMessage(msg, f);
+          if (absl::Status s = CheckFiniteNumbers(sub, ipath); !s.ok()) return s;
+          break;
+        }
+        default: break;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<SpecFormat> FormatFromPath(absl::string_view path) {
   const std::string p = absl::AsciiStrToLower(path);
@@ -86,6 +156,9 @@ std::string ShortEnumNames(const pb::EnumDescriptor* e) {
 
 absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const std::string& path,
                          std::string& out);
+
+// Set while ParseMessage walks a JSON document (duplicate keys are an error there).
+thread_local bool tl_reject_duplicate_keys = false;
 
 absl::Status WalkScalar(const YAML::Node& node, const pb::FieldDescriptor* f,
                         const std::string& path, std::string& out) {
@@ -167,15 +240,27 @@ absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const 
   }
   out.push_back('{');
   bool first = true;
+  std::unordered_set<const pb::FieldDescriptor*> seen;
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar();
     const std::string fpath = Join(path, key);
+    // YAML aliases are expanded here: a few KB of nested aliases would otherwise expand to GBs
+    // (the "billion laughs" alias bomb, reliability review M10).
+    if (out.size() > kMaxExpandedSpecBytes) {
+      return FieldError(fpath, absl::StrCat("the document expands to more than ", kMaxExpandedSpecBytes,
+                                            " bytes (YAML aliases?); refusing it"));
+    }
     const pb::FieldDescriptor* f = d->FindFieldByName(key);
     if (f == nullptr) f = d->FindFieldByCamelcaseName(key);
     if (f == nullptr) {
       std::vector<std::string> known;
       for (int i = 0; i < d->field_count(); ++i) known.push_back(d->field(i)->name());
       return FieldError(fpath, absl::StrCat("unknown field; known fields: ", absl::StrJoin(known, ", ")));
+    }
+    // A key given twice in JSON: the last would win silently (reliability review M8). (YAML
+    // documents keep yaml-cpp's last-wins: the tests override a base document that way.)
+    if (!seen.insert(f).second && tl_reject_duplicate_keys) {
+      return FieldError(fpath, "given twice; give each field once");
     }
     if (!first) out.push_back(',');
     first = false;
@@ -187,6 +272,10 @@ absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const 
       out.push_back('[');
       for (size_t i = 0; i < seq.size(); ++i) {
         if (i) out.push_back(',');
+        if (out.size() > kMaxExpandedSpecBytes) {
+          return FieldError(fpath, absl::StrCat("the document expands to more than ", kMaxExpandedSpecBytes,
+                                                " bytes (YAML aliases?); refusing it"));
+        }
         if (absl::Status s = WalkScalar(seq[i], f, absl::StrCat(fpath, "[", i, "]"), out); !s.ok()) return s;
       }
       out.push_back(']');
@@ -209,13 +298,7 @@ class TextErrors : public pb::io::ErrorCollector {
   std::string first_;
 };
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+absl::StatusOr<std::string> ReadFile(const std::string& path) { return ReadInputFile(path); }
 
 }  // namespace
 
@@ -228,6 +311,10 @@ absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::strin
     if (!parser.ParseFromString(std::string(text), msg)) {
       return absl::InvalidArgumentError(absl::StrCat(origin, ": ", errors.first()));
     }
+    // Text proto spells nan and inf, which the YAML walker never sees.
+    if (absl::Status s = CheckFiniteNumbers(*msg, ""); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(origin, ": ", s.message()));
+    }
     return absl::OkStatus();
   }
   YAML::Node root;
@@ -238,7 +325,10 @@ absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::strin
                                                    e.mark.column + 1, ": ", e.msg));
   }
   std::string json;
-  if (absl::Status s = WalkMessage(root, msg->GetDescriptor(), "", json); !s.ok()) {
+  tl_reject_duplicate_keys = format == SpecFormat::kJson;
+  absl::Status walked = WalkMessage(root, msg->GetDescriptor(), "", json);
+  tl_reject_duplicate_keys = false;
+  if (absl::Status s = walked; !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", s.message()));
   }
   pb::util::JsonParseOptions opts;
@@ -483,6 +573,7 @@ absl::Status InlineHfConfig(v1::JobSpec& spec, const std::string& base_dir) {
   if (spec.model().source_case() != v1::ModelSpec::kHfConfig) return absl::OkStatus();
   std::filesystem::path p(spec.model().hf_config());
   if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+  if (absl::Status s = CheckInputFile(p.string()); !s.ok()) return FieldError("model.hf_config", std::string(s.message()));
   absl::StatusOr<ModelShape> m = LoadHfConfig(p.string());
   if (!m.ok()) return FieldError("model.hf_config", std::string(m.status().message()));
   *spec.mutable_model()->mutable_shape() = ModelShapeToProto(*m);
@@ -597,6 +688,8 @@ DType DTypeOrDie(const v1::DType d) { return FromProto(d, DType::kBF16); }
 
 absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catalog,
                                 const std::string& base_dir, const RateProfile* profile) {
+  // Every route (binary requests included) rejects NaN and infinity before any arithmetic.
+  if (absl::Status s = CheckFiniteNumbers(spec_in, ""); !s.ok()) return s;
   Job job;
   v1::JobSpec spec = spec_in;
   job.name = spec.name();
@@ -627,6 +720,9 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     case v1::ModelSpec::kHfConfig: {
       std::filesystem::path p(spec.model().hf_config());
       if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+      if (absl::Status s = CheckInputFile(p.string()); !s.ok()) {
+        return FieldError("model.hf_config", std::string(s.message()));
+      }
       absl::StatusOr<ModelShape> m = LoadHfConfig(p.string());
       if (!m.ok()) return FieldError("model.hf_config", std::string(m.status().message()));
       job.model = *std::move(m);
@@ -798,6 +894,12 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   }
   if (cl.gpu_count() < 0 || cl.gpu_count() > (int64_t{1} << 24)) {
     return FieldError("cluster.gpu_count", absl::StrCat(cl.gpu_count(), " must be in [1, 2^24]"));
+  }
+  // Each degree at most the GPU count's bound before the products tp*pp*dp*cp below (they
+  // overflowed int64 for tp = 2^63-1: reliability review M7, core/job.h).
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"parallelism.tp", p.tp}, {"parallelism.pp", p.pp},
+                                {"parallelism.cp", p.cp}, {"parallelism.dp", par.dp()}}) {
+    if (v > (int64_t{1} << 24)) return FieldError(name, absl::StrCat(v, " must be at most 2^24"));
   }
   if (par.dp() != 0) {
     p.dp = par.dp();

@@ -52,6 +52,20 @@ v1::Collective CollectiveToProto(Collective c);
 Collective CollectiveFromProto(v1::Collective c);
 v1::ModelShape ModelShapeToProto(const ModelShape& m);
 
+// Limits on input files (reliability review M10): a job file, HF config or profile above 16 MiB
+// is refused (the largest real config.json is a few KB), and so is the JSON that a YAML document
+// expands to (aliases) above 16 MiB.
+inline constexpr int64_t kMaxInputFileBytes = 16 << 20;
+inline constexpr size_t kMaxExpandedSpecBytes = 16 << 20;
+// OK when `path` is a regular file of at most `max_bytes` (checked with stat, so a FIFO never
+// blocks and /dev/zero is never read). NotFound / InvalidArgument naming the path.
+absl::Status CheckInputFile(const std::string& path, int64_t max_bytes = kMaxInputFileBytes);
+// CheckInputFile, then the whole file (never more than max_bytes, even if it grows meanwhile).
+absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_bytes = kMaxInputFileBytes);
+// InvalidArgument naming the first NaN or infinite double/float field of `msg` (recursively,
+// "path.field[i]"); text proto and binary requests can carry them, YAML and JSON cannot.
+absl::Status CheckFiniteNumbers(const google::protobuf::Message& msg, const std::string& path);
+
 // Client side: replaces a spec's model.hf_config by the inline shape read from that file
 // (relative to base_dir), so a service never opens paths named by its clients.
 absl::Status InlineHfConfig(v1::JobSpec& spec, const std::string& base_dir);

@@ -28,11 +28,13 @@
 // runs on untouched and the probe says why once on stderr.
 #include <cupti.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <new>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -195,7 +197,8 @@ void WriteReport() {
       report.steps_size() > 0) {
     stepcast::ClientOptions o;
     o.address = server;
-    o.token = Env("STEPCAST_TOKEN");
+    // The report-only token (docs/SERVICE.md); STEPCAST_TOKEN for servers with one token.
+    o.token = Env("STEPCAST_REPORT_TOKEN", Env("STEPCAST_TOKEN").c_str());
     o.deadline_ms = 5000;
     absl::StatusOr<stepcast::Client> c = stepcast::Client::Connect(o);
     stepcast::v1::ReportRunRequest req;
@@ -205,10 +208,7 @@ void WriteReport() {
     (*req.mutable_labels())["source"] = "stepcast-probe";
     stepcast::v1::ReportRunResponse resp;
     grpc::Status st = grpc::Status(grpc::UNAVAILABLE, "no client");
-    if (c.ok()) {
-      auto ctx = c->Context();
-      st = c->stub().ReportRun(ctx.get(), req, &resp);
-    }
+    if (c.ok()) st = stepcast::ReportRunWithRetry(*c, req, &resp);  // idempotent retries
     Say(st.ok() ? absl::StrCat("reported ", resp.run().run_id(), " to ", server)
                 : absl::StrCat("could not report to ", server, ": ", st.error_message()));
   }
@@ -272,6 +272,15 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
       }
     });
     std::atexit(WriteReport);
+    // A fork()ed child inherits g_active but not the flusher thread: its atexit must neither
+    // join a thread that does not exist there nor write the parent's report or a second
+    // ReportRun (reliability review L6). The child's probe is off.
+    pthread_atfork(nullptr, nullptr, [] {
+      g_active = false;
+      // Forget the parent's thread handle without touching it (its destructor at exit would
+      // otherwise std::terminate on a joinable thread that does not exist in the child).
+      new (&g_flusher) std::thread();
+    });
   });
   return 1;  // never fails CUDA's initialisation
 }

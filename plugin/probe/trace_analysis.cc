@@ -397,7 +397,8 @@ v1::StepMeasurement MedianStep(const google::protobuf::RepeatedPtrField<v1::Step
     std::map<std::string, bool> colls;
     for (const auto& s : steps)
       for (const auto& [k, v] : get_map(s)) colls[k] = true;
-    for (const auto& [k, unused] : colls) {
+    for (const auto& entry : colls) {
+      const std::string& k = entry.first;  // not a structured binding: clang 14 cannot capture one
       const double v = med([&](const auto& s) {
         auto it = get_map(s).find(k);
         return it == get_map(s).end() ? 0.0 : it->second;

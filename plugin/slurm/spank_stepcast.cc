@@ -35,6 +35,7 @@ extern "C" {
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "plugin/client.h"
+#include "plugin/policy.h"
 #include "proto/codec.h"
 #include "proto/launch_args.h"
 
@@ -277,6 +278,13 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     }
     return 0;
   }
+  // A server that answers PASS for a NaN prediction is overruled: FAIL (plugin/policy.h).
+  if (absl::Status fin = stepcast::CheckPredictionFinite(resp.prediction()); !fin.ok()) {
+    resp.set_verdict(stepcast::v1::VERDICT_FAIL);
+    stepcast::v1::PreflightReason* r = resp.add_reasons();
+    r->set_rule("non_finite");
+    r->set_message(std::string(fin.message()));
+  }
   const auto& p = resp.prediction();
   const double gib = 1024.0 * 1024 * 1024;
   const char* verdict = resp.verdict() == stepcast::v1::VERDICT_PASS   ? "PASS"
@@ -287,7 +295,7 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
                       verdict, mode_name, p.model_name(), p.gpu_count(), p.hardware_name(), p.step_time_s(),
                       100 * p.mfu(), p.memory().total_bytes() / gib, p.memory().capacity_bytes() / gib,
                       p.memory().fits() ? "fits" : "DOES NOT FIT",
-                      absl::AsciiStrToLower(stepcast::v1::BottleneckKind_Name(p.bottleneck().kind()).substr(16)),
+                      stepcast::BottleneckKindShortName(p.bottleneck().kind()),
                       resp.prediction_id()));
   for (const auto& r : resp.reasons()) Log(absl::StrCat("stepcast:   ", r.rule(), ": ", r.message()));
   if (resp.has_suggestion()) {

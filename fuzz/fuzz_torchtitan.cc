@@ -1,0 +1,26 @@
+// libFuzzer target: a torchtitan TOML job config -> ImportedJob -> Finalize -> Predict.
+#include <cstdint>
+#include <string>
+
+#include "proto/catalog.h"
+#include "proto/codec.h"
+#include "proto/launch_args.h"
+
+namespace {
+const stepcast::Catalog& Cat() {
+  static const stepcast::Catalog* c = new stepcast::Catalog(*stepcast::Catalog::Builtin());
+  return *c;
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size > (1 << 16)) return 0;
+  absl::StatusOr<stepcast::ImportedJob> imported =
+      stepcast::JobFromTorchtitanToml(std::string(reinterpret_cast<const char*>(data), size), "fuzz.toml");
+  if (!imported.ok()) return 0;
+  absl::StatusOr<stepcast::v1::JobSpec> spec = imported->Finalize(8, "h100-sxm", 8);
+  if (!spec.ok()) return 0;
+  absl::StatusOr<stepcast::Job> job = stepcast::JobFromSpec(*spec, Cat(), "", nullptr);
+  if (job.ok()) (void)stepcast::Predict(*job);
+  return 0;
+}

@@ -1,5 +1,7 @@
 #include "plugin/service.h"
 
+#include "proto/measured_run.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -566,6 +568,17 @@ class ServiceImpl {
         !std::isfinite(run.measured_step_time_s()) || !(run.measured_step_time_s() > 0)) {
       return bad(step > 0 ? "measured_step_time_s" : "measured_tokens_per_s",
                  "gives a non-finite measured MFU or error (the value is out of range)");
+    }
+    // The ranges `stepcast report` checks too (proto/measured_run.h): MFU at most 100%, a step
+    // of at most a day. The field names are the request's.
+    if (absl::Status s = ValidateMeasuredRun(run.measured_step_time_s(), 0, run.measured_mfu()); !s.ok()) {
+      const std::string msg(s.message());
+      if (absl::StartsWith(msg, "mfu")) {
+        return bad(step > 0 ? "measured_step_time_s" : "measured_tokens_per_s",
+                   absl::StrCat("gives a measured MFU of ", run.measured_mfu() * 100,
+                                "% of the peak, above 100%: check the units and gpu_count"));
+      }
+      return bad(step > 0 ? "measured_step_time_s" : "measured_tokens_per_s", msg);
     }
     return absl::OkStatus();
   }

@@ -482,6 +482,28 @@ TEST_F(ReliabilityService, ReportRunRefusesNonFiniteDerivedValues) {
   EXPECT_THAT(st.error_message(), HasSubstr("gpu_count"));
 }
 
+// Issue 10: impossible measurements (the 7,975,558% MFU and the 1e300 s step once stored) are
+// refused by ReportRun as by `stepcast report` (proto/measured_run.h), naming the field.
+TEST_F(ReliabilityService, ReportRunRefusesImpossibleMeasurements) {
+  Start();
+  Client c = Connect(kReporter);
+  v1::ReportRunRequest rr;
+  *rr.mutable_job() = Job();
+  v1::ReportRunResponse resp;
+  rr.set_measured_step_time_s(1e-9);  // finite, but more FLOP/s than the GPUs' peak
+  grpc::Status st = c.stub().ReportRun(c.Context().get(), rr, &resp);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("measured_step_time_s"));
+  EXPECT_THAT(st.error_message(), HasSubstr("above 100%"));
+  rr.set_measured_step_time_s(2 * 86400.0);  // two days for one step
+  st = c.stub().ReportRun(c.Context().get(), rr, &resp);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("more than a day"));
+  v1::ListRunsResponse lr;
+  ASSERT_TRUE(c.stub().ListRuns(c.Context().get(), {}, &lr).ok());
+  EXPECT_EQ(lr.runs_size(), 0);
+}
+
 // M2: a run stored over the reply limit (written before the caps) no longer breaks ListRuns.
 TEST_F(ReliabilityService, OversizeStoredRunIsListedTrimmed) {
   {

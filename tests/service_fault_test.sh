@@ -72,7 +72,7 @@ writer() {
   local w=$1
   for i in $(seq 12); do
     for _ in $(seq 200); do
-      if "$S" report --server "127.0.0.1:$port" --job "$job" --step-time-s 1.5 --label "w=$w-$i" \
+      if "$S" report --server "127.0.0.1:$port" --job "$job" --step-time-s 15 --label "w=$w-$i" \
            --request-id "w$w-r$i" --deadline-ms 2000 > /dev/null 2>&1; then
         echo "$w-$i" >> "$tmp/acked"; break
       fi

@@ -134,7 +134,10 @@ absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& a
     out.spec.mutable_model()->set_preset(it->second);
     t.set_micro_batch_size(1);
   }
-  for (const auto& [raw_key, value] : overrides) {
+  for (const auto& kv : overrides) {
+    // Named references, not structured bindings: clang 14 cannot capture those in the lambda below.
+    const std::string& raw_key = kv.first;
+    const std::string& value = kv.second;
     // recipe.model.config.tensor_model_parallel_size -> model.tensor_model_parallel_size.
     std::string key = raw_key;
     if (absl::StartsWith(key, "recipe.")) key = key.substr(7);

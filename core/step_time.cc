@@ -239,8 +239,7 @@ class StepModel {
     const GemmEstimate est = EstimateGemm(m, n, k);
     const double f = 2 * m * n * k * count;
     const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * count;
-    Work fwd;
-    fwd.Gemm(est, count, f, b);
+    const Work fwd = GemmForward(m, n, k, count);
     c.gemm_fwd += fwd;
     if (into != nullptr) *into += fwd;
     c.gemm_bwd.Gemm(est, 2 * count, 2 * f, 2 * b);
@@ -255,11 +254,12 @@ class StepModel {
       c.elem_bwd.Bytes((2 * e_act_ + 2) * m * n * count, bw_);
     }
   }
-  // Forward work of one m x k by k x n GEMM, not charged to any layer (for module accounting).
-  Work GemmForward(double m, double n, double k) {
+  // Forward work of `count` m x k by k x n GEMMs, not charged to any layer (Gemm charges it; the
+  // module accounting of torchtitan's op SAC uses it alone).
+  Work GemmForward(double m, double n, double k, double count = 1) {
     Work w;
     if (m <= 0 || n <= 0 || k <= 0) return w;
-    w.Gemm(EstimateGemm(m, n, k), 1, 2 * m * n * k, ((m * k + k * n) * e_in_ + m * n * e_act_));
+    w.Gemm(EstimateGemm(m, n, k), count, 2 * m * n * k * count, ((m * k + k * n) * e_in_ + m * n * e_act_) * count);
     return w;
   }
   // Elementwise work of `bytes` forward and 2x backward, at the framework's traffic factor.

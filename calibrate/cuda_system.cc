@@ -38,15 +38,15 @@ class CudaGpuSystem final : public GpuSystem {
   absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& o) override {
     return calibrate::BenchHbm(gpu, o);
   }
-  absl::StatusOr<double> CuptiGemmSeconds(const GpuInfo& gpu, DType d, const GemmShape& sh) override {
+  absl::StatusOr<CuptiCheck> CuptiGemmCheck(const GpuInfo& gpu, DType d, const GemmShape& sh) override {
     std::lock_guard<std::mutex> l(cupti_mu_);  // CUPTI activity is process-wide: one window at a time
     CuptiTimer& c = Cupti();
     if (!c.enabled()) return absl::UnavailableError(c.why_disabled());
     absl::StatusOr<v1::GemmSample> s = calibrate::BenchGemm(gpu, d, sh, BenchOptions{}, &c);
     if (!s.ok()) return s.status();
-    return s->cupti_median_s();
+    return CuptiCheck{s->cupti_median_s(), s->time().median_s()};
   }
-  absl::StatusOr<double> CuptiHbmCopySeconds(const GpuInfo& gpu) override {
+  absl::StatusOr<CuptiCheck> CuptiHbmCopyCheck(const GpuInfo& gpu) override {
     std::lock_guard<std::mutex> l(cupti_mu_);
     return CuptiHbmCopy(gpu, BenchOptions{}, Cupti());
   }

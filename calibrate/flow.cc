@@ -69,10 +69,10 @@ class InjectingGpuSystem final : public GpuSystem {
     if (me_ && in_.what == "hbm") return absl::InternalError("injected failure");
     return inner_.BenchHbm(g, o);
   }
-  absl::StatusOr<double> CuptiGemmSeconds(const GpuInfo& g, DType d, const GemmShape& sh) override {
-    return inner_.CuptiGemmSeconds(g, d, sh);
+  absl::StatusOr<CuptiCheck> CuptiGemmCheck(const GpuInfo& g, DType d, const GemmShape& sh) override {
+    return inner_.CuptiGemmCheck(g, d, sh);
   }
-  absl::StatusOr<double> CuptiHbmCopySeconds(const GpuInfo& g) override { return inner_.CuptiHbmCopySeconds(g); }
+  absl::StatusOr<CuptiCheck> CuptiHbmCopyCheck(const GpuInfo& g) override { return inner_.CuptiHbmCopyCheck(g); }
   absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>& g, double m,
                                                                       double t) override {
     return inner_.LocalCollectives(g, m, t);
@@ -501,17 +501,17 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
       for (auto& s : samples[i]) {
         if (DTypeFromProto(s.dtype()) != DType::kBF16 || s.what().rfind("square", 0) != 0) continue;
         const GemmShape sh{s.m(), s.n(), s.k(), GemmPass::kSquare, s.what()};
-        absl::StatusOr<double> c = gpus.CuptiGemmSeconds(local[i], DType::kBF16, sh);
+        absl::StatusOr<CuptiCheck> c = gpus.CuptiGemmCheck(local[i], DType::kBF16, sh);
         if (!c.ok()) {
           if (!cupti_warned) warn(absl::StrCat("CUPTI cross-check not done: ", c.status().message()));
           cupti_warned = true;
           break;
         }
-        s.set_cupti_median_s(*c);
-        s.set_cupti_event_disagreement(std::fabs(*c - s.time().median_s()) / s.time().median_s());
-        if (CuptiDisagrees(*c, s.time().median_s())) {
-          warn(absl::StrFormat("GEMM bf16 %s on %s: CUPTI %.1f us vs CUDA events %.1f us", s.what(), GpuName(ids[i]),
-                               *c * 1e6, s.time().median_s() * 1e6));
+        s.set_cupti_median_s(c->cupti_median_s);
+        s.set_cupti_event_disagreement(std::fabs(c->cupti_median_s - c->events_median_s) / c->events_median_s);
+        if (CuptiDisagrees(c->cupti_median_s, c->events_median_s)) {
+          warn(absl::StrFormat("GEMM bf16 %s on %s: CUPTI %.1f us vs CUDA events %.1f us over the same runs", s.what(),
+                               GpuName(ids[i]), c->cupti_median_s * 1e6, c->events_median_s * 1e6));
         }
       }
     }
@@ -563,13 +563,13 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
     for (size_t i = 0; i < local.size(); ++i) {
       for (auto& s : samples[i]) {
         if (s.kernel() != "copy") continue;
-        absl::StatusOr<double> c = gpus.CuptiHbmCopySeconds(local[i]);
+        absl::StatusOr<CuptiCheck> c = gpus.CuptiHbmCopyCheck(local[i]);
         if (!c.ok()) break;
-        s.set_cupti_median_s(*c);
-        s.set_cupti_event_disagreement(std::fabs(*c - s.time().median_s()) / s.time().median_s());
-        if (CuptiDisagrees(*c, s.time().median_s())) {
-          warn(absl::StrFormat("HBM copy on %s: CUPTI %.1f us vs CUDA events %.1f us", GpuName(ids[i]), *c * 1e6,
-                               s.time().median_s() * 1e6));
+        s.set_cupti_median_s(c->cupti_median_s);
+        s.set_cupti_event_disagreement(std::fabs(c->cupti_median_s - c->events_median_s) / c->events_median_s);
+        if (CuptiDisagrees(c->cupti_median_s, c->events_median_s)) {
+          warn(absl::StrFormat("HBM copy on %s: CUPTI %.1f us vs CUDA events %.1f us over the same runs", GpuName(ids[i]),
+                               c->cupti_median_s * 1e6, c->events_median_s * 1e6));
         }
       }
     }

@@ -58,11 +58,37 @@ struct Events {
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
   }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
   double Seconds() {
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
     return ms * 1e-3;
   }
+};
+
+// A start and a stop event per timed run, all enqueued before the one synchronisation at the end
+// (Triton's do_bench and scripts/torch_reference.py do the same). While run i executes, the host
+// enqueues run i+1, so the next start event fires as soon as the work before it ends and the host's
+// launch latency stays out of every window. Synchronising after each run instead let the start
+// event fire on an idle GPU before the kernel was launched: on an H100 (2026-11-25, docs/
+// CALIBRATION.md) that added about 14 us to each 292 us HBM copy.
+class QueuedEvents {
+ public:
+  explicit QueuedEvents(int runs) : events_(static_cast<size_t>(std::max(runs, 0))) {}
+  void Start(int i) { cudaEventRecord(events_[i].start); }
+  void Stop(int i) { cudaEventRecord(events_[i].stop); }
+  // Waits for the last run and returns each run's seconds, in order.
+  std::vector<double> Seconds() {
+    std::vector<double> t;
+    if (events_.empty()) return t;
+    cudaEventSynchronize(events_.back().stop);
+    for (Events& e : events_) t.push_back(e.Seconds());
+    return t;
+  }
+
+ private:
+  std::vector<Events> events_;
 };
 
 // Element i of a host copy of device data of type t, as a double.
@@ -259,24 +285,25 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   }
   const int warmup = WarmupIterations(o, best_time), iters = TimedIterations(o, best_time);
   for (int i = 0; i < warmup; ++i) run(best_algo);
-  std::vector<double> times;
+  QueuedEvents timed(iters);
   if (cupti) cupti->Begin();
   for (int i = 0; i < iters; ++i) {
     if (absl::Status s = Cuda(kernels::LaunchFlush(flush.p, flush_bytes, nullptr), "L2 flush"); !s.ok()) {
       cleanup();
+      if (cupti) cupti->End("");
       return s;
     }
-    cudaEventRecord(ev.start);
+    timed.Start(i);
     const cublasStatus_t s = run(best_algo);
-    cudaEventRecord(ev.stop);
-    cudaEventSynchronize(ev.stop);
+    timed.Stop(i);
     if (s != CUBLAS_STATUS_SUCCESS) {
+      cudaDeviceSynchronize();
       cleanup();
       if (cupti) cupti->End("");
       return Lt(s, "cublasLtMatmul");
     }
-    times.push_back(ev.Seconds());
   }
+  const std::vector<double> times = timed.Seconds();
   // The flush is a cudaMemsetAsync (a MEMSET record, not a kernel), so every kernel record of the
   // window belongs to the GEMM.
   std::vector<double> cupti_times = cupti ? cupti->End("") : std::vector<double>{};
@@ -313,9 +340,19 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   return out;
 }
 
+// Bytes of each STREAM array: at least 8x the L2 (BabelStream's rule that the arrays dwarf the last
+// cache) and at least 1 GiB, the size of the torch copy the calibration is held to
+// (scripts/torch_reference.py), so that a kernel's launch and tail are a small share of its time;
+// at most an eighth of the GPU's memory (three arrays are live). A multiple of 16 (float4).
+static size_t HbmArrayBytes(const GpuInfo& gpu) {
+  size_t bytes = std::max<size_t>(8 * gpu.l2_bytes, size_t{1} << 30);
+  if (gpu.memory_bytes > 0) bytes = std::min(bytes, gpu.memory_bytes / 8);
+  return std::max<size_t>(bytes, 64u << 20) / 16 * 16;
+}
+
 absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& o) {
   RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));
-  const size_t array = std::max<size_t>(8 * gpu.l2_bytes, 256u << 20) / 16 * 16;
+  const size_t array = HbmArrayBytes(gpu);
   DeviceBuffer a, b, c;
   RETURN_IF_ERROR(a.Alloc(array));
   RETURN_IF_ERROR(b.Alloc(array));
@@ -324,17 +361,19 @@ absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const Be
   RETURN_IF_ERROR(Cuda(kernels::LaunchFillRandom(b.p, array / 4, kernels::FillType::kFloat32, 4, nullptr), "fill"));
   RETURN_IF_ERROR(Cuda(kernels::LaunchFillRandom(c.p, array / 4, kernels::FillType::kFloat32, 5, nullptr), "fill"));
   std::vector<v1::HbmSample> out;
-  Events ev;
   auto measure = [&](const char* name, double bytes, auto launch) -> absl::Status {
     for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(Cuda(launch(), name));
-    std::vector<double> t;
+    QueuedEvents timed(o.iters);
     for (int i = 0; i < o.iters; ++i) {
-      cudaEventRecord(ev.start);
-      RETURN_IF_ERROR(Cuda(launch(), name));
-      cudaEventRecord(ev.stop);
-      cudaEventSynchronize(ev.stop);
-      t.push_back(ev.Seconds());
+      timed.Start(i);
+      const absl::Status launched = Cuda(launch(), name);
+      timed.Stop(i);
+      if (!launched.ok()) {
+        cudaDeviceSynchronize();
+        return launched;
+      }
     }
+    const std::vector<double> t = timed.Seconds();
     RETURN_IF_ERROR(Cuda(cudaGetLastError(), name));
     v1::HbmSample s;
     s.set_gpu(gpu.index);
@@ -362,18 +401,30 @@ absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const Be
   return out;
 }
 
-absl::StatusOr<double> CuptiHbmCopy(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer& cupti) {
+absl::StatusOr<CuptiCheck> CuptiHbmCopy(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer& cupti) {
   if (!cupti.enabled()) return absl::UnavailableError(cupti.why_disabled());
   RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));
-  const size_t array = std::max<size_t>(8 * gpu.l2_bytes, 256u << 20) / 16 * 16;
+  const size_t array = HbmArrayBytes(gpu);
   DeviceBuffer a, c;
   RETURN_IF_ERROR(a.Alloc(array));
   RETURN_IF_ERROR(c.Alloc(array));
+  for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(Cuda(kernels::LaunchCopy(a.p, c.p, array, nullptr), "copy"));
+  QueuedEvents timed(o.iters);
   cupti.Begin();
-  for (int i = 0; i < o.iters; ++i) RETURN_IF_ERROR(Cuda(kernels::LaunchCopy(a.p, c.p, array, nullptr), "copy"));
+  for (int i = 0; i < o.iters; ++i) {
+    timed.Start(i);
+    const absl::Status launched = Cuda(kernels::LaunchCopy(a.p, c.p, array, nullptr), "copy");
+    timed.Stop(i);
+    if (!launched.ok()) {
+      cudaDeviceSynchronize();
+      cupti.End("");
+      return launched;
+    }
+  }
+  const std::vector<double> events = timed.Seconds();
   std::vector<double> t = cupti.End("");
   if (t.empty()) return absl::UnavailableError("CUPTI recorded no kernel");
-  return Summarize(t).median_s();
+  return CuptiCheck{Summarize(t).median_s(), Summarize(events).median_s()};
 }
 
 absl::Status SustainedWarmup(const GpuInfo& gpu, double seconds) {

@@ -33,11 +33,13 @@ absl::StatusOr<std::vector<GpuInfo>> ListCudaGpus();
 // One GEMM (see above). With `cupti`, the timed runs are traced by CUPTI instead (the cross-check
 // pass) and cupti_median_s is filled. Rates count 2 m n k FLOPs. Errors: CUDA / cuBLASLt failures
 // (a kernel image missing for this GPU's architecture names it), no algorithm, a wrong result.
+// The timed runs are enqueued back to back, each between its own CUDA events, and synchronised
+// once (Triton's do_bench), so that no run's window holds the host's launch latency.
 absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const GemmShape& shape,
                                          const BenchOptions& o, CuptiTimer* cupti);
 absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& o);
-// The copy kernel's CUPTI kernel time, median of o.iters runs.
-absl::StatusOr<double> CuptiHbmCopy(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer& cupti);
+// The copy kernel's CUPTI kernel time and CUDA-event time over the same o.iters runs (medians).
+absl::StatusOr<CuptiCheck> CuptiHbmCopy(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer& cupti);
 absl::Status SustainedWarmup(const GpuInfo& gpu, double seconds);
 
 }  // namespace stepcast::calibrate

@@ -40,6 +40,15 @@ struct GpuVersions {
   std::string cuda_runtime, cublas, nccl, cuda_architectures;
 };
 
+// Medians (seconds) of one pass timed by CUPTI's kernel records and by CUDA events at once. The
+// two timers over the same runs should agree to launch-gap noise; passes apart they need not (an
+// H100 at its power limit ran a bf16 8192^3 GEMM 10% faster in a pass after a pause than in the
+// sweep, 2026-11-25, docs/CALIBRATION.md).
+struct CuptiCheck {
+  double cupti_median_s = 0;
+  double events_median_s = 0;
+};
+
 class GpuSystem {
  public:
   virtual ~GpuSystem() = default;
@@ -57,10 +66,11 @@ class GpuSystem {
                                                    const BenchOptions& options) = 0;
   // copy, triad, h2d_pinned, d2h_pinned.
   virtual absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& options) = 0;
-  // The CUPTI kernel time (median seconds) of one GEMM / the HBM copy, in a pass of its own after
-  // the timed sweep. Unavailable when CUPTI cannot be used (the reason).
-  virtual absl::StatusOr<double> CuptiGemmSeconds(const GpuInfo& gpu, DType dtype, const GemmShape& shape) = 0;
-  virtual absl::StatusOr<double> CuptiHbmCopySeconds(const GpuInfo& gpu) = 0;
+  // The CUPTI cross-check of one GEMM / the HBM copy, in a pass of its own after the timed sweep:
+  // CUPTI's kernel times and the CUDA-event times of the same runs. Unavailable when CUPTI cannot
+  // be used (the reason).
+  virtual absl::StatusOr<CuptiCheck> CuptiGemmCheck(const GpuInfo& gpu, DType dtype, const GemmShape& shape) = 0;
+  virtual absl::StatusOr<CuptiCheck> CuptiHbmCopyCheck(const GpuInfo& gpu) = 0;
   // Collectives between this process's GPUs (one process, every local GPU).
   virtual absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>& gpus,
                                                                               double max_bytes, double timeout_s) = 0;

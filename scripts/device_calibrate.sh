@@ -14,11 +14,11 @@ if stepcast_env ldd "$STEPCAST_BIN/stepcast-calibrate" | grep "not found"; then
   echo "device_calibrate: missing libraries (above)"; exit 1
 fi
 for t in calibrate_gpu_test probe_gpu_test; do
-  [ -x "$STEPCAST_BIN/$t" ] && stepcast_env "$STEPCAST_BIN/$t" 2>&1 | tail -15 | tee "$out/$t.txt"
+  [ -x "$STEPCAST_BIN/$t" ] && { stepcast_env "$STEPCAST_BIN/$t" >"$out/$t.txt" 2>&1; tail -15 "$out/$t.txt"; }
 done
 t0=$(now); stepcast_env "$STEPCAST_BIN/stepcast-calibrate" --quick --out "$out/quick.json" >"$out/quick.txt" 2>&1; rq=$?; t1=$(now)
 stepcast_env "$STEPCAST_BIN/stepcast-calibrate" --out "$out/profile.json" >"$out/full.txt" 2>&1; rf=$?; t2=$(now)
 tail -40 "$out/full.txt"
-python3 .carry/torch_reference.py --run "$out/profile.json.run.json" --json "$out/torch_reference.json" | tee "$out/reference.txt"
+python3 .carry/torch_reference.py --run "$out/profile.json.run.json" --sustain-s 30 --json "$out/torch_reference.json" | tee "$out/reference.txt"
 printf 'wall time: --quick %s s (exit %d), full %s s (exit %d)\n' "$(elapsed "$t0" "$t1")" $rq "$(elapsed "$t1" "$t2")" $rf \
   | tee -a "$out/reference.txt"

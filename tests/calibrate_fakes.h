@@ -32,6 +32,7 @@ struct FakeConfig {
   double coll_alpha_s = 10e-6, coll_busbw_bytes_per_s = 300e9;
   double coll_fail_at_bytes = 0;  // the local backend's Check fails from this size on (0: never)
   bool cupti = true;
+  double cupti_pass_scale = 1.0, cupti_event_gap = 0.0;
   int* aborted = nullptr;  // counts CollectiveBackend::Abort calls
 };
 
@@ -125,15 +126,19 @@ class FakeGpuSystem final : public GpuSystem {
     }
     return out;
   }
-  absl::StatusOr<double> CuptiGemmSeconds(const GpuInfo& g, DType d, const GemmShape& sh) override {
+  // The CUPTI pass: its events take cupti_pass_scale x the sweep's time (another power state), its
+  // CUPTI kernel times (1 - cupti_event_gap) x its events.
+  absl::StatusOr<CuptiCheck> CuptiGemmCheck(const GpuInfo& g, DType d, const GemmShape& sh) override {
     if (!c_.cupti) return absl::UnavailableError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED");
     absl::StatusOr<v1::GemmSample> s = BenchGemm(g, d, sh, {});
     if (!s.ok()) return s.status();
-    return s->time().median_s();
+    const double events = s->time().median_s() * c_.cupti_pass_scale;
+    return CuptiCheck{events * (1 - c_.cupti_event_gap), events};
   }
-  absl::StatusOr<double> CuptiHbmCopySeconds(const GpuInfo&) override {
+  absl::StatusOr<CuptiCheck> CuptiHbmCopyCheck(const GpuInfo&) override {
     if (!c_.cupti) return absl::UnavailableError("CUPTI unavailable");
-    return 1e9 / c_.hbm_bytes_per_s;
+    const double events = 1e9 / c_.hbm_bytes_per_s * c_.cupti_pass_scale;
+    return CuptiCheck{events * (1 - c_.cupti_event_gap), events};
   }
   absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>& g, double,
                                                                       double) override {

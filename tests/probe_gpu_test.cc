@@ -2,6 +2,8 @@
 // Needs a GPU: skipped, with the reason, where there is none.
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <system_error>
 
 #include "gtest/gtest.h"
 #include "proto/codec.h"
@@ -10,14 +12,32 @@
 namespace stepcast {
 namespace {
 
+// The build's path, else the environment's, else the file of that name beside this test binary
+// (scripts/carry_calibrate.sh carries bin/ and lib/ together to a GPU machine).
+std::string Locate(const char* env, const std::string& built, const std::string& beside) {
+  if (const char* e = std::getenv(env); e != nullptr && *e != '\0') return e;
+  if (std::filesystem::exists(built)) return built;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path p = self.parent_path() / beside;
+    if (std::filesystem::exists(p)) return p.lexically_normal().string();
+  }
+  return built;
+}
+
 TEST(ProbeGpu, InjectedIntoAKnownKernelSequence) {
 #ifndef STEPCAST_PROBE_GPU_PROGRAM
   GTEST_SKIP() << "no CUDA compiler at build time: the probe's GPU test program was not built";
 #else
-  const std::string program = STEPCAST_PROBE_GPU_PROGRAM, probe = STEPCAST_PROBE_LIBRARY;
-  const int check = std::system((program + " --check 2>/dev/null").c_str());
+  const std::string program = Locate("STEPCAST_PROBE_GPU_PROGRAM", STEPCAST_PROBE_GPU_PROGRAM, "probe_gpu_program");
+  const std::string probe = Locate("STEPCAST_PROBE_LIBRARY", STEPCAST_PROBE_LIBRARY, "../lib/libstepcast_probe.so");
+  if (!std::filesystem::exists(program)) GTEST_SKIP() << "the probe's GPU test program is not at " << program;
+  ASSERT_TRUE(std::filesystem::exists(probe)) << "the probe library is not at " << probe;
+  const int check = std::system((program + " --check").c_str());
   if (!WIFEXITED(check) || WEXITSTATUS(check) != 0) {
-    GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount failed or found none): the probe injection test needs a GPU";
+    GTEST_SKIP() << "no CUDA device (" << program << " --check: cudaGetDeviceCount failed or found none): "
+                 << "the probe injection test needs a GPU";
   }
   const std::string out = std::string(::testing::TempDir()) + "/probe_gpu.json";
   std::filesystem::remove(out);
@@ -25,7 +45,9 @@ TEST(ProbeGpu, InjectedIntoAKnownKernelSequence) {
                           " STEPCAST_PROBE_WARMUP=2 " + program;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   v1::ProbeReport r;
-  ASSERT_TRUE(ParseMessageFile(out, &r).ok()) << "no report at " << out;
+  ASSERT_TRUE(std::filesystem::exists(out)) << "no report at " << out;
+  const absl::Status read = ParseMessageFile(out, &r);
+  ASSERT_TRUE(read.ok()) << read;
   // Each kernel goes to the step range that launched it (CUPTI RUNTIME records, correlation ids).
   EXPECT_EQ(r.step_source(), "nvtx:step (launch correlation)");
   EXPECT_FALSE(r.cupti_taken_over());

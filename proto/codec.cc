@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <cstdint>
 #include <unordered_set>
 
 #include <sys/stat.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -178,6 +180,29 @@ absl::Status WalkScalar(const YAML::Node& node, const pb::FieldDescriptor* f,
     case FD::CPPTYPE_INT64:
     case FD::CPPTYPE_UINT32:
     case FD::CPPTYPE_UINT64: {
+      // Digits are read exactly over the field's whole range (a CUPTI timestamp in ns is ~1.8e18,
+      // past a double's 2^53); other spellings ("1e6", "4.0") through a double, up to 9e15.
+      const bool is_signed = f->cpp_type() == FD::CPPTYPE_INT32 || f->cpp_type() == FD::CPPTYPE_INT64;
+      const bool is_32 = f->cpp_type() == FD::CPPTYPE_INT32 || f->cpp_type() == FD::CPPTYPE_UINT32;
+      if (is_signed) {
+        int64_t i = 0;
+        if (absl::SimpleAtoi(v, &i)) {
+          if (is_32 && (i < INT32_MIN || i > INT32_MAX)) {
+            return FieldError(path, absl::StrCat("'", v, "' is out of range for a 32-bit integer"));
+          }
+          out += std::to_string(i);
+          return absl::OkStatus();
+        }
+      } else {
+        uint64_t u = 0;
+        if (absl::SimpleAtoi(v, &u)) {
+          if (is_32 && u > UINT32_MAX) {
+            return FieldError(path, absl::StrCat("'", v, "' is out of range for a 32-bit integer"));
+          }
+          out += std::to_string(u);
+          return absl::OkStatus();
+        }
+      }
       errno = 0;
       char* end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
@@ -266,7 +291,35 @@ absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const 
     first = false;
     JsonString(f->name(), out);
     out.push_back(':');
-    if (f->is_repeated()) {
+    if (f->is_map()) {
+      // proto3 map<K, V>: a map in YAML and JSON alike ({"nccl:all_reduce": 0.1}); its keys are
+      // strings in protobuf's JSON, its values walked as the entry's value field.
+      const YAML::Node& m = kv.second;
+      if (m.IsNull()) {
+        out += "{}";
+        continue;
+      }
+      if (!m.IsMap()) return FieldError(fpath, "expected a map of keys to values");
+      const pb::FieldDescriptor* value = f->message_type()->map_value();
+      out.push_back('{');
+      bool first_entry = true;
+      std::unordered_set<std::string> keys;
+      for (const auto& entry : m) {
+        if (!entry.first.IsScalar()) return FieldError(fpath, "a map key must be a single value");
+        const std::string k = entry.first.Scalar();
+        if (!keys.insert(k).second && tl_reject_duplicate_keys) {
+          return FieldError(absl::StrCat(fpath, "[", k, "]"), "given twice; give each key once");
+        }
+        if (!first_entry) out.push_back(',');
+        first_entry = false;
+        JsonString(k, out);
+        out.push_back(':');
+        if (absl::Status st = WalkScalar(entry.second, value, absl::StrCat(fpath, "[", k, "]"), out); !st.ok()) {
+          return st;
+        }
+      }
+      out.push_back('}');
+    } else if (f->is_repeated()) {
       const YAML::Node& seq = kv.second;
       if (!seq.IsSequence()) return FieldError(fpath, "expected a list");
       out.push_back('[');

@@ -3,6 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/codec.h"
+#include "stepcast/v1/probe.pb.h"
 #include "tests/test_util.h"
 
 namespace stepcast {
@@ -181,6 +182,30 @@ TEST(Codec, RateProfileRoundTripsThroughJson) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(ToJson(RateProfileToProto(*p)), json);
   EXPECT_EQ(p->gemm.size(), hw.reference_profile.gemm.size());
+}
+
+// proto3 maps (the probe report's per-collective seconds) in JSON and YAML; a probe report with
+// an empty map did not read back before (found on an H100, 2026-11-25: "expected a list").
+TEST(Codec, MapFieldsReadFromJsonAndYaml) {
+  v1::StepMeasurement s;
+  ASSERT_TRUE(ParseMessage(R"({"communication_by_collective_s": {"all_reduce": 0.25, "all_gather": 1e-3}})",
+                           SpecFormat::kJson, "j", &s).ok());
+  EXPECT_DOUBLE_EQ(s.communication_by_collective_s().at("all_reduce"), 0.25);
+  EXPECT_DOUBLE_EQ(s.communication_by_collective_s().at("all_gather"), 1e-3);
+  v1::StepMeasurement y;
+  ASSERT_TRUE(ParseMessage("communication_by_collective_s:\n  reduce_scatter: 2\nexposed_communication_by_collective_s: {}\n",
+                           SpecFormat::kYaml, "y", &y).ok());
+  EXPECT_DOUBLE_EQ(y.communication_by_collective_s().at("reduce_scatter"), 2.0);
+  EXPECT_TRUE(y.exposed_communication_by_collective_s().empty());
+  v1::StepMeasurement bad;
+  EXPECT_THAT(ParseMessage(R"({"communication_by_collective_s": {"all_reduce": "fast"}})", SpecFormat::kJson, "j",
+                           &bad).message(),
+              ::testing::HasSubstr("communication_by_collective_s[all_reduce]: 'fast' is not a number"));
+  EXPECT_THAT(ParseMessage(R"({"communication_by_collective_s": {"a": 1, "a": 2}})", SpecFormat::kJson, "j", &bad)
+                  .message(),
+              ::testing::HasSubstr("given twice"));
+  EXPECT_THAT(ParseMessage(R"({"communication_by_collective_s": [1, 2]})", SpecFormat::kJson, "j", &bad).message(),
+              ::testing::HasSubstr("expected a map of keys to values"));
 }
 
 TEST(Codec, PredictionJsonHasTheDocumentedKeys) {

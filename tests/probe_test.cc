@@ -7,6 +7,7 @@
 #include <chrono>
 #include <random>
 #include "plugin/compare.h"
+#include "proto/codec.h"
 #include "plugin/probe/collector.h"
 #include "plugin/probe/trace_analysis.h"
 #include "absl/strings/str_cat.h"
@@ -374,6 +375,38 @@ TEST(Steps, PeriodOnTheComputeStreamWhenStreamsInterleave) {
   EXPECT_EQ(p->period, 6);
   ASSERT_EQ(p->starts.size(), 12u);
   for (int i = 0; i < 12; ++i) EXPECT_EQ(p->starts[i], i * 1'000'000 + 200'000);
+}
+
+// The report as the injected probe writes it (ToJson) reads back with the strict reader the
+// service and `stepcast compare` use, for the GPU test program's sequence (two GEMM kernels and
+// an elementwise kernel per "step" range, no communication: empty per-collective maps), with
+// CUPTI's clock (ns since the epoch, ~1.8e18, past a double's 2^53). Both broke the read-back on
+// an H100 (2026-11-25): "expected a list" and "'1795629272700890696' is not an integer".
+TEST(Collector, ReportOfAStepWithoutCommunicationReadsBack) {
+  Collector::Options o;
+  o.warmup_steps = 2;
+  Collector c(o);
+  int64_t corr = 1;
+  for (int step = 0; step < 10; ++step) {
+    const int64_t cpu = int64_t{1'795'629'272'700'890'696} + step * int64_t{200'000}, gpu = cpu + 5'000;
+    c.AddRangeStart(step, "step", cpu);
+    const char* names[] = {"fake_gemm_kernel", "elementwise_add_kernel", "fake_gemm_kernel"};
+    for (int k = 0; k < 3; ++k) {
+      c.AddLaunch(corr, cpu + 1'000 + k * 1'000);
+      c.AddKernel(names[k], gpu + k * 50'000, gpu + k * 50'000 + 40'000, 7, corr);
+      ++corr;
+    }
+    c.AddRangeEnd(step, cpu + 190'000);
+  }
+  const v1::ProbeReport r = c.Finish();
+  ASSERT_EQ(r.steps_size(), 7);
+  v1::ProbeReport back;
+  const absl::Status s = ParseMessage(ToJson(r), SpecFormat::kJson, "report", &back);
+  ASSERT_TRUE(s.ok()) << s << "\n" << ToJson(r);
+  EXPECT_EQ(back.steps_size(), 7);
+  EXPECT_EQ(back.steps(0).kernel_count(), 3);
+  EXPECT_EQ(back.steps(6).end_ns(), r.steps(6).end_ns());
+  EXPECT_GT(back.steps(6).end_ns(), int64_t{1} << 60);
 }
 
 }  // namespace

@@ -70,8 +70,11 @@ std::string FormatTraceReport(const v1::TraceReport& r) {
   std::string o;
   for (const v1::TraceSummary& s : r.ranks()) {
     absl::StrAppendFormat(&o, "stepcast trace: %s\n", s.path());
-    absl::StrAppendFormat(&o, "  rank %d of %d, %s; %d GPU records on %d streams, %d launches (%d records without one)\n",
-                          s.rank(), s.world_size(), s.device_names().empty() ? "unknown GPU" : s.device_names(0),
+    // A single-process trace has no distributedInfo: rank -1, world size 0.
+    const std::string rank = s.world_size() > 0 ? absl::StrFormat("rank %d of %d", s.rank(), s.world_size())
+                                                : std::string("one process (no distributedInfo)");
+    absl::StrAppendFormat(&o, "  %s, %s; %d GPU records on %d streams, %d launches (%d records without one)\n",
+                          rank, s.device_names().empty() ? "unknown GPU" : s.device_names(0),
                           s.gpu_records(), s.streams_size(), s.launches(), s.records_without_launch());
     absl::StrAppendFormat(&o, "  steps from %s: %d\n\n", s.step_source(), s.steps_size());
     absl::StrAppendFormat(&o, "  %5s %9s %8s %8s %8s %8s %8s %8s %9s %9s %8s  %s\n", "step", "time ms", "gemm", "conv",

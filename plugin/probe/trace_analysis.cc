@@ -48,7 +48,10 @@ KernelCategory ClassifyKernel(absl::string_view name) {
   if (IsCommunicationName(n)) return KernelCategory::kCommunication;
   if (has("flash_fwd") || has("flash_bwd") || has("flash::") || has("flash_attn") || has("fmha") || has("sdpa") ||
       has("_attn_fwd") || has("_attn_bwd") || has("attention") || has("fused_attn") ||
-      has("reshape_and_cache")) {
+      has("reshape_and_cache") ||
+      // cuDNN SDPA backward's pre/post kernels (cudnn::fusion::compute_dot_do_o, convert_dq_to_16bits;
+      // FlashAttention-2's flash_bwd_dot_do_o / flash_bwd_convert_dq, matched above).
+      (has("cudnn::fusion::") && (has("dot_do_o") || has("convert_dq")))) {
     return KernelCategory::kAttention;
   }
   // Convolutions before GEMMs: cuDNN's and CUTLASS's convolutions are implicit GEMMs and carry

@@ -268,7 +268,9 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
                      cat == "memset";
     const bool launch = ev_.has_correlation && (cat == "cuda_runtime" || cat == "cuda_driver" ||
                                                 cat == "runtime" || cat == "driver");
-    const bool step = absl::StartsWith(ev_.name, "ProfilerStep#");
+    // The CPU's ProfilerStep#N range only: newer Kineto (torch 2.11, 2026) also writes each step
+    // as a "gpu_user_annotation" on the GPU timeline, which would count every step twice.
+    const bool step = absl::StartsWith(ev_.name, "ProfilerStep#") && cat != "gpu_user_annotation";
     const bool cpu_annotation = cat == "user_annotation" || cat == "cpu_op" || cat == "python_function";
     const bool nccl_annotation = cpu_annotation && absl::StartsWith(ev_.name, "nccl:");
     const bool step_annotation = cat == "user_annotation" && !step && probe::IsStepRangeName(ev_.name, o_.step_pattern);

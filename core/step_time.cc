@@ -288,7 +288,7 @@ class StepModel {
   const Placement place_;
   double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false;
-  bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false;
+  bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
   std::optional<GemmModel> gemm_model_;  // built here when none was given
   const GemmModel* gm_ = nullptr;
   struct GemmMemo {
@@ -355,6 +355,14 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
     *fwd = r.forward_flops_per_s;
     *bwd = r.backward_flops_per_s;
     return;
+  }
+  if (!fw_.attention.rates.empty() && !warned_attention_) {
+    // A kernel measured elsewhere only (sdpa-cudnn: Hopper) selected on another GPU.
+    warned_attention_ = true;
+    warnings_.push_back(absl::StrCat("attention kernel ", fw_.attention.kernel, " has no measured rate on ",
+                                     job_.hardware.architecture, ": attention at the ",
+                                     job_.profile.attention_flops_per_s > 0 ? "profile's attention rate"
+                                                                            : "GEMM rate of its shape"));
   }
   if (job_.profile.attention_flops_per_s > 0) {
     *fwd = *bwd = job_.profile.attention_flops_per_s;

@@ -68,6 +68,16 @@ struct Precision {
   // Dtype of the DP gradient reduction (Megatron: fp32 unless --grad-reduce-in-bf16; FSDP
   // reduce_dtype). Also the dtype of the DDP gradient buffer Megatron keeps.
   DType grad_reduce = DType::kFP32;
+
+  // PyTorch automatic mixed precision (torch.autocast): fp32 weights and residual stream, GEMMs
+  // and attention in bf16/fp16. PyTorch's AMP docs (torch.amp, "Autocast Op Reference"): linear,
+  // matmul and scaled_dot_product_attention autocast to the lower dtype; layer_norm, softmax,
+  // log_softmax autocast to float32; autocast's cache (cache_enabled, default on) keeps the
+  // lower-precision copy of each weight cast inside the region, and autograd keeps it for the
+  // backward.
+  bool Autocast() const {
+    return params == DType::kFP32 && (gemm == DType::kBF16 || gemm == DType::kFP16);
+  }
 };
 
 struct TrainingConfig {

@@ -10,6 +10,7 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   const ModelShape& m = Resolve(in, storage);
   const double s = x.seq_tokens, b = x.micro_batch, t = x.tp, e = x.bytes_per_activation;
   const double eg = x.bytes_per_gemm_input > 0 ? x.bytes_per_gemm_input : e;
+  const double en = x.bytes_per_norm_input > 0 ? x.bytes_per_norm_input : e;
   const double h = m.hidden_size, a = m.attention_heads, kv = m.kv_heads;
   const double dqk = m.QkHeadDim(), dv = m.VHeadDim();
   const double sb = s * b;
@@ -27,7 +28,7 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10"): the two norm
   // inputs, the norm outputs (QKV and MLP GEMM inputs), two dropout masks.
   const bool norm_out_dropped = dropped(kRecomputeLayernorm) || op_sac;
-  double replicated = 2 * e * sb * h + 2 * mask * sb * h;
+  double replicated = 2 * en * sb * h + 2 * mask * sb * h;
   if (!norm_out_dropped) replicated += 2 * eg * sb * h;
   // Split by TP (Korthikanti's "24/t" for GPT): Q, K, V (attention in the activation dtype),
   // the projection input, MLP internals.
@@ -170,7 +171,9 @@ LayerActivationInput StageLayerInput(const Job& job) {
   const TrainingConfig& t = job.training;
   const Parallelism& p = job.parallelism;
   const Precision& pr = t.precision;
-  const double e = BytesPerElement(pr.params);
+  // Under autocast the activations GEMMs and attention make are in the GEMM dtype; the residual
+  // stream (the norms' inputs) stays fp32.
+  const double e = pr.Autocast() ? BytesPerElement(pr.gemm) : BytesPerElement(pr.params);
   LayerActivationInput li;
   li.seq_tokens = static_cast<double>(t.seq_length) / p.cp;
   li.kv_tokens = static_cast<double>(t.seq_length);
@@ -183,6 +186,7 @@ LayerActivationInput StageLayerInput(const Job& job) {
   li.recompute_modules = RecomputeModuleMask(t.recompute_modules);
   li.bytes_per_activation = e;
   li.bytes_per_gemm_input = pr.gemm == DType::kFP8 ? 1.0 : e;
+  if (pr.Autocast()) li.bytes_per_norm_input = BytesPerElement(pr.params);
   li.expert_tp = static_cast<double>(p.Etp());
   return li;
 }
@@ -275,7 +279,7 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   if (master_shards) per_param_opt -= master;
   out.optimizer_states_bytes = sharded(z1) * per_param_opt;
 
-  // Activations.
+  // Activations (the embedding output is the residual stream: fp32 under autocast).
   const double e = BytesPerElement(pr.params);
   const double seq_tokens = static_cast<double>(t.seq_length) / p.cp;
   const double micro_batch = static_cast<double>(t.micro_batch_size);
@@ -321,6 +325,9 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   out.communication_buffers_bytes = buckets + comms * nccl_per_comm;
   out.cuda_context_bytes = 0.5 * (1ull << 30);
   out.workspace_bytes = 2 * 32.0 * (1 << 20);
+  // Autocast's weight cache: the bf16/fp16 copy of every local weight, made in the forward and
+  // kept by autograd until the backward has used it (Precision::Autocast).
+  if (pr.Autocast()) out.workspace_bytes += local.total() * BytesPerElement(pr.gemm);
   if (z3) {
     const double gather_bytes = t.fp8_param_gather && pr.gemm == DType::kFP8 ? 1.0 : BytesPerElement(pr.params);
     if (p.pp > 1 && job.framework.sharding.gather_once_per_step_with_pp) {

@@ -46,6 +46,7 @@ struct LayerActivationInput {
   bool moe_layer = false;
   uint32_t recompute_modules = 0;  // RecomputeModule bits (selective); 0: core_attn
   double bytes_per_gemm_input = 0;             // 0: bytes_per_activation (fp8 GEMMs: 1)
+  double bytes_per_norm_input = 0;             // the two norms' inputs (residual stream); 0: bytes_per_activation
   double expert_tp = 0;                        // ETP for expert internals; 0: tp
   double moe_tokens_factor = 1;                // routing imbalance: max/mean tokens per expert (1: balanced)
 };

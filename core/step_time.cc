@@ -155,7 +155,9 @@ class StepModel {
         p_(job.parallelism),
         place_(PlaceGroups(job.parallelism, job.GpusPerNode())) {
     bw_ = job.profile.hbm_bandwidth_bytes_per_s;
-    e_act_ = BytesPerElement(t_.precision.params);
+    // Under autocast, the GEMM dtype (its fp32 norm and residual traffic and the weight casts are
+    // not counted: docs/MODEL.md).
+    e_act_ = BytesPerElement(t_.precision.Autocast() ? t_.precision.gemm : t_.precision.params);
     e_in_ = BytesPerElement(t_.precision.gemm);
     tokens_ = static_cast<double>(t_.micro_batch_size) * t_.seq_length / p_.cp;
     sp_ = p_.sequence_parallel && p_.tp > 1;

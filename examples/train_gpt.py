@@ -96,7 +96,9 @@ def main():
     if prof is not None:
         prof.stop()
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"params {n_params / 1e9:.3f}B; loop median step {statistics.median(times):.4f} s over {len(times)} steps")
+    print(f"params {n_params / 1e9:.3f}B; loop median step {statistics.median(times):.4f} s over {len(times)} steps; "
+          f"peak memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB allocated, "
+          f"{torch.cuda.max_memory_reserved() / 2**30:.2f} GiB reserved")
 
 
 if __name__ == "__main__":

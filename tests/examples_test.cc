@@ -68,8 +68,10 @@ TEST(Examples, ThroughputNearTheFrameworksPublishedFigure) {
 }
 
 // Our own measured run (examples/gpt-1.3b-pytorch-h100.yaml): examples/train_gpt.py on the device
-// tool's H100 80GB HBM3, 2026-11-25, loop CUDA-event median 0.3113 s per step. Predicted with the
-// profile stepcast-calibrate measured on that GPU the same day, and with the built-in reference.
+// tool's H100 80GB HBM3, 2026-11-25, loop CUDA-event median 0.3113 s per step, peak memory
+// 55.18 GiB allocated (torch.cuda.max_memory_allocated). Predicted with the profile
+// stepcast-calibrate measured on that GPU the same day, and with the built-in reference. The same
+// model at batch 16 ran out of memory there (CUDA OOM with 77.2 GiB allocated): never "fits".
 TEST(Examples, OwnH100RunWithItsCalibratedProfile) {
   const std::string file = "gpt-1.3b-pytorch-h100.yaml";
   absl::StatusOr<RateProfile> profile = LoadRateProfile(kExamples + "/profiles/h100-sxm-device-2026-11-25.json");
@@ -78,11 +80,19 @@ TEST(Examples, OwnH100RunWithItsCalibratedProfile) {
   ASSERT_TRUE(calibrated.ok()) << calibrated.status();
   absl::StatusOr<Prediction> p = Predict(*calibrated);
   ASSERT_TRUE(p.ok()) << p.status();
-  const double measured_s = 0.3113;
-  EXPECT_NEAR(p->step_time_s / measured_s, 1.0, 0.06);  // +3.6% on 2026-11-25
+  const double measured_s = 0.3113, measured_peak_gib = 55.18;
+  EXPECT_NEAR(p->step_time_s / measured_s, 1.0, 0.06);  // +2.7% on 2026-11-25
   EXPECT_EQ(calibrated->framework.attention.kernel, "sdpa-cudnn");
+  EXPECT_TRUE(calibrated->training.precision.Autocast());
+  EXPECT_NEAR(p->memory.total_bytes / (1ull << 30) / measured_peak_gib, 1.0, 0.10);  // -3.5%
+  EXPECT_TRUE(p->memory.fits);
   const Prediction reference = MustPredict(file);
-  EXPECT_NEAR(reference.step_time_s / measured_s, 1.0, 0.10);  // +8.9% on 2026-11-25
+  EXPECT_NEAR(reference.step_time_s / measured_s, 1.0, 0.10);  // +8.1% on 2026-11-25
+
+  Job batch16 = *calibrated;
+  batch16.training.micro_batch_size = batch16.training.global_batch_size = 16;
+  const MemoryEstimate m16 = EstimateMemory(batch16);
+  EXPECT_FALSE(m16.fits) << m16.total_bytes / (1ull << 30) << " GiB";
 }
 
 // torchtitan's op SAC (torchtitan/distributed/activation_checkpoint.py) saves every aten.mm

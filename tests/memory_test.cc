@@ -115,5 +115,29 @@ training: {seq_length: 8192, global_batch_size: 8})");
   EXPECT_GT(p->memory.total_bytes, 405e9 * 18);
 }
 
+// PyTorch AMP (torch.autocast bf16 over fp32 weights; docs "Autocast Op Reference": layer_norm runs
+// in float32, linear / SDPA in bf16; the cast cache keeps each weight's bf16 copy). Against the same
+// job with bf16 weights, a GPT layer (h 2048, seq 2048, micro-batch 8, no TP) stores its two norm
+// inputs in 4 bytes instead of 2: 2 x 2 x 2048 x 8 x 2048 = 134,217,728 bytes more per layer; the
+// weight cache is 2 bytes per parameter; every other activation is bf16 in both.
+TEST(Memory, AutocastKeepsTheResidualStreamInFp32AndTheWeightCache) {
+  const std::string shape =
+      "model: {shape: {layers: 24, hidden_size: 2048, attention_heads: 16, ffn_hidden_size: 8192, ffn_type: gelu, "
+      "vocab_size: 50304, tied_embeddings: true, linear_bias: true, learned_position_embeddings: 2048, "
+      "norm_type: layernorm}}\nhardware: h100-sxm\ncluster: {gpu_count: 1}\n"
+      "training: {seq_length: 2048, global_batch_size: 8, micro_batch_size: 8, recompute: none, ";
+  absl::StatusOr<Job> amp = testing::JobFromYaml(shape + "precision: {params: fp32, gemm: bf16}}\n");
+  absl::StatusOr<Job> bf16 = testing::JobFromYaml(shape + "precision: {params: bf16, gemm: bf16}}\n");
+  ASSERT_TRUE(amp.ok()) << amp.status();
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  ASSERT_TRUE(amp->training.precision.Autocast());
+  ASSERT_FALSE(bf16->training.precision.Autocast());
+  const LayerActivationTerms a = ComputeLayerActivationTerms(*amp), b = ComputeLayerActivationTerms(*bf16);
+  EXPECT_DOUBLE_EQ(a.dense_layer_bytes - b.dense_layer_bytes, 134217728.0);
+  const MemoryEstimate ma = EstimateMemory(*amp), mb = EstimateMemory(*bf16);
+  const double params = ma.weights_bytes / 4;  // fp32 weights
+  EXPECT_NEAR(ma.workspace_bytes - mb.workspace_bytes, 2 * params, 1.0);
+}
+
 }  // namespace
 }  // namespace stepcast

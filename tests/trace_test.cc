@@ -367,6 +367,21 @@ TEST(Reader, SmallTraceStepsByCorrelationNestedRangesAndAllToAll) {
   }
 }
 
+// fuzz_kineto's finding (2026-11-25, FUZZ_SEED=1): "stream": 2.2e57 was cast to int64 (undefined
+// behaviour). A stream, device or correlation that is not an int64 integer is left unknown.
+TEST(Reader, OutOfRangeIdsAreUnknownNotCast) {
+  const std::string json =
+      R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32", "pid": 0,)"
+      R"( "tid": 7, "ts": 1100.0, "dur": 2000.0, "args": {"stream": 2222222222222222222222222222222222222222222222222222222222,)"
+      R"( "device": 1.5, "correlation": -1e300}}]})";
+  absl::StatusOr<KinetoTrace> t = ReadKinetoTrace(WriteTemp("huge_ids.json", json, false));
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->records.size(), 1u);
+  EXPECT_EQ(t->records[0].stream, -1);
+  EXPECT_EQ(t->records[0].device, -1);
+  EXPECT_EQ(t->records[0].correlation, -1);
+}
+
 TEST(Reader, ClearErrorsForBadFiles) {
   EXPECT_EQ(ReadKinetoTrace("/nonexistent/trace.json").status().code(), absl::StatusCode::kNotFound);
   const std::string full = SmallTrace(3);

@@ -129,7 +129,7 @@ int Preflight(const std::string& job_path, const PreflightArgs& args) {
   const grpc::Status st = client->stub().Preflight(ctx.get(), req, &resp);
   if (!st.ok()) {
     std::cerr << "stepcast: preflight against " << args.client.address << " failed: "
-              << (st.error_code() == grpc::UNAVAILABLE ? "service unreachable: " : "") << st.error_message() << "\n";
+              << (st.error_code() == grpc::UNAVAILABLE ? "service unreachable: " : "") << DescribeGrpcError(st) << "\n";
     return st.error_code() == grpc::INVALID_ARGUMENT || st.error_code() == grpc::NOT_FOUND ? kExitInvalid : kExitError;
   }
   // A server (older, or not ours) that answers PASS for a NaN prediction is overruled: FAIL.

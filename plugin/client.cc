@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/codec.h"
@@ -73,7 +74,19 @@ grpc::Status ReportRunWithRetry(const Client& client, v1::ReportRunRequest& requ
 
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), DescribeGrpcError(s));
+}
+
+std::string DescribeGrpcError(const grpc::Status& s) {
+  if (s.error_code() == grpc::UNIMPLEMENTED && s.error_message().empty()) {
+    return "UNIMPLEMENTED with no message: the server does not have this method, or could not parse the "
+           "request (a malformed message, or a client and server built from different protos)";
+  }
+  if (s.error_code() == grpc::RESOURCE_EXHAUSTED && absl::StrContains(s.error_message(), "larger than max")) {
+    return absl::StrCat(s.error_message(), ": the request or reply is over gRPC's message limit (4 MiB by default); "
+                        "a job with a large inlined hf_config, or a run with a very large measured breakdown?");
+  }
+  return s.error_message();
 }
 
 }  // namespace stepcast

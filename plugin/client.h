@@ -47,8 +47,14 @@ std::string NewRequestId();
 grpc::Status ReportRunWithRetry(const Client& client, v1::ReportRunRequest& request, v1::ReportRunResponse* response,
                                 int attempts = 3);
 
-// grpc::Status -> absl::Status with the same code and message.
+// grpc::Status -> absl::Status with the same code and DescribeGrpcError's message.
 absl::Status FromGrpc(const grpc::Status& s);
+
+// A gRPC error's message as a user should read it. gRPC's own answers carry no hint of the cause:
+// a request the server could not parse comes back UNIMPLEMENTED with no message from gRPC 1.51's
+// callback API (reliability review L4), a request over the 4 MiB limit as "Received message larger
+// than max (N vs. 4194304)" (L3); those get one. Other messages are returned as they are.
+std::string DescribeGrpcError(const grpc::Status& s);
 
 }  // namespace stepcast
 

@@ -25,6 +25,7 @@
 #include "proto/catalog.h"
 #include "proto/hf_config.h"
 #include "proto/job_defaults.h"
+#include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 
 namespace stepcast {
@@ -355,6 +356,62 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) { return ReadInput
 
 }  // namespace
 
+namespace {
+
+// 1-based line and column (in bytes) of offset `at` in `text`.
+struct TextPosition {
+  int line = 1, column = 1;
+};
+TextPosition PositionOf(absl::string_view text, size_t at) {
+  TextPosition p;
+  for (size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++p.line;
+      p.column = 1;
+    } else {
+      ++p.column;
+    }
+  }
+  return p;
+}
+
+// Offset of the first byte that does not start or continue a well-formed UTF-8 sequence
+// (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF), or npos.
+size_t FirstInvalidUtf8(absl::string_view s) {
+  const auto* u = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = u[i];
+    size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    if (u[i + 1] < lo || u[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k) {
+      if (u[i + k] < 0x80 || u[i + k] > 0xBF) return i;
+    }
+    i += len;
+  }
+  return absl::string_view::npos;
+}
+
+}  // namespace
+
 absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::string_view origin,
                           pb::Message* msg) {
   if (format == SpecFormat::kTextProto) {
@@ -370,9 +427,27 @@ absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::strin
     }
     return absl::OkStatus();
   }
+  // Text checks before the YAML parser, whose messages for these name neither the cause nor the
+  // place (reliability review L3: "unknown escape character", "Encountered non UTF-8 code
+  // points" followed by internal JSON).
+  if (const size_t nul = text.find('\0'); nul != absl::string_view::npos) {
+    const TextPosition at = PositionOf(text, nul);
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": line ", at.line, ":", at.column,
+                                                   ": a NUL byte; a job file is UTF-8 text (a binary or UTF-16 file?)"));
+  }
+  if (const size_t bad = FirstInvalidUtf8(text); bad != absl::string_view::npos) {
+    const TextPosition at = PositionOf(text, bad);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: line %d:%d: byte 0x%02X is not valid UTF-8; save the file as UTF-8", origin, at.line, at.column,
+        static_cast<unsigned char>(text[bad])));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": line ", e.mark.line + 1, ":", e.mark.column + 1,
+                                                   ": nested ", e.depth(),
+                                                   " levels deep or more (the YAML parser's limit); a job is a few levels deep"));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": line ", e.mark.line + 1, ":",
                                                    e.mark.column + 1, ": ", e.msg));

@@ -44,6 +44,15 @@ class Reader {
                                                      "' is not an integer"));
     }
   }
+  // A count the model needs at least one of (layers, hidden size, heads, vocabulary): an error
+  // names the config's own key, not the job field it becomes (reliability review L3).
+  absl::StatusOr<int64_t> Count(const char* key, int64_t fallback = -1) const {
+    absl::StatusOr<int64_t> v = Int(key, fallback);
+    if (v.ok() && *v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": must be at least 1 (got ", *v, ")"));
+    }
+    return v;
+  }
   bool Bool(const char* key, bool fallback) const {
     if (!Has(key)) return fallback;
     try {
@@ -133,11 +142,11 @@ absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::
   }
 
   if (type == "gpt2") {
-    ASSIGN_OR_RETURN_INT(s.layers, r.Int("n_layer"));
-    ASSIGN_OR_RETURN_INT(s.hidden_size, r.Int("n_embd"));
-    ASSIGN_OR_RETURN_INT(s.attention_heads, r.Int("n_head"));
+    ASSIGN_OR_RETURN_INT(s.layers, r.Count("n_layer"));
+    ASSIGN_OR_RETURN_INT(s.hidden_size, r.Count("n_embd"));
+    ASSIGN_OR_RETURN_INT(s.attention_heads, r.Count("n_head"));
     ASSIGN_OR_RETURN_INT(s.ffn_hidden_size, r.Int("n_inner", 4 * s.hidden_size));
-    ASSIGN_OR_RETURN_INT(s.vocab_size, r.Int("vocab_size"));
+    ASSIGN_OR_RETURN_INT(s.vocab_size, r.Count("vocab_size"));
     ASSIGN_OR_RETURN_INT(s.learned_position_embeddings, r.Int("n_positions", 1024));
     s.ffn_type = FfnType::kGelu;
     s.linear_bias = true;
@@ -152,10 +161,10 @@ absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::
     if (!ffn || !ffn.IsMap()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ffn_config: missing"));
     Reader ra(attn ? attn : body, absl::StrCat(origin, ": attn_config"));
     Reader rf(ffn, absl::StrCat(origin, ": ffn_config"));
-    ASSIGN_OR_RETURN_INT(s.layers, r.Int("n_layers"));
-    ASSIGN_OR_RETURN_INT(s.hidden_size, r.Int("d_model"));
-    ASSIGN_OR_RETURN_INT(s.attention_heads, r.Int("n_heads"));
-    ASSIGN_OR_RETURN_INT(s.vocab_size, r.Int("vocab_size"));
+    ASSIGN_OR_RETURN_INT(s.layers, r.Count("n_layers"));
+    ASSIGN_OR_RETURN_INT(s.hidden_size, r.Count("d_model"));
+    ASSIGN_OR_RETURN_INT(s.attention_heads, r.Count("n_heads"));
+    ASSIGN_OR_RETURN_INT(s.vocab_size, r.Count("vocab_size"));
     ASSIGN_OR_RETURN_INT(s.kv_heads, ra.Int("kv_n_heads", 1));  // DbrxAttentionConfig default 1
     ASSIGN_OR_RETURN_INT(s.ffn_hidden_size, rf.Int("ffn_hidden_size", 3584));  // DbrxFFNConfig defaults
     ASSIGN_OR_RETURN_INT(s.moe.routed_experts, rf.Int("moe_num_experts", 4));
@@ -165,14 +174,14 @@ absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::
     s.norm_type = NormType::kLayerNorm;
     s.tied_embeddings = tied;
   } else {
-    ASSIGN_OR_RETURN_INT(s.layers, r.Int("num_hidden_layers"));
-    ASSIGN_OR_RETURN_INT(s.hidden_size, r.Int("hidden_size"));
-    ASSIGN_OR_RETURN_INT(s.attention_heads, r.Int("num_attention_heads"));
+    ASSIGN_OR_RETURN_INT(s.layers, r.Count("num_hidden_layers"));
+    ASSIGN_OR_RETURN_INT(s.hidden_size, r.Count("hidden_size"));
+    ASSIGN_OR_RETURN_INT(s.attention_heads, r.Count("num_attention_heads"));
     ASSIGN_OR_RETURN_INT(s.kv_heads, r.Int("num_key_value_heads", s.attention_heads));
     ASSIGN_OR_RETURN_INT(s.head_dim, r.Int("head_dim", 0));
     // Gemma3TextConfig's vocab_size default (262208) applies when text_config omits it, as the
     // released Gemma 3 configs do.
-    ASSIGN_OR_RETURN_INT(s.vocab_size, r.Int("vocab_size", type == "gemma3_text" ? 262208 : -1));
+    ASSIGN_OR_RETURN_INT(s.vocab_size, r.Count("vocab_size", type == "gemma3_text" ? 262208 : -1));
     s.tied_embeddings = tied;
     // gpt-oss always has q/k/v/o biases (configuration_gpt_oss.py sets attention_bias = True).
     s.linear_bias = r.Bool("attention_bias", type == "gpt_oss") || r.Bool("mlp_bias", false);

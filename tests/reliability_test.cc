@@ -10,12 +10,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <thread>
 
 #include "cli/cli.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "plugin/client.h"
 #include "plugin/policy.h"
@@ -622,6 +624,85 @@ TEST(ReliabilityInputs, DuplicateJsonKeyIsAnError) {
   absl::Status s = ParseMessageFile(Input("json_duplicate_key.json"), &spec);  // gpu_count 16 before
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("cluster.gpu_count: given twice"));
+}
+
+// L3: vague errors. Each names the place and the cause now (the review's inputs and messages).
+TEST(ReliabilityL3, DeepNestingNonUtf8AndNulNameLineAndCause) {
+  v1::JobSpec spec;
+  // deep_yaml_10k.yaml: "line 1:20008: bad file" before.
+  absl::Status deep = ParseMessageFile(Input("deep_yaml_10k.yaml"), &spec);
+  ASSERT_FALSE(deep.ok());
+  EXPECT_THAT(deep.message(), HasSubstr("levels deep or more (the YAML parser's limit)"));
+  // A Latin-1 byte in a string: "Encountered non UTF-8 code points" and the walker's JSON before.
+  absl::Status latin1 = ParseMessage("name: \"caf\xe9\"\nmodel: llama3-8b\n", SpecFormat::kYaml, "j.yaml", &spec);
+  ASSERT_FALSE(latin1.ok());
+  EXPECT_EQ(latin1.message(), "j.yaml: line 1:11: byte 0xE9 is not valid UTF-8; save the file as UTF-8");
+  // A NUL byte: "unknown escape character" before.
+  constexpr char kNul[] = "name: ab\0cd\nmodel: llama3-8b\n";
+  absl::Status nul = ParseMessage(absl::string_view(kNul, sizeof(kNul) - 1), SpecFormat::kYaml, "n.yaml", &spec);
+  ASSERT_FALSE(nul.ok());
+  EXPECT_THAT(nul.message(), HasSubstr("n.yaml: line 1:9: a NUL byte"));
+  // Valid multi-byte UTF-8 (and a BOM) still reads.
+  EXPECT_TRUE(ParseMessage("\xef\xbb\xbfname: \"caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x9a\x80\"\n", SpecFormat::kYaml, "u.yaml",
+                           &spec).ok());
+  EXPECT_EQ(spec.name(), "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x9a\x80");
+  // Overlong, surrogate and truncated sequences are refused.
+  for (const char* bad : {"name: \"\xc0\xaf\"\n", "name: \"\xed\xa0\x80\"\n", "name: \"\xe6\x97\"\n"}) {
+    EXPECT_THAT(ParseMessage(bad, SpecFormat::kYaml, "b.yaml", &spec).message(), HasSubstr("not valid UTF-8")) << bad;
+  }
+}
+
+// L3: an HF config's zero count named the job field ("model.shape.attention_heads") instead of
+// the config's key.
+TEST(ReliabilityL3, HfConfigZeroCountNamesTheConfigKey) {
+  const fs::path dir = TempDir("hf0");
+  std::ofstream(dir / "config.json") << R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+    "num_attention_heads": 0, "vocab_size": 100, "intermediate_size": 128})";
+  std::ofstream(dir / "job.yaml") << "model: {hf_config: config.json}\nhardware: h100-sxm\ncluster: {gpu_count: 1}\n"
+                                     "training: {seq_length: 64, global_batch_size: 1}\n";
+  absl::StatusOr<Prediction> p = PredictFile((dir / "job.yaml").string());
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("num_attention_heads: must be at least 1 (got 0)"));
+}
+
+// L4: a request the server cannot parse came back UNIMPLEMENTED with no message, which reads as
+// "no such method"; L3: a request over 4 MiB as gRPC's bare "Received message larger than max".
+// The clients (CLI, SPANK, probe) now say what each means. The malformed request: bytes that are
+// not a PredictRequest (an invalid tag), sent with a generic stub as a third-party client would.
+TEST_F(ReliabilityService, MalformedRequestGetsAnErrorThatSaysWhy) {
+  Start();
+  auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  const char garbage[] = "\xff\xff\xff\xff\x0f";
+  grpc::Slice slice(garbage, sizeof(garbage) - 1);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/stepcast.v1.StepcastService/Predict", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status st) { done.set_value(st); });
+  const grpc::Status st = done.get_future().get();
+  ASSERT_FALSE(st.ok());
+  const std::string said = DescribeGrpcError(st);
+  EXPECT_FALSE(said.empty()) << st.error_code();
+  if (st.error_code() == grpc::UNIMPLEMENTED) {
+    EXPECT_THAT(said, HasSubstr("could not parse the request"));
+  }
+  std::cerr << "malformed Predict: code " << st.error_code() << ", gRPC's message '" << st.error_message()
+            << "', the client says: " << said << "\n";
+  // The server still answers a well-formed call afterwards.
+  Client c = Connect(kReporter);
+  v1::PredictRequest req;
+  *req.mutable_job() = Job();
+  v1::PredictResponse resp;
+  auto ctx2 = c.Context();
+  EXPECT_TRUE(c.stub().Predict(ctx2.get(), req, &resp).ok());
+
+  EXPECT_THAT(DescribeGrpcError(grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                                             "Received message larger than max (104857656 vs. 4194304)")),
+              HasSubstr("over gRPC's message limit (4 MiB by default)"));
+  EXPECT_EQ(DescribeGrpcError(grpc::Status(grpc::INVALID_ARGUMENT, "job.cluster.gpu_count: must be > 0")),
+            "job.cluster.gpu_count: must be > 0");
 }
 
 }  // namespace

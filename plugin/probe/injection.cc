@@ -210,7 +210,7 @@ void WriteReport() {
     grpc::Status st = grpc::Status(grpc::UNAVAILABLE, "no client");
     if (c.ok()) st = stepcast::ReportRunWithRetry(*c, req, &resp);  // idempotent retries
     Say(st.ok() ? absl::StrCat("reported ", resp.run().run_id(), " to ", server)
-                : absl::StrCat("could not report to ", server, ": ", st.error_message()));
+                : absl::StrCat("could not report to ", server, ": ", stepcast::DescribeGrpcError(st)));
   }
 }
 

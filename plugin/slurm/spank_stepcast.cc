@@ -271,9 +271,9 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   }
   if (!st.ok()) {
     if (st.error_code() == grpc::INVALID_ARGUMENT || st.error_code() == grpc::NOT_FOUND) {
-      Log(absl::StrCat("stepcast: the job cannot be predicted: ", st.error_message(), "; the job runs unchecked"));
+      Log(absl::StrCat("stepcast: the job cannot be predicted: ", stepcast::DescribeGrpcError(st), "; the job runs unchecked"));
     } else {
-      Log(absl::StrCat("stepcast: WARNING: service ", g.server, " unreachable (", st.error_message(),
+      Log(absl::StrCat("stepcast: WARNING: service ", g.server, " unreachable (", stepcast::DescribeGrpcError(st),
                        "); the job runs without a pre-flight check"));
     }
     return 0;

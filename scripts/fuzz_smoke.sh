@@ -3,6 +3,8 @@
 # bounded time, seeded from examples/, tests/data/ and the reliability reproducers.
 #   scripts/fuzz_smoke.sh                 every target, 60 s each
 #   FUZZ_SECONDS=600 scripts/fuzz_smoke.sh fuzz_megatron   one target, longer
+#   FUZZ_SEED=1 ...                       libFuzzer's -seed (CI: a fixed seed, so a finding replays;
+#                                         0, the default, lets libFuzzer pick one)
 # Exit 1 on the first crash, leak, sanitizer report, timeout or OOM; the reproducer is left in
 # build-fuzz/artifacts/. Prints one line per target: executions, corpus size, outcome.
 set -euo pipefail
@@ -44,7 +46,7 @@ for t in "${targets[@]}"; do
   log="$B/$t.log"
   rc=0
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$PWD/scripts/ubsan.supp \
-    "$B/bin/$t" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    "$B/bin/$t" -seed="${FUZZ_SEED:-0}" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
       -artifact_prefix="$B/artifacts/$t-" -print_final_stats=1 "$corpus" > "$log" 2>&1 || rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
   ncorpus=$(ls "$corpus" | wc -l)

@@ -4,6 +4,7 @@
 # and a font for it to draw text with. Idempotent; the README's test command and .ci/run call it
 # after scripts/setup.sh.
 #   scripts/setup_test_deps.sh            install what is missing (apt-get; sudo when not root)
+#   scripts/setup_test_deps.sh --fuzz     also clang and libFuzzer, for scripts/fuzz_smoke.sh (CI)
 #   STEPCAST_SKIP_APT=1 ...               do nothing (packages already present)
 set -euo pipefail
 
@@ -11,6 +12,12 @@ TEST_PACKAGES=(
   chromium            # headless browser of the html_pages test (Debian 12: 1xx.x-1~deb12u1)
   fonts-dejavu-core   # the sans-serif the pages name; without a font chromium draws no text
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  TEST_PACKAGES=(
+    clang               # clang 14 on Debian 12: the fuzz build (fuzz/, scripts/fuzz_smoke.sh)
+    libclang-rt-14-dev  # its compiler-rt: libFuzzer, ASan and UBSan runtimes
+  )
+fi
 
 [ "${STEPCAST_SKIP_APT:-0}" = "1" ] && exit 0
 missing=()

@@ -376,7 +376,8 @@ TextPosition PositionOf(absl::string_view text, size_t at) {
 }
 
 // Offset of the first byte that does not start or continue a well-formed UTF-8 sequence
-// (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF), or npos.
+// (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF), or npos. (protobuf 3.21 has one
+// only as internal API, UTF8SpnStructurallyValid; abseil 20220623 has none.)
 size_t FirstInvalidUtf8(absl::string_view s) {
   const auto* u = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();

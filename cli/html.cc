@@ -708,7 +708,7 @@ constexpr Term kTerms[] = {
     {"recompute", &v1::StepBreakdown::recompute_s, "#a0cbe8"},
     {"TP communication", &v1::StepBreakdown::tp_comm_s, "#f28e2b"},
     {"CP communication", &v1::StepBreakdown::cp_comm_s, "#e15759"},
-    {"EP all-to-all", &v1::StepBreakdown::ep_comm_s, "#ff9da7"},
+    {"MoE dispatch (EP a2a, ETP)", &v1::StepBreakdown::ep_comm_s, "#ff9da7"},
     {"PP send/recv", &v1::StepBreakdown::pp_comm_s, "#9c755f"},
     {"DP gradient sync (exposed)", &v1::StepBreakdown::dp_comm_s, "#b07aa1"},
     {"pipeline bubble", &v1::StepBreakdown::pipeline_bubble_s, "#bab0ac"},

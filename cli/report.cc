@@ -69,7 +69,7 @@ std::string FormatReport(const Job& job, const Prediction& p) {
         {"GEMM (fwd+bwd)", b.gemm_s},           {"attention core", b.attention_s},
         {"elementwise / memory-bound", b.elementwise_s}, {"recompute", b.recompute_s},
         {"TP communication", b.tp_comm_s},      {"CP communication", b.cp_comm_s},
-        {"EP all-to-all", b.ep_comm_s},         {"PP send/recv", b.pp_comm_s},
+        {"MoE dispatch (EP a2a, ETP)", b.ep_comm_s},        {"PP send/recv", b.pp_comm_s},
         {"DP gradient sync (exposed)", b.dp_comm_s}, {"pipeline bubble", b.pipeline_bubble_s},
         {"optimizer step", b.optimizer_s},     {"host kernel launches", b.launch_overhead_s}};
     for (const auto& r : rows) {

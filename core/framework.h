@@ -69,6 +69,11 @@ struct ShardingModel {
   bool gather_once_per_step_with_pp = false;
   bool reduce_once_per_step_with_accumulation = false;
   bool sharded_params_are_master = false;  // FSDP: fp32 shards, no low-precision copy
+  // FSDP2's copies on the compute stream around each collective (framework.proto ShardingModel):
+  // all-gather copy-out (read + write of the gathered parameters) and reduce-scatter copy-in
+  // (read the unsharded gradients, write the reduce-dtype input).
+  bool gather_copy_out = false;
+  bool reduce_scatter_copy_in = false;
 };
 
 struct LaunchModel {
@@ -89,6 +94,8 @@ struct Framework {
   std::string default_schedule = "1f1b";
   std::vector<std::string> selective_recompute_modules = {"core_attn"};
   LaunchModel launch;
+  // Megatron-Core <= core_r0.9 expert layout (framework.proto MoeModel): EP groups stride TP x CP.
+  bool expert_parallel_after_cp = false;
   std::vector<std::string> sources;
 };
 

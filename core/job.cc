@@ -227,11 +227,12 @@ GroupPlacement Place(int64_t stride, int64_t size, int64_t gpus_per_node) {
 
 }  // namespace
 
-Placement PlaceGroups(const Parallelism& p, int64_t gpus_per_node) {
+Placement PlaceGroups(const Parallelism& p, int64_t gpus_per_node, bool expert_parallel_after_cp) {
   Placement out;
   out.tp = Place(1, p.tp, gpus_per_node);
+  out.etp = Place(1, p.Etp(), gpus_per_node);
   out.cp = Place(p.tp, p.cp, gpus_per_node);
-  out.ep = Place(p.tp, p.ep, gpus_per_node);
+  out.ep = Place(expert_parallel_after_cp ? p.tp * p.cp : p.Etp(), p.ep, gpus_per_node);
   out.dp = Place(p.tp * p.cp, p.dp, gpus_per_node);
   out.pp = Place(p.tp * p.cp * p.dp, p.pp, gpus_per_node);
   return out;

@@ -202,8 +202,12 @@ struct GroupPlacement {
 };
 struct Placement {
   GroupPlacement tp, cp, ep, dp, pp;
+  GroupPlacement etp;  // expert tensor parallel: ETP consecutive ranks (= the TP group when ETP = TP)
 };
-Placement PlaceGroups(const Parallelism& par, int64_t gpus_per_node);
+// `expert_parallel_after_cp`: Megatron-Core <= core_r0.9's order tp-cp-ep-dp-pp (EP ranks TP x CP
+// apart); otherwise the folded expert layout etp-ep-edp (EP ranks ETP apart; framework.proto
+// MoeModel).
+Placement PlaceGroups(const Parallelism& par, int64_t gpus_per_node, bool expert_parallel_after_cp = false);
 
 }  // namespace stepcast
 

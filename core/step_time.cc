@@ -153,7 +153,7 @@ class StepModel {
         m_(Resolve(job.model, m_storage_)),
         t_(job.training),
         p_(job.parallelism),
-        place_(PlaceGroups(job.parallelism, job.GpusPerNode())) {
+        place_(PlaceGroups(job.parallelism, job.GpusPerNode(), job.framework.expert_parallel_after_cp)) {
     bw_ = job.profile.hbm_bandwidth_bytes_per_s;
     // Under autocast, the GEMM dtype (its fp32 norm and residual traffic and the weight casts are
     // not counted: docs/MODEL.md).
@@ -507,11 +507,15 @@ LayerCost StepModel::Layer(bool moe) {
   // (overlap efficiency from the framework preset).
   if (p_.tp > 1) {
     const double S = T * h * e_act_;
+    // One gather/scatter pair (or all-reduce) per TP block: attention, and a dense layer's MLP or
+    // an MoE layer's shared experts. An MoE layer's routed experts gather their dispatched
+    // tokens over ETP instead (below).
+    const double blocks = moe ? 1.0 + (m_.moe.shared_experts > 0 ? 1.0 : 0.0) : 2.0;
     double fwd = 0;
     if (sp_) {
-      fwd = 2 * Comm(Collective::kAllGather, place_.tp, S) + 2 * Comm(Collective::kReduceScatter, place_.tp, S);
+      fwd = blocks * (Comm(Collective::kAllGather, place_.tp, S) + Comm(Collective::kReduceScatter, place_.tp, S));
     } else {
-      fwd = 2 * Comm(Collective::kAllReduce, place_.tp, S);
+      fwd = blocks * Comm(Collective::kAllReduce, place_.tp, S);
     }
     c.tp_fwd.Comm(fwd, place_.tp.scope);
     c.tp_bwd.Comm(fwd, place_.tp.scope);
@@ -530,13 +534,29 @@ LayerCost StepModel::Layer(bool moe) {
     const OverlapMechanism& o = fw_.overlap.cp_ring;
     c.cp.Comm(o.Exposed(fwd, c.attn_fwd.time_s) + o.Exposed(bwd, c.attn_bwd.time_s), place_.cp.scope);
   }
-  // Expert parallel all-to-all: dispatch and combine, forward and backward.
-  if (moe && p_.ep > 1) {
-    const double S = T * p_.Etp() / p_.tp * m_.moe.top_k * h * e_act_;
-    const double one = 2 * Comm(Collective::kAllToAll, place_.ep, S);
+  // MoE token dispatch and combine, forward and backward (Megatron-Core
+  // MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/token_dispatcher.py): each rank
+  // all-to-alls its T/tp sequence-parallel tokens x top-k over EP, then all-gathers the received
+  // tokens over ETP; the combine reduce-scatters over ETP, then all-to-alls back. On the compute
+  // stream: TP comm overlap does not cover it.
+  if (moe && (p_.ep > 1 || p_.Etp() > 1)) {
+    const double S = T / p_.tp * m_.moe.top_k * h * e_act_;
+    const double a2a = p_.ep > 1 ? 2 * Comm(Collective::kAllToAll, place_.ep, S) : 0.0;
+    double etp_s = 0;
+    if (p_.Etp() > 1) {
+      const double gathered = S * static_cast<double>(p_.Etp());
+      etp_s = Comm(Collective::kAllGather, place_.etp, gathered) + Comm(Collective::kReduceScatter, place_.etp, gathered);
+    }
+    const double one = a2a + etp_s;
     const OverlapMechanism& o = fw_.overlap.ep_all_to_all;
-    c.ep_fwd.Comm(o.Exposed(one, c.gemm_fwd.time_s), place_.ep.scope);
-    c.ep_bwd.Comm(o.Exposed(one, c.gemm_bwd.time_s), place_.ep.scope);
+    auto expose = [&](Work& w, double compute_s) {
+      if (one <= 0) return;
+      const double e = o.Exposed(one, compute_s);
+      w.Comm(e * a2a / one, place_.ep.scope);
+      w.Comm(e * etp_s / one, place_.etp.scope);
+    };
+    expose(c.ep_fwd, c.gemm_fwd.time_s);
+    expose(c.ep_bwd, c.gemm_bwd.time_s);
     mod.moe += c.ep_fwd;
   }
   // Host launch floor: an eager framework cannot run a layer faster than it launches its
@@ -724,6 +744,7 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   // Data-parallel gradient reduction and parameter gathers (ZeRO / FSDP), with the overlap the
   // framework achieves.
   Work dp;
+  Work fsdp_copy;  // memory-bound copies around FSDP's collectives, on the compute stream
   {
     const LocalParameters local = LocalParameterCount(job_);
     const double eg = BytesPerElement(t_.precision.grad_reduce);
@@ -782,6 +803,22 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
         const double ag_window = window_s * ag_s / total, rs_window = window_s * rs_s / total;
         return exposed(o.fsdp_param_gather, ag_s, ag_window) + exposed(o.dp_grad_reduce, rs_s, rs_window);
       };
+      // FSDP2's copies on the compute stream around its collectives (framework.proto
+      // ShardingModel.gather_copy_out / reduce_scatter_copy_in): per all-gather the gathered
+      // parameters are read and written once (split_with_sizes_copy); per reduce-scatter the
+      // unsharded gradients (parameter dtype, at least 2 bytes) are read and written at the
+      // reduce dtype (chunk_cat). pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py.
+      // No sharding group (one rank): nothing is gathered (torchtitan applies fully_shard only
+      // when FSDP is enabled, dp_shard > 1).
+      if (shard > 1) {
+        const double gathers = once_pp ? 1.0 : m * gathers_per_mb;
+        const double reduces = once_rs ? 1.0 : m;
+        const double e_grad = std::max(2.0, BytesPerElement(t_.precision.params));
+        double copy_bytes = 0;
+        if (fw_.sharding.gather_copy_out) copy_bytes += gathers * 2 * ep_ * local.total();
+        if (fw_.sharding.reduce_scatter_copy_in) copy_bytes += reduces * (e_grad + eg) * local.total();
+        fsdp_copy.Bytes(copy_bytes, bw_);
+      }
       if (once_pp) {
         exp_s += exposed(o.fsdp_param_gather, ag, fwd_mb.time_s);
         exp_s += exposed_pair(0, rs + replica_ar, bwd_mb.time_s);
@@ -809,6 +846,7 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
     }
     dp.Comm(exp_s, scope);
     br.dp_comm_s = dp.time_s;
+    br.elementwise_s += fsdp_copy.time_s;
 
     // Optimizer step: memory-bound over the local (sharded) parameters.
     const double opt_params = t_.sharding == Sharding::kNone
@@ -840,6 +878,7 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
     per_mb_last += last_extra;
     Work all = per_mb_last.Scaled(m);
     all += dp;
+    all += fsdp_copy;
     all += opt;
     out.compute_bound_s = all.compute_s;
     out.memory_bound_s = all.memory_s;
@@ -869,3 +908,4 @@ StepTimeEstimate EstimateStepTime(const Job& job, const StepLayerCosts& layers) 
 }
 
 }  // namespace stepcast
+

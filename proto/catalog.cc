@@ -300,6 +300,9 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.sharding.reshard_after_forward = spec.sharding().reshard_after_forward();
   fw.sharding.gather_once_per_step_with_pp = spec.sharding().gather_once_per_step_with_pp();
   fw.sharding.reduce_once_per_step_with_accumulation = spec.sharding().reduce_once_per_step_with_accumulation();
+  fw.expert_parallel_after_cp = spec.moe().expert_parallel_after_cp();
+  fw.sharding.gather_copy_out = spec.sharding().gather_copy_out();
+  fw.sharding.reduce_scatter_copy_in = spec.sharding().reduce_scatter_copy_in();
   fw.sharding.sharded_params_are_master = spec.sharding().sharded_params_are_master();
   if (!spec.schedule().default_schedule().empty()) fw.default_schedule = spec.schedule().default_schedule();
   if (spec.recompute().selective_modules_size() > 0) {

@@ -252,6 +252,91 @@ training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, shardin
   EXPECT_NEAR(per_mb / once, 4 * m / 3, 0.02 * 4 * m / 3);
 }
 
+TEST(StepTime, Fsdp2CopiesAroundItsCollectivesOnTheComputeStream) {
+  // torchtitan's Llama 3 8B run of docs/performance.md (64 A100, FSDP2, local batch 1, seq 8192).
+  // FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) copies, per all-gather, the
+  // gathered bf16 parameters out of the all-gather buffer (split_with_sizes_copy: read 2 B + write
+  // 2 B per parameter) and, per reduce-scatter, the bf16 gradients into the fp32 reduce input
+  // (chunk_cat: read 2 B + write 4 B). Reshard after forward: 2 gathers, 1 reduce-scatter in the
+  // step's one micro-batch. Worked by hand: 8,030,261,248 parameters x (2 x 4 + 6) B = 112.42 GB.
+  absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: a100-80gb
+framework: torchtitan
+cluster: {gpu_count: 64}
+training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, sharding: zero3})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->framework.sharding.gather_copy_out);
+  ASSERT_TRUE(job->framework.sharding.reduce_scatter_copy_in);
+  Job fsdp1 = *job;  // FlatParameter FSDP: the gather lands in the buffer the parameters view
+  fsdp1.framework.sharding.gather_copy_out = false;
+  fsdp1.framework.sharding.reduce_scatter_copy_in = false;
+  const double copies_s =
+      EstimateStepTime(*job).breakdown.elementwise_s - EstimateStepTime(fsdp1).breakdown.elementwise_s;
+  const double expected_s = 8030261248.0 * (2 * 4 + 6) / job->profile.hbm_bandwidth_bytes_per_s;
+  EXPECT_NEAR(copies_s, expected_s, 0.01 * expected_s);
+  // One GPU: no FSDP group, nothing gathered or copied.
+  Job one = *job;
+  one.cluster.gpu_count = 1;
+  one.parallelism.dp = 1;
+  one.training.global_batch_size = 1;
+  Job one_fsdp1 = one;
+  one_fsdp1.framework.sharding = fsdp1.framework.sharding;
+  EXPECT_DOUBLE_EQ(EstimateStepTime(one).breakdown.elementwise_s, EstimateStepTime(one_fsdp1).breakdown.elementwise_s);
+}
+
+TEST(Placement, ExpertParallelGroupsByMegatronCoreEra) {
+  // TP 4, CP 2, EP 8 on 8-GPU nodes (NVIDIA's Grok-1 proxy layout). Megatron-Core <= core_r0.9:
+  // order tp-cp-ep-dp-pp, EP carved out of DP after CP, so EP ranks are TP x CP = 8 apart: one per
+  // node, 8 nodes. Folded layout (core_r0.10+, etp-ep-edp): EP ranks ETP = 4 apart, 2 per node.
+  Parallelism p;
+  p.tp = 4; p.cp = 2; p.ep = 8; p.pp = 8; p.dp = 8;
+  const Placement pre = PlaceGroups(p, 8, /*expert_parallel_after_cp=*/true);
+  EXPECT_EQ(pre.ep.scope, Scope::kInterNode);
+  EXPECT_EQ(pre.ep.members_per_node, 1);
+  const Placement folded = PlaceGroups(p, 8);
+  EXPECT_EQ(folded.ep.scope, Scope::kInterNode);
+  EXPECT_EQ(folded.ep.members_per_node, 2);
+  EXPECT_EQ(folded.etp.size, 4);
+  EXPECT_EQ(folded.etp.scope, Scope::kIntraNode);
+  // ETP 1 folded: EP ranks adjacent, the 8 of them in one node.
+  p.etp = 1;
+  EXPECT_EQ(PlaceGroups(p, 8).ep.scope, Scope::kIntraNode);
+}
+
+TEST(StepTime, MoeDispatchMovesTheLocalTokensThenGathersOverEtp) {
+  // Megatron-Core MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py):
+  // each rank all-to-alls its T/tp sequence-parallel tokens x top-k over EP, then all-gathers
+  // the received tokens over ETP (combine: reduce-scatter over ETP, then all-to-all back);
+  // forward and backward. Worked by hand on an alpha-free profile, one MoE layer, one stage:
+  //   hidden 1024, top-2, seq 4096, micro-batch 1, TP = ETP = 2, EP 4, DP 4 (8 GPUs, one node,
+  //   one micro-batch per step):
+  //   S = 4096 / 2 x 2 x 1024 x 2 B = 8 MiB per all-to-all; per direction 2 all-to-alls of
+  //   S x 3/4 and an all-gather + reduce-scatter of 2S x 1/2; at 100 GB/s busbw:
+  //   2 (fwd, bwd) x (2 x 0.75 + 2 x 1) x S / 100e9 = 7 S / 100e9.
+  absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: {shape: {name: moe-tiny, layers: 1, hidden_size: 1024, attention_heads: 8, vocab_size: 1024, ffn_type: swiglu,
+                ffn_hidden_size: 4096, moe: {routed_experts: 8, top_k: 2, expert_ffn_hidden_size: 1024}}}
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+parallelism: {tp: 2, ep: 4, etp: 2}
+training: {seq_length: 4096, global_batch_size: 4, micro_batch_size: 1})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_FALSE(job->framework.overlap.ep_all_to_all.supported);  // Megatron-Core's default: off
+  RateProfile& prof = job->profile;
+  prof.collectives.clear();
+  for (Collective c : {Collective::kAllToAll, Collective::kAllGather, Collective::kReduceScatter,
+                       Collective::kAllReduce, Collective::kSendRecv}) {
+    CollectiveRate r;
+    r.collective = c;
+    r.scope = Scope::kIntraNode;
+    r.busbw_bytes_per_s = 100e9;
+    prof.collectives.push_back(r);
+  }
+  const double S = 4096.0 / 2 * 2 * 1024 * 2;
+  EXPECT_NEAR(EstimateStepTime(*job).breakdown.ep_comm_s, 7 * S / 100e9, 1e-3 * 7 * S / 100e9);
+}
+
 TEST(StepTime, PipelineScheduleBubbles) {
   // DeepSeek-V3 report Table 2: 1F1B bubble (p-1)(F+B), zero-bubble ZB1P (p-1)(F+B-2W) = (p-1)F
   // with W = B/2; interleaved 1F1B (Narayanan et al. 2021 Sec. 2.2.2) divides 1F1B's by v.

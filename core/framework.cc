@@ -25,7 +25,7 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
   auto scan = [&](DType d, bool want_causal) {
     Pick p;
     for (const AttentionRate& r : rates) {
-      if (r.architecture != architecture || r.dtype != d || r.causal != want_causal) continue;
+      if (r.dtype != d || r.causal != want_causal || r.architecture != architecture) continue;  // cheap tests first
       p.found = true;
       if (r.seq_length <= 0) {
         if (p.any == nullptr) p.any = &r;

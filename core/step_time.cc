@@ -149,7 +149,7 @@ class StepModel {
   // only the layers use (GEMM model, parameter counts, attention rates) is prepared.
   explicit StepModel(const Job& job, const GemmModel* gemm_model = nullptr, bool layers_needed = true)
       : job_(job),
-        fw_(AllOn(job) ? job.framework : (fw_copy_ = Effective(job))),
+        fw_(AllOn(job) ? job.framework : fw_copy_.emplace(Effective(job))),
         m_(Resolve(job.model, m_storage_)),
         t_(job.training),
         p_(job.parallelism),
@@ -281,7 +281,7 @@ class StepModel {
   void AttentionRates(double* fwd, double* bwd);
 
   const Job& job_;
-  Framework fw_copy_;  // only when a ModelChoices mechanism is off
+  std::optional<Framework> fw_copy_;  // only when a ModelChoices mechanism is off (not built otherwise)
   const Framework& fw_;
   ModelShape m_storage_;  // only when the job's shape is not resolved
   const ModelShape& m_;

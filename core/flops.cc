@@ -26,10 +26,16 @@ double ModelFlopsPerStep(const ModelShape& shape, int64_t seq_length, double seq
 
 double HardwareFlopsPerStep(const ModelShape& in, int64_t seq_length, double sequences,
                             Recompute recompute, bool flash_attention) {
+  return HardwareFlopsPerStep(in, seq_length, sequences, recompute, flash_attention,
+                              ModelFlopsPerStep(in, seq_length, sequences));
+}
+
+double HardwareFlopsPerStep(const ModelShape& in, int64_t seq_length, double sequences,
+                            Recompute recompute, bool flash_attention, double model) {
+  if (recompute == Recompute::kNone) return model;
   ModelShape storage;
   const ModelShape& s = Resolve(in, storage);
   const double tokens = sequences * seq_length;
-  const double model = ModelFlopsPerStep(s, seq_length, sequences);
   const double attn_fwd = ForwardAttentionFlopsPerToken(s, seq_length);
   switch (recompute) {
     case Recompute::kNone: return model;

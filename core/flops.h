@@ -37,6 +37,9 @@ double ModelFlopsPerStep(const ModelShape& shape, int64_t seq_length, double seq
 //         is part of the kernel (and of no framework's hardware-FLOP count).
 double HardwareFlopsPerStep(const ModelShape& shape, int64_t seq_length, double sequences,
                             Recompute recompute, bool flash_attention = false);
+// The same from ModelFlopsPerStep(shape, seq_length, sequences) already computed (`model_flops`).
+double HardwareFlopsPerStep(const ModelShape& shape, int64_t seq_length, double sequences,
+                            Recompute recompute, bool flash_attention, double model_flops);
 
 // The papers' closed forms, for GPT shapes (tests compare the general counts against them).
 // Narayanan et al. 2021 (SC21) Eq. 3, FLOPs per iteration with full recomputation.

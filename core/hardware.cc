@@ -103,7 +103,8 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
   e.time_s = latency + bandwidth;
   e.extrapolated = true;
   if (!explain) return e;
-  e.reason = absl::StrCat("curve measured at ", g0, " ranks");
+  e.reason.reserve(256);  // the appends below without reallocating
+  absl::StrAppend(&e.reason, "curve measured at ", g0, " ranks");
   if (layout_known) absl::StrAppend(&e.reason, " (", rate.ranks_per_node, " per node)");
   absl::StrAppend(&e.reason, ", asked for ", n);
   if (layout_known) absl::StrAppend(&e.reason, " (", members_per_node, " per node)");

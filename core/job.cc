@@ -93,7 +93,9 @@ absl::Status Bad(absl::string_view field, const std::string& why) {
 absl::Status ValidateJob(const Job& job) {
   if (absl::Status s = ValidateModelShape(job.model); !s.ok()) return s;
   if (absl::Status s = ValidateHardware(job.hardware, "hardware"); !s.ok()) return s;
-  if (absl::Status s = ValidateRateProfile(job.profile, "profile"); !s.ok()) return s;
+  // The rate profile is validated where it is read (RateProfileFromProto: every profile file,
+  // preset and request passes there), not again per prediction; a profile built in code that
+  // yields a non-finite result is refused by Predict's finite check.
   ModelShape storage;
   const ModelShape& m = Resolve(job.model, storage);
   const TrainingConfig& t = job.training;

@@ -95,6 +95,10 @@ StageLayers LayersOfStage(const Job& job, bool last_stage) {
   for (int64_t k = 0; k < p.vpp; ++k) {
     const int64_t c = rank + k * p.pp;
     const int64_t begin = std::min(m.layers, c * per_chunk), end = std::min(m.layers, (c + 1) * per_chunk);
+    if (!m.moe.enabled()) {  // all dense: no per-layer test
+      out.dense += end - begin;
+      continue;
+    }
     for (int64_t i = begin; i < end; ++i) {
       const bool moe = m.moe.enabled() && i >= m.moe.first_dense_layers && (i - m.moe.first_dense_layers) % freq == 0;
       (moe ? out.moe : out.dense) += 1;
@@ -347,13 +351,13 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   out.headroom_bytes = out.capacity_bytes - out.total_bytes;
   out.fits = out.headroom_bytes >= 0;
   out.tight = !out.fits && out.total_bytes <= out.capacity_bytes * (1 + kMemoryUncertainty);
-  out.items = {{"weights", out.weights_bytes},
+  out.items = {{{"weights", out.weights_bytes},
                {"gradients", out.gradients_bytes},
                {"optimizer_states", out.optimizer_states_bytes},
                {"activations", out.activations_bytes},
                {"communication_buffers", out.communication_buffers_bytes},
                {"cuda_context", out.cuda_context_bytes},
-               {"workspaces", out.workspace_bytes}};
+               {"workspaces", out.workspace_bytes}}};
   return out;
 }
 

@@ -5,6 +5,7 @@
 #ifndef STEPCAST_CORE_MEMORY_H_
 #define STEPCAST_CORE_MEMORY_H_
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,8 @@ struct MemoryEstimate {
   bool tight = false;
   double headroom_bytes = 0;  // capacity - total
   const char* stage = "only";  // the pipeline stage reported: "first", "last" or "only"
-  std::vector<MemoryItemBytes> items;
+  // The seven terms above by name, in this order (a fixed array: no allocation per estimate).
+  std::array<MemoryItemBytes, 7> items{};
 };
 // Relative uncertainty of the per-GPU memory estimate: published comparisons of analytic
 // Megatron memory estimators with measured peaks span -0.5% (Megatron-LM PR #482: Llama 2 7B,

@@ -101,7 +101,52 @@ absl::Status ValidateModelShape(const ModelShape& in) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Every field CountParameters() reads (all but the name and source), trivially copyable so that
+// the per-thread memo below needs no thread-exit destructor.
+struct Dimensions {
+  int64_t layers, hidden_size, attention_heads, kv_heads, head_dim, ffn_hidden_size;
+  FfnType ffn_type;
+  int64_t vocab_size;
+  bool tied_embeddings, linear_bias;
+  int64_t learned_position_embeddings;
+  NormType norm_type;
+  MoeShape moe;
+  MlaShape mla;
+  bool resolved;
+  bool operator==(const Dimensions&) const = default;
+};
+
+Dimensions DimensionsOf(const ModelShape& s) {
+  return {s.layers, s.hidden_size, s.attention_heads, s.kv_heads, s.head_dim, s.ffn_hidden_size,
+          s.ffn_type, s.vocab_size, s.tied_embeddings, s.linear_bias, s.learned_position_embeddings,
+          s.norm_type, s.moe, s.mla, s.resolved};
+}
+
+ParameterCounts CountParametersUncached(const ModelShape& in);
+
+}  // namespace
+
 ParameterCounts CountParameters(const ModelShape& in) {
+  // One prediction asks for the same shape's counts about seven times (FLOPs, memory of the
+  // first and last stage, step time): the last shape's counts are kept per thread.
+  thread_local struct {
+    bool valid = false;
+    Dimensions dims;
+    ParameterCounts counts;
+  } last;
+  const Dimensions dims = DimensionsOf(in);
+  if (last.valid && last.dims == dims) return last.counts;
+  last.counts = CountParametersUncached(in);
+  last.dims = dims;
+  last.valid = true;
+  return last.counts;
+}
+
+namespace {
+
+ParameterCounts CountParametersUncached(const ModelShape& in) {
   ModelShape storage;
   const ModelShape& s = Resolve(in, storage);
   const double h = s.hidden_size;
@@ -158,5 +203,7 @@ ParameterCounts CountParameters(const ModelShape& in) {
   c.moe_layer_gemm_total = attn + moe_total;
   return c;
 }
+
+}  // namespace
 
 }  // namespace stepcast

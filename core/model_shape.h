@@ -28,6 +28,7 @@ struct MoeShape {
   int64_t layer_freq = 1;                     // every layer_freq-th layer is MoE
   int64_t first_dense_layers = 0;             // leading dense layers (DeepSeek-V3: 3)
   bool enabled() const { return routed_experts > 0; }
+  bool operator==(const MoeShape&) const = default;
 };
 
 // Multi-head latent attention (DeepSeek-V2 arXiv:2405.04434 Sec. 2.1). kv_lora_rank == 0: off.
@@ -38,6 +39,7 @@ struct MlaShape {
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
   bool enabled() const { return kv_lora_rank > 0; }
+  bool operator==(const MlaShape&) const = default;
 };
 
 // A decoder-only transformer. All sizes are element counts. Fields left 0 where the comment
@@ -59,6 +61,8 @@ struct ModelShape {
   MoeShape moe;
   MlaShape mla;
   std::string source;
+  // A new dimension must also be added to Dimensions (model_shape.cc), which keys the per-thread
+  // memo of CountParameters().
 
   // True when every default above is filled in (set by Resolved(); the job codec stores resolved
   // shapes so the model's hot path does not resolve them again).

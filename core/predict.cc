@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,7 +40,7 @@ void FillCommon(const Job& job, Prediction& p) {
   p.model_flops_per_step = ModelFlopsPerStep(job.model, job.training.seq_length, seqs);
   p.hardware_flops_per_step =
       HardwareFlopsPerStep(job.model, job.training.seq_length, seqs, job.training.recompute,
-                           job.training.flash_attention);
+                           job.training.flash_attention, p.model_flops_per_step);
   p.peak_flops_per_s_per_gpu = job.hardware.PeakFlops(job.training.precision.gemm);
   p.memory = EstimateMemory(job);
 }
@@ -83,19 +84,21 @@ Bottleneck Classify(const StepTimeEstimate& st) {
   b.share = best->second / st.step_time_s;
   b.arithmetic_intensity_flops_per_byte = st.hbm_bytes > 0 ? st.executed_flops / st.hbm_bytes : 0;
   b.machine_balance_flops_per_byte = st.machine_balance_flops_per_byte;
-  // Plain StrCat with rounded integers: this runs once per prediction and StrFormat is slow.
+  // One StrCat per reason with rounded integers: this runs once per prediction and StrFormat
+  // is slow.
   const bool above = b.arithmetic_intensity_flops_per_byte >= b.machine_balance_flops_per_byte;
-  const std::string roofline = absl::StrCat(
-      "arithmetic intensity ", std::llround(b.arithmetic_intensity_flops_per_byte), " FLOP/B ",
-      above ? ">=" : "<", " machine balance ", std::llround(b.machine_balance_flops_per_byte), " FLOP/B");
+  const int64_t ai = std::llround(b.arithmetic_intensity_flops_per_byte);
+  const int64_t balance = std::llround(b.machine_balance_flops_per_byte);
+  const absl::string_view cmp = above ? " FLOP/B >= machine balance " : " FLOP/B < machine balance ";
   const std::string pct = absl::StrCat(std::llround(100 * b.share), "%");
   switch (b.kind) {
     case BottleneckKind::kCompute:
-      b.reason = absl::StrCat(pct, " of the step is compute-bound GEMM/attention work; ", roofline);
+      b.reason = absl::StrCat(pct, " of the step is compute-bound GEMM/attention work; arithmetic intensity ", ai,
+                              cmp, balance, " FLOP/B");
       break;
     case BottleneckKind::kMemoryBandwidth:
-      b.reason = absl::StrCat(pct, " of the step waits on HBM (elementwise ops, optimizer, ",
-                              "GEMMs below the ridge); ", roofline);
+      b.reason = absl::StrCat(pct, " of the step waits on HBM (elementwise ops, optimizer, GEMMs below the ridge); ",
+                              "arithmetic intensity ", ai, cmp, balance, " FLOP/B");
       break;
     case BottleneckKind::kNetworkIntraNode:
       b.reason = absl::StrCat(pct, " of the step is exposed communication inside the node (NVLink)");
@@ -150,11 +153,11 @@ absl::StatusOr<Prediction> Predict(const Job& job) {
   if (absl::Status s = ValidateJob(job); !s.ok()) return s;
   Prediction p;
   FillCommon(job, p);
-  const StepTimeEstimate st = EstimateStepTime(job);
+  StepTimeEstimate st = EstimateStepTime(job);
   p.step_time_s = st.step_time_s;
   p.breakdown = st.breakdown;
   p.bottleneck = Classify(st);
-  p.warnings = st.warnings;
+  p.warnings = std::move(st.warnings);
   FillRates(job, p);
   if (absl::Status s = CheckFinite(p); !s.ok()) return s;
   return p;

@@ -1,9 +1,11 @@
 #include "core/step_time.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/gemm_model.h"
@@ -96,6 +98,51 @@ struct LayerCost {
   }
 };
 
+// The GEMM model (GemmModel::Create, default constants) of `hw` and `profile`: the last one built
+// on this thread when every input Create reads is unchanged, else a new one (nullptr when the
+// inputs are refused). A prediction would otherwise rebuild the same model each time, and a
+// measured per-shape table makes that the costliest step of a prediction.
+std::shared_ptr<const GemmModel> ThreadGemmModel(const Hardware& hw, const RateProfile& profile) {
+  struct Point {
+    DType dtype;
+    int64_t m, n, k;
+    double flops_per_s;
+    bool operator==(const Point&) const = default;
+  };
+  struct Key {
+    int64_t sm_count = -1;
+    double hw_hbm = 0, profile_hbm = 0;
+    std::array<double, 5> peaks{};
+    std::vector<Point> gemm;
+    bool operator==(const Key&) const = default;
+  };
+  thread_local Key last_key;
+  thread_local std::shared_ptr<const GemmModel> last_model;
+  const std::array<double, 5> peaks = {hw.peak_bf16_flops_per_s, hw.peak_fp16_flops_per_s, hw.peak_fp8_flops_per_s,
+                                       hw.peak_tf32_flops_per_s, hw.peak_fp32_flops_per_s};
+  auto same = [&] {
+    if (last_model == nullptr || last_key.sm_count != hw.sm_count || last_key.hw_hbm != hw.hbm_bandwidth_bytes_per_s ||
+        last_key.profile_hbm != profile.hbm_bandwidth_bytes_per_s || last_key.peaks != peaks ||
+        last_key.gemm.size() != profile.gemm.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < profile.gemm.size(); ++i) {
+      const GemmRatePoint& g = profile.gemm[i];
+      if (!(last_key.gemm[i] == Point{g.dtype, g.m, g.n, g.k, g.flops_per_s})) return false;
+    }
+    return true;
+  };
+  if (same()) return last_model;
+  absl::StatusOr<GemmModel> gm = GemmModel::Create(hw, profile);
+  if (!gm.ok()) return nullptr;
+  Key key{hw.sm_count, hw.hbm_bandwidth_bytes_per_s, profile.hbm_bandwidth_bytes_per_s, peaks, {}};
+  key.gemm.reserve(profile.gemm.size());
+  for (const GemmRatePoint& g : profile.gemm) key.gemm.push_back({g.dtype, g.m, g.n, g.k, g.flops_per_s});
+  last_key = std::move(key);
+  last_model = std::make_shared<const GemmModel>(*std::move(gm));
+  return last_model;
+}
+
 bool AllOn(const Job& job) {
   const ModelChoices& c = job.choices;
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
@@ -168,8 +215,8 @@ class StepModel {
     if (gemm_model != nullptr) {
       gm_ = gemm_model;
     } else {
-      absl::StatusOr<GemmModel> gm = GemmModel::Create(job.hardware, job.profile);
-      if (gm.ok()) gm_ = &gemm_model_.emplace(*std::move(gm));
+      gemm_model_ = ThreadGemmModel(job.hardware, job.profile);
+      gm_ = gemm_model_.get();
     }
     pc_ = CountParameters(m_);
     if (t_.flash_attention) AttentionRates(&attn_rate_fwd_, &attn_rate_bwd_);
@@ -291,7 +338,7 @@ class StepModel {
   double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false;
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
-  std::optional<GemmModel> gemm_model_;  // built here when none was given
+  std::shared_ptr<const GemmModel> gemm_model_;  // built (or reused) here when none was given
   const GemmModel* gm_ = nullptr;
   struct GemmMemo {
     double m, n, k, batch;
@@ -338,11 +385,13 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
     const CollectiveRate* best = prof.FindCollective(coll, g.scope, g.size, g.members_per_node);
     if (best != nullptr && !best->points.empty()) r = best;
   }
-  const CollectiveEstimate e = EstimateCollective(*r, g.size, size_bytes, g.members_per_node, /*explain=*/false);
-  if (e.extrapolated && !r->points.empty() && !warned_curve_) {
+  // The reason is written only while the curve warning has not been given (once per prediction).
+  const bool explain = !warned_curve_ && !r->points.empty();
+  const CollectiveEstimate e = EstimateCollective(*r, g.size, size_bytes, g.members_per_node, explain);
+  if (e.extrapolated && explain) {
     warned_curve_ = true;
     warnings_.push_back(absl::StrCat(CollectiveName(coll), " ", ScopeName(g.scope), " over ", g.size, " ranks: ",
-                                     EstimateCollective(*r, g.size, size_bytes, g.members_per_node).reason));
+                                     e.reason));
   }
   return e.time_s;
 }

@@ -55,6 +55,25 @@ TEST(ParameterCounts, TiedEmbeddingsCountOnce) {
   EXPECT_DOUBLE_EQ(untied - CountParameters(s).total, 1000.0 * 64);
 }
 
+TEST(ParameterCounts, MemoFollowsEveryDimension) {
+  // CountParameters keeps the last shape's counts per thread: a shape edited in place must be
+  // counted again. Llama 3 8B by hand (ParameterCounts.Llama3_8B_ByHand): 8,030,261,248; one
+  // layer fewer removes 218,112,000 (attention 4096 x (4096 + 2 x 1024 + 4096) + FFN
+  // 3 x 4096 x 14336, + two 4096-wide norms = 218,112,000).
+  ModelShape s;
+  s.layers = 32; s.hidden_size = 4096; s.attention_heads = 32; s.kv_heads = 8;
+  s.ffn_hidden_size = 14336; s.ffn_type = FfnType::kSwiGlu; s.vocab_size = 128256;
+  s.norm_type = NormType::kRmsNorm;
+  EXPECT_DOUBLE_EQ(CountParameters(s).total, 8030261248.0);
+  s.layers = 31;
+  EXPECT_DOUBLE_EQ(CountParameters(s).total, 8030261248.0 - 218112000.0);
+  s.layers = 32;
+  s.moe.routed_experts = 8; s.moe.top_k = 2; s.moe.expert_ffn_hidden_size = 14336;
+  EXPECT_GT(CountParameters(s).total, 8030261248.0);
+  s.moe = MoeShape{};
+  EXPECT_DOUBLE_EQ(CountParameters(s).total, 8030261248.0);
+}
+
 TEST(ModelShapeValidation, NamesFieldAndReason) {
   ModelShape s;
   s.layers = 2; s.hidden_size = 64; s.attention_heads = 6; s.kv_heads = 4; s.vocab_size = 10;

@@ -47,6 +47,24 @@ TEST(StepTime, SlowerMeasuredGemmSlowsTheStepByTheGemmShare) {
   EXPECT_DOUBLE_EQ(b.attention_s, a.attention_s);  // fused attention has its own rate
 }
 
+TEST(StepTime, ReusedGemmModelFollowsEveryChangeOfTheProfile) {
+  // The GEMM model is reused on a thread while the hardware and profile inputs it reads are
+  // unchanged (core/step_time.cc ThreadGemmModel): an edit in place, a different profile, and a
+  // return to the first must each give that profile's own answer, never a stale one.
+  Job job = Llama70B();
+  for (auto& g : job.profile.gemm) g.flops_per_s = 700e12;
+  const double fast_s = EstimateStepTime(job).breakdown.gemm_s;
+  for (auto& g : job.profile.gemm) g.flops_per_s = 350e12;  // same vector, edited in place
+  const double slow_s = EstimateStepTime(job).breakdown.gemm_s;
+  EXPECT_GT(slow_s, 1.9 * fast_s);
+  job.hardware.sm_count += 1;  // a hardware input of the model
+  EXPECT_NE(EstimateStepTime(job).breakdown.gemm_s, slow_s);
+  job.hardware.sm_count -= 1;
+  EXPECT_DOUBLE_EQ(EstimateStepTime(job).breakdown.gemm_s, slow_s);
+  for (auto& g : job.profile.gemm) g.flops_per_s = 700e12;
+  EXPECT_DOUBLE_EQ(EstimateStepTime(job).breakdown.gemm_s, fast_s);
+}
+
 TEST(StepTime, InterleavingDividesTheBubble) {
   // Narayanan et al. 2021 Sec. 2.2.2: bubble = (p-1)/v x stage time.
   Job j1 = Llama70B();

@@ -95,14 +95,16 @@ StageLayers LayersOfStage(const Job& job, bool last_stage) {
   for (int64_t k = 0; k < p.vpp; ++k) {
     const int64_t c = rank + k * p.pp;
     const int64_t begin = std::min(m.layers, c * per_chunk), end = std::min(m.layers, (c + 1) * per_chunk);
-    if (!m.moe.enabled()) {  // all dense: no per-layer test
-      out.dense += end - begin;
-      continue;
+    // MoE layers in [begin, end): first_dense_layers, then every freq-th layer.
+    int64_t moe = 0;
+    if (m.moe.enabled() && end > begin) {
+      const int64_t fd = m.moe.first_dense_layers;
+      const int64_t lo = std::max(begin, fd);
+      const int64_t first = fd + (lo - fd + freq - 1) / freq * freq;
+      if (first < end) moe = (end - 1 - first) / freq + 1;
     }
-    for (int64_t i = begin; i < end; ++i) {
-      const bool moe = m.moe.enabled() && i >= m.moe.first_dense_layers && (i - m.moe.first_dense_layers) % freq == 0;
-      (moe ? out.moe : out.dense) += 1;
-    }
+    out.moe += moe;
+    out.dense += std::max<int64_t>(0, end - begin) - moe;
   }
   return out;
 }

@@ -288,7 +288,8 @@ class StepModel {
     const GemmEstimate est = EstimateGemm(m, n, k);
     const double f = 2 * m * n * k * count;
     const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * count;
-    const Work fwd = GemmForward(m, n, k, count);
+    Work fwd;
+    fwd.Gemm(est, count, f, b);
     c.gemm_fwd += fwd;
     if (into != nullptr) *into += fwd;
     c.gemm_bwd.Gemm(est, 2 * count, 2 * f, 2 * b);

@@ -1,5 +1,7 @@
 // Per-GPU memory against Korthikanti et al. 2022 Table 2 (activations per layer), Megatron-LM's
 // bytes per parameter (theoretical_memory_usage.py) and seed 004's exercise 1.
+#include <algorithm>
+
 #include "core/memory.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -44,6 +46,54 @@ TEST(Activations, Seed004PerLayerApproximation) {
   LayerActivationInput in;
   in.seq_tokens = 4096; in.kv_tokens = 4096; in.micro_batch = 8; in.tp = 1; in.dropout = true;
   EXPECT_NEAR(LayerActivationBytes(m, in) / 1e9, 32.5, 0.1);
+}
+
+TEST(Memory, LayersOfStageMatchMegatronsLayerAssignment) {
+  // Megatron-Core assigns chunk c (= pp rank + k x pp, k < vpp) the layers
+  // [c x per_chunk, (c+1) x per_chunk), per_chunk = ceil(L / (pp x vpp)); layer i is MoE when
+  // i >= first_dense_layers and (i - first_dense_layers) % layer_freq == 0 (DeepSeek-V3: 3 dense
+  // layers first). Counted here layer by layer, against LayersOfStage's closed form, over layouts
+  // that include uneven ones. DeepSeek-V3 (61 layers, 3 dense) at PP 4 VPP 4: per_chunk 4; the
+  // first stage holds chunks 0, 4, 8, 12 = layers 0-3, 16-19, 32-35, 48-51: 3 dense, 13 MoE.
+  Job job;
+  job.model.layers = 61;
+  job.model.moe.routed_experts = 256;
+  job.model.moe.first_dense_layers = 3;
+  job.parallelism.pp = 4;
+  job.parallelism.vpp = 4;
+  const StageLayers first = LayersOfStage(job, false);
+  EXPECT_EQ(first.dense, 3);
+  EXPECT_EQ(first.moe, 13);
+  for (int64_t layers : {1, 7, 32, 61, 80, 126}) {
+    for (int64_t fd : {0, 1, 3, 10}) {
+      for (int64_t freq : {1, 2, 3}) {
+        for (int64_t pp : {1, 2, 4, 8}) {
+          for (int64_t vpp : {1, 2, 5}) {
+            Job j;
+            j.model.layers = layers;
+            j.model.moe.routed_experts = 8;
+            j.model.moe.first_dense_layers = fd;
+            j.model.moe.layer_freq = freq;
+            j.parallelism.pp = pp;
+            j.parallelism.vpp = vpp;
+            for (bool last : {false, true}) {
+              const int64_t chunks = pp * vpp, per_chunk = (layers + chunks - 1) / chunks;
+              int64_t dense = 0, moe = 0;
+              for (int64_t k = 0; k < vpp; ++k) {
+                const int64_t c = (last ? pp - 1 : 0) + k * pp;
+                for (int64_t i = c * per_chunk; i < std::min(layers, (c + 1) * per_chunk); ++i) {
+                  (i >= fd && (i - fd) % freq == 0 ? moe : dense) += 1;
+                }
+              }
+              const StageLayers got = LayersOfStage(j, last);
+              EXPECT_EQ(got.dense, dense) << layers << " " << fd << " " << freq << " " << pp << " " << vpp << " " << last;
+              EXPECT_EQ(got.moe, moe) << layers << " " << fd << " " << freq << " " << pp << " " << vpp << " " << last;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(Memory, MegatronBytesPerParameter) {

@@ -226,10 +226,15 @@ class StepModel {
   StepTimeEstimate Run(const StepLayerCosts* layers = nullptr);
   StepLayerCosts Layers() {
     StepLayerCosts c;
-    c.dense = Layer(false);
-    if (m_.MoeLayerCount() > 0) c.moe = Layer(true);
-    c.logits = Logits();
+    FillLayers(c);
     return c;
+  }
+  // Fills freshly constructed (zero) layer costs in place: each LayerCost is over a kilobyte, so
+  // they are not built and copied.
+  void FillLayers(StepLayerCosts& c) {
+    Layer(false, c.dense);
+    if (m_.MoeLayerCount() > 0) Layer(true, c.moe);
+    Logits(c.logits);
   }
 
  private:
@@ -323,8 +328,9 @@ class StepModel {
     c.elem_bwd.Bytes(2 * bytes * elem_factor_, bw_);
   }
   double Comm(Collective coll, const GroupPlacement& g, double size_bytes);
-  LayerCost Layer(bool moe);
-  LayerCost Logits();
+  // Add one layer's (one output layer's) per-micro-batch costs to `c`, which starts at zero.
+  void Layer(bool moe, LayerCost& c);
+  void Logits(LayerCost& c);
   // Attention-kernel rates of the framework on this GPU, or the profile's.
   void AttentionRates(double* fwd, double* bwd);
 
@@ -424,8 +430,7 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
   *fwd = *bwd = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk);
 }
 
-LayerCost StepModel::Layer(bool moe) {
-  LayerCost c;
+void StepModel::Layer(bool moe, LayerCost& c) {
   ModuleForward& mod = c.module;
   const double T = tokens_, h = m_.hidden_size, t = p_.tp;
   const double a = m_.attention_heads, kv = m_.kv_heads;
@@ -618,11 +623,9 @@ LayerCost StepModel::Layer(bool moe) {
     const double gpu_bwd = c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s;
     c.launch.Host(std::max(0.0, floor_fwd - gpu_fwd) + std::max(0.0, 2 * floor_fwd - gpu_bwd));
   }
-  return c;
 }
 
-LayerCost StepModel::Logits() {
-  LayerCost c;
+void StepModel::Logits(LayerCost& c) {
   const double T = tokens_, h = m_.hidden_size, t = p_.tp, V = m_.vocab_size;
   Gemm(T, V / t, h, c);
   // Final norm, then the loss over T x V/t logits: a fused vocab-parallel fp32 cross entropy
@@ -647,7 +650,6 @@ LayerCost StepModel::Logits() {
     c.tp_fwd.Comm(one + stats, place_.tp.scope);
     c.tp_bwd.Comm(back, place_.tp.scope);
   }
-  return c;
 }
 
 // Recomputed forward work of one layer under the job's recomputation.
@@ -696,7 +698,10 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   const double moe_frac = static_cast<double>(m_.MoeLayerCount()) / m_.layers;
 
   std::optional<StepLayerCosts> own;
-  if (layers == nullptr) layers = &own.emplace(Layers());
+  if (layers == nullptr) {
+    FillLayers(own.emplace());
+    layers = &*own;
+  }
   const LayerCost& dense = layers->dense;
   const LayerCost& moe = layers->moe;
   const LayerCost& logits = layers->logits;

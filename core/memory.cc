@@ -84,8 +84,7 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
 }
 
 StageLayers LayersOfStage(const Job& job, bool last_stage) {
-  ModelShape storage;
-  const ModelShape& m = Resolve(job.model, storage);
+  const ModelShape& m = job.model;  // reads layers and moe only, which Resolved() leaves as they are
   const Parallelism& p = job.parallelism;
   const int64_t chunks = p.pp * p.vpp;
   const int64_t per_chunk = (m.layers + chunks - 1) / chunks;

@@ -99,8 +99,12 @@ StageLayers LayersOfStage(const Job& job, bool last_stage) {
     if (m.moe.enabled() && end > begin) {
       const int64_t fd = m.moe.first_dense_layers;
       const int64_t lo = std::max(begin, fd);
-      const int64_t first = fd + (lo - fd + freq - 1) / freq * freq;
-      if (first < end) moe = (end - 1 - first) / freq + 1;
+      if (freq == 1) {
+        moe = std::max<int64_t>(0, end - lo);
+      } else {
+        const int64_t first = fd + (lo - fd + freq - 1) / freq * freq;
+        if (first < end) moe = (end - 1 - first) / freq + 1;
+      }
     }
     out.moe += moe;
     out.dense += std::max<int64_t>(0, end - begin) - moe;

@@ -254,7 +254,8 @@ class StepModel {
     // Dense and MoE layers share their attention projections: estimates are memoized.
     for (int i = 0; i < cached_; ++i) {
       const GemmMemo& c = memo_[i];
-      if (c.m == m && c.n == n && c.k == k && c.batch == batch) return c.estimate;
+      // n first: most GEMMs of a layer share m (the tokens) and differ in n.
+      if (c.n == n && c.k == k && c.m == m && c.batch == batch) return c.estimate;
     }
     GemmEstimate e = EstimateGemmUncached(m, n, k, batch);
     if (cached_ < kMemo) memo_[cached_++] = {m, n, k, batch, e};

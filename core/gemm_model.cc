@@ -383,8 +383,26 @@ absl::StatusOr<GemmEstimate> GemmModel::EstimateAnalytic(const GemmShape& shape)
 
 absl::StatusOr<GemmEstimate> GemmModel::Estimate(const GemmShape& s) const {
   if (absl::Status st = Check(s); !st.ok()) return st;
-  GemmEstimate e = Analytic(s);
-  if (table_.empty()) return e;
+  GemmEstimate e;
+  Estimated(s, &e);
+  return e;
+}
+
+bool GemmModel::TryEstimate(const GemmShape& s, GemmEstimate* out) const {
+  // Check()'s conditions, without building its error.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const bool fine = s.batch > 0 && s.batch < kInf && s.m > 0 && s.m < kInf && s.n > 0 && s.n < kInf && s.k > 0 &&
+                    s.k < kInf && static_cast<unsigned>(s.dtype) < static_cast<unsigned>(kDTypes) &&
+                    flat_[static_cast<int>(s.dtype)] > 0;
+  if (!fine) return false;
+  Estimated(s, out);
+  return true;
+}
+
+void GemmModel::Estimated(const GemmShape& s, GemmEstimate* out) const {
+  GemmEstimate& e = *out;
+  e = Analytic(s);
+  if (table_.empty()) return;
 
   // Which dtype's points answer: the shape's own, else its bf16/fp16 twin (flagged); which kind:
   // the estimate's own kernel kind when the table has points of it, else any (flagged).
@@ -393,7 +411,7 @@ absl::StatusOr<GemmEstimate> GemmModel::Estimate(const GemmShape& s) const {
     d = static_cast<int>(Twin(s.dtype));
     if (ranges_[d][kKinds].count > 0) e.dtype_borrowed = true;
   }
-  if (ranges_[d][kKinds].count == 0) return e;
+  if (ranges_[d][kKinds].count == 0) return;
   const int own_kind = static_cast<int>(e.kernel);
   const bool have_kind = ranges_[d][own_kind].count > 0;
   const Range& range = ranges_[d][have_kind ? own_kind : kKinds];
@@ -413,7 +431,7 @@ absl::StatusOr<GemmEstimate> GemmModel::Estimate(const GemmShape& s) const {
       e.time_s = p.time_s;
       e.flops_per_s = 2.0 * s.batch * s.m * s.n * s.k / e.time_s;
       e.from_table = true;
-      return e;
+      return;
     }
     if (found == kNearest && dist >= best_d[kNearest - 1]) continue;
     int pos = found < kNearest ? found++ : kNearest - 1;
@@ -433,7 +451,6 @@ absl::StatusOr<GemmEstimate> GemmModel::Estimate(const GemmShape& s) const {
   bool outside = !have_kind;
   for (int j = 0; j < 4; ++j) outside = outside || q[j] < range.lo[j] || q[j] > range.hi[j];
   e.outside_table = outside;
-  return e;
 }
 
 }  // namespace stepcast

@@ -125,6 +125,9 @@ class GemmModel {
   // number > 0,
   // no rate for the dtype on this hardware (e.g. fp8 on A100). No allocation on success.
   absl::StatusOr<GemmEstimate> Estimate(const GemmShape& shape) const;
+  // The same without a Status, for hot paths that only need to know whether the shape was
+  // estimable: false (and `*out` untouched) exactly where Estimate() returns an error.
+  bool TryEstimate(const GemmShape& shape, GemmEstimate* out) const;
 
   // The analytic model alone (ignores the table).
   absl::StatusOr<GemmEstimate> EstimateAnalytic(const GemmShape& shape) const;
@@ -152,6 +155,7 @@ class GemmModel {
     float lo[4], hi[4];
   };
   GemmEstimate Analytic(const GemmShape& s) const;  // shape and rate already checked
+  void Estimated(const GemmShape& s, GemmEstimate* out) const;  // Estimate() after the checks
   absl::Status Check(const GemmShape& s) const;
   // (1 + r^p)^(1/p) for r in [0, 1], linear between kCombineSteps + 1 samples.
   double CombineFactor(double r) const {

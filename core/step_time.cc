@@ -263,18 +263,18 @@ class StepModel {
   }
   GemmEstimate EstimateGemmUncached(double m, double n, double k, double batch) {
     if (gm_ != nullptr) {
-      absl::StatusOr<GemmEstimate> e = gm_->Estimate({t_.precision.gemm, batch, m, n, k});
-      if (e.ok()) {
-        if (e->extrapolated() && !warned_gemm_) {
+      GemmEstimate e;
+      if (gm_->TryEstimate({t_.precision.gemm, batch, m, n, k}, &e)) {
+        if (e.extrapolated() && !warned_gemm_) {
           warned_gemm_ = true;
           warnings_.push_back(absl::StrCat(
               "GEMM ", static_cast<int64_t>(m), "x", static_cast<int64_t>(n), "x", static_cast<int64_t>(k), " ",
               DTypeName(t_.precision.gemm), ": ",
-              e->dtype_borrowed ? "rate borrowed from another dtype" : e->unaligned_fallback
+              e.dtype_borrowed ? "rate borrowed from another dtype" : e.unaligned_fallback
                                                                            ? "unaligned shape (fallback kernel)"
                                                                            : "outside the profile's measured shapes"));
         }
-        return *e;
+        return e;
       }
     }
     GemmEstimate e;

@@ -584,6 +584,18 @@ TEST(GemmModel, BadInputNamesTheField) {
   bad({DType::kBF16, 1, 8, 8, std::nan("")}, "gemm.k");
   bad({DType::kBF16, 0, 8, 8, 8}, "gemm.batch");
   bad({DType::kBF16, 1, 8, 8, std::numeric_limits<double>::infinity()}, "gemm.k");
+  // TryEstimate refuses exactly what Estimate refuses, and otherwise gives the same estimate.
+  for (const GemmShape& s : {GemmShape{DType::kBF16, 1, 0, 8, 8}, GemmShape{DType::kBF16, 1, 8, -1, 8},
+                             GemmShape{DType::kBF16, 1, 8, 8, std::nan("")}, GemmShape{DType::kBF16, 0, 8, 8, 8},
+                             GemmShape{DType::kBF16, 1, 8192, 8192, 8192}, GemmShape{DType::kBF16, 4, 4096, 3137, 512}}) {
+    GemmEstimate got;
+    const auto want = model.Estimate(s);
+    ASSERT_EQ(model.TryEstimate(s, &got), want.ok());
+    if (want.ok()) {
+      EXPECT_EQ(got.time_s, want->time_s);
+      EXPECT_EQ(got.kernel, want->kernel);
+    }
+  }
 
   // Absurdly large shapes stay finite.
   auto huge = model.Estimate({DType::kBF16, 1e12, 1e9, 1e9, 1e9});

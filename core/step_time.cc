@@ -114,7 +114,6 @@ std::shared_ptr<const GemmModel> ThreadGemmModel(const Hardware& hw, const RateP
     double hw_hbm = 0, profile_hbm = 0;
     std::array<double, 5> peaks{};
     std::vector<Point> gemm;
-    bool operator==(const Key&) const = default;
   };
   thread_local Key last_key;
   thread_local std::shared_ptr<const GemmModel> last_model;

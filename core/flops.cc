@@ -32,7 +32,6 @@ double HardwareFlopsPerStep(const ModelShape& in, int64_t seq_length, double seq
 
 double HardwareFlopsPerStep(const ModelShape& in, int64_t seq_length, double sequences,
                             Recompute recompute, bool flash_attention, double model) {
-  if (recompute == Recompute::kNone) return model;
   ModelShape storage;
   const ModelShape& s = Resolve(in, storage);
   const double tokens = sequences * seq_length;

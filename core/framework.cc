@@ -25,8 +25,7 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
   auto scan = [&](DType d, bool want_causal) {
     Pick p;
     for (const AttentionRate& r : rates) {
-      if (r.dtype != d || r.causal != want_causal) continue;  // cheap tests first
-      if (r.architecture.size() != architecture.size() || r.architecture != architecture) continue;
+      if (r.dtype != d || r.causal != want_causal || r.architecture != architecture) continue;  // cheap tests first
       p.found = true;
       if (r.seq_length <= 0) {
         if (p.any == nullptr) p.any = &r;

@@ -84,7 +84,9 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
 }
 
 StageLayers LayersOfStage(const Job& job, bool last_stage) {
-  const ModelShape& m = job.model;  // reads layers and moe only, which Resolved() leaves as they are
+  // Reads layers and the MoE layout only; the one default Resolved() fills there (layer_freq 0 -> 1)
+  // is the freq guard below.
+  const ModelShape& m = job.model;
   const Parallelism& p = job.parallelism;
   const int64_t chunks = p.pp * p.vpp;
   const int64_t per_chunk = (m.layers + chunks - 1) / chunks;

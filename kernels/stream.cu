@@ -22,13 +22,15 @@ int Blocks(size_t n) {
   return static_cast<int>(want < cap ? (want > 0 ? want : 1) : cap);
 }
 
-// The STREAM kernels launch one thread per float4 in blocks of 1024 (BabelStream's CUDA
-// kernels: TBSIZE 1024, one element per thread). On an H100 80GB HBM3 (2026-11-25, 1 GiB arrays,
-// queued CUDA events, medians of 30) that copied at 3046 GB/s against 2857 GB/s for a grid-stride
-// loop over 32 blocks of 256 per SM and 3006 GB/s for torch's copy_ (cudaMemcpyAsync); unrolling
-// the grid-stride loop 2 or 4 times did not help (2802-2848 GB/s). The loop stays as a guard for
-// grids past the launch limit.
-constexpr int kStreamBlock = 1024;
+// The STREAM kernels launch one thread per float4 (BabelStream's CUDA kernels: one element per
+// thread) in blocks of 256. Measured with scripts/hbm_copy_variants.cu (1 GiB arrays, queued CUDA
+// events, medians of 30, GB/s of bytes read + written): on an H200 (2026-11-27) blocks of 256
+// copied 4275 GB/s, blocks of 1024 (BabelStream's TBSIZE) 4114, torch's copy_ (cudaMemcpyAsync)
+// 4255; on an H100 80GB HBM3 the same day 3019, 3047 and 3005. Blocks of 256 are the only shape
+// at or above cudaMemcpyAsync on both. A grid-stride loop over 32 blocks of 256 per SM copied
+// 3976 / 2856 GB/s, and unrolling it 2x or 4x did not help; the loop stays as a guard for grids
+// past the launch limit.
+constexpr int kStreamBlock = 256;
 int StreamBlocks(size_t n) {
   const size_t want = (n + kStreamBlock - 1) / kStreamBlock;
   return static_cast<int>(std::min<size_t>(std::max<size_t>(want, 1), 0x7fffffff));

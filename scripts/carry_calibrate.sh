@@ -34,7 +34,7 @@ for f in "$out"/bin/* "$out"/lib/libstepcast_probe.so; do
 done | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] || cp -L "$path" "$out/lib/$name"
 done
-cp "$root/scripts/device_calibrate.sh" "$root/scripts/torch_reference.py" "$out/"
+cp "$root/scripts/device_calibrate.sh" "$root/scripts/torch_reference.py" "$root/scripts/attention_bench.py" "$out/"
 cat > "$out/env.sh" <<'ENV'
 # Source on the GPU machine. Defines stepcast_env CMD...: runs CMD with the CUDA libraries of the
 # toolkit or of PyTorch's nvidia-* wheels (cuBLASLt, cudart, CUPTI, NCCL) on LD_LIBRARY_PATH. Only

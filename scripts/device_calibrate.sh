@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, with .carry/ carried (scripts/carry_calibrate.sh):
-# the GPU tests, a --quick and a full calibration (timed), and the torch references side by side.
+# the GPU tests, a --quick and a full calibration (timed), and the torch references side by side;
+# then the SDPA attention backends' rates (attention_bench.py) for the framework presets.
 # Everything lands in ${OUT:-out}/; the last lines printed are the comparison table. One command:
 #   OUT=$OUT bash .carry/device_calibrate.sh
 set -u
@@ -22,3 +23,4 @@ tail -40 "$out/full.txt"
 python3 .carry/torch_reference.py --run "$out/profile.json.run.json" --sustain-s 30 --json "$out/torch_reference.json" | tee "$out/reference.txt"
 printf 'wall time: --quick %s s (exit %d), full %s s (exit %d)\n' "$(elapsed "$t0" "$t1")" $rq "$(elapsed "$t1" "$t2")" $rf \
   | tee -a "$out/reference.txt"
+python3 .carry/attention_bench.py --json "$out/attention.json" | tee "$out/attention.txt"

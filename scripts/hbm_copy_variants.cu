@@ -41,6 +41,27 @@ __global__ void GridStrideUnrolled(const float4* __restrict__ a, float4* __restr
   }
   for (; i < n; i += stride) c[i] = a[i];
 }
+// K consecutive float4 per thread, a block copying K * blockDim contiguous elements (loads first).
+template <int K>
+__global__ void KPerThread(const float4* __restrict__ a, float4* __restrict__ c, size_t n) {
+  const size_t base = blockIdx.x * (size_t)blockDim.x * K + threadIdx.x;
+  float4 v[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const size_t i = base + (size_t)k * blockDim.x;
+    if (i < n) v[k] = a[i];
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const size_t i = base + (size_t)k * blockDim.x;
+    if (i < n) c[i] = v[k];
+  }
+}
+// One per thread with streaming cache hints (ld.global.cs / st.global.cs: evict first).
+__global__ void OnePerThreadStreaming(const float4* __restrict__ a, float4* __restrict__ c, size_t n) {
+  const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) __stcs(c + i, __ldcs(a + i));
+}
 __global__ void Fill(float* p, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     p[i] = (float)(i % 977) * 0.5f + 1.0f;
@@ -76,6 +97,9 @@ double MedianSeconds(F f, int iters = 30) {
 int main() {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s, %d SMs, L2 %d MiB\n", prop.name, sms, prop.l2CacheSize >> 20);
   for (size_t bytes : {size_t(400) << 20, size_t(1) << 30, size_t(4) << 30}) {
     const size_t n = bytes / 16;
     float4 *a = nullptr, *c = nullptr;
@@ -90,6 +114,13 @@ int main() {
     std::printf("  grid-stride, 8 x 256 per SM      %7.1f GB/s\n", gbs(MedianSeconds([&] { GridStride<<<sms * 8, 256>>>(a, c, n); })));
     std::printf("  one per thread, blocks of 256    %7.1f GB/s\n", gbs(MedianSeconds([&] { OnePerThread<<<(n + 255) / 256, 256>>>(a, c, n); })));
     std::printf("  one per thread, blocks of 1024   %7.1f GB/s\n", gbs(MedianSeconds([&] { OnePerThread<<<(n + 1023) / 1024, 1024>>>(a, c, n); })));
+    std::printf("  one per thread, blocks of 512    %7.1f GB/s\n", gbs(MedianSeconds([&] { OnePerThread<<<(n + 511) / 512, 512>>>(a, c, n); })));
+    std::printf("  one per thread, streaming, 1024  %7.1f GB/s\n", gbs(MedianSeconds([&] { OnePerThreadStreaming<<<(n + 1023) / 1024, 1024>>>(a, c, n); })));
+    std::printf("  2 per thread, blocks of 1024     %7.1f GB/s\n", gbs(MedianSeconds([&] { KPerThread<2><<<(n + 2047) / 2048, 1024>>>(a, c, n); })));
+    std::printf("  2 per thread, blocks of 256      %7.1f GB/s\n", gbs(MedianSeconds([&] { KPerThread<2><<<(n + 511) / 512, 256>>>(a, c, n); })));
+    std::printf("  4 per thread, blocks of 256      %7.1f GB/s\n", gbs(MedianSeconds([&] { KPerThread<4><<<(n + 1023) / 1024, 256>>>(a, c, n); })));
+    std::printf("  4 per thread, blocks of 512      %7.1f GB/s\n", gbs(MedianSeconds([&] { KPerThread<4><<<(n + 2047) / 2048, 512>>>(a, c, n); })));
+    std::printf("  8 per thread, blocks of 128      %7.1f GB/s\n", gbs(MedianSeconds([&] { KPerThread<8><<<(n + 1023) / 1024, 128>>>(a, c, n); })));
     std::printf("  unrolled 2x, 8 x 256 per SM      %7.1f GB/s\n", gbs(MedianSeconds([&] { GridStrideUnrolled<2><<<sms * 8, 256>>>(a, c, n); })));
     std::printf("  unrolled 4x, 8 x 256 per SM      %7.1f GB/s\n", gbs(MedianSeconds([&] { GridStrideUnrolled<4><<<sms * 8, 256>>>(a, c, n); })));
     std::printf("  unrolled 4x, 32 x 256 per SM     %7.1f GB/s\n", gbs(MedianSeconds([&] { GridStrideUnrolled<4><<<sms * 32, 256>>>(a, c, n); })));

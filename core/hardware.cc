@@ -37,13 +37,15 @@ double BusBwFactor(Collective c, int64_t n) {
 
 namespace {
 
-// The curve's time at S (same group): interpolated, or held / continued at its ends.
-CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_bytes) {
+// The curve's time at S (same group): interpolated, or held / continued at its ends (the reason
+// written only when `explain`).
+CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_bytes, bool explain) {
   const auto& pts = rate.points;
   CollectiveEstimate e;
   if (size_bytes < pts.front().size_bytes) {
     e.time_s = pts.front().time_s;
     e.extrapolated = true;
+    if (!explain) return e;
     e.reason = absl::StrCat("below the smallest measured size (", pts.front().size_bytes,
                             " B): its time, the latency floor, holds");
     return e;
@@ -61,6 +63,7 @@ CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_
   if (!(busbw > 0)) busbw = last.size_bytes * factor / last.time_s;  // the last point's busbw
   e.time_s = last.time_s + (size_bytes - last.size_bytes) * factor / busbw;
   e.extrapolated = true;
+  if (!explain) return e;
   e.reason = absl::StrCat("above the largest measured size (", last.size_bytes, " B): continued at busbw ",
                           busbw / 1e9, " GB/s");
   return e;
@@ -87,13 +90,13 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
   const int64_t g0 = rate.group_size > 0 ? rate.group_size : n;
   const bool layout_known = rate.scope == Scope::kInterNode && rate.ranks_per_node > 0 && members_per_node > 0;
   const bool same_layout = !layout_known || members_per_node == rate.ranks_per_node;
-  if (g0 == n && same_layout) return CurveTime(rate, n, size_bytes);
+  if (g0 == n && same_layout) return CurveTime(rate, n, size_bytes, explain);
   // Another group size or layout: scale the curve (busbw held, latency by ring steps, NICs in use).
   const double f_n = BusBwFactor(rate.collective, n), f_0 = BusBwFactor(rate.collective, g0);
   const double scaled = f_0 > 0 ? size_bytes * f_n / f_0 : size_bytes;
   double floor = pts.front().time_s;
   for (const auto& p : pts) floor = std::min(floor, p.time_s);
-  const CollectiveEstimate at0 = CurveTime(rate, g0, scaled);
+  const CollectiveEstimate at0 = CurveTime(rate, g0, scaled, explain);
   const double steps0 = RingSteps(rate.collective, g0);
   const double latency = steps0 > 0 ? floor * RingSteps(rate.collective, n) / steps0 : floor;
   double bandwidth = std::max(0.0, at0.time_s - floor);

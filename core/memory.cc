@@ -114,17 +114,20 @@ StageLayers LayersOfStage(const Job& job, bool last_stage) {
   return out;
 }
 
-LocalParameters LocalParameterCount(const Job& job, bool last_stage) {
-  ModelShape storage;
-  const ModelShape& m = Resolve(job.model, storage);
+namespace {
+
+// LocalParameterCount of a resolved shape from its counts and the stage's layers (each computed
+// once per prediction by the callers that need them more than once).
+LocalParameters LocalParametersOf(const Job& job, const ModelShape& m, const ParameterCounts& c, const StageLayers& sl,
+                                  bool last_stage) {
   const Parallelism& p = job.parallelism;
-  const ParameterCounts c = CountParameters(m);
   const double h = m.hidden_size;
   // Expert weights (routed experts only) of the whole model.
+  const int64_t moe_layer_count = m.MoeLayerCount();
   double expert_total = 0;
   if (m.moe.enabled()) {
     const int f_mats = GatedFfn(m.ffn_type) ? 3 : 2;
-    expert_total = static_cast<double>(m.MoeLayerCount()) * m.moe.routed_experts * f_mats * h *
+    expert_total = static_cast<double>(moe_layer_count) * m.moe.routed_experts * f_mats * h *
                    m.moe.expert_ffn_hidden_size;
   }
   const double input_emb = c.embedding - (m.tied_embeddings ? 0.0 : m.vocab_size * h);
@@ -139,13 +142,26 @@ LocalParameters LocalParameterCount(const Job& job, bool last_stage) {
   // The stage's own layers (ceil(layers / (pp*vpp)) per chunk, in order): its share of the dense
   // layer weights, and of the expert weights by its MoE layers (DeepSeek-V3's first dense
   // layers sit on the first stage).
-  const StageLayers sl = LayersOfStage(job, last_stage);
   const double stage_frac = static_cast<double>(sl.total()) / m.layers;
-  const double moe_layers = static_cast<double>(m.MoeLayerCount());
+  const double moe_layers = static_cast<double>(moe_layer_count);
   const double expert_frac = moe_layers > 0 ? sl.moe / moe_layers : 0.0;
   out.dense = (layer_dense * stage_frac + stage_emb) / p.tp;
   out.expert = expert_total * expert_frac / (p.ep * p.Etp());
   return out;
+}
+
+}  // namespace
+
+LocalParameters LocalParameterCount(const Job& job, bool last_stage) {
+  ModelShape storage;
+  const ModelShape& m = Resolve(job.model, storage);
+  return LocalParametersOf(job, m, CountParameters(m), LayersOfStage(job, last_stage), last_stage);
+}
+
+LocalParameters LocalParameterCount(const Job& job, bool last_stage, const ParameterCounts& counts) {
+  ModelShape storage;
+  const ModelShape& m = Resolve(job.model, storage);
+  return LocalParametersOf(job, m, counts, LayersOfStage(job, last_stage), last_stage);
 }
 
 LocalParameters LocalParameterCount(const Job& job) { return LocalParameterCount(job, false); }
@@ -202,7 +218,8 @@ LayerActivationInput StageLayerInput(const Job& job) {
   return li;
 }
 
-MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms);
+MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms,
+                           const ParameterCounts& counts);
 
 }  // namespace
 
@@ -234,23 +251,27 @@ LayerActivationTerms ComputeLayerActivationTerms(const Job& job) {
 MemoryEstimate EstimateMemory(const Job& job) { return EstimateMemory(job, ComputeLayerActivationTerms(job)); }
 
 MemoryEstimate EstimateMemory(const Job& job, const LayerActivationTerms& terms) {
-  MemoryEstimate first = StageMemory(job, false, terms);
+  ModelShape storage;
+  const ParameterCounts counts = CountParameters(Resolve(job.model, storage));
+  MemoryEstimate first = StageMemory(job, false, terms, counts);
   if (job.parallelism.pp == 1) return first;
-  MemoryEstimate last = StageMemory(job, true, terms);
+  MemoryEstimate last = StageMemory(job, true, terms, counts);
   return last.total_bytes > first.total_bytes ? last : first;
 }
 
 MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage) {
-  return StageMemory(job, last_stage, ComputeLayerActivationTerms(job));
+  return EstimateStageMemory(job, last_stage, ComputeLayerActivationTerms(job));
 }
 
 MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms) {
-  return StageMemory(job, last_stage, terms);
+  ModelShape storage;
+  return StageMemory(job, last_stage, terms, CountParameters(Resolve(job.model, storage)));
 }
 
 namespace {
 
-MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms) {
+MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms,
+                           const ParameterCounts& counts) {
   ModelShape storage;
   const ModelShape& m = Resolve(job.model, storage);
   const TrainingConfig& t = job.training;
@@ -259,7 +280,9 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   MemoryEstimate out;
   out.stage = p.pp == 1 ? "only" : (last_stage ? "last" : "first");
 
-  const LocalParameters local = LocalParameterCount(job, last_stage);
+  // The stage's layers: dense and MoE by position (ceil(layers / (pp*vpp)) per chunk).
+  const StageLayers sl = LayersOfStage(job, last_stage);
+  const LocalParameters local = LocalParametersOf(job, m, counts, sl, last_stage);
   // ZeRO/FSDP shard over dp*cp ranks (HSDP: within a replica); expert parameters over the
   // expert data-parallel group (Megatron-Core: tp*cp*dp / (etp*ep)).
   const double replicas = std::max<int64_t>(1, p.dp_replicate);
@@ -295,8 +318,6 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   const double seq_tokens = static_cast<double>(t.seq_length) / p.cp;
   const double micro_batch = static_cast<double>(t.micro_batch_size);
   const bool sequence_parallel = p.sequence_parallel && p.tp > 1;
-  // The stage's layers: dense and MoE by position (ceil(layers / (pp*vpp)) per chunk).
-  const StageLayers sl = LayersOfStage(job, last_stage);
   const int64_t layers_per_stage = std::max<int64_t>(sl.total(), 1);
   const double moe_frac = static_cast<double>(sl.moe) / layers_per_stage;
   const double per_layer = (1 - moe_frac) * terms.dense_layer_bytes + moe_frac * terms.moe_layer_bytes;

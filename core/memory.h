@@ -144,6 +144,9 @@ StageLayers LayersOfStage(const Job& job, bool last_stage);
 
 LocalParameters LocalParameterCount(const Job& job);  // the first stage
 LocalParameters LocalParameterCount(const Job& job, bool last_stage);
+// The same from the model's counts already made (CountParameters of the resolved shape): the
+// step model and the memory estimate count once per prediction.
+LocalParameters LocalParameterCount(const Job& job, bool last_stage, const ParameterCounts& counts);
 
 }  // namespace stepcast
 

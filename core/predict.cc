@@ -90,24 +90,24 @@ Bottleneck Classify(const StepTimeEstimate& st) {
   const int64_t ai = std::llround(b.arithmetic_intensity_flops_per_byte);
   const int64_t balance = std::llround(b.machine_balance_flops_per_byte);
   const absl::string_view cmp = above ? " FLOP/B >= machine balance " : " FLOP/B < machine balance ";
-  const std::string pct = absl::StrCat(std::llround(100 * b.share), "%");
+  const int64_t pct = std::llround(100 * b.share);
   switch (b.kind) {
     case BottleneckKind::kCompute:
-      b.reason = absl::StrCat(pct, " of the step is compute-bound GEMM/attention work; arithmetic intensity ", ai,
+      b.reason = absl::StrCat(pct, "% of the step is compute-bound GEMM/attention work; arithmetic intensity ", ai,
                               cmp, balance, " FLOP/B");
       break;
     case BottleneckKind::kMemoryBandwidth:
-      b.reason = absl::StrCat(pct, " of the step waits on HBM (elementwise ops, optimizer, GEMMs below the ridge); ",
+      b.reason = absl::StrCat(pct, "% of the step waits on HBM (elementwise ops, optimizer, GEMMs below the ridge); ",
                               "arithmetic intensity ", ai, cmp, balance, " FLOP/B");
       break;
     case BottleneckKind::kNetworkIntraNode:
-      b.reason = absl::StrCat(pct, " of the step is exposed communication inside the node (NVLink)");
+      b.reason = absl::StrCat(pct, "% of the step is exposed communication inside the node (NVLink)");
       break;
     case BottleneckKind::kNetworkInterNode:
-      b.reason = absl::StrCat(pct, " of the step is exposed communication across nodes (NIC)");
+      b.reason = absl::StrCat(pct, "% of the step is exposed communication across nodes (NIC)");
       break;
     case BottleneckKind::kPipelineBubble:
-      b.reason = absl::StrCat(pct, " of the step is pipeline fill/drain; more micro-batches or ",
+      b.reason = absl::StrCat(pct, "% of the step is pipeline fill/drain; more micro-batches or ",
                               "virtual stages shrink it");
       break;
     case BottleneckKind::kUnspecified: break;

@@ -210,6 +210,7 @@ class StepModel {
     elem_factor_ = std::max(1.0, fw_.elementwise_traffic_factor);
     launch_floor_ = !t_.cuda_graphs && fw_.launch.kernel_launch_overhead_s > 0 &&
                     fw_.launch.kernels_per_layer_forward > 0;
+    layers_needed_ = layers_needed;
     if (!layers_needed) return;
     if (gemm_model != nullptr) {
       gm_ = gemm_model;
@@ -343,7 +344,7 @@ class StepModel {
   const Parallelism& p_;
   const Placement place_;
   double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0, elem_factor_ = 1;
-  bool sp_ = false, launch_floor_ = false;
+  bool sp_ = false, launch_floor_ = false, layers_needed_ = true;
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
   std::shared_ptr<const GemmModel> gemm_model_;  // built (or reused) here when none was given
   const GemmModel* gm_ = nullptr;
@@ -801,7 +802,8 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   Work dp;
   Work fsdp_copy;  // memory-bound copies around FSDP's collectives, on the compute stream
   {
-    const LocalParameters local = LocalParameterCount(job_);
+    // The counts made for the layers when there are any (not when Run was given layer costs).
+    const LocalParameters local = LocalParameterCount(job_, false, layers_needed_ ? pc_ : CountParameters(m_));
     const double eg = BytesPerElement(t_.precision.grad_reduce);
     const double ep_ = t_.fp8_param_gather ? 1.0 : e_act_;
     const int64_t replicas = std::max<int64_t>(1, p_.dp_replicate);

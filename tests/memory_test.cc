@@ -107,6 +107,10 @@ training: {seq_length: 4096, global_batch_size: 8})");
   ASSERT_TRUE(job.ok()) << job.status();
   const LocalParameters local = LocalParameterCount(*job);
   EXPECT_NEAR(local.total(), CountParameters(job->model).total, 1.0);
+  // Llama 3 8B: 8,030,261,248 parameters (Meta's model card; torchtitan logs the same), from the
+  // counts made here or passed in (the step model passes its own).
+  EXPECT_DOUBLE_EQ(local.total(), 8030261248.0);
+  EXPECT_DOUBLE_EQ(LocalParameterCount(*job, true, CountParameters(job->model)).total(), 8030261248.0);
   MemoryEstimate m = EstimateMemory(*job);
   EXPECT_DOUBLE_EQ((m.weights_bytes + m.gradients_bytes + m.optimizer_states_bytes) / local.total(), 18.0);
   job->training.sharding = Sharding::kZero1;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_format.h"
+#include "proto/codec.h"
+
 namespace stepcast::calibrate {
 
 v1::SampleSummary Summarize(std::vector<double> t) {
@@ -133,6 +136,16 @@ GemmSizeFit FitGemmRate(const std::vector<std::pair<double, double>>& fr) {
   out.r_max_flops_per_s = 1.0 / a;
   out.f_half_flops = std::max(0.0, b / a);
   return out;
+}
+
+std::string DescribeGemmFit(const v1::GemmSizeFit& g) {
+  const std::string head = absl::StrFormat("GEMM %s by size: r_max %.1f TF, ", DTypeName(DTypeFromProto(g.dtype())),
+                                           g.r_max_flops_per_s() / 1e12);
+  const std::string tail = absl::StrFormat(" (fit error %.1f%%)", 100 * g.median_relative_error());
+  if (!(g.f_half_flops() > 0)) {
+    return head + "no small-GEMM knee in the measured sizes (the rate does not fall below them)" + tail;
+  }
+  return head + absl::StrFormat("half rate at %.2f GFLOP per GEMM", g.f_half_flops() / 1e9) + tail;
 }
 
 std::vector<v1::Straggler> FindStragglers(const std::vector<GpuValue>& v, const std::string& metric, double threshold) {

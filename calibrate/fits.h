@@ -48,6 +48,11 @@ struct GemmSizeFit {
   double Rate(double flops) const { return r_max_flops_per_s * flops / (flops + f_half_flops); }
 };
 GemmSizeFit FitGemmRate(const std::vector<std::pair<double, double>>& flops_rate);
+// The run summary's line for one dtype's fit, e.g. "GEMM bf16 by size: r_max 691.3 TF, half rate
+// at 4.04 GFLOP per GEMM (fit error 2.3%)". A fit without a knee (f_half 0: every measured GEMM
+// past it, as in --quick's sweep, whose smallest bf16 GEMM is 137 GFLOP) says so instead of
+// printing "half rate at 0.00 GFLOP".
+std::string DescribeGemmFit(const v1::GemmSizeFit& fit);
 
 // One GPU's figure (higher is better) and which GPU it is.
 struct GpuValue {

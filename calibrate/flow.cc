@@ -767,11 +767,7 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
                     absl::StrJoin(g.gemm().clocks_event_reason_names(), ",").c_str());
       }
     }
-    for (const auto& g : run.gemm_fits()) {
-      std::printf("GEMM %s by size: r_max %.1f TF, half rate at %.2f GFLOP per GEMM (fit error %.1f%%)\n",
-                  DTypeName(DTypeFromProto(g.dtype())), g.r_max_flops_per_s() / 1e12, g.f_half_flops() / 1e9,
-                  100 * g.median_relative_error());
-    }
+    for (const auto& g : run.gemm_fits()) std::printf("%s\n", DescribeGemmFit(g).c_str());
     for (const auto& s : run.stragglers()) {
       std::printf("STRAGGLER: %s %s %.1f%% below the median of the measured GPUs\n", GpuName(s.gpu_id()).c_str(),
                   s.metric().c_str(), 100 * s.slowdown());

@@ -5,6 +5,7 @@
 #include "calibrate/collective_harness.h"
 #include "calibrate/fits.h"
 #include "calibrate/iterations.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 
 namespace stepcast::calibrate {
@@ -66,6 +67,31 @@ TEST(GemmFit, RecoversTheSaturationCurve) {
   EXPECT_NEAR(fit.r_max_flops_per_s, r_max, 1e-6 * r_max);
   EXPECT_NEAR(fit.f_half_flops, f_half, 1e-6 * f_half);
   EXPECT_NEAR(fit.Rate(2.0 * 3000 * 3000 * 3000), r_max * 5.4e10 / (5.4e10 + f_half), 1e6);
+}
+
+// The H200's --quick bf16 sweep (2026-11-27, docs/CALIBRATION.md): 26 GEMMs from 137 to 7,697
+// GFLOP, all past the knee, the larger ones at lower clocks under the power cap, so the rate does
+// not rise with size and the fit has no knee. The summary says so; the full sweep's fit has one.
+TEST(GemmFit, SummaryLineSaysWhenTheSweepHasNoKnee) {
+  const std::vector<std::pair<double, double>> quick = {
+      {137.4e9, 669.9e12}, {137.4e9, 786.6e12}, {171.8e9, 713.9e12}, {481.0e9, 711.9e12},
+      {962.1e9, 674.4e12}, {1099.5e9, 675.2e12}, {1374.4e9, 698.1e12}, {3848.3e9, 666.2e12},
+      {7696.6e9, 670.4e12}};
+  const GemmSizeFit fit = FitGemmRate(quick);
+  EXPECT_EQ(fit.f_half_flops, 0.0);
+  v1::GemmSizeFit record;
+  record.set_dtype(v1::D_TYPE_BF16);
+  record.set_r_max_flops_per_s(fit.r_max_flops_per_s);
+  record.set_f_half_flops(fit.f_half_flops);
+  record.set_median_relative_error(0.03);
+  EXPECT_EQ(DescribeGemmFit(record),
+            absl::StrFormat("GEMM bf16 by size: r_max %.1f TF, no small-GEMM knee in the measured sizes (the rate "
+                            "does not fall below them) (fit error 3.0%%)",
+                            fit.r_max_flops_per_s / 1e12));
+  record.set_r_max_flops_per_s(691.3e12);
+  record.set_f_half_flops(4.04e9);
+  record.set_median_relative_error(0.023);
+  EXPECT_EQ(DescribeGemmFit(record), "GEMM bf16 by size: r_max 691.3 TF, half rate at 4.04 GFLOP per GEMM (fit error 2.3%)");
 }
 
 // Worked by hand from the defaults (30 timed / 10 warm-up at most, 0.15 s / 0.05 s budgets, at

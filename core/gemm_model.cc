@@ -273,7 +273,7 @@ absl::StatusOr<GemmModel> GemmModel::WithTable(std::span<const GemmMeasurement> 
   return out;
 }
 
-GemmEstimate GemmModel::Analytic(const GemmShape& s) const {
+void GemmModel::AnalyticInto(const GemmShape& s, GemmEstimate* out) const {
   const GemmConstants& c = constants_;
   const int d = static_cast<int>(s.dtype);
   const double e_in = BytesPerElement(s.dtype);
@@ -281,7 +281,8 @@ GemmEstimate GemmModel::Analytic(const GemmShape& s) const {
   const double bytes =
       s.batch * ((s.m * s.k + s.k * s.n) * e_in + s.m * s.n * OutputBytes(s.dtype));
 
-  GemmEstimate e;
+  GemmEstimate& e = *out;
+  e = GemmEstimate{};
   e.floor_s = c.floor_s;
   e.dtype_borrowed = flat_borrowed_[d];
   double inv_bw = inv_hbm_;
@@ -356,7 +357,6 @@ GemmEstimate GemmModel::Analytic(const GemmShape& s) const {
   } else {
     e.bound = e.compute_s >= e.memory_s ? GemmBound::kCompute : GemmBound::kMemory;
   }
-  return e;
 }
 
 absl::Status GemmModel::Check(const GemmShape& s) const {
@@ -401,7 +401,7 @@ bool GemmModel::TryEstimate(const GemmShape& s, GemmEstimate* out) const {
 
 void GemmModel::Estimated(const GemmShape& s, GemmEstimate* out) const {
   GemmEstimate& e = *out;
-  e = Analytic(s);
+  AnalyticInto(s, out);
   if (table_.empty()) return;
 
   // Which dtype's points answer: the shape's own, else its bf16/fp16 twin (flagged); which kind:

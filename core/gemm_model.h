@@ -154,7 +154,12 @@ class GemmModel {
     int32_t count = 0;
     float lo[4], hi[4];
   };
-  GemmEstimate Analytic(const GemmShape& s) const;  // shape and rate already checked
+  GemmEstimate Analytic(const GemmShape& s) const {  // shape and rate already checked
+    GemmEstimate e;
+    AnalyticInto(s, &e);
+    return e;
+  }
+  void AnalyticInto(const GemmShape& s, GemmEstimate* out) const;  // *out reset and filled
   void Estimated(const GemmShape& s, GemmEstimate* out) const;  // Estimate() after the checks
   absl::Status Check(const GemmShape& s) const;
   // (1 + r^p)^(1/p) for r in [0, 1], linear between kCombineSteps + 1 samples.

@@ -44,10 +44,12 @@ struct Work {
     time_s += t;
     (e.bound == GemmBound::kMemory ? memory_s : compute_s) += t;
   }
-  void Bytes(double b, double bw) {
+  void Bytes(double b, double bw) { BytesIn(b, b / bw); }
+  // `b` bytes that take `t` seconds at the HBM rate (t computed once for several Works).
+  void BytesIn(double b, double t) {
     bytes += b;
-    time_s += b / bw;
-    memory_s += b / bw;
+    time_s += t;
+    memory_s += t;
   }
   void Comm(double t, Scope scope) {
     time_s += t;
@@ -250,20 +252,27 @@ class StepModel {
   }
   // The GEMM shape model's estimate of one m x k by k x n product (batch of them), or the flat
   // profile rate when the model cannot be built. Flags extrapolation once.
-  GemmEstimate EstimateGemm(double m, double n, double k, double batch = 1) {
+  // The reference stays valid until the next call (a memo slot, or the overflow slot once the
+  // memo is full).
+  const GemmEstimate& EstimateGemm(double m, double n, double k, double batch = 1) {
     // Dense and MoE layers share their attention projections: estimates are memoized.
     for (int i = 0; i < cached_; ++i) {
       const GemmMemo& c = memo_[i];
       // n first: most GEMMs of a layer share m (the tokens) and differ in n.
       if (c.n == n && c.k == k && c.m == m && c.batch == batch) return c.estimate;
     }
-    GemmEstimate e = EstimateGemmUncached(m, n, k, batch);
-    if (cached_ < kMemo) memo_[cached_++] = {m, n, k, batch, e};
-    return e;
+    GemmEstimate* slot = &overflow_;
+    if (cached_ < kMemo) {
+      GemmMemo& c = memo_[cached_++];
+      c.m = m, c.n = n, c.k = k, c.batch = batch;
+      slot = &c.estimate;
+    }
+    EstimateGemmUncached(m, n, k, batch, slot);
+    return *slot;
   }
-  GemmEstimate EstimateGemmUncached(double m, double n, double k, double batch) {
+  void EstimateGemmUncached(double m, double n, double k, double batch, GemmEstimate* out) {
     if (gm_ != nullptr) {
-      GemmEstimate e;
+      GemmEstimate& e = *out;
       if (gm_->TryEstimate({t_.precision.gemm, batch, m, n, k}, &e)) {
         if (e.extrapolated() && !warned_gemm_) {
           warned_gemm_ = true;
@@ -274,10 +283,11 @@ class StepModel {
                                                                            ? "unaligned shape (fallback kernel)"
                                                                            : "outside the profile's measured shapes"));
         }
-        return e;
+        return;
       }
     }
-    GemmEstimate e;
+    GemmEstimate& e = *out;
+    e = GemmEstimate{};
     const double f = 2 * m * n * k * batch;
     const double rate = GemmRate(m, n, k);
     const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * batch;
@@ -285,28 +295,26 @@ class StepModel {
     e.memory_s = b / bw_;
     e.time_s = std::max(e.compute_s, e.memory_s);
     e.bound = e.compute_s >= e.memory_s ? GemmBound::kCompute : GemmBound::kMemory;
-    return e;
   }
   // Forward GEMM m x k by k x n by the GEMM shape model; backward (dgrad + wgrad: the same FLOPs
   // twice) 2x. `into` (optional) also receives the forward work, for the module it belongs to.
   void Gemm(double m, double n, double k, LayerCost& c, double count = 1, Work* into = nullptr) {
     if (m <= 0 || n <= 0 || k <= 0) return;
-    const GemmEstimate est = EstimateGemm(m, n, k);
+    const GemmEstimate& est = EstimateGemm(m, n, k);
     const double f = 2 * m * n * k * count;
     const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * count;
-    Work fwd;
-    fwd.Gemm(est, count, f, b);
-    c.gemm_fwd += fwd;
-    if (into != nullptr) *into += fwd;
+    // The forward work is added to each Work that receives it (the same sums as adding one
+    // forward Work to each: its other terms are zero).
+    c.gemm_fwd.Gemm(est, count, f, b);
+    if (into != nullptr) into->Gemm(est, count, f, b);
     c.gemm_bwd.Gemm(est, 2 * count, 2 * f, 2 * b);
     if (t_.precision.gemm == DType::kFP8) {
       // Transformer Engine fp8 with current scaling: an amax pass (read), the cast (read, write)
       // and the transposed copy Hopper/Blackwell fp8 GEMMs need for wgrad/dgrad (write), of the
       // activation input forward and of the output gradient backward: 2e + 2 bytes/element.
-      Work cast;
-      cast.Bytes((2 * e_act_ + 2) * m * k * count, bw_);
-      c.elem_fwd += cast;
-      if (into != nullptr) *into += cast;
+      const double cast_bytes = (2 * e_act_ + 2) * m * k * count, cast_s = cast_bytes / bw_;
+      c.elem_fwd.BytesIn(cast_bytes, cast_s);
+      if (into != nullptr) into->BytesIn(cast_bytes, cast_s);
       c.elem_bwd.Bytes((2 * e_act_ + 2) * m * n * count, bw_);
     }
   }
@@ -320,12 +328,11 @@ class StepModel {
   }
   // Elementwise work of `bytes` forward and 2x backward, at the framework's traffic factor.
   void Elementwise(double bytes, LayerCost& c, Work* into = nullptr, Work* into2 = nullptr) {
-    Work fwd;
-    fwd.Bytes(bytes * elem_factor_, bw_);
-    c.elem_fwd += fwd;
-    c.module.activation_functions += fwd;
-    if (into != nullptr) *into += fwd;
-    if (into2 != nullptr) *into2 += fwd;
+    const double b = bytes * elem_factor_, t = b / bw_;
+    c.elem_fwd.BytesIn(b, t);
+    c.module.activation_functions.BytesIn(b, t);
+    if (into != nullptr) into->BytesIn(b, t);
+    if (into2 != nullptr) into2->BytesIn(b, t);
     c.elem_bwd.Bytes(2 * bytes * elem_factor_, bw_);
   }
   double Comm(Collective coll, const GroupPlacement& g, double size_bytes);
@@ -355,6 +362,7 @@ class StepModel {
   static constexpr int kMemo = 16;
   GemmMemo memo_[kMemo];
   int cached_ = 0;
+  GemmEstimate overflow_;  // the estimate of a shape past the memo's kMemo
   ParameterCounts pc_;
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;

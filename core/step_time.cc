@@ -721,12 +721,17 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
     if (moe_frac > 0) w += (moe.*member).Scaled(layers_per_stage * moe_frac);
     return w;
   };
-  Work gemm = layers_sum(&LayerCost::gemm_fwd);
-  gemm += layers_sum(&LayerCost::gemm_bwd);
-  Work attn = layers_sum(&LayerCost::attn_fwd);
-  attn += layers_sum(&LayerCost::attn_bwd);
-  Work elem = layers_sum(&LayerCost::elem_fwd);
-  elem += layers_sum(&LayerCost::elem_bwd);
+  // Forward and backward kept apart too: the bubble's forward share and the DP overlap windows
+  // read them.
+  const Work gemm_f = layers_sum(&LayerCost::gemm_fwd), gemm_b = layers_sum(&LayerCost::gemm_bwd);
+  const Work attn_f = layers_sum(&LayerCost::attn_fwd), attn_b = layers_sum(&LayerCost::attn_bwd);
+  const Work elem_f = layers_sum(&LayerCost::elem_fwd), elem_b = layers_sum(&LayerCost::elem_bwd);
+  Work gemm = gemm_f;
+  gemm += gemm_b;
+  Work attn = attn_f;
+  attn += attn_b;
+  Work elem = elem_f;
+  elem += elem_b;
   Work tp = layers_sum(&LayerCost::tp_fwd);
   tp += layers_sum(&LayerCost::tp_bwd);
   Work cp = layers_sum(&LayerCost::cp);
@@ -789,9 +794,9 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   //   DualPipe: (p/2-1)(F&B+B-3W) with F&B = F+B: (p/2-1)(F+B/2).
   if (p_.pp > 1) {
     const double fwd_share = [&] {
-      Work f = layers_sum(&LayerCost::gemm_fwd);
-      f += layers_sum(&LayerCost::attn_fwd);
-      f += layers_sum(&LayerCost::elem_fwd);
+      Work f = gemm_f;
+      f += attn_f;
+      f += elem_f;
       const double all = gemm.time_s + attn.time_s + elem.time_s;
       return all > 0 ? f.time_s / all : 1.0 / 3;
     }();
@@ -830,15 +835,15 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
       replica_ar = Comm(Collective::kAllReduce, rep, local.total() / shard * eg);
     }
     const Work bwd_mb = [&] {
-      Work w = layers_sum(&LayerCost::gemm_bwd);
-      w += layers_sum(&LayerCost::attn_bwd);
-      w += layers_sum(&LayerCost::elem_bwd);
+      Work w = gemm_b;
+      w += attn_b;
+      w += elem_b;
       return w;
     }();
     const Work fwd_mb = [&] {
-      Work w = layers_sum(&LayerCost::gemm_fwd);
-      w += layers_sum(&LayerCost::attn_fwd);
-      w += layers_sum(&LayerCost::elem_fwd);
+      Work w = gemm_f;
+      w += attn_f;
+      w += elem_f;
       return w;
     }();
     const Scope scope = dense_group.scope;

@@ -101,8 +101,8 @@ TEST(Examples, OwnH100RunWithItsCalibratedProfile) {
 // device tool's H200, 2026-11-27, loop CUDA-event medians 0.2906 s per step at batch 8 and 0.5611
 // s at batch 16, peak memory 55.18 / 93.14 GiB allocated. Predicted before the runs with the
 // profile calibrated on that H200 the same day: 0.2929 s (+0.8%) and 0.5791 s (+3.2%), 53.25
-// GiB (-3.5%) and 83.47 GiB (-10.4%: the loss's fp32 transients, which grow with the batch, are
-// not modelled; docs/VALIDATION.md). Batch 16, out of memory on the 80 GB H100, fits in 141 GB.
+// GiB (-3.5%) and 83.47 GiB (-10.4%: likely the loss's fp32 transients in the backward, not
+// modelled; docs/VALIDATION.md). Batch 16, out of memory on the 80 GB H100, fits in 141 GB.
 TEST(Examples, OwnH200RunsWithTheirCalibratedProfile) {
   absl::StatusOr<RateProfile> profile = LoadRateProfile(kExamples + "/profiles/h200-device-2026-11-27.json");
   ASSERT_TRUE(profile.ok()) << profile.status();

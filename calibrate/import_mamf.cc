@@ -66,36 +66,50 @@ absl::StatusOr<MamfLog> ParseMamfFinderLog(absl::string_view text, const std::st
       dtype_name = m[1].str();
       dtype_line = l.number;
     }
+    // Numbers are parsed strictly (ParseInt / ParseDouble): a matched "1.2.3", "." or a 400-digit
+    // dimension is an error naming the line, not std::stod's exception.
+    absl::Status bad;
+    auto dim = [&](const std::string& t) -> int64_t {
+      std::optional<int64_t> v = ParseInt(t);
+      if (!v && bad.ok()) bad = LogError(path, l.number, absl::StrCat("dimension '", t, "' is not an integer in range"));
+      return v.value_or(0);
+    };
+    auto tflops = [&](const std::string& t) -> double {
+      std::optional<double> v = ParseDouble(t);
+      if (!v && bad.ok()) bad = LogError(path, l.number, absl::StrCat("TFLOPS '", t, "' is not a number"));
+      return v.value_or(0) * 1e12;
+    };
     auto shape = [&](const std::smatch& mm, int first) {
       MamfShape x;
       x.line = l.number;
-      x.m = std::stoll(mm[first].str());
-      x.n = std::stoll(mm[first + 1].str());
-      x.k = std::stoll(mm[first + 2].str());
+      x.m = dim(mm[first].str());
+      x.n = dim(mm[first + 1].str());
+      x.k = dim(mm[first + 2].str());
       return x;
     };
     if (std::regex_search(s, m, old_row)) {
       MamfShape x = shape(m, 4);
-      x.mean_flops_per_s = std::stod(m[1].str()) * 1e12;
-      x.median_flops_per_s = std::stod(m[2].str()) * 1e12;
-      x.max_flops_per_s = std::stod(m[3].str()) * 1e12;
+      x.mean_flops_per_s = tflops(m[1].str());
+      x.median_flops_per_s = tflops(m[2].str());
+      x.max_flops_per_s = tflops(m[3].str());
       log.shapes.push_back(x);
     } else if (std::regex_search(s, m, scout_row)) {
       MamfShape x = shape(m, 1);
-      x.mean_flops_per_s = std::stod(m[4].str()) * 1e12;
-      x.median_flops_per_s = std::stod(m[5].str()) * 1e12;
-      x.max_flops_per_s = std::stod(m[6].str()) * 1e12;
+      x.mean_flops_per_s = tflops(m[4].str());
+      x.median_flops_per_s = tflops(m[5].str());
+      x.max_flops_per_s = tflops(m[6].str());
       log.shapes.push_back(x);
     } else if (std::regex_search(s, m, summary)) {
       if (m[1].str() == "mean") {
         mean = shape(m, 3);
-        mean.mean_flops_per_s = std::stod(m[2].str()) * 1e12;
+        mean.mean_flops_per_s = tflops(m[2].str());
       }
     } else if (std::regex_search(s, m, headline)) {
       MamfShape x = shape(m, 3);
-      x.mean_flops_per_s = std::stod(m[2].str()) * 1e12;
+      x.mean_flops_per_s = tflops(m[2].str());
       (m[1].str() == "MSMF" ? msmf : mamf) = x;
     }
+    if (!bad.ok()) return bad;
   }
   if (dtype_name.empty()) {
     return LogError(path, 0, "no '** Dtype:' header and no --dtype in the log: cannot tell the GEMMs' dtype");

@@ -156,11 +156,20 @@ absl::StatusOr<NcclTestsLog> ParseNcclTestsLog(absl::string_view text, const std
     if (absl::StartsWith(c, "hardware:")) {
       log.hardware = std::string(absl::StripAsciiWhitespace(c.substr(9)));
       std::smatch m;
+      // Counts parsed strictly: a 30-digit count is an error naming the line (std::stoll threw).
+      auto count = [&](const std::string& t, int64_t* v) -> absl::Status {
+        std::optional<int64_t> x = ParseInt(t);
+        if (!x || *x > (int64_t{1} << 31)) {
+          return LogError(path, l.number, absl::StrCat("hardware: count '", t, "' is out of range (0 to 2^31)"));
+        }
+        *v = *x;
+        return absl::OkStatus();
+      };
       if (std::regex_search(log.hardware, m, nodes_re)) {
-        hw_nodes = std::stoll(m[1].str());
-        hw_per_node = std::stoll(m[2].str());
+        if (absl::Status s = count(m[1].str(), &hw_nodes); !s.ok()) return s;
+        if (absl::Status s = count(m[2].str(), &hw_per_node); !s.ok()) return s;
       } else if (std::regex_search(log.hardware, m, per_node_re)) {
-        hw_per_node = std::stoll(m[1].str());
+        if (absl::Status s = count(m[1].str(), &hw_per_node); !s.ok()) return s;
       } else if (std::regex_search(log.hardware, one_node_re)) {
         hw_nodes = 1;
       }

@@ -136,6 +136,9 @@ absl::StatusOr<ModelShape> Catalog::FindModel(const std::string& name) const {
 absl::StatusOr<v1::FrameworkSpec> Catalog::FindFramework(const std::string& name) const {
   std::vector<const v1::FrameworkSpec*> chain;
   std::string n = absl::AsciiStrToLower(name);
+  if (n.empty()) {  // `framework { preset: "" }` (fuzz_spec_textproto): chain.back() on no chain before
+    return absl::InvalidArgumentError(absl::StrCat("the framework name is empty; known: ", Names(frameworks_)));
+  }
   while (!n.empty()) {
     auto it = frameworks_.find(n);
     if (it == frameworks_.end()) {

@@ -620,6 +620,20 @@ int64_t TorchtitanFfn(int64_t hidden, double multiplier, int64_t multiple_of, in
   return (h + multiple_of - 1) / multiple_of * multiple_of;
 }
 
+// The integer in a TOML node, if it holds one: an integer, or a float that is finite, integral and
+// within +-2^53 (exactly representable). toml++'s node::value<int64_t>() casts a float node to
+// int64 with no range check (toml++ impl/value.h, "float -> int"), undefined behaviour for
+// |x| >= 2^63 (found by fuzz_torchtitan: `seq_len = 8.19e67`); so it is not used here.
+std::optional<int64_t> TomlInteger(const toml::node& n) {
+  if (const toml::value<int64_t>* i = n.as_integer()) return i->get();
+  if (const toml::value<double>* f = n.as_floating_point()) {
+    const double x = f->get();
+    constexpr double kExact = 9007199254740992.0;  // 2^53
+    if (std::isfinite(x) && std::trunc(x) == x && std::fabs(x) <= kExact) return static_cast<int64_t>(x);
+  }
+  return std::nullopt;
+}
+
 ModelShape Dense(const char* name, int64_t layers, int64_t dim, int64_t heads, int64_t kv, int64_t head_dim,
                  int64_t ffn, int64_t vocab, bool tied) {
   ModelShape m;
@@ -789,18 +803,46 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
       *v = fallback;
       return absl::OkStatus();
     }
-    std::optional<int64_t> x = n.value<int64_t>();
+    std::optional<int64_t> x = TomlInteger(*n.node());
     if (!x) return err(absl::StrCat(section, ".", key), "must be an integer");
     if (*x < lo || *x > hi) return err(absl::StrCat(section, ".", key), absl::StrCat(*x, " is out of range (", lo, " to ", hi, ")"));
     *v = *x;
     return absl::OkStatus();
   };
+  // A string or boolean key: absent -> the torchtitan default; present with another type -> an
+  // error naming the key (never the default in silence).
+  auto str_at = [&](const char* section, const char* key, const char* fallback, std::string* v) -> absl::Status {
+    const toml::node_view<const toml::node> n = tbl[section][key];
+    if (!n) {
+      *v = fallback;
+      return absl::OkStatus();
+    }
+    if (!n.is_string()) return err(absl::StrCat(section, ".", key), "must be a string");
+    *v = *n.value<std::string>();
+    return absl::OkStatus();
+  };
+  auto bool_at = [&](const char* section, const char* key, bool* v) -> absl::Status {
+    const toml::node_view<const toml::node> n = tbl[section][key];
+    if (!n) {
+      *v = false;
+      return absl::OkStatus();
+    }
+    if (!n.is_boolean()) return err(absl::StrCat(section, ".", key), "must be true or false");
+    *v = *n.value<bool>();
+    return absl::OkStatus();
+  };
+#define TT_STR(var, section, key, fallback)                                              \
+  std::string var;                                                                      \
+  if (absl::Status _s = str_at(section, key, fallback, &var); !_s.ok()) return _s;
+#define TT_BOOL(var, section, key)                                                       \
+  bool var = false;                                                                     \
+  if (absl::Status _s = bool_at(section, key, &var); !_s.ok()) return _s;
 #define TT_INT(var, section, key, fallback, lo, hi)                                      \
   int64_t var = 0;                                                                      \
   if (absl::Status _s = int_at(section, key, fallback, lo, hi, &var); !_s.ok()) return _s;
 
-  const std::string name = tbl["model"]["name"].value_or(std::string());
-  const std::string flavor = tbl["model"]["flavor"].value_or(std::string());
+  TT_STR(name, "model", "name", "");
+  TT_STR(flavor, "model", "flavor", "");
   const auto& flavors = TorchtitanFlavors();
   auto it = flavors.find(name + "/" + BaseFlavor(flavor));
   if (it == flavors.end()) {
@@ -825,25 +867,29 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   if (global > 0) t.set_global_batch_size(global);
   TT_INT(steps, "training", "steps", 0, 0, kMaxCount);
   t.set_train_iters(steps);
-  const std::string mp = tbl["training"]["mixed_precision_param"].value_or(std::string("bfloat16"));
+  TT_STR(mp, "training", "mixed_precision_param", "bfloat16");
   if (mp != "bfloat16" && mp != "float32") return err("training.mixed_precision_param", "must be bfloat16 or float32");
   t.mutable_precision()->set_gemm(mp == "float32" ? v1::D_TYPE_FP32 : v1::D_TYPE_BF16);
   t.mutable_precision()->set_params(mp == "float32" ? v1::D_TYPE_FP32 : v1::D_TYPE_BF16);
-  const std::string mr = tbl["training"]["mixed_precision_reduce"].value_or(std::string("float32"));
+  TT_STR(mr, "training", "mixed_precision_reduce", "float32");
   if (mr != "bfloat16" && mr != "float32") return err("training.mixed_precision_reduce", "must be bfloat16 or float32");
   t.mutable_precision()->set_grad_reduce(mr == "bfloat16" ? v1::D_TYPE_BF16 : v1::D_TYPE_FP32);
   // fp8 GEMMs: a float8 / mx converter (model.converters = ["float8"] or
   // ["quantize.linear.float8"], torchtitan/components/quantization/).
   bool fp8 = false;
-  if (const toml::array* conv = tbl["model"]["converters"].as_array()) {
+  if (const toml::node_view<const toml::node> cn = tbl["model"]["converters"]; cn) {
+    const toml::array* conv = cn.as_array();
+    if (!conv) return err("model.converters", "must be a list of strings");
     for (const auto& c : *conv) {
-      const std::string v = c.value_or(std::string());
+      if (!c.is_string()) return err("model.converters", "must be a list of strings");
+      const std::string v = *c.value<std::string>();
       fp8 = fp8 || absl::StrContains(v, "float8") || v == "mx" || absl::StrContains(v, ".mx");
     }
   }
   if (fp8) t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
-  if (fp8 && tbl["float8"]["enable_fsdp_float8_all_gather"].value_or(false)) t.set_fp8_param_gather(true);
-  const std::string mode = tbl["activation_checkpoint"]["mode"].value_or(std::string("selective"));
+  TT_BOOL(fp8_gather, "float8", "enable_fsdp_float8_all_gather");
+  if (fp8 && fp8_gather) t.set_fp8_param_gather(true);
+  TT_STR(mode, "activation_checkpoint", "mode", "selective");
   if (mode == "full") t.set_recompute(v1::RECOMPUTE_FULL);
   else if (mode == "selective") t.set_recompute(v1::RECOMPUTE_SELECTIVE);
   else if (mode == "none") t.set_recompute(v1::RECOMPUTE_NONE);
@@ -861,15 +907,17 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   p.set_ep(ep);
   if (ep > 1) p.set_etp(etp);
   p.set_sequence_parallel(tp > 1);  // torchtitan's TP plan shards norms/dropout (SP)
-  if (tbl["parallelism"]["enable_async_tensor_parallel"].value_or(false)) t.set_overlap_tp_comm(true);
-  const std::string schedule = tbl["parallelism"]["pipeline_parallel_schedule"].value_or(std::string("1F1B"));
+  TT_BOOL(async_tp, "parallelism", "enable_async_tensor_parallel");
+  if (async_tp) t.set_overlap_tp_comm(true);
+  TT_STR(schedule, "parallelism", "pipeline_parallel_schedule", "1F1B");
   if (pp > 1) {
     const std::string s = PpSchedule(schedule);
     if (s.empty()) return err("parallelism.pipeline_parallel_schedule", absl::StrCat("'", schedule, "' is not modelled"));
     p.set_pp_schedule(s);
   }
   TT_INT(replicate, "parallelism", "data_parallel_replicate_degree", 1, 1, kMaxSize);
-  const int64_t shard = tbl["parallelism"]["data_parallel_shard_degree"].value_or(int64_t{-1});
+  TT_INT(shard, "parallelism", "data_parallel_shard_degree", -1, std::numeric_limits<int64_t>::min(),
+         std::numeric_limits<int64_t>::max());
   if (shard == 0 || shard < -1 || shard > kMaxSize) {
     return err("parallelism.data_parallel_shard_degree", "must be -1 or 1 to 2^31-1");
   }
@@ -880,6 +928,8 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   TT_INT(pp_mbs, "parallelism", "pipeline_parallel_microbatch_size", 1, 1, kMaxSize);
   t.set_micro_batch_size(p.pp() > 1 ? pp_mbs : out.local_batch_size);
 #undef TT_INT
+#undef TT_STR
+#undef TT_BOOL
   return out;
 }
 

@@ -334,9 +334,19 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
     static const std::regex kOver(R"(over ([0-9]+) gpus)");
     static const std::regex kReplicas(R"(x ([0-9]+) data-parallel replica)");
     int64_t replicas = 0;
-    if (std::regex_search(shard, m, kReplicas)) replicas = std::stoll(m[1].str());
+    // absl::SimpleAtoi, not std::stoll (which threw on a 30-digit count): an error naming the column.
+    auto count = [&](const std::string& t, int64_t* v) -> absl::Status {
+      if (!absl::SimpleAtoi(t, v)) {
+        return absl::InvalidArgumentError(absl::StrCat("optimizer_sharding: count '", t, "' is out of range"));
+      }
+      return absl::OkStatus();
+    };
+    if (std::regex_search(shard, m, kReplicas)) {
+      if (absl::Status s = count(m[1].str(), &replicas); !s.ok()) return s;
+    }
     if (replicas == 0 && std::regex_search(shard, m, kOver)) {
-      const int64_t group = std::stoll(m[1].str());
+      int64_t group = 0;
+      if (absl::Status s = count(m[1].str(), &group); !s.ok()) return s;
       if (group > 0 && *gpus % group == 0) replicas = *gpus / group;
     }
     if (replicas == 0 && absl::StrContains(shard, "within each node")) {

@@ -201,6 +201,12 @@ TEST(NcclTestsLog, ErrorsNameTheFileAndLine) {
   r = ParseNcclTestsLog(text, "run7.log", {});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("pass --collective"), std::string::npos);
+  // A 70-digit node count in the "# hardware:" line (fuzz_nccl_tests, 2026-11-27: std::stoll threw).
+  r = ParseNcclTestsLog(
+      "# hardware: 2 nodes x 66666666666666666666666666666666666666666666666666666666666666668 H100\n" + text, "d.log",
+      {.binary = "all_reduce"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StartsWith(r.status().message(), "d.log:1: hardware: count '666666")) << r.status();
   // An unknown file.
   absl::StatusOr<LogKind> k = DetectLogKind("hello world\nthis is not a log\n", "notes.txt");
   ASSERT_FALSE(k.ok());
@@ -463,6 +469,15 @@ TEST(MamfFinder, RowsSummaryAndDtype) {
   no_dtype.replace(no_dtype.find("** Dtype: torch.bfloat16"), 24, "");
   no_dtype.replace(no_dtype.find("--dtype bfloat16"), 16, "");
   EXPECT_TRUE(absl::StartsWith(ParseMamfFinderLog(no_dtype, "g.txt").status().message(), "g.txt: no '** Dtype:'"));
+  // A rate or a dimension that is not a number in range: an error naming the line (std::stod /
+  // std::stoll threw before).
+  for (const char* row : {"  0 | .(mean) 1(median) 1(max) @ 8192x8192x8192\n",
+                          "  0 | 1.2.3(mean) 1(median) 1(max) @ 8192x8192x8192\n",
+                          "  0 | 1(mean) 1(median) 1(max) @ 99999999999999999999999x8192x8192\n"}) {
+    absl::StatusOr<MamfLog> bad = ParseMamfFinderLog(absl::StrCat("** Dtype: torch.bfloat16\n", row), "m.txt");
+    ASSERT_FALSE(bad.ok()) << row;
+    EXPECT_TRUE(absl::StartsWith(bad.status().message(), "m.txt:2: ")) << bad.status();
+  }
   // Two GPUs: the slowest GPU's rate per shape goes into the profile.
   std::string slower = kMamfOld;
   slower.replace(slower.find("794.5(mean)"), 11, "780.0(mean)");

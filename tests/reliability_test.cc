@@ -23,6 +23,9 @@
 #include "plugin/policy.h"
 #include "plugin/service.h"
 #include "plugin/store.h"
+#include "proto/launch_args.h"
+#include "proto/published_runs.h"
+#include "absl/strings/match.h"
 #include "proto/codec.h"
 #include "tests/test_util.h"
 
@@ -624,6 +627,66 @@ TEST(ReliabilityInputs, DuplicateJsonKeyIsAnError) {
   absl::Status s = ParseMessageFile(Input("json_duplicate_key.json"), &spec);  // gpu_count 16 before
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("cluster.gpu_count: given twice"));
+}
+
+// CI's fuzz smoke (fuzz_torchtitan, 2026-11-27): a float beyond int64 where an integer belongs was
+// cast unchecked by toml++ (UBSan); a wrongly typed string or boolean key took torchtitan's default
+// in silence. Each is an error naming the key now; an integral float still reads.
+TEST(ReliabilityInputs, TorchtitanWronglyTypedKeysAreErrors) {
+  std::ifstream in(Input("torchtitan_float_out_of_range.toml"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<ImportedJob> huge = JobFromTorchtitanToml(text, "f.toml");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().message(), "f.toml: training.seq_len: must be an integer");
+  const std::string head = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n";
+  struct Case {
+    std::string toml, error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"[training]\nseq_len = nan\n", "training.seq_len: must be an integer"},
+           {"[training]\nlocal_batch_size = 2.5\n", "training.local_batch_size: must be an integer"},
+           {"[parallelism]\ndata_parallel_shard_degree = -1e300\n", "parallelism.data_parallel_shard_degree: must be an integer"},
+           {"[training]\nmixed_precision_param = 16\n", "training.mixed_precision_param: must be a string"},
+           {"[activation_checkpoint]\nmode = true\n", "activation_checkpoint.mode: must be a string"},
+           {"[parallelism]\nenable_async_tensor_parallel = 1\n", "parallelism.enable_async_tensor_parallel: must be true or false"},
+           {"[model]\nconverters = \"float8\"\n", "model.converters: must be a list of strings"},
+       }) {
+    // The [model] table of `head` and a case's own [model] merge only when the case has none.
+    const std::string text2 = absl::StartsWith(c.toml, "[model]")
+                                  ? "[model]\nname = \"llama3\"\nflavor = \"8B\"\n" + c.toml.substr(8)
+                                  : head + c.toml;
+    absl::StatusOr<ImportedJob> r = JobFromTorchtitanToml(text2, "c.toml");
+    ASSERT_FALSE(r.ok()) << c.toml;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.toml;
+  }
+  absl::StatusOr<ImportedJob> integral = JobFromTorchtitanToml(head + "[training]\nseq_len = 8192.0\n", "i.toml");
+  ASSERT_TRUE(integral.ok()) << integral.status();
+  EXPECT_EQ(integral->spec.training().seq_length(), 8192);
+}
+
+// The fuzz smoke of 2026-11-27 (scripts/fuzz_smoke.sh, FUZZ_SEED=1): an empty framework preset
+// read chain.back() of an empty chain (UBSan, fuzz_spec_textproto); a 70-digit node count in an
+// nccl-tests "# hardware:" line threw std::out_of_range from std::stoll (fuzz_nccl_tests; its test
+// is calibrate_import_test's NcclTests.HugeHardwareCountIsAnError). The same std::stoll pattern in
+// the published-runs reader is fixed with them. Each is an error naming the field now.
+TEST(ReliabilityInputs, FuzzSmokeFindingsOf20261127AreErrors) {
+  absl::StatusOr<Job> empty_preset = testing::JobFromYaml(
+      "model: llama3-8b\nhardware: h100-sxm\nframework: {preset: \"\"}\ncluster: {gpu_count: 8}\n"
+      "training: {seq_length: 4096, global_batch_size: 64}\n");
+  ASSERT_FALSE(empty_preset.ok());
+  EXPECT_THAT(empty_preset.status().message(), HasSubstr("framework.preset: the framework name is empty"));
+
+  PublishedRow r = {{"row_id", "1"}, {"model", "Llama 2 70B"}, {"n_layers", "80"}, {"d_model", "8192"},
+                    {"n_heads", "64"}, {"n_kv_heads", "8"}, {"ffn_hidden", "28672"}, {"vocab", "32000"},
+                    {"seq_len", "4096"}, {"gpu", "H100 80GB"}, {"num_gpus", "64"}, {"tp", "1"}, {"pp", "1"},
+                    {"micro_batch", "2"}, {"global_batch_seqs", "128"}, {"precision", "bf16"},
+                    {"optimizer_sharding", "FSDP x 99999999999999999999999 data-parallel replicas"},
+                    {"framework", "MaxText"}, {"iter_time_s", "10"}};
+  absl::StatusOr<PublishedRun> run = PublishedRunFromRow(r, testing::BuiltinCatalog());
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(run.status().message(), HasSubstr("optimizer_sharding: count '99999999999999999999999' is out of range"));
+  r["optimizer_sharding"] = "FSDP x 2 data-parallel replicas";
+  EXPECT_TRUE(PublishedRunFromRow(r, testing::BuiltinCatalog()).ok());
 }
 
 // L3: vague errors. Each names the place and the cause now (the review's inputs and messages).

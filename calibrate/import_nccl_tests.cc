@@ -315,7 +315,8 @@ absl::StatusOr<NcclTestsLog> ParseNcclTestsLog(absl::string_view text, const std
     double n = 0;
     if (log.binary == "all_reduce_perf" && ratio > 0.9 && ratio < 2) n = 2 / (2 - ratio);
     if (NcclTestsBusBwFactor(log.binary, 4) == 0.75 && ratio >= 0.45 && ratio < 1) n = 1 / (1 - ratio);
-    if (!(n >= 1.5) || std::fabs(n - std::round(n)) > 0.25) {
+    // More than 2^24 ranks (busbw/algbw within 1e-7 of its limit) is no cluster: not read as one.
+    if (!(n >= 1.5) || n > (1 << 24) || std::fabs(n - std::round(n)) > 0.25) {
       return LogError(path, best->line,
                       absl::StrFormat("cannot tell the number of ranks from busbw/algbw = %.4f for %s (no rank lines "
                                       "in the log): pass --ranks",

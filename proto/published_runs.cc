@@ -237,7 +237,10 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
                              absl::StrCat("the ", family->name, " family's tokenizer (", family->tokenizer, "): ",
                                           family->source)});
     }
-    const int64_t tp = std::max<int64_t>(1, static_cast<int64_t>(NumOr(r, "tp", 1)));
+    // Int(), not a cast of NumOr(): tp "1e300" is an error naming the column (the cast was UB).
+    absl::StatusOr<int64_t> tp_col = Int(r, "tp", false, 1);
+    if (!tp_col.ok()) return tp_col.status();
+    const int64_t tp = std::max<int64_t>(1, *tp_col);
     if (fw_spec->vocab_pad_multiple() > 0) {
       const int64_t multiple = fw_spec->vocab_pad_multiple() * (fw_spec->vocab_pad_times_tp() ? tp : 1);
       const int64_t padded = (v + multiple - 1) / multiple * multiple;

@@ -686,6 +686,13 @@ TEST(ReliabilityInputs, FuzzSmokeFindingsOf20261127AreErrors) {
   ASSERT_FALSE(run.ok());
   EXPECT_THAT(run.status().message(), HasSubstr("optimizer_sharding: count '99999999999999999999999' is out of range"));
   r["optimizer_sharding"] = "FSDP x 2 data-parallel replicas";
+  // tp "1e300" where the vocabulary is padded by a multiple of TP was cast to int64 (UB).
+  PublishedRow no_vocab = r;
+  no_vocab.erase("vocab");
+  no_vocab["tp"] = "1e300";
+  absl::StatusOr<PublishedRun> huge_tp = PublishedRunFromRow(no_vocab, testing::BuiltinCatalog());
+  ASSERT_FALSE(huge_tp.ok());
+  EXPECT_THAT(huge_tp.status().message(), HasSubstr("tp: '1e300' is not a whole number"));
   EXPECT_TRUE(PublishedRunFromRow(r, testing::BuiltinCatalog()).ok());
 }
 

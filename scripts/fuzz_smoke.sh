@@ -33,7 +33,7 @@ seeds() {  # the seed files of a target
     fuzz_megatron) ls $R/megatron_*.bin fuzz/seeds/megatron_*.txt ;;
     fuzz_torchtitan) ls tests/data/real_inputs/torchtitan/*.toml $R/*.toml ;;
     fuzz_validation_csv) ls $R/*.csv; head -c 60000 tests/data/validation/published_runs.csv > "$B/seed_published_runs.csv"; echo "$B/seed_published_runs.csv" ;;
-    fuzz_nccl_tests) find tests/data/real_data/microbench/nccl -type f -size -64k ;;
+    fuzz_nccl_tests) find tests/data/real_data/microbench/nccl -type f -size -64k; ls fuzz/seeds/nccl_*.txt ;;
     fuzz_kineto) ls fuzz/seeds/kineto_*.json ;;
   esac
 }

@@ -675,6 +675,9 @@ TEST(ReliabilityInputs, FuzzSmokeFindingsOf20261127AreErrors) {
       "training: {seq_length: 4096, global_batch_size: 64}\n");
   ASSERT_FALSE(empty_preset.ok());
   EXPECT_THAT(empty_preset.status().message(), HasSubstr("framework.preset: the framework name is empty"));
+  absl::StatusOr<Prediction> from_file = PredictFile(Input("framework_empty_preset.textproto"));
+  ASSERT_FALSE(from_file.ok());
+  EXPECT_THAT(from_file.status().message(), HasSubstr("framework.preset: the framework name is empty"));
 
   PublishedRow r = {{"row_id", "1"}, {"model", "Llama 2 70B"}, {"n_layers", "80"}, {"d_model", "8192"},
                     {"n_heads", "64"}, {"n_kv_heads", "8"}, {"ffn_hidden", "28672"}, {"vocab", "32000"},

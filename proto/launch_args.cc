@@ -489,6 +489,10 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   t.set_global_batch_size(gbs);
   t.set_micro_batch_size(mbs);
   auto* prec = t.mutable_precision();
+  // megatron/training/arguments.py validate_args: "if args.fp16: assert not args.bf16".
+  if (switches.count("bf16") && switches.count("fp16")) {
+    return FlagError("fp16", "and --bf16 are both given; Megatron refuses both (arguments.py validate_args)");
+  }
   if (switches.count("bf16")) prec->set_params(v1::D_TYPE_BF16), prec->set_gemm(v1::D_TYPE_BF16);
   else if (switches.count("fp16")) prec->set_params(v1::D_TYPE_FP16), prec->set_gemm(v1::D_TYPE_FP16);
   else prec->set_params(v1::D_TYPE_FP32), prec->set_gemm(v1::D_TYPE_FP32), prec->set_grads(v1::D_TYPE_FP32);
@@ -566,7 +570,16 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   t.set_overlap_dp_comm(switches.count("overlap-grad-reduce") > 0);
   t.set_overlap_tp_comm(switches.count("tp-comm-overlap") > 0);
   const std::string backend = vals["attention-backend"];
-  t.set_flash_attention(!(backend == "unfused" || backend == "local"));
+  // Transformer Engine's flash and fused (cuDNN) attention take bf16/fp16 QKV only
+  // (transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend,
+  // "Filter: Data type"): an fp32 run (neither --bf16 nor --fp16) gets the unfused kernel under
+  // "auto", and naming flash or fused leaves TE no backend.
+  const bool fp32_activations = !switches.count("bf16") && !switches.count("fp16");
+  if (fp32_activations && (backend == "flash" || backend == "fused")) {
+    return FlagError("attention-backend", absl::StrCat("'", backend, "' needs --bf16 or --fp16 (Transformer Engine's ",
+                                                       backend, " attention takes bf16/fp16 only)"));
+  }
+  t.set_flash_attention(!(backend == "unfused" || backend == "local" || fp32_activations));
   const std::string graphs = vals["cuda-graph-impl"];
   if (!graphs.empty() && graphs != "none" && graphs != "local" && graphs != "transformer_engine") {
     return FlagError("cuda-graph-impl", absl::StrCat("'", graphs, "' is not none, local or transformer_engine"));

@@ -88,6 +88,8 @@ TEST(Megatron, DefaultsFollowArgumentsPy) {
   EXPECT_EQ(m.vocab_size(), 50304);  // 50257 padded to a multiple of 128
   EXPECT_TRUE(r->spec.training().dropout());
   EXPECT_EQ(r->spec.training().precision().gemm(), v1::D_TYPE_FP32);
+  // fp32 QKV: Transformer Engine's flash and fused attention refuse it, "auto" runs unfused.
+  EXPECT_FALSE(r->spec.training().flash_attention());
   EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_NONE);
   EXPECT_TRUE(r->ignored.empty());
   // SwiGLU without --ffn-hidden-size: int(8h/3 / 64) * 64.
@@ -119,6 +121,12 @@ TEST(Megatron, ErrorsNameTheFlag) {
        "--vocab-size 8 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3",
        "--num-layers-per-virtual-pipeline-stage: must divide"},
       {"x.py --num-layers 2 --hidden-size", "--hidden-size: needs a value"},
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 "
+       "--vocab-size 8 --bf16 --fp16",
+       "--fp16: and --bf16 are both given"},
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 "
+       "--vocab-size 8 --attention-backend flash",
+       "--attention-backend: 'flash' needs --bf16 or --fp16"},
   };
   for (const auto& c : cases) {
     auto r = JobFromMegatronArgs(Split(c.cmd));

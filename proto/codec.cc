@@ -898,6 +898,20 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     }
   }
 
+  // fp32 or tf32 GEMMs mean fp32 activations, so fp32 QKV, and every fused attention kernel of the
+  // presets takes bf16/fp16 only (Transformer Engine dot_product_attention/utils.py
+  // get_attention_backend "Filter: Data type"; flash-attn's README "Datatype fp16 and bf16"): such
+  // a job gets the unfused path unless it says otherwise, before any framework default of "true".
+  if (const v1::DType g = spec.training().precision().gemm();
+      (g == v1::D_TYPE_FP32 || g == v1::D_TYPE_TF32) && job.framework.attention.fused) {
+    if (absl::Status s = ApplyDefault(spec, "training.flash_attention", "false",
+                                      absl::StrCat("the framework's attention kernel (", job.framework.attention.kernel,
+                                                   ") takes bf16/fp16 only; fp32 GEMMs: unfused"),
+                                      &assumed);
+        !s.ok()) {
+      return s;
+    }
+  }
   // Defaults: the framework's recipe for this model (and GPU, precision), then the framework's
   // own defaults, then stepcast's fallbacks; each recorded in job.assumed.
   {

@@ -572,14 +572,19 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   const std::string backend = vals["attention-backend"];
   // Transformer Engine's flash and fused (cuDNN) attention take bf16/fp16 QKV only
   // (transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend,
-  // "Filter: Data type"): an fp32 run (neither --bf16 nor --fp16) gets the unfused kernel under
-  // "auto", and naming flash or fused leaves TE no backend.
+  // "Filter: Data type"): naming either in an fp32 run (neither --bf16 nor --fp16) leaves TE no
+  // backend. Under "auto" an fp32 run is left unstated: the job reader's default gives fp32 GEMMs
+  // the unfused path and says why (proto/codec.cc).
   const bool fp32_activations = !switches.count("bf16") && !switches.count("fp16");
   if (fp32_activations && (backend == "flash" || backend == "fused")) {
     return FlagError("attention-backend", absl::StrCat("'", backend, "' needs --bf16 or --fp16 (Transformer Engine's ",
                                                        backend, " attention takes bf16/fp16 only)"));
   }
-  t.set_flash_attention(!(backend == "unfused" || backend == "local" || fp32_activations));
+  if (backend == "unfused" || backend == "local") {
+    t.set_flash_attention(false);
+  } else if (!fp32_activations) {
+    t.set_flash_attention(true);
+  }
   const std::string graphs = vals["cuda-graph-impl"];
   if (!graphs.empty() && graphs != "none" && graphs != "local" && graphs != "transformer_engine") {
     return FlagError("cuda-graph-impl", absl::StrCat("'", graphs, "' is not none, local or transformer_engine"));

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/memory.h"
 #include "core/predict.h"
@@ -171,6 +172,14 @@ TEST(Examples, Fp32AndTf32ReferenceRatesHeldToOurSweeps) {
         "\ncluster: {gpu_count: 8}\nparallelism: {tp: 8, sequence_parallel: true}\n"
         "training: {seq_length: 4096, global_batch_size: 64, precision: {params: fp32, gemm: fp32}}\n"));
     ASSERT_TRUE(job.ok()) << job.status();
+    // fp32 GEMMs: fp32 QKV, which megatron-core's fused attention (TE) does not take.
+    EXPECT_FALSE(job->training.flash_attention);
+    bool said = false;
+    ASSERT_NE(job->assumed, nullptr);
+    for (const AssumedInput& a : *job->assumed) {
+      said = said || (a.field == "training.flash_attention" && absl::StrContains(a.source, "bf16/fp16 only"));
+    }
+    EXPECT_TRUE(said);
     for (DType d : {DType::kTF32, DType::kFP32}) {
       for (int64_t n : {4096, 8192, 16384}) {
         const RateProfile::GemmLookup ref = job->profile.GemmRate(d, n, n, n);

@@ -88,8 +88,9 @@ TEST(Megatron, DefaultsFollowArgumentsPy) {
   EXPECT_EQ(m.vocab_size(), 50304);  // 50257 padded to a multiple of 128
   EXPECT_TRUE(r->spec.training().dropout());
   EXPECT_EQ(r->spec.training().precision().gemm(), v1::D_TYPE_FP32);
-  // fp32 QKV: Transformer Engine's flash and fused attention refuse it, "auto" runs unfused.
-  EXPECT_FALSE(r->spec.training().flash_attention());
+  // fp32 QKV: Transformer Engine's flash and fused attention refuse it; under "auto" the choice is
+  // left to the job reader's default (unfused for fp32 GEMMs: Examples.Fp32AndTf32...).
+  EXPECT_FALSE(r->spec.training().has_flash_attention());
   EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_NONE);
   EXPECT_TRUE(r->ignored.empty());
   // SwiGLU without --ffn-hidden-size: int(8h/3 / 64) * 64.

@@ -5,6 +5,28 @@
 
 namespace stepcast {
 
+double PipelinedExposed(double comm_s, double window_s, double chunks) {
+  if (!(comm_s > 0)) return 0;
+  const double n = std::max(1.0, chunks);
+  const double w = std::max(0.0, window_s);
+  return std::clamp(std::max(comm_s / n, comm_s - w * (n - 1) / n), 0.0, comm_s);
+}
+
+double ContentionCost(double hidden_s, double slowdown) {
+  if (!(hidden_s > 0) || !(slowdown > 0)) return 0;
+  return hidden_s * slowdown / (1 + slowdown);
+}
+
+double OverlapMechanism::Buckets(double params, double bytes_per_param, int64_t dp) const {
+  if (!(params > 0)) return 1;
+  double n = 1;
+  const double by_params =
+      std::max(static_cast<double>(bucket_min_params), static_cast<double>(bucket_params_per_dp_rank) * std::max<int64_t>(1, dp));
+  if (by_params > 0) n = std::max(n, std::ceil(params / by_params));
+  if (bucket_bytes > 0 && bytes_per_param > 0) n = std::max(n, std::ceil(params * bytes_per_param / bucket_bytes));
+  return n;
+}
+
 double OverlapMechanism::Exposed(double comm_s, double compute_s) const {
   if (!supported || comm_s <= 0) return std::max(comm_s, 0.0);
   const double eff = std::clamp(efficiency, 0.0, 1.0);

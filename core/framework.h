@@ -50,18 +50,72 @@ struct AttentionKernel {
   Lookup Rate(const std::string& architecture, DType dtype, int64_t seq_length, bool causal = true) const;
 };
 
-// Overlap of one kind of communication with compute.
-//   exposed = comm - efficiency * min(comm, overlappable compute)
+// What overlapping some communication with compute costs the step.
+struct OverlapCost {
+  double exposed_s = 0;     // communication not hidden: the compute waits for it
+  double contention_s = 0;  // extra compute time: compute slowed while the hidden part ran beside it
+  double total_s() const { return exposed_s + contention_s; }
+};
+
+// Exposed part of `comm_s` of communication issued in `chunks` equal pipelined pieces, each
+// hidden behind the compute that follows its issue, against `window_s` of compute:
+//   exposed = max(C/n, C - W (n-1)/n), clamped to [0, C]
+// (n pieces in order on one stream: piece i can start when the compute has produced it, at
+// i W/n, and the last piece always waits; for n = 1 nothing is hidden; as n grows, exposed ->
+// max(0, C - W)). The same form is the FSDP prefetch of per-layer all-gathers (the first layer's
+// gather is exposed) and Megatron-Core's bucketed gradient reduce (the last bucket is exposed).
+// chunks < 1 counts as 1. Formula: docs/MODEL.md "Overlap".
+double PipelinedExposed(double comm_s, double window_s, double chunks);
+
+// The compute slowed by communication running beside it: compute of alone-duration x overlapped
+// by communication takes x (1 + slowdown), so `hidden_s` of hidden communication adds
+// hidden_s * slowdown / (1 + slowdown) to the step. slowdown >= 0.
+double ContentionCost(double hidden_s, double slowdown);
+
+// Overlap of one kind of communication with compute (framework.proto OverlapMechanism).
 struct OverlapMechanism {
   bool supported = false;
-  double efficiency = 0;  // 0..1
-  // Exposed seconds of `comm_s` overlapped with `compute_s` of independent work.
+  double efficiency = 0;  // legacy: 0..1, used only when no chunking is given
+  // Chunking (see framework.proto): DDP buckets, per layer, or fixed chunks per operation.
+  int64_t bucket_min_params = 0;
+  int64_t bucket_params_per_dp_rank = 0;
+  double bucket_bytes = 0;
+  bool per_layer = false;
+  int32_t chunks = 0;
+  bool chunks_per_group_rank = false;
+  bool low_confidence = false;
+  double compute_sm_fraction = 0;  // 0: the profile's measured contention
+  bool steady_state_only = false;  // pipeline p2p: warm-up / cool-down transfers exposed
+  bool needs_vpp = false;          // pipeline p2p: overlapped only with VPP > 1
+  bool concurrent = false;         // beside independent compute: exposed = max(0, C - W)
+  bool backward_only = false;      // the forward's communication stays exposed
+  bool ag_ring_first_chunk_local = false;  // TE userbuffers: AG ring (none exposed) + RS pipeline
+
+  // True when the chunking is given (the structured form).
+  bool Structured() const {
+    return bucket_min_params > 0 || bucket_params_per_dp_rank > 0 || bucket_bytes > 0 || per_layer || chunks > 0 ||
+           chunks_per_group_rank || steady_state_only || concurrent || ag_ring_first_chunk_local;
+  }
+  // Legacy form: exposed seconds of `comm_s` overlapped with `compute_s` of independent work,
+  //   exposed = comm - efficiency * min(comm, compute).
   double Exposed(double comm_s, double compute_s) const;
+  // Number of DDP-style buckets of `params` parameters (elements) communicated in
+  // `bytes_per_param` bytes each over a group of `dp` ranks: ceil(params / bucket), bucket =
+  // max(bucket_min_params, bucket_params_per_dp_rank * dp) parameters or bucket_bytes bytes
+  // (the larger count when both are given); 1 when no bucket size is given.
+  double Buckets(double params, double bytes_per_param, int64_t dp) const;
+  // The slowdown of compute beside this mechanism's communication: from compute_sm_fraction
+  // when set (1/f - 1), else `measured` (the profile's contention for its kind of communication).
+  double Slowdown(double measured) const {
+    return compute_sm_fraction > 0 ? 1.0 / compute_sm_fraction - 1.0 : measured;
+  }
 };
 
 struct OverlapModel {
   OverlapMechanism tp_comm, dp_grad_reduce, dp_param_gather, fsdp_param_gather, pp_p2p, cp_ring,
       ep_all_to_all;
+  // The backward's TP communication beside the backward GEMMs when tp_comm is off (framework.proto).
+  OverlapMechanism tp_comm_backward;
 };
 
 struct ShardingModel {
@@ -74,6 +128,8 @@ struct ShardingModel {
   // (read the unsharded gradients, write the reduce-dtype input).
   bool gather_copy_out = false;
   bool reduce_scatter_copy_in = false;
+  // FSDP1 BACKWARD_POST: the backward's all-gathers are not prefetched (framework.proto).
+  bool backward_gathers_exposed = false;
 };
 
 struct LaunchModel {

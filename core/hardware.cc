@@ -182,6 +182,17 @@ RateProfile::GemmLookup RateProfile::GemmRate(DType dtype, double m, double n, d
   return out;
 }
 
+RateProfile::ContentionLookup RateProfile::FindContention(std::string_view compute,
+                                                         std::string_view communication) const {
+  ContentionLookup any;
+  for (const Contention& c : contention) {
+    if (c.compute != compute) continue;
+    if (c.communication == communication) return {c.slowdown, true};
+    if (c.communication == "any" && !any.found) any = {c.slowdown, true};
+  }
+  return any;
+}
+
 const CollectiveRate* RateProfile::FindCollective(Collective c, Scope s) const {
   for (const auto& r : collectives) {
     if (r.collective == c && r.scope == s) return &r;

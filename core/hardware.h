@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -79,6 +80,23 @@ struct RateProfile {
     std::string source;
   };
   std::vector<Overlap> overlaps;
+  // Measured slowdown of compute beside communication (hardware.proto ComputeContention):
+  // duration(overlapped) / duration(alone) - 1.
+  struct Contention {
+    std::string compute;        // "gemm", "attention"
+    std::string communication;  // "nccl", "deepep", "any"
+    double slowdown = 0;
+    int64_t samples = 0;
+    std::string source;
+  };
+  std::vector<Contention> contention;
+  // The slowdown of `compute` beside `communication`: the exact pair, else the pair with
+  // communication "any", else 0 (none measured; found = false).
+  struct ContentionLookup {
+    double slowdown = 0;
+    bool found = false;
+  };
+  ContentionLookup FindContention(std::string_view compute, std::string_view communication) const;
 
   struct GemmLookup {
     double flops_per_s = 0;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/gemm_model.h"
 #include "core/memory.h"
@@ -54,6 +55,11 @@ struct Work {
   void Comm(double t, Scope scope) {
     time_s += t;
     (scope == Scope::kIntraNode ? intra_s : inter_s) += t;
+  }
+  // Compute slowed by communication running beside it (OverlapCost::contention_s): compute.
+  void Contention(double t) {
+    time_s += t;
+    compute_s += t;
   }
   // Host-bound time (kernel launches): counted as compute in the split.
   void Host(double t) {
@@ -157,11 +163,19 @@ Framework Effective(const Job& job) {
   if (!c.framework_attention_rates) f.attention.rates.clear();
   if (!c.elementwise_traffic_factor) f.elementwise_traffic_factor = 1;
   if (!c.cross_entropy_bytes) f.cross_entropy_bytes_per_logit = 0;
+  // A mechanism reduced to the legacy single efficiency (ablation, or a measured efficiency).
+  auto legacy = [](OverlapMechanism* m, double efficiency) {
+    const bool supported = m->supported;
+    *m = OverlapMechanism{};
+    m->supported = supported;
+    m->efficiency = efficiency;
+  };
   if (!c.overlap_efficiency) {
+    // Ablation: every supported mechanism hides all it can, and compute beside it is not slowed.
     for (OverlapMechanism* m : {&f.overlap.tp_comm, &f.overlap.dp_grad_reduce, &f.overlap.dp_param_gather,
                                 &f.overlap.fsdp_param_gather, &f.overlap.pp_p2p, &f.overlap.cp_ring,
-                                &f.overlap.ep_all_to_all}) {
-      if (m->supported) m->efficiency = 1;
+                                &f.overlap.ep_all_to_all, &f.overlap.tp_comm_backward}) {
+      if (m->supported) legacy(m, 1);
     }
   }
   if (!c.launch_floor) f.launch.kernel_launch_overhead_s = 0;
@@ -176,7 +190,7 @@ Framework Effective(const Job& job) {
                           : o.mechanism == "cp_ring"           ? &f.overlap.cp_ring
                           : o.mechanism == "ep_all_to_all"     ? &f.overlap.ep_all_to_all
                                                                : nullptr;
-    if (m != nullptr) m->efficiency = o.efficiency;
+    if (m != nullptr) legacy(m, o.efficiency);
   }
   return f;
 }
@@ -336,6 +350,86 @@ class StepModel {
     c.elem_bwd.Bytes(2 * bytes * elem_factor_, bw_);
   }
   double Comm(Collective coll, const GroupPlacement& g, double size_bytes);
+  // What `comm_s` of communication costs when mechanism `o` overlaps it, in `chunks` pipelined
+  // pieces, with `window_s` of compute (framework.h PipelinedExposed / ContentionCost); the
+  // compute beside it is slowed by the profile's measured contention of `compute` beside
+  // `communication` (or the SMs the mechanism reserves). Unsupported: all exposed. Legacy
+  // (no chunking): the single efficiency, no separate contention.
+  OverlapCost Overlap(const OverlapMechanism& o, double comm_s, double window_s, double chunks,
+                      std::string_view compute = "gemm", std::string_view communication = "nccl") const {
+    if (!(comm_s > 0)) return {};
+    if (!o.supported) return {comm_s, 0};
+    if (!o.Structured()) return {o.Exposed(comm_s, window_s), 0};
+    OverlapCost c;
+    c.exposed_s = o.concurrent ? std::max(0.0, comm_s - std::max(0.0, window_s)) : PipelinedExposed(comm_s, window_s, chunks);
+    const double measured = job_.profile.FindContention(compute, communication).slowdown;
+    c.contention_s = ContentionCost(comm_s - c.exposed_s, o.Slowdown(measured));
+    return c;
+  }
+  // Transformer Engine userbuffers TP overlap of one layer (comm_gemm_overlap.cpp, TE v2.9):
+  // `comm_s` of TP communication, half all-gathers feeding `ag` GEMMs, half reduce-scatters of
+  // `rs` GEMMs' outputs (forward shapes). Forward: each AG-fed GEMM split into TP chunks along m,
+  // the first on local data (ring exchange on copy engines: exposed = max(0, C - W (n-1)/n)); each
+  // RS GEMM split into o.chunks pieces (pipeline; the last piece's reduce-scatter exposed) on
+  // o.compute_sm_fraction of the SMs for its whole duration. Backward: the dgrad GEMMs of the RS
+  // layers (proj, FC2) split into TP chunks beside their ring all-gather; the rest (bulk
+  // overlaps beside unsplit dgrad / wgrad GEMMs) as a concurrent window. The chunking and SM
+  // margin costs are the GEMM shape model's time of the split GEMMs minus the unsplit ones;
+  // they, and the measured contention of the hidden part, are the result's contention_s.
+  template <typename Shapes>
+  OverlapCost UserbuffersCost(const OverlapMechanism& o, double comm_s, const Shapes& ag, const Shapes& rs,
+                              bool backward) {
+    OverlapCost out;
+    if (!(comm_s > 0)) return out;
+    const double tp = std::max<int64_t>(1, p_.tp), half = comm_s / 2;
+    const double f = o.compute_sm_fraction > 0 ? o.compute_sm_fraction : 1.0;
+    const double splits = o.chunks > 0 ? o.chunks : tp;
+    const double slowdown = job_.profile.FindContention("gemm", "nccl").slowdown;
+    auto split_time = [&](double m, double n, double k, double pieces, double sm_fraction) {
+      return pieces * EstimateGemm(m / pieces, n, k).time_s / sm_fraction;
+    };
+    double w_ag = 0, w_rs = 0, penalty = 0;
+    if (!backward) {
+      for (const auto& g : ag) {
+        const double whole = EstimateGemm(g.m, g.n, g.k).time_s, split = split_time(g.m, g.n, g.k, tp, 1.0);
+        w_ag += split;
+        penalty += split - whole;
+      }
+      for (const auto& g : rs) {
+        const double whole = EstimateGemm(g.m, g.n, g.k).time_s, split = split_time(g.m, g.n, g.k, splits, f);
+        w_rs += split;
+        penalty += split - whole;
+      }
+      const double ag_exposed = std::max(0.0, half - w_ag * (tp - 1) / tp);
+      const double rs_exposed = PipelinedExposed(half, w_rs, splits);
+      out.exposed_s = ag_exposed + rs_exposed;
+      // The AG half's copies run on copy engines; the measured NCCL contention is taken for the
+      // hidden part of both halves (an upper bound for the copy-engine half).
+      out.contention_s = penalty + ContentionCost(comm_s - out.exposed_s, slowdown);
+      return out;
+    }
+    // Backward: ring all-gather beside the split dgrad GEMMs of proj / FC2 (dgrad shape m x k x n).
+    for (const auto& g : rs) {
+      const double whole = EstimateGemm(g.m, g.k, g.n).time_s, split = split_time(g.m, g.k, g.n, tp, 1.0);
+      w_ag += split;
+      penalty += split - whole;
+      // The rest of the backward GEMMs of these layers and all of the AG-fed layers' (dgrad and
+      // wgrad, unsplit) are the bulk window.
+      w_rs += EstimateGemm(g.k, g.n, g.m).time_s;
+    }
+    for (const auto& g : ag) w_rs += EstimateGemm(g.m, g.k, g.n).time_s + EstimateGemm(g.k, g.n, g.m).time_s;
+    const double ag_exposed = std::max(0.0, half - w_ag * (tp - 1) / tp);
+    const double bulk_exposed = std::max(0.0, half - w_rs);
+    out.exposed_s = ag_exposed + bulk_exposed;
+    out.contention_s = penalty + ContentionCost(comm_s - out.exposed_s, slowdown);
+    return out;
+  }
+  // Chunks of one overlapped operation over a group of `group` ranks (framework.proto
+  // OverlapMechanism.chunks / chunks_per_group_rank).
+  static double OpChunks(const OverlapMechanism& o, int64_t group) {
+    return std::max(1.0, static_cast<double>(std::max(1, o.chunks))) *
+           (o.chunks_per_group_rank ? static_cast<double>(std::max<int64_t>(1, group)) : 1.0);
+  }
   // Add one layer's (one output layer's) per-micro-batch costs to `c`, which starts at zero.
   void Layer(bool moe, LayerCost& c);
   void Logits(LayerCost& c);
@@ -388,7 +482,11 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
                                        " rate in the profile; using the datasheet link"));
     }
   }
-  if (g.scope == Scope::kInterNode && g.members_per_node > 1 && r->points.empty()) {
+  // An all-to-all is not striped: every rank sends (n - k)/n of its bytes to other nodes through
+  // its own NIC, and "Alltoall cannot aggregate the bandwidth of multiple NICs, so the performance
+  // you should see is the performance of a single NIC" (NVIDIA/nccl-tests issue #267; #130:
+  // across nodes alltoall busbw "will go down to 1x the network bandwidth per GPU").
+  if (g.scope == Scope::kInterNode && g.members_per_node > 1 && r->points.empty() && coll != Collective::kAllToAll) {
     // Hierarchical group: k members per node stripe over k NICs, capped by the intra-node rate.
     CollectiveRate striped = *r;
     const CollectiveRate* intra = prof.FindCollective(coll, Scope::kIntraNode);
@@ -441,6 +539,13 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
 
 void StepModel::Layer(bool moe, LayerCost& c) {
   ModuleForward& mod = c.module;
+  // The GEMMs beside the TP collectives (for Transformer Engine userbuffers' chunking): those fed
+  // by an all-gather (QKV, FC1) and those whose output is reduce-scattered (proj, FC2); forward
+  // shapes m x n x k.
+  struct Shape {
+    double m, n, k;
+  };
+  absl::InlinedVector<Shape, 3> tp_ag_gemms, tp_rs_gemms;
   const double T = tokens_, h = m_.hidden_size, t = p_.tp;
   const double a = m_.attention_heads, kv = m_.kv_heads;
   const double dqk = m_.QkHeadDim(), dv = m_.VHeadDim();
@@ -467,6 +572,7 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     (void)attn_in;
   } else {
     Gemm(T, attn_in / (h * t), h, c);
+    tp_ag_gemms.push_back({T, attn_in / (h * t), h});
     // torchtitan's Attention runs wq, wk, wv, wo as separate mm calls: wk (2nd) and wo (4th)
     // are recomputed by its op SAC.
     // Layer costs are shared across recompute settings (the layout search caches them), so this
@@ -475,6 +581,7 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     mod.every_second_mm += GemmForward(T, h, a * dv / t);
   }
   Gemm(T, h, a * dv / t, c);
+  tp_rs_gemms.push_back({T, h, a * dv / t});
 
   // Attention core.
   const double b = t_.micro_batch_size, sq = static_cast<double>(t_.seq_length) / p_.cp;
@@ -523,6 +630,8 @@ void StepModel::Layer(bool moe, LayerCost& c) {
       const double fs = m_.moe.shared_expert_ffn_hidden_size * m_.moe.shared_experts;
       Gemm(T, (fm - 1) * fs / t, h, c, 1, &mod.shared_experts);
       Gemm(T, h, fs / t, c, 1, &mod.shared_experts);
+      tp_ag_gemms.push_back({T, (fm - 1) * fs / t, h});
+      tp_rs_gemms.push_back({T, h, fs / t});
     }
     const double routed_act = (gated ? 3 : 2) * e_act_ * t_rank * k * fe / etp;
     const double shared_act = (gated ? 3 : 2) * e_act_ * T * m_.moe.shared_experts *
@@ -547,6 +656,8 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     mod.mlp += mlp_up;
     mod.mlp_up += mlp_up;
     Gemm(T, h, f / t, c, 1, &mod.mlp);
+    tp_ag_gemms.push_back({T, (fm - 1) * f / t, h});
+    tp_rs_gemms.push_back({T, h, f / t});
     // torchtitan's FeedForward: w2(silu(w1(x)) * w3(x)), mm calls 5 (w1), 6 (w3), 7 (w2): w3 is
     // recomputed; without a gate (w1, w2: calls 5, 6) w2 is.
     if (!m_.mla.enabled()) mod.every_second_mm += gated ? GemmForward(T, f / t, h) : GemmForward(T, h, f / t);
@@ -583,9 +694,30 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     }
     c.tp_fwd.Comm(fwd, place_.tp.scope);
     c.tp_bwd.Comm(fwd, place_.tp.scope);
-    if (t_.overlap_tp_comm && fw_.overlap.tp_comm.supported) {
-      c.tp_fwd.ExposeComm(fw_.overlap.tp_comm.Exposed(fwd, c.gemm_fwd.time_s));
-      c.tp_bwd.ExposeComm(fw_.overlap.tp_comm.Exposed(fwd, c.gemm_bwd.time_s));
+    const OverlapMechanism& o = fw_.overlap.tp_comm;
+    if (t_.overlap_tp_comm && o.supported) {
+      // Each TP collective beside its adjacent GEMMs, in the mechanism's chunks; the backward's
+      // window is its dgrad + wgrad GEMMs (Megatron-LM 2022: concurrent, backward only).
+      auto cost = [&](double comm_s, double window_s, bool backward) {
+        if (!o.ag_ring_first_chunk_local) return Overlap(o, comm_s, window_s, OpChunks(o, p_.tp));
+        return UserbuffersCost(o, comm_s, tp_ag_gemms, tp_rs_gemms, backward);
+      };
+      if (!o.backward_only) {
+        const OverlapCost f = cost(fwd, c.gemm_fwd.time_s, false);
+        c.tp_fwd.ExposeComm(f.exposed_s);
+        c.tp_fwd.Contention(f.contention_s);
+      }
+      const OverlapCost b = cost(fwd, c.gemm_bwd.time_s, true);
+      c.tp_bwd.ExposeComm(b.exposed_s);
+      c.tp_bwd.Contention(b.contention_s);
+    } else if (fw_.overlap.tp_comm_backward.supported) {
+      // The backward's TP communication beside its dgrad / wgrad GEMMs (always on: TE's
+      // non-userbuffers path issues the input all-gather and the dgrad reduce-scatter
+      // asynchronously); the forward's stays exposed.
+      const OverlapMechanism& ob = fw_.overlap.tp_comm_backward;
+      const OverlapCost b = Overlap(ob, fwd, c.gemm_bwd.time_s, OpChunks(ob, p_.tp));
+      c.tp_bwd.ExposeComm(b.exposed_s);
+      c.tp_bwd.Contention(b.contention_s);
     }
   }
   // Context parallel ring exchange of K and V, hidden under the attention core as far as the
@@ -596,7 +728,23 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     const double step = Comm(Collective::kSendRecv, place_.cp, kv_bytes);
     const double fwd = (p_.cp - 1) * step, bwd = 2 * (p_.cp - 1) * step;
     const OverlapMechanism& o = fw_.overlap.cp_ring;
-    c.cp.Comm(o.Exposed(fwd, c.attn_fwd.time_s) + o.Exposed(bwd, c.attn_bwd.time_s), place_.cp.scope);
+    if (o.supported && o.Structured()) {
+      // Ring attention (Transformer Engine context_parallel.py, cp_comm_type p2p): step i
+      // computes on the KV chunk it holds while the next chunk is sent and received; the first
+      // step uses the local chunk, so each of the cp - 1 exchanges hides behind one step's
+      // attention (1/cp of it) and only what exceeds that step is exposed.
+      auto ring = [&](double comm, double attn) {
+        const double per_step = comm / (p_.cp - 1), window = attn / p_.cp;
+        const double exposed = (p_.cp - 1) * std::max(0.0, per_step - window);
+        const double measured = job_.profile.FindContention("attention", "nccl").slowdown;
+        return OverlapCost{exposed, ContentionCost(comm - exposed, o.Slowdown(measured))};
+      };
+      const OverlapCost f = ring(fwd, c.attn_fwd.time_s), b = ring(bwd, c.attn_bwd.time_s);
+      c.cp.Comm(f.exposed_s + b.exposed_s, place_.cp.scope);
+      c.cp.Contention(f.contention_s + b.contention_s);
+    } else {
+      c.cp.Comm(o.Exposed(fwd, c.attn_fwd.time_s) + o.Exposed(bwd, c.attn_bwd.time_s), place_.cp.scope);
+    }
   }
   // MoE token dispatch and combine, forward and backward (Megatron-Core
   // MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/token_dispatcher.py): each rank
@@ -759,7 +907,24 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
       w += elem;
       return w;
     }();
-    pp_comm.Comm(fw_.overlap.pp_p2p.Exposed(p2p, fwd_bwd.time_s), place_.pp.scope);
+    const OverlapMechanism& o = fw_.overlap.pp_p2p;
+    if (o.supported && o.Structured()) {
+      // Megatron-Core overlaps p2p only with the interleaved schedule (validate_args sets
+      // overlap_p2p_comm False without VPP), and only in the steady state: the warm-up
+      // micro-batches' transfers, num_warmup = 2 (p - 1) + (v - 1) p chunks on the first stage
+      // (schedules.py forward_backward_pipelining_with_interleaving), and as many in the
+      // cool-down, of the m v chunk passes, stay exposed.
+      double exposed = p2p;
+      if (!o.needs_vpp || v > 1) {
+        const double warmup = o.steady_state_only ? 2 * (pp - 1) + (v - 1) * pp : 0.0;
+        const double share = std::min(1.0, warmup / (m * v));
+        exposed = p2p * share;
+        pp_comm.Contention(ContentionCost(p2p - exposed, o.Slowdown(job_.profile.FindContention("gemm", "nccl").slowdown)));
+      }
+      pp_comm.Comm(exposed, place_.pp.scope);
+    } else {
+      pp_comm.Comm(o.Exposed(p2p, fwd_bwd.time_s), place_.pp.scope);
+    }
   }
   // The last stage also runs the output layer and the loss.
   Work last_extra_gemm = logits.gemm_fwd;
@@ -849,10 +1014,16 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
     const Scope scope = dense_group.scope;
     const OverlapModel& o = fw_.overlap;
     const bool overlap = t_.overlap_dp_comm;
-    auto exposed = [&](const OverlapMechanism& mech, double comm, double compute) {
-      return overlap ? mech.Exposed(comm, compute) : comm;
+    // What `comm` costs behind `window` under mechanism `mech` in `chunks` pieces (all exposed
+    // when the job does not overlap DP communication).
+    auto overlapped = [&](const OverlapMechanism& mech, double comm, double window, double chunks) {
+      return overlap ? Overlap(mech, comm, window, chunks) : OverlapCost{comm, 0};
     };
-    double exp_s = 0;
+    double exp_s = 0, contention_s = 0;
+    auto add = [&](const OverlapCost& c, double times = 1) {
+      exp_s += times * c.exposed_s;
+      contention_s += times * c.contention_s;
+    };
     if (t_.sharding == Sharding::kZero3) {
       // FSDP / ZeRO-3 (FSDP paper, Zhao et al. 2023, arXiv:2304.11277 Sec. 3): parameters
       // gathered before each forward (and again before the backward when resharded after the
@@ -863,15 +1034,28 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
       const bool once_pp = p_.pp > 1 && fw_.sharding.gather_once_per_step_with_pp;
       const bool once_rs = once_pp || fw_.sharding.reduce_once_per_step_with_accumulation;
       const double gathers_per_mb = fw_.sharding.reshard_after_forward && !once_pp ? 2 : 1;
+      // Units the collectives are issued in: one per layer of the stage (FSDP wrapping each
+      // block), or the mechanism's buckets (DeepSpeed ZeRO-3 prefetch buckets).
+      const OverlapMechanism& og = o.fsdp_param_gather;
+      const double units = og.per_layer ? layers_per_stage : og.Buckets(local.total(), ep_, shard);
       // The backward's gathers and reduce-scatters cross the same links (NCCL on the same NICs /
-      // NVLinks): they are hidden behind one backward window together, not each behind all of it.
-      // The gathers' share of the window is hidden at the gather's efficiency, the rest at the
-      // reduction's.
-      auto exposed_pair = [&](double ag_s, double rs_s, double window_s) {
+      // NVLinks): structured, they are one pipelined stream per unit behind the backward (the
+      // first unit's gather and the last unit's reduce-scatter exposed); legacy, each hidden
+      // behind its share of the window at its mechanism's efficiency.
+      auto pair = [&](double ag_s, double rs_s, double window_s) {
         const double total = ag_s + rs_s;
-        if (total <= 0) return 0.0;
+        if (total <= 0) return OverlapCost{};
+        if (og.Structured() && fw_.sharding.backward_gathers_exposed) {
+          // FSDP1 BACKWARD_POST: each unit waits for its own gather; the reduce-scatters are
+          // pipelined behind the backward.
+          OverlapCost c = overlapped(og, rs_s, window_s, units);
+          c.exposed_s += ag_s;
+          return c;
+        }
+        if (og.Structured()) return overlapped(og, total, window_s, units);
         const double ag_window = window_s * ag_s / total, rs_window = window_s * rs_s / total;
-        return exposed(o.fsdp_param_gather, ag_s, ag_window) + exposed(o.dp_grad_reduce, rs_s, rs_window);
+        const OverlapCost a = overlapped(og, ag_s, ag_window, 1), r = overlapped(o.dp_grad_reduce, rs_s, rs_window, 1);
+        return OverlapCost{a.exposed_s + r.exposed_s, a.contention_s + r.contention_s};
       };
       // FSDP2's copies on the compute stream around its collectives (framework.proto
       // ShardingModel.gather_copy_out / reduce_scatter_copy_in): per all-gather the gathered
@@ -890,31 +1074,38 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
         fsdp_copy.Bytes(copy_bytes, bw_);
       }
       if (once_pp) {
-        exp_s += exposed(o.fsdp_param_gather, ag, fwd_mb.time_s);
-        exp_s += exposed_pair(0, rs + replica_ar, bwd_mb.time_s);
+        add(overlapped(og, ag, fwd_mb.time_s, units));
+        add(pair(0, rs + replica_ar, bwd_mb.time_s));
       } else {
-        exp_s += m * exposed(o.fsdp_param_gather, ag, fwd_mb.time_s);
+        add(overlapped(og, ag, fwd_mb.time_s, units), m);
         const double bwd_ag = gathers_per_mb > 1 ? ag : 0.0;
         if (once_rs) {
           // Gradients reduced once, after the last micro-batch's backward.
-          exp_s += (m - 1) * exposed_pair(bwd_ag, 0, bwd_mb.time_s);
-          exp_s += exposed_pair(bwd_ag, rs + replica_ar, bwd_mb.time_s);
+          add(pair(bwd_ag, 0, bwd_mb.time_s), m - 1);
+          add(pair(bwd_ag, rs + replica_ar, bwd_mb.time_s));
         } else {
-          exp_s += (m - 1) * exposed_pair(bwd_ag, rs, bwd_mb.time_s);
-          exp_s += exposed_pair(bwd_ag, rs + replica_ar, bwd_mb.time_s);
+          add(pair(bwd_ag, rs, bwd_mb.time_s), m - 1);
+          add(pair(bwd_ag, rs + replica_ar, bwd_mb.time_s));
         }
       }
-    } else if (t_.sharding == Sharding::kNone) {
-      const double ar = reduce(Collective::kAllReduce, local.dense * eg, local.expert * eg);
-      exp_s = exposed(o.dp_grad_reduce, ar, bwd_mb.time_s);
     } else {
-      // ZeRO-1/2, Megatron distributed optimizer: gradients reduce-scattered during the last
-      // micro-batch's backward, updated parameters all-gathered during the next forward.
-      const double rs = reduce(Collective::kReduceScatter, local.dense * eg, local.expert * eg);
-      const double ag = reduce(Collective::kAllGather, local.dense * ep_, local.expert * ep_);
-      exp_s = exposed(o.dp_grad_reduce, rs + replica_ar, bwd_mb.time_s) + exposed(o.dp_param_gather, ag, fwd_mb.time_s);
+      // DDP (all-reduce) or ZeRO-1/2 / Megatron distributed optimizer: gradients reduced in
+      // buckets during the last micro-batch's backward (the last bucket exposed), updated
+      // parameters all-gathered in buckets during the next forward (the first bucket exposed).
+      const double params = local.total();
+      const double grad_buckets = o.dp_grad_reduce.Buckets(params, eg, shard);
+      if (t_.sharding == Sharding::kNone) {
+        const double ar = reduce(Collective::kAllReduce, local.dense * eg, local.expert * eg);
+        add(overlapped(o.dp_grad_reduce, ar, bwd_mb.time_s, grad_buckets));
+      } else {
+        const double rs = reduce(Collective::kReduceScatter, local.dense * eg, local.expert * eg);
+        const double ag = reduce(Collective::kAllGather, local.dense * ep_, local.expert * ep_);
+        add(overlapped(o.dp_grad_reduce, rs + replica_ar, bwd_mb.time_s, grad_buckets));
+        add(overlapped(o.dp_param_gather, ag, fwd_mb.time_s, o.dp_param_gather.Buckets(params, ep_, shard)));
+      }
     }
     dp.Comm(exp_s, scope);
+    dp.Contention(contention_s);
     br.dp_comm_s = dp.time_s;
     br.elementwise_s += fsdp_copy.time_s;
 

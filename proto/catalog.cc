@@ -223,8 +223,47 @@ absl::Status CheckOverlap(const v1::OverlapMechanism& m, const std::string& path
   if (!(m.efficiency() >= 0 && m.efficiency() <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ".efficiency: ", m.efficiency(), " must be in [0, 1]"));
   }
+  if (m.bucket_min_params() < 0 || m.bucket_params_per_dp_rank() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".bucket_min_params / bucket_params_per_dp_rank: must be >= 0"));
+  }
+  if (!(m.bucket_bytes() >= 0 && std::isfinite(m.bucket_bytes()))) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".bucket_bytes: ", m.bucket_bytes(), " must be a finite number >= 0"));
+  }
+  if (m.chunks() < 0 || m.chunks() > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".chunks: ", m.chunks(), " must be in [0, 1024]"));
+  }
+  if (!(m.compute_sm_fraction() >= 0 && m.compute_sm_fraction() <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ".compute_sm_fraction: ", m.compute_sm_fraction(), " must be in [0, 1] (0: measured contention)"));
+  }
+  if (m.compute_sm_fraction() > 0 && m.compute_sm_fraction() < 0.25) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".compute_sm_fraction: ", m.compute_sm_fraction(),
+                                                   " leaves under a quarter of the SMs to compute; no framework reserves that many"));
+  }
   out.supported = m.supported();
   out.efficiency = m.efficiency();
+  out.bucket_min_params = m.bucket_min_params();
+  out.bucket_params_per_dp_rank = m.bucket_params_per_dp_rank();
+  out.bucket_bytes = m.bucket_bytes();
+  out.per_layer = m.per_layer();
+  out.chunks = m.chunks();
+  out.chunks_per_group_rank = m.chunks_per_group_rank();
+  out.low_confidence = m.low_confidence();
+  out.compute_sm_fraction = m.compute_sm_fraction();
+  out.steady_state_only = m.steady_state_only();
+  out.needs_vpp = m.needs_vpp();
+  out.concurrent = m.concurrent();
+  out.backward_only = m.backward_only();
+  out.ag_ring_first_chunk_local = m.ag_ring_first_chunk_local();
+  // A supported mechanism without chunking rests on a single chosen efficiency: it must say so.
+  if (out.supported && !out.Structured() && out.efficiency > 0 && !out.low_confidence) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": a single efficiency (", out.efficiency,
+        ") without chunking must set low_confidence: true (docs/MODEL.md \"Overlap\")"));
+  }
+  if (out.supported && m.source().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".source: required for a supported mechanism"));
+  }
   return absl::OkStatus();
 }
 }  // namespace
@@ -297,7 +336,8 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
                               {&o.fsdp_param_gather(), "fsdp_param_gather", &fw.overlap.fsdp_param_gather},
                               {&o.pp_p2p(), "pp_p2p", &fw.overlap.pp_p2p},
                               {&o.cp_ring(), "cp_ring", &fw.overlap.cp_ring},
-                              {&o.ep_all_to_all(), "ep_all_to_all", &fw.overlap.ep_all_to_all}}) {
+                              {&o.ep_all_to_all(), "ep_all_to_all", &fw.overlap.ep_all_to_all},
+                              {&o.tp_comm_backward(), "tp_comm_backward", &fw.overlap.tp_comm_backward}}) {
     if (absl::Status s = CheckOverlap(*m, absl::StrCat(op, ".", name), *out); !s.ok()) return s;
   }
   fw.sharding.reshard_after_forward = spec.sharding().reshard_after_forward();
@@ -307,6 +347,7 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.sharding.gather_copy_out = spec.sharding().gather_copy_out();
   fw.sharding.reduce_scatter_copy_in = spec.sharding().reduce_scatter_copy_in();
   fw.sharding.sharded_params_are_master = spec.sharding().sharded_params_are_master();
+  fw.sharding.backward_gathers_exposed = spec.sharding().backward_gathers_exposed();
   if (!spec.schedule().default_schedule().empty()) fw.default_schedule = spec.schedule().default_schedule();
   if (spec.recompute().selective_modules_size() > 0) {
     fw.selective_recompute_modules.assign(spec.recompute().selective_modules().begin(),

@@ -616,6 +616,23 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
     }
     r.overlaps.push_back({o.mechanism(), o.efficiency(), o.source()});
   }
+  for (int i = 0; i < p.contention_size(); ++i) {
+    const auto& c = p.contention(i);
+    const std::string f = absl::StrCat(prefix, ".contention[", i, "]");
+    if (c.compute() != "gemm" && c.compute() != "attention") {
+      return FieldError(f + ".compute", absl::StrCat("'", c.compute(), "' is not one of: gemm, attention"));
+    }
+    if (c.communication() != "nccl" && c.communication() != "deepep" && c.communication() != "any") {
+      return FieldError(f + ".communication",
+                        absl::StrCat("'", c.communication(), "' is not one of: nccl, deepep, any"));
+    }
+    // A slowdown of 4 (5x longer) is beyond any measurement we know of: a typo, not a GPU.
+    if (!(c.slowdown() >= 0 && c.slowdown() <= 4)) {
+      return FieldError(f + ".slowdown", absl::StrCat(c.slowdown(), " must be in [0, 4]"));
+    }
+    if (c.samples() < 0) return FieldError(f + ".samples", "must be >= 0");
+    r.contention.push_back({c.compute(), c.communication(), c.slowdown(), c.samples(), c.source()});
+  }
   if (absl::Status s = ValidateRateProfile(r, prefix); !s.ok()) return s;
   return r;
 }
@@ -656,6 +673,14 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
     x->set_mechanism(o.mechanism);
     x->set_efficiency(o.efficiency);
     x->set_source(o.source);
+  }
+  for (const auto& c : r.contention) {
+    auto* x = p.add_contention();
+    x->set_compute(c.compute);
+    x->set_communication(c.communication);
+    x->set_slowdown(c.slowdown);
+    x->set_samples(c.samples);
+    x->set_source(c.source);
   }
   return p;
 }

@@ -134,7 +134,7 @@ framework:
   spec:
     name: my-nemo
     base: nemo
-    overlap: {tp_comm: {supported: true, efficiency: 0.9}}
+    overlap: {tp_comm: {supported: true, efficiency: 0.9, low_confidence: true, source: "my own guess"}}
 )");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->framework.name, "my-nemo");
@@ -146,6 +146,21 @@ framework: {spec: {base: nemo, overlap: {tp_comm: {supported: true, efficiency: 
 )");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("overlap.tp_comm.efficiency"), std::string::npos) << bad.status();
+  // A single efficiency rests on no measurement: the spec must say so (low_confidence), and name
+  // its source.
+  absl::StatusOr<Job> unflagged = testing::JobFromYaml(std::string(kLlama8B) + R"(
+framework: {spec: {base: nemo, overlap: {tp_comm: {supported: true, efficiency: 0.9, source: "x"}}}}
+)");
+  ASSERT_FALSE(unflagged.ok());
+  EXPECT_NE(unflagged.status().message().find("overlap.tp_comm: a single efficiency (0.9) without chunking must set low_confidence"),
+            std::string::npos)
+      << unflagged.status();
+  absl::StatusOr<Job> unsourced = testing::JobFromYaml(std::string(kLlama8B) + R"(
+framework: {spec: {base: nemo, overlap: {tp_comm: {supported: true, chunks: 4}}}}
+)");
+  ASSERT_FALSE(unsourced.ok());
+  EXPECT_NE(unsourced.status().message().find("overlap.tp_comm.source: required"), std::string::npos)
+      << unsourced.status();
 }
 
 TEST(FrameworkDefaults, ApplyDefaultParsesAsTheJobFileDoes) {

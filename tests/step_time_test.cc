@@ -104,9 +104,11 @@ training: {seq_length: 4096, global_batch_size: 16, overlap_dp_comm: false})");
 
 TEST(StepTime, TensorParallelAllReducesByHand) {
   // TP 8 without SP: per layer 2 all-reduces forward and 2 backward of s*b*h bf16 activations.
+  // Megatron-LM 2021 (Narayanan et al. 2021) overlaps none of them.
   auto job = testing::JobFromYaml(R"(
 model: gpt-22b
 hardware: a100-80gb
+framework: megatron-lm-2021
 cluster: {gpu_count: 8}
 parallelism: {tp: 8}
 training: {seq_length: 2048, global_batch_size: 1, flash_attention: false})");

@@ -1,0 +1,142 @@
+// Overlap of communication with compute (docs/MODEL.md "Overlap"; issue 28): the pipelined-chunk
+// form against an event-by-event timeline, the contention cost by its definition, bucket counts
+// from the frameworks' own defaults, and the mechanisms as the step model applies them.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/framework.h"
+#include "core/hardware.h"
+#include "core/job.h"
+#include "core/step_time.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace stepcast {
+namespace {
+
+// Exposed time of n equal chunks of communication, simulated event by event: chunk i is produced
+// by the compute at (i+1) W/n and sent when both it is ready and the previous chunk has been
+// sent (one stream); the compute ends at W; what the last send runs past W is exposed.
+double SimulatedExposed(double comm_s, double window_s, int n) {
+  const double c = comm_s / n, w = window_s / n;
+  double link_free = 0;
+  for (int i = 0; i < n; ++i) link_free = std::max(link_free, (i + 1) * w) + c;
+  return std::max(0.0, link_free - window_s);
+}
+
+TEST(Overlap, PipelinedChunksMatchAnEventTimeline) {
+  // Two worked cases by hand: ten seconds of communication in five chunks.
+  //  * behind 20 s of compute: chunks produced every 4 s take 2 s each; only the last is exposed: 2 s.
+  EXPECT_DOUBLE_EQ(PipelinedExposed(10, 20, 5), 2);
+  //  * behind 4 s: produced every 0.8 s, the stream is busy from 0.8 s to 10.8 s: 6.8 s exposed.
+  EXPECT_NEAR(PipelinedExposed(10, 4, 5), 6.8, 1e-12);
+  // One chunk hides nothing; no communication, nothing exposed.
+  EXPECT_DOUBLE_EQ(PipelinedExposed(3, 100, 1), 3);
+  EXPECT_DOUBLE_EQ(PipelinedExposed(0, 5, 4), 0);
+  // Random cases against the simulation.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0.01, 10.0);
+  std::uniform_int_distribution<int> chunks(1, 200);
+  for (int t = 0; t < 2000; ++t) {
+    const double c = u(rng), w = u(rng);
+    const int n = chunks(rng);
+    EXPECT_NEAR(PipelinedExposed(c, w, n), SimulatedExposed(c, w, n), 1e-9 * (c + w)) << c << " " << w << " " << n;
+  }
+}
+
+TEST(Overlap, ContentionCostIsTheSlowdownOfTheOverlappedCompute) {
+  // A compute stretch of 2 s alone, run entirely beside communication at slowdown 0.25, takes
+  // 2.5 s: 2.5 s of hidden communication cost 0.5 s.
+  EXPECT_DOUBLE_EQ(ContentionCost(2.5, 0.25), 0.5);
+  EXPECT_DOUBLE_EQ(ContentionCost(2.5, 0), 0);
+  EXPECT_DOUBLE_EQ(ContentionCost(0, 0.3), 0);
+  // A mechanism that reserves 24 of 132 SMs (Transformer Engine userbuffers, BF16 H100 proj):
+  // compute on 108 SMs takes 132/108 as long.
+  OverlapMechanism ub;
+  ub.compute_sm_fraction = 108.0 / 132;
+  EXPECT_NEAR(ub.Slowdown(0.9), 132.0 / 108 - 1, 1e-12);
+  OverlapMechanism nccl;
+  EXPECT_DOUBLE_EQ(nccl.Slowdown(0.14), 0.14);
+}
+
+TEST(Overlap, BucketCountsFromTheFrameworksDefaults) {
+  // Megatron-Core DDP: bucket = max(40M, 1M x DP) parameters (distributed_data_parallel.py).
+  OverlapMechanism mcore;
+  mcore.bucket_min_params = 40000000;
+  mcore.bucket_params_per_dp_rank = 1000000;
+  // Llama 3 8B (8,030,261,248 parameters) at DP 64: 64M-parameter buckets, 126 of them.
+  EXPECT_DOUBLE_EQ(mcore.Buckets(8030261248.0, 4, 64), 126);
+  // At DP 8 the 40M floor rules: 201 buckets.
+  EXPECT_DOUBLE_EQ(mcore.Buckets(8030261248.0, 4, 8), 201);
+  // PyTorch DDP: bucket_cap_mb 25 MiB of fp32 gradients = 6,553,600 parameters.
+  OverlapMechanism ddp;
+  ddp.bucket_bytes = 25 * 1024 * 1024;
+  EXPECT_DOUBLE_EQ(ddp.Buckets(6553600.0 * 10, 4, 8), 10);
+  EXPECT_DOUBLE_EQ(ddp.Buckets(6553600.0 * 10 + 1, 4, 8), 11);
+  // No bucket size: one bucket.
+  EXPECT_DOUBLE_EQ(OverlapMechanism{}.Buckets(1e9, 2, 8), 1);
+}
+
+Job JobOf(const std::string& yaml) {
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  EXPECT_TRUE(job.ok()) << job.status();
+  return *job;
+}
+
+TEST(Overlap, MegatronPipelineP2pIsExposedWithoutVpp) {
+  // Megatron-Core validate_args turns overlap_p2p_comm off without VPP: every send/recv exposed,
+  // 2 per micro-batch per stage (forward activation, backward gradient).
+  Job job = JobOf(R"(
+model: llama3-70b
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 64}
+parallelism: {tp: 8, pp: 8}
+training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, sharding: zero1})");
+  const GroupPlacement pp = PlaceGroups(job.parallelism, job.GpusPerNode()).pp;
+  const CollectiveRate* r = job.profile.FindCollective(Collective::kSendRecv, pp.scope);
+  ASSERT_NE(r, nullptr);
+  const double S = 8192.0 * 8192 * 2 / 8;  // tokens x hidden x bf16, scattered over TP
+  const double m = 64;                       // micro-batches
+  const double p2p = m * 2 * EstimateCollective(*r, pp.size, S, pp.members_per_node).time_s;
+  EXPECT_NEAR(EstimateStepTime(job).breakdown.pp_comm_s, p2p, 1e-9 * p2p);
+  // With VPP 5 the steady state hides its transfers: the warm-up of the first stage,
+  // 2 (p - 1) + (v - 1) p = 14 + 32 = 46 chunk passes of the m v = 320, stays exposed (the
+  // contention of the hidden part is added on top when the profile has one).
+  job.parallelism.vpp = 5;
+  job.profile.contention.clear();
+  const double p2p_v = m * 2 * 5 * EstimateCollective(*r, pp.size, S, pp.members_per_node).time_s;
+  EXPECT_NEAR(EstimateStepTime(job).breakdown.pp_comm_s, p2p_v * 46.0 / 320, 1e-9 * p2p_v);
+}
+
+TEST(Overlap, AllToAllAcrossNodesRunsAtOneNicPerGpu) {
+  // EP 16 over two 8-GPU nodes: "Alltoall cannot aggregate the bandwidth of multiple NICs"
+  // (nccl-tests #267): each all-to-all at the inter-node entry's busbw, not striped over 8 NICs.
+  Job job = JobOf(R"(
+model: {shape: {name: moe-16, layers: 8, hidden_size: 4096, attention_heads: 32, kv_heads: 8, vocab_size: 32000,
+                ffn_type: swiglu, ffn_hidden_size: 14336,
+                moe: {routed_experts: 16, top_k: 2, expert_ffn_hidden_size: 14336}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 16}
+parallelism: {tp: 1, pp: 1, ep: 8}
+training: {seq_length: 4096, global_batch_size: 16, micro_batch_size: 1, sharding: zero1})");
+  // EP 8 inside a node first: the all-to-all at the NVLink rate.
+  const StepBreakdown intra = EstimateStepTime(job).breakdown;
+  job.parallelism.ep = 16;
+  const StepBreakdown inter = EstimateStepTime(job).breakdown;
+  const CollectiveRate* ia = job.profile.FindCollective(Collective::kAllToAll, Scope::kIntraNode);
+  const CollectiveRate* xa = job.profile.FindCollective(Collective::kAllToAll, Scope::kInterNode);
+  ASSERT_NE(ia, nullptr);
+  ASSERT_NE(xa, nullptr);
+  // Same bytes per rank in both layouts (tokens x top-k x hidden): the ratio of the EP terms is
+  // the ratio of the two all-to-all times, the inter-node one at one NIC's busbw.
+  const double S = 4096.0 * 2 * 4096 * 2;
+  const double t_intra = EstimateCollective(*ia, 8, S, 8).time_s, t_inter = EstimateCollective(*xa, 16, S, 8).time_s;
+  EXPECT_GT(t_inter, 5 * t_intra);  // 47 GB/s per NIC against 362 GB/s NVLink
+  EXPECT_NEAR(inter.ep_comm_s / intra.ep_comm_s, t_inter / t_intra, 1e-6);
+}
+
+}  // namespace
+}  // namespace stepcast

@@ -39,18 +39,16 @@ class GzStream {
  public:
   using Ch = char;
   GzStream(gzFile f, const KinetoOptions& o, int64_t file_bytes) : f_(f), o_(o), file_bytes_(file_bytes) {}
+  // The fast paths inline (RapidJSON calls these once or twice per byte); refills, the NUL
+  // check's failure and the string bound out of line.
   Ch Peek() {
-    if (pos_ == len_) Fill();
-    if (pos_ >= len_) return '\0';
-    if (buf_[pos_] == '\0') {
-      Fail(absl::StrCat("byte ", consumed_, " is a NUL character: not JSON text (a binary file?)"));
-      return '\0';
-    }
-    return buf_[pos_];
+    if (pos_ < len_ && buf_[pos_] != '\0') [[likely]] return buf_[pos_];
+    return PeekSlow();
   }
   Ch Take() {
-    if (Peek() == '\0') return '\0';
-    const char c = buf_[pos_++];
+    const char c = Peek();
+    if (c == '\0') return '\0';
+    ++pos_;
     ++consumed_;
     if (in_string_) {
       if (escape_) {
@@ -60,10 +58,7 @@ class GzStream {
       } else if (c == '"') {
         in_string_ = false;
       }
-      if (in_string_ && ++string_bytes_ > o_.max_string_bytes) {
-        Fail(absl::StrCat("a JSON string longer than ", o_.max_string_bytes, " bytes (max_string_bytes) ends past byte ",
-                          consumed_));
-      }
+      if (++string_bytes_ > o_.max_string_bytes) [[unlikely]] StringTooLong();
     } else if (c == '"') {
       in_string_ = true;
       string_bytes_ = 0;
@@ -80,6 +75,19 @@ class GzStream {
   std::string error() const { return error_; }
 
  private:
+  [[gnu::noinline]] Ch PeekSlow() {
+    if (pos_ == len_) Fill();
+    if (pos_ >= len_) return '\0';
+    if (buf_[pos_] == '\0') {
+      Fail(absl::StrCat("byte ", consumed_, " is a NUL character: not JSON text (a binary file?)"));
+      return '\0';
+    }
+    return buf_[pos_];
+  }
+  [[gnu::noinline]] void StringTooLong() {
+    Fail(absl::StrCat("a JSON string longer than ", o_.max_string_bytes, " bytes (max_string_bytes) ends past byte ",
+                      consumed_));
+  }
   void Fail(std::string why) {
     if (failed_) return;
     failed_ = true;
@@ -398,6 +406,11 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
       if (inserted) {
         t_->names.push_back(ev_.name);
         if (!NameBytes(ev_.name.size())) return false;
+        // Classified once per distinct name (a trace repeats a few thousand names millions of times).
+        name_category_.push_back(probe::ClassifyKernel(ev_.name));
+        name_collective_.push_back(name_category_.back() == KernelCategory::kCommunication
+                                       ? probe::CollectiveIndex(probe::CollectiveOf(ev_.name))
+                                       : 0);
       }
       r.name_id = it->second;
       if (!ev_.grid.empty() || !ev_.block.empty()) {
@@ -407,9 +420,9 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
         r.shape_id = sit->second;
       }
       // Kineto names copies "Memcpy DtoD (Device -> Device)", sets "Memset (Device)".
-      r.category = cat == "kernel" ? probe::ClassifyKernel(ev_.name) : KernelCategory::kMemory;
+      r.category = cat == "kernel" ? name_category_[r.name_id] : KernelCategory::kMemory;
       if (r.category == KernelCategory::kCommunication) {
-        r.collective = probe::CollectiveIndex(probe::CollectiveOf(ev_.name));
+        r.collective = name_collective_[r.name_id];
         const std::string from_arg = probe::CollectiveFromLabel(ev_.collective_name);
         if (!from_arg.empty() && ev_.has_correlation) collective_arg_[ev_.correlation] = probe::CollectiveIndex(from_arg);
       }
@@ -454,6 +467,8 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
   Field field_ = Field::kNone, array_field_ = Field::kNone;
   Event ev_;
   std::unordered_map<std::string, uint32_t> name_ids_, shape_ids_, annotation_ids_;
+  std::vector<KernelCategory> name_category_;  // by name id
+  std::vector<uint8_t> name_collective_;       // by name id
   std::string error_;
 
  public:

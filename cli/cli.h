@@ -161,6 +161,11 @@ struct TraceArgs {
   std::vector<std::string> paths;
   bool json = false, no_markers = false;
   int warmup_steps = 0;
+  bool annotations = false, contention = false;  // --annotations, --contention
+  std::string contention_key = "shape";         // --contention-key shape|position
+  double min_overlap = 0.9;                     // --min-overlap
+  double min_kernel_us = 20;                    // --min-kernel-us
+  double max_decompression_ratio = 100;         // --max-decompression-ratio
 };
 int Trace(const TraceArgs& args);
 std::string FormatTraceReport(const v1::TraceReport& r);

@@ -12,7 +12,8 @@
 //   stepcast report --server ADDR (--prediction-id ID | --job JOB) (--step-time-s S | --tokens-per-s T)
 //   stepcast runs --server ADDR [--cluster C] [--model M] [--label k=v]
 //   stepcast profile list|get|put [NAME] [FILE] --server ADDR
-//   stepcast trace TRACE... [--json] [--no-markers]     Kineto / torch.profiler traces, per step
+//   stepcast trace TRACE... [--json] [--no-markers] [--annotations] [--contention]
+//                                                        Kineto / torch.profiler traces, per step
 //   stepcast compare PREDICTION [PROBE_REPORTS... | TRACES...] [--json] [--html FILE]
 //
 // Exit codes: 0 success; 1 an internal, I/O or connection error; 2 invalid input (the message
@@ -274,6 +275,16 @@ int main(int argc, char** argv) {
   trace_cmd->add_flag("--json", ta.json, "print as JSON (stepcast.v1.TraceReport)");
   trace_cmd->add_flag("--no-markers", ta.no_markers, "ignore ProfilerStep / step annotations: steps from the kernel period");
   trace_cmd->add_option("--warmup", ta.warmup_steps, "first steps left out")->capture_default_str();
+  trace_cmd->add_flag("--annotations", ta.annotations, "GPU time per user annotation (module), per instance");
+  trace_cmd->add_flag("--contention", ta.contention, "kernels alone vs beside communication kernels");
+  trace_cmd->add_option("--contention-key", ta.contention_key, "same kernel = shape (name, grid, block) or position")
+      ->capture_default_str();
+  trace_cmd->add_option("--min-overlap", ta.min_overlap, "share of a kernel under communication to count as overlapped")
+      ->capture_default_str();
+  trace_cmd->add_option("--min-kernel-us", ta.min_kernel_us, "contention: kernels shorter alone are not measured")
+      ->capture_default_str();
+  trace_cmd->add_option("--max-decompression-ratio", ta.max_decompression_ratio,
+                        "refuse a .gz that inflates more than this (past 64 MiB)")->capture_default_str();
 
   // import (hidden): the JobSpec a client sends, as JSON; the Python client's importer.
   auto* import_cmd = app.add_subcommand("import", "print the JobSpec of a job file or training command as JSON");

@@ -1,5 +1,6 @@
 // The after-the-run commands of the stepcast CLI: trace (Kineto / torch.profiler traces) and
 // compare (a prediction against probe reports, traces or a stored run).
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/match.h"
@@ -23,6 +24,59 @@ std::string Collectives(const google::protobuf::Map<std::string, double>& m) {
   std::string o;
   std::map<std::string, double> sorted(m.begin(), m.end());
   for (const auto& [k, v] : sorted) absl::StrAppendFormat(&o, "%s%s %.2f", o.empty() ? "" : ", ", k, Ms(v));
+  return o;
+}
+
+// The per-annotation table of `stepcast trace --annotations`: per instance (one range of the
+// name, e.g. one layer's attn(F)), milliseconds.
+std::string FormatAnnotations(const v1::TraceSummary& s) {
+  std::string o = "\n  per annotation (GPU records launched inside it; ms per instance = summed over its ranges / n):\n";
+  absl::StrAppendFormat(&o, "  %-28s %4s %8s %8s %8s %8s %8s %8s %9s %8s %9s %9s  %s\n", "annotation", "n", "gemm",
+                        "attn", "conv", "other", "memory", "comm", "sum", "busy", "comp|comm", "comm|comp",
+                        "streams (ms per instance)");
+  for (const v1::AnnotationTime& a : s.annotations()) {
+    const double n = std::max(1, a.instances());
+    const double sum = a.gemm_s() + a.attention_s() + a.convolution_s() + a.elementwise_s() + a.memory_copy_s() +
+                       a.communication_s();
+    std::string streams;
+    for (const v1::StreamTime& st : a.streams()) {
+      absl::StrAppendFormat(&streams, "%s%d: %.3f", streams.empty() ? "" : ", ", st.stream(), Ms(st.time_s()) / n);
+    }
+    std::string name = a.name().size() > 28 ? a.name().substr(0, 25) + "..." : a.name();
+    absl::StrAppendFormat(&o, "  %-28s %4d %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f %8.3f %9.3f %9.3f  %s\n", name,
+                          a.instances(), Ms(a.gemm_s()) / n, Ms(a.attention_s()) / n, Ms(a.convolution_s()) / n,
+                          Ms(a.elementwise_s()) / n, Ms(a.memory_copy_s()) / n, Ms(a.communication_s()) / n, Ms(sum) / n,
+                          Ms(a.busy_s()) / n, Ms(a.compute_overlapped_by_communication_s()) / n,
+                          Ms(a.communication_overlapped_by_compute_s()) / n, streams);
+  }
+  o += "  (sum = every record's duration; busy = their union; comp|comm = its non-communication time under a\n"
+       "   communication kernel; comm|comp = its communication time under a computation kernel; n = ranges)\n";
+  return o;
+}
+
+// The table of `stepcast trace --contention`.
+std::string FormatContention(const v1::ContentionReport& c) {
+  std::string o = absl::StrFormat(
+      "\n  contention (key %s): duration beside communication / median duration alone of the same kernel\n", c.key());
+  absl::StrAppendFormat(&o, "  %-11s %-16s %-22s %5s %7s %6s %7s %15s %15s %6s %6s %6s\n", "category", "beside",
+                        "GPU", "n", "kernels", "alone", "median", "p10-p90", "min-max", "tw", "cover", "noise");
+  for (const v1::ContentionGroup& g : c.groups()) {
+    std::string gpu = g.gpu().size() > 22 ? g.gpu().substr(0, 22) : g.gpu();
+    absl::StrAppendFormat(&o, "  %-11s %-16s %-22s %5d %7d %6d %7.3f %7.3f-%-7.3f %7.3f-%-7.3f %6.3f %6.2f %6.3f\n",
+                          g.category(), g.communication_kind(), gpu, g.instances(), g.kernels(),
+                          g.alone_instances(), g.median_ratio(), g.p10_ratio(), g.p90_ratio(), g.min_ratio(),
+                          g.max_ratio(), g.time_weighted_ratio(), g.mean_overlap_fraction(), g.alone_spread());
+  }
+  absl::StrAppendFormat(&o,
+                        "  instances: %d alone, %d beside communication only (%d without an alone twin), %d partly "
+                        "(< %.0f%% covered), %d beside other work; %d overlapped instances of kernels shorter than "
+                        "%.0f us alone not measured\n",
+                        c.alone_instances(), c.overlapped_instances(), c.overlapped_without_reference(),
+                        c.partly_overlapped(), 100 * c.min_overlap_fraction(), c.beside_other_work(),
+                        c.shorter_than_minimum(), c.min_duration_s() * 1e6);
+  o += "  (n = overlapped instances measured; tw = time-weighted ratio; cover = mean share under communication;\n"
+       "   noise = median |alone/median(alone) - 1| of the same kernels: a ratio within it is no measured slowdown)\n";
+  for (const auto& n : c.notes()) absl::StrAppendFormat(&o, "  note: %s\n", n);
   return o;
 }
 
@@ -101,6 +155,8 @@ std::string FormatTraceReport(const v1::TraceReport& r) {
                           "memcpy/memset %.2f%%\n",
                           Ms(w.communication_s()), w.comm_comp_overlap_pct(), w.comm_overlap_incl_memory_pct());
     for (const auto& n : s.notes()) absl::StrAppendFormat(&o, "  note: %s\n", n);
+    if (!s.annotations().empty()) o += FormatAnnotations(s);
+    if (s.has_contention()) o += FormatContention(s.contention());
     o += "\n";
   }
   if (r.ranks_size() > 1) {
@@ -119,8 +175,27 @@ int Trace(const TraceArgs& a) {
   trace::AnalyzeOptions o;
   o.use_markers = !a.no_markers;
   o.warmup_steps = a.warmup_steps;
+  o.annotations = a.annotations;
+  o.contention = a.contention;
+  o.contention_key = a.contention_key;
+  o.min_overlap_fraction = a.min_overlap;
+  if (!(a.min_kernel_us >= 0 && a.min_kernel_us <= 1e9)) {
+    return Fail(absl::InvalidArgumentError("--min-kernel-us: must be in [0, 1e9]"));
+  }
+  o.min_kernel_ns = static_cast<int64_t>(a.min_kernel_us * 1e3);
   if (a.warmup_steps < 0) return Fail(absl::InvalidArgumentError("--warmup: must be >= 0"));
-  absl::StatusOr<v1::TraceReport> r = trace::AnalyzeKinetoTraces(a.paths, {}, o);
+  if (a.contention_key != "shape" && a.contention_key != "position") {
+    return Fail(absl::InvalidArgumentError("--contention-key: must be shape or position"));
+  }
+  if (!(a.min_overlap > 0 && a.min_overlap <= 1)) {
+    return Fail(absl::InvalidArgumentError("--min-overlap: must be in (0, 1]"));
+  }
+  if (!(a.max_decompression_ratio >= 1 && a.max_decompression_ratio <= 1e6)) {
+    return Fail(absl::InvalidArgumentError("--max-decompression-ratio: must be in [1, 1e6]"));
+  }
+  trace::KinetoOptions read;
+  read.max_decompression_ratio = a.max_decompression_ratio;
+  absl::StatusOr<v1::TraceReport> r = trace::AnalyzeKinetoTraces(a.paths, read, o);
   if (!r.ok()) return Fail(r.status());
   std::cout << (a.json ? ToJson(*r) : FormatTraceReport(*r));
   return 0;

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
@@ -74,15 +75,34 @@ v1::TraceSummary Analyze(const std::string& rel, bool markers = true) {
   return s.ok() ? *s : v1::TraceSummary();
 }
 
+// per_step_reaccounted.json: the same independent per-step accounting with the kernel categories
+// of the reference table and its corrections (per_step_reaccount.py; without the corrections it
+// reproduces expected.json, checked below). Issue 24: fbgemm_gpu embedding kernels are not GEMMs,
+// which moves 1.5 ms (a100x16) and 0.8 ms (a100x8) per step from gemm to other.
+const google::protobuf::Struct& Reaccounted() {
+  static const google::protobuf::Struct* s = [] {
+    auto* out = new google::protobuf::Struct;
+    const auto st = google::protobuf::util::JsonStringToMessage(Slurp(kTraces + "per_step_reaccounted.json"), out);
+    if (!st.ok()) ADD_FAILURE() << st.ToString();
+    return out;
+  }();
+  return *s;
+}
+
 TEST(RealTraces, PerStepMediansAgreeWithTheIndependentAccounting) {
   for (const char* rel : kHtaTraces) {
     SCOPED_TRACE(rel);
     const v1::TraceSummary s = Analyze(rel);
     const auto& want = Sub(Sub(Sub(Expected(), "traces"), rel), "per_step_median_ms");
+    const auto& corrected = Sub(Sub(Reaccounted(), "per_step_median_ms"), rel);
+    // The re-accounting agrees with expected.json wherever the corrections do not reach.
+    ExpectWithin1Pct(Field(corrected, "communication"), Field(want, "nccl_busy"), "reaccount: nccl_busy");
+    ExpectWithin1Pct(Field(corrected, "memory"), Field(want, "memory"), "reaccount: memory");
+    ExpectWithin1Pct(Field(corrected, "conv"), Field(want, "convolution"), "reaccount: conv");
     const v1::StepMeasurement& m = s.median();
     EXPECT_THAT(s.step_source(), ::testing::HasSubstr("ProfilerStep"));
     ExpectWithin1Pct(m.step_time_s() * 1e3, Field(want, "step"), "step");
-    ExpectWithin1Pct(m.busy().gemm_s() * 1e3, Field(want, "gemm"), "gemm");
+    ExpectWithin1Pct(m.busy().gemm_s() * 1e3, Field(corrected, "gemm"), "gemm");
     ExpectWithin1Pct(m.busy().convolution_s() * 1e3, Field(want, "convolution"), "convolution");
     ExpectWithin1Pct(m.busy().attention_s() * 1e3, Field(want, "attention"), "attention");
     ExpectWithin1Pct(m.busy().communication_s() * 1e3, Field(want, "nccl_busy"), "nccl_busy");
@@ -92,7 +112,7 @@ TEST(RealTraces, PerStepMediansAgreeWithTheIndependentAccounting) {
     EXPECT_GE(m.exposed_communication_s(), m.exposed_communication_incl_memory_s());
     ExpectWithin1Pct(m.idle_s() * 1e3, Field(want, "idle"), "idle");
     ExpectWithin1Pct(m.busy().memory_copy_s() * 1e3, Field(want, "memory"), "memory");
-    ExpectWithin1Pct(m.busy().elementwise_s() * 1e3, Field(want, "other"), "other (elementwise)");
+    ExpectWithin1Pct(m.busy().elementwise_s() * 1e3, Field(corrected, "other"), "other (elementwise)");
   }
 }
 
@@ -209,40 +229,102 @@ TEST(RealTraces, InferenceTracesWithoutStepsAreReadWithRecordsKeepingStreamAndDe
 }
 
 // The classifier against every distinct kernel name of the HTA and TraceLens traces, with the
-// category a careful reading gives ("reference_category"): at least 99% of kernel time agrees.
-TEST(Classifier, AgreesWithTheReferenceTableOnAtLeast99PctOfKernelTime) {
+// category a careful reading gives ("reference_category"), corrected where the table is wrong
+// (kernel_names_corrections.tsv, each row with its reason): every name agrees (issue 24: 100%).
+std::map<std::string, std::string> Corrections() {
+  std::map<std::string, std::string> out;
+  std::ifstream f(kTraces + "kernel_names_corrections.tsv");
+  EXPECT_TRUE(f.good());
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#' || absl::StartsWith(line, "corrected_category")) continue;
+    std::vector<std::string> c = absl::StrSplit(line, '\t');
+    EXPECT_EQ(c.size(), 4u) << line;
+    if (c.size() == 4) out[c[2]] = c[0];
+  }
+  return out;
+}
+
+const std::map<std::string, std::string>& RefToOurs() {
+  static const auto* m = new std::map<std::string, std::string>{{"gemm", "gemm"},
+                                                                 {"conv", "convolution"},
+                                                                 {"attention", "attention"},
+                                                                 {"communication", "communication"},
+                                                                 {"elementwise", "elementwise"}};
+  return *m;
+}
+
+TEST(Classifier, AgreesWithTheCorrectedReferenceTableOnEveryName) {
   std::ifstream f(kTraces + "kernel_names_classified.tsv");
   ASSERT_TRUE(f.good());
+  const std::map<std::string, std::string> corrections = Corrections();
+  EXPECT_EQ(corrections.size(), 33u);
   std::string line;
   std::getline(f, line);  // header
   double total = 0, agree = 0;
-  int rows = 0;
+  int rows = 0, corrected = 0;
   std::vector<std::string> disagree;
-  const std::map<std::string, std::string> ref_to_ours = {{"gemm", "gemm"},
-                                                          {"conv", "convolution"},
-                                                          {"attention", "attention"},
-                                                          {"communication", "communication"},
-                                                          {"elementwise", "elementwise"}};
   while (std::getline(f, line)) {
     std::vector<std::string> c = absl::StrSplit(line, '\t');
     ASSERT_EQ(c.size(), 7u) << line;
     const double ms = std::stod(c[3]);
-    auto want = ref_to_ours.find(c[2]);
-    ASSERT_NE(want, ref_to_ours.end()) << c[2];
+    std::string ref = c[2];
+    if (auto it = corrections.find(c[6]); it != corrections.end()) {
+      ref = it->second;
+      ++corrected;
+    }
+    auto want = RefToOurs().find(ref);
+    ASSERT_NE(want, RefToOurs().end()) << ref;
     const std::string got = probe::CategoryName(probe::ClassifyKernel(c[6]));
     total += ms;
     ++rows;
     if (got == want->second) {
       agree += ms;
     } else {
-      disagree.push_back(c[6].substr(0, 100) + " -> " + got + " (table: " + c[2] + ", " + c[3] + " ms)");
+      disagree.push_back(c[6].substr(0, 100) + " -> " + got + " (table: " + ref + ", " + c[3] + " ms)");
     }
   }
   EXPECT_EQ(rows, 540);
-  EXPECT_GE(agree / total, 0.99) << ::testing::PrintToString(disagree);
-  // The names the table reads differently (each a reference call this classifier does not share,
-  // listed in docs/TRACES.md) stay few.
-  EXPECT_LE(disagree.size(), 6u) << ::testing::PrintToString(disagree);
+  EXPECT_EQ(corrected, 33);  // every correction names a row of the table
+  EXPECT_TRUE(disagree.empty()) << ::testing::PrintToString(disagree);
+  EXPECT_DOUBLE_EQ(agree, total);
+}
+
+// The newer traces' names (DeepSeek-V3 H800, the param DLRM ranks, the MI300X ResNet and H100
+// TimeSformer traces of ../shared/real_data/traces), each read by hand with its library
+// (kernel_names_new_traces.tsv): every name agrees, DeepEP counted as communication.
+TEST(Classifier, AgreesWithTheNewTracesTableOnEveryName) {
+  std::ifstream f(kTraces + "kernel_names_new_traces.tsv");
+  ASSERT_TRUE(f.good());
+  std::string line;
+  int rows = 0;
+  std::map<std::string, int> per_category;
+  std::vector<std::string> disagree;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#' || absl::StartsWith(line, "reference_category")) continue;
+    std::vector<std::string> c = absl::StrSplit(line, '\t');
+    ASSERT_EQ(c.size(), 6u) << line;
+    auto want = RefToOurs().find(c[0]);
+    ASSERT_NE(want, RefToOurs().end()) << c[0];
+    const std::string got = probe::CategoryName(probe::ClassifyKernel(c[4]));
+    ++rows;
+    ++per_category[c[0]];
+    if (got != want->second) disagree.push_back(c[4].substr(0, 100) + " -> " + got + " (table: " + c[0] + ")");
+  }
+  EXPECT_EQ(rows, 149);
+  EXPECT_EQ(per_category["communication"], 6);  // RCCL Generic + 5 DeepEP kernels
+  EXPECT_TRUE(disagree.empty()) << ::testing::PrintToString(disagree);
+}
+
+// Every row of the rule table (docs/TRACES.md prints it) classifies its own example as its
+// category: the table and the rules do not drift apart.
+TEST(Classifier, EachRuleTableExampleHasItsCategory) {
+  ASSERT_GT(probe::kKernelFamilyCount, 8u);
+  for (size_t i = 0; i < probe::kKernelFamilyCount; ++i) {
+    const probe::KernelFamily& f = probe::kKernelFamilies[i];
+    EXPECT_EQ(probe::CategoryName(probe::ClassifyKernel(f.example)), std::string(probe::CategoryName(f.category)))
+        << f.example;
+  }
 }
 
 TEST(Classifier, NamesTheIssueListed) {
@@ -271,6 +353,38 @@ TEST(Classifier, NamesTheIssueListed) {
        KernelCategory::kCommunication, "all_reduce"},
       {"Memcpy HtoD (Pinned -> Device)", KernelCategory::kMemory, ""},
       {"void vllm::_typeConvert_fused_add_rms_norm_kernel<c10::BFloat16, 8>()", KernelCategory::kElementwise, ""},
+      // Issue 24: fbgemm_gpu is not GEMM; MIOpen igemm and CK grouped_conv are convolutions; ROCm
+      // attn_fwd and SageAttention sage_fwd are attention; DeepEP (dpsk::ep:: in DeepSeek's
+      // profile-data) is communication, its local layout kernel is not.
+      {"void fbgemm_gpu::permute_2D_data_kernel<false, int, int, decltype(nullptr)>(int, int, int)",
+       KernelCategory::kElementwise, ""},
+      {"void split_embedding_codegen_forward_unweighted_kernel<c10::Half, c10::Half, float, false, long, 2ul, 32ul>"
+       "(at::GenericPackedTensorAccessor<c10::Half, 1ul, at::RestrictPtrTraits, long>, fbgemm_gpu::FixedDivisor)",
+       KernelCategory::kElementwise, ""},
+      {"void cutlass::device_kernel<fbgemm_gpu::f8f8bf16_rowwise_kernel<128, 128>>(Params)", KernelCategory::kGemm, ""},
+      {"igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x128x32_wt32x32x8_ws1x1_wr2x2_ta1x8x2x1_1x4x1x64_tb1x8x2x1_1x4x1x64_gkgs",
+       KernelCategory::kConvolution, ""},
+      {"igemm_wrw_gtcx3_nhwc_bf16_bx0_ex1_bt64x64x64_wt32x32x8_ws1x1_wr1x1_ta1x4x1x4_1x16x1x16_tb1x4x1x4_1x16x1x16_gkgs",
+       KernelCategory::kConvolution, ""},
+      {"_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle_v3INS_28GridwiseGemm_xdl_"
+       "cshuffle_v3E", KernelCategory::kConvolution, ""},
+      {"attn_fwd", KernelCategory::kAttention, ""},
+      {"sage_fwd_kernel", KernelCategory::kAttention, ""},
+      {"void dpsk::ep::internode::dispatch<false, 8, false, 8>(int4*, float*, long*)", KernelCategory::kCommunication,
+       "all_to_all"},
+      {"void dpsk::ep::internode::notify_dispatch<false, 8>(int const*, long*, int)", KernelCategory::kCommunication,
+       "all_to_all"},
+      {"void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*)",
+       KernelCategory::kCommunication, "all_to_all"},
+      {"void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, int, int, int)",
+       KernelCategory::kElementwise, ""},
+      {"void dpsk::grouped_gemm::cuda::utils::transpose<512, 128, 4, 4>(unsigned char const*, unsigned char*)",
+       KernelCategory::kElementwise, ""},
+      {"void cutlass::device_kernel<dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel>(Params)",
+       KernelCategory::kGemm, ""},
+      {"void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)2, "
+       "__nv_bfloat16, 32, true>(int, flashinfer::QuantizationSFLayout)", KernelCategory::kElementwise, ""},
+      {"void flashinfer::BatchPrefillWithPagedKVCacheKernel<128>(Params)", KernelCategory::kAttention, ""},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(probe::CategoryName(probe::ClassifyKernel(c.name)), std::string(probe::CategoryName(c.want))) << c.name;
@@ -281,6 +395,10 @@ TEST(Classifier, NamesTheIssueListed) {
   EXPECT_EQ(probe::CollectiveFromLabel("_allgather_base"), "all_gather");
   EXPECT_EQ(probe::CollectiveFromLabel("nccl:_reduce_scatter_base"), "reduce_scatter");
   EXPECT_EQ(probe::CollectiveFromLabel("aten::add"), "");
+  EXPECT_EQ(probe::CommunicationKind("void dpsk::ep::internode::notify_dispatch<false, 8>()", 4), "deepep_dispatch");
+  EXPECT_EQ(probe::CommunicationKind("void dpsk::ep::internode::cached_notify<false>()", 4), "deepep_notify");
+  EXPECT_EQ(probe::CommunicationKind("void deep_ep::internode_ll::combine<false, 7168>()", 4), "deepep_combine");
+  EXPECT_EQ(probe::CommunicationKind("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", 2), "all_gather");
 }
 
 TEST(Reader, MicrosecondsToNanosecondsExactly) {

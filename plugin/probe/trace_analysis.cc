@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -27,14 +28,65 @@ const char* CategoryName(KernelCategory c) {
 
 namespace {
 
+// DeepEP's layout kernel (deep_ep::layout::get_dispatch_layout; dpsk::ep::cuda::get_dispatch_layout
+// in DeepSeek's own build) counts the tokens per rank and expert from the top-k indices: local
+// work that moves no data between GPUs, so not communication. `n` lower case.
+bool IsDeepEpName(absl::string_view n) {
+  return (absl::StrContains(n, "deep_ep::") || absl::StrContains(n, "deepep") || absl::StrContains(n, "dpsk::ep::")) &&
+         !absl::StrContains(n, "get_dispatch_layout");
+}
+
+// `n` lower case.
 bool IsCommunicationName(absl::string_view n) {
-  return absl::StrContains(n, "nccl") || absl::StrContains(n, "multimem_all_reduce") ||
+  return absl::StrContains(n, "nccl") || absl::StrContains(n, "rccl") || absl::StrContains(n, "multimem_all_reduce") ||
          absl::StrContains(n, "two_shot_all_reduce") || absl::StrContains(n, "one_shot_all_reduce") ||
-         absl::StrContains(n, "cross_device_reduce") || absl::StrContains(n, "deep_ep::") ||
-         absl::StrContains(n, "deepep");
+         absl::StrContains(n, "cross_device_reduce") || absl::StrContains(n, "nvshmem") ||
+         absl::StrContains(n, "userbuffers") || IsDeepEpName(n);
 }
 
 }  // namespace
+
+const KernelFamily kKernelFamilies[] = {
+    {KernelCategory::kMemory, "CUPTI/Kineto memcpy and memset records (every CUDA/ROCm version)",
+     "Memcpy HtoD (Pinned -> Device)"},
+    {KernelCategory::kCommunication, "NCCL 2.x and RCCL (ROCm 6): ncclKernel_*, ncclDevKernel_*",
+     "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"},
+    {KernelCategory::kCommunication,
+     "PyTorch 2.5+ symmetric memory (multimem/one_shot/two_shot_all_reduce), vLLM custom all-reduce",
+     "c10d::symmetric_memory::two_shot_all_reduce_kernel"},
+    {KernelCategory::kCommunication,
+     "DeepEP 1.x (deep_ep::intranode/internode/internode_ll dispatch, combine, notify_dispatch, cached_notify; "
+     "dpsk::ep:: in deepseek-ai/profile-data @ 4496024); not get_dispatch_layout (local)",
+     "dpsk::ep::internode::notify_dispatch<false, 8>"},
+    {KernelCategory::kCommunication, "NVSHMEM device kernels; Transformer Engine userbuffers (comm-GEMM overlap)",
+     "userbuffers_fp16_sum_inplace_gpu_rr_rs"},
+    {KernelCategory::kElementwise,
+     "fbgemm_gpu / TorchRec (TBE split_embedding_*, bounds_check_indices, permute_2D_*, bucketize, FP8 quantize): "
+     "memory-bound gathers and scatters, not GEMMs although 'fbgemm' holds 'gemm'",
+     "fbgemm_gpu::permute_2D_data_kernel"},
+    {KernelCategory::kElementwise,
+     "DeepSeek grouped-GEMM helpers (operand transpose, TMA descriptor fill; profile-data @ 4496024)",
+     "dpsk::grouped_gemm::cuda::utils::transpose<512, 128, 4, 4>"},
+    {KernelCategory::kAttention,
+     "FlashAttention 2/3 (flash_fwd/flash_bwd, flash::), cuDNN/TE fused attention (sdpa, fmha, fused_attn), "
+     "xformers/PyTorch efficient_attention, Triton and ROCm attn_fwd/_attn_fwd, SageAttention sage_fwd, CK/aiter "
+     "fmha and mha_fwd, FlashInfer prefill/decode (*WithKVCacheKernel; not its quantize kernels, which only name "
+     "flashinfer:: types), vLLM paged attention and reshape_and_cache",
+     "attn_fwd"},
+    {KernelCategory::kConvolution,
+     "cuDNN/CUTLASS convolutions (implicit-GEMM fprop/dgrad/wgrad, scudnn, winograd, cask_cudnn helpers); "
+     "MIOpen igemm_{fwd,bwd,wrw}_gtc*, naive_conv, Sp3AsmConv; Composable Kernel grouped_conv_* and "
+     "batched_gemm_xdlops_bwd_weight (ROCm 6.x)",
+     "igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x128x32"},
+    {KernelCategory::kGemm,
+     "cuBLAS/cuBLASLt (nvjet, sm90_xmma_gemm, gemv, gemmk1, splitKreduce, dot_kernel), CUTLASS incl. grouped "
+     "GEMMs, hipBLASLt/Tensile Cijk_*, CK gemm, DeepGEMM and dpsk::grouped_gemm, MAGMA, Inductor/Triton mm "
+     "templates, fused_moe_kernel",
+     "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x128x64"},
+    {KernelCategory::kElementwise, "everything else: norms, activations, optimizer, casts, reductions, softmax",
+     "vectorized_elementwise_kernel"},
+};
+const size_t kKernelFamilyCount = sizeof(kKernelFamilies) / sizeof(kKernelFamilies[0]);
 
 KernelCategory ClassifyKernel(absl::string_view name) {
   const std::string n = absl::AsciiStrToLower(name);
@@ -46,19 +98,37 @@ KernelCategory ClassifyKernel(absl::string_view name) {
     return KernelCategory::kMemory;
   }
   if (IsCommunicationName(n)) return KernelCategory::kCommunication;
+  // fbgemm_gpu's embedding, permute, bucketize and quantize kernels are not GEMMs although
+  // "fbgemm" holds "gemm" (its CUTLASS-based GEMMs carry cutlass or f8f8bf16 in the name, its
+  // GenAI attention kernels attn). The
+  // split_embedding_* / bounds_check_indices kernels are fbgemm_gpu's TBE code generator's.
+  if ((has("fbgemm") && !has("cutlass") && !has("f8f8bf16") && !has("bf16i4bf16") && !has("f8i4bf16") &&
+       !has("attn") && !has("attention")) ||
+      has("split_embedding") || has("dense_embedding_codegen") || has("bounds_check_indices")) {
+    return KernelCategory::kElementwise;
+  }
+  // GEMM libraries' helper kernels: operand transposes and TMA descriptor fills.
+  if (has("grouped_gemm::cuda::utils::") || has("fill_tensormaps")) return KernelCategory::kElementwise;
   if (has("flash_fwd") || has("flash_bwd") || has("flash::") || has("flash_attn") || has("fmha") || has("sdpa") ||
-      has("_attn_fwd") || has("_attn_bwd") || has("attention") || has("fused_attn") ||
-      has("reshape_and_cache") ||
+      has("attn_fwd") || has("attn_bwd") || has("attention") || has("fused_attn") || has("sage_fwd") ||
+      has("sage_bwd") || has("kvcachekernel") || has("batchdecodewith") || has("batchprefillwith") ||
+      has("mha_fwd") || has("mha_bwd") || has("reshape_and_cache") ||
       // cuDNN SDPA backward's pre/post kernels (cudnn::fusion::compute_dot_do_o, convert_dq_to_16bits;
       // FlashAttention-2's flash_bwd_dot_do_o / flash_bwd_convert_dq, matched above).
       (has("cudnn::fusion::") && (has("dot_do_o") || has("convert_dq")))) {
     return KernelCategory::kAttention;
   }
-  // Convolutions before GEMMs: cuDNN's and CUTLASS's convolutions are implicit GEMMs and carry
-  // "gemm" or "cutlass" in their names. "conv" alone would also match "convert".
+  // Convolutions before GEMMs: cuDNN's, CUTLASS's, MIOpen's and CK's convolutions are implicit
+  // GEMMs and carry "gemm" or "cutlass" in their names. "conv" alone would also match "convert".
   if (has("convolution") || has("convolve") || has("conv1d") || has("conv2d") || has("conv3d") ||
       has("fprop") || has("dgrad") || has("wgrad") || has("scudnn") || has("winograd") ||
-      has("cutlass_cudnn") || has("cask_cudnn")) {
+      has("cutlass_cudnn") || has("cask_cudnn") ||
+      // MIOpen's implicit-GEMM convolutions (igemm_fwd_gtcx3_nhwc_*, igemm_bwd_*, igemm_wrw_*), its naive
+      // and assembly ones; Composable Kernel's grouped convolutions (kernel_grouped_conv_fwd_*) and its
+      // backward-weight kernel (kernel_batched_gemm_xdlops_bwd_weight, defined in CK's
+      // device_grouped_conv_bwd_weight_xdl_cshuffle.hpp).
+      absl::StartsWith(n, "igemm_") || has("naive_conv") || has("sp3asmconv") || has("grouped_conv") ||
+      has("convnd") || has("xdlops_bwd_weight")) {
     return KernelCategory::kConvolution;
   }
   if (has("nvjet") || has("gemm") || has("gemv") || has("cutlass") || has("cublas") || has("xmma") ||
@@ -77,10 +147,20 @@ std::string CollectiveOf(absl::string_view name) {
   if (has("allreduce") || has("all_reduce") || has("cross_device_reduce")) return "all_reduce";
   if (has("allgather") || has("all_gather")) return "all_gather";
   if (has("reducescatter") || has("reduce_scatter")) return "reduce_scatter";
-  if (has("alltoall") || has("all_to_all") || has("deep_ep") || has("deepep")) return "all_to_all";
+  if (has("alltoall") || has("all_to_all") || IsDeepEpName(n)) return "all_to_all";
   if (has("sendrecv") || has("_send") || has("_recv")) return "send_recv";
   if (has("broadcast")) return "broadcast";
   return "other";
+}
+
+std::string CommunicationKind(absl::string_view name, uint8_t collective) {
+  const std::string n = absl::AsciiStrToLower(name);
+  if (IsDeepEpName(n)) {
+    if (absl::StrContains(n, "combine")) return "deepep_combine";
+    if (absl::StrContains(n, "dispatch")) return "deepep_dispatch";
+    return "deepep_notify";
+  }
+  return CollectiveName(collective);
 }
 
 std::string CollectiveFromLabel(absl::string_view label) {
@@ -157,6 +237,9 @@ bool IsStepRangeName(absl::string_view name, absl::string_view pattern) {
   const std::string p = absl::AsciiStrToLower(pattern);
   if (p != "step") return n == p;
   if (absl::StartsWith(n, "profilerstep#")) return true;
+  // PyTorch's own optimizer annotations ("Optimizer.step#SGD.step", "Optimizer.zero_grad#...",
+  // torch/optim/optimizer.py profile_hook_step) are inside the step, not the step (issue 24).
+  if (absl::StartsWith(n, "optimizer.") || absl::StrContains(n, ".step#")) return false;
   for (absl::string_view sub : {"forward_step", "backward_step", "optimizer_step", "micro_step", "microstep",
                                 "forward step", "backward step", "optimizer step", "micro step", "fwd_step",
                                 "bwd_step", "zero_grad_step", "lr_step", "scheduler_step"}) {
@@ -276,7 +359,15 @@ absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord
   PeriodResult r;
   r.period = period;
   r.stream = stream;
-  for (int64_t c : found) r.starts.push_back(k[idx[c]].start_ns);
+  // Steps of zero length (kernels at one timestamp) are not steps: equal starts count once
+  // (reliability review 2, N14: 10,000 kernels at one timestamp gave 2,499 steps of 0 ms).
+  for (int64_t c : found) {
+    if (r.starts.empty() || k[idx[c]].start_ns > r.starts.back()) r.starts.push_back(k[idx[c]].start_ns);
+  }
+  if (r.starts.size() < 2) {
+    return absl::NotFoundError(
+        "the repeating kernel sequence gives no step of positive length (its kernels start at one time)");
+  }
   return r;
 }
 
@@ -320,15 +411,74 @@ int64_t MaxDurationNs(const std::vector<KernelRecord>& kernels) {
   return m;
 }
 
+RunningIndex::RunningIndex(const std::vector<KernelRecord>& kernels) : n_(kernels.size()) {
+  const size_t blocks = (n_ + kBlock - 1) / kBlock;
+  leaves_ = 1;
+  while (leaves_ < blocks) leaves_ *= 2;
+  max_end_.assign(2 * leaves_, INT64_MIN);
+  for (size_t i = 0; i < n_; ++i) {
+    int64_t& m = max_end_[leaves_ + i / kBlock];
+    m = std::max(m, kernels[i].end_ns);
+  }
+  for (size_t v = leaves_ - 1; v >= 1; --v) max_end_[v] = std::max(max_end_[2 * v], max_end_[2 * v + 1]);
+}
+
+void RunningIndex::ForEachEndingAfter(const std::vector<KernelRecord>& kernels, size_t limit, int64_t t,
+                                      const std::function<void(size_t)>& fn) const {
+  if (limit == 0 || n_ == 0) return;
+  limit = std::min(limit, n_);
+  const size_t last_block = (limit - 1) / kBlock;
+  // Depth-first over the blocks [0, last_block] whose maximum end is after t (iterative: no
+  // recursion on hostile input).
+  std::vector<std::pair<size_t, std::pair<size_t, size_t>>> stack = {{1, {0, leaves_ - 1}}};
+  std::vector<size_t> hits;
+  while (!stack.empty()) {
+    const auto [v, range] = stack.back();
+    stack.pop_back();
+    if (range.first > last_block || max_end_[v] <= t) continue;
+    if (range.first == range.second) {
+      hits.push_back(range.first);
+      continue;
+    }
+    const size_t mid = (range.first + range.second) / 2;
+    stack.push_back({2 * v + 1, {mid + 1, range.second}});
+    stack.push_back({2 * v, {range.first, mid}});
+  }
+  std::sort(hits.begin(), hits.end());
+  for (size_t b : hits) {
+    for (size_t i = b * kBlock; i < std::min(limit, (b + 1) * kBlock); ++i) {
+      if (kernels[i].end_ns > t) fn(i);
+    }
+  }
+}
+
 v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, int64_t a, int64_t b, int64_t lookback_ns) {
+  // Records that started up to lookback_ns before the window may still run inside it.
+  auto first = std::lower_bound(kernels.begin(), kernels.end(), a - std::max<int64_t>(0, lookback_ns),
+                                [](const KernelRecord& k, int64_t t) { return k.start_ns < t; });
+  std::vector<const KernelRecord*> in;
+  for (auto it = first; it != kernels.end() && it->start_ns < b; ++it) in.push_back(&*it);
+  return AnalyzeRecords(in, a, b);
+}
+
+v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, const RunningIndex& index, int64_t a,
+                                  int64_t b) {
+  const size_t first = static_cast<size_t>(
+      std::lower_bound(kernels.begin(), kernels.end(), a,
+                       [](const KernelRecord& k, int64_t t) { return k.start_ns < t; }) -
+      kernels.begin());
+  std::vector<const KernelRecord*> in;
+  index.ForEachEndingAfter(kernels, first, a, [&](size_t i) { in.push_back(&kernels[i]); });
+  for (size_t i = first; i < kernels.size() && kernels[i].start_ns < b; ++i) in.push_back(&kernels[i]);
+  return AnalyzeRecords(in, a, b);
+}
+
+v1::StepMeasurement AnalyzeRecords(const std::vector<const KernelRecord*>& records, int64_t a, int64_t b) {
   using Intervals = std::vector<std::pair<int64_t, int64_t>>;
   Intervals by_cat[kCategoryCount], compute, compute_or_memory, all;
   std::map<int, Intervals> by_coll;
   int32_t count = 0;
-  // Records that started up to lookback_ns before the window may still run inside it.
-  auto first = std::lower_bound(kernels.begin(), kernels.end(), a - std::max<int64_t>(0, lookback_ns),
-                                [](const KernelRecord& k, int64_t t) { return k.start_ns < t; });
-  for (auto it = first; it != kernels.end() && it->start_ns < b; ++it) {
+  for (const KernelRecord* it : records) {
     const int64_t s = std::max(it->start_ns, a), e = std::min(it->end_ns, b);
     if (e <= s) continue;
     if (it->start_ns >= a) ++count;
@@ -420,10 +570,10 @@ v1::ProbeReport BuildReport(const std::vector<KernelRecord>& kernels, const std:
   r.set_warmup_steps(options.warmup_steps);
   r.set_kernels_seen(static_cast<int64_t>(kernels.size()));
   r.set_rank_count(1);
-  const int64_t lookback = MaxDurationNs(kernels);
+  const RunningIndex index(kernels);
   for (size_t i = 0; i + 1 < starts.size(); ++i) {
     if (static_cast<int>(i) < options.warmup_steps) continue;
-    v1::StepMeasurement m = AnalyzeWindow(kernels, starts[i], starts[i + 1], lookback);
+    v1::StepMeasurement m = AnalyzeWindow(kernels, index, starts[i], starts[i + 1]);
     m.set_step(static_cast<int32_t>(i));
     *r.add_steps() = std::move(m);
   }

@@ -7,7 +7,9 @@
 #ifndef STEPCAST_PLUGIN_PROBE_TRACE_ANALYSIS_H_
 #define STEPCAST_PLUGIN_PROBE_TRACE_ANALYSIS_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,25 +32,50 @@ constexpr int kCategoryCount = 6;
 const char* CategoryName(KernelCategory c);
 
 // Category of a kernel from its (mangled or demangled) name as CUPTI, Kineto and Nsight report
-// it. Rules, first match wins (each checked against the 540 real names of
-// tests/data/real_data/traces/kernel_names_classified.tsv):
+// it. The rule table, first match wins, is kKernelFamilies (each family with the library and
+// version its names were read from); checked against the 540 real names of
+// tests/data/real_data/traces/kernel_names_classified.tsv (with the corrections of
+// kernel_names_corrections.tsv) and the names of the newer traces in kernel_names_new_traces.tsv:
 //   memory_copy    CUPTI/Kineto memcpy and memset records ("Memcpy ...", "Memset ...") only; copy
 //                  *kernels* (dtype casts, index_copy) are elementwise work (HTA counts only the
 //                  Memcpy/Memset records as memory: hta/common/trace_parser.py is_memory_kernel)
-//   communication  NCCL (nccl*Kernel*, ncclDevKernel*), PyTorch symmetric-memory/custom all-reduce
+//   communication  NCCL/RCCL (nccl*Kernel*, ncclDevKernel*), PyTorch symmetric-memory/custom all-reduce
 //                  (multimem_all_reduce, two_shot_all_reduce, one_shot_all_reduce,
-//                  cross_device_reduce), DeepEP dispatch/combine
+//                  cross_device_reduce), DeepEP dispatch/combine/notify (deep_ep::, dpsk::ep::; not
+//                  its local get_dispatch_layout), NVSHMEM, Transformer Engine userbuffers
+//   elementwise    fbgemm_gpu / TorchRec embedding, permute, bucketize and quantize kernels ("fbgemm"
+//                  holds "gemm"), GEMM libraries' transpose and TMA-descriptor helpers
 //   attention      FlashAttention 2/3 (flash_fwd/flash_bwd, flash::), cuDNN/TE fused attention
-//                  (sdpa, fmha, fused_attn), xformers/PyTorch efficient_attention, triton
-//                  _attn_fwd/_attn_bwd, paged/KV-cache attention (reshape_and_cache, paged_attention)
+//                  (sdpa, fmha, fused_attn), xformers/PyTorch efficient_attention, Triton and ROCm
+//                  attn_fwd/_attn_fwd/attn_bwd, SageAttention sage_fwd, CK/aiter fmha and mha_fwd,
+//                  FlashInfer, paged/KV-cache attention (reshape_and_cache, paged_attention)
 //   convolution    cuDNN and CUTLASS convolutions: implicit-GEMM fprop/dgrad/wgrad (xmma,
 //                  cutlass s1688fprop/dgrad/wgrad, ImplicitGemmConvolution), scudnn, winograd,
-//                  fft convolutions, cudnn dgrad/wgrad engines and their offset/reduction helpers
+//                  fft convolutions, cudnn dgrad/wgrad engines and their offset/reduction helpers;
+//                  MIOpen igemm_{fwd,bwd,wrw}_*, naive_conv; CK grouped_conv_* and
+//                  batched_gemm_xdlops_bwd_weight
 //   gemm           cuBLAS/cuBLASLt/CUTLASS GEMMs (nvjet, *gemm*, gemv, s16816/s1688 tensorop, xmma),
 //                  split-K reductions, Inductor/Triton matmul templates (triton_tem_*mm*, *_mm_*),
-//                  MoE grouped GEMMs (fused_moe_kernel, grouped_gemm, moe finalize), cuBLAS epilogues
+//                  MoE grouped GEMMs (fused_moe_kernel, grouped_gemm, DeepGEMM, moe finalize),
+//                  hipBLASLt/Tensile Cijk_*, cuBLAS epilogues
 //   elementwise    everything else (norms, activations, optimizer, casts, reductions, softmax)
 KernelCategory ClassifyKernel(absl::string_view name);
+
+// One row of the classifier's rule table, for documentation and `stepcast trace --kernel-rules`:
+// the category, the kernel families (library and version) the rule was written from, an example.
+struct KernelFamily {
+  KernelCategory category;
+  const char* families;
+  const char* example;
+};
+extern const KernelFamily kKernelFamilies[];
+extern const size_t kKernelFamilyCount;
+
+// The kind of a communication kernel for contention and overlap reports: DeepEP's
+// "deepep_dispatch" (dispatch, notify_dispatch), "deepep_combine" and "deepep_notify"
+// (cached_notify: the buffer clean and barrier before a cached dispatch or a combine), else the
+// collective (CollectiveName(collective): "all_reduce", "all_gather", ..., "other").
+std::string CommunicationKind(absl::string_view name, uint8_t collective);
 
 // "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast" or
 // "other" for a communication kernel name; "" otherwise. NCCL runs an all-to-all as a group of
@@ -76,6 +103,8 @@ struct KernelRecord {
   int32_t stream = -1;     // CUDA stream id (CUPTI streamId; Kineto args.stream); -1 unknown
   int32_t device = -1;     // CUDA device index; -1 unknown
   int64_t correlation = -1;  // CUPTI correlation id of the launch; -1 unknown
+  uint32_t shape_id = 0;     // launch configuration (Kineto args grid and block): index into the
+                             // caller's table, 0 unknown
 };
 
 struct TimeRange {
@@ -146,9 +175,38 @@ absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord
 //   per collective: busy and exposed (HTA's definition) seconds.
 // `kernels` sorted by start. Records that start up to `lookback_ns` before the window are
 // clipped into it: pass MaxDurationNs(kernels) when measuring many windows (the default, 60 s,
-// scans back that far for each window).
+// scans back that far for each window). Each window scans every record of the lookback: with
+// one long record and many windows that is quadratic; use the RunningIndex overload instead.
 v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, int64_t start_ns, int64_t end_ns,
                                   int64_t lookback_ns = int64_t{60'000'000'000});
+
+// The records that started before a time and still run at it, found without scanning back:
+// a max-end tree over blocks of 64 records (records sorted by start). Memory: 16 bytes per 64
+// records; a query costs O((k + 1) x (log n + 64)) for k records found (reliability review 2,
+// N6: one long memcpy made every window scan from the trace's start, 1.8 s -> 39 s).
+class RunningIndex {
+ public:
+  explicit RunningIndex(const std::vector<KernelRecord>& kernels);
+  // Calls fn(i), in increasing i, for every i < limit with kernels[i].end_ns > t. `kernels` is
+  // the vector the index was built from.
+  void ForEachEndingAfter(const std::vector<KernelRecord>& kernels, size_t limit, int64_t t,
+                          const std::function<void(size_t)>& fn) const;
+
+ private:
+  static constexpr size_t kBlock = 64;
+  size_t n_ = 0, leaves_ = 1;
+  std::vector<int64_t> max_end_;  // 1-based segment tree over blocks
+};
+
+// AnalyzeWindow with the records running at start_ns found through `index` (built from the same
+// `kernels`): the same figures, linear in the records of the window.
+v1::StepMeasurement AnalyzeWindow(const std::vector<KernelRecord>& kernels, const RunningIndex& index,
+                                  int64_t start_ns, int64_t end_ns);
+
+// The accounting of AnalyzeWindow over the given records (each clipped to the window; a record
+// counts in kernel_count when it starts inside the window).
+v1::StepMeasurement AnalyzeRecords(const std::vector<const KernelRecord*>& records, int64_t start_ns, int64_t end_ns);
+
 // The longest record (end - start), ns; 0 for none.
 int64_t MaxDurationNs(const std::vector<KernelRecord>& kernels);
 

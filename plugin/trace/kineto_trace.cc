@@ -1,5 +1,6 @@
 #include "plugin/trace/kineto_trace.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "plugin/trace/annotations.h"
+#include "plugin/trace/contention.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/reader.h"
 
@@ -24,20 +27,43 @@ namespace {
 using probe::KernelCategory;
 using probe::KernelRecord;
 
-// A RapidJSON input stream over zlib's gzread (which also reads uncompressed files as they are).
+constexpr size_t kMaxKeptString = 4096;  // kernel and annotation names are kept up to this
+constexpr int64_t kRatioFloorBytes = int64_t{64} << 20;
+
+// A RapidJSON input stream over zlib's gzread (which also reads uncompressed files as they are),
+// with the input bounds of KinetoOptions: the JSON's size, its ratio to the file's size, the
+// longest string (tracked by a quote/escape state machine as the bytes are taken, so RapidJSON
+// never buffers more of one string than the bound), and no NUL byte (JSON text holds none: a
+// binary file is named as such instead of "the document is empty").
 class GzStream {
  public:
   using Ch = char;
-  explicit GzStream(gzFile f) : f_(f) {}
+  GzStream(gzFile f, const KinetoOptions& o, int64_t file_bytes) : f_(f), o_(o), file_bytes_(file_bytes) {}
+  // The fast paths inline (RapidJSON calls these once or twice per byte); refills, the NUL
+  // check's failure and the string bound out of line.
   Ch Peek() {
-    if (pos_ == len_) Fill();
-    return pos_ < len_ ? buf_[pos_] : '\0';
+    if (pos_ < len_ && buf_[pos_] != '\0') [[likely]] return buf_[pos_];
+    return PeekSlow();
   }
   Ch Take() {
-    if (pos_ == len_) Fill();
-    if (pos_ >= len_) return '\0';
+    const char c = Peek();
+    if (c == '\0') return '\0';
+    ++pos_;
     ++consumed_;
-    return buf_[pos_++];
+    if (in_string_) {
+      if (escape_) {
+        escape_ = false;
+      } else if (c == '\\') {
+        escape_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+      if (++string_bytes_ > o_.max_string_bytes) [[unlikely]] StringTooLong();
+    } else if (c == '"') {
+      in_string_ = true;
+      string_bytes_ = 0;
+    }
+    return c;
   }
   size_t Tell() const { return consumed_; }
   // Output-stream members the concept names; never called by a non-in-situ Reader.
@@ -49,26 +75,53 @@ class GzStream {
   std::string error() const { return error_; }
 
  private:
+  [[gnu::noinline]] Ch PeekSlow() {
+    if (pos_ == len_) Fill();
+    if (pos_ >= len_) return '\0';
+    if (buf_[pos_] == '\0') {
+      Fail(absl::StrCat("byte ", consumed_, " is a NUL character: not JSON text (a binary file?)"));
+      return '\0';
+    }
+    return buf_[pos_];
+  }
+  [[gnu::noinline]] void StringTooLong() {
+    Fail(absl::StrCat("a JSON string longer than ", o_.max_string_bytes, " bytes (max_string_bytes) ends past byte ",
+                      consumed_));
+  }
+  void Fail(std::string why) {
+    if (failed_) return;
+    failed_ = true;
+    error_ = std::move(why);
+    eof_ = true;
+    len_ = pos_ = 0;
+  }
   void Fill() {
     if (eof_) return;
     const int n = gzread(f_, buf_, sizeof(buf_));
     if (n < 0) {
       int code = 0;
       const char* msg = gzerror(f_, &code);
-      failed_ = true;
-      error_ = msg != nullptr ? msg : "read error";
-      eof_ = true;
-      len_ = pos_ = 0;
+      Fail(absl::StrCat(msg != nullptr ? msg : "read error", " after ", consumed_, " bytes"));
       return;
     }
     if (n == 0) eof_ = true;
     len_ = static_cast<size_t>(n);
     pos_ = 0;
+    read_ += n;
+    if (read_ > o_.max_json_bytes) {
+      Fail(absl::StrCat("more than ", o_.max_json_bytes, " bytes of JSON (max_json_bytes)"));
+    } else if (read_ > kRatioFloorBytes && file_bytes_ > 0 &&
+               static_cast<double>(read_) > o_.max_decompression_ratio * static_cast<double>(file_bytes_)) {
+      Fail(absl::StrCat("decompresses to more than ", o_.max_decompression_ratio, " times its ", file_bytes_,
+                        " bytes (max_decompression_ratio; real traces compress 13-20x): a gzip bomb?"));
+    }
   }
   gzFile f_;
+  const KinetoOptions& o_;
+  int64_t file_bytes_ = 0, read_ = 0, string_bytes_ = 0;
   char buf_[1 << 16];
   size_t pos_ = 0, len_ = 0, consumed_ = 0;
-  bool eof_ = false, failed_ = false;
+  bool eof_ = false, failed_ = false, in_string_ = false, escape_ = false;
   std::string error_;
 };
 
@@ -88,7 +141,7 @@ uint64_t HashTid(absl::string_view raw) { return std::hash<std::string_view>{}(s
 
 // What the handler keeps of the event being read.
 struct Event {
-  std::string ph, cat, name, pid, tid, ts, dur, collective_name;
+  std::string ph, cat, name, pid, tid, ts, dur, collective_name, grid, block;
   int64_t correlation = -1, stream = -1, device = -1;
   bool has_correlation = false;
   void Clear() {
@@ -100,19 +153,22 @@ struct Event {
     ts.clear();
     dur.clear();
     collective_name.clear();
+    grid.clear();
+    block.clear();
     correlation = stream = device = -1;
     has_correlation = false;
   }
 };
 
 enum class Field { kNone, kPh, kCat, kName, kPid, kTid, kTs, kDur, kArgs, kCorrelation, kStream, kDevice,
-                   kCollective };
+                   kCollective, kGrid, kBlock };
 
 class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
  public:
-  Handler(KinetoTrace* t, const KinetoOptions& o) : t_(t), o_(o) {}
+  Handler(KinetoTrace* t, const KinetoOptions& o) : t_(t), o_(o) { t_->shapes.push_back(""); }
 
   bool StartObject() {
+    if (!ScalarField("an object")) return false;
     ++depth_;
     if (depth_ == 1) root_object_ = true;
     if (InEvent() && depth_ == events_depth_ + 1) ev_.Clear();
@@ -140,6 +196,11 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
     return true;
   }
   bool StartArray() {
+    if (!ScalarField("an array")) return false;
+    // args.grid / args.block: [x, y, z]
+    if (in_args_ && depth_ == events_depth_ + 2 && (field_ == Field::kGrid || field_ == Field::kBlock)) {
+      array_field_ = field_;
+    }
     ++depth_;
     if (depth_ == 1) events_depth_ = 1;  // a bare array of events
     if (depth_ == 2 && root_object_ && top_key_ == "traceEvents") events_depth_ = 2;
@@ -148,6 +209,7 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
   }
   bool EndArray(rapidjson::SizeType) {
     if (depth_ == events_depth_) events_depth_ = -1;
+    if (InEvent() && depth_ == events_depth_ + 3) array_field_ = Field::kNone;
     --depth_;
     field_ = Field::kNone;
     return true;
@@ -156,15 +218,15 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
     const absl::string_view k(s, n);
     field_ = Field::kNone;
     if (depth_ == 1 && root_object_) {
-      top_key_.assign(s, n);
+      top_key_.assign(s, std::min<size_t>(n, kMaxKeptString));
       return true;
     }
     if (in_dist_ && depth_ == 2) {
-      dist_key_.assign(s, n);
+      dist_key_.assign(s, std::min<size_t>(n, kMaxKeptString));
       return true;
     }
     if (depth_ == 3 && top_key_ == "deviceProperties") {
-      dev_key_.assign(s, n);
+      dev_key_.assign(s, std::min<size_t>(n, kMaxKeptString));
       return true;
     }
     if (!InEvent()) return true;
@@ -182,6 +244,8 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
       else if (k == "stream") field_ = Field::kStream;
       else if (k == "device") field_ = Field::kDevice;
       else if (k == "Collective name") field_ = Field::kCollective;
+      else if (k == "grid") field_ = Field::kGrid;
+      else if (k == "block") field_ = Field::kBlock;
     }
     return true;
   }
@@ -195,13 +259,33 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
  private:
   bool InEvent() const { return events_depth_ > 0 && depth_ > events_depth_; }
 
+  // An event's ts or dur given as an object or array (reliability review 2, N15: it read "has no
+  // ts").
+  bool ScalarField(const char* what) {
+    if (InEvent() && depth_ == events_depth_ + 1 && (field_ == Field::kTs || field_ == Field::kDur)) {
+      error_ = absl::StrCat("an event's ", field_ == Field::kTs ? "ts" : "dur", " is ", what,
+                            ", not a number of microseconds");
+      return false;
+    }
+    return true;
+  }
+
+  static void Keep(std::string* out, const char* s, size_t n) { out->assign(s, std::min(n, kMaxKeptString)); }
+
   bool Value(const char* s, size_t n) {
     const Field f = field_;
     field_ = Field::kNone;
+    if (array_field_ != Field::kNone && InEvent() && depth_ == events_depth_ + 3) {
+      std::string& out = array_field_ == Field::kGrid ? ev_.grid : ev_.block;
+      if (out.size() < 64) absl::StrAppend(&out, out.empty() ? "" : "x", absl::string_view(s, std::min<size_t>(n, 20)));
+      return true;
+    }
     if (in_dist_ && depth_ == 2) {
       if (dist_key_ == "rank" || dist_key_ == "world_size") {
         auto v = IntText(s, n);
-        if (v.ok()) (dist_key_ == "rank" ? t_->rank : t_->world_size) = static_cast<int32_t>(*v);
+        if (v.ok() && *v >= INT32_MIN && *v <= INT32_MAX) {
+          (dist_key_ == "rank" ? t_->rank : t_->world_size) = static_cast<int32_t>(*v);
+        }
       }
       return true;
     }
@@ -210,19 +294,19 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
         auto v = IntText(s, n);
         if (v.ok()) dev_id_ = *v;
       } else if (dev_key_ == "name") {
-        dev_name_.assign(s, n);
+        Keep(&dev_name_, s, n);
       }
       return true;
     }
     switch (f) {
-      case Field::kPh: ev_.ph.assign(s, n); break;
-      case Field::kCat: ev_.cat.assign(s, n); break;
-      case Field::kName: ev_.name.assign(s, n); break;
-      case Field::kPid: ev_.pid.assign(s, n); break;
-      case Field::kTid: ev_.tid.assign(s, n); break;
-      case Field::kTs: ev_.ts.assign(s, n); break;
-      case Field::kDur: ev_.dur.assign(s, n); break;
-      case Field::kCollective: ev_.collective_name.assign(s, n); break;
+      case Field::kPh: Keep(&ev_.ph, s, n); break;
+      case Field::kCat: Keep(&ev_.cat, s, n); break;
+      case Field::kName: Keep(&ev_.name, s, n); break;
+      case Field::kPid: Keep(&ev_.pid, s, n); break;
+      case Field::kTid: Keep(&ev_.tid, s, n); break;
+      case Field::kTs: Keep(&ev_.ts, s, n); break;
+      case Field::kDur: Keep(&ev_.dur, s, n); break;
+      case Field::kCollective: Keep(&ev_.collective_name, s, n); break;
       case Field::kCorrelation:
       case Field::kStream:
       case Field::kDevice: {
@@ -231,10 +315,8 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
         if (f == Field::kCorrelation) {
           ev_.correlation = *v;
           ev_.has_correlation = true;
-        } else if (f == Field::kStream) {
-          ev_.stream = *v;
-        } else {
-          ev_.device = *v;
+        } else if (*v >= INT32_MIN && *v <= INT32_MAX) {
+          (f == Field::kStream ? ev_.stream : ev_.device) = *v;
         }
         break;
       }
@@ -258,9 +340,38 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
       }
       dur = std::max<int64_t>(0, *d);
     }
+    // Both within +-kMaxAbsNs: the sum cannot overflow; the end must stay inside too.
+    if (*ts + dur > kMaxAbsNs) {
+      error_ = absl::StrCat("event '", ev_.name.substr(0, 80), "': ts + dur (", ev_.ts.substr(0, 40), " + ",
+                            ev_.dur.substr(0, 40), " us) is past ", kMaxAbsNs, " ns");
+      return false;
+    }
     *start = *ts;
     *end = *ts + dur;
     return true;
+  }
+
+  bool Cap(size_t size, int64_t cap, const char* what, const char* option) {
+    if (static_cast<int64_t>(size) < cap) return true;
+    error_ = absl::StrCat("more than ", cap, " ", what, " (", option, ")");
+    return false;
+  }
+
+  uint32_t AnnotationNameId(const std::string& name) {
+    auto [it, inserted] = annotation_ids_.try_emplace(name, static_cast<uint32_t>(t_->annotation_names.size()));
+    if (inserted) {
+      t_->annotation_names.push_back(name);
+      name_bytes_ += static_cast<int64_t>(name.size()) + 64;
+    }
+    return it->second;
+  }
+
+  // Distinct kernel and annotation names, each up to 4 KiB, with their map entries.
+  bool NameBytes(size_t n) {
+    name_bytes_ += static_cast<int64_t>(n) + 64;
+    if (name_bytes_ <= o_.max_name_bytes) return true;
+    error_ = absl::StrCat("more than ", o_.max_name_bytes, " bytes of distinct kernel and annotation names (max_name_bytes)");
+    return false;
   }
 
   // One event read: keep what the analysis needs.
@@ -277,8 +388,9 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
     const bool step = absl::StartsWith(ev_.name, "ProfilerStep#") && cat != "gpu_user_annotation";
     const bool cpu_annotation = cat == "user_annotation" || cat == "cpu_op" || cat == "python_function";
     const bool nccl_annotation = cpu_annotation && absl::StartsWith(ev_.name, "nccl:");
-    const bool step_annotation = cat == "user_annotation" && !step && probe::IsStepRangeName(ev_.name, o_.step_pattern);
-    if (!gpu && !launch && !step && !nccl_annotation && !step_annotation) return true;
+    const bool user_annotation = cat == "user_annotation" && !step;
+    const bool step_annotation = user_annotation && probe::IsStepRangeName(ev_.name, o_.step_pattern);
+    if (!gpu && !launch && !step && !nccl_annotation && !user_annotation) return true;
     if (ev_.ts.empty()) {
       error_ = absl::StrCat("event '", ev_.name.substr(0, 80), "' (ph X) has no ts");
       return false;
@@ -286,16 +398,31 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
     int64_t start = 0, end = 0;
     if (!Times(&start, &end)) return false;
     if (gpu) {
+      if (!Cap(t_->records.size(), o_.max_records, "GPU records", "max_records")) return false;
       KernelRecord r;
       r.start_ns = start;
       r.end_ns = end;
       auto [it, inserted] = name_ids_.try_emplace(ev_.name, static_cast<uint32_t>(t_->names.size()));
-      if (inserted) t_->names.push_back(ev_.name);
+      if (inserted) {
+        t_->names.push_back(ev_.name);
+        if (!NameBytes(ev_.name.size())) return false;
+        // Classified once per distinct name (a trace repeats a few thousand names millions of times).
+        name_category_.push_back(probe::ClassifyKernel(ev_.name));
+        name_collective_.push_back(name_category_.back() == KernelCategory::kCommunication
+                                       ? probe::CollectiveIndex(probe::CollectiveOf(ev_.name))
+                                       : 0);
+      }
       r.name_id = it->second;
+      if (!ev_.grid.empty() || !ev_.block.empty()) {
+        const std::string shape = absl::StrCat("grid ", ev_.grid, " block ", ev_.block);
+        auto [sit, sinserted] = shape_ids_.try_emplace(shape, static_cast<uint32_t>(t_->shapes.size()));
+        if (sinserted) t_->shapes.push_back(shape);
+        r.shape_id = sit->second;
+      }
       // Kineto names copies "Memcpy DtoD (Device -> Device)", sets "Memset (Device)".
-      r.category = cat == "kernel" ? probe::ClassifyKernel(ev_.name) : KernelCategory::kMemory;
+      r.category = cat == "kernel" ? name_category_[r.name_id] : KernelCategory::kMemory;
       if (r.category == KernelCategory::kCommunication) {
-        r.collective = probe::CollectiveIndex(probe::CollectiveOf(ev_.name));
+        r.collective = name_collective_[r.name_id];
         const std::string from_arg = probe::CollectiveFromLabel(ev_.collective_name);
         if (!from_arg.empty() && ev_.has_correlation) collective_arg_[ev_.correlation] = probe::CollectiveIndex(from_arg);
       }
@@ -303,15 +430,30 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
       r.device = static_cast<int32_t>(ev_.device);
       r.correlation = ev_.has_correlation ? ev_.correlation : -1;
       t_->records.push_back(r);
-    } else if (launch) {
+      return true;
+    }
+    if (launch) {
+      if (!Cap(t_->launches.size(), o_.max_launches, "launches", "max_launches")) return false;
       t_->launches.push_back({ev_.correlation, start, HashTid(ev_.tid)});
-    } else if (step) {
-      t_->profiler_steps.push_back({start, end, HashTid(ev_.tid), 0});
-    } else if (nccl_annotation) {
+      return true;
+    }
+    if (!Cap(t_->profiler_steps.size() + t_->annotations.size() + t_->collective_ranges.size(), o_.max_annotations,
+             "CPU ranges (ProfilerStep, user and nccl: annotations)", "max_annotations")) {
+      return false;
+    }
+    if (step) {
+      t_->profiler_steps.push_back({start, end, HashTid(ev_.tid), 0, 0});
+      return true;
+    }
+    if (nccl_annotation) {
       const std::string c = probe::CollectiveFromLabel(ev_.name);
-      if (!c.empty()) t_->collective_ranges.push_back({start, end, HashTid(ev_.tid), probe::CollectiveIndex(c)});
-    } else if (step_annotation) {
-      t_->step_ranges.push_back({start, end, HashTid(ev_.tid), 0});
+      if (!c.empty()) t_->collective_ranges.push_back({start, end, HashTid(ev_.tid), 0, probe::CollectiveIndex(c)});
+    }
+    if (user_annotation) {
+      const uint32_t id = AnnotationNameId(ev_.name);
+      if (!NameBytes(0)) return false;
+      t_->annotations.push_back({start, end, HashTid(ev_.tid), id, 0});
+      if (step_annotation) t_->step_ranges.push_back({start, end, HashTid(ev_.tid), id, 0});
     }
     return true;
   }
@@ -321,10 +463,12 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
   int depth_ = 0, events_depth_ = -1;
   bool root_object_ = false, in_args_ = false, in_dist_ = false;
   std::string top_key_, dist_key_, dev_key_, dev_name_;
-  int64_t dev_id_ = -1;
-  Field field_ = Field::kNone;
+  int64_t dev_id_ = -1, name_bytes_ = 0;
+  Field field_ = Field::kNone, array_field_ = Field::kNone;
   Event ev_;
-  std::unordered_map<std::string, uint32_t> name_ids_;
+  std::unordered_map<std::string, uint32_t> name_ids_, shape_ids_, annotation_ids_;
+  std::vector<KernelCategory> name_category_;  // by name id
+  std::vector<uint8_t> name_collective_;       // by name id
   std::string error_;
 
  public:
@@ -341,8 +485,13 @@ absl::StatusOr<int64_t> MicrosTextToNs(const char* text, size_t length) {
   int64_t whole = 0;
   size_t digits = 0;
   for (; i < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[i])); ++i, ++digits) {
-    if (whole > (INT64_MAX / 10000)) return absl::InvalidArgumentError(absl::StrCat("'", s, "' is out of range"));
+    // whole * 1000 + 999 must stay within kMaxAbsNs (reliability review 2, N13: the bound was
+    // checked before the x10 only, and 9,223,372,036,854,779 us overflowed the x1000).
     whole = whole * 10 + (s[i] - '0');
+    if (whole > kMaxAbsNs / 1000) {
+      return absl::InvalidArgumentError(absl::StrCat("'", s.substr(0, 40), "' us is out of range (|t| <= ", kMaxAbsNs,
+                                                     " ns)"));
+    }
   }
   int64_t frac_ns = 0;
   if (i < s.size() && s[i] == '.') {
@@ -359,36 +508,47 @@ absl::StatusOr<int64_t> MicrosTextToNs(const char* text, size_t length) {
     }
     if (round_up) ++frac_ns;
   }
-  if (digits == 0) return absl::InvalidArgumentError(absl::StrCat("'", s, "' is not a number"));
+  if (digits == 0) return absl::InvalidArgumentError(absl::StrCat("'", s.substr(0, 40), "' is not a number"));
   if (i < s.size()) {
     // An exponent ("1.5e3"): rare in traces; through double.
     double d = 0;
-    if (!absl::SimpleAtod(s, &d) || !std::isfinite(d) || std::fabs(d) > 9e12) {
-      return absl::InvalidArgumentError(absl::StrCat("'", s, "' is not a finite number of microseconds"));
+    if (!absl::SimpleAtod(s, &d) || !std::isfinite(d) || std::fabs(d) * 1000.0 > static_cast<double>(kMaxAbsNs)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", s.substr(0, 40), "' is not a finite number of microseconds"));
     }
     return static_cast<int64_t>(std::llround(d * 1000.0));
   }
   const int64_t ns = whole * 1000 + frac_ns;
+  if (ns > kMaxAbsNs) {
+    return absl::InvalidArgumentError(absl::StrCat("'", s.substr(0, 40), "' us is out of range (|t| <= ", kMaxAbsNs, " ns)"));
+  }
   return neg ? -ns : ns;
 }
 
 absl::StatusOr<KinetoTrace> ReadKinetoTrace(const std::string& path, const KinetoOptions& options) {
+  // Only regular files: a FIFO blocks, /dev/zero never ends, a directory is no trace (reliability
+  // review 2, N10 and issue 26).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a regular file (", S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket",
+        "): give the trace file itself"));
+  }
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   gzbuffer(f, 1 << 17);
   KinetoTrace t;
   t.path = path;
+  t.file_bytes = static_cast<int64_t>(st.st_size);
   Handler h(&t, options);
-  GzStream in(f);
+  GzStream in(f, options, t.file_bytes);
   rapidjson::Reader reader;
   constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag |
                               rapidjson::kParseNanAndInfFlag | rapidjson::kParseTrailingCommasFlag;
   const rapidjson::ParseResult ok = reader.Parse<kFlags>(in, h);
   t.json_bytes = static_cast<int64_t>(in.Tell());
   gzclose(f);
-  if (in.failed()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", in.error(), " after ", in.Tell(), " bytes"));
-  }
+  if (in.failed()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", in.error()));
   if (!ok) {
     if (!h.error().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": byte ", ok.Offset(), ": ", h.error()));
@@ -412,12 +572,25 @@ absl::StatusOr<KinetoTrace> ReadKinetoTrace(const std::string& path, const Kinet
   auto by_start = [](const CpuRange& a, const CpuRange& b) { return a.start_ns < b.start_ns; };
   std::sort(t.profiler_steps.begin(), t.profiler_steps.end(), by_start);
   std::sort(t.collective_ranges.begin(), t.collective_ranges.end(), by_start);
+  std::sort(t.annotations.begin(), t.annotations.end(), by_start);
   {
+    // The outermost step-named ranges (forward_step inside train_step is not a step), their names kept.
     std::vector<probe::TimeRange> r;
     for (const CpuRange& c : t.step_ranges) r.push_back({c.start_ns, c.end_ns});
     r = probe::OutermostRanges(std::move(r));
-    t.step_ranges.clear();
-    for (const auto& x : r) t.step_ranges.push_back({x.start_ns, x.end_ns, 0, 0});
+    std::vector<CpuRange> kept;
+    std::sort(t.step_ranges.begin(), t.step_ranges.end(), [](const CpuRange& a, const CpuRange& b) {
+      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+    });
+    size_t j = 0;
+    for (const auto& x : r) {
+      while (j < t.step_ranges.size() &&
+             (t.step_ranges[j].start_ns != x.start_ns || t.step_ranges[j].end_ns != x.end_ns)) {
+        ++j;
+      }
+      kept.push_back(j < t.step_ranges.size() ? t.step_ranges[j] : CpuRange{x.start_ns, x.end_ns, 0, 0, 0});
+    }
+    t.step_ranges = std::move(kept);
   }
   // The collective of NCCL SendRecv (and unnamed) kernels, when the trace says what the group
   // was: the kernel's "Collective name" argument, else the nccl:<coll> annotation on the
@@ -529,7 +702,8 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
   for (int32_t st : streams) s.add_streams(st);
 
   // Iteration of each record: the step range holding its launch.
-  const std::vector<CpuRange>& ranges = !t.profiler_steps.empty() ? t.profiler_steps : t.step_ranges;
+  const bool by_profiler_step = !t.profiler_steps.empty();
+  const std::vector<CpuRange>& ranges = by_profiler_step ? t.profiler_steps : t.step_ranges;
   std::vector<int32_t> iteration(t.records.size(), -1);
   int64_t without_launch = 0;
   for (size_t i = 0; i < t.records.size(); ++i) {
@@ -548,19 +722,60 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
   }
   s.set_records_without_launch(without_launch);
 
+  // What marks the steps, named: ProfilerStep#N, else the step annotation(s) taken (issue 24:
+  // an annotation was taken without saying which).
+  std::string marker = "ProfilerStep";
+  if (!by_profiler_step && !ranges.empty()) {
+    std::map<std::string, int> taken;
+    for (const CpuRange& c : ranges) {
+      ++taken[c.name_id < t.annotation_names.size() ? t.annotation_names[c.name_id] : std::string("?")];
+    }
+    marker.clear();
+    for (const auto& [name, n] : taken) {
+      absl::StrAppend(&marker, marker.empty() ? "annotation " : ", ", "'", name.substr(0, 80), "' (", n, " ranges)");
+    }
+  }
+
   std::vector<int64_t> starts;
-  int32_t kept_iterations = 0;  // iterations [0, kept) enter the whole-trace figures
+  int64_t single_end = 0;          // > 0: one step, [starts[0], single_end)
+  int32_t kept_iterations = 0;     // iterations [0, kept) enter the whole-trace figures
   if (options.use_markers && !ranges.empty()) {
     starts = probe::StepStartsFromIterations(t.records, iteration);
-    s.set_step_source(!t.profiler_steps.empty() ? "ProfilerStep (launch correlation)"
-                                                : "nvtx:step annotation (launch correlation)");
+    s.set_step_source(absl::StrCat(marker, " (launch correlation)"));
     kept_iterations = static_cast<int32_t>(ranges.size()) - 1;
-    if (starts.empty()) s.add_notes("no GPU record was launched inside a step range");
+    if (starts.empty()) s.add_notes(absl::StrCat("no GPU record was launched inside a ", marker, " range"));
+    if (!by_profiler_step) {
+      s.add_notes(absl::StrCat("no ProfilerStep#N: steps from the ", marker,
+                               " (outermost user annotations named like a step; --no-markers for the kernel period)"));
+    }
+    if (starts.size() == 1) {
+      // One iteration with GPU work (one ProfilerStep per file, as a profiler schedule with
+      // active=1 writes; or a trace of one inference forward): that iteration is the step, from
+      // its first GPU record to the end of its last. No next step marks its end, so the idle time
+      // after its last record is not in it.
+      int32_t only = -1;
+      for (size_t i = 0; i < t.records.size(); ++i) {
+        if (iteration[i] < 0) continue;
+        only = iteration[i];
+        single_end = std::max(single_end == 0 ? INT64_MIN : single_end, t.records[i].end_ns);
+      }
+      if (single_end <= starts[0]) {
+        starts.clear();
+        single_end = 0;
+      } else {
+        s.set_step_source(absl::StrCat("one ", marker, " (launch correlation): its first GPU record to the end of its last"));
+        s.add_notes(absl::StrCat(
+            "the trace holds one step (", ranges.size(), ranges.size() == 1 ? " range" : " ranges",
+            " with GPU work in one): it is measured from its first GPU record to the end of its last, so idle time "
+            "after its last kernel and before the next step is not counted"));
+        kept_iterations = only + 1;
+      }
+    }
   }
-  if (starts.size() < 2) {
+  if (starts.size() < 2 && single_end == 0) {
     if (options.use_markers) {
       s.add_notes(ranges.empty() ? "no ProfilerStep#N or step annotation: steps from the kernel period"
-                                 : "the step markers give fewer than two steps: steps from the kernel period");
+                                 : "the step markers give no step: steps from the kernel period");
     }
     absl::StatusOr<probe::PeriodResult> p = probe::StepStartsFromPeriod(t.records);
     if (!p.ok()) {
@@ -570,13 +785,14 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
     s.set_step_source(absl::StrCat("period:", p->period, " on stream ", p->stream));
     kept_iterations = -1;
   }
+  if (single_end > 0) starts.push_back(single_end);
   if (starts.size() < 2) {
-    return absl::FailedPreconditionError(absl::StrCat(t.path, ": fewer than two step starts found"));
+    return absl::FailedPreconditionError(absl::StrCat(t.path, ": no step found"));
   }
-  const int64_t lookback = probe::MaxDurationNs(t.records);
+  const probe::RunningIndex index(t.records);
   for (size_t i = 0; i + 1 < starts.size(); ++i) {
     if (static_cast<int>(i) < options.warmup_steps) continue;
-    v1::StepMeasurement m = probe::AnalyzeWindow(t.records, starts[i], starts[i + 1], lookback);
+    v1::StepMeasurement m = probe::AnalyzeWindow(t.records, index, starts[i], starts[i + 1]);
     m.set_step(static_cast<int32_t>(i));
     *s.add_steps() = std::move(m);
   }
@@ -585,8 +801,8 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
                                                       " warm-up steps"));
   }
   *s.mutable_median() = probe::MedianStep(s.steps());
-  // Whole-trace figures: the records of every iteration but the last (HTA drops it); without
-  // markers, the records inside the measured windows.
+  // Whole-trace figures: the records of every iteration but the last (HTA drops it); one step:
+  // its records; without markers, the records inside the measured windows.
   std::vector<const KernelRecord*> kept;
   for (size_t i = 0; i < t.records.size(); ++i) {
     const bool in = kept_iterations >= 0
@@ -595,6 +811,18 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
     if (in) kept.push_back(&t.records[i]);
   }
   *s.mutable_whole() = Whole(kept);
+  if (options.annotations) {
+    for (auto& a : AnnotationBreakdown(t)) *s.add_annotations() = std::move(a);
+  }
+  if (options.contention) {
+    ContentionOptions co;
+    co.key = options.contention_key;
+    co.min_overlap_fraction = options.min_overlap_fraction;
+    co.min_duration_ns = options.min_kernel_ns;
+    absl::StatusOr<v1::ContentionReport> c = MeasureContention(t, co);
+    if (!c.ok()) return c.status();
+    *s.mutable_contention() = *std::move(c);
+  }
   return s;
 }
 

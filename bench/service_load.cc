@@ -1,31 +1,96 @@
-// Load generator for `stepcast serve`: N client threads (each with its own channel) issue
-// Predict calls for a fixed time after a warm-up; prints throughput, p50/p90/p99/max latency
-// and errors. Run through bench/service_load.sh, which starts the server beside it.
+// Load generator for `stepcast serve`: N client threads (each with its own channel) issue one kind
+// of RPC for a fixed time after a warm-up; prints throughput, p50/p90/p99/max latency and errors
+// per kind. The kinds run one after the other in the same run, so that Predict and Preflight are
+// read as a ratio to an empty RPC measured on the same machine minutes apart (the noise of a
+// shared machine moves all three alike):
+//   health     grpc.health.v1.Health/Check with an empty request: gRPC's own cost of a unary call
+//              on this channel (HTTP/2, the callback server's threads), no work in the handler
+//   predict    Predict with the job file
+//   preflight  Preflight with the job file and an empty policy (prediction + layout suggestion +
+//              verdict; the prediction is queued for the store, at most 20/s per peer)
+// Run through bench/service_load.sh, which starts the server beside it.
 //
 //   build/bin/service_load --server 127.0.0.1:PORT --threads 8 --seconds 10 --job examples/llama3-70b-h100.yaml
-//   ... --writers 8 [--token T]   beside them, 8 threads issuing ReportRun (store writes) as fast as
-//                                 they can (docs/RELIABILITY.md: Predict beside 8 writers)
+//   ... --rpcs health,predict,preflight --rounds 2   the sequence twice (default once, all three)
+//   ... --writers 8 [--token T]   beside the Predict load, 8 threads issuing ReportRun (store
+//                                 writes) as fast as they can (docs/RELIABILITY.md)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_split.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/codegen/client_unary_call.h"
+#include "grpcpp/impl/codegen/rpc_method.h"
 #include "plugin/client.h"
 #include "proto/codec.h"
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct PhaseResult {
+  std::string rpc;
+  size_t requests = 0;
+  double req_per_s = 0;
+  double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
+  long errors = 0;
+};
+
+// The health check as an empty unary call on its own channel (made like Client::Connect's):
+// HealthCheckRequest{service: ""} is zero bytes on the wire; the answer must be
+// HealthCheckResponse{status: SERVING} (field 1 = 1: bytes 08 01).
+class HealthCaller {
+ public:
+  explicit HealthCaller(const std::string& address)
+      : channel_(Channel(address)), method_(kMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
+  bool Call(int deadline_ms) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+    const grpc::Slice empty(std::string{});
+    grpc::ByteBuffer request(&empty, 1), response;
+    const grpc::Status st =
+        grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(channel_.get(), method_, &ctx, request, &response);
+    if (!st.ok()) return false;
+    std::vector<grpc::Slice> slices;
+    if (!response.Dump(&slices).ok()) return false;
+    std::string bytes;
+    for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    return bytes == std::string("\x08\x01", 2);
+  }
+
+ private:
+  static constexpr char kMethod[] = "/grpc.health.v1.Health/Check";
+  static std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(4 << 20);
+    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  }
+  std::shared_ptr<grpc::Channel> channel_;
+  grpc::internal::RpcMethod method_;
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"Predict load against a live stepcast serve"};
-  std::string server = "127.0.0.1:50051", job_path;
-  int threads = 8;
+  CLI::App app{"Health check, Predict and Preflight load against a live stepcast serve"};
+  std::string server = "127.0.0.1:50051", job_path, rpcs = "health,predict,preflight";
+  int threads = 8, rounds = 1;
   double seconds = 10, warmup = 2;
   app.add_option("--server", server)->capture_default_str();
   app.add_option("--threads", threads)->capture_default_str();
-  app.add_option("--seconds", seconds)->capture_default_str();
-  app.add_option("--warmup", warmup)->capture_default_str();
+  app.add_option("--seconds", seconds, "measured seconds per RPC kind")->capture_default_str();
+  app.add_option("--warmup", warmup, "seconds before each measurement")->capture_default_str();
   app.add_option("--job", job_path)->required();
+  app.add_option("--rpcs", rpcs, "comma-separated, run in this order: health, predict, preflight")
+      ->capture_default_str();
+  app.add_option("--rounds", rounds, "run the sequence this many times")->capture_default_str();
   int writers = 0;
   std::string token;
   app.add_option("--writers", writers, "threads issuing ReportRun beside the Predict load")->capture_default_str();
@@ -37,83 +102,140 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 2;
   }
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const auto measure_from = start + std::chrono::duration<double>(warmup);
-  const auto stop = measure_from + std::chrono::duration<double>(seconds);
-  std::vector<std::vector<double>> latencies(threads);
-  std::atomic<long> errors{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      stepcast::ClientOptions o;
-      o.address = server;
-      auto client = stepcast::Client::Connect(o);
-      if (!client.ok()) {
-        ++errors;
-        return;
-      }
-      latencies[t].reserve(200000);
-      while (true) {
-        const auto t0 = Clock::now();
-        if (t0 >= stop) break;
-        stepcast::v1::PredictResponse resp;
-        auto ctx = client->Context();
-        const grpc::Status st = client->stub().Predict(ctx.get(), req, &resp);
-        const auto t1 = Clock::now();
-        if (t0 < measure_from) continue;
-        if (!st.ok() || resp.prediction().step_time_s() <= 0) ++errors;
-        latencies[t].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      }
-    });
+  stepcast::v1::PreflightRequest preflight_req;
+  *preflight_req.mutable_job() = req.job();
+  const std::vector<std::string> kinds = absl::StrSplit(rpcs, ',', absl::SkipWhitespace());
+  for (const std::string& k : kinds) {
+    if (k != "health" && k != "predict" && k != "preflight") {
+      std::fprintf(stderr, "--rpcs: '%s' is not one of health, predict, preflight\n", k.c_str());
+      return 2;
+    }
   }
-  std::atomic<long> writes{0}, write_errors{0};
-  for (int w = 0; w < writers; ++w) {
-    pool.emplace_back([&] {
-      stepcast::ClientOptions o;
-      o.address = server;
-      o.token = token;
-      auto client = stepcast::Client::Connect(o);
-      if (!client.ok()) return;
-      // Reports name a stored prediction (as the probe's do), so that a write costs the store,
-      // not another prediction on the server's CPU.
-      stepcast::v1::ReportRunRequest rr;
-      {
-        stepcast::v1::PreflightRequest pr;
-        *pr.mutable_job() = req.job();
-        stepcast::v1::PreflightResponse presp;
-        auto ctx = client->Context();
-        if (client->stub().Preflight(ctx.get(), pr, &presp).ok() && !presp.prediction_id().empty()) {
-          rr.set_prediction_id(presp.prediction_id());
+
+  // One phase: `threads` clients issuing `kind` for warmup + seconds (and the writers beside
+  // Predict when asked).
+  auto run_phase = [&](const std::string& kind) {
+    const auto start = Clock::now();
+    const auto measure_from = start + std::chrono::duration<double>(warmup);
+    const auto stop = measure_from + std::chrono::duration<double>(seconds);
+    std::vector<std::vector<double>> latencies(threads);
+    std::atomic<long> errors{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        stepcast::ClientOptions o;
+        o.address = server;
+        auto client = stepcast::Client::Connect(o);
+        if (!client.ok()) {
+          ++errors;
+          return;
+        }
+        HealthCaller health(server);
+        std::function<bool()> call;
+        if (kind == "health") {
+          call = [&] { return health.Call(o.deadline_ms); };
+        } else if (kind == "predict") {
+          call = [&] {
+            stepcast::v1::PredictResponse resp;
+            auto ctx = client->Context();
+            const grpc::Status st = client->stub().Predict(ctx.get(), req, &resp);
+            if (!st.ok() && errors.load() == 0) std::fprintf(stderr, "predict: %s\n", st.error_message().c_str());
+            return st.ok() && resp.prediction().step_time_s() > 0;
+          };
         } else {
-          *rr.mutable_job() = req.job();
+          call = [&] {
+            stepcast::v1::PreflightResponse resp;
+            auto ctx = client->Context();
+            const grpc::Status st = client->stub().Preflight(ctx.get(), preflight_req, &resp);
+            if (!st.ok() && errors.load() == 0) std::fprintf(stderr, "preflight: %s\n", st.error_message().c_str());
+            return st.ok() && resp.prediction().step_time_s() > 0;
+          };
+        }
+        latencies[t].reserve(400000);
+        while (true) {
+          const auto t0 = Clock::now();
+          if (t0 >= stop) break;
+          const bool ok = call();
+          const auto t1 = Clock::now();
+          if (t0 < measure_from) continue;
+          if (!ok) ++errors;
+          latencies[t].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        }
+      });
+    }
+    std::atomic<long> writes{0}, write_errors{0};
+    for (int w = 0; kind == "predict" && w < writers; ++w) {
+      pool.emplace_back([&] {
+        stepcast::ClientOptions o;
+        o.address = server;
+        o.token = token;
+        auto client = stepcast::Client::Connect(o);
+        if (!client.ok()) return;
+        // Reports name a stored prediction (as the probe's do), so that a write costs the store,
+        // not another prediction on the server's CPU.
+        stepcast::v1::ReportRunRequest rr;
+        {
+          stepcast::v1::PreflightResponse presp;
+          auto ctx = client->Context();
+          if (client->stub().Preflight(ctx.get(), preflight_req, &presp).ok() && !presp.prediction_id().empty()) {
+            rr.set_prediction_id(presp.prediction_id());
+          } else {
+            *rr.mutable_job() = req.job();
+          }
+        }
+        rr.set_measured_step_time_s(10);
+        while (Clock::now() < stop) {
+          stepcast::v1::ReportRunResponse resp;
+          auto ctx = client->Context();
+          const bool measuring = Clock::now() >= measure_from;
+          const grpc::Status st = client->stub().ReportRun(ctx.get(), rr, &resp);
+          if (measuring) ++(st.ok() ? writes : write_errors);
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+    if (kind == "predict" && writers > 0) {
+      std::printf("beside %d ReportRun writers: %.0f writes/s, write errors %ld\n", writers, writes.load() / seconds,
+                  write_errors.load());
+    }
+    PhaseResult r;
+    r.rpc = kind;
+    r.errors = errors.load();
+    std::vector<double> all;
+    for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
+    if (all.empty()) return r;
+    std::sort(all.begin(), all.end());
+    auto pct = [&](double q) { return all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
+    r.requests = all.size();
+    r.req_per_s = all.size() / seconds;
+    r.p50_us = pct(0.50);
+    r.p90_us = pct(0.90);
+    r.p99_us = pct(0.99);
+    r.max_us = all.back();
+    std::printf("%-9s requests %zu in %.1f s: %.0f req/s, %d client threads, errors %ld; latency us: p50 %.0f  p90 %.0f  "
+                "p99 %.0f  max %.0f\n",
+                kind.c_str(), r.requests, seconds, r.req_per_s, threads, r.errors, r.p50_us, r.p90_us, r.p99_us,
+                r.max_us);
+    std::fflush(stdout);
+    return r;
+  };
+
+  bool failed = false;
+  for (int round = 1; round <= rounds; ++round) {
+    std::map<std::string, PhaseResult> results;
+    for (const std::string& kind : kinds) {
+      results[kind] = run_phase(kind);
+      if (results[kind].requests == 0 || results[kind].errors > 0) failed = true;
+    }
+    if (auto h = results.find("health"); h != results.end() && h->second.req_per_s > 0) {
+      for (const char* kind : {"predict", "preflight"}) {
+        if (auto it = results.find(kind); it != results.end()) {
+          std::printf("round %d: %s / health = %.0f / %.0f req/s = %.0f%%\n", round, kind, it->second.req_per_s,
+                      h->second.req_per_s, 100 * it->second.req_per_s / h->second.req_per_s);
         }
       }
-      rr.set_measured_step_time_s(10);
-      while (Clock::now() < stop) {
-        stepcast::v1::ReportRunResponse resp;
-        auto ctx = client->Context();
-        const bool measuring = Clock::now() >= measure_from;
-        const grpc::Status st = client->stub().ReportRun(ctx.get(), rr, &resp);
-        if (measuring) ++(st.ok() ? writes : write_errors);
-      }
-    });
+    }
   }
-  for (auto& th : pool) th.join();
-  if (writers > 0) {
-    std::printf("beside %d ReportRun writers: %.0f writes/s, write errors %ld\n", writers, writes.load() / seconds,
-                write_errors.load());
-  }
-  std::vector<double> all;
-  for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
-  if (all.empty()) {
-    std::fprintf(stderr, "no requests completed\n");
-    return 1;
-  }
-  std::sort(all.begin(), all.end());
-  auto pct = [&](double q) { return all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
-  std::printf("requests %zu in %.1f s: %.0f req/s, %d client threads, errors %ld\n", all.size(), seconds,
-              all.size() / seconds, threads, errors.load());
-  std::printf("latency us: p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n", pct(0.50), pct(0.90), pct(0.99), all.back());
-  return errors.load() == 0 ? 0 : 1;
+  if (failed) std::fprintf(stderr, "some RPC kind completed no requests or had errors\n");
+  return failed ? 1 : 0;
 }

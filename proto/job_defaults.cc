@@ -58,38 +58,6 @@ v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::Fram
   return out;
 }
 
-absl::StatusOr<v1::FrameworkSpec> ResolveJobFramework(const v1::JobSpec& spec, const Catalog& catalog,
-                                                      std::vector<AssumedInput>* assumed) {
-  switch (spec.framework().source_case()) {
-    case v1::FrameworkRef::kPreset: {
-      absl::StatusOr<v1::FrameworkSpec> f = catalog.FindFramework(spec.framework().preset());
-      if (!f.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.preset: ", f.status().message()));
-      return f;
-    }
-    case v1::FrameworkRef::kSpec: {
-      const v1::FrameworkSpec& inline_spec = spec.framework().spec();
-      v1::FrameworkSpec out = inline_spec;
-      if (!inline_spec.base().empty()) {
-        absl::StatusOr<v1::FrameworkSpec> base = catalog.FindFramework(inline_spec.base());
-        if (!base.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.spec.base: ", base.status().message()));
-        out = OverlayFramework(*base, inline_spec);
-      }
-      if (out.name().empty()) out.set_name("inline");
-      absl::StatusOr<Framework> check = FrameworkFromProto(out, "framework.spec");
-      if (!check.ok()) return check.status();
-      return out;
-    }
-    case v1::FrameworkRef::SOURCE_NOT_SET: break;
-  }
-  absl::StatusOr<v1::FrameworkSpec> f = catalog.FindFramework("megatron-core");
-  if (!f.ok()) return absl::InternalError(absl::StrCat("built-in framework preset missing: ", f.status().message()));
-  if (assumed != nullptr) {
-    assumed->push_back({"framework", "megatron-core",
-                        "stepcast default: a job that names no framework runs under Megatron-Core (DESIGN.md)"});
-  }
-  return f;
-}
-
 namespace {
 
 // The descriptor chain of `path` in JobSpec, or an error naming the first unknown part.
@@ -107,17 +75,14 @@ absl::StatusOr<std::vector<const pb::FieldDescriptor*>> FieldChain(const std::st
   return chain;
 }
 
-}  // namespace
-
-absl::StatusOr<bool> JobFieldIsSet(const v1::JobSpec& spec, const std::string& path) {
-  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
-  if (!chain.ok()) return chain.status();
-  const pb::Message* msg = &spec;
-  for (size_t i = 0; i < chain->size(); ++i) {
-    const pb::FieldDescriptor* f = (*chain)[i];
+// JobFieldIsSet over a descriptor chain from FieldChain.
+bool FieldIsSet(const pb::Message& root, const std::vector<const pb::FieldDescriptor*>& chain) {
+  const pb::Message* msg = &root;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const pb::FieldDescriptor* f = chain[i];
     const pb::Reflection* r = msg->GetReflection();
     if (f->is_repeated()) return r->FieldSize(*msg, f) > 0;
-    if (i + 1 < chain->size()) {
+    if (i + 1 < chain.size()) {
       if (!r->HasField(*msg, f)) return false;
       msg = &r->GetMessage(*msg, f);
       continue;
@@ -139,40 +104,6 @@ absl::StatusOr<bool> JobFieldIsSet(const v1::JobSpec& spec, const std::string& p
   return false;
 }
 
-absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std::string& value,
-                          const std::string& source, std::vector<AssumedInput>* assumed) {
-  absl::StatusOr<bool> set = JobFieldIsSet(spec, path);
-  if (!set.ok()) return set.status();
-  if (*set) return absl::OkStatus();
-  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
-  if (!chain.ok()) return chain.status();
-  // The value as a one-field YAML job, read by the job file reader (same names and checks).
-  std::string yaml;
-  std::string indent;
-  for (size_t i = 0; i + 1 < chain->size(); ++i) {
-    absl::StrAppend(&yaml, indent, (*chain)[i]->name(), ":\n");
-    indent += "  ";
-  }
-  const pb::FieldDescriptor* leaf = chain->back();
-  if (leaf->is_repeated()) {
-    std::vector<std::string> items;
-    for (absl::string_view p : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
-      items.push_back(std::string(absl::StripAsciiWhitespace(p)));
-    }
-    absl::StrAppend(&yaml, indent, leaf->name(), ": [", absl::StrJoin(items, ", "), "]\n");
-  } else {
-    absl::StrAppend(&yaml, indent, leaf->name(), ": ", value, "\n");
-  }
-  v1::JobSpec patch;
-  if (absl::Status s = ParseMessage(yaml, SpecFormat::kYaml, absl::StrCat("default of ", path), &patch); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": default '", value, "' (", source, "): ", s.message()));
-  }
-  spec.MergeFrom(patch);
-  if (assumed != nullptr) assumed->push_back({path, value, source});
-  return absl::OkStatus();
-}
-
-namespace {
 std::string Squash(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -180,48 +111,134 @@ std::string Squash(const std::string& s) {
   }
   return out;
 }
+
 }  // namespace
 
-absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
-                                 const std::string& architecture, const std::string& gemm,
-                                 std::vector<AssumedInput>* assumed, const std::string& hardware) {
+absl::StatusOr<bool> JobFieldIsSet(const v1::JobSpec& spec, const std::string& path) {
+  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
+  if (!chain.ok()) return chain.status();
+  return FieldIsSet(spec, *chain);
+}
+
+CompiledDefault::CompiledDefault(std::string path, std::string value) : path_(std::move(path)), value_(std::move(value)) {
+  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path_);
+  if (!chain.ok()) {
+    path_error_ = chain.status();
+    return;
+  }
+  chain_ = *std::move(chain);
+  // The value as a one-field YAML job, read by the job file reader (same names and checks).
+  std::string yaml;
+  std::string indent;
+  for (size_t i = 0; i + 1 < chain_.size(); ++i) {
+    absl::StrAppend(&yaml, indent, chain_[i]->name(), ":\n");
+    indent += "  ";
+  }
+  const pb::FieldDescriptor* leaf = chain_.back();
+  if (leaf->is_repeated()) {
+    std::vector<std::string> items;
+    for (absl::string_view p : absl::StrSplit(value_, ',', absl::SkipWhitespace())) {
+      items.push_back(std::string(absl::StripAsciiWhitespace(p)));
+    }
+    absl::StrAppend(&yaml, indent, leaf->name(), ": [", absl::StrJoin(items, ", "), "]\n");
+  } else {
+    absl::StrAppend(&yaml, indent, leaf->name(), ": ", value_, "\n");
+  }
+  value_error_ = ParseMessage(yaml, SpecFormat::kYaml, absl::StrCat("default of ", path_), &patch_);
+}
+
+absl::StatusOr<bool> CompiledDefault::IsSet(const v1::JobSpec& spec) const {
+  if (!path_error_.ok()) return path_error_;
+  return FieldIsSet(spec, chain_);
+}
+
+absl::Status CompiledDefault::Merge(v1::JobSpec& spec, const std::string& source,
+                                    std::vector<AssumedInput>* assumed) const {
+  if (!value_error_.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": default '", value_, "' (", source, "): ", value_error_.message()));
+  }
+  spec.MergeFrom(patch_);
+  if (assumed != nullptr) assumed->push_back({path_, value_, source});
+  return absl::OkStatus();
+}
+
+absl::Status CompiledDefault::Apply(v1::JobSpec& spec, const std::string& source,
+                                    std::vector<AssumedInput>* assumed) const {
+  absl::StatusOr<bool> set = IsSet(spec);
+  if (!set.ok()) return set.status();
+  if (*set) return absl::OkStatus();
+  return Merge(spec, source, assumed);
+}
+
+absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std::string& value,
+                          const std::string& source, std::vector<AssumedInput>* assumed) {
+  return CompiledDefault(path, value).Apply(spec, source, assumed);
+}
+
+FrameworkDefaults::FrameworkDefaults(const v1::FrameworkSpec& framework) : name_(framework.name()) {
+  defaults_.reserve(framework.defaults_size());
+  for (const v1::FrameworkDefault& d : framework.defaults()) {
+    defaults_.push_back({CompiledDefault(d.field(), d.value()),
+                         absl::StrCat("framework ", name_, " default", d.source().empty() ? "" : ": ", d.source())});
+  }
+  recipes_.reserve(framework.recipes_size());
+  for (const v1::Recipe& r : framework.recipes()) {
+    Recipe c;
+    for (const std::string& m : r.models()) {
+      c.models.push_back(m);
+      c.squashed_models.push_back(Squash(m));
+    }
+    c.architectures.assign(r.architectures().begin(), r.architectures().end());
+    c.hardware.assign(r.hardware().begin(), r.hardware().end());
+    c.precisions.assign(r.precisions().begin(), r.precisions().end());
+    for (const v1::FrameworkDefault& d : r.values()) {
+      c.sets_gemm |= d.field() == "training.precision.gemm";
+      c.values.emplace_back(d.field(), d.value());
+      c.value_sources.push_back(d.source().empty() ? r.source() : d.source());
+    }
+    recipes_.push_back(std::move(c));
+  }
+}
+
+absl::Status FrameworkDefaults::ApplyRecipes(v1::JobSpec& spec, const std::string& model_name,
+                                             const std::string& architecture, const std::string& gemm,
+                                             std::vector<AssumedInput>* assumed, const std::string& hardware) const {
+  if (recipes_.empty()) return absl::OkStatus();
   const std::string model = Squash(model_name);
   if (model.empty()) return absl::OkStatus();
   // Matching recipes, the most specific model name first ("gpt-oss 120b" before "gpt-oss 20b"
   // cannot both match; "deepseek-v3 16b" before "deepseek-v3"); ties keep file order (a child
   // framework's recipes come before its base's). Values only fill fields still unset.
   struct Match {
-    const v1::Recipe* recipe;
+    const Recipe* recipe;
     size_t length;
-    std::string name;
+    const std::string* name;
   };
   std::vector<Match> matches;
   // A job that states no GEMM dtype runs bf16 (stepcast's fallback) unless a recipe sets the dtype
   // itself: a precision-restricted recipe then applies only when it does.
-  for (const v1::Recipe& r : framework.recipes()) {
+  for (const Recipe& r : recipes_) {
     size_t best = 0;
-    std::string name;
-    for (const std::string& m : r.models()) {
-      const std::string sq = Squash(m);
-      if (!sq.empty() && absl::StrContains(model, sq) && sq.size() > best) {
+    const std::string* name = nullptr;
+    for (size_t i = 0; i < r.squashed_models.size(); ++i) {
+      const std::string& sq = r.squashed_models[i];
+      if (!sq.empty() && sq.size() > best && absl::StrContains(model, sq)) {
         best = sq.size();
-        name = m;
+        name = &r.models[i];
       }
     }
     if (best == 0) continue;
-    if (r.architectures_size() > 0 && std::find(r.architectures().begin(), r.architectures().end(), architecture) ==
-                                          r.architectures().end()) {
+    if (!r.architectures.empty() &&
+        std::find(r.architectures.begin(), r.architectures.end(), architecture) == r.architectures.end()) {
       continue;
     }
-    if (r.hardware_size() > 0 && std::find(r.hardware().begin(), r.hardware().end(), hardware) == r.hardware().end()) {
+    if (!r.hardware.empty() && std::find(r.hardware.begin(), r.hardware.end(), hardware) == r.hardware.end()) {
       continue;
     }
-    if (r.precisions_size() > 0) {
-      bool sets_gemm = false;
-      for (const v1::FrameworkDefault& d : r.values()) sets_gemm |= d.field() == "training.precision.gemm";
-      const std::string precision = gemm.empty() && !sets_gemm ? "bf16" : gemm;
-      if (!precision.empty() &&
-          std::find(r.precisions().begin(), r.precisions().end(), precision) == r.precisions().end()) {
+    if (!r.precisions.empty()) {
+      const std::string& precision = gemm.empty() && !r.sets_gemm ? std::string("bf16") : gemm;
+      if (!precision.empty() && std::find(r.precisions.begin(), r.precisions.end(), precision) == r.precisions.end()) {
         continue;
       }
     }
@@ -229,28 +246,93 @@ absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& fra
   }
   std::stable_sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) { return a.length > b.length; });
   for (const Match& m : matches) {
-    for (const v1::FrameworkDefault& d : m.recipe->values()) {
-      const std::string source = absl::StrCat("framework ", framework.name(), " recipe for ", m.name, ": ",
-                                              d.source().empty() ? m.recipe->source() : d.source());
-      if (absl::Status s = ApplyDefault(spec, d.field(), d.value(), source, assumed); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("framework ", framework.name(), " recipe ", m.name, ": ",
-                                                       s.message()));
+    for (size_t i = 0; i < m.recipe->values.size(); ++i) {
+      const auto source = [&] {
+        return absl::StrCat("framework ", name_, " recipe for ", *m.name, ": ", m.recipe->value_sources[i]);
+      };
+      if (absl::Status s = m.recipe->values[i].ApplyWith(spec, source, assumed); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("framework ", name_, " recipe ", *m.name, ": ", s.message()));
       }
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,
-                                    std::vector<AssumedInput>* assumed) {
-  for (const v1::FrameworkDefault& d : framework.defaults()) {
-    const std::string source = absl::StrCat("framework ", framework.name(), " default",
-                                            d.source().empty() ? "" : ": ", d.source());
-    if (absl::Status s = ApplyDefault(spec, d.field(), d.value(), source, assumed); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("framework ", framework.name(), ": ", s.message()));
+absl::Status FrameworkDefaults::ApplyDefaults(v1::JobSpec& spec, std::vector<AssumedInput>* assumed) const {
+  for (const Default& d : defaults_) {
+    if (absl::Status s = d.value.Apply(spec, d.source, assumed); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("framework ", name_, ": ", s.message()));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
+                                 const std::string& architecture, const std::string& gemm,
+                                 std::vector<AssumedInput>* assumed, const std::string& hardware) {
+  return FrameworkDefaults(framework).ApplyRecipes(spec, model_name, architecture, gemm, assumed, hardware);
+}
+
+absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,
+                                    std::vector<AssumedInput>* assumed) {
+  return FrameworkDefaults(framework).ApplyDefaults(spec, assumed);
+}
+
+ResolvedFramework::ResolvedFramework(v1::FrameworkSpec resolved, const std::string& prefix)
+    : spec(std::move(resolved)), defaults(spec) {
+  absl::StatusOr<Framework> fw = FrameworkFromProto(spec, prefix);
+  if (fw.ok()) {
+    core = *std::move(fw);
+  } else {
+    status = fw.status();
+  }
+  alternative_attention.reserve(spec.alternative_attention_size());
+  for (const v1::AttentionKernel& k : spec.alternative_attention()) {
+    alternative_attention.push_back(AttentionKernelFromProto(k, "framework.alternative_attention"));
+  }
+}
+
+absl::StatusOr<JobFramework> LookupJobFramework(const v1::JobSpec& spec, const Catalog& catalog,
+                                                std::vector<AssumedInput>* assumed) {
+  switch (spec.framework().source_case()) {
+    case v1::FrameworkRef::kPreset: {
+      absl::StatusOr<const ResolvedFramework*> f = catalog.LookupFramework(spec.framework().preset());
+      if (!f.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.preset: ", f.status().message()));
+      if (!(*f)->status.ok()) return (*f)->status;
+      return JobFramework(*f);
+    }
+    case v1::FrameworkRef::kSpec: {
+      const v1::FrameworkSpec& inline_spec = spec.framework().spec();
+      v1::FrameworkSpec out;
+      if (!inline_spec.base().empty()) {
+        absl::StatusOr<const v1::FrameworkSpec*> base = catalog.FindFrameworkSpec(inline_spec.base());
+        if (!base.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.spec.base: ", base.status().message()));
+        out = OverlayFramework(**base, inline_spec);
+      } else {
+        out = inline_spec;
+      }
+      if (out.name().empty()) out.set_name("inline");
+      auto resolved = std::make_unique<const ResolvedFramework>(std::move(out), "framework.spec");
+      if (!resolved->status.ok()) return resolved->status;
+      return JobFramework(std::move(resolved));
+    }
+    case v1::FrameworkRef::SOURCE_NOT_SET: break;
+  }
+  absl::StatusOr<const ResolvedFramework*> f = catalog.LookupFramework("megatron-core");
+  if (!f.ok()) return absl::InternalError(absl::StrCat("built-in framework preset missing: ", f.status().message()));
+  if (!(*f)->status.ok()) return (*f)->status;
+  if (assumed != nullptr) {
+    assumed->push_back({"framework", "megatron-core",
+                        "stepcast default: a job that names no framework runs under Megatron-Core (DESIGN.md)"});
+  }
+  return JobFramework(*f);
+}
+
+absl::StatusOr<v1::FrameworkSpec> ResolveJobFramework(const v1::JobSpec& spec, const Catalog& catalog,
+                                                      std::vector<AssumedInput>* assumed) {
+  absl::StatusOr<JobFramework> f = LookupJobFramework(spec, catalog, assumed);
+  if (!f.ok()) return f.status();
+  return (*f)->spec;
 }
 
 }  // namespace stepcast

@@ -7,6 +7,7 @@
 #ifndef STEPCAST_PROTO_JOB_DEFAULTS_H_
 #define STEPCAST_PROTO_JOB_DEFAULTS_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,119 @@
 namespace stepcast {
 
 class Catalog;
+
+// One default (a job field path and a value written as in a job file), compiled once: the
+// field's descriptor chain and the value read into a one-field JobSpec by the job file reader
+// (same names and checks). Apply() then costs a presence check and a message merge, not a parse.
+// Construction never fails: a path that names no job field, or a value the reader refuses, is
+// kept and returned by Apply() exactly where ApplyDefault() returns it (a bad value only when
+// the field is unset, since a set field is never touched).
+class CompiledDefault {
+ public:
+  CompiledDefault(std::string path, std::string value);
+
+  const std::string& path() const { return path_; }
+  const std::string& value() const { return value_; }
+
+  // ApplyDefault(spec, path(), value(), source, assumed), bit for bit: OK and nothing recorded
+  // when the field is set; else the value merged in and {path, value, source} appended to
+  // `assumed` (when non-null). Errors: "<path>: no job field 'x'" (unknown path), "<path>: default
+  // '<value>' (<source>): default of <path>: <why>" (a value the job file reader refuses).
+  absl::Status Apply(v1::JobSpec& spec, const std::string& source, std::vector<AssumedInput>* assumed) const;
+  // The same with the source built only when it is used (recorded or in an error).
+  template <typename SourceFn>
+  absl::Status ApplyWith(v1::JobSpec& spec, const SourceFn& source, std::vector<AssumedInput>* assumed) const {
+    absl::StatusOr<bool> set = IsSet(spec);
+    if (!set.ok()) return set.status();
+    if (*set) return absl::OkStatus();
+    return Merge(spec, source(), assumed);
+  }
+  // True when the field is set in `spec` (JobFieldIsSet); the path error when it names no field.
+  absl::StatusOr<bool> IsSet(const v1::JobSpec& spec) const;
+
+ private:
+  absl::Status Merge(v1::JobSpec& spec, const std::string& source, std::vector<AssumedInput>* assumed) const;
+
+  std::string path_, value_;
+  absl::Status path_error_;                                   // the path names no job field
+  std::vector<const google::protobuf::FieldDescriptor*> chain_;  // JobSpec -> ... -> the field
+  absl::Status value_error_;                                  // the reader's error for the value
+  v1::JobSpec patch_;                                         // the value as a one-field job
+};
+
+// A framework's defaults and per-model recipes, compiled once (CompiledDefault each) from its
+// resolved FrameworkSpec, with the recipe model names squashed for matching and the recorded
+// sources of the framework defaults built. What ApplyRecipeDefaults / ApplyFrameworkDefaults
+// below do with a FrameworkSpec, these do with no parsing.
+class FrameworkDefaults {
+ public:
+  explicit FrameworkDefaults(const v1::FrameworkSpec& framework);
+
+  // As ApplyRecipeDefaults(spec, framework, ...) below.
+  absl::Status ApplyRecipes(v1::JobSpec& spec, const std::string& model_name, const std::string& architecture,
+                            const std::string& gemm, std::vector<AssumedInput>* assumed,
+                            const std::string& hardware = "") const;
+  // As ApplyFrameworkDefaults(spec, framework, ...) below.
+  absl::Status ApplyDefaults(v1::JobSpec& spec, std::vector<AssumedInput>* assumed) const;
+
+ private:
+  struct Default {
+    CompiledDefault value;
+    std::string source;  // as recorded: "framework <name> default: <source>"
+  };
+  struct Recipe {
+    std::vector<std::string> models;           // as written
+    std::vector<std::string> squashed_models;  // lower-case letters and digits only
+    std::vector<std::string> architectures, hardware, precisions;
+    bool sets_gemm = false;  // one of its values is training.precision.gemm
+    std::vector<CompiledDefault> values;
+    std::vector<std::string> value_sources;  // each value's own source, else the recipe's
+  };
+  std::string name_;
+  std::vector<Default> defaults_;
+  std::vector<Recipe> recipes_;
+};
+
+// A framework with its base chain resolved, converted to the core type and its defaults and
+// recipes compiled: everything a job needs of its framework that depends only on the preset.
+// The catalog builds one per preset when it loads (Catalog::LookupFramework); an inline
+// `framework.spec` gets one per job.
+struct ResolvedFramework {
+  // Resolves nothing: `spec` must have its base chain applied already. `prefix` names the spec
+  // in errors ("framework", "framework.spec").
+  ResolvedFramework(v1::FrameworkSpec spec, const std::string& prefix);
+
+  v1::FrameworkSpec spec;  // base chain applied, base cleared
+  // FrameworkFromProto(spec, prefix): its error, if any (then `core` is default-constructed).
+  absl::Status status;
+  Framework core;
+  FrameworkDefaults defaults;
+  // AttentionKernelFromProto of each spec.alternative_attention(i), path
+  // "framework.alternative_attention" (as a job that selects it reports its error).
+  std::vector<absl::StatusOr<AttentionKernel>> alternative_attention;
+};
+
+// The framework of one job: a catalog preset by reference, or an inline spec resolved for the job
+// (owned). Movable; the catalog must outlive it.
+class JobFramework {
+ public:
+  explicit JobFramework(const ResolvedFramework* preset) : fw_(preset) {}
+  explicit JobFramework(std::unique_ptr<const ResolvedFramework> owned) : fw_(owned.get()), owned_(std::move(owned)) {}
+  const ResolvedFramework& operator*() const { return *fw_; }
+  const ResolvedFramework* operator->() const { return fw_; }
+
+ private:
+  const ResolvedFramework* fw_;
+  std::unique_ptr<const ResolvedFramework> owned_;
+};
+
+// What ResolveJobFramework resolves, without a copy for a preset: `framework.preset` looked up in
+// the catalog (resolved when it loaded), an inline `framework.spec` laid over its `base` preset
+// (if any) and resolved here, or megatron-core when the spec names none (recorded in `assumed`).
+// Errors are ResolveJobFramework's, and a preset whose conversion fails returns that error
+// (naming "framework.<field>").
+absl::StatusOr<JobFramework> LookupJobFramework(const v1::JobSpec& spec, const Catalog& catalog,
+                                                std::vector<AssumedInput>* assumed);
 
 // The framework a spec names, with its base chain resolved: `framework.preset` looked up in
 // the catalog, an inline `framework.spec` laid over its `base` preset (if any), or megatron-core
@@ -37,7 +151,7 @@ absl::StatusOr<bool> JobFieldIsSet(const v1::JobSpec& spec, const std::string& p
 
 // Sets the field at `path` to `value` (written as in a job file: "zero1", "true", "fp32",
 // "core_attn,mlp" for a list) when it is unset, and records it in `assumed` with `source`.
-// Errors name the path and the value.
+// Errors name the path and the value. (CompiledDefault does the same without parsing each time.)
 absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std::string& value,
                           const std::string& source, std::vector<AssumedInput>* assumed);
 

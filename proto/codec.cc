@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <cstdint>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <sys/stat.h>
@@ -68,6 +70,42 @@ absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_b
 
 namespace {
 
+// The fields of a message type that can hold a NaN or an infinity, in field-number order (the
+// order of Reflection::ListFields): double and float fields, and message fields (not maps) whose
+// type has such fields at any depth. Built once per type and thread: a request's JobSpec then
+// costs a read of each floating-point field and a presence check of each such sub-message, not
+// a ListFields of every message.
+const std::vector<const pb::FieldDescriptor*>& FloatingFields(const pb::Descriptor* d) {
+  using FD = pb::FieldDescriptor;
+  thread_local std::unordered_map<const pb::Descriptor*, std::vector<const FD*>> plans;
+  thread_local std::unordered_map<const pb::Descriptor*, int> has_floating;  // 0: being decided, 1: no, 2: yes
+  if (auto it = plans.find(d); it != plans.end()) return it->second;
+  // Whether a type has floating-point fields at any depth; a type met again while it is being
+  // decided (a recursive message) counts as having them, which only costs a presence check.
+  std::function<bool(const pb::Descriptor*)> has = [&](const pb::Descriptor* t) {
+    if (auto it = has_floating.find(t); it != has_floating.end()) return it->second != 1;
+    has_floating[t] = 0;
+    bool any = false;
+    for (int i = 0; i < t->field_count() && !any; ++i) {
+      const FD* f = t->field(i);
+      if (f->cpp_type() == FD::CPPTYPE_DOUBLE || f->cpp_type() == FD::CPPTYPE_FLOAT) any = true;
+      if (f->cpp_type() == FD::CPPTYPE_MESSAGE && !f->is_map() && has(f->message_type())) any = true;
+    }
+    has_floating[t] = any ? 2 : 1;
+    return any;
+  };
+  std::vector<const FD*> fields;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FD* f = d->field(i);
+    if (f->cpp_type() == FD::CPPTYPE_DOUBLE || f->cpp_type() == FD::CPPTYPE_FLOAT ||
+        (f->cpp_type() == FD::CPPTYPE_MESSAGE && !f->is_map() && has(f->message_type()))) {
+      fields.push_back(f);
+    }
+  }
+  std::sort(fields.begin(), fields.end(), [](const FD* x, const FD* y) { return x->number() < y->number(); });
+  return plans.emplace(d, std::move(fields)).first->second;
+}
+
 // The first NaN or infinite double/float field of `msg` (depth first, fields in number order):
 // true with its value in `bad` and its path in `trail` (outermost first; index -1 for a singular
 // field). No string is built unless one is found: every request passes here.
@@ -75,11 +113,14 @@ bool FindNonFinite(const pb::Message& msg, std::vector<std::pair<const pb::Field
                    double& bad) {
   using FD = pb::FieldDescriptor;
   const pb::Reflection* r = msg.GetReflection();
-  std::vector<const FD*> fields;
-  r->ListFields(msg, &fields);
-  for (const FD* f : fields) {
+  for (const FD* f : FloatingFields(msg.GetDescriptor())) {
     const bool repeated = f->is_repeated();
-    const int n = repeated ? r->FieldSize(msg, f) : 1;
+    int n = 1;
+    if (repeated) {
+      n = r->FieldSize(msg, f);
+    } else if (f->cpp_type() == FD::CPPTYPE_MESSAGE && !r->HasField(msg, f)) {
+      continue;
+    }
     for (int i = 0; i < n; ++i) {
       switch (f->cpp_type()) {
         case FD::CPPTYPE_DOUBLE: {
@@ -100,15 +141,13 @@ bool FindNonFinite(const pb::Message& msg, std::vector<std::pair<const pb::Field
           }
           break;
         }
-        case FD::CPPTYPE_MESSAGE: {
-          if (f->is_map()) break;  // map<string, string> labels and the like
+        default: {  // a message (FloatingFields holds no other kind)
           const pb::Message& sub = repeated ? r->GetRepeatedMessage(msg, f, i) : r->GetMessage(msg, f);
           trail.emplace_back(f, repeated ? i : -1);
           if (FindNonFinite(sub, trail, bad)) return true;
           trail.pop_back();
           break;
         }
-        default: break;
       }
     }
   }

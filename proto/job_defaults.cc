@@ -1,8 +1,10 @@
 #include "proto/job_defaults.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -75,15 +77,19 @@ absl::StatusOr<std::vector<const pb::FieldDescriptor*>> FieldChain(const std::st
   return chain;
 }
 
-// JobFieldIsSet over a descriptor chain from FieldChain.
-bool FieldIsSet(const pb::Message& root, const std::vector<const pb::FieldDescriptor*>& chain) {
+// JobFieldIsSet over a descriptor chain from FieldChain. `reflections` (when not null) holds the
+// Reflection of each level's message type, so that no message is asked for its own (a virtual
+// call and a descriptor-table check each time). An unset sub-message reads as its default
+// instance, in which nothing is set (JobSpec is proto3: no field has a non-zero default), so the
+// sub-message's own presence need not be checked first.
+bool FieldIsSet(const pb::Message& root, const std::vector<const pb::FieldDescriptor*>& chain,
+                const std::vector<const pb::Reflection*>* reflections) {
   const pb::Message* msg = &root;
   for (size_t i = 0; i < chain.size(); ++i) {
     const pb::FieldDescriptor* f = chain[i];
-    const pb::Reflection* r = msg->GetReflection();
+    const pb::Reflection* r = reflections != nullptr ? (*reflections)[i] : msg->GetReflection();
     if (f->is_repeated()) return r->FieldSize(*msg, f) > 0;
     if (i + 1 < chain.size()) {
-      if (!r->HasField(*msg, f)) return false;
       msg = &r->GetMessage(*msg, f);
       continue;
     }
@@ -117,7 +123,7 @@ std::string Squash(const std::string& s) {
 absl::StatusOr<bool> JobFieldIsSet(const v1::JobSpec& spec, const std::string& path) {
   absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
   if (!chain.ok()) return chain.status();
-  return FieldIsSet(spec, *chain);
+  return FieldIsSet(spec, *chain, nullptr);
 }
 
 CompiledDefault::CompiledDefault(std::string path, std::string value) : path_(std::move(path)), value_(std::move(value)) {
@@ -127,6 +133,9 @@ CompiledDefault::CompiledDefault(std::string path, std::string value) : path_(st
     return;
   }
   chain_ = *std::move(chain);
+  for (const pb::FieldDescriptor* f : chain_) {
+    reflections_.push_back(pb::MessageFactory::generated_factory()->GetPrototype(f->containing_type())->GetReflection());
+  }
   // The value as a one-field YAML job, read by the job file reader (same names and checks).
   std::string yaml;
   std::string indent;
@@ -149,7 +158,7 @@ CompiledDefault::CompiledDefault(std::string path, std::string value) : path_(st
 
 absl::StatusOr<bool> CompiledDefault::IsSet(const v1::JobSpec& spec) const {
   if (!path_error_.ok()) return path_error_;
-  return FieldIsSet(spec, chain_);
+  return FieldIsSet(spec, chain_, &reflections_);
 }
 
 absl::Status CompiledDefault::Merge(v1::JobSpec& spec, const std::string& source,
@@ -177,6 +186,8 @@ absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std:
 }
 
 FrameworkDefaults::FrameworkDefaults(const v1::FrameworkSpec& framework) : name_(framework.name()) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
   defaults_.reserve(framework.defaults_size());
   for (const v1::FrameworkDefault& d : framework.defaults()) {
     defaults_.push_back({CompiledDefault(d.field(), d.value()),
@@ -201,12 +212,37 @@ FrameworkDefaults::FrameworkDefaults(const v1::FrameworkSpec& framework) : name_
   }
 }
 
+const std::vector<FrameworkDefaults::Candidate>& FrameworkDefaults::Candidates(const std::string& model_name) const {
+  thread_local struct {
+    uint64_t id = 0;
+    std::string model_name;
+    std::vector<Candidate> candidates;
+  } memo;
+  if (memo.id == id_ && memo.model_name == model_name) return memo.candidates;
+  memo.id = 0;
+  memo.candidates.clear();
+  const std::string model = Squash(model_name);
+  for (uint32_t r = 0; r < recipes_.size() && !model.empty(); ++r) {
+    size_t best = 0;
+    uint32_t name = 0;
+    for (uint32_t i = 0; i < recipes_[r].squashed_models.size(); ++i) {
+      const std::string& sq = recipes_[r].squashed_models[i];
+      if (!sq.empty() && sq.size() > best && absl::StrContains(model, sq)) {
+        best = sq.size();
+        name = i;
+      }
+    }
+    if (best > 0) memo.candidates.push_back({r, name, best});
+  }
+  memo.model_name = model_name;
+  memo.id = id_;
+  return memo.candidates;
+}
+
 absl::Status FrameworkDefaults::ApplyRecipes(v1::JobSpec& spec, const std::string& model_name,
                                              const std::string& architecture, const std::string& gemm,
                                              std::vector<AssumedInput>* assumed, const std::string& hardware) const {
   if (recipes_.empty()) return absl::OkStatus();
-  const std::string model = Squash(model_name);
-  if (model.empty()) return absl::OkStatus();
   // Matching recipes, the most specific model name first ("gpt-oss 120b" before "gpt-oss 20b"
   // cannot both match; "deepseek-v3 16b" before "deepseek-v3"); ties keep file order (a child
   // framework's recipes come before its base's). Values only fill fields still unset.
@@ -215,20 +251,11 @@ absl::Status FrameworkDefaults::ApplyRecipes(v1::JobSpec& spec, const std::strin
     size_t length;
     const std::string* name;
   };
-  std::vector<Match> matches;
+  absl::InlinedVector<Match, 8> matches;
   // A job that states no GEMM dtype runs bf16 (stepcast's fallback) unless a recipe sets the dtype
   // itself: a precision-restricted recipe then applies only when it does.
-  for (const Recipe& r : recipes_) {
-    size_t best = 0;
-    const std::string* name = nullptr;
-    for (size_t i = 0; i < r.squashed_models.size(); ++i) {
-      const std::string& sq = r.squashed_models[i];
-      if (!sq.empty() && sq.size() > best && absl::StrContains(model, sq)) {
-        best = sq.size();
-        name = &r.models[i];
-      }
-    }
-    if (best == 0) continue;
+  for (const Candidate& c : Candidates(model_name)) {
+    const Recipe& r = recipes_[c.recipe];
     if (!r.architectures.empty() &&
         std::find(r.architectures.begin(), r.architectures.end(), architecture) == r.architectures.end()) {
       continue;
@@ -242,7 +269,7 @@ absl::Status FrameworkDefaults::ApplyRecipes(v1::JobSpec& spec, const std::strin
         continue;
       }
     }
-    matches.push_back({&r, best, name});
+    matches.push_back({&r, c.length, &r.models[c.model]});
   }
   std::stable_sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) { return a.length > b.length; });
   for (const Match& m : matches) {

@@ -7,6 +7,7 @@
 #ifndef STEPCAST_PROTO_JOB_DEFAULTS_H_
 #define STEPCAST_PROTO_JOB_DEFAULTS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,7 @@ class CompiledDefault {
   std::string path_, value_;
   absl::Status path_error_;                                   // the path names no job field
   std::vector<const google::protobuf::FieldDescriptor*> chain_;  // JobSpec -> ... -> the field
+  std::vector<const google::protobuf::Reflection*> reflections_;  // of each level's message type
   absl::Status value_error_;                                  // the reader's error for the value
   v1::JobSpec patch_;                                         // the value as a one-field job
 };
@@ -87,6 +89,16 @@ class FrameworkDefaults {
     std::vector<CompiledDefault> values;
     std::vector<std::string> value_sources;  // each value's own source, else the recipe's
   };
+  // The recipes whose model names match a model name: (recipe index, model index, squashed
+  // length), in recipe order. Kept per thread for the last (framework, model name) asked: a
+  // service answers the same few models over and over.
+  struct Candidate {
+    uint32_t recipe, model;
+    size_t length;
+  };
+  const std::vector<Candidate>& Candidates(const std::string& model_name) const;
+
+  uint64_t id_;  // unique per construction: the per-thread memo's key
   std::string name_;
   std::vector<Default> defaults_;
   std::vector<Recipe> recipes_;

@@ -1,7 +1,12 @@
 // File: proto/catalog.h
 //
-// The preset catalog: hardware and model presets, one YAML file each under presets/ (compiled
-// into the binary), plus any directory given at run time.
+// The preset catalog: hardware, model and framework presets, one YAML file each under presets/
+// (compiled into the binary), plus any directory given at run time. Everything that depends only
+// on the presets is parsed and resolved once (when the catalog loads, or at a preset's first
+// lookup with CatalogLoad::kOnUse) into the core types the model uses: a framework's base chain
+// applied, converted to a Framework, its defaults and recipes compiled (ResolvedFramework,
+// proto/job_defaults.h). A request only looks them up, by reference (docs/PERFORMANCE.md,
+// "The request path").
 #ifndef STEPCAST_PROTO_CATALOG_H_
 #define STEPCAST_PROTO_CATALOG_H_
 

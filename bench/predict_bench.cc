@@ -188,6 +188,8 @@ void BM_RequestPathWire(benchmark::State& state) {
     stepcast::PredictionToProto(*p).SerializeToString(&reply);
     benchmark::DoNotOptimize(reply);
   }
+  state.counters["request_bytes"] = static_cast<double>(wire.size());
+  state.counters["response_bytes"] = static_cast<double>(reply.size());
 }
 BENCHMARK(BM_RequestPathWire);
 

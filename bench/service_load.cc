@@ -14,10 +14,15 @@
 //   ... --rpcs health,predict,preflight --rounds 2   the sequence twice (default once, all three)
 //   ... --writers 8 [--token T]   beside the Predict load, 8 threads issuing ReportRun (store
 //                                 writes) as fast as they can (docs/RELIABILITY.md)
+//   ... --server-pid PID          also the server's CPU time per request (from /proc/PID/stat, 10 ms
+//                                 ticks), beside this client's own
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <thread>
@@ -41,7 +46,25 @@ struct PhaseResult {
   double req_per_s = 0;
   double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
   long errors = 0;
+  double server_cpu_us = -1, client_cpu_us = -1;  // CPU per request measured (-1: unknown)
 };
+
+// CPU seconds (user + system) of process `pid` so far, from /proc/PID/stat; -1 when unreadable.
+double ProcessCpuSeconds(int pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return -1;
+  char buf[4096];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // Fields after the command (which may hold spaces) start after the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return -1;
+  unsigned long long utime = 0, stime = 0;
+  // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
+  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2) return -1;
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
 
 // The health check as an empty unary call on its own channel (made like Client::Connect's):
 // HealthCheckRequest{service: ""} is zero bytes on the wire; the answer must be
@@ -50,13 +73,12 @@ class HealthCaller {
  public:
   explicit HealthCaller(const std::string& address)
       : channel_(Channel(address)), method_(kMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
-  bool Call(int deadline_ms) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+  // One call with `ctx` (made as for the other kinds: Client::Context()).
+  bool Call(grpc::ClientContext* ctx) {
     const grpc::Slice empty(std::string{});
     grpc::ByteBuffer request(&empty, 1), response;
     const grpc::Status st =
-        grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(channel_.get(), method_, &ctx, request, &response);
+        grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(channel_.get(), method_, ctx, request, &response);
     if (!st.ok()) return false;
     std::vector<grpc::Slice> slices;
     if (!response.Dump(&slices).ok()) return false;
@@ -95,6 +117,8 @@ int main(int argc, char** argv) {
   std::string token;
   app.add_option("--writers", writers, "threads issuing ReportRun beside the Predict load")->capture_default_str();
   app.add_option("--token", token, "bearer token for ReportRun");
+  int server_pid = 0;
+  app.add_option("--server-pid", server_pid, "the server's process id: report its CPU time per request");
   CLI11_PARSE(app, argc, argv);
 
   stepcast::v1::PredictRequest req;
@@ -131,12 +155,17 @@ int main(int argc, char** argv) {
           return;
         }
         HealthCaller health(server);
+        // Each kind the same way: a context from Client::Context() per call, the response message
+        // reused (as a client in a loop would), so that the client's own work stays small beside
+        // the server's.
+        stepcast::v1::PredictResponse predict_resp;
+        stepcast::v1::PreflightResponse preflight_resp;
         std::function<bool()> call;
         if (kind == "health") {
-          call = [&] { return health.Call(o.deadline_ms); };
+          call = [&] { return health.Call(client->Context().get()); };
         } else if (kind == "predict") {
           call = [&] {
-            stepcast::v1::PredictResponse resp;
+            stepcast::v1::PredictResponse& resp = predict_resp;
             auto ctx = client->Context();
             const grpc::Status st = client->stub().Predict(ctx.get(), req, &resp);
             if (!st.ok() && errors.load() == 0) std::fprintf(stderr, "predict: %s\n", st.error_message().c_str());
@@ -144,7 +173,7 @@ int main(int argc, char** argv) {
           };
         } else {
           call = [&] {
-            stepcast::v1::PreflightResponse resp;
+            stepcast::v1::PreflightResponse& resp = preflight_resp;
             auto ctx = client->Context();
             const grpc::Status st = client->stub().Preflight(ctx.get(), preflight_req, &resp);
             if (!st.ok() && errors.load() == 0) std::fprintf(stderr, "preflight: %s\n", st.error_message().c_str());
@@ -193,7 +222,17 @@ int main(int argc, char** argv) {
         }
       });
     }
+    // CPU of the server and of this client over the measured window (sampled at its ends).
+    double server_cpu[2] = {-1, -1}, client_cpu[2] = {-1, -1};
+    std::thread sampler([&] {
+      for (int i = 0; i < 2; ++i) {
+        std::this_thread::sleep_until(i == 0 ? measure_from : stop);
+        if (server_pid > 0) server_cpu[i] = ProcessCpuSeconds(server_pid);
+        client_cpu[i] = ProcessCpuSeconds(::getpid());
+      }
+    });
     for (auto& th : pool) th.join();
+    sampler.join();
     if (kind == "predict" && writers > 0) {
       std::printf("beside %d ReportRun writers: %.0f writes/s, write errors %ld\n", writers, writes.load() / seconds,
                   write_errors.load());
@@ -212,10 +251,12 @@ int main(int argc, char** argv) {
     r.p90_us = pct(0.90);
     r.p99_us = pct(0.99);
     r.max_us = all.back();
+    if (server_cpu[0] >= 0 && server_cpu[1] >= 0) r.server_cpu_us = (server_cpu[1] - server_cpu[0]) / all.size() * 1e6;
+    if (client_cpu[0] >= 0 && client_cpu[1] >= 0) r.client_cpu_us = (client_cpu[1] - client_cpu[0]) / all.size() * 1e6;
     std::printf("%-9s requests %zu in %.1f s: %.0f req/s, %d client threads, errors %ld; latency us: p50 %.0f  p90 %.0f  "
-                "p99 %.0f  max %.0f\n",
+                "p99 %.0f  max %.0f; CPU us per request: server %.1f, client %.1f\n",
                 kind.c_str(), r.requests, seconds, r.req_per_s, threads, r.errors, r.p50_us, r.p90_us, r.p99_us,
-                r.max_us);
+                r.max_us, r.server_cpu_us, r.client_cpu_us);
     std::fflush(stdout);
     return r;
   };

@@ -22,5 +22,5 @@ trap 'kill $pid 2>/dev/null; [ -n "${KEEP_LOG:-}" ] && cp "$work/rpc.log" "$KEEP
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 echo "machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'); load average: $(cut -d' ' -f1-3 /proc/loadavg); server $stepcast logs one line per RPC to a file"
 build/bin/service_load --server "127.0.0.1:$(cat "$work/port")" --threads "$threads" --seconds "$seconds" \
-  --job examples/llama3-70b-h100.yaml --writers "$writers" --rounds "$rounds" --rpcs "${RPCS:-health,predict,preflight}"
+  --job examples/llama3-70b-h100.yaml --writers "$writers" --rounds "$rounds" --rpcs "${RPCS:-health,predict,preflight}" --server-pid "$pid"
 echo "server log lines: $(wc -l < "$work/rpc.log"); server CPU: $(ps -o times= -p $pid) s"

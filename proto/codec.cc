@@ -1339,6 +1339,7 @@ v1::Prediction PredictionToProto(const Prediction& p) {
   out.set_micro_batches_per_step(p.micro_batches_per_step);
   for (const auto& w : p.warnings) out.add_warnings(w);
   out.set_framework(p.framework_name);
+  if (p.assumed_inputs) out.mutable_assumed_inputs()->Reserve(static_cast<int>(p.assumed_inputs->size()));
   for (const auto& a : p.assumed_inputs ? *p.assumed_inputs : std::vector<AssumedInput>{}) {
     auto* x = out.add_assumed_inputs();
     x->set_field(a.field);

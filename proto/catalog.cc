@@ -312,6 +312,8 @@ std::vector<std::string> Catalog::FrameworkNames() const {
 }
 
 const std::map<std::string, Hardware>& Catalog::hardware() const {
+  static const std::map<std::string, Hardware> kNone;
+  if (listing_ == nullptr) return kNone;  // a default-constructed (empty) catalog
   Listing* l = listing_.get();
   std::call_once(l->hardware_once, [&] {
     for (const auto& kv : hardware_) {
@@ -322,6 +324,8 @@ const std::map<std::string, Hardware>& Catalog::hardware() const {
 }
 
 const std::map<std::string, ModelShape>& Catalog::models() const {
+  static const std::map<std::string, ModelShape> kNone;
+  if (listing_ == nullptr) return kNone;  // a default-constructed (empty) catalog
   Listing* l = listing_.get();
   std::call_once(l->models_once, [&] {
     for (const auto& kv : models_) {

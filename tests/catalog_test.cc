@@ -724,4 +724,21 @@ TEST(CompiledDefault, RecipeMatchesFollowTheFrameworkAndModelAsked) {
   EXPECT_EQ(sharding(a, "Llama 3 8B llama3-8b"), "zero1 / framework a recipe for llama3 8b: r8");
 }
 
+
+// An empty catalog (default-constructed, as the test helper falls back to) answers every lookup
+// with NotFound and lists nothing, and takes a directory.
+TEST(CatalogLoad, EmptyCatalogListsNothing) {
+  Catalog empty;
+  EXPECT_TRUE(empty.hardware().empty());
+  EXPECT_TRUE(empty.models().empty());
+  EXPECT_TRUE(empty.FrameworkNames().empty());
+  EXPECT_EQ(empty.LookupFramework("nemo").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(empty.LookupHardware("h100-sxm").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(empty.AddDirectory(WriteTree("empty", {{"frameworks/solo.yaml", "attention: {kernel: k, fused: true}\n"}}))
+                  .ok());
+  absl::StatusOr<const ResolvedFramework*> solo = empty.LookupFramework("solo");
+  ASSERT_TRUE(solo.ok()) << solo.status();
+  EXPECT_EQ((*solo)->core.attention.kernel, "k");
+}
+
 }  // namespace stepcast

@@ -64,7 +64,8 @@ const char* PipelineScheduleName(PipelineSchedule s) {
 
 bool ModelChoices::Disable(const std::string& name) {
   bool* flags[] = {&framework_attention_rates, &elementwise_traffic_factor, &cross_entropy_bytes,
-                   &overlap_efficiency, &launch_floor, &fsdp_semantics, &framework_recipes};
+                   &overlap_efficiency, &launch_floor, &fsdp_semantics, &framework_recipes,
+                   &alltoall_one_nic, &ep_overlap_default_off};
   const std::vector<std::string>& names = Names();
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) {
@@ -78,7 +79,8 @@ bool ModelChoices::Disable(const std::string& name) {
 const std::vector<std::string>& ModelChoices::Names() {
   static const std::vector<std::string> kNames = {"framework_attention_rates", "elementwise_traffic_factor",
                                                   "cross_entropy_bytes", "overlap_efficiency", "launch_floor",
-                                                  "fsdp_semantics", "framework_recipes"};
+                                                  "fsdp_semantics", "framework_recipes", "alltoall_one_nic",
+                                                  "ep_overlap_default_off"};
   return kNames;
 }
 

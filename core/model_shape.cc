@@ -91,6 +91,10 @@ absl::Status ValidateModelShape(const ModelShape& in) {
     if (m.first_dense_layers < 0 || m.first_dense_layers >= s.layers) {
       return Bad("moe.first_dense_layers", "must be in [0, layers)");
     }
+    if (m.routed_groups < 0 || m.max_routed_groups < 0 || m.max_routed_groups > m.routed_groups ||
+        (m.routed_groups > 0 && m.routed_experts % m.routed_groups != 0)) {
+      return Bad("moe.routed_groups", "must divide routed_experts, with 0 <= max_routed_groups <= routed_groups");
+    }
   }
   if (s.mla.enabled()) {
     if (s.mla.qk_rope_head_dim <= 0 || s.mla.qk_nope_head_dim <= 0 || s.mla.v_head_dim <= 0) {

@@ -27,6 +27,8 @@ struct MoeShape {
   int64_t shared_expert_ffn_hidden_size = 0;  // 0: expert_ffn_hidden_size
   int64_t layer_freq = 1;                     // every layer_freq-th layer is MoE
   int64_t first_dense_layers = 0;             // leading dense layers (DeepSeek-V3: 3)
+  int64_t routed_groups = 0;                  // group-limited routing: groups (HF n_group); 0: none
+  int64_t max_routed_groups = 0;              // groups a token may reach (HF topk_group); 0: no limit
   bool enabled() const { return routed_experts > 0; }
   bool operator==(const MoeShape&) const = default;
 };

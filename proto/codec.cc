@@ -556,6 +556,8 @@ absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const st
   s.moe.shared_expert_ffn_hidden_size = m.moe().shared_expert_ffn_hidden_size();
   s.moe.layer_freq = m.moe().layer_freq() == 0 ? 1 : m.moe().layer_freq();
   s.moe.first_dense_layers = m.moe().first_dense_layers();
+  s.moe.routed_groups = m.moe().routed_groups();
+  s.moe.max_routed_groups = m.moe().max_routed_groups();
   s.mla.q_lora_rank = m.mla().q_lora_rank();
   s.mla.kv_lora_rank = m.mla().kv_lora_rank();
   s.mla.qk_nope_head_dim = m.mla().qk_nope_head_dim();
@@ -713,6 +715,8 @@ v1::ModelShape ModelShapeToProto(const ModelShape& s) {
   moe->set_shared_expert_ffn_hidden_size(s.moe.shared_expert_ffn_hidden_size);
   moe->set_layer_freq(s.moe.layer_freq);
   moe->set_first_dense_layers(s.moe.first_dense_layers);
+  moe->set_routed_groups(s.moe.routed_groups);
+  moe->set_max_routed_groups(s.moe.max_routed_groups);
   auto* mla = m.mutable_mla();
   mla->set_q_lora_rank(s.mla.q_lora_rank);
   mla->set_kv_lora_rank(s.mla.kv_lora_rank);
@@ -1004,6 +1008,14 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     for (const auto& f : fallbacks) {
       if (absl::Status s = fallback(f.path, f.value, f.why); !s.ok()) return s;
     }
+    if (job.model.moe.enabled()) {
+      if (absl::Status s = fallback("training.moe_dispatcher", "alltoall",
+                                    "NCCL all-to-all of the permuted tokens (Megatron-Core "
+                                    "--moe-token-dispatcher-type default alltoall, torchtitan's all-to-all)");
+          !s.ok()) {
+        return s;
+      }
+    }
   }
 
   // Cluster and parallelism; 0 means "default" for every degree.
@@ -1162,6 +1174,15 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   t.fp8_param_gather = tr.fp8_param_gather();
   t.cuda_graphs = tr.cuda_graphs();
   t.activation_offload_fraction = tr.activation_offload_fraction();
+  if (const std::string& d = tr.moe_dispatcher(); d == "alltoall" || d.empty()) {
+    t.moe_dispatcher = MoeDispatcher::kAllToAll;
+  } else if (d == "deepep") {
+    t.moe_dispatcher = MoeDispatcher::kDeepEP;
+  } else if (d == "deepep-fp8") {
+    t.moe_dispatcher = MoeDispatcher::kDeepEPFp8;
+  } else {
+    return FieldError("training.moe_dispatcher", absl::StrCat("'", d, "' is not one of: alltoall, deepep, deepep-fp8"));
+  }
 
   job.assumed = std::make_shared<const std::vector<AssumedInput>>(std::move(assumed));
   if (absl::Status s = ValidateJob(job); !s.ok()) return s;

@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
   plan->add_option("--days", po.days, "deadline in days (with --budget-usd)");
   plan->add_option("--tokens", po.dataset_tokens, "training tokens (default 20 N)");
   plan->add_option("--price", po.price_override, "$/GPU-hour for every hardware");
+  plan->add_option("--time-limit", po.time_limit_s, "stop the plan's searches after this many seconds (best so far)");
 
   // catalog
   auto* catalog_cmd = app.add_subcommand("catalog", "list hardware and model presets with their sources");

@@ -267,16 +267,21 @@ void FitSearchResult(v1::SearchResult& r, size_t max_bytes) {
 }
 
 absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& submitted, const Prediction& prediction,
-                                                                   std::chrono::steady_clock::time_point deadline) {
+                                                                   std::chrono::steady_clock::time_point deadline,
+                                                                   std::function<bool()> cancelled, int threads) {
   SearchOptions o;
   o.top_n = 1;
   o.deadline = deadline;
+  o.cancelled = std::move(cancelled);
+  o.threads = threads;
   o.space.gpu_counts = {submitted.cluster.gpu_count};
   absl::StatusOr<SearchResult> r = SearchLayouts(submitted, o);
   if (!r.ok()) {
-    // Nothing fits on these GPUs (or nothing found in time): nothing to suggest.
+    // Nothing fits on these GPUs, a cap refuses the search, or nothing was found in time (or
+    // before the call was cancelled): nothing to suggest.
     if (r.status().code() == absl::StatusCode::kInvalidArgument ||
-        r.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        r.status().code() == absl::StatusCode::kDeadlineExceeded ||
+        r.status().code() == absl::StatusCode::kCancelled) {
       return std::nullopt;
     }
     return r.status();

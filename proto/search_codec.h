@@ -6,6 +6,7 @@
 #ifndef STEPCAST_PROTO_SEARCH_CODEC_H_
 #define STEPCAST_PROTO_SEARCH_CODEC_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -48,9 +49,13 @@ void FitSearchResult(v1::SearchResult& r, size_t max_bytes);
 // The suggestion a pre-flight gives for `submitted` (predicted as `prediction`): none when its
 // layout fits and is predicted less than 10% slower than the fastest layout on the same GPU
 // count (SearchLayouts, step-time objective, the default space, stopping at `deadline`).
-// Errors are SearchLayouts'; a search that finds no fitting layout gives no suggestion.
+// `cancelled` (may be empty) is polled with the deadline: a cancelled call, or a server that is
+// shutting down, stops the search. Errors are SearchLayouts'; a search that finds no fitting
+// layout, is stopped before it finds one, or is refused by a cap gives no suggestion.
+// `threads`: the search's worker threads (0: one per core).
 absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(
-    const Job& submitted, const Prediction& prediction, std::chrono::steady_clock::time_point deadline);
+    const Job& submitted, const Prediction& prediction, std::chrono::steady_clock::time_point deadline,
+    std::function<bool()> cancelled = nullptr, int threads = 0);
 
 }  // namespace stepcast
 

@@ -1,5 +1,7 @@
 #include "proto/search_codec.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/catalog.h"
@@ -207,21 +209,34 @@ v1::SearchCandidate SearchCandidateToProto(const RankedLayout& r, const Layout* 
   return out;
 }
 
-v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted) {
+namespace {
+
+// FitSearchResult's thinning on indices: every other entry dropped, the first and last kept.
+std::vector<size_t> ThinOnce(const std::vector<size_t>& keep) {
+  if (keep.size() <= 2) return keep;
+  std::vector<size_t> out;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (i % 2 == 0 || i == keep.size() - 1) out.push_back(keep[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted, size_t max_bytes) {
   v1::SearchResult out;
   std::optional<Layout> own;
   if (submitted != nullptr) own = LayoutOf(*submitted);
   const Layout* from = own ? &*own : nullptr;
   out.set_objective(SearchObjectiveToProto(r.objective));
   for (int64_t g : r.gpu_counts) out.add_gpu_counts(g);
-  auto add = [&](const RankedLayout& x, v1::SearchCandidate* c) {
-    *c = SearchCandidateToProto(x, from);
-    if (out.assumed_inputs_size() == 0) *out.mutable_assumed_inputs() = c->prediction().assumed_inputs();
-    c->mutable_prediction()->clear_assumed_inputs();
+  auto make = [&](const RankedLayout& x) {
+    v1::SearchCandidate c = SearchCandidateToProto(x, from);
+    if (out.assumed_inputs_size() == 0) *out.mutable_assumed_inputs() = c.prediction().assumed_inputs();
+    c.mutable_prediction()->clear_assumed_inputs();
+    c.mutable_prediction()->clear_job_name();
+    return c;
   };
-  for (const RankedLayout& x : r.top) add(x, out.add_top());
-  for (const RankedLayout& x : r.pareto) add(x, out.add_pareto());
-  for (const RankedLayout& x : r.best_per_gpu_count) add(x, out.add_best_per_gpu_count());
   v1::SearchStats* s = out.mutable_stats();
   s->set_enumerated(r.stats.enumerated);
   s->set_pruned(r.stats.pruned);
@@ -245,6 +260,40 @@ v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted
       out.mutable_submitted()->mutable_prediction()->clear_assumed_inputs();
     }
   }
+  // A repeated field's entry costs its size, a tag byte and a length of up to 3 bytes.
+  auto entry_bytes = [](const v1::SearchCandidate& c) { return c.ByteSizeLong() + 4; };
+  size_t used = out.ByteSizeLong();
+  for (const RankedLayout& x : r.top) {
+    v1::SearchCandidate c = make(x);
+    if (max_bytes > 0 && used + entry_bytes(c) > max_bytes) {
+      out.set_lists_thinned(true);  // top cut where the limit is
+      break;
+    }
+    used += entry_bytes(c);
+    *out.add_top() = std::move(c);
+  }
+  // The two other lists share what is left, each thinned ahead from its first entry's size (a
+  // quarter more for the others' differences); FitSearchResult below makes it exact.
+  const size_t left = max_bytes > used ? max_bytes - used : 0;
+  auto add_list = [&](const std::vector<RankedLayout>& list, google::protobuf::RepeatedPtrField<v1::SearchCandidate>* dst,
+                      size_t budget) {
+    if (list.empty()) return;
+    std::vector<size_t> keep(list.size());
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = i;
+    v1::SearchCandidate first = make(list.front());
+    if (max_bytes > 0) {
+      const size_t each = entry_bytes(first) + entry_bytes(first) / 4;
+      for (;;) {
+        if (keep.size() * each <= budget || keep.size() <= 2) break;
+        keep = ThinOnce(keep);
+        out.set_lists_thinned(true);
+      }
+    }
+    for (size_t i : keep) *dst->Add() = i == 0 ? first : make(list[i]);
+  };
+  add_list(r.pareto, out.mutable_pareto(), left / 2);
+  add_list(r.best_per_gpu_count, out.mutable_best_per_gpu_count(), left - std::min(left, out.ByteSizeLong() - used));
+  if (max_bytes > 0) FitSearchResult(out, max_bytes);
   return out;
 }
 

@@ -40,7 +40,13 @@ v1::SearchObjective SearchObjectiveToProto(SearchObjective o);
 v1::SearchLayout SearchLayoutToProto(const Layout& l);
 // `submitted`: the layout the changes are listed against (none when null).
 v1::SearchCandidate SearchCandidateToProto(const RankedLayout& r, const Layout* submitted);
-v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted);
+// Candidates leave out prediction.job_name and assumed_inputs (both once per result: the
+// request's job, assumed_inputs). `max_bytes` > 0: the message is kept under it while it is
+// built, never built whole first (review 2, N3: a 264 MB reply was built before a send failed):
+// the pareto and best_per_gpu_count lists are thinned ahead as FitSearchResult thins them, from
+// the size of their first candidate, and top is cut where it would pass the limit (both marked
+// lists_thinned).
+v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted, size_t max_bytes = 0);
 // Thins `r`'s pareto and best_per_gpu_count lists (every other entry dropped, the first and last
 // kept, repeated) until the message is at most `max_bytes`, and marks it lists_thinned; the top
 // layouts are never dropped. For replies under a message-size limit.

@@ -2,6 +2,10 @@
 // issue 26): each test reproduces a finding's input (inlined here; the review's reproducers are
 // in ../shared/reference/reliability_inputs_2/) and checks the bound, the clear error or the
 // answer. Each failed before its fix (noted per test; docs/RELIABILITY.md "Round 2").
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -18,6 +22,8 @@
 #include "core/search.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plugin/client.h"
+#include "plugin/service.h"
 #include "proto/codec.h"
 #include "proto/search_codec.h"
 #include "tests/test_util.h"
@@ -219,6 +225,179 @@ TEST(Reliability2N1, TimeLimitFlagsAreCheckedAndHonoured) {
   ASSERT_FALSE(out.ok());
   EXPECT_THAT(out.status().message(), HasSubstr("--time-limit"));
   fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service.
+
+constexpr char kAdmin[] = "admin-token-for-tests";
+constexpr char kReporter[] = "report-token-for-tests";
+
+class Reliability2Service : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir("svc");
+    std::ofstream(dir_ / "admin") << kAdmin << "\n";
+    std::ofstream(dir_ / "report") << kReporter << "\n";
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+  void Start(ServeOptions o = {}) {
+    o.listen_address = "127.0.0.1:0";
+    o.db_path = (dir_ / "store.db").string();
+    o.token_file = (dir_ / "admin").string();
+    o.report_token_file = (dir_ / "report").string();
+    o.log = nullptr;
+    auto s = StepcastServer::Start(o, testing::BuiltinCatalog());
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  Client Connect(const std::string& token = "", int deadline_ms = 10000) {
+    ClientOptions c;
+    c.address = server_->address();
+    c.token = token;
+    c.deadline_ms = deadline_ms;
+    return *Client::Connect(c);
+  }
+  static v1::JobSpec Example(const std::string& name = "llama3-70b-h100.yaml") {
+    v1::JobSpec spec;
+    EXPECT_TRUE(ParseMessageFile(std::string(STEPCAST_SOURCE_DIR) + "/examples/" + name, &spec).ok());
+    return spec;
+  }
+  static v1::JobSpec FromYaml(const std::string& yaml) {
+    v1::JobSpec spec;
+    EXPECT_TRUE(ParseMessage(yaml, SpecFormat::kYaml, "test.yaml", &spec).ok());
+    return spec;
+  }
+  // A maximal Search: 8..32768 GPUs, every schedule, overlap off, for `seconds`.
+  static v1::SearchRequest WideSearch(double seconds) {
+    v1::SearchRequest req;
+    *req.mutable_job() = Example();
+    req.mutable_options()->set_time_limit_s(seconds);
+    v1::SearchSpaceSpec* sp = req.mutable_options()->mutable_space();
+    sp->set_min_gpus(8);
+    sp->set_max_gpus(32768);
+    sp->set_all_schedules(true);
+    sp->set_overlap_off(true);
+    return req;
+  }
+  // Predict every 100 ms for `seconds`: (calls, failures, first failure's message).
+  struct Probes {
+    int calls = 0, failures = 0;
+    std::string first_error;
+  };
+  Probes ProbePredict(double seconds) {
+    Probes out;
+    v1::PredictRequest req;
+    *req.mutable_job() = Example();
+    const auto t0 = Clock::now();
+    while (SecondsSince(t0) < seconds) {
+      Client c = Connect("", 2000);  // a new channel each time, as the review's probes
+      v1::PredictResponse resp;
+      const grpc::Status st = c.stub().Predict(c.Context().get(), req, &resp);
+      ++out.calls;
+      if (!st.ok()) {
+        if (out.failures++ == 0) out.first_error = absl::StrCat(st.error_code(), " ", st.error_message());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return out;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<StepcastServer> server_;
+};
+
+// N1 through the service: a Preflight of a 2e8-layer job (no token needed) kept a handler thread
+// searching 18 s past the client's deadline, 1e10 for ever, and SIGTERM could not stop the
+// server. Now the verdict comes at once and the server stops at once.
+TEST_F(Reliability2Service, HugeLayerPreflightAnswersAndTheServerStops) {
+  Start();
+  Client c = Connect("", 3000);  // the SPANK plugin's deadline
+  v1::PreflightRequest req;
+  *req.mutable_job() = FromYaml(LayersJobYaml("200000000"));
+  v1::PreflightResponse resp;
+  const auto t0 = Clock::now();
+  const grpc::Status st = c.stub().Preflight(c.Context().get(), req, &resp);
+  EXPECT_LT(SecondsSince(t0), 1.5);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_FALSE(resp.has_suggestion());
+  const auto t1 = Clock::now();
+  server_->Shutdown(std::chrono::seconds(2));
+  server_->Wait();
+  EXPECT_LT(SecondsSince(t1), 3.0);
+}
+
+// N2: 2 unauthenticated Search calls failed 226 of 266 Predict probes (the watchdog took the busy
+// handler threads for a dead listener and rebuilt the server, cancelling every call; the
+// searches ran on), 4 failed all of them. Now the searches run on their own low-priority
+// threads, one at a time here, the rest refused with a retry-after; Predict answers throughout
+// and the listener is never rebuilt.
+TEST_F(Reliability2Service, FourMaximalSearchesLeavePredictAnswering) {
+  ServeOptions o;
+  o.watchdog_period_ms = 200;
+  Start(o);
+  std::vector<std::thread> searches;
+  std::atomic<int> ok{0}, exhausted{0}, other{0};
+  std::string retry_after, other_error;
+  std::mutex mu;
+  for (int i = 0; i < 4; ++i) {
+    searches.emplace_back([&] {
+      Client c = Connect("", 30000);
+      auto ctx = c.Context();
+      v1::SearchResponse resp;
+      const grpc::Status st = c.stub().Search(ctx.get(), WideSearch(4.0), &resp);
+      std::lock_guard<std::mutex> l(mu);
+      if (st.ok()) {
+        ++ok;
+      } else if (st.error_code() == grpc::RESOURCE_EXHAUSTED) {
+        ++exhausted;
+        auto it = ctx->GetServerTrailingMetadata().find("retry-after");
+        if (it != ctx->GetServerTrailingMetadata().end()) retry_after.assign(it->second.data(), it->second.size());
+        EXPECT_THAT(st.error_message(), HasSubstr("retry after"));
+      } else {
+        ++other;
+        other_error = st.error_message();
+      }
+    });
+  }
+  const Probes p = ProbePredict(6.0);
+  for (auto& t : searches) t.join();
+  EXPECT_EQ(p.failures, 0) << p.failures << " of " << p.calls << ": " << p.first_error;
+  EXPECT_EQ(server_->listener_restarts(), 0);
+  EXPECT_GE(ok.load(), 1);
+  EXPECT_EQ(other.load(), 0) << other_error;
+  EXPECT_EQ(ok.load() + exhausted.load(), 4);
+  if (exhausted.load() > 0) EXPECT_FALSE(retry_after.empty());
+}
+
+// Preflight always has a thread: its verdict comes in time beside running searches (its
+// suggestion is best effort).
+TEST_F(Reliability2Service, PreflightAnswersBesideSearches) {
+  Start();
+  std::vector<std::thread> searches;
+  for (int i = 0; i < 2; ++i) {
+    searches.emplace_back([&] {
+      Client c = Connect("", 30000);
+      v1::SearchResponse resp;
+      (void)c.stub().Search(c.Context().get(), WideSearch(4.0), &resp);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int i = 0; i < 5; ++i) {
+    Client c = Connect("", 3000);
+    v1::PreflightRequest req;
+    *req.mutable_job() = Example();
+    v1::PreflightResponse resp;
+    const auto t0 = Clock::now();
+    const grpc::Status st = c.stub().Preflight(c.Context().get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_LT(SecondsSince(t0), 2.9);
+    EXPECT_NE(resp.verdict(), v1::VERDICT_UNSPECIFIED);
+  }
+  for (auto& t : searches) t.join();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 #include "proto/search_codec.h"
 
+#include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "absl/strings/str_format.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
@@ -260,8 +262,18 @@ v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted
       out.mutable_submitted()->mutable_prediction()->clear_assumed_inputs();
     }
   }
-  // A repeated field's entry costs its size, a tag byte and a length of up to 3 bytes.
-  auto entry_bytes = [](const v1::SearchCandidate& c) { return c.ByteSizeLong() + 4; };
+  // A repeated field's entry costs its size, a one-byte tag (fields 1..15) and its length.
+  auto entry_bytes = [](const v1::SearchCandidate& c) {
+    const size_t n = c.ByteSizeLong();
+    return n + 1 + google::protobuf::io::CodedOutputStream::VarintSize64(n);
+  };
+  // assumed_inputs (from the first candidate) before the budget is counted.
+  for (const auto* list : {&r.top, &r.pareto, &r.best_per_gpu_count}) {
+    if (!list->empty()) {
+      (void)make(list->front());
+      break;
+    }
+  }
   size_t used = out.ByteSizeLong();
   for (const RankedLayout& x : r.top) {
     v1::SearchCandidate c = make(x);
@@ -272,27 +284,42 @@ v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted
     used += entry_bytes(c);
     *out.add_top() = std::move(c);
   }
-  // The two other lists share what is left, each thinned ahead from its first entry's size (a
-  // quarter more for the others' differences); FitSearchResult below makes it exact.
+  // The two other lists share what is left: every candidate is sized first (built and dropped,
+  // one at a time), the lists are thinned as FitSearchResult thins them until they fit, then only
+  // the kept ones are built.
   const size_t left = max_bytes > used ? max_bytes - used : 0;
-  auto add_list = [&](const std::vector<RankedLayout>& list, google::protobuf::RepeatedPtrField<v1::SearchCandidate>* dst,
-                      size_t budget) {
-    if (list.empty()) return;
-    std::vector<size_t> keep(list.size());
+  auto sizes_of = [&](const std::vector<RankedLayout>& list) {
+    std::vector<size_t> sizes;
+    sizes.reserve(list.size());
+    for (const RankedLayout& x : list) sizes.push_back(max_bytes > 0 ? entry_bytes(make(x)) : 0);
+    return sizes;
+  };
+  auto total = [](const std::vector<size_t>& sizes, const std::vector<size_t>& keep) {
+    size_t t = 0;
+    for (size_t i : keep) t += sizes[i];
+    return t;
+  };
+  auto fit = [&](const std::vector<size_t>& sizes, size_t budget) {
+    std::vector<size_t> keep(sizes.size());
     for (size_t i = 0; i < keep.size(); ++i) keep[i] = i;
-    v1::SearchCandidate first = make(list.front());
-    if (max_bytes > 0) {
-      const size_t each = entry_bytes(first) + entry_bytes(first) / 4;
-      for (;;) {
-        if (keep.size() * each <= budget || keep.size() <= 2) break;
+    if (max_bytes == 0) return keep;
+    while (total(sizes, keep) > budget) {
+      out.set_lists_thinned(true);
+      if (keep.size() > 2) {
         keep = ThinOnce(keep);
-        out.set_lists_thinned(true);
+      } else {
+        keep.pop_back();  // not even the first and last fit
       }
     }
-    for (size_t i : keep) *dst->Add() = i == 0 ? first : make(list[i]);
+    return keep;
   };
-  add_list(r.pareto, out.mutable_pareto(), left / 2);
-  add_list(r.best_per_gpu_count, out.mutable_best_per_gpu_count(), left - std::min(left, out.ByteSizeLong() - used));
+  const std::vector<size_t> pareto_sizes = sizes_of(r.pareto), best_sizes = sizes_of(r.best_per_gpu_count);
+  const size_t best_all = std::accumulate(best_sizes.begin(), best_sizes.end(), size_t{0});
+  const std::vector<size_t> pareto_keep = fit(pareto_sizes, std::max(left / 2, left - std::min(left, best_all)));
+  const size_t pareto_used = total(pareto_sizes, pareto_keep);
+  const std::vector<size_t> best_keep = fit(best_sizes, left - std::min(left, pareto_used));
+  for (size_t i : pareto_keep) *out.add_pareto() = make(r.pareto[i]);
+  for (size_t i : best_keep) *out.add_best_per_gpu_count() = make(r.best_per_gpu_count[i]);
   if (max_bytes > 0) FitSearchResult(out, max_bytes);
   return out;
 }

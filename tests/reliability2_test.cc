@@ -400,6 +400,53 @@ TEST_F(Reliability2Service, PreflightAnswersBesideSearches) {
   for (auto& t : searches) t.join();
 }
 
+// N3: a 261 KB job name with top_n 1000 built a 264 MB reply (580 MB of server memory per call)
+// before the send failed RESOURCE_EXHAUSTED (logged OK). Now the name is capped and a reply is
+// fitted under the message limit while it is built: here a 1 MiB limit, 1000 top layouts.
+TEST_F(Reliability2Service, SearchReplyIsBoundedBeforeItIsBuilt) {
+  ServeOptions o;
+  o.max_message_bytes = 1 << 20;
+  Start(o);
+  Client c = Connect("", 30000);
+  v1::SearchRequest req;
+  *req.mutable_job() = Example();
+  req.mutable_job()->set_name(std::string(261000, 'n'));
+  req.mutable_options()->set_top_n(1000);
+  req.mutable_options()->mutable_space()->set_min_gpus(8);
+  req.mutable_options()->mutable_space()->set_max_gpus(2048);
+  req.mutable_options()->set_time_limit_s(5);
+  v1::SearchResponse resp;
+  grpc::Status st = c.stub().Search(c.Context().get(), req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("job.name: 261000 bytes, above the service's limit of 1024"));
+  req.mutable_job()->set_name(std::string(1000, 'n'));
+  st = c.stub().Search(c.Context().get(), req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_LE(resp.ByteSizeLong(), size_t{3} << 18);  // 3/4 of the 1 MiB limit
+  EXPECT_TRUE(resp.result().lists_thinned());
+  ASSERT_GT(resp.result().top_size(), 10);
+  EXPECT_EQ(resp.result().top(0).prediction().job_name(), "");  // not repeated per candidate
+}
+
+// The same bound in the codec, on a result with many layouts per list.
+TEST(Reliability2N3, SearchResultToProtoKeepsUnderTheLimit) {
+  absl::StatusOr<SearchBase> base = BaseFromYaml(LayersJobYaml("80", 64, 1024));
+  ASSERT_TRUE(base.ok()) << base.status();
+  SearchOptions o;
+  o.space.gpu_counts = *GpuCountsInRange(8, 1024, 8, "gpus");
+  o.top_n = 300;
+  o.deadline = Clock::now() + std::chrono::seconds(2);
+  absl::StatusOr<SearchResult> r = SearchLayouts(base->job, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::SearchResult whole = SearchResultToProto(*r, nullptr);
+  for (size_t limit : {size_t{200} << 10, size_t{50} << 10, whole.ByteSizeLong() + 1}) {
+    const v1::SearchResult fitted = SearchResultToProto(*r, nullptr, limit);
+    EXPECT_LE(fitted.ByteSizeLong(), limit);
+    EXPECT_EQ(fitted.lists_thinned(), limit < whole.ByteSizeLong()) << limit;
+    if (fitted.top_size() > 0) EXPECT_EQ(fitted.top(0).layout().summary(), whole.top(0).layout().summary());
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // N12: `--html` equal to the input overwrote the job file with exit 0.
 TEST(Reliability2N12, SearchPageMustNotOverwriteTheJob) {

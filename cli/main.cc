@@ -173,6 +173,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--max-stored-predictions", so.max_stored_predictions, "row cap on stored predictions")
       ->capture_default_str();
+  serve->add_option("--max-stored-prediction-bytes", so.max_stored_prediction_bytes,
+                    "byte cap on stored predictions (oldest pruned first)")
+      ->capture_default_str();
   serve->add_option("--preflight-store-per-s", so.preflight_store_per_s,
                     "stored Preflight predictions per second per peer (verdicts beyond it are not stored)")
       ->capture_default_str();

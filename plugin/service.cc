@@ -668,7 +668,9 @@ class ServiceImpl {
       std::lock_guard<std::mutex> l(pending_mu_);
       pending_[id] = stored;
     }
-    const bool queued = writer_->Post([this, id, stored] {
+    const int64_t bytes = static_cast<int64_t>(stored->job.ByteSizeLong() + stored->profile.ByteSizeLong() +
+                                               stored->prediction.ByteSizeLong());
+    const bool queued = writer_->Post([this, id, stored, bytes] {
       if (absl::Status s = store_->PutPrediction(id, *stored, absl::ToUnixMicros(absl::Now())); !s.ok()) {
         if (log_ != nullptr) std::fprintf(log_, "stepcast serve: prediction %s not stored: %s\n", id.c_str(),
                                           std::string(s.message()).c_str());
@@ -677,7 +679,11 @@ class ServiceImpl {
         std::lock_guard<std::mutex> l(pending_mu_);
         pending_.erase(id);
       }
-      if (++stored_since_prune_ >= 1000) Prune();
+      // Pruned every 1000 rows or every 1/64 of the byte cap, whichever comes first.
+      stored_bytes_since_prune_ += bytes;
+      if (++stored_since_prune_ >= 1000 || stored_bytes_since_prune_ >= options_.max_stored_prediction_bytes / 64) {
+        Prune();
+      }
     });
     if (!queued) {
       std::lock_guard<std::mutex> l(pending_mu_);
@@ -690,8 +696,11 @@ class ServiceImpl {
   // Retention of predictions (ServeOptions::prediction_ttl_s, max_stored_predictions).
   void Prune() {
     stored_since_prune_ = 0;
+    stored_bytes_since_prune_ = 0;
     const int64_t cutoff = absl::ToUnixMicros(absl::Now()) - options_.prediction_ttl_s * 1000000;
-    if (absl::Status s = store_->PrunePredictions(cutoff, options_.max_stored_predictions); !s.ok()) {
+    if (absl::Status s = store_->PrunePredictions(cutoff, options_.max_stored_predictions,
+                                                  options_.max_stored_prediction_bytes);
+        !s.ok()) {
       if (log_ != nullptr) std::fprintf(log_, "stepcast serve: pruning predictions: %s\n", std::string(s.message()).c_str());
     }
   }
@@ -1029,6 +1038,7 @@ class ServiceImpl {
   std::mutex pending_mu_;
   std::map<std::string, std::shared_ptr<RunStore::StoredPrediction>> pending_;
   std::atomic<int> stored_since_prune_{0};
+  std::atomic<int64_t> stored_bytes_since_prune_{0};
   std::atomic<bool> refusing_{false};
   std::atomic<int> busy_handlers_{0};
   std::unique_ptr<SearchPool> pool_;  // stopped (joined) before the members above go
@@ -1133,6 +1143,21 @@ absl::StatusOr<std::unique_ptr<StepcastServer>> StepcastServer::Start(const Serv
       o.handshake_timeout_ms <= 0 || o.max_connection_idle_ms <= 0 || o.watchdog_period_ms < 0 ||
       o.lame_duck_ms < 0 || !(o.preflight_store_per_s >= 0) || !(o.preflight_store_burst >= 1)) {
     return absl::InvalidArgumentError("serve: limits must be positive");
+  }
+  const struct {
+    const char* flag;
+    int64_t v, lo;
+  } limits[] = {{"--max-stored-prediction-bytes", o.max_stored_prediction_bytes, 1},
+                {"max_unauthenticated_stored_bytes", o.max_unauthenticated_stored_bytes, 0},
+                {"max_job_name_bytes", o.max_job_name_bytes, 1},
+                {"search_workers", o.search_workers, 0},
+                {"max_waiting_searches", o.max_waiting_searches, 0},
+                {"max_searches_per_peer", o.max_searches_per_peer, 1},
+                {"rebuild_grace_ms", o.rebuild_grace_ms, 0},
+                {"refuse_ms", o.refuse_ms, 0},
+                {"--max-message-bytes", o.max_message_bytes, 64 << 10}};
+  for (const auto& l : limits) {
+    if (l.v < l.lo) return absl::InvalidArgumentError(absl::StrCat(l.flag, ": ", l.v, " must be at least ", l.lo));
   }
   std::map<std::string, RateProfile> dir_profiles;
   if (!o.profiles_dir.empty()) {

@@ -51,6 +51,11 @@ const char* const kMigrations[] = {
       run_id TEXT NOT NULL);
     CREATE INDEX predictions_by_create_time ON predictions(create_time_us);
     )sql",
+    // 3: each prediction's size, for the store's byte cap (reliability review 2, N7).
+    R"sql(
+    ALTER TABLE predictions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE predictions SET bytes = length(job) + length(profile) + length(prediction);
+    )sql",
 };
 
 // Runs above this size are listed and returned without their job and breakdowns, so that one
@@ -138,6 +143,12 @@ absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path
   if (absl::Status s = store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"); !s.ok()) {
     return absl::UnavailableError(absl::StrCat(path, ": ", s.message()));
   }
+  // A corrupt page anywhere (not only in the header or schema, which the statements above read)
+  // is found now, not by every later ListRuns (reliability review 2, N11). quick_check reads
+  // every page once: O(n), checked on a 1 GB store (docs/SERVICE.md).
+  if (absl::Status s = store->QuickCheck(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  }
   if (absl::Status s = store->Migrate(); !s.ok()) return s;
   if (path != ":memory:" && !path.empty()) {
     sqlite3* rdb = nullptr;
@@ -165,6 +176,25 @@ absl::Status RunStore::Exec(const char* sql) {
   return absl::OkStatus();
 }
 
+absl::Status RunStore::QuickCheck() {
+  Stmt q(db_, "PRAGMA quick_check(1)");
+  if (!q.ok()) {
+    return absl::DataLossError(absl::StrCat("the store is corrupt (", sqlite3_errmsg(db_),
+                                            "); restore it from a backup or move it away"));
+  }
+  const int rc = q.Step();
+  if (rc != SQLITE_ROW) {
+    return absl::DataLossError(absl::StrCat("the store is corrupt (", sqlite3_errmsg(db_),
+                                            "); restore it from a backup or move it away"));
+  }
+  const std::string result = q.Text(0);
+  if (result != "ok") {
+    return absl::DataLossError(absl::StrCat("the store is corrupt (quick_check: ", result.substr(0, 200),
+                                            "); restore it from a backup or move it away"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunStore::Migrate() {
   Stmt v(db_, "PRAGMA user_version");
   if (!v.ok() || v.Step() != SQLITE_ROW) return v.error();
@@ -188,10 +218,12 @@ absl::Status RunStore::Migrate() {
 
 absl::Status RunStore::PutPrediction(const std::string& id, const StoredPrediction& p, int64_t t) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "INSERT INTO predictions (id, create_time_us, job, profile, prediction) VALUES (?, ?, ?, ?, ?)");
+  Stmt s(db_, "INSERT INTO predictions (id, create_time_us, job, profile, prediction, bytes) VALUES (?, ?, ?, ?, ?, ?)");
   if (!s.ok()) return s.error();
-  s.Bind(1, id).Bind(2, t).BindBlob(3, p.job.SerializeAsString()).BindBlob(4, p.profile.SerializeAsString());
-  s.BindBlob(5, p.prediction.SerializeAsString());
+  const std::string job = p.job.SerializeAsString(), profile = p.profile.SerializeAsString(),
+                    prediction = p.prediction.SerializeAsString();
+  s.Bind(1, id).Bind(2, t).BindBlob(3, job).BindBlob(4, profile).BindBlob(5, prediction);
+  s.Bind(6, static_cast<int64_t>(job.size() + profile.size() + prediction.size()));
   return Done(s, s.Step());
 }
 
@@ -254,7 +286,7 @@ absl::StatusOr<std::string> RunStore::PutRun(const v1::Run& run, const std::stri
   return run.run_id();
 }
 
-absl::Status RunStore::PrunePredictions(int64_t min_create_time_us, int64_t max_rows) {
+absl::Status RunStore::PrunePredictions(int64_t min_create_time_us, int64_t max_rows, int64_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   {
     Stmt s(db_, "DELETE FROM predictions WHERE create_time_us < ?");
@@ -269,7 +301,31 @@ absl::Status RunStore::PrunePredictions(int64_t min_create_time_us, int64_t max_
     s.Bind(1, max_rows);
     if (absl::Status st = Done(s, s.Step()); !st.ok()) return st;
   }
+  if (max_bytes > 0) {
+    int64_t total = 0;
+    {
+      Stmt q(db_, "SELECT COALESCE(SUM(bytes), 0) FROM predictions");
+      if (!q.ok() || q.Step() != SQLITE_ROW) return q.error();
+      total = q.Int(0);
+    }
+    if (total > max_bytes) {
+      // Keep the newest rows whose sizes add up to at most max_bytes.
+      Stmt s(db_, "DELETE FROM predictions WHERE id IN (SELECT id FROM (SELECT id, SUM(bytes) OVER "
+                  "(ORDER BY create_time_us DESC, id DESC ROWS UNBOUNDED PRECEDING) AS newer FROM predictions) "
+                  "WHERE newer > ?)");
+      if (!s.ok()) return s.error();
+      s.Bind(1, max_bytes);
+      if (absl::Status st = Done(s, s.Step()); !st.ok()) return st;
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> RunStore::PredictionBytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT COALESCE(SUM(bytes), 0) FROM predictions");
+  if (!s.ok() || s.Step() != SQLITE_ROW) return s.error();
+  return s.Int(0);
 }
 
 absl::StatusOr<int64_t> RunStore::CountPredictions() {

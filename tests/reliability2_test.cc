@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "plugin/client.h"
 #include "plugin/service.h"
+#include "plugin/store.h"
 #include "proto/codec.h"
 #include "proto/search_codec.h"
 #include "tests/test_util.h"
@@ -445,6 +446,98 @@ TEST(Reliability2N3, SearchResultToProtoKeepsUnderTheLimit) {
     EXPECT_EQ(fitted.lists_thinned(), limit < whole.ByteSizeLong()) << limit;
     if (fitted.top_size() > 0) EXPECT_EQ(fitted.top(0).layout().summary(), whole.top(0).layout().summary());
   }
+}
+
+// N7: an unauthenticated Preflight stored every job up to the 262,144-byte request cap, twice
+// (the job and prediction.job_name): 536 KB per call, up to 1,000,000 rows (~536 GB). Now a
+// caller without a token stores at most 16 KiB (here: nothing for a 200 KB job; its verdict has
+// no prediction_id), a token holder the whole job, and job_name is not stored twice.
+TEST_F(Reliability2Service, UnauthenticatedPreflightStoresABoundedRecord) {
+  Start();
+  auto preflight = [&](const std::string& token, size_t cluster_name_bytes) {
+    Client c = Connect(token);
+    v1::PreflightRequest req;
+    *req.mutable_job() = Example();
+    req.mutable_job()->set_name("bounded");
+    req.mutable_job()->mutable_cluster()->set_name(std::string(cluster_name_bytes, 'c'));
+    v1::PreflightResponse resp;
+    const grpc::Status st = c.stub().Preflight(c.Context().get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_NE(resp.verdict(), v1::VERDICT_UNSPECIFIED);
+    return resp.prediction_id();
+  };
+  EXPECT_EQ(preflight("", 200000), "");           // no token, 200 KB: verdict only
+  const std::string small = preflight("", 100);   // no token, small: stored
+  const std::string big = preflight(kReporter, 200000);  // a token holder: stored whole
+  EXPECT_FALSE(small.empty());
+  EXPECT_FALSE(big.empty());
+  server_->Shutdown(std::chrono::seconds(2));  // the writer has written
+  server_->Wait();
+  absl::StatusOr<std::unique_ptr<RunStore>> store = RunStore::Open((dir_ / "store.db").string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*(*store)->CountPredictions(), 2);
+  absl::StatusOr<RunStore::StoredPrediction> p = (*store)->GetPrediction(small);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->prediction.job_name(), "");  // stored once, with the job
+  EXPECT_EQ(p->job.name(), "bounded");
+  EXPECT_LT(*(*store)->PredictionBytes(), 200000 + 2 * (16 << 10));
+}
+
+// N7: the store's byte cap beside its row cap: the oldest go first.
+TEST(Reliability2N7, StoreByteCapPrunesTheOldest) {
+  const fs::path dir = TempDir("bytes");
+  absl::StatusOr<std::unique_ptr<RunStore>> store = RunStore::Open((dir / "s.db").string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  RunStore::StoredPrediction p;
+  p.job.set_name(std::string(10000, 'x'));
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE((*store)->PutPrediction(absl::StrCat("pred-", 1000 + i), p, 1000 + i).ok());
+  }
+  EXPECT_GE(*(*store)->PredictionBytes(), 100 * 10000);
+  ASSERT_TRUE((*store)->PrunePredictions(0, 1000000, 200000).ok());
+  EXPECT_LE(*(*store)->PredictionBytes(), 200000);
+  EXPECT_GE(*(*store)->PredictionBytes(), 180000);
+  EXPECT_TRUE((*store)->GetPrediction("pred-1099").ok());                                      // newest kept
+  EXPECT_EQ((*store)->GetPrediction("pred-1000").status().code(), absl::StatusCode::kNotFound);  // oldest gone
+  fs::remove_all(dir);
+}
+
+// N11: a store with a corrupt page mid-file started, accepted writes, and failed every ListRuns
+// ("database disk image is malformed"). Now it is refused at start, naming the cause.
+TEST(Reliability2N11, CorruptPageIsRefusedAtStart) {
+  const fs::path dir = TempDir("corrupt");
+  const std::string db = (dir / "s.db").string();
+  {
+    absl::StatusOr<std::unique_ptr<RunStore>> store = RunStore::Open(db);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int i = 0; i < 400; ++i) {
+      v1::Run run;
+      run.set_run_id(absl::StrCat("run-", i));
+      run.set_cluster(std::string(1000, 'c'));
+      (*run.mutable_labels())["i"] = absl::StrCat(i);
+      ASSERT_TRUE((*store)->PutRun(run).ok());
+    }
+  }
+  {
+    sqlite3* h = nullptr;  // fold the WAL into the file, as after a clean stop
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    sqlite3_exec(h, "PRAGMA wal_checkpoint(TRUNCATE);", nullptr, nullptr, nullptr);
+    sqlite3_close(h);
+  }
+  ASSERT_GT(fs::file_size(db), 50 * 4096u);
+  {
+    std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20 * 4096);
+    std::string garbage(30 * 4096, '\0');
+    for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>((i * 2654435761u) >> 13);
+    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  absl::StatusOr<std::unique_ptr<RunStore>> store = RunStore::Open(db);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(store.status().message(), HasSubstr("the store is corrupt"));
+  EXPECT_THAT(store.status().message(), HasSubstr(db));
+  fs::remove_all(dir);
 }
 
 // ---------------------------------------------------------------------------------------------

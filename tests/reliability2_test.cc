@@ -540,6 +540,48 @@ TEST(Reliability2N11, CorruptPageIsRefusedAtStart) {
   fs::remove_all(dir);
 }
 
+// N15: an unknown verdict from a (newer) server printed "UNSPECIFIED".
+class FakePreflight final : public v1::StepcastService::Service {
+ public:
+  explicit FakePreflight(v1::PreflightResponse r) : response_(std::move(r)) {}
+  grpc::Status Preflight(grpc::ServerContext*, const v1::PreflightRequest*, v1::PreflightResponse* out) override {
+    *out = response_;
+    return grpc::Status::OK;
+  }
+
+ private:
+  v1::PreflightResponse response_;
+};
+
+TEST(Reliability2N15, CliNamesAnUnknownVerdict) {
+  v1::PreflightResponse r;
+  r.set_verdict(static_cast<v1::Verdict>(7));
+  v1::Prediction& p = *r.mutable_prediction();
+  p.set_step_time_s(1);
+  p.set_tokens_per_step(1e6);
+  p.set_tokens_per_s(1e6);
+  p.set_mfu(0.4);
+  p.mutable_memory()->set_fits(true);
+  FakePreflight fake(r);
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&fake);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(port, 0);
+  cli::PreflightArgs args;
+  args.client.address = absl::StrCat("127.0.0.1:", port);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int rc = cli::Preflight(std::string(STEPCAST_SOURCE_DIR) + "/examples/llama3-70b-h100.yaml", args);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  server->Shutdown();
+  EXPECT_EQ(rc, cli::kExitError);
+  EXPECT_THAT(out, HasSubstr("stepcast preflight: unknown(7)"));
+  EXPECT_THAT(err, HasSubstr("a verdict this stepcast does not know (unknown(7))"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // N12: `--html` equal to the input overwrote the job file with exit 0.
 TEST(Reliability2N12, SearchPageMustNotOverwriteTheJob) {

@@ -26,6 +26,7 @@
 #include "plugin/service.h"
 #include "plugin/store.h"
 #include "proto/codec.h"
+#include "proto/launch_args.h"
 #include "proto/search_codec.h"
 #include "tests/test_util.h"
 
@@ -580,6 +581,28 @@ TEST(Reliability2N15, CliNamesAnUnknownVerdict) {
   EXPECT_EQ(rc, cli::kExitError);
   EXPECT_THAT(out, HasSubstr("stepcast preflight: unknown(7)"));
   EXPECT_THAT(err, HasSubstr("a verdict this stepcast does not know (unknown(7))"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// N8: Megatron-LM sizes given as 0 were replaced in silence (TP 0 -> 1, micro-batch 0 -> 1
+// "assumed", a virtual stage of 0 layers ignored).
+TEST(Reliability2N8, MegatronZeroSizesAreErrorsNamingTheFlag) {
+  const std::vector<std::string> base = {"python", "pretrain_gpt.py", "--num-layers", "32", "--hidden-size", "4096",
+                                         "--num-attention-heads", "32", "--seq-length", "4096",
+                                         "--global-batch-size", "64", "--vocab-size", "32000",
+                                         "--pipeline-model-parallel-size", "2"};
+  ASSERT_TRUE(JobFromMegatronArgs(base).ok());
+  for (const char* flag : {"--tensor-model-parallel-size", "--micro-batch-size",
+                           "--num-layers-per-virtual-pipeline-stage", "--context-parallel-size",
+                           "--expert-model-parallel-size", "--num-virtual-stages-per-pipeline-rank"}) {
+    std::vector<std::string> argv = base;
+    argv.push_back(flag);
+    argv.push_back("0");
+    absl::StatusOr<ImportedJob> job = JobFromMegatronArgs(argv);
+    ASSERT_FALSE(job.ok()) << flag;
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(job.status().message(), HasSubstr(absl::StrCat(flag, ": 0 is not a size")));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

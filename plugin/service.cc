@@ -52,6 +52,13 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+// Within google.protobuf.Timestamp's documented range (0001-01-01 to 9999-12-31), where
+// TimeUtil's conversions cannot overflow.
+bool ValidTimestamp(const google::protobuf::Timestamp& t) {
+  return t.seconds() >= TimeUtil::kTimestampMinSeconds && t.seconds() <= TimeUtil::kTimestampMaxSeconds &&
+         t.nanos() >= 0 && t.nanos() <= 999999999;
+}
+
 absl::Status Prefixed(const absl::Status& s, absl::string_view prefix) {
   if (s.ok() || s.code() != absl::StatusCode::kInvalidArgument) return s;
   return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
@@ -869,6 +876,14 @@ class ServiceImpl {
     if (req.gpu_count() < 0) return bad("gpu_count", "must be >= 0");
     // No cluster has more; 2^31-1 was accepted before (reliability review L2).
     if (req.gpu_count() > (1 << 24)) return bad("gpu_count", "must be at most 16777216");
+    // Seconds far out of range overflowed TimestampToMicroseconds (int64 microseconds, undefined
+    // behaviour; review 2, N13): protobuf's Timestamp range, years 1 to 9999.
+    for (const auto& [field, t, given] : {std::tuple{"start_time", &req.start_time(), req.has_start_time()},
+                                          std::tuple{"end_time", &req.end_time(), req.has_end_time()}}) {
+      if (given && !ValidTimestamp(*t)) {
+        return bad(field, "out of range: seconds must be within years 1 to 9999 and nanos in [0, 999999999]");
+      }
+    }
     if (req.has_start_time() && req.has_end_time() &&
         TimeUtil::TimestampToMicroseconds(req.end_time()) < TimeUtil::TimestampToMicroseconds(req.start_time())) {
       return bad("end_time", "is before start_time");

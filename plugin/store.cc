@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <tuple>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -373,6 +375,15 @@ absl::StatusOr<v1::ListRunsResponse> RunStore::ListRuns(const v1::ListRunsReques
     sql += " AND EXISTS (SELECT 1 FROM run_labels l WHERE l.run_id = runs.id AND l.key = ? AND l.value = ?)";
     binds.push_back({false, kv.first});
     binds.push_back({false, kv.second});
+  }
+  for (const auto& [field, t, given] : {std::tuple{"min_start_time", &req.min_start_time(), req.has_min_start_time()},
+                                        std::tuple{"max_start_time", &req.max_start_time(), req.has_max_start_time()}}) {
+    // TimestampToMicroseconds overflows int64 far outside Timestamp's range (review 2, N13).
+    if (given && (t->seconds() < TimeUtil::kTimestampMinSeconds || t->seconds() > TimeUtil::kTimestampMaxSeconds ||
+                  t->nanos() < 0 || t->nanos() > 999999999)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": out of range: seconds must be within years 1 to 9999 and nanos in [0, 999999999]"));
+    }
   }
   if (req.has_min_start_time()) {
     sql += " AND start_time_us >= ?";

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <filesystem>
 #include <future>
 #include <string>
@@ -400,6 +402,31 @@ TEST_F(Reliability2Service, PreflightAnswersBesideSearches) {
     EXPECT_NE(resp.verdict(), v1::VERDICT_UNSPECIFIED);
   }
   for (auto& t : searches) t.join();
+}
+
+// N13: Timestamp seconds far outside years 1..9999 overflowed TimestampToMicroseconds (undefined
+// behaviour) in ReportRun and ListRuns.
+TEST_F(Reliability2Service, TimestampsOutOfRangeAreRefused) {
+  Start();
+  Client c = Connect(kReporter);
+  v1::ReportRunRequest rr;
+  *rr.mutable_job() = Example();
+  rr.set_measured_step_time_s(10);
+  rr.mutable_start_time()->set_seconds(int64_t{9223372036854775});
+  v1::ReportRunResponse resp;
+  grpc::Status st = c.stub().ReportRun(c.Context().get(), rr, &resp);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("start_time: out of range"));
+  rr.clear_start_time();
+  rr.mutable_end_time()->set_nanos(-5);
+  st = c.stub().ReportRun(c.Context().get(), rr, &resp);
+  EXPECT_THAT(st.error_message(), HasSubstr("end_time: out of range"));
+  v1::ListRunsRequest lr;
+  lr.mutable_max_start_time()->set_seconds(std::numeric_limits<int64_t>::min());
+  v1::ListRunsResponse lresp;
+  st = c.stub().ListRuns(c.Context().get(), lr, &lresp);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("max_start_time: out of range"));
 }
 
 // N3: a 261 KB job name with top_n 1000 built a 264 MB reply (580 MB of server memory per call)

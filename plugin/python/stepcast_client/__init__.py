@@ -478,9 +478,9 @@ def load_job(path: Union[str, os.PathLike], stepcast: Optional[str] = None) -> j
     MAX_JOB_FILE_BYTES, UTF-8, expanding to at most MAX_EXPANDED_JOB_BYTES with its YAML aliases,
     no NaN or infinity (ValueError for each, naming the file)."""
     path = os.fspath(path)
+    text = _read_job_file(path)  # a FIFO or a device is refused here, whatever its name
     if not path.endswith((".yaml", ".yml", ".json")):
         return _stepcast_import([path], stepcast, f"{path} (a text-proto job file)")
-    text = _read_job_file(path)
     try:
         if path.endswith(".json"):
             def constant(name):

@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
   plan->add_option("--days", po.days, "deadline in days (with --budget-usd)");
   plan->add_option("--tokens", po.dataset_tokens, "training tokens (default 20 N)");
   plan->add_option("--price", po.price_override, "$/GPU-hour for every hardware");
+  plan->add_option("--time-limit", po.time_limit_s, "stop the plan's searches after this many seconds (best so far)");
 
   // catalog
   auto* catalog_cmd = app.add_subcommand("catalog", "list hardware and model presets with their sources");
@@ -172,6 +173,9 @@ int main(int argc, char** argv) {
   serve->add_option("--prediction-ttl-s", so.prediction_ttl_s, "how long Preflight predictions are kept")
       ->capture_default_str();
   serve->add_option("--max-stored-predictions", so.max_stored_predictions, "row cap on stored predictions")
+      ->capture_default_str();
+  serve->add_option("--max-stored-prediction-bytes", so.max_stored_prediction_bytes,
+                    "byte cap on stored predictions (oldest pruned first)")
       ->capture_default_str();
   serve->add_option("--preflight-store-per-s", so.preflight_store_per_s,
                     "stored Preflight predictions per second per peer (verdicts beyond it are not stored)")

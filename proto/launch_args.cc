@@ -369,6 +369,22 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   GET(qk_pos_dim, "qk-pos-emb-head-dim", 64);
   GET(v_head_dim, "v-head-dim", 128);
 #undef GET
+  // Given as 0, these were replaced in silence (TP 0 -> 1, micro-batch 0 -> 1 "assumed", a
+  // virtual stage of 0 layers ignored: reliability review 2, N8). Megatron-LM's arguments.py
+  // divides the world size by tp * pp * cp (and the DP size by ep, etp), divides num_layers by
+  // num_layers_per_virtual_pipeline_stage, and asserts micro_batch_size > 0, so 0 is an error
+  // there too.
+  for (const auto& [flag, value] : {std::pair{"tensor-model-parallel-size", tp}, {"pipeline-model-parallel-size", pp},
+                                    {"context-parallel-size", cp}, {"expert-model-parallel-size", ep},
+                                    {"expert-tensor-parallel-size", etp}, {"micro-batch-size", mbs},
+                                    {"global-batch-size", gbs}, {"seq-length", seq},
+                                    {"num-layers-per-virtual-pipeline-stage", layers_per_vstage},
+                                    {"num-virtual-stages-per-pipeline-rank", vstages_per_rank}}) {
+    if (value == 0 && has(flag)) {
+      return FlagError(flag, "0 is not a size: must be >= 1 (Megatron-LM's arguments.py divides by it or asserts it "
+                             "is positive)");
+    }
+  }
   if (layers == 0) return FlagError("num-layers", "must be > 0");
   if (hidden == 0) return FlagError("hidden-size", "must be > 0");
   if (heads == 0) return FlagError("num-attention-heads", "must be > 0");

@@ -25,6 +25,7 @@
 #include "proto/catalog.h"
 #include "proto/hf_config.h"
 #include "proto/job_defaults.h"
+#include "proto/profile_schema.h"
 #include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 
@@ -616,6 +617,7 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
     }
     r.overlaps.push_back({o.mechanism(), o.efficiency(), o.source()});
   }
+  if (absl::Status s = ProfileSchemaFromProto(p, prefix, r); !s.ok()) return s;
   if (absl::Status s = ValidateRateProfile(r, prefix); !s.ok()) return s;
   return r;
 }
@@ -657,6 +659,7 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
     x->set_efficiency(o.efficiency);
     x->set_source(o.source);
   }
+  ProfileSchemaToProto(r, p);
   return p;
 }
 
@@ -1157,7 +1160,13 @@ absl::StatusOr<Job> LoadJob(const std::string& path, const Catalog& catalog, con
 
 absl::StatusOr<RateProfile> LoadRateProfile(const std::string& path) {
   v1::RateProfile p;
-  if (absl::Status s = ParseMessageFile(path, &p); !s.ok()) return s;
+  if (absl::Status s = ParseMessageFile(path, &p); !s.ok()) {
+    // A newer stepcast's profile: say so rather than "unknown field" (profile_schema.h).
+    if (absl::StatusOr<std::string> text = ReadFile(path); text.ok()) {
+      if (std::optional<absl::Status> newer = NewerProfileVersionError(*text, path)) return *newer;
+    }
+    return s;
+  }
   absl::StatusOr<RateProfile> r = RateProfileFromProto(p, "profile");
   if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", r.status().message()));
   if (r->name.empty()) r->name = std::filesystem::path(path).stem().string();

@@ -206,6 +206,7 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
     g.source = absl::StrFormat("stepcast-calibrate cuBLASLt %s, slowest of %d GPUs, median of its timed runs%s",
                                absl::StrJoin(layouts, "+"), gpus.size(),
                                v.size() > 1 ? " (time average over the layouts)" : "");
+    g.origin = RateOrigin::kMeasured;
     measured_dtypes.insert(d);
     p.gemm.push_back(g);
   }
@@ -213,10 +214,12 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
     if (measured_dtypes.count(DTypeToProto(g.dtype))) continue;
     GemmRatePoint x = g;
     x.source = "not measured; reference profile: " + g.source;
+    x.origin = RateOrigin::kReference;
     p.gemm.push_back(x);
   }
   p.attention_flops_per_s = ref.attention_flops_per_s;
   p.attention_source = "not measured; reference profile: " + ref.attention_source;
+  p.attention_origin = RateOrigin::kReference;
   double hbm = 0;
   int hbm_gpus = 0;
   for (const auto& s : run.hbm()) {
@@ -228,11 +231,40 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
   p.hbm_source = hbm > 0 ? absl::StrFormat("stepcast-calibrate copy kernel (read + write), slowest of %d GPUs, median",
                                            hbm_gpus)
                          : "not measured; reference profile: " + ref.hbm_source;
+  p.hbm_origin = hbm > 0 ? RateOrigin::kMeasured : RateOrigin::kReference;
   std::vector<CollectiveRate> base = ref.collectives;
-  for (auto& c : base) c.source = "not measured; reference profile: " + c.source;
-  p.collectives = MergeCollectives(base, measured);
+  for (auto& c : base) {
+    c.source = "not measured; reference profile: " + c.source;
+    c.origin = RateOrigin::kReference;
+    for (auto& pt : c.points) pt.origin = RateOrigin::kReference;
+  }
+  std::vector<CollectiveRate> mine = measured;
+  for (auto& c : mine) {
+    c.origin = RateOrigin::kMeasured;
+    for (auto& pt : c.points) pt.origin = RateOrigin::kMeasured;
+  }
+  p.collectives = MergeCollectives(base, mine);
   for (const auto& w : run.warnings()) p.notes.push_back(w);
   for (const auto& f : run.failures()) p.notes.push_back("failed: " + f);
+  // Provenance (hardware.proto ProfileProvenance): the run's conditions as fields.
+  const v1::CalibrationConditions& cond = run.conditions();
+  ProfileProvenance& prov = p.provenance;
+  prov.tool = "stepcast-calibrate";
+  prov.tool_version = STEPCAST_VERSION;
+  prov.created_utc = google::protobuf::util::TimeUtil::ToString(cond.time());
+  prov.gpu_name = cond.gpu_name();
+  prov.gpu_count = cond.gpu_count();
+  std::set<std::string> hosts;
+  for (const auto& g : cond.gpus()) {
+    if (!g.host().empty()) hosts.insert(g.host());
+  }
+  if (hosts.empty() && !cond.host().empty()) hosts.insert(cond.host());
+  prov.hosts.assign(hosts.begin(), hosts.end());
+  prov.host_count = static_cast<int64_t>(hosts.size());
+  prov.driver_version = cond.driver_version();
+  prov.cuda_version = cond.cuda_runtime_version();
+  prov.nccl_version = cond.nccl_version();
+  prov.base = absl::StrCat("reference profile ", hardware);
   return RateProfileToProto(p);
 }
 

@@ -26,7 +26,10 @@ out=$("$cal" --gpus 0,x 2>&1); rc=$?
 { [ $rc -eq 1 ] && grep -q -- "--gpus: 'x' is not a GPU index" <<<"$out"; } && ok "bad --gpus named (exit 1)" || bad "bad --gpus ($rc): $out"
 
 # 2. import: the 16 real nccl-tests logs over the H100 reference, then stepcast predict --profile.
-out=$("$cal" import "$root"/tests/data/real_data/microbench/nccl/*.txt --hardware h100-sxm --out "$work/imp.json" --html "$work/imp.html" 2>&1); rc=$?
+out=$("$cal" import "$root"/tests/data/real_data/microbench/nccl/*.txt --hardware h100-sxm --out "$work/x.json" 2>&1); rc=$?
+{ [ $rc -eq 1 ] && grep -q "04_b200x16_lambda_ib_allreduce.txt: a nccl-tests log of .* (b200), but the profile is for h100-sxm" <<<"$out"; } \
+  && ok "a log of another GPU refused naming both (exit 1)" || bad "other GPU ($rc): $out"
+out=$("$cal" import "$root"/tests/data/real_data/microbench/nccl/*.txt --hardware h100-sxm --allow-other-gpu --out "$work/imp.json" --html "$work/imp.html" 2>&1); rc=$?
 { [ $rc -eq 0 ] && grep -q "all_reduce intra_node x8: 32 sizes" <<<"$out" && [ -s "$work/imp.json" ]; } \
   && ok "import of 16 nccl-tests logs" || bad "import ($rc): $out"
 { grep -q "<svg" "$work/imp.html" && grep -q "all_reduce" "$work/imp.html"; } && ok "import --html writes the calibration page" \
@@ -91,6 +94,18 @@ out=$(timeout 120 mpirun -np 2 "$fake" --mpi --quick --warmup-s 0 --skip-collect
   || { bad "no GPU on rank 1 ($rc)"; echo "$out" | tail -5; }
 out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work/fake.json" 2>&1); rc=$?
 { [ $rc -eq 0 ] && grep -q "profile" <<<"$out"; } && ok "stepcast predict --profile uses a measured profile" || bad "predict ($rc): $out"
+json "$work/fake.json" "(d['format_version'], d['provenance']['tool'], d['provenance']['gpu_count'], d['gemm_origins'][0])" \
+  | grep -q "(2, 'stepcast-calibrate', '2', 'RATE_ORIGIN_MEASURED')" && ok "measured profile: schema 2, provenance, origins" \
+  || bad "measured profile provenance: $(json "$work/fake.json" "d.get('provenance')")"
+# gpu code review 2, N1 end to end: a 256 MiB-2 GiB H100 log (n05) leaves the TP 8 job's step time
+# the reference's (before: 17.52 s -> 20.20 s, +15%).
+sed -e 's/tp: 4/tp: 8/' -e 's/sequence_parallel: true/sequence_parallel: false/' "$root/examples/llama3-70b-h100.yaml" > "$work/tp8.yaml"
+"$cal" import "$root/tests/data/real_data/microbench/logs_2026_11_27/n05_h100x8_nvlink_allreduce_256M_2G.txt" \
+  --hardware h100-sxm --out "$work/n05.json" >/dev/null 2>&1
+ref=$("$stepcast" predict "$work/tp8.yaml" --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_s'])")
+imp=$("$stepcast" predict "$work/tp8.yaml" --profile "$work/n05.json" --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_s'])")
+python3 -c "import sys; r,i=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if abs(i/r-1) < 0.005 else 1)" "$ref" "$imp" \
+  && ok "partial-range import: TP 8 step time $imp s vs the reference's $ref s" || bad "partial-range import moved the step time: $imp vs $ref"
 
 # 7. The service's PutProfile takes it, and a pre-flight check runs on it by name.
 (cd "$work" && exec "$stepcast" serve --listen 127.0.0.1:0 --port-file "$work/port" --db "$work/s.db" >"$work/serve.log" 2>&1) &

@@ -319,16 +319,23 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
   absl::Status pick;
   if (need_gpu && o.mpi) {
     // One GPU per rank: the rank's index among the ranks of its host, within --gpus if given.
+    // More ranks on a host than GPUs to give them is refused (gpu code review 2, N14: rank i took
+    // GPU i % n, so two ranks shared a GPU and NCCL failed later with a duplicate-GPU error).
     const int i = comm.local_rank();
-    if (!gpu_ids->empty()) {
-      const int id = (*gpu_ids)[i % gpu_ids->size()];
+    const size_t choices = gpu_ids->empty() ? all.size() : gpu_ids->size();
+    if (static_cast<size_t>(comm.local_size()) > choices) {
+      pick = absl::InvalidArgumentError(absl::StrCat(
+          comm.local_size(), " ranks on ", comm.host(), " but ", choices, gpu_ids->empty() ? " visible GPUs" : " GPUs in --gpus",
+          ": --mpi takes one GPU per rank; start at most ", choices, " ranks per node"));
+    } else if (!gpu_ids->empty()) {
+      const int id = (*gpu_ids)[i];
       if (id >= static_cast<int>(all.size())) {
         pick = absl::InvalidArgumentError(absl::StrCat("--gpus: no GPU ", id, " on ", comm.host(), " (", all.size(), " visible)"));
       } else {
         local.push_back(all[id]);
       }
     } else {
-      local.push_back(all[i % all.size()]);
+      local.push_back(all[i]);
     }
   } else if (need_gpu) {
     if (gpu_ids->empty()) {
@@ -566,7 +573,10 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
       run.add_failures("gemm: no GEMM was measured on any GPU (see the warnings)");
       nothing_measured = true;
     }
-    if (absl::Status s = checkpoint(false); !s.ok()) {
+    // Every rank learns of rank 0's write failure and ends with it (gpu code review 2, N6: rank 0
+    // alone in finish() while the others went on into the next part's collectives, ended only by
+    // the 2 x --timeout-s abort).
+    if (absl::Status s = AgreeOnStatus(comm, checkpoint(false)); !s.ok()) {
       say_error(std::string(s.message()));
       return finish(kExitWriteFailed);
     }
@@ -687,7 +697,10 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
     }
   }
   if (!o.skip_hbm && need_gpu) {
-    if (absl::Status s = checkpoint(false); !s.ok()) {
+    // Every rank learns of rank 0's write failure and ends with it (gpu code review 2, N6: rank 0
+    // alone in finish() while the others went on into the next part's collectives, ended only by
+    // the 2 x --timeout-s abort).
+    if (absl::Status s = AgreeOnStatus(comm, checkpoint(false)); !s.ok()) {
       say_error(std::string(s.message()));
       return finish(kExitWriteFailed);
     }

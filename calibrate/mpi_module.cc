@@ -8,11 +8,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "calibrate/communicator.h"
 #include "calibrate/mpi_backend.h"
+#include "calibrate/mpi_layout.h"
 
 namespace stepcast::calibrate {
 namespace {
@@ -21,24 +24,39 @@ constexpr int kTimeoutExit = 6;
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(double timeout_s) : timeout_s_(timeout_s) {
+  MpiCommunicator(double timeout_s, int thread_level) : timeout_s_(timeout_s), thread_level_(thread_level) {
+    main_thread_ = std::this_thread::get_id();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     char h[MPI_MAX_PROCESSOR_NAME] = {0};
     int len = 0;
     MPI_Get_processor_name(h, &len);
     host_ = std::string(h, len);
-    MPI_Comm local;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
-    MPI_Comm_rank(local, &local_rank_);
-    MPI_Comm_size(local, &local_size_);
-    MPI_Comm_free(&local);
-    int leader = local_rank_ == 0 ? 1 : 0;
-    MPI_Allreduce(&leader, &hosts_, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    // Hosts, this rank's index on its host and their number from every rank's processor name,
+    // gathered non-blocking against the deadline (gpu code review 2, N14: MPI_Comm_split_type and
+    // MPI_Allreduce here blocked without one when a rank never arrived).
+    std::vector<char> names(static_cast<size_t>(size_) * MPI_MAX_PROCESSOR_NAME, '\0');
+    MPI_Request r;
+    MPI_Iallgather(h, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD,
+                   &r);
+    (void)Wait(r, "the start-up exchange of host names");
+    std::vector<std::string> hosts;
+    for (int i = 0; i < size_; ++i) {
+      const char* n = names.data() + static_cast<size_t>(i) * MPI_MAX_PROCESSOR_NAME;
+      hosts.emplace_back(n, strnlen(n, MPI_MAX_PROCESSOR_NAME));
+    }
+    const HostLayout layout = LayoutOfHosts(hosts, rank_);
+    local_rank_ = layout.local_rank;
+    local_size_ = layout.local_size;
+    hosts_ = layout.hosts;
     char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
     MPI_Get_library_version(version, &len);
     std::string v(version, len);
     name_ = "MPI (" + v.substr(0, v.find(',')) + ")";
+    if (thread_level_ < MPI_THREAD_MULTIPLE) {
+      name_ += absl::StrCat(" [thread level ", MpiThreadLevelName(thread_level_),
+                            ": a stalled rank ends itself, the launcher the job]");
+    }
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -87,9 +105,15 @@ class MpiCommunicator final : public Communicator {
   }
 
   [[noreturn]] void Abort(int code, const std::string& why) override {
-    std::fprintf(stderr, "stepcast-calibrate: rank %d on %s: aborting the job: %s\n", rank_, host_.c_str(), why.c_str());
+    // MPI_Abort from the watchdog thread needs MPI_THREAD_MULTIPLE (MPI 4.0 section 11.6: below
+    // it only the main thread, or one thread at a time, may call MPI). Without it the rank ends
+    // itself; the launcher (mpirun, srun) ends the job when a rank exits non-zero without
+    // MPI_Finalize, and the other ranks' own deadlines end them otherwise.
+    const bool may_call_mpi = MpiAbortAllowed(thread_level_, std::this_thread::get_id() == main_thread_);
+    std::fprintf(stderr, "stepcast-calibrate: rank %d on %s: aborting the job%s: %s\n", rank_, host_.c_str(),
+                 may_call_mpi ? "" : " (this rank exits: MPI_Abort is not allowed from this thread)", why.c_str());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, code);
+    if (may_call_mpi) MPI_Abort(MPI_COMM_WORLD, code);
     _exit(code);
   }
   void Finalize() override { MPI_Finalize(); }
@@ -123,6 +147,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   double timeout_s_;
+  int thread_level_ = MPI_THREAD_MULTIPLE;
+  std::thread::id main_thread_;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, hosts_ = 1;
   std::string host_, name_;
 };
@@ -134,12 +160,16 @@ extern "C" __attribute__((visibility("default"))) stepcast::calibrate::Communica
     int* argc, char*** argv, double timeout_s, char* error, int error_len) {
   int initialized = 0;
   MPI_Initialized(&initialized);
+  int provided = 0;
   if (!initialized) {
-    int provided = 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
       std::snprintf(error, error_len, "MPI_Init_thread failed");
       return nullptr;
     }
+  } else {
+    MPI_Query_thread(&provided);
   }
-  return new stepcast::calibrate::MpiCommunicator(timeout_s);
+  // The level the library gives is checked, not assumed (gpu code review 2, N14): the watchdog
+  // thread's abort depends on it (MpiCommunicator::Abort).
+  return new stepcast::calibrate::MpiCommunicator(timeout_s, provided);
 }

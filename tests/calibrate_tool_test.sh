@@ -97,6 +97,19 @@ out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work
 json "$work/fake.json" "(d['format_version'], d['provenance']['tool'], d['provenance']['gpu_count'], d['gemm_origins'][0])" \
   | grep -q "(2, 'stepcast-calibrate', '2', 'RATE_ORIGIN_MEASURED')" && ok "measured profile: schema 2, provenance, origins" \
   || bad "measured profile provenance: $(json "$work/fake.json" "d.get('provenance')")"
+# gpu code review 2, N6: rank 0 cannot write its checkpoint; every rank ends with exit 5 at once
+# (before: rank 0 alone in finish(), the others into the next part: exit 6 at the 2 x --timeout-s abort).
+t0=$(date +%s)
+out=$(timeout 120 mpirun -np 2 "$fake" --mpi --quick --warmup-s 0 --skip-collectives --timeout-s 30 \
+      --out "$work/no_such_dir/w.json" 2>&1); rc=$?
+t1=$(date +%s)
+{ [ $rc -eq 5 ] && grep -q "cannot write" <<<"$out" && [ $((t1 - t0)) -lt 30 ]; } \
+  && ok "rank 0's write failure agreed: exit 5 on every rank in $((t1 - t0)) s" || { bad "write failure under mpirun ($rc, $((t1 - t0)) s)"; echo "$out" | tail -5; }
+# N14: two ranks on a host with one GPU are refused (before: both took GPU 0, exit 0).
+out=$(STEPCAST_FAKE_GPUS=1 timeout 120 mpirun -np 2 "$fake" --mpi --quick --warmup-s 0 --skip-collectives \
+      --out "$work/two.json" 2>&1); rc=$?
+{ [ $rc -eq 1 ] && grep -q "2 ranks on .* but 1 visible GPUs: --mpi takes one GPU per rank" <<<"$out"; } \
+  && ok "more ranks than GPUs on a host: exit 1, said" || { bad "ranks > GPUs ($rc)"; echo "$out" | tail -5; }
 # gpu code review 2, N1 end to end: a 256 MiB-2 GiB H100 log (n05) leaves the TP 8 job's step time
 # the reference's (before: 17.52 s -> 20.20 s, +15%).
 sed -e 's/tp: 4/tp: 8/' -e 's/sequence_parallel: true/sequence_parallel: false/' "$root/examples/llama3-70b-h100.yaml" > "$work/tp8.yaml"

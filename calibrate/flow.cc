@@ -270,6 +270,60 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
 
 }  // namespace
 
+// The intra-node sweep of a multi-node --mpi run (gpu code review 2, N7): every host's ranks form
+// a communicator of their own (Communicator::SplitByHost) and sweep the collectives over it at
+// once; the hosts' samples are gathered to rank 0, which keeps per (collective, ranks, size) the
+// slowest host's median (a synchronous job waits for its slowest node) and fits the curves. Every
+// status is agreed over all ranks. The samples go into `run` (rank 0), the curves into `rates`.
+static absl::Status MeasureInsideEachHost(GpuSystem& gpus, const GpuInfo& gpu, Communicator& comm, double max_bytes,
+                                   double timeout_s, const SweepOptions& so, v1::CalibrationRun& run,
+                                   std::vector<CollectiveRate>& rates) {
+  absl::StatusOr<std::unique_ptr<Communicator>> node = comm.SplitByHost();
+  if (absl::Status s = AgreeOnStatus(comm, node.ok() ? absl::OkStatus() : node.status()); !s.ok()) return s;
+  std::unique_ptr<CollectiveBackend> b;
+  absl::Status made;
+  if ((*node)->size() >= 2) {
+    absl::StatusOr<std::unique_ptr<CollectiveBackend>> x = gpus.RankCollectives(gpu, **node, max_bytes, timeout_s);
+    if (x.ok()) b = *std::move(x); else made = x.status();
+  }
+  if (absl::Status s = AgreeOnStatus(comm, made); !s.ok()) {
+    if (b) b->Abort();
+    return s;
+  }
+  SweepOptions local = so;
+  local.inject = {};  // the injected failure belongs to the job-wide sweep
+  SweepResult r;
+  if (b) r = Sweep(*b, **node, local);
+  if (absl::Status s = AgreeOnStatus(comm, r.status); !s.ok()) return s;
+  // Each host's first rank sends its host's samples; rank 0 keeps the slowest host per size.
+  v1::CalibrationRun mine;
+  if ((*node)->rank() == 0) {
+    for (const auto& s : r.samples) *mine.add_collectives() = s;
+  }
+  absl::StatusOr<std::vector<std::string>> all = comm.Gather(mine.SerializeAsString(), 0);
+  if (!all.ok()) return all.status();
+  if (comm.rank() != 0) return absl::OkStatus();
+  std::map<std::tuple<int, int, double>, v1::CollectiveSample> slowest;
+  for (const std::string& bytes : *all) {
+    v1::CalibrationRun other;
+    if (!other.ParseFromString(bytes)) return absl::DataLossError("a host's intra-node samples");
+    for (const auto& s : other.collectives()) {
+      *run.add_collectives() = s;
+      auto [it, fresh] = slowest.insert({{s.collective(), s.ranks(), s.size_bytes()}, s});
+      if (!fresh && s.time().median_s() > it->second.time().median_s()) it->second = s;
+    }
+  }
+  std::vector<v1::CollectiveSample> kept;
+  for (const auto& [k, s] : slowest) kept.push_back(s);
+  SweepFits fits = FitSweep(kept, 0);
+  for (auto& f : fits.fits) *run.add_fits() = f;
+  for (auto& rate : fits.rates) {
+    rate.source = absl::StrCat(rate.source, "; inside each of ", comm.hosts(), " hosts, the slowest host's time per size");
+    rates.push_back(std::move(rate));
+  }
+  return absl::OkStatus();
+}
+
 int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator& comm, const Catalog& catalog) {
   MeasureOptions o = options;
   const int me = comm.rank();
@@ -730,19 +784,34 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
       run.add_warnings("one GPU: no collective to measure; collectives come from the reference profile");
     }
     absl::Status agreed = AgreeOnStatus(comm, made);
+    SweepOptions so;
+    so.max_bytes = o.max_collective_bytes;
+    so.iters = o.quick ? 10 : 20;
+    so.batches = o.quick ? 3 : 5;
+    so.warmup = o.quick ? 3 : 5;
+    so.progress = progress;
+    so.heartbeat = [&] { watchdog.Beat("the collective sweep"); };
+    if (inj->what == "collective" || inj->what == "hang") so.inject = {inj->rank, inj->what == "hang", inj->size_bytes};
+    // A multi-node run also measures inside each node (gpu code review 2, N7: one communicator of
+    // all ranks gave no NVLink curve, and TP's collectives stayed the reference's): every host's
+    // ranks sweep together, then the slowest host's time per size is kept.
+    std::vector<CollectiveRate> intra_rates;
+    bool intra_failed = false;
+    if (agreed.ok() && b && o.mpi && !host && comm.hosts() > 1) {
+      watchdog.Beat("the intra-node sweep of each host");
+      absl::Status st = MeasureInsideEachHost(gpus, local[0], comm, o.max_collective_bytes, o.timeout_s, so, run,
+                                              intra_rates);
+      if (!st.ok()) {
+        run.add_failures(absl::StrCat("collectives inside each node: ", st.message()));
+        failed = intra_failed = true;
+        b->Abort();
+      }
+    }
     if (!agreed.ok()) {
       run.add_failures(absl::StrCat("collectives: ", agreed.message()));
       failed = true;
       if (b) b->Abort();
-    } else if (b) {
-      SweepOptions so;
-      so.max_bytes = o.max_collective_bytes;
-      so.iters = o.quick ? 10 : 20;
-      so.batches = o.quick ? 3 : 5;
-      so.warmup = o.quick ? 3 : 5;
-      so.progress = progress;
-      so.heartbeat = [&] { watchdog.Beat("the collective sweep"); };
-      if (inj->what == "collective" || inj->what == "hang") so.inject = {inj->rank, inj->what == "hang", inj->size_bytes};
+    } else if (b && !intra_failed) {
       SweepResult r = Sweep(*b, comm, so);
       for (const auto& s : r.samples) *run.add_collectives() = s;
       const int rpn = comm.hosts() > 1 ? comm.local_size() : 0;
@@ -753,6 +822,7 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
                                       " are host-memory MPI rates: kept in the run, not written as GPU collective rates"));
       } else {
         measured_rates = std::move(fits.rates);
+        measured_rates.insert(measured_rates.end(), intra_rates.begin(), intra_rates.end());
       }
       if (!r.status.ok()) {
         run.add_failures(absl::StrCat("collectives: ", r.status.message()));

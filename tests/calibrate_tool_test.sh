@@ -97,6 +97,13 @@ out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work
 json "$work/fake.json" "(d['format_version'], d['provenance']['tool'], d['provenance']['gpu_count'], d['gemm_origins'][0])" \
   | grep -q "(2, 'stepcast-calibrate', '2', 'RATE_ORIGIN_MEASURED')" && ok "measured profile: schema 2, provenance, origins" \
   || bad "measured profile provenance: $(json "$work/fake.json" "d.get('provenance')")"
+# gpu code review 2, N7: a run over 2 hosts (made up by the module's test hook) x 2 ranks measures
+# the intra-node curve of each host (x2, the slowest host) beside the inter-node one (x4, 2 per node).
+out=$(STEPCAST_CALIBRATE_TEST_HOSTS=2 STEPCAST_FAKE_GPUS=2 timeout 120 mpirun -np 4 "$fake" --mpi --quick --warmup-s 0 \
+      --skip-gemm --skip-hbm --max-collective-bytes 65536 --out "$work/nodes.json" 2>&1); rc=$?
+curves=$(json "$work/nodes.json" "sorted((c['scope'], c['group_size'], c['ranks_per_node']) for c, o in zip(d['collectives'], d['collective_origins']) if c['collective']=='COLLECTIVE_ALL_REDUCE' and 'RATE_ORIGIN_MEASURED' in o['points'])" 2>&1)
+{ [ $rc -eq 0 ] && [ "$curves" = "[('SCOPE_INTER_NODE', '4', '2'), ('SCOPE_INTRA_NODE', '2', '0')]" ]; } \
+  && ok "2 nodes x 2 ranks: intra-node x2 and inter-node x4 curves measured" || { bad "multi-node curves ($rc): $curves"; echo "$out" | tail -5; }
 # gpu code review 2, N6: rank 0 cannot write its checkpoint; every rank ends with exit 5 at once
 # (before: rank 0 alone in finish(), the others into the next part: exit 6 at the 2 x --timeout-s abort).
 t0=$(date +%s)

@@ -704,11 +704,17 @@ TEST(Merge, PartialRangeLogsKeepTheReferenceOutsideTheirSizes) {
     ASSERT_GE(ref->points.size(), 2u);
     // At the log's sizes: its own busbw (nccl-tests: busbw = S / t x 2(n-1)/n) within 3%.
     const double factor = 2.0 * (c.ranks - 1) / c.ranks;
+    std::vector<double> dev;
     for (const OwnRow& r : rows) {
       const CollectiveEstimate e = EstimateCollective(*merged, c.ranks, r.size, c.per_node);
       EXPECT_FALSE(e.extrapolated) << r.size << ": " << e.reason;
       EXPECT_NEAR(r.size / e.time_s * factor / r.busbw, 1.0, 0.03) << r.size;
+      dev.push_back(std::fabs(r.size / e.time_s * factor / r.busbw - 1));
     }
+    int imported = 0;
+    for (const auto& q : merged->points) imported += q.origin == RateOrigin::kImported;
+    std::printf("%-42s %zu rows; merged %zu points (%d imported); busbw vs the log's column: max %.2f%% median %.2f%%\n",
+                c.file, rows.size(), merged->points.size(), imported, 100 * Quantile(dev, 1.0), 100 * Quantile(dev, 0.5));
     // Outside them: the reference's points, unchanged, and marked as the reference's.
     const double lo = rows.front().size, hi = rows.back().size;
     int outside = 0;

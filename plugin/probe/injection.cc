@@ -15,7 +15,7 @@
 // helper process that only loaded CUDA: gpu_code_review item 7); when STEPCAST_SERVER and
 // STEPCAST_PREDICTION_ID are set and STEPCAST_PROBE_REPORT is not "0", rank 0 reports the run to
 // the service through the stepcast CLI in a child process (`stepcast report --probe`; the binary
-// beside the library, ../bin/stepcast, or STEPCAST_BIN; its token from STEPCAST_REPORT_TOKEN or
+// beside the library, ../bin/stepcast, or STEPCAST_CLI; its token from STEPCAST_REPORT_TOKEN or
 // STEPCAST_TOKEN), so no gRPC is loaded into the training process. The library exports only
 // InitializeInjection (plugin/probe/probe.map).
 //
@@ -268,7 +268,7 @@ void EnableLaunchRecords(bool enable) {
 // Rank 0's report to the service, through the stepcast CLI in a child process: no gRPC in the
 // training process. Waits at most 30 s for it.
 void ReportThroughCli(const std::string& report_path, const std::string& server, const std::string& prediction) {
-  std::string bin = Env("STEPCAST_BIN");
+  std::string bin = Env("STEPCAST_CLI");
   if (bin.empty()) {
     Dl_info info;
     if (dladdr(reinterpret_cast<void*>(&InitializeInjection), &info) && info.dli_fname) {
@@ -278,7 +278,7 @@ void ReportThroughCli(const std::string& report_path, const std::string& server,
     }
   }
   if (bin.empty() || access(bin.c_str(), X_OK) != 0) {
-    Say(absl::StrCat("could not report to ", server, ": no stepcast binary at '", bin, "' (set STEPCAST_BIN)"));
+    Say(absl::StrCat("could not report to ", server, ": no stepcast binary at '", bin, "' (set STEPCAST_CLI)"));
     return;
   }
   std::vector<std::string> args = {bin, "report", "--server", server, "--prediction-id", prediction,

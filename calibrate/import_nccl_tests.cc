@@ -207,7 +207,7 @@ absl::StatusOr<NcclTestsLog> ParseRun(const std::vector<LogLine>& lines, const S
   std::map<std::string, std::set<int64_t>> ranks_by_host;
   std::string gpu_name;
   bool footer = false;
-  int64_t header_threads = 0, header_gpus = 0;
+  int64_t header_threads = 0, header_gpus = 0, command_threads = 0, command_gpus = 0;
   for (size_t i = seg.begin; i < seg.end; ++i) {
     const LogLine& l = lines[i];
     absl::string_view s = StripLauncherTag(l.text);
@@ -219,6 +219,17 @@ absl::StatusOr<NcclTestsLog> ParseRun(const std::vector<LogLine>& lines, const S
           if (absl::EndsWith(word, "_perf") && FindBinary(word)) {
             binary_command = word;
             break;
+          }
+        }
+        if (!binary_command.empty()) {
+          // The command's -t / --nthreads and -g / --ngpus (nccl-tests README): threads x GPUs
+          // per process, the ranks of a single-process run.
+          std::vector<absl::string_view> t = Tokens(body);
+          for (size_t k = 0; k + 1 < t.size(); ++k) {
+            std::optional<int64_t> v = ParseInt(t[k + 1]);
+            if (!v || *v <= 0 || *v > (int64_t{1} << 20)) continue;
+            if (t[k] == "-t" || t[k] == "--nthreads") command_threads = *v;
+            if (t[k] == "-g" || t[k] == "--ngpus") command_gpus = *v;
           }
         }
       }
@@ -431,6 +442,9 @@ absl::StatusOr<NcclTestsLog> ParseRun(const std::vector<LogLine>& lines, const S
     // One process: nThread threads of nGpus GPUs each (nccl-tests README, "-t" and "-g").
     log.ranks = header_threads * header_gpus;
     log.ranks_from = "the '# nThread' header (one process: nThread x nGpus)";
+  } else if (command_gpus > 0 && !launcher_seen) {
+    log.ranks = std::max<int64_t>(command_threads, 1) * command_gpus;
+    log.ranks_from = "the command line's -t x -g (one process)";
   } else {
     return LogError(path, best->line,
                     absl::StrCat("cannot tell the number of ranks: ", log.binary,
@@ -469,7 +483,8 @@ absl::StatusOr<NcclTestsLog> ParseRun(const std::vector<LogLine>& lines, const S
   } else if (file.hw_nodes == 1) {
     log.ranks_per_node = log.ranks;
     log.ranks_per_node_from = "the '# hardware:' header (one node)";
-  } else if (log.ranks_from.rfind("the '# nThread' header", 0) == 0) {
+  } else if (log.ranks_from.rfind("the '# nThread' header", 0) == 0 ||
+             log.ranks_from.rfind("the command line's", 0) == 0) {
     log.ranks_per_node = log.ranks;
     log.ranks_per_node_from = "one process (the '# nThread' header)";
   } else {

@@ -80,8 +80,9 @@ bool LooksLikeNcclTests(absl::string_view text);
 // ((n-1)/n), and ambiguous at exactly 1 (sendrecv, or all_reduce over 2 ranks); a root >= 0 is
 // broadcast / reduce / gather / scatter, which have no profile slot.
 // Ranks: --ranks, the run's "#  Rank" lines, the excerpt header, busbw/algbw of the best row,
-// else nThread x nGpus of the "# nThread" header when the log shows no launcher (mpirun, srun, a
-// launcher's output tag) and the factor cannot tell (sendrecv: busbw = algbw for any n).
+// else nThread x nGpus of the "# nThread" header, or -t x -g of a command line naming *_perf, when
+// the log shows no launcher (mpirun, srun, a launcher's output tag) and the factor cannot tell
+// (sendrecv: busbw = algbw for any n).
 //
 // Errors (InvalidArgument, "<path>:<line>: ..."): an unknown binary, a row with the wrong number
 // of columns (a truncated line), non-numeric cells, wrong elements reported by nccl-tests' check,

@@ -938,6 +938,12 @@ TEST(NcclTestsLog, HeaderlessMultiRunAndSingleProcessLogs) {
   EXPECT_EQ(s->ranks, 8);
   EXPECT_EQ(s->ranks_from, "the '# nThread' header (one process: nThread x nGpus)");
   EXPECT_EQ(s->nodes, 1);
+  // Rows only, after the command line "-g 8" (gpu code review 2, N12: n04 needed --ranks).
+  const std::string rows_only = "./build/sendrecv_perf -b 128M -e 256M -f 2 -g 8\n" + sr.substr(sr.find("   134217728"));
+  absl::StatusOr<NcclTestsLog> g8 = ParseNcclTestsLog(rows_only, "x.log", {});
+  ASSERT_TRUE(g8.ok()) << g8.status();
+  EXPECT_EQ(g8->ranks, 8);
+  EXPECT_EQ(g8->ranks_from, "the command line's -t x -g (one process)");
   // The same under mpirun: the header's nGpus is per process, so the ranks are not known.
   absl::StatusOr<NcclTestsLog> m = ParseNcclTestsLog("mpirun -np 8 ./sendrecv_perf -g 1\n" + sr, "x.log", {});
   ASSERT_FALSE(m.ok());

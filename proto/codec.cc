@@ -25,6 +25,7 @@
 #include "proto/catalog.h"
 #include "proto/hf_config.h"
 #include "proto/job_defaults.h"
+#include "proto/profile_schema.h"
 #include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 
@@ -635,6 +636,7 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
     if (c.samples() < 0) return FieldError(f + ".samples", "must be >= 0");
     r.contention.push_back({c.compute(), c.communication(), c.slowdown(), c.samples(), c.source()});
   }
+  if (absl::Status s = ProfileSchemaFromProto(p, prefix, r); !s.ok()) return s;
   if (absl::Status s = ValidateRateProfile(r, prefix); !s.ok()) return s;
   return r;
 }
@@ -684,6 +686,7 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
     x->set_samples(c.samples);
     x->set_source(c.source);
   }
+  ProfileSchemaToProto(r, p);
   return p;
 }
 
@@ -1203,7 +1206,13 @@ absl::StatusOr<Job> LoadJob(const std::string& path, const Catalog& catalog, con
 
 absl::StatusOr<RateProfile> LoadRateProfile(const std::string& path) {
   v1::RateProfile p;
-  if (absl::Status s = ParseMessageFile(path, &p); !s.ok()) return s;
+  if (absl::Status s = ParseMessageFile(path, &p); !s.ok()) {
+    // A newer stepcast's profile: say so rather than "unknown field" (profile_schema.h).
+    if (absl::StatusOr<std::string> text = ReadFile(path); text.ok()) {
+      if (std::optional<absl::Status> newer = NewerProfileVersionError(*text, path)) return *newer;
+    }
+    return s;
+  }
   absl::StatusOr<RateProfile> r = RateProfileFromProto(p, "profile");
   if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", r.status().message()));
   if (r->name.empty()) r->name = std::filesystem::path(path).stem().string();

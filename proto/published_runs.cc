@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <regex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -109,14 +108,53 @@ std::string Squash(const std::string& s) {
 
 }  // namespace
 
+// Plain scans, not std::regex: libstdc++'s regex executor recurses once per character and a
+// 100 KB cell overflowed the stack (reliability review 2, N4). Each is linear in the text.
 int YearInText(const std::string& text) {
-  static const std::regex kYear(R"((^|[^0-9])((19|20)[0-9]{2})([^0-9]|$))");
-  static const std::regex kRelease(R"((^|[^0-9.])([2-3][0-9])\.(0[1-9]|1[0-2])([^0-9]|$))");
-  std::smatch m;
-  if (std::regex_search(text, m, kYear)) return std::stoi(m[2].str());
-  if (std::regex_search(text, m, kRelease)) return 2000 + std::stoi(m[2].str());
+  auto digit = [&](size_t i) { return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); };
+  // A maximal run of exactly four digits starting 19 or 20.
+  for (size_t i = 0; i < text.size();) {
+    if (!digit(i)) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (digit(j)) ++j;
+    if (j - i == 4 && (text.compare(i, 2, "19") == 0 || text.compare(i, 2, "20") == 0)) {
+      return std::stoi(text.substr(i, 4));
+    }
+    i = j;
+  }
+  // A release "YY.MM": two digits 2x/3x not preceded by a digit or '.', a '.', and a month
+  // 01-12 not followed by a digit.
+  for (size_t i = 0; i + 5 <= text.size(); ++i) {
+    if (i > 0 && (digit(i - 1) || text[i - 1] == '.')) continue;
+    if (!(text[i] == '2' || text[i] == '3') || !digit(i + 1) || text[i + 2] != '.' || !digit(i + 3) || !digit(i + 4) ||
+        digit(i + 5)) {
+      continue;
+    }
+    const int month = (text[i + 3] - '0') * 10 + (text[i + 4] - '0');
+    if (month >= 1 && month <= 12) return 2000 + (text[i] - '0') * 10 + (text[i + 1] - '0');
+  }
   return 0;
 }
+
+namespace {
+
+// The digits between the first `prefix` that is followed by one or more digits and then
+// `suffix` ("over 8 gpus" with "over ", " gpus"), or "" when there is none. Linear in the text
+// for the prefixes used here (no character of them is a digit).
+std::string DigitsBetween(const std::string& text, const std::string& prefix, const std::string& suffix) {
+  for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at + 1)) {
+    size_t j = at + prefix.size();
+    const size_t begin = j;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    if (j > begin && text.compare(j, suffix.size(), suffix) == 0) return text.substr(begin, j - begin);
+  }
+  return "";
+}
+
+}  // namespace
 
 absl::StatusOr<std::pair<double, std::string>> MeasuredIterTime(const PublishedRow& r) {
   double v = 0;
@@ -331,25 +369,21 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   if (absl::StartsWith(shard, "none")) tr->set_sharding(v1::SHARDING_NONE);
   // HSDP: the FSDP group a row names, and the data-parallel replicas over it.
   if (tr->sharding() == v1::SHARDING_ZERO3) {
-    std::smatch m;
-    const std::string dp_total = absl::StrCat(*gpus / std::max<int64_t>(1, par->tp() * std::max<int64_t>(1, par->pp()) *
-                                                                          std::max<int64_t>(1, par->cp())));
-    static const std::regex kOver(R"(over ([0-9]+) gpus)");
-    static const std::regex kReplicas(R"(x ([0-9]+) data-parallel replica)");
     int64_t replicas = 0;
     // absl::SimpleAtoi, not std::stoll (which threw on a 30-digit count): an error naming the column.
     auto count = [&](const std::string& t, int64_t* v) -> absl::Status {
       if (!absl::SimpleAtoi(t, v)) {
-        return absl::InvalidArgumentError(absl::StrCat("optimizer_sharding: count '", t, "' is out of range"));
+        return absl::InvalidArgumentError(absl::StrCat("optimizer_sharding: count '", t.substr(0, 24),
+                                                       t.size() > 24 ? "...' is out of range" : "' is out of range"));
       }
       return absl::OkStatus();
     };
-    if (std::regex_search(shard, m, kReplicas)) {
-      if (absl::Status s = count(m[1].str(), &replicas); !s.ok()) return s;
+    if (const std::string n = DigitsBetween(shard, "x ", " data-parallel replica"); !n.empty()) {
+      if (absl::Status s = count(n, &replicas); !s.ok()) return s;
     }
-    if (replicas == 0 && std::regex_search(shard, m, kOver)) {
+    if (const std::string n = DigitsBetween(shard, "over ", " gpus"); replicas == 0 && !n.empty()) {
       int64_t group = 0;
-      if (absl::Status s = count(m[1].str(), &group); !s.ok()) return s;
+      if (absl::Status s = count(n, &group); !s.ok()) return s;
       if (group > 0 && *gpus % group == 0) replicas = *gpus / group;
     }
     if (replicas == 0 && absl::StrContains(shard, "within each node")) {
@@ -357,7 +391,6 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
       if (h.ok() && h->gpus_per_node > 0 && *gpus % h->gpus_per_node == 0) replicas = *gpus / h->gpus_per_node;
     }
     if (replicas > 1) par->set_dp_replicate(replicas);
-    (void)dp_total;
   }
 
   // Named settings of the framework stated anywhere in the row's text (flags, config values).

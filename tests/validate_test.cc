@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "cli/cli.h"
+#include "proto/published_runs.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -82,6 +83,53 @@ TEST(Validate, PublishedRunsFileHasEveryRow) {
   auto r = cli::Validate(STEPCAST_PUBLISHED_RUNS, testing::BuiltinCatalog());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->rows_size(), 158);
+}
+
+TEST(Validate, HugeCellsAreErrorsNotCrashes) {
+  // Reliability review 2, N4: a 100 KB optimizer_sharding cell ("FSDP over 111...1 gpus",
+  // "FSDP x 111...1 data-parallel replicas") and a 100 KB digit run in the framework text crashed
+  // `validate` with SIGSEGV: libstdc++'s std::regex recursed once per character
+  // (../shared/reference/reliability_inputs_2/csv_kover_100k.csv, csv_kreplicas_100k.csv).
+  const std::string path = std::string(::testing::TempDir()) + "/huge_cells.csv";
+  const std::string ones(100000, '1');
+  {
+    std::ofstream out(path);
+    out << "row_id,source_id,source,framework,model,n_layers,d_model,n_heads,vocab,seq_len,gpu,num_gpus,tp,pp,"
+           "micro_batch,global_batch_seqs,precision,optimizer_sharding,iter_time_s\n";
+    const std::string row = ",S9,a 2024 paper,NeMo 24.09,Llama 3 8B,32,4096,32,128256,8192,H100 80GB,8,1,1,1,8,bf16,";
+    out << "1" << row << "FSDP over " << ones << " gpus,1.0\n";
+    out << "2" << row << "FSDP x " << ones << " data-parallel replicas,1.0\n";
+    out << "3,S9,a paper " << ones << ",NeMo " << ones << ".04,Llama 3 8B,32,4096,32,128256,8192,H100 80GB,8,1,1,1,8,"
+           "bf16,none,1.0\n";
+  }
+  auto r = cli::Validate(path, testing::BuiltinCatalog());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->rows_size(), 3);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_NE(r->rows(i).skipped_reason().find("optimizer_sharding: count '111"), std::string::npos)
+        << r->rows(i).skipped_reason();
+    EXPECT_NE(r->rows(i).skipped_reason().find("out of range"), std::string::npos) << r->rows(i).skipped_reason();
+  }
+  // No year in the framework text or the source (digit runs of 100,000, not 4): the framework
+  // preset's latest era, and the row is predicted.
+  EXPECT_TRUE(r->rows(2).skipped_reason().empty()) << r->rows(2).skipped_reason();
+}
+
+TEST(Validate, YearInTextReadsYearsAndReleases) {
+  // As the regular expressions it replaced read them: a four-digit 19xx/20xx run, else a
+  // two-digit YY.MM release (the month 01-12) not preceded by a digit or '.'.
+  EXPECT_EQ(YearInText("Megatron-LM (2022)"), 2022);
+  EXPECT_EQ(YearInText("NeMo 24.09 container"), 2024);
+  EXPECT_EQ(YearInText("NeMo 25.04.01 container"), 2025);
+  EXPECT_EQ(YearInText("v0.24.09"), 0);       // preceded by '.'
+  EXPECT_EQ(YearInText("24.13"), 0);          // no month 13
+  EXPECT_EQ(YearInText("120245"), 0);         // a longer digit run is no year
+  EXPECT_EQ(YearInText("commit 6985e58, 2021-04"), 2021);
+  EXPECT_EQ(YearInText("2019"), 2019);
+  EXPECT_EQ(YearInText("x 24.09"), 2024);
+  EXPECT_EQ(YearInText("24.1"), 0);
+  EXPECT_EQ(YearInText("release 26.02 of 2025"), 2025);  // a year wins over a release
+  EXPECT_EQ(YearInText(""), 0);
 }
 
 }  // namespace

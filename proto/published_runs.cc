@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/flop_conventions.h"
 #include "core/flops.h"
 #include "core/job.h"
 #include "proto/architectures.h"
@@ -121,6 +122,48 @@ absl::StatusOr<std::pair<double, std::string>> MeasuredIterTime(const PublishedR
     return std::make_pair(f / (v * 1e12 * gpus), std::string("Megatron Eq. 3 FLOPs / (tflops_per_gpu x GPUs)"));
   }
   return absl::InvalidArgumentError("iter_time_s: no measured iteration time, tokens/s or Eq. 3 TFLOP/s in the row");
+}
+
+absl::StatusOr<ConvertedRate> StepTimeFromStatedRate(const PublishedRow& r, const ModelShape& model,
+                                                     const std::string& family, int framework_year,
+                                                     double peak_flops_per_s, absl::string_view peak_dtype) {
+  ConvertedRate out;
+  const double gpus = NumOr(r, "num_gpus", 0);
+  double rate = 0, v = 0;
+  std::string rate_from;
+  if (Num(r, "tflops_per_gpu", &v) && v > 0) {
+    rate = v * 1e12;
+    rate_from = "tflops_per_gpu";
+  } else if (Num(r, "mfu_pct", &v) && v > 0 && v <= 100) {
+    // MFU of the datasheet dense peak for the run's GEMM precision (the sources' peaks: A100 312,
+    // H100 989 bf16 / 1979 fp8 TFLOP/s), listed as assumed.
+    rate = v / 100 * peak_flops_per_s;
+    rate_from = absl::StrCat("mfu_pct x the ", peak_dtype, " datasheet peak");
+    out.assumed.push_back({"measured.peak_flops_per_s", absl::StrCat(peak_flops_per_s),
+                           absl::StrCat("the MFU's peak: the hardware preset's dense ", peak_dtype,
+                                        " datasheet peak (the row states an MFU, not the peak's value)")});
+  } else {
+    return absl::InvalidArgumentError("tflops_per_gpu, mfu_pct: neither given");
+  }
+  absl::StatusOr<FlopConventionChoice> choice = FlopConventionFromText(Str(r, "flops_definition"), framework_year);
+  if (!choice.ok()) return choice.status();
+  FlopCountInput in;
+  in.model = model;
+  in.family = family;
+  absl::StatusOr<int64_t> seq = Int(r, "seq_len", true);
+  if (!seq.ok()) return seq.status();
+  in.seq_length = *seq;
+  in.sequences = NumOr(r, "global_batch_seqs", 0);
+  in.stated_flops_per_sample = choice->stated_flops_per_sample;
+  absl::StatusOr<double> flops = ConventionFlopsPerStep(choice->convention, in);
+  if (!flops.ok()) return flops.status();
+  absl::StatusOr<double> t = StepTimeFromFlopRate(*flops, rate, gpus);
+  if (!t.ok()) return t.status();
+  out.step_time_s = *t;
+  out.convention = choice->convention;
+  out.measured_from = absl::StrCat(FlopConventionName(choice->convention), " FLOPs per step (",
+                                   FlopConventionSource(choice->convention), ") / (", rate_from, " x GPUs)");
+  return out;
 }
 
 absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Catalog& catalog) {
@@ -431,7 +474,23 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   }
 
   absl::StatusOr<std::pair<double, std::string>> measured = MeasuredIterTime(r);
-  if (!measured.ok()) return measured.status();
+  if (!measured.ok()) {
+    // A TFLOP/s or MFU figure under the FLOP convention the row's flops_definition names, from
+    // the row's own model and batch (core/flop_conventions.h).
+    absl::StatusOr<ModelShape> model = spec.model().has_shape() ? ModelShapeFromProto(spec.model().shape(), "model.shape")
+                                                                : catalog.FindModel(spec.model().preset());
+    if (!model.ok()) return model.status();
+    absl::StatusOr<Hardware> h = catalog.FindHardware(*hw);
+    if (!h.ok()) return h.status();
+    absl::StatusOr<ConvertedRate> conv = StepTimeFromStatedRate(
+        r, *model, family->name(), year, h->PeakFlops(DTypeFromProto(tr->precision().gemm())), DTypeName(
+            DTypeFromProto(tr->precision().gemm())));
+    if (!conv.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(measured.status().message(), "; ", conv.status().message()));
+    }
+    measured = std::make_pair(conv->step_time_s, conv->measured_from);
+    out.assumed.insert(out.assumed.end(), conv->assumed.begin(), conv->assumed.end());
+  }
   out.measured_iter_time_s = measured->first;
   out.measured_from = measured->second;
 

@@ -412,6 +412,35 @@ TEST(HfRealInputs, BloomAndOpt) {
   EXPECT_THAT(std::string(o350.status().message()), ::testing::HasSubstr("word_embed_proj_dim: 512 differs"));
 }
 
+TEST(HfRealInputs, MtpLayersAreRead) {
+  // Issue 23: the MTP layers of GLM-4.5 and MiMo were dropped. zai-org/GLM-4.5 config.json (fields
+  // as published): 92 layers, 96 heads of 128 at 5120, 160 + 1 experts of 1536, top-8, 3 dense
+  // layers of 12288, one MTP layer; the GLM-4.5 report (arXiv:2508.06471) Table 1: 355B total.
+  auto g = ModelShapeFromHfConfig(R"({"architectures": ["Glm4MoeForCausalLM"], "attention_bias": true,
+      "attention_dropout": 0.0, "pad_token_id": 151329, "eos_token_id": [151329, 151336, 151338], "head_dim": 128,
+      "hidden_act": "silu", "hidden_size": 5120, "partial_rotary_factor": 0.5, "initializer_range": 0.02,
+      "intermediate_size": 12288, "max_position_embeddings": 131072, "model_type": "glm4_moe",
+      "moe_intermediate_size": 1536, "norm_topk_prob": true, "num_attention_heads": 96, "n_group": 1,
+      "topk_group": 1, "n_routed_experts": 160, "n_shared_experts": 1, "routed_scaling_factor": 2.5,
+      "num_experts_per_tok": 8, "first_k_dense_replace": 3, "num_hidden_layers": 92, "num_key_value_heads": 8,
+      "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 1000000, "num_nextn_predict_layers": 1,
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.54.0", "use_cache": true,
+      "use_qk_norm": true, "vocab_size": 151552})", "glm-4.5.json");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->mtp_layers, 1);
+  EXPECT_EQ(g->MoeLayerCount(), 89);
+  EXPECT_NEAR(CountParameters(*g).total / 355e9, 1.0, 0.01) << CountParameters(*g).total;
+  // XiaomiMiMo/MiMo-7B-Base: Qwen2's decoder with num_nextn_predict_layers 1.
+  auto mimo = ModelShapeFromHfConfig(R"({"architectures": ["MiMoForCausalLM"], "model_type": "mimo",
+      "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 11008, "max_position_embeddings": 32768,
+      "max_window_layers": 36, "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+      "num_nextn_predict_layers": 1, "rms_norm_eps": 1e-05, "rope_theta": 640000, "sliding_window": 32768,
+      "tie_word_embeddings": false, "use_sliding_window": false, "vocab_size": 151680})", "mimo.json");
+  ASSERT_TRUE(mimo.ok()) << mimo.status();
+  EXPECT_EQ(mimo->mtp_layers, 1);
+  EXPECT_GT(CountParameters(*mimo).mtp, 0);
+}
+
 TEST(HfRealInputs, DeepSeekV3MtpModuleCountedApart) {
   // num_nextn_predict_layers 1: DeepSeek-V3's card counts 671B for the main model and 14B for
   // the MTP module, whose checkpoint carries its own copy of the embedding and head.

@@ -475,10 +475,13 @@ int main(int argc, char** argv) {
         std::cout << "    hbm: " << h.reference_profile.hbm_source << "\n";
       }
     }
-    std::cout << absl::StrFormat("\n%-22s %-26s %10s %10s  %s\n", "preset", "model", "params", "active", "source");
+    // active: the input table included (most cards); -input: without it (the gpt-oss card).
+    std::cout << absl::StrFormat("\n%-22s %-26s %10s %10s %10s  %s\n", "preset", "model", "params", "active",
+                                 "-input", "source");
     for (const auto& [key, m] : catalog->models()) {
       const ParameterCounts c = CountParameters(m);
-      std::cout << absl::StrFormat("%-22s %-26s %9.2fB %9.2fB  %s\n", key, m.name, c.total / 1e9, c.active / 1e9,
+      std::cout << absl::StrFormat("%-22s %-26s %9.2fB %9.2fB %9.2fB  %s\n", key, m.name, c.total / 1e9,
+                                   c.active / 1e9, c.active_without_input_embedding / 1e9,
                                    verbose ? m.source : m.source.substr(0, 60));
     }
     return 0;

@@ -82,9 +82,11 @@ absl::Status Catalog::Add(const std::string& rel_path, const std::string& text) 
         }
       }
     }
+  } else if (kind == "architectures") {
+    // The architecture registry's files, read by proto/architectures.cc.
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(origin, ": presets live in hardware/, models/ or frameworks/"));
+        absl::StrCat(origin, ": presets live in hardware/, models/, frameworks/ or architectures/"));
   }
   return absl::OkStatus();
 }
@@ -404,6 +406,7 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
   }
   if (has("a100")) return preset(has("40gb") ? "a100-40gb" : "a100-80gb");
   if (has("mi355x")) return preset("mi355x");
+  if (has("mi350x")) return preset("mi350x");
   if (has("mi325x")) return preset("mi325x");
   if (has("mi300x")) return preset("mi300x");
   if (has("mi250x")) return preset("mi250x");  // per GCD; rocm-smi also prints "MI250X/MI250"

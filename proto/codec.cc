@@ -23,6 +23,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/catalog.h"
+#include "proto/architectures.h"
 #include "proto/hf_config.h"
 #include "proto/job_defaults.h"
 #include "proto/profile_schema.h"
@@ -565,6 +566,7 @@ absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const st
   s.mla.qk_rope_head_dim = m.mla().qk_rope_head_dim();
   s.mla.v_head_dim = m.mla().v_head_dim();
   s.source = m.source();
+  if (absl::Status st = ArchitectureFieldsFromProto(m, prefix, &s); !st.ok()) return st;
   if (absl::Status st = ValidateModelShape(s); !st.ok()) {
     std::string msg(st.message());
     if (absl::StartsWith(msg, "model.shape")) msg = prefix + msg.substr(std::string("model.shape").size());
@@ -726,6 +728,7 @@ v1::ModelShape ModelShapeToProto(const ModelShape& s) {
   mla->set_qk_nope_head_dim(s.mla.qk_nope_head_dim);
   mla->set_qk_rope_head_dim(s.mla.qk_rope_head_dim);
   mla->set_v_head_dim(s.mla.v_head_dim);
+  ArchitectureFieldsToProto(s, &m);
   m.set_source(s.source);
   return m;
 }

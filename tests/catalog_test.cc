@@ -52,6 +52,7 @@ TEST(Catalog, EveryHardwarePresetHasAnArchitecture) {
       {"h200-nvl", "hopper"},  {"h800", "hopper"},      {"h20", "hopper"},       {"gh200", "hopper"},
       {"b200", "blackwell"},   {"gb200", "blackwell"},  {"b300", "blackwell"},   {"mi250x", "cdna2"},
       {"mi300x", "cdna3"},     {"mi325x", "cdna3"},     {"mi355x", "cdna4"},     {"tpu-v5p", "tpu"},
+      {"mi350x", "cdna4"},
   };
   const auto& all = testing::BuiltinCatalog().hardware();
   EXPECT_EQ(all.size(), want.size()) << "a preset was added or removed: list its architecture here";
@@ -198,6 +199,16 @@ TEST(Catalog, NewPresetsMatchVendorDatasheets) {
   EXPECT_NEAR(mi355x.intra_node_bandwidth_bytes_per_s, 7 * 153.6e9 / 2, 1e6);
   capacity_between(mi355x, 288);
   EXPECT_DOUBLE_EQ(mi355x.power_w, 1400);
+
+  // MI350X: the same chip at 2200 MHz and 1000 W (Hot Chips 2025): 2200 MHz x 1024 x 1024 =
+  // 2306.9 TFLOP/s (AMD: 2.3 PF), fp8 4.6 PF; 288 GB at 8 TB/s; the MI355X's links.
+  const Hardware mi350x = hw("mi350x");
+  EXPECT_NEAR(mi350x.PeakFlops(DType::kBF16), 2200e6 * 1024 * 1024, 2200e6 * 1024 * 1024 * rel);
+  EXPECT_NEAR(mi350x.PeakFlops(DType::kFP8), 4.6e15, 4.6e15 * 0.01);
+  EXPECT_DOUBLE_EQ(mi350x.hbm_bandwidth_bytes_per_s, 8e12);
+  EXPECT_NEAR(mi350x.intra_node_bandwidth_bytes_per_s, 7 * 153.6e9 / 2, 1e6);
+  capacity_between(mi350x, 288);
+  EXPECT_DOUBLE_EQ(mi350x.power_w, 1000);
 }
 
 TEST(Catalog, RequiredModels) {
@@ -250,6 +261,7 @@ TEST(HardwarePresetForGpuName, DriverAndPaperNames) {
       {"MI250X/MI250", "mi250x"},
       {"AMD Instinct MI325X", "mi325x"},
       {"AMD Instinct MI355X", "mi355x"},
+      {"AMD Instinct MI350X 288GB (1 node x 8)", "mi350x"},
   };
   for (const auto& [name, preset] : cases) {
     absl::StatusOr<std::string> p = HardwarePresetForGpuName(name);
@@ -260,7 +272,7 @@ TEST(HardwarePresetForGpuName, DriverAndPaperNames) {
   EXPECT_EQ(HardwarePresetForGpuName("Tesla V100-SXM2-16GB").status().code(), absl::StatusCode::kNotFound);
   // Variants whose memory, links or clocks differ from every preset are refused, not guessed.
   for (const char* name : {"NVIDIA H800 PCIe", "NVIDIA H20-3e", "NVIDIA GB300", "AMD Instinct MI250",
-                           "AMD Instinct MI350X", "NVIDIA A800 40GB Active", ""}) {
+                           "NVIDIA A800 40GB Active", ""}) {
     absl::StatusOr<std::string> p = HardwarePresetForGpuName(name);
     EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound) << name << " -> " << (p.ok() ? *p : "");
   }

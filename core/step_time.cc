@@ -500,6 +500,22 @@ class StepModel {
   // DeepEP's normal kernels' SMs by default (deepseek-ai/DeepEP deep_ep/buffer.py Buffer.num_sms
   // = 20; DeepSeek-V3 report Sec. 3.2.2: "only 20 SMs" for communication on the H800).
   static constexpr double kDeepEpSms = 20;
+  // The share of the s x s score blocks a fused, block-skipping attention kernel computes,
+  // averaged over the layers: 1/2 for causal attention; a sliding window of W tokens visits
+  // (W (W + 1)/2 + (s - W) W) / s keys per query (each query its last min(i, W) keys), a chunked
+  // window (Llama 4's iRoPE layers) (W + 1)/2, divided by s; global layers (every
+  // global_attention_every-th) keep 1/2 (FlashAttention-2/3 window_size skips the masked blocks:
+  // Dao-AILab/flash-attention "sliding window (local) attention", v2.3). Not for unfused
+  // attention, which computes the whole score matrix.
+  double CausalKeyShare() const {
+    const double s = static_cast<double>(t_.seq_length), w = static_cast<double>(m_.local_attention_window);
+    if (w <= 0 || w >= s || m_.layers <= 0) return 0.5;
+    const double local = m_.local_attention_kind == LocalAttentionKind::kChunked
+                             ? (w + 1) / 2 / s
+                             : (w * (w + 1) / 2 + (s - w) * w) / (s * s);
+    const double n_local = static_cast<double>(m_.LocalAttentionLayerCount()), n = static_cast<double>(m_.layers);
+    return (n_local * local + (n - n_local) * 0.5) / n;
+  }
   // Chunks of one overlapped operation over a group of `group` ranks (framework.proto
   // OverlapMechanism.chunks / chunks_per_group_rank).
   static double OpChunks(const OverlapMechanism& o, int64_t group) {
@@ -667,7 +683,9 @@ void StepModel::Layer(bool moe, LayerCost& c) {
   const double heads = a / t;
   const double scores = b * heads * sq * skv;
   if (t_.flash_attention) {
-    const double f = 2 * scores * (dqk + dv) * 0.5;  // causal: half the blocks
+    // Causal: half the blocks; with a local window, the layers' average share of the keys a
+    // fused kernel visits (CausalKeyShare).
+    const double f = 2 * scores * (dqk + dv) * CausalKeyShare();
     const double rate_fwd = attn_rate_fwd_, rate_bwd = attn_rate_bwd_;
     const double io = e_act_ * b * sq * heads * (2 * dqk + 2 * dv);  // Q, K, V in, O out
     c.attn_fwd.Roofline(f, io, rate_fwd, bw_);
@@ -1091,6 +1109,28 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   last_extra_elem += logits.elem_bwd;
   Work last_extra_tp = logits.tp_fwd;
   last_extra_tp += logits.tp_bwd;
+  Work last_extra_attn, last_extra_ep;
+  if (m_.mtp_layers > 0) {
+    // Multi-token prediction (DeepSeek-V3 report Sec. 2.2; Megatron-Core --mtp-num-layers puts
+    // the MTP modules on the last pipeline stage): each module is one more transformer block of
+    // the model's last layer type and one more pass of the shared output head and its loss. (Its
+    // 2h x h projection and two norms, under 1% of a block, are not counted.)
+    const LayerCost& block = m_.MoeLayerCount() > 0 ? moe : dense;
+    const double k = static_cast<double>(m_.mtp_layers);
+    auto both = [](const Work& a, const Work& b) {
+      Work w = a;
+      w += b;
+      return w;
+    };
+    last_extra_gemm += both(block.gemm_fwd, block.gemm_bwd).Scaled(k);
+    last_extra_gemm += both(logits.gemm_fwd, logits.gemm_bwd).Scaled(k);
+    last_extra_attn = both(block.attn_fwd, block.attn_bwd).Scaled(k);
+    last_extra_elem += both(block.elem_fwd, block.elem_bwd).Scaled(k);
+    last_extra_elem += both(logits.elem_fwd, logits.elem_bwd).Scaled(k);
+    last_extra_tp += both(block.tp_fwd, block.tp_bwd).Scaled(k);
+    last_extra_tp += both(logits.tp_fwd, logits.tp_bwd).Scaled(k);
+    last_extra_ep = both(block.ep_fwd, block.ep_bwd).Scaled(k);
+  }
 
   Work stage_common = gemm;
   stage_common += attn; stage_common += elem; stage_common += recompute; stage_common += launch;
@@ -1098,17 +1138,19 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   Work last_extra = last_extra_gemm;
   last_extra += last_extra_elem;
   last_extra += last_extra_tp;
+  last_extra += last_extra_attn;
+  last_extra += last_extra_ep;
   const double stage_avg_s = stage_common.time_s * (m_.layers / pp) / layers_per_stage + last_extra.time_s / pp;
 
   StepBreakdown& br = out.breakdown;
   br.gemm_s = m * (gemm.time_s + last_extra_gemm.time_s);
-  br.attention_s = m * attn.time_s;
+  br.attention_s = m * (attn.time_s + last_extra_attn.time_s);
   br.elementwise_s = m * (elem.time_s + last_extra_elem.time_s);
   br.recompute_s = m * recompute.time_s;
   br.launch_overhead_s = m * launch.time_s;
   br.tp_comm_s = m * (tp.time_s + last_extra_tp.time_s);
   br.cp_comm_s = m * cp.time_s;
-  br.ep_comm_s = m * ep.time_s;
+  br.ep_comm_s = m * (ep.time_s + last_extra_ep.time_s);
   br.pp_comm_s = m * pp_comm.time_s;
   // Pipeline bubble per schedule, in units of one micro-batch's forward F and backward B on the
   // average stage (DeepSeek-V3 report Table 2; Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023):

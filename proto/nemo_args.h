@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/launch_args.h"
+#include "proto/launch_common.h"
 
 namespace stepcast {
 

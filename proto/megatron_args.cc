@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "proto/codec.h"
+#include "proto/launch_data.h"
 
 namespace stepcast {
 namespace {
@@ -230,7 +231,464 @@ int64_t LocalTokenizerVocab(const std::string& path) {
   return v;
 }
 
+std::string Basename(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Megatron-LM's training programs that do not build a GPT model (megatron/training/ and the
+// repository root at the pinned commit): their launch lines are refused, not misread as GPT.
+absl::Status CheckMegatronProgram(const std::string& program, const std::vector<std::string>& argv, size_t start) {
+  const std::string base = Basename(program);
+  // Hybrid Mamba / attention models (pretrain_mamba.py, pretrain_hybrid.py, Nemotron-H): their
+  // layer pattern (--hybrid-override-pattern / --hybrid-layer-pattern, --hybrid-attention-ratio,
+  // --hybrid-mlp-ratio) mixes Mamba-2 SSM layers, whose cost the model does not describe.
+  std::string hybrid_flag;
+  for (size_t i = start; i < argv.size(); ++i) {
+    std::string a = argv[i];
+    std::replace(a.begin(), a.end(), '_', '-');
+    for (const char* f : {"--hybrid-override-pattern", "--hybrid-layer-pattern", "--hybrid-attention-ratio",
+                          "--hybrid-mlp-ratio", "--is-hybrid-model", "--mamba-num-heads", "--mamba-state-dim"}) {
+      if (a == f || absl::StartsWith(a, absl::StrCat(f, "="))) hybrid_flag = f;
+    }
+  }
+  if (base == "pretrain_mamba.py" || base == "pretrain_hybrid.py" || !hybrid_flag.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        hybrid_flag.empty() ? base : hybrid_flag,
+        ": hybrid Mamba/attention models (pretrain_mamba.py, pretrain_hybrid.py, Nemotron-H) are not modelled: "
+        "the model describes transformer (attention + MLP/MoE) layers only, not Mamba-2 SSM layers; "
+        "nothing is predicted rather than a wrong answer"));
+  }
+  for (const char* other : {"pretrain_bert.py", "pretrain_t5.py", "pretrain_vlm.py", "pretrain_retro.py",
+                            "pretrain_ict.py", "pretrain_vision_classify.py", "pretrain_vision_dino.py",
+                            "pretrain_vision_inpaint.py"}) {
+    if (base == other) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          base, ": not a GPT model; stepcast reads Megatron-LM's decoder-only GPT launch lines (pretrain_gpt.py "
+                "or a script passing its arguments)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A --pipeline-model-parallel-layout string ("Et|(tt|)*30mL") as Megatron-Core reads it
+// (megatron/core/transformer/pipeline_parallel_layer_layout.py parse_str_to_list: commas
+// dropped, "(...)*n" then "x*n" unrolled, stages split on '|'): {stages, decoder layers 't'}.
+absl::StatusOr<std::pair<int64_t, int64_t>> PipelineLayoutCounts(const std::string& layout) {
+  constexpr size_t kMaxExpanded = 1 << 20;
+  std::string s;
+  for (char c : layout) {
+    if (c != ',') s += c;
+  }
+  auto unroll = [&](bool parens) -> absl::Status {
+    std::string out;
+    size_t i = 0;
+    while (i < s.size()) {
+      size_t body_start = i, body_end = i + 1, next = i + 1;
+      if (parens) {
+        if (s[i] != '(') {
+          out += s[i++];
+          continue;
+        }
+        const size_t close = s.find(')', i + 1);
+        if (close == std::string::npos) return absl::InvalidArgumentError("unbalanced '('");
+        body_start = i + 1, body_end = close, next = close + 1;
+      }
+      if (next < s.size() && s[next] == '*') {
+        size_t j = next + 1;
+        while (j < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[j]))) ++j;
+        int64_t n = 0;
+        if (j == next + 1 || !absl::SimpleAtoi(s.substr(next + 1, j - next - 1), &n) || n < 0 ||
+            static_cast<size_t>(n) * (body_end - body_start) + out.size() > kMaxExpanded) {
+          return absl::InvalidArgumentError("a repeat count is missing or too large");
+        }
+        for (int64_t k = 0; k < n; ++k) out += s.substr(body_start, body_end - body_start);
+        i = j;
+      } else {
+        if (parens) return absl::InvalidArgumentError("'(...)' without '*n'");
+        out += s[i++];
+      }
+    }
+    s = std::move(out);
+    return absl::OkStatus();
+  };
+  if (absl::Status st = unroll(true); !st.ok()) return st;
+  if (absl::Status st = unroll(false); !st.ok()) return st;
+  int64_t stages = 1, decoder = 0;
+  for (char c : s) {
+    if (c == '|') ++stages;
+    else if (c == 't') ++decoder;
+    else if (c != 'E' && c != 'L' && c != 'm' && c != ' ') return absl::InvalidArgumentError(absl::StrCat("'", std::string(1, c), "' is not E, t, m, L or |"));
+  }
+  return std::make_pair(stages, decoder);
+}
+
 }  // namespace
+
+std::string MegatronPipelineLayout(int64_t layers, int64_t pp, int64_t vpp) {
+  const int64_t stages = std::max<int64_t>(1, pp) * std::max<int64_t>(1, vpp);
+  if (stages < 2 || layers < stages || layers > 100000 || stages > 100000) return "";
+  // As even as possible; the extra layers go to the middle stages first (the first stage also
+  // holds the embedding, the last the loss).
+  std::vector<int64_t> sizes(static_cast<size_t>(stages), layers / stages);
+  int64_t rem = layers % stages;
+  for (int64_t i = 1; i + 1 < stages && rem > 0; ++i, --rem) ++sizes[static_cast<size_t>(i)];
+  for (int64_t i : {stages - 1, int64_t{0}}) {
+    if (rem > 0) ++sizes[static_cast<size_t>(i)], --rem;
+  }
+  auto body = [](int64_t c) { return c == 0 ? std::string() : c == 1 ? std::string("t") : absl::StrCat("t*", c); };
+  std::string out = absl::StrCat("E", body(sizes[0]), "|");
+  for (int64_t i = 1; i + 1 < stages;) {
+    int64_t j = i;
+    while (j + 1 < stages && sizes[static_cast<size_t>(j)] == sizes[static_cast<size_t>(i)]) ++j;
+    const int64_t run = j - i;
+    absl::StrAppend(&out, run > 1 ? absl::StrCat("(", body(sizes[static_cast<size_t>(i)]), "|)*", run)
+                                  : absl::StrCat(body(sizes[static_cast<size_t>(i)]), "|"));
+    i = j;
+  }
+  absl::StrAppend(&out, body(sizes[static_cast<size_t>(stages - 1)]), "L");
+  return out;
+}
+
+std::string MegatronUnevenPipelineAdvice(int64_t layers, int64_t pp, int64_t vpp) {
+  if (pp <= 1 || layers <= 0 || layers > 100000) return "";
+  const int64_t v = std::max<int64_t>(1, vpp);
+  std::vector<std::string> out;
+  // --account-for-embedding/loss-in-pipeline-split: the embedding and the loss count as one
+  // layer each in the split (TransformerConfig: (num_layers + 2) % pp, and per rank % vpp).
+  for (int extra : {2, 1}) {
+    const int64_t total = layers + extra;
+    if (total % pp == 0 && (total / pp) % v == 0) {
+      out.push_back(absl::StrCat(extra == 2 ? "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"
+                                            : "--account-for-loss-in-pipeline-split",
+                                 " (", total, " = ", pp, " x ", total / pp, ")"));
+      break;
+    }
+  }
+  // --decoder-first/last-pipeline-num-layers F, L: the other pp - 2 stages take
+  // (layers - F - L) / (pp - 2) each (TransformerConfig: divisible; F, L, and the middle ranks'
+  // layers multiples of vpp). The most even split: the smallest largest stage, then the first
+  // stage (it also holds the embedding) no larger than the last.
+  int64_t best_f = 0, best_l = 0, best_m = 0, best_max = std::numeric_limits<int64_t>::max();
+  for (int64_t m = (pp > 2 ? v : 0);; m += v) {
+    const int64_t rem = layers - m * (pp - 2);  // layers for the first and last stages
+    if (rem < 2 * v) break;
+    // The most even first/last pair for this middle size (first <= last).
+    const int64_t half = rem / 2 / v * v;
+    for (int64_t f : {half - v, half, half + v}) {
+      const int64_t l = rem - f;
+      if (f < v || l < v || l % v != 0) continue;
+      const int64_t mx = std::max({f, l, m});
+      if (mx < best_max || (mx == best_max && f <= l && std::abs(f - l) < std::abs(best_f - best_l))) {
+        best_f = f, best_l = l, best_m = m, best_max = mx;
+      }
+    }
+    if (pp <= 2) break;
+  }
+  if (best_f > 0) {
+    out.push_back(absl::StrCat("--decoder-first-pipeline-num-layers ", best_f, " --decoder-last-pipeline-num-layers ",
+                               best_l,
+                               pp > 2 ? absl::StrCat(" (", best_m, " on each of the ", pp - 2, " other stages)") : "",
+                               v > 1 ? absl::StrCat(" with --num-virtual-stages-per-pipeline-rank ", v) : ""));
+  }
+  if (out.empty()) {
+    // An explicit layout places any split (pipeline_parallel_layer_layout.py).
+    const std::string layout = MegatronPipelineLayout(layers, pp, v);
+    if (!layout.empty()) {
+      out.push_back(absl::StrCat("--pipeline-model-parallel-layout ", layout, " (", pp * v, " stages of ", layers / (pp * v),
+                                 " or ", layers / (pp * v) + 1, " layers)"));
+    }
+  }
+  return absl::StrJoin(out, ", or ");
+}
+
+absl::Status CheckMegatronPipelineSplit(int64_t layers, int64_t pp, int64_t vpp, const MegatronUnevenPipeline& u) {
+  const int64_t v = std::max<int64_t>(1, vpp);
+  if (pp <= 1) return absl::OkStatus();
+  if (u.layout) return absl::OkStatus();  // --pipeline-model-parallel-layout: checked by Megatron against the layout
+  auto advice = [&] {
+    const std::string a = MegatronUnevenPipelineAdvice(layers, pp, vpp);
+    return a.empty() ? std::string("; no split fits: change --pipeline-model-parallel-size or the virtual stages")
+                     : absl::StrCat("; Megatron accepts it with ", a);
+  };
+  if (u.first > 0 || u.last > 0) {
+    // TransformerConfig.__post_init__ "Uneven PP".
+    int64_t rest = layers, stages = pp;
+    if (u.first > 0) {
+      if (u.first % v != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--decoder-first-pipeline-num-layers: ", u.first,
+                                                       " is not a multiple of the virtual stages per rank (", v, ")"));
+      }
+      rest -= u.first, --stages;
+    }
+    if (u.last > 0) {
+      if (u.last % v != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--decoder-last-pipeline-num-layers: ", u.last,
+                                                       " is not a multiple of the virtual stages per rank (", v, ")"));
+      }
+      rest -= u.last, --stages;
+    }
+    if (rest < 0 || (stages == 0 && rest != 0) || (stages > 0 && rest <= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          u.first > 0 ? "--decoder-first-pipeline-num-layers" : "--decoder-last-pipeline-num-layers",
+          ": the first/last stage layers leave ", rest, " of --num-layers ", layers, " for ", stages,
+          " other stages"));
+    }
+    if (stages > 0 && (rest % stages != 0 || (rest / stages) % v != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          u.first > 0 ? "--decoder-first-pipeline-num-layers" : "--decoder-last-pipeline-num-layers",
+          ": the ", rest, " layers left for the ", stages, " middle stages do not divide evenly",
+          v > 1 ? absl::StrCat(" into multiples of ", v, " virtual stages") : "",
+          " (megatron/core/transformer/transformer_config.py: 'number of layers at middle stage ... must be "
+          "divisible by the middle pipeline model parallel size')",
+          advice()));
+    }
+    return absl::OkStatus();
+  }
+  const int64_t total = layers + (u.account_embedding ? 1 : 0) + (u.account_loss ? 1 : 0);
+  if (total % pp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--num-layers: ", layers,
+        (u.account_embedding || u.account_loss) ? absl::StrCat(" (", total, " with the embedding/loss accounted)") : "",
+        " is not divisible by --pipeline-model-parallel-size ", pp,
+        "; Megatron-LM refuses the launch (arguments.py validate_args: 'Number of layers should be divisible by the "
+        "pipeline-model-parallel size')",
+        advice()));
+  }
+  if ((total / pp) % v != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--num-virtual-stages-per-pipeline-rank: ", total / pp, " layers per pipeline rank do not split into ", v,
+        " virtual stages (transformer_config.py / arguments.py: layers per stage must be divisible by the virtual "
+        "stages)"));
+  }
+  return absl::OkStatus();
+}
+
+bool IsMegatronArgument(absl::string_view name) {
+  static const std::set<std::string>* const kArgs = [] {
+    auto* out = new std::set<std::string>;
+    const char* text = LaunchDataFile("launchers/megatron_args.txt");
+    for (absl::string_view line : absl::StrSplit(text ? text : "", '\n')) {
+      if (line.empty() || line[0] == '#') continue;
+      out->insert(std::string(line.substr(0, line.find(' '))));
+    }
+    return out;
+  }();
+  std::string n(name);
+  if (!absl::StartsWith(n, "--")) n = "--" + n;
+  return kArgs->count(n) > 0;
+}
+
+absl::Status CheckMegatronAllocation(v1::JobSpec& spec, int64_t gpu_count) {
+  const v1::ParallelismSpec& p = spec.parallelism();
+  const int64_t tp = std::max<int64_t>(1, p.tp()), pp = std::max<int64_t>(1, p.pp()), cp = std::max<int64_t>(1, p.cp());
+  const int64_t model_parallel = tp * pp * cp;
+  // arguments.py validate_args: 'world size is not divisible by total_model_size'.
+  if (gpu_count % model_parallel != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tensor-model-parallel-size x --pipeline-model-parallel-size x --context-parallel-size = ", tp, " x ", pp,
+        " x ", cp, " = ", model_parallel, " does not divide the ", gpu_count,
+        " GPUs (arguments.py validate_args: the world size must be divisible by it)"));
+  }
+  const int64_t dp = gpu_count / model_parallel;
+  v1::TrainingSpec& t = *spec.mutable_training();
+  const int64_t mbs = std::max<int64_t>(1, t.micro_batch_size());
+  if (t.global_batch_size() == 0) {
+    // arguments.py: global_batch_size = micro_batch_size x data_parallel_size when not given.
+    t.set_global_batch_size(mbs * dp);
+  } else if (t.global_batch_size() % (mbs * dp) != 0) {
+    // megatron/core/num_microbatches_calculator.py ConstantNumMicroBatchesCalculator asserts it.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--global-batch-size: ", t.global_batch_size(), " is not a multiple of --micro-batch-size x data-parallel size = ",
+        mbs, " x ", dp, " = ", mbs * dp, " (num_microbatches_calculator.py asserts it)"));
+  }
+  if (p.ep() > 1) {
+    // parallel_state.initialize_model_parallel: the expert layout ETP x EP x EDP folds the
+    // TP x CP x DP ranks of a pipeline stage.
+    const int64_t etp = p.etp() > 0 ? p.etp() : tp;
+    if ((tp * cp * dp) % (etp * p.ep()) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--expert-model-parallel-size: ", p.ep(), p.etp() > 0 ? " x --expert-tensor-parallel-size " : " x TP ", etp,
+          " does not divide TP x CP x DP = ", tp * cp * dp,
+          " (parallel_state.py: the expert layout folds the TP x CP x DP ranks)",
+          p.etp() > 0 ? "" : "; --expert-tensor-parallel-size 1 folds experts over TP ranks"));
+    }
+  }
+  if (p.vpp() > 1) {
+    // The interleaved schedule runs micro-batches in groups of PP
+    // (megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving).
+    const int64_t micro_batches = t.global_batch_size() / (mbs * dp);
+    if (micro_batches % pp != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--global-batch-size: ", t.global_batch_size(), " gives ", micro_batches,
+          " micro-batches per step, not a multiple of --pipeline-model-parallel-size ", pp,
+          " (the interleaved schedule, schedules.py, asserts it)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+LayoutAcceptance MegatronAcceptsLayout(const Job& job) {
+  LayoutAcceptance out;
+  auto refuse = [&](std::string why) {
+    out.accepted = false;
+    out.reason = std::move(why);
+    return out;
+  };
+  const ModelShape& m = job.model;
+  const Parallelism& p = job.parallelism;
+  const TrainingConfig& t = job.training;
+  const int64_t tp = std::max<int64_t>(1, p.tp);
+  if (m.attention_heads % tp != 0) {
+    return refuse(absl::StrCat("--tensor-model-parallel-size ", tp, " does not divide the ", m.attention_heads,
+                               " attention heads (transformer_config.py)"));
+  }
+  if (!m.mla.enabled() && m.kv_heads > 0 && m.kv_heads != m.attention_heads && m.kv_heads % tp != 0) {
+    return refuse(absl::StrCat("--tensor-model-parallel-size ", tp, " does not divide the ", m.kv_heads,
+                               " query groups (transformer_config.py)"));
+  }
+  if (m.ffn_hidden_size > 0 && m.ffn_hidden_size % tp != 0) {
+    return refuse(absl::StrCat("--tensor-model-parallel-size ", tp, " does not divide --ffn-hidden-size ",
+                               m.ffn_hidden_size, " (tensor_parallel/layers.py ColumnParallelLinear divides it)"));
+  }
+  if (p.ep > 1) {
+    if (!m.moe.enabled()) return refuse("--expert-model-parallel-size needs --num-experts (arguments.py)");
+    if (m.moe.routed_experts % p.ep != 0) {
+      return refuse(absl::StrCat("--expert-model-parallel-size ", p.ep, " does not divide the ", m.moe.routed_experts,
+                                 " experts (arguments.py)"));
+    }
+  }
+  if (p.vpp > 1 && p.pp <= 1) return refuse("virtual pipeline stages need --pipeline-model-parallel-size > 1 (arguments.py)");
+  if (absl::Status st = CheckMegatronPipelineSplit(m.layers, p.pp, p.vpp, {}); !st.ok()) {
+    const std::string advice = MegatronUnevenPipelineAdvice(m.layers, p.pp, p.vpp);
+    if (advice.empty()) return refuse(std::string(st.message()));
+    // The first option of the advice ("A (x), or B (y)"): the flags only.
+    std::string first = advice.substr(0, advice.find(", or "));
+    first = first.substr(0, first.find(" ("));
+    out.needs = first;
+    out.reason = absl::StrCat(m.layers, " layers do not split evenly over PP ", p.pp,
+                              p.vpp > 1 ? absl::StrCat(" x VPP ", p.vpp) : "", "; Megatron-LM accepts it with ", advice);
+  }
+  if (t.overlap_tp_comm && (tp == 1 || !p.sequence_parallel)) {
+    return refuse(tp == 1 ? "--tp-comm-overlap at TP 1: Megatron turns sequence parallelism off and then asserts it"
+                          : "--tp-comm-overlap needs --sequence-parallel (arguments.py)");
+  }
+  if (t.fp8_param_gather && t.sharding == Sharding::kNone) {
+    return refuse("--fp8-param-gather needs the distributed optimizer or FSDP (arguments.py)");
+  }
+  if (p.dp_replicate > 1 && t.sharding != Sharding::kZero1) {
+    return refuse("--num-distributed-optimizer-instances needs --use-distributed-optimizer");
+  }
+  if (p.cp > 1 && t.seq_length % (2 * p.cp) != 0) {
+    return refuse(absl::StrCat("--seq-length ", t.seq_length, " is not a multiple of 2 x --context-parallel-size (arguments.py)"));
+  }
+  return out;
+}
+
+namespace {
+
+bool Used(const std::vector<std::string>& flags, absl::string_view f) {
+  return std::find(flags.begin(), flags.end(), f) != flags.end();
+}
+
+// "remove --a --b" for those of `candidates` the job used; "" when it used none.
+std::string RemoveUsed(const std::vector<std::string>& flags, std::initializer_list<const char*> candidates) {
+  std::vector<std::string> used;
+  for (const char* c : candidates) {
+    if (Used(flags, c)) used.push_back(c);
+  }
+  return used.empty() ? "" : absl::StrCat("remove ", absl::StrJoin(used, " "));
+}
+
+std::string Join2(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return absl::StrCat(a, "; ", b);
+}
+
+}  // namespace
+
+std::string MegatronArgsForChange(const std::vector<std::string>& used, absl::string_view field,
+                                  absl::string_view before, absl::string_view after) {
+  const std::string to(after);
+  int64_t n = 0;
+  const bool is_num = absl::SimpleAtoi(to, &n);
+  const bool yes = to == "true";
+  if (field == "parallelism.tp") return absl::StrCat("--tensor-model-parallel-size ", to);
+  if (field == "parallelism.pp") return absl::StrCat("--pipeline-model-parallel-size ", to);
+  if (field == "parallelism.cp") return absl::StrCat("--context-parallel-size ", to);
+  if (field == "parallelism.ep") return absl::StrCat("--expert-model-parallel-size ", to);
+  if (field == "parallelism.etp") return absl::StrCat("--expert-tensor-parallel-size ", to);
+  if (field == "parallelism.vpp") {
+    // Megatron-LM has no --virtual-pipeline-model-parallel-size (that is NeMo's field name):
+    // --num-virtual-stages-per-pipeline-rank, replacing --num-layers-per-virtual-pipeline-stage.
+    const std::string drop = RemoveUsed(used, {"--num-layers-per-virtual-pipeline-stage"});
+    if (is_num && n > 1) return Join2(absl::StrCat("--num-virtual-stages-per-pipeline-rank ", n), drop);
+    return RemoveUsed(used, {"--num-virtual-stages-per-pipeline-rank", "--num-layers-per-virtual-pipeline-stage"});
+  }
+  if (field == "parallelism.sequence_parallel") {
+    return yes ? "--sequence-parallel" : RemoveUsed(used, {"--sequence-parallel"});
+  }
+  if (field == "parallelism.dp_replicate") {
+    return is_num && n > 1 ? absl::StrCat("--num-distributed-optimizer-instances ", n)
+                           : RemoveUsed(used, {"--num-distributed-optimizer-instances"});
+  }
+  if (field == "training.micro_batch_size") return absl::StrCat("--micro-batch-size ", to);
+  if (field == "training.recompute") {
+    const std::string all = RemoveUsed(used, {"--recompute-granularity", "--recompute-activations", "--checkpoint-activations",
+                                              "--recompute-method", "--recompute-num-layers", "--recompute-modules"});
+    if (to == "none") return all;
+    if (to == "selective") {
+      return Join2("--recompute-granularity selective",
+                   RemoveUsed(used, {"--recompute-activations", "--checkpoint-activations", "--recompute-method",
+                                     "--recompute-num-layers"}));
+    }
+    if (to == "full") {
+      return Join2("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+                   RemoveUsed(used, {"--recompute-activations", "--checkpoint-activations", "--recompute-modules"}));
+    }
+    return "";
+  }
+  if (field == "training.recompute_modules") {
+    std::vector<std::string> mods = absl::StrSplit(to, ',', absl::SkipEmpty());
+    return mods.empty() ? RemoveUsed(used, {"--recompute-modules"}) : absl::StrCat("--recompute-modules ", absl::StrJoin(mods, " "));
+  }
+  if (field == "training.recompute_num_layers") {
+    return is_num && n > 0 ? absl::StrCat("--recompute-method block --recompute-num-layers ", n)
+                           : "--recompute-method uniform --recompute-num-layers 1";
+  }
+  if (field == "training.sharding") {
+    const std::string drop = RemoveUsed(used, {"--use-distributed-optimizer", "--use-torch-fsdp2", "--use-megatron-fsdp",
+                                               "--data-parallel-sharding-strategy"});
+    if (to == "zero1") {
+      return Join2("--use-distributed-optimizer",
+                   RemoveUsed(used, {"--use-torch-fsdp2", "--use-megatron-fsdp", "--data-parallel-sharding-strategy"}));
+    }
+    // Megatron-FSDP (arguments.py: --use-megatron-fsdp needs --ckpt-format fsdp_dtensor); torch
+    // FSDP2 would also need PP 1, EP 1 and untied embeddings.
+    if (to == "zero2" || to == "zero3") {
+      return Join2(absl::StrCat("--use-megatron-fsdp --data-parallel-sharding-strategy ",
+                                to == "zero2" ? "optim_grads" : "optim_grads_params", " --ckpt-format fsdp_dtensor"),
+                   RemoveUsed(used, {"--use-torch-fsdp2"}));
+    }
+    if (to == "none") return drop;
+    return "";
+  }
+  if (field == "training.overlap_tp_comm") {
+    return yes ? (Used(used, "--sequence-parallel") ? "--tp-comm-overlap" : "--tp-comm-overlap --sequence-parallel")
+               : RemoveUsed(used, {"--tp-comm-overlap"});
+  }
+  if (field == "training.overlap_dp_comm") {
+    if (!yes) return RemoveUsed(used, {"--overlap-grad-reduce", "--overlap-param-gather"});
+    const bool sharded = Used(used, "--use-distributed-optimizer") || Used(used, "--use-megatron-fsdp");
+    return sharded ? "--overlap-grad-reduce --overlap-param-gather" : "--overlap-grad-reduce";
+  }
+  if (field == "training.precision.gemm") {
+    return to == "fp8" ? "--fp8-format hybrid" : RemoveUsed(used, {"--fp8-format", "--fp8-param-gather"});
+  }
+  if (field == "training.fp8_param_gather") return yes ? "--fp8-param-gather" : RemoveUsed(used, {"--fp8-param-gather"});
+  return "";  // parallelism.dp (what is left), parallelism.pp_schedule (no Megatron-LM argument)
+}
 
 bool IsModelledMegatronFlag(absl::string_view name) {
   std::string n(name);
@@ -240,13 +698,20 @@ bool IsModelledMegatronFlag(absl::string_view name) {
 }
 
 absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& argv) {
-  // Skip the launcher: start after the training script (or python -m module).
-  const size_t start = ProgramArgsStart(argv, /*shell_scripts=*/false);
+  // Skip the launchers (python, torchrun, srun and their options): start after the program.
+  const LauncherPrefix launch = ParseLauncherPrefix(argv, /*shell_scripts=*/false);
+  const size_t start = launch.args_index;
   ImportedJob out;
   out.source = "megatron";
+  out.launcher_gpus = launch.gpus;
+  out.launcher_gpus_from = launch.gpus_from;
+  if (absl::Status s = CheckMegatronProgram(launch.program, argv, start); !s.ok()) return s;
   std::map<std::string, std::string> vals;
   std::map<std::string, std::vector<std::string>> lists;
   std::set<std::string> switches;
+  // Flags that are not modelled, with their values: some decide whether Megatron accepts the
+  // launch (--decoder-first-pipeline-num-layers, --ckpt-format, --overlap-param-gather, ...).
+  std::map<std::string, std::vector<std::string>> others;
   auto is_flag = [](const std::string& t) { return absl::StartsWith(t, "--"); };
   for (size_t i = start; i < argv.size(); ++i) {
     const std::string& tok = argv[i];
@@ -262,6 +727,7 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
       has_inline = true;
     }
     std::replace(name.begin(), name.end(), '_', '-');
+    out.flags.push_back("--" + name);
     if (ValueFlags().count(name)) {
       if (!has_inline) {
         if (i + 1 >= argv.size() || is_flag(argv[i + 1])) return FlagError(name, "needs a value");
@@ -280,7 +746,13 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
       // Not modelled: keep it with all its values (Megatron has no positional arguments, so
       // every token up to the next flag belongs to it: nargs '*' lists such as --data-path).
       std::string entry = tok;
-      while (!has_inline && i + 1 < argv.size() && !is_flag(argv[i + 1])) absl::StrAppend(&entry, " ", argv[++i]);
+      std::vector<std::string>& values = others[name];
+      values.clear();
+      if (has_inline) values.push_back(value);
+      while (!has_inline && i + 1 < argv.size() && !is_flag(argv[i + 1])) {
+        values.push_back(argv[i + 1]);
+        absl::StrAppend(&entry, " ", argv[++i]);
+      }
       out.ignored.push_back(entry);
     }
   }
@@ -316,7 +788,7 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   GET(heads, "num-attention-heads", -1);
   GET(seq, "seq-length", -1);
   GET(mbs, "micro-batch-size", 1);
-  GET(gbs, "global-batch-size", -1);
+  GET(gbs, "global-batch-size", 0);  // 0: micro-batch x DP (arguments.py), resolved by Finalize
   GET(tp, "tensor-model-parallel-size", 1);
   GET(pp, "pipeline-model-parallel-size", 1);
   GET(cp, "context-parallel-size", 1);
@@ -343,7 +815,9 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   GET(moe_ffn, "moe-ffn-hidden-size", ffn);
   GET(shared_ffn, "moe-shared-expert-intermediate-size", 0);
   GET(query_groups, "num-query-groups", heads);
-  GET(max_pos, "max-position-embeddings", seq);
+  // Required by arguments.py validate_args (required_args: num_layers, hidden_size,
+  // num_attention_heads, max_position_embeddings).
+  GET(max_pos, "max-position-embeddings", -1);
   GET(layers_per_vstage, "num-layers-per-virtual-pipeline-stage", 0);
   GET(vstages_per_rank, "num-virtual-stages-per-pipeline-rank", 0);
   GET(recompute_layers, "recompute-num-layers", 0);
@@ -355,15 +829,36 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   GET(qk_pos_dim, "qk-pos-emb-head-dim", 64);
   GET(v_head_dim, "v-head-dim", 128);
 #undef GET
-  if (layers == 0) return FlagError("num-layers", "must be > 0");
-  if (hidden == 0) return FlagError("hidden-size", "must be > 0");
-  if (heads == 0) return FlagError("num-attention-heads", "must be > 0");
+  // Sizes and degrees that Megatron takes only >= 1 when given (issue 26 N8: 0 was replaced by
+  // the default in silence). arguments.py validate_args asserts micro_batch_size > 0 and
+  // global_batch_size > 0; parallel_state.initialize_model_parallel divides by the degrees;
+  // TransformerConfig raises for num_moe_experts <= 0; a virtual stage of 0 layers divides by 0.
+  for (const char* f : {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "micro-batch-size",
+                        "global-batch-size", "tensor-model-parallel-size", "pipeline-model-parallel-size",
+                        "context-parallel-size", "expert-model-parallel-size", "expert-tensor-parallel-size",
+                        "kv-channels", "num-experts", "moe-router-topk", "ffn-hidden-size", "moe-ffn-hidden-size",
+                        "num-query-groups", "max-position-embeddings", "num-layers-per-virtual-pipeline-stage",
+                        "num-virtual-stages-per-pipeline-rank", "make-vocab-size-divisible-by", "q-lora-rank",
+                        "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim", "padded-vocab-size",
+                        "vocab-size"}) {
+    auto it = vals.find(f);
+    if (it == vals.end()) continue;
+    auto v = int_of(f, 0);
+    if (!v.ok()) return v.status();
+    if (*v == 0) return FlagError(f, "0 is not accepted (it must be >= 1)");
+  }
 
   // Vocabulary: --padded-vocab-size, --vocab-size, else the tokenizer's, padded to
   // --make-vocab-size-divisible-by x TP as Megatron's _vocab_size_with_padding does
   // (megatron/training/tokenizer/tokenizer.py).
   int64_t vocab = 0;
-  const std::string tok_type = vals["tokenizer-type"];
+  // No --tokenizer-type: pretrain_gpt.py's args_defaults {'tokenizer_type': 'GPT2BPETokenizer'}
+  // (the GPT-2 BPE of --vocab-file/--merge-file); another script has no such default unless it
+  // passes the GPT-2 files.
+  std::string tok_type = vals["tokenizer-type"];
+  if (tok_type.empty() && (Basename(launch.program) == "pretrain_gpt.py" || others.count("merge-file"))) {
+    tok_type = "GPT2BPETokenizer";
+  }
   const std::string tok_model = vals["tokenizer-model"];
   if (padded_vocab > 0) {
     vocab = padded_vocab;
@@ -375,6 +870,9 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
       if (vocab <= 0) return FlagError("vocab-size", "must be > 0");
     } else {
       const std::string model_lower = absl::AsciiStrToLower(tok_model);
+      // GPT2BPETokenizer: len(encoder) of GPT-2's gpt2-vocab.json, 50,257 entries
+      // (megatron/training/tokenizer/tokenizer.py _GPT2BPETokenizer.vocab_size; the gpt2
+      // config.json's vocab_size).
       if (tok_type == "GPT2BPETokenizer") vocab = 50257;
       else if (tok_type == "Llama2Tokenizer") vocab = 32000;
       if (vocab == 0) vocab = LocalTokenizerVocab(tok_model);
@@ -595,17 +1093,176 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   p.set_cp(cp);
   p.set_ep(ep);
   if (etp > 0) p.set_etp(etp);
-  if (layers_per_vstage > 0 && vstages_per_rank > 0) {
-    return FlagError("num-virtual-stages-per-pipeline-rank",
-                     "give it or --num-layers-per-virtual-pipeline-stage, not both (arguments.py asserts)");
-  }
-  if (layers_per_vstage > 0) {
-    if (pp <= 0 || layers % pp != 0 || (layers / pp) % layers_per_vstage != 0) {
-      return FlagError("num-layers-per-virtual-pipeline-stage", "must divide num-layers / pipeline size");
+  // ---- What Megatron-LM asserts before it trains (arguments.py validate_args and
+  // TransformerConfig.__post_init__, NVIDIA/Megatron-LM commit 000c4ac2): a launch it refuses is
+  // an error naming the flag, never a prediction.
+  auto other_int = [&](const char* f) -> absl::StatusOr<int64_t> {
+    auto it = others.find(f);
+    if (it == others.end()) return int64_t{0};
+    int64_t v = 0;
+    if (it->second.size() != 1 || !absl::SimpleAtoi(it->second[0], &v) || v <= 0 || v > kMaxSize) {
+      return FlagError(f, absl::StrCat("'", absl::StrJoin(it->second, " "), "' is not an integer >= 1"));
     }
-    p.set_vpp((layers / pp) / layers_per_vstage);
+    return v;
+  };
+  auto given = [&](const char* f) { return others.count(f) > 0 || switches.count(f) > 0 || vals.count(f) > 0; };
+  MegatronUnevenPipeline uneven;
+  {
+    auto first = other_int("decoder-first-pipeline-num-layers");
+    if (!first.ok()) return first.status();
+    auto last = other_int("decoder-last-pipeline-num-layers");
+    if (!last.ok()) return last.status();
+    uneven.first = *first;
+    uneven.last = *last;
+    uneven.account_embedding = given("account-for-embedding-in-pipeline-split");
+    uneven.account_loss = given("account-for-loss-in-pipeline-split");
+    uneven.layout = given("pipeline-model-parallel-layout");
+  }
+  if (int(layers_per_vstage > 0) + int(vstages_per_rank > 0) + int(uneven.layout) > 1) {
+    return FlagError(layers_per_vstage > 0 ? "num-layers-per-virtual-pipeline-stage" : "num-virtual-stages-per-pipeline-rank",
+                     "no more than one of --num-layers-per-virtual-pipeline-stage, "
+                     "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout (arguments.py asserts)");
+  }
+  int64_t vpp = 1;
+  if (uneven.layout) {
+    // The layout fixes the stages: PP x VPP of them, holding exactly --num-layers decoder
+    // layers (arguments.py validate_args; TransformerConfig validate_layer_layout).
+    const std::string layout = absl::StrJoin(others["pipeline-model-parallel-layout"], " ");
+    auto counts = PipelineLayoutCounts(layout);
+    if (!counts.ok()) return FlagError("pipeline-model-parallel-layout", absl::StrCat("'", layout, "': ", counts.status().message()));
+    if (counts->first % pp != 0) {
+      return FlagError("pipeline-model-parallel-layout",
+                       absl::StrCat("'", layout, "' has ", counts->first, " stages, not a multiple of "
+                                    "--pipeline-model-parallel-size ", pp, " (arguments.py asserts it)"));
+    }
+    if (counts->second != layers) {
+      return FlagError("pipeline-model-parallel-layout",
+                       absl::StrCat("'", layout, "' places ", counts->second, " decoder layers ('t'), not --num-layers ",
+                                    layers, " (pipeline_parallel_layer_layout.py validate_layer_layout)"));
+    }
+    vpp = counts->first / pp;
+  } else if (layers_per_vstage > 0) {
+    if (uneven.first > 0 || uneven.last > 0) {
+      return FlagError("num-layers-per-virtual-pipeline-stage",
+                       "with --decoder-first/last-pipeline-num-layers Megatron asks for "
+                       "--num-virtual-stages-per-pipeline-rank instead (arguments.py validate_args)");
+    }
+    const int64_t counted = layers + (uneven.account_embedding ? 1 : 0) + (uneven.account_loss ? 1 : 0);
+    if (counted % pp != 0 || (counted / pp) % layers_per_vstage != 0) {
+      return FlagError("num-layers-per-virtual-pipeline-stage",
+                       absl::StrCat(layers_per_vstage, " must divide num-layers / pipeline size (", counted, " / ", pp,
+                                    "); arguments.py validate_args asserts it"));
+    }
+    vpp = (counted / pp) / layers_per_vstage;
   } else if (vstages_per_rank > 0) {
-    p.set_vpp(vstages_per_rank);
+    vpp = vstages_per_rank;
+  }
+  if (vpp > 1 || layers_per_vstage > 0 || vstages_per_rank > 0) p.set_vpp(vpp);
+  if (absl::Status st = CheckMegatronPipelineSplit(layers, pp, vpp, uneven); !st.ok()) return st;
+  if (vpp > 1) {
+    // arguments.py: the interleaved schedule needs PP > 1, and PP > 2 when p2p overlap is off.
+    const bool p2p_overlap = !given("no-overlap-p2p-communication");
+    if (pp <= (p2p_overlap ? 1 : 2)) {
+      return FlagError(layers_per_vstage > 0 ? "num-layers-per-virtual-pipeline-stage" : "num-virtual-stages-per-pipeline-rank",
+                       absl::StrCat("virtual pipeline stages need --pipeline-model-parallel-size > ", p2p_overlap ? 1 : 2,
+                                    " (arguments.py validate_args: the interleaved schedule)"));
+    }
+  }
+  // TransformerConfig.__post_init__: attention heads and query groups are split over TP.
+  if (heads % tp != 0) {
+    return FlagError("tensor-model-parallel-size",
+                     absl::StrCat(tp, " does not divide --num-attention-heads ", heads,
+                                  " (transformer_config.py: num_attention_heads must be a multiple of "
+                                  "tensor_model_parallel_size)"));
+  }
+  if (switches.count("group-query-attention") && query_groups % tp != 0) {
+    return FlagError("tensor-model-parallel-size",
+                     absl::StrCat(tp, " does not divide --num-query-groups ", query_groups,
+                                  " (transformer_config.py: num_query_groups must be a multiple of "
+                                  "tensor_model_parallel_size)"));
+  }
+  if (kv_channels == 0 && hidden % heads != 0) {
+    return FlagError("num-attention-heads", absl::StrCat(heads, " does not divide --hidden-size ", hidden,
+                                                         " (arguments.py asserts it when --kv-channels is not given)"));
+  }
+  if (cp > 1 && seq % (2 * cp) != 0) {
+    return FlagError("seq-length", absl::StrCat(seq, " must be a multiple of 2 x --context-parallel-size = ", 2 * cp,
+                                                " (arguments.py validate_args)"));
+  }
+  if (max_pos < seq) {
+    return FlagError("max-position-embeddings", absl::StrCat(max_pos, " is below --seq-length ", seq,
+                                                             " (arguments.py validate_args asserts >=)"));
+  }
+  if (train_iters > 0 && train_samples > 0) {
+    return FlagError("train-samples", "and --train-iters are both given (arguments.py: iteration- or sample-based)");
+  }
+  if (gran == "selective" && !vals["recompute-method"].empty()) {
+    return FlagError("recompute-method", "is not supported with selective recompute (arguments.py validate_args)");
+  }
+  // Sequence parallelism is switched off at TP 1 (arguments.py), and TP communication overlap
+  // needs it: 'Tensor parallel communication/GEMM overlap can happen only when sequence
+  // parallelism is enabled'.
+  if (switches.count("tp-comm-overlap")) {
+    if (tp == 1) {
+      return FlagError("tp-comm-overlap", "needs --tensor-model-parallel-size > 1: Megatron turns sequence parallelism "
+                                          "off at TP 1 and then asserts it for TP overlap (arguments.py validate_args)");
+    }
+    if (!switches.count("sequence-parallel")) {
+      return FlagError("tp-comm-overlap", "needs --sequence-parallel (arguments.py validate_args asserts it)");
+    }
+  }
+  const bool dist_opt = switches.count("use-distributed-optimizer") > 0;
+  const bool mfsdp = switches.count("use-megatron-fsdp") > 0;
+  const bool fsdp2 = switches.count("use-torch-fsdp2") > 0;
+  if (given("overlap-param-gather")) {
+    if (!dist_opt && !mfsdp) {
+      return FlagError("overlap-param-gather", "needs --use-distributed-optimizer or --use-megatron-fsdp "
+                                               "(arguments.py validate_args)");
+    }
+    if (!switches.count("overlap-grad-reduce")) {
+      return FlagError("overlap-param-gather", "needs --overlap-grad-reduce (arguments.py validate_args)");
+    }
+  }
+  const std::string ckpt = others.count("ckpt-format") && !others["ckpt-format"].empty() ? others["ckpt-format"][0]
+                                                                                          : "torch_dist";
+  if (fsdp2) {
+    const char* why = nullptr;
+    if (pp > 1) why = "is not supported with pipeline parallelism";
+    else if (ep > 1) why = "is not supported with expert parallelism";
+    else if (dist_opt) why = "is not supported with --use-distributed-optimizer";
+    else if (!switches.count("untie-embeddings-and-output-weights")) why = "needs --untie-embeddings-and-output-weights";
+    else if (switches.count("fp16")) why = "is not supported with --fp16";
+    else if (ckpt != "torch_dist" && ckpt != "torch_dcp") why = "needs --ckpt-format torch_dist or torch_dcp";
+    if (why) return FlagError("use-torch-fsdp2", absl::StrCat(why, " (arguments.py validate_args)"));
+  }
+  if (mfsdp && ckpt != "fsdp_dtensor") {
+    return FlagError("use-megatron-fsdp", "needs --ckpt-format fsdp_dtensor (arguments.py validate_args: 'Megatron FSDP "
+                                          "only supports fsdp_dtensor checkpoint format')");
+  }
+  if (switches.count("fp8-param-gather") && !dist_opt && !fsdp2 && !mfsdp) {
+    return FlagError("fp8-param-gather", "needs --use-distributed-optimizer, --use-torch-fsdp2 or --use-megatron-fsdp "
+                                         "(arguments.py validate_args)");
+  }
+  if (ep > 1) {
+    if (experts == 0) return FlagError("expert-model-parallel-size", "needs --num-experts (arguments.py validate_args)");
+    if (experts % ep != 0) {
+      return FlagError("expert-model-parallel-size", absl::StrCat(ep, " does not divide --num-experts ", experts,
+                                                                  " (arguments.py validate_args)"));
+    }
+    if (switches.count("fp16")) {
+      return FlagError("expert-model-parallel-size", "is not supported with --fp16 (arguments.py validate_args)");
+    }
+  }
+  if (given("moe-grouped-gemm") && !switches.count("bf16")) {
+    return FlagError("moe-grouped-gemm", "needs --bf16 (arguments.py validate_args: 'GroupedGEMM for MoE only supports "
+                                         "bf16')");
+  }
+  if (given("mtp-num-layers") && pos != "rope" && pos != "none") {
+    return FlagError("mtp-num-layers", "needs --position-embedding-type rope or none (arguments.py validate_args)");
+  }
+  if ((switches.count("enable-cuda-graph") || switches.count("external-cuda-graph")) && !graphs.empty() &&
+      graphs != "none") {
+    return FlagError("cuda-graph-impl", "with --enable-cuda-graph or --external-cuda-graph (arguments.py asserts)");
   }
   p.set_sequence_parallel(switches.count("sequence-parallel") > 0);
   return out;

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/job.h"
 #include "proto/launch_common.h"
 
 namespace stepcast {
@@ -43,6 +44,24 @@ bool IsTorchtitanCommand(const std::vector<std::string>& argv);
 // A torchtitan command line: --job.config_file (read relative to base_dir; the previous command
 // line), --module/--config (the current one) or --model.name and --model.flavor.
 absl::StatusOr<ImportedJob> JobFromTorchtitanLaunch(const std::vector<std::string>& argv, const std::string& base_dir);
+
+// Whether torchtitan (at the pinned commit) starts `job`'s layout: CUDA graphs (on unless
+// training.disable_cuda_graphs) refuse PP (trainer.py _validate_cuda_graphs); EP divides
+// dp_shard x cp x tp (configs.py's mesh constraint); virtual stages need PP.
+LayoutAcceptance TorchtitanAcceptsLayout(const Job& job);
+
+// torchtitan's command-line arguments for one layout change (field, before, after as a
+// LayoutChange has them): --parallelism.* degrees and schedule, tokens per micro-batch
+// (`seq_length` x sequences; --training.local_batch_size for a job that used it),
+// "activation-checkpoint:full|selective|none", --compile.enable_async_tensor_parallel. Only keys
+// of the pinned commit's command line (presets/torchtitan_configs/cli_keys.txt), except a key
+// the job itself used. Empty when torchtitan has none (ZeRO-1/2, fp8 converters).
+std::string TorchtitanArgsForChange(const std::vector<std::string>& used_flags, int64_t seq_length,
+                                    absl::string_view field, absl::string_view before, absl::string_view after);
+
+// True when `key` ("parallelism.tensor_parallel_degree", with or without "--") is an option of
+// torchtitan's command line at the pinned commit (presets/torchtitan_configs/cli_keys.txt).
+bool IsTorchtitanCliKey(absl::string_view key);
 
 }  // namespace stepcast
 

@@ -948,4 +948,17 @@ bool IsTorchtitanCliKey(absl::string_view key) {
   return kKeys->count(k) > 0;
 }
 
+absl::StatusOr<v1::ModelSpec> TorchtitanFlavorModel(const std::string& module, const std::string& flavor) {
+  auto it = TorchtitanFlavors().find(module + "/" + flavor);
+  if (it == TorchtitanFlavors().end()) return absl::NotFoundError(absl::StrCat(module, "/", flavor, ": no such flavor"));
+  if (!it->second.refusal.empty()) return absl::InvalidArgumentError(it->second.refusal);
+  v1::ModelSpec out;
+  if (!it->second.preset.empty()) {
+    out.set_preset(it->second.preset);
+  } else {
+    *out.mutable_shape() = ModelShapeToProto(it->second.shape);
+  }
+  return out;
+}
+
 }  // namespace stepcast

@@ -59,6 +59,12 @@ LayoutAcceptance TorchtitanAcceptsLayout(const Job& job);
 std::string TorchtitanArgsForChange(const std::vector<std::string>& used_flags, int64_t seq_length,
                                     absl::string_view field, absl::string_view before, absl::string_view after);
 
+// The model of torchtitan flavor `module`/`flavor` ("qwen3", "30B-A3B") as a job's model spec
+// (a preset name or the shape), for the other importers (Megatron-Bridge / NeMo recipes of the
+// same models). NotFound for an unknown flavor; InvalidArgument with the reason for a flavor
+// that is known but not expressible (gpt-oss without its presets).
+absl::StatusOr<v1::ModelSpec> TorchtitanFlavorModel(const std::string& module, const std::string& flavor);
+
 // True when `key` ("parallelism.tensor_parallel_degree", with or without "--") is an option of
 // torchtitan's command line at the pinned commit (presets/torchtitan_configs/cli_keys.txt).
 bool IsTorchtitanCliKey(absl::string_view key);

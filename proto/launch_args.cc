@@ -293,8 +293,9 @@ LauncherPrefix ParseLauncherPrefix(const std::vector<std::string>& argv, bool sh
   // first "*.py" (or "*.sh") or "-m module" after it.
   const std::string prog = Basename(out.program);
   const bool script = absl::EndsWith(prog, ".py") || (shell_scripts && absl::EndsWith(prog, ".sh")) || out.module;
-  if (out.program_index < n && !script) {
-    for (size_t k = out.program_index; k < n; ++k) {
+  if (!script) {
+    // Also when no program was found (bash -c "..." pretrain_gpt.py ...: the string's $0 args).
+    for (size_t k = out.program_index < n ? out.program_index : 0; k < n; ++k) {
       if (absl::EndsWith(argv[k], ".py") || (shell_scripts && absl::EndsWith(argv[k], ".sh"))) {
         finish(k, k + 1, false);
         break;

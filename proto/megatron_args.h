@@ -48,14 +48,14 @@ namespace stepcast {
 // --tokenizer-model), else InvalidArgument naming --vocab-size.
 // Integer flags are bounded (sizes and degrees <= 2^31-1, run lengths <= 2^53): out of range is
 // an error naming the flag, never an overflow.
-// Every other argument (with all its values) is in `ignored`; tests/data/megatron_args.txt lists
+// Every other argument (with all its values) is in `ignored`; presets/launchers/megatron_args.txt lists
 // every option of arguments.py and a test checks each is modelled or listed.
 absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& argv);
 
 // True when the Megatron-LM option (with or without the leading "--") is read into the job.
 bool IsModelledMegatronFlag(absl::string_view name);
 
-// True when Megatron-LM's argument parser defines the option (tests/data/megatron_args.txt's
+// True when Megatron-LM's argument parser defines the option (presets/launchers/megatron_args.txt's
 // list: megatron/training/arguments.py at NVIDIA/Megatron-LM commit 000c4ac2), with or without
 // the leading "--" ("virtual-pipeline-model-parallel-size" is not one).
 bool IsMegatronArgument(absl::string_view name);

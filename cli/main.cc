@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
   predict->add_option("--gpus", cmd_gpus, "GPU count, with -- TRAINING COMMAND");
   predict->add_option("--hardware", cmd_hardware, "hardware preset, with -- TRAINING COMMAND");
   predict->add_option("--gpus-per-node", cmd_gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
+  std::string cmd_framework;
+  predict->add_option("--framework", cmd_framework,
+                      "framework preset, with -- TRAINING COMMAND (default: the launcher's: torchtitan, nemo, "
+                      "megatron-bridge, else megatron-core)");
   predict->add_flag("--json", json, "print the prediction as JSON (stepcast.v1.Prediction)");
   predict->add_option("--profile", profile_path, "rate profile file (from stepcast-calibrate)");
   predict->add_option("--mfu", mfu, "quick estimate at an assumed MFU in (0, 1] (seeds 001, 004)");
@@ -292,7 +296,6 @@ int main(int argc, char** argv) {
 
   // import (hidden): the JobSpec a client sends, as JSON; the Python client's importer.
   auto* import_cmd = app.add_subcommand("import", "print the JobSpec of a job file or training command as JSON");
-  import_cmd->group("");
   std::string im_job, im_hardware;
   int64_t im_gpus = 0, im_gpus_per_node = 0;
   import_cmd->add_option("job", im_job, "job file (a local hf_config is inlined); or -- TRAINING COMMAND");
@@ -421,7 +424,9 @@ int main(int argc, char** argv) {
       absl::StatusOr<v1::JobSpec> spec = imported->Finalize(cmd_gpus, cmd_hardware, cmd_gpus_per_node);
       if (!spec.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(spec.status().message(),
                                                                           " (pass --gpus and --hardware)")));
+      if (!cmd_framework.empty()) spec->mutable_framework()->set_preset(cmd_framework);
       job = JobFromSpec(*spec, *catalog, ".", profile ? &*profile : nullptr);
+      if (!job.ok()) job = InLauncherTerms(imported->source, job.status());
       if (job.ok()) job->name = imported->source + " command";
     } else if (job_path.empty()) {
       return Fail(absl::InvalidArgumentError("predict: give a job file or -- TRAINING COMMAND"));

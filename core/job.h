@@ -109,6 +109,8 @@ struct TrainingConfig {
   bool cuda_graphs = false;       // layers captured in CUDA graphs: no host launch floor
   double activation_offload_fraction = 0;  // of activation memory, moved to host
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  bool overlap_ep_comm = false;  // MoE all-to-all beside another micro-batch's compute
+  int64_t mtp_layers = -1;       // MTP modules trained; -1: the model shape's mtp_layers
 };
 
 // Parallel layout. Ranks are ordered as in Megatron-Core: TP innermost, then CP, then DP (EP

@@ -182,7 +182,7 @@ Framework Effective(const Job& job) {
       if (m->supported) legacy(m, 1);
     }
   }
-  if (!c.ep_overlap_default_off && !f.overlap.ep_all_to_all.supported &&
+  if (!c.ep_overlap_default_off &&
       (f.name == "megatron-core" || f.name == "nemo" || f.name == "megatron-bridge")) {
     // The earlier preset (before 2026-11-25, docs/validation_informed.yaml): EP all-to-all
     // overlapped at 0.6 for every Megatron-Core family job.
@@ -480,16 +480,26 @@ class StepModel {
   // by sm / (sm - 20). Per layer: the forward's and backward's dispatch and combine behind the
   // layer's forward and backward compute together; what exceeds it is exposed. Replaces the
   // layer's ep_fwd / ep_bwd (the step's schedule decides, so it is applied by Run, not Layer).
-  void DualPipeExposeEp(const LayerCost& c, Work* ep_fwd, Work* ep_bwd) const {
+  //
+  // Megatron-Core's --overlap-moe-expert-parallel-comm (core_r0.14+, the job's overlap_ep_comm)
+  // pairs the same way in the 1F1B steady state: one micro-batch's forward beside another's
+  // backward; the first forward and the last backward of the step run alone, so their share
+  // (1/m of each direction) stays exposed (`unpaired_share`). Its all-to-all is NCCL's (the
+  // profile's measured contention) unless the dispatcher is DeepEP (its 20 SMs).
+  void DualPipeExposeEp(const LayerCost& c, Work* ep_fwd, Work* ep_bwd, double unpaired_share = 0) const {
     *ep_fwd = Work{};
     *ep_bwd = Work{};
     const double one = c.ep_a2a_s + c.ep_etp_s;
     if (one <= 0) return;
     const double comm = 2 * one;
     const double window = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.gemm_bwd.time_s + c.attn_bwd.time_s;
-    const double exposed = std::max(0.0, comm - window);
+    const double paired = comm * (1 - unpaired_share);
+    const double exposed = std::max(0.0, paired - window * (1 - unpaired_share)) + comm * unpaired_share;
     const double sms = job_.hardware.sm_count > 0 ? static_cast<double>(job_.hardware.sm_count) : 132.0;
-    const double slowdown = fw_.overlap.ep_all_to_all.Slowdown(sms / std::max(1.0, sms - kDeepEpSms) - 1);
+    const double measured = t_.moe_dispatcher == MoeDispatcher::kAllToAll
+                                ? job_.profile.FindContention("gemm", "nccl").slowdown
+                                : sms / std::max(1.0, sms - kDeepEpSms) - 1;
+    const double slowdown = fw_.overlap.ep_all_to_all.Slowdown(measured);
     const double contention = ContentionCost(comm - exposed, slowdown);
     for (Work* w : {ep_fwd, ep_bwd}) {
       w->Comm(exposed / 2 * c.ep_a2a_s / one, place_.ep.scope);
@@ -917,9 +927,11 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     const OverlapMechanism& o = fw_.overlap.ep_all_to_all;
     c.ep_a2a_s = a2a;
     c.ep_etp_s = etp_s;
+    // Exposed as it runs inside the layer: all of it, or a legacy single efficiency. Overlap
+    // with another micro-batch (the job's overlap_ep_comm, DualPipe) is the schedule's: Run.
     auto expose = [&](Work& w, double compute_s) {
       if (one <= 0) return;
-      const double e = o.Exposed(one, compute_s);
+      const double e = o.supported && !o.Structured() ? o.Exposed(one, compute_s) : one;
       w.Comm(e * a2a / one, place_.ep.scope);
       w.Comm(e * etp_s / one, place_.etp.scope);
     };
@@ -1055,9 +1067,11 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   Work cp = layers_sum(&LayerCost::cp);
   Work ep = layers_sum(&LayerCost::ep_fwd);
   ep += layers_sum(&LayerCost::ep_bwd);
-  if (p_.Schedule() == PipelineSchedule::kDualPipe && moe_frac > 0) {
+  const OverlapMechanism& ep_overlap = fw_.overlap.ep_all_to_all;
+  if (moe_frac > 0 && (p_.Schedule() == PipelineSchedule::kDualPipe ||
+                       (t_.overlap_ep_comm && ep_overlap.supported && ep_overlap.Structured()))) {
     Work f, b;
-    DualPipeExposeEp(moe, &f, &b);
+    DualPipeExposeEp(moe, &f, &b, p_.Schedule() == PipelineSchedule::kDualPipe ? 0.0 : 1.0 / m);
     f += b;
     ep = f.Scaled(layers_per_stage * moe_frac);
   }
@@ -1110,13 +1124,14 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   Work last_extra_tp = logits.tp_fwd;
   last_extra_tp += logits.tp_bwd;
   Work last_extra_attn, last_extra_ep;
-  if (m_.mtp_layers > 0) {
+  const int64_t mtp_layers = t_.mtp_layers >= 0 ? t_.mtp_layers : m_.mtp_layers;
+  if (mtp_layers > 0) {
     // Multi-token prediction (DeepSeek-V3 report Sec. 2.2; Megatron-Core --mtp-num-layers puts
     // the MTP modules on the last pipeline stage): each module is one more transformer block of
     // the model's last layer type and one more pass of the shared output head and its loss. (Its
     // 2h x h projection and two norms, under 1% of a block, are not counted.)
     const LayerCost& block = m_.MoeLayerCount() > 0 ? moe : dense;
-    const double k = static_cast<double>(m_.mtp_layers);
+    const double k = static_cast<double>(mtp_layers);
     auto both = [](const Work& a, const Work& b) {
       Work w = a;
       w += b;

@@ -1021,6 +1021,12 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
           !s.ok()) {
         return s;
       }
+      if (absl::Status s = fallback("training.overlap_ep_comm", "false",
+                                    "the all-to-all not overlapped with another micro-batch (Megatron-Core "
+                                    "--overlap-moe-expert-parallel-comm defaults off)");
+          !s.ok()) {
+        return s;
+      }
     }
   }
 
@@ -1180,6 +1186,13 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   t.fp8_param_gather = tr.fp8_param_gather();
   t.cuda_graphs = tr.cuda_graphs();
   t.activation_offload_fraction = tr.activation_offload_fraction();
+  t.overlap_ep_comm = tr.overlap_ep_comm();
+  if (tr.has_mtp_layers()) {
+    if (tr.mtp_layers() < 0 || tr.mtp_layers() > 16) {
+      return FieldError("training.mtp_layers", absl::StrCat(tr.mtp_layers(), " must be in [0, 16]"));
+    }
+    t.mtp_layers = tr.mtp_layers();
+  }
   if (const std::string& d = tr.moe_dispatcher(); d == "alltoall" || d.empty()) {
     t.moe_dispatcher = MoeDispatcher::kAllToAll;
   } else if (d == "deepep") {

@@ -362,6 +362,15 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
 
   // Batch.
   auto* tr = spec.mutable_training();
+  // A row whose model says it ran without multi-token prediction ("DeepSeekV3 (w/o MTP)") states
+  // mtp_layers 0, whatever the framework's recipe trains.
+  {
+    const std::string model_lower = absl::AsciiStrToLower(model_name);
+    if (absl::StrContains(model_lower, "w/o mtp") || absl::StrContains(model_lower, "without mtp") ||
+        absl::StrContains(model_lower, "no mtp")) {
+      tr->set_mtp_layers(0);
+    }
+  }
   absl::StatusOr<int64_t> seq = Int(r, "seq_len", true);
   if (!seq.ok()) return seq.status();
   tr->set_seq_length(*seq);

@@ -957,10 +957,19 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     if (spec.model().source_case() == v1::ModelSpec::kPreset) model_name += " " + spec.model().preset();
     const std::string hw_preset =
         spec.hardware().source_case() == v1::HardwareRef::kPreset ? absl::AsciiStrToLower(spec.hardware().preset()) : "";
-    if (absl::Status s =
-            ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &assumed, hw_preset);
+    v1::ShardingModel recipe_sharding;
+    if (absl::Status s = ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &assumed,
+                                             hw_preset, &recipe_sharding);
         !s.ok()) {
       return s;
+    }
+    if (recipe_sharding.ByteSizeLong() > 0) {
+      // A recipe's sharding semantics (framework.proto Recipe.sharding) replace the framework's.
+      v1::FrameworkSpec with = *fw_spec;
+      *with.mutable_sharding() = recipe_sharding;
+      absl::StatusOr<Framework> fw = FrameworkFromProto(with, "framework.recipes.sharding");
+      if (!fw.ok()) return fw.status();
+      job.framework.sharding = fw->sharding;
     }
   }
   if (absl::Status s = ApplyFrameworkDefaults(spec, *fw_spec, &assumed); !s.ok()) return s;

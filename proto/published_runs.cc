@@ -176,10 +176,12 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   const std::string fw_text = Str(r, "framework");
   int year = YearInText(fw_text);
   if (year == 0) year = YearInText(Str(r, "source"));
-  absl::StatusOr<std::string> fw = catalog.FrameworkForText(fw_text, year);
+  absl::StatusOr<Catalog::FrameworkMatch> fw = catalog.FrameworkForTextOrGeneric(fw_text, year);
   if (!fw.ok()) return absl::InvalidArgumentError(absl::StrCat("framework: ", fw.status().message()));
-  spec.mutable_framework()->set_preset(*fw);
-  absl::StatusOr<v1::FrameworkSpec> fw_spec = catalog.FindFramework(*fw);
+  spec.mutable_framework()->set_preset(fw->name);
+  out.framework_fallback = fw->fallback;
+  if (fw->fallback) out.assumed.push_back(Catalog::GenericFrameworkAssumed(fw_text));
+  absl::StatusOr<v1::FrameworkSpec> fw_spec = catalog.FindFramework(fw->name);
   if (!fw_spec.ok()) return fw_spec.status();
 
   // Model: the row's dimensions; what they leave open from its family's entry in the
@@ -300,7 +302,7 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
       const int64_t padded = (v + multiple - 1) / multiple * multiple;
       if (padded != v) {
         out.assumed.push_back({"model.shape.vocab_size", absl::StrCat(padded),
-                               absl::StrCat(v, " padded to a multiple of ", multiple, " as ", *fw,
+                               absl::StrCat(v, " padded to a multiple of ", multiple, " as ", fw->name,
                                             " pads the embedding table")});
       }
       v = padded;

@@ -39,6 +39,8 @@ struct PublishedRun {
   // Rows of one weak-scaling series share this id: source, model, GPU type, precision and the
   // layout without its data-parallel size.
   std::string experiment;
+  // The row's framework text names no preset: the job runs the generic preset (issue 21).
+  bool framework_fallback = false;
 };
 
 // Builds the job of one row. InvalidArgument / NotFound with the missing input named

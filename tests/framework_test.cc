@@ -122,8 +122,9 @@ TEST(FrameworkDefaults, UnsetInputsTakeTheFrameworkDefaultAndAreReported) {
   EXPECT_EQ(stated->training.sharding, Sharding::kZero3);
   EXPECT_EQ(Assumed(*stated, "training.sharding"), nullptr);
 
-  // An unknown framework is an error naming the field.
-  absl::StatusOr<Job> bad = testing::JobFromYaml(std::string(kLlama8B) + "\nframework: caffe");
+  // A near miss of a preset name is an error naming the field (a framework no preset names falls
+  // back to the generic preset, issue 21: Catalog.GenericFallbackListsEveryAssumption).
+  absl::StatusOr<Job> bad = testing::JobFromYaml(std::string(kLlama8B) + "\nframework: nemoo");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("framework.preset"), std::string::npos) << bad.status();
 }

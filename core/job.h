@@ -125,6 +125,8 @@ struct Parallelism {
   bool sequence_parallel = false;
   int64_t etp = 0;           // expert tensor parallel; 0 means tp (Megatron's default)
   int64_t dp_replicate = 1;  // HSDP replicas (ZeRO/FSDP shards over dp / dp_replicate)
+  // Uneven pipeline (job.proto ParallelismSpec): decoder layers on the first / last stage; 0: even.
+  int64_t first_stage_layers = 0, last_stage_layers = 0;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t gpu_count() const { return tp * pp * dp * cp; }
   int64_t Etp() const { return etp > 0 ? etp : tp; }

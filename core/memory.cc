@@ -111,10 +111,21 @@ StageLayers LayersOfStage(const Job& job, bool last_stage) {
   const int64_t per_chunk = (m.layers + chunks - 1) / chunks;
   const int64_t rank = last_stage ? p.pp - 1 : 0;
   const int64_t freq = m.moe.layer_freq > 0 ? m.moe.layer_freq : 1;
+  // An uneven pipeline (ParallelismSpec first/last_stage_layers, no virtual stages): the first
+  // stage holds layers [0, f), the last [layers - l, layers).
+  const bool uneven = p.pp > 1 && p.vpp == 1 && (p.first_stage_layers > 0 || p.last_stage_layers > 0);
   StageLayers out;
   for (int64_t k = 0; k < p.vpp; ++k) {
     const int64_t c = rank + k * p.pp;
-    const int64_t begin = std::min(m.layers, c * per_chunk), end = std::min(m.layers, (c + 1) * per_chunk);
+    int64_t begin = std::min(m.layers, c * per_chunk), end = std::min(m.layers, (c + 1) * per_chunk);
+    if (uneven) {
+      const int64_t given_f = p.first_stage_layers, given_l = p.last_stage_layers;
+      const int64_t middle = p.pp - (given_f > 0 ? 1 : 0) - (given_l > 0 ? 1 : 0);
+      const int64_t mid = middle > 0 ? (m.layers - given_f - given_l) / middle : 0;
+      const int64_t f = given_f > 0 ? given_f : mid, l = given_l > 0 ? given_l : mid;
+      begin = last_stage ? m.layers - l : 0;
+      end = last_stage ? m.layers : f;
+    }
     // MoE layers in [begin, end): first_dense_layers, then every freq-th layer.
     int64_t moe = 0;
     if (m.moe.enabled() && end > begin) {

@@ -616,6 +616,11 @@ Layout ToLayout(const Plan& plan, const Cand& c) {
   p = plan.base->parallelism;
   p.tp = c.tp; p.cp = c.cp; p.pp = c.pp; p.ep = c.ep; p.etp = c.etp; p.dp = c.dp; p.vpp = c.vpp;
   p.dp_replicate = c.dp_replicate;
+  // An uneven first / last stage is a layout of the job's own pipeline: other pipelines split
+  // evenly.
+  if (c.pp != plan.base->parallelism.pp || c.vpp != plan.base->parallelism.vpp) {
+    p.first_stage_layers = p.last_stage_layers = 0;
+  }
   p.sequence_parallel = c.tp > 1 ? plan.sps[c.sp] : plan.sps_tp1[c.sp];
   p.schedule = ScheduleOptions(plan, c.pp, c.vpp)[c.schedule];
   l.micro_batch_size = c.mbs;

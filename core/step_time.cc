@@ -1026,10 +1026,14 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   StepTimeEstimate out;
   const double m = static_cast<double>(job_.MicroBatchesPerStep());
   const double pp = p_.pp, v = p_.vpp;
-  // Slowest stage: ceil(layers / (pp * vpp)) layers in each of its vpp chunks.
+  // Slowest stage: ceil(layers / (pp * vpp)) layers in each of its vpp chunks; with an uneven
+  // first / last stage (Megatron-Core --decoder-first/last-pipeline-num-layers), the first, a
+  // middle and the last stage's layer counts, the last one also carrying the output layer, its
+  // loss and any MTP module (chosen below, once those costs are known).
   const double chunks = pp * v;
-  const double layers_per_stage = std::ceil(m_.layers / chunks) * v;
-  if (m_.layers % static_cast<int64_t>(chunks) != 0) {
+  double layers_per_stage = std::ceil(m_.layers / chunks) * v;
+  const bool uneven = p_.pp > 1 && (p_.first_stage_layers > 0 || p_.last_stage_layers > 0);
+  if (!uneven && m_.layers % static_cast<int64_t>(chunks) != 0) {
     warnings_.push_back(absl::StrCat("layers ", m_.layers, " do not divide evenly into pp*vpp = ",
                                      static_cast<int64_t>(chunks), " chunks; the slowest stage has ",
                                      static_cast<int64_t>(layers_per_stage), " layers"));
@@ -1044,6 +1048,27 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   const LayerCost& dense = layers->dense;
   const LayerCost& moe = layers->moe;
   const LayerCost& logits = layers->logits;
+  const int64_t mtp_layers = t_.mtp_layers >= 0 ? t_.mtp_layers : m_.mtp_layers;
+
+  // Uneven pipeline: which stage is the slowest. A layer's time per micro-batch (forward,
+  // backward, its communication), the last stage's extra (output layer, loss, MTP modules).
+  bool last_is_slowest = true;
+  if (uneven) {
+    auto layer_s = [](const LayerCost& c) {
+      return c.gemm_fwd.time_s + c.gemm_bwd.time_s + c.attn_fwd.time_s + c.attn_bwd.time_s + c.elem_fwd.time_s +
+             c.elem_bwd.time_s + c.tp_fwd.time_s + c.tp_bwd.time_s + c.ep_fwd.time_s + c.ep_bwd.time_s + c.cp.time_s;
+    };
+    const double per_layer = layer_s(dense) * (1 - moe_frac) + (moe_frac > 0 ? layer_s(moe) * moe_frac : 0.0);
+    const double logits_s = layer_s(logits);
+    const double extra = logits_s * (1 + mtp_layers) + mtp_layers * layer_s(m_.MoeLayerCount() > 0 ? moe : dense);
+    const int64_t given_f = p_.first_stage_layers, given_l = p_.last_stage_layers;
+    const int64_t middle_stages = p_.pp - (given_f > 0 ? 1 : 0) - (given_l > 0 ? 1 : 0);
+    const double mid = middle_stages > 0 ? static_cast<double>(m_.layers - given_f - given_l) / middle_stages : 0.0;
+    const double f = given_f > 0 ? given_f : mid, l = given_l > 0 ? given_l : mid;
+    const double last_load = l * per_layer + extra, other_layers = std::max(f, mid);
+    last_is_slowest = last_load >= other_layers * per_layer;
+    layers_per_stage = last_is_slowest ? l : other_layers;
+  }
 
   // Per micro-batch work of one stage's layers, by term.
   auto layers_sum = [&](auto member) {
@@ -1124,7 +1149,6 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   Work last_extra_tp = logits.tp_fwd;
   last_extra_tp += logits.tp_bwd;
   Work last_extra_attn, last_extra_ep;
-  const int64_t mtp_layers = t_.mtp_layers >= 0 ? t_.mtp_layers : m_.mtp_layers;
   if (mtp_layers > 0) {
     // Multi-token prediction (DeepSeek-V3 report Sec. 2.2; Megatron-Core --mtp-num-layers puts
     // the MTP modules on the last pipeline stage): each module is one more transformer block of
@@ -1155,7 +1179,13 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   last_extra += last_extra_tp;
   last_extra += last_extra_attn;
   last_extra += last_extra_ep;
-  const double stage_avg_s = stage_common.time_s * (m_.layers / pp) / layers_per_stage + last_extra.time_s / pp;
+  // The last stage's extra work, averaged over the stages for the bubble either way.
+  const double last_extra_avg_s = last_extra.time_s / pp;
+  if (!last_is_slowest) {
+    // A middle or the first stage sets the pace: the output layer's work is not on it.
+    last_extra_gemm = last_extra_elem = last_extra_tp = last_extra_attn = last_extra_ep = last_extra = Work{};
+  }
+  const double stage_avg_s = stage_common.time_s * (m_.layers / pp) / layers_per_stage + last_extra_avg_s;
 
   StepBreakdown& br = out.breakdown;
   br.gemm_s = m * (gemm.time_s + last_extra_gemm.time_s);

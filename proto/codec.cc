@@ -1055,6 +1055,14 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   p.etp = par.etp();
   p.dp_replicate = par.dp_replicate() == 0 ? 1 : par.dp_replicate();
   p.sequence_parallel = par.sequence_parallel();
+  for (auto [v, name] : {std::pair{par.first_stage_layers(), "first_stage_layers"},
+                         {par.last_stage_layers(), "last_stage_layers"}}) {
+    if (v < 0 || v > (int64_t{1} << 20)) {
+      return FieldError(absl::StrCat("parallelism.", name), absl::StrCat(v, " must be in [0, 2^20] (0: an even split)"));
+    }
+  }
+  p.first_stage_layers = par.first_stage_layers();
+  p.last_stage_layers = par.last_stage_layers();
   if (p.pp > 1 && par.vpp() == 0) {
     assumed.push_back({"parallelism.vpp", "1", "stepcast fallback: no virtual pipeline stages unless given"});
   }

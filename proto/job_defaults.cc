@@ -205,6 +205,53 @@ std::string Squash(const std::string& s) {
 }
 }  // namespace
 
+namespace {
+// Whether the job, as the defaults so far left it, meets one FrameworkDefault.when condition
+// "<path>=<v1>|<v2>...": an enum matches by its value name's last part (SHARDING_ZERO3 -> zero3),
+// a bool by true/false, a string or number by its text. An unset field matches only the value
+// "unset" ("parallelism.vpp=unset|1": no virtual pipeline).
+absl::StatusOr<bool> WhenHolds(const v1::JobSpec& spec, const std::string& condition) {
+  const size_t eq = condition.find('=');
+  if (eq == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("when '", condition, "': expected <field path>=<value>[|<value>]"));
+  }
+  const std::string path(absl::StripAsciiWhitespace(condition.substr(0, eq)));
+  absl::StatusOr<bool> set = JobFieldIsSet(spec, path);
+  if (!set.ok()) return set.status();
+  if (!*set) {
+    for (absl::string_view v : absl::StrSplit(condition.substr(eq + 1), '|')) {
+      if (absl::AsciiStrToLower(absl::StripAsciiWhitespace(v)) == "unset") return true;
+    }
+    return false;
+  }
+  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
+  if (!chain.ok()) return chain.status();
+  const pb::Message* msg = &spec;
+  for (size_t i = 0; i + 1 < chain->size(); ++i) msg = &msg->GetReflection()->GetMessage(*msg, (*chain)[i]);
+  const pb::FieldDescriptor* f = chain->back();
+  const pb::Reflection* r = msg->GetReflection();
+  if (f->is_repeated()) return absl::InvalidArgumentError(absl::StrCat("when '", condition, "': a repeated field"));
+  std::string text;
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_ENUM: {
+      text = absl::AsciiStrToLower(r->GetEnum(*msg, f)->name());
+      const size_t us = text.rfind('_');
+      if (us != std::string::npos) text = text.substr(us + 1);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_BOOL: text = r->GetBool(*msg, f) ? "true" : "false"; break;
+    case pb::FieldDescriptor::CPPTYPE_STRING: text = r->GetString(*msg, f); break;
+    case pb::FieldDescriptor::CPPTYPE_INT32: text = absl::StrCat(r->GetInt32(*msg, f)); break;
+    case pb::FieldDescriptor::CPPTYPE_INT64: text = absl::StrCat(r->GetInt64(*msg, f)); break;
+    default: return absl::InvalidArgumentError(absl::StrCat("when '", condition, "': unsupported field type"));
+  }
+  for (absl::string_view v : absl::StrSplit(condition.substr(eq + 1), '|')) {
+    if (absl::AsciiStrToLower(absl::StripAsciiWhitespace(v)) == absl::AsciiStrToLower(text)) return true;
+  }
+  return false;
+}
+}  // namespace
+
 absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
                                  const std::string& architecture, const std::string& gemm,
                                  std::vector<AssumedInput>* assumed, const std::string& hardware,
@@ -265,6 +312,16 @@ absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& fra
       }
     }
     for (const v1::FrameworkDefault& d : m.recipe->values()) {
+      bool applies = true;
+      for (const std::string& w : d.when()) {
+        absl::StatusOr<bool> holds = WhenHolds(spec, w);
+        if (!holds.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("framework ", framework.name(), " recipe ", m.name, ": ", holds.status().message()));
+        }
+        applies = applies && *holds;
+      }
+      if (!applies) continue;
       const std::string source = absl::StrCat("framework ", framework.name(), " recipe for ", m.name, ": ",
                                               d.source().empty() ? m.recipe->source() : d.source());
       if (absl::Status s = ApplyDefault(spec, d.field(), d.value(), source, assumed); !s.ok()) {
@@ -276,46 +333,6 @@ absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& fra
   return absl::OkStatus();
 }
 
-namespace {
-// Whether the job, as the defaults so far left it, meets one FrameworkDefault.when condition
-// "<path>=<v1>|<v2>...": an enum matches by its value name's last part (SHARDING_ZERO3 -> zero3),
-// a bool by true/false, a string or number by its text. An unset field matches nothing.
-absl::StatusOr<bool> WhenHolds(const v1::JobSpec& spec, const std::string& condition) {
-  const size_t eq = condition.find('=');
-  if (eq == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("when '", condition, "': expected <field path>=<value>[|<value>]"));
-  }
-  const std::string path(absl::StripAsciiWhitespace(condition.substr(0, eq)));
-  absl::StatusOr<bool> set = JobFieldIsSet(spec, path);
-  if (!set.ok()) return set.status();
-  if (!*set) return false;
-  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
-  if (!chain.ok()) return chain.status();
-  const pb::Message* msg = &spec;
-  for (size_t i = 0; i + 1 < chain->size(); ++i) msg = &msg->GetReflection()->GetMessage(*msg, (*chain)[i]);
-  const pb::FieldDescriptor* f = chain->back();
-  const pb::Reflection* r = msg->GetReflection();
-  if (f->is_repeated()) return absl::InvalidArgumentError(absl::StrCat("when '", condition, "': a repeated field"));
-  std::string text;
-  switch (f->cpp_type()) {
-    case pb::FieldDescriptor::CPPTYPE_ENUM: {
-      text = absl::AsciiStrToLower(r->GetEnum(*msg, f)->name());
-      const size_t us = text.rfind('_');
-      if (us != std::string::npos) text = text.substr(us + 1);
-      break;
-    }
-    case pb::FieldDescriptor::CPPTYPE_BOOL: text = r->GetBool(*msg, f) ? "true" : "false"; break;
-    case pb::FieldDescriptor::CPPTYPE_STRING: text = r->GetString(*msg, f); break;
-    case pb::FieldDescriptor::CPPTYPE_INT32: text = absl::StrCat(r->GetInt32(*msg, f)); break;
-    case pb::FieldDescriptor::CPPTYPE_INT64: text = absl::StrCat(r->GetInt64(*msg, f)); break;
-    default: return absl::InvalidArgumentError(absl::StrCat("when '", condition, "': unsupported field type"));
-  }
-  for (absl::string_view v : absl::StrSplit(condition.substr(eq + 1), '|')) {
-    if (absl::AsciiStrToLower(absl::StripAsciiWhitespace(v)) == absl::AsciiStrToLower(text)) return true;
-  }
-  return false;
-}
-}  // namespace
 
 absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,
                                     std::vector<AssumedInput>* assumed) {

@@ -153,6 +153,7 @@ struct RowResult {
   bool predicted = false;
   double abs_error_pct = 0;
   bool fits = true;
+  bool framework_fallback = false;  // predicted with the generic preset
 };
 
 // Predicts one row with `choices`; fills `out` when non-null.
@@ -185,11 +186,13 @@ RowResult PredictRow(const PublishedRow& r, const Catalog& catalog, const ModelC
   absl::StatusOr<Prediction> p = Predict(*job);
   if (!p.ok()) return skip(p.status());
   res.predicted = true;
+  res.framework_fallback = run->framework_fallback;
   res.fits = p->memory.fits || p->memory.tight;  // "tight" is not a refusal
   const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;
   res.abs_error_pct = std::fabs(err);
   if (out != nullptr) {
     out->set_framework(job->framework.name);
+    out->set_framework_fallback(run->framework_fallback);
     out->set_predicted_iter_time_s(p->step_time_s);
     out->set_predicted_mfu(p->mfu);
     out->set_bottleneck(std::string(BottleneckName(p->bottleneck.kind)));
@@ -210,18 +213,23 @@ RowResult PredictRow(const PublishedRow& r, const Catalog& catalog, const ModelC
 
 struct Tally {
   std::vector<double> errors;
-  int64_t skipped = 0, not_fit = 0;
+  int64_t skipped = 0, not_fit = 0, fallback = 0;
   std::map<std::string, std::vector<double>> experiments;
   void Add(const RowResult& r, const std::string& experiment) {
     if (!r.predicted) {
       ++skipped;
       return;
     }
+    if (r.framework_fallback) ++fallback;
     errors.push_back(r.abs_error_pct);
     experiments[experiment].push_back(r.abs_error_pct);
     if (!r.fits) ++not_fit;
   }
-  v1::ValidationSummary Summary() const { return Summarise(errors, skipped, not_fit, experiments); }
+  v1::ValidationSummary Summary() const {
+    v1::ValidationSummary s = Summarise(errors, skipped, not_fit, experiments);
+    s.set_n_framework_fallback(static_cast<int32_t>(fallback));
+    return s;
+  }
 };
 
 }  // namespace
@@ -310,7 +318,8 @@ std::string FormatValidation(const v1::ValidationReport& r) {
       continue;
     }
     absl::StrAppendFormat(&o, "%-5s %-4s %-26s %-16s %-9s %6d %11.3f %11.3f %+7.1f%%  %-6s %s\n", row.row_id(),
-                          row.source_id(), model, row.framework(), gpu, row.gpu_count(), row.measured_iter_time_s(),
+                          row.source_id(), model, row.framework_fallback() ? row.framework() + " (fallback)" : row.framework(),
+                          gpu, row.gpu_count(), row.measured_iter_time_s(),
                           row.predicted_iter_time_s(), row.error_pct(), row.fits() ? "fits" : (row.tight() ? "TIGHT" : "NO FIT"),
                           row.bottleneck());
   }
@@ -321,6 +330,10 @@ std::string FormatValidation(const v1::ValidationReport& r) {
                           s.max_abs_error_pct(), s.n_experiments(), s.median_experiment_abs_error_pct(),
                           s.n_skipped() ? absl::StrFormat("  %d not predicted", s.n_skipped()) : "",
                           s.n_not_fit() ? absl::StrFormat("  %d predicted NOT TO FIT", s.n_not_fit()) : "");
+    if (s.n_framework_fallback() > 0) {
+      o.pop_back();
+      absl::StrAppendFormat(&o, "  %d on the generic preset (framework not named)\n", s.n_framework_fallback());
+    }
   };
   o += "\n|error| of predicted step time (not-fit rows count as failures; a weak-scaling series is one experiment)\n";
   for (const auto& s : r.by_source()) line("source " + s.source_id(), s.summary());

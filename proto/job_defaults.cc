@@ -5,7 +5,9 @@
 #include <cctype>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -47,7 +49,7 @@ v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::Fram
   for (const v1::FrameworkDefault& dflt : child.defaults()) {
     bool replaced = false;
     for (v1::FrameworkDefault& o : *out.mutable_defaults()) {
-      if (o.field() == dflt.field()) {
+      if (o.field() == dflt.field() && std::equal(o.when().begin(), o.when().end(), dflt.when().begin(), dflt.when().end())) {
         o = dflt;
         replaced = true;
       }
@@ -56,6 +58,7 @@ v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::Fram
   }
   for (const std::string& s : child.sources()) out.add_sources(s);
   *out.mutable_aliases() = child.aliases();
+  *out.mutable_assumptions() = child.assumptions();  // like aliases: the preset's own
   out.set_base("");
   return out;
 }
@@ -185,12 +188,120 @@ absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std:
   return CompiledDefault(path, value).Apply(spec, source, assumed);
 }
 
+CompiledCondition::CompiledCondition(std::string condition) : condition_(std::move(condition)) {
+  const size_t eq = condition_.find('=');
+  if (eq == std::string::npos) {
+    error_ = absl::InvalidArgumentError(absl::StrCat("when '", condition_, "': expected <field path>=<value>[|<value>]"));
+    return;
+  }
+  const std::string path(absl::StripAsciiWhitespace(absl::string_view(condition_).substr(0, eq)));
+  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
+  if (!chain.ok()) {
+    error_ = chain.status();
+    return;
+  }
+  chain_ = *std::move(chain);
+  for (const pb::FieldDescriptor* f : chain_) {
+    reflections_.push_back(pb::MessageFactory::generated_factory()->GetPrototype(f->containing_type())->GetReflection());
+  }
+  for (absl::string_view v : absl::StrSplit(absl::string_view(condition_).substr(eq + 1), '|')) {
+    values_.push_back(absl::AsciiStrToLower(absl::StripAsciiWhitespace(v)));
+    matches_unset_ |= values_.back() == "unset";
+  }
+  const auto accepted = [&](const std::string& text) {
+    return std::find(values_.begin(), values_.end(), text) != values_.end();
+  };
+  const pb::FieldDescriptor* f = chain_.back();
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_ENUM:
+      // A number's name is its first value's (as Reflection::GetEnum gives it, aliases too).
+      for (int i = 0; i < f->enum_type()->value_count(); ++i) {
+        const int number = f->enum_type()->value(i)->number();
+        if (std::find(enum_numbers_.begin(), enum_numbers_.end(), number) != enum_numbers_.end()) continue;
+        std::string text = absl::AsciiStrToLower(f->enum_type()->FindValueByNumber(number)->name());
+        if (const size_t us = text.rfind('_'); us != std::string::npos) text = text.substr(us + 1);
+        if (accepted(text)) enum_numbers_.push_back(number);
+      }
+      break;
+    case pb::FieldDescriptor::CPPTYPE_BOOL:
+      matches_true_ = accepted("true");
+      matches_false_ = accepted("false");
+      break;
+    case pb::FieldDescriptor::CPPTYPE_INT32:
+    case pb::FieldDescriptor::CPPTYPE_INT64:
+      for (const std::string& v : values_) {
+        int64_t n = 0;
+        if (absl::SimpleAtoi(v, &n) && absl::StrCat(n) == v) integers_.push_back(n);  // the text an integer prints as
+      }
+      break;
+    default: break;
+  }
+}
+
+absl::StatusOr<bool> CompiledCondition::Holds(const v1::JobSpec& spec) const {
+  if (!error_.ok()) return error_;
+  if (!FieldIsSet(spec, chain_, &reflections_)) return matches_unset_;
+  for (const pb::FieldDescriptor* c : chain_) {
+    if (c->is_repeated()) return absl::InvalidArgumentError(absl::StrCat("when '", condition_, "': a repeated field"));
+  }
+  const pb::Message* msg = &spec;
+  for (size_t i = 0; i + 1 < chain_.size(); ++i) msg = &reflections_[i]->GetMessage(*msg, chain_[i]);
+  const pb::FieldDescriptor* f = chain_.back();
+  const pb::Reflection* r = reflections_.back();
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_ENUM: {
+      const int number = r->GetEnumValue(*msg, f);
+      if (std::find(enum_numbers_.begin(), enum_numbers_.end(), number) != enum_numbers_.end()) return true;
+      if (f->enum_type()->FindValueByNumber(number) != nullptr) return false;
+      // A number the enum does not define: its name as Reflection gives it.
+      std::string text = absl::AsciiStrToLower(r->GetEnum(*msg, f)->name());
+      if (const size_t us = text.rfind('_'); us != std::string::npos) text = text.substr(us + 1);
+      return std::find(values_.begin(), values_.end(), text) != values_.end();
+    }
+    case pb::FieldDescriptor::CPPTYPE_BOOL: return r->GetBool(*msg, f) ? matches_true_ : matches_false_;
+    case pb::FieldDescriptor::CPPTYPE_STRING: {
+      std::string scratch;
+      const std::string& text = r->GetStringReference(*msg, f, &scratch);
+      for (const std::string& v : values_) {
+        if (absl::EqualsIgnoreCase(v, text)) return true;
+      }
+      return false;
+    }
+    case pb::FieldDescriptor::CPPTYPE_INT32:
+    case pb::FieldDescriptor::CPPTYPE_INT64: {
+      const int64_t n = f->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32 ? r->GetInt32(*msg, f) : r->GetInt64(*msg, f);
+      return std::find(integers_.begin(), integers_.end(), n) != integers_.end();
+    }
+    default: return absl::InvalidArgumentError(absl::StrCat("when '", condition_, "': unsupported field type"));
+  }
+}
+
+namespace {
+// Whether every condition holds; each evaluated (the first error returned), as a default's list is.
+absl::StatusOr<bool> AllHold(const std::vector<CompiledCondition>& when, const v1::JobSpec& spec) {
+  bool all = true;
+  for (const CompiledCondition& c : when) {
+    absl::StatusOr<bool> holds = c.Holds(spec);
+    if (!holds.ok()) return holds.status();
+    all = all && *holds;
+  }
+  return all;
+}
+
+std::vector<CompiledCondition> CompileWhen(const v1::FrameworkDefault& d) {
+  std::vector<CompiledCondition> when;
+  when.reserve(d.when_size());
+  for (const std::string& w : d.when()) when.emplace_back(w);
+  return when;
+}
+}  // namespace
+
 FrameworkDefaults::FrameworkDefaults(const v1::FrameworkSpec& framework) : name_(framework.name()) {
   static std::atomic<uint64_t> next_id{1};
   id_ = next_id.fetch_add(1, std::memory_order_relaxed);
   defaults_.reserve(framework.defaults_size());
   for (const v1::FrameworkDefault& d : framework.defaults()) {
-    defaults_.push_back({CompiledDefault(d.field(), d.value()),
+    defaults_.push_back({CompiledDefault(d.field(), d.value()), CompileWhen(d),
                          absl::StrCat("framework ", name_, " default", d.source().empty() ? "" : ": ", d.source())});
   }
   recipes_.reserve(framework.recipes_size());
@@ -205,8 +316,25 @@ FrameworkDefaults::FrameworkDefaults(const v1::FrameworkSpec& framework) : name_
     c.precisions.assign(r.precisions().begin(), r.precisions().end());
     for (const v1::FrameworkDefault& d : r.values()) {
       c.sets_gemm |= d.field() == "training.precision.gemm";
-      c.values.emplace_back(d.field(), d.value());
-      c.value_sources.push_back(d.source().empty() ? r.source() : d.source());
+      c.values.push_back({CompiledDefault(d.field(), d.value()), CompileWhen(d), d.source().empty() ? r.source() : d.source()});
+    }
+    if (r.has_sharding()) {
+      // The recipe's sharding semantics replace the framework's: converted once with the rest of
+      // the framework (its errors name "framework.recipes.sharding").
+      c.has_sharding = true;
+      c.sharding.spec = r.sharding();
+      c.sharding.replaces = r.sharding().ByteSizeLong() > 0;
+      if (c.sharding.replaces) {
+        v1::FrameworkSpec with = framework;
+        *with.mutable_sharding() = r.sharding();
+        absl::StatusOr<Framework> fw = FrameworkFromProto(with, "framework.recipes.sharding");
+        if (fw.ok()) {
+          c.sharding.core = fw->sharding;
+        } else {
+          c.sharding.core = fw.status();
+        }
+      }
+      c.sharding_source = r.sharding().source().empty() ? r.source() : r.sharding().source();
     }
     recipes_.push_back(std::move(c));
   }
@@ -241,7 +369,8 @@ const std::vector<FrameworkDefaults::Candidate>& FrameworkDefaults::Candidates(c
 
 absl::Status FrameworkDefaults::ApplyRecipes(v1::JobSpec& spec, const std::string& model_name,
                                              const std::string& architecture, const std::string& gemm,
-                                             std::vector<AssumedInput>* assumed, const std::string& hardware) const {
+                                             std::vector<AssumedInput>* assumed, const std::string& hardware,
+                                             const RecipeSharding** sharding) const {
   if (recipes_.empty()) return absl::OkStatus();
   // Matching recipes, the most specific model name first ("gpt-oss 120b" before "gpt-oss 20b"
   // cannot both match; "deepseek-v3 16b" before "deepseek-v3"); ties keep file order (a child
@@ -272,12 +401,28 @@ absl::Status FrameworkDefaults::ApplyRecipes(v1::JobSpec& spec, const std::strin
     matches.push_back({&r, c.length, &r.models[c.model]});
   }
   std::stable_sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) { return a.length > b.length; });
+  bool sharding_set = false;
   for (const Match& m : matches) {
-    for (size_t i = 0; i < m.recipe->values.size(); ++i) {
-      const auto source = [&] {
-        return absl::StrCat("framework ", name_, " recipe for ", *m.name, ": ", m.recipe->value_sources[i]);
-      };
-      if (absl::Status s = m.recipe->values[i].ApplyWith(spec, source, assumed); !s.ok()) {
+    if (sharding != nullptr && !sharding_set && m.recipe->has_sharding) {
+      *sharding = &m.recipe->sharding;
+      sharding_set = true;
+      if (assumed != nullptr) {
+        assumed->push_back({"framework.sharding", "recipe",
+                            absl::StrCat("framework ", name_, " recipe for ", *m.name, ": ", m.recipe->sharding_source)});
+      }
+    }
+    for (const Value& v : m.recipe->values) {
+      // `when` conditions read the job's own fields (as the values before this one left them).
+      if (!v.when.empty()) {
+        absl::StatusOr<bool> holds = AllHold(v.when, spec);
+        if (!holds.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("framework ", name_, " recipe ", *m.name, ": ", holds.status().message()));
+        }
+        if (!*holds) continue;
+      }
+      const auto source = [&] { return absl::StrCat("framework ", name_, " recipe for ", *m.name, ": ", v.source); };
+      if (absl::Status s = v.value.ApplyWith(spec, source, assumed); !s.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("framework ", name_, " recipe ", *m.name, ": ", s.message()));
       }
     }
@@ -287,6 +432,11 @@ absl::Status FrameworkDefaults::ApplyRecipes(v1::JobSpec& spec, const std::strin
 
 absl::Status FrameworkDefaults::ApplyDefaults(v1::JobSpec& spec, std::vector<AssumedInput>* assumed) const {
   for (const Default& d : defaults_) {
+    if (!d.when.empty()) {
+      absl::StatusOr<bool> holds = AllHold(d.when, spec);
+      if (!holds.ok()) return absl::InvalidArgumentError(absl::StrCat("framework ", name_, ": ", holds.status().message()));
+      if (!*holds) continue;
+    }
     if (absl::Status s = d.value.Apply(spec, d.source, assumed); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("framework ", name_, ": ", s.message()));
     }
@@ -296,8 +446,16 @@ absl::Status FrameworkDefaults::ApplyDefaults(v1::JobSpec& spec, std::vector<Ass
 
 absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
                                  const std::string& architecture, const std::string& gemm,
-                                 std::vector<AssumedInput>* assumed, const std::string& hardware) {
-  return FrameworkDefaults(framework).ApplyRecipes(spec, model_name, architecture, gemm, assumed, hardware);
+                                 std::vector<AssumedInput>* assumed, const std::string& hardware,
+                                 v1::ShardingModel* sharding) {
+  const RecipeSharding* recipe_sharding = nullptr;
+  if (absl::Status s = FrameworkDefaults(framework).ApplyRecipes(spec, model_name, architecture, gemm, assumed, hardware,
+                                                                 sharding != nullptr ? &recipe_sharding : nullptr);
+      !s.ok()) {
+    return s;
+  }
+  if (recipe_sharding != nullptr) *sharding = recipe_sharding->spec;
+  return absl::OkStatus();
 }
 
 absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,
@@ -313,6 +471,10 @@ ResolvedFramework::ResolvedFramework(v1::FrameworkSpec resolved, const std::stri
   } else {
     status = fw.status();
   }
+  assumptions.reserve(spec.assumptions_size());
+  for (const v1::FrameworkDefault& a : spec.assumptions()) {
+    assumptions.push_back({a.field(), a.value(), absl::StrCat("framework ", spec.name(), " assumption: ", a.source())});
+  }
   alternative_attention.reserve(spec.alternative_attention_size());
   for (const v1::AttentionKernel& k : spec.alternative_attention()) {
     alternative_attention.push_back(AttentionKernelFromProto(k, "framework.alternative_attention"));
@@ -323,9 +485,18 @@ absl::StatusOr<JobFramework> LookupJobFramework(const v1::JobSpec& spec, const C
                                                 std::vector<AssumedInput>* assumed) {
   switch (spec.framework().source_case()) {
     case v1::FrameworkRef::kPreset: {
-      absl::StatusOr<const ResolvedFramework*> f = catalog.LookupFramework(spec.framework().preset());
+      const std::string& text = spec.framework().preset();
+      absl::StatusOr<const ResolvedFramework*> f = catalog.LookupFramework(text);
+      if (absl::IsNotFound(f.status())) {
+        // Not a preset name: the preset the text names (an alias), else the generic preset.
+        absl::StatusOr<Catalog::FrameworkMatch> m = catalog.FrameworkForTextOrGeneric(text);
+        if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.preset: ", m.status().message()));
+        if (m->fallback && assumed != nullptr) assumed->push_back(Catalog::GenericFrameworkAssumed(text));
+        f = catalog.LookupFramework(m->name);
+      }
       if (!f.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.preset: ", f.status().message()));
       if (!(*f)->status.ok()) return (*f)->status;
+      if (assumed != nullptr) assumed->insert(assumed->end(), (*f)->assumptions.begin(), (*f)->assumptions.end());
       return JobFramework(*f);
     }
     case v1::FrameworkRef::kSpec: {
@@ -341,6 +512,7 @@ absl::StatusOr<JobFramework> LookupJobFramework(const v1::JobSpec& spec, const C
       if (out.name().empty()) out.set_name("inline");
       auto resolved = std::make_unique<const ResolvedFramework>(std::move(out), "framework.spec");
       if (!resolved->status.ok()) return resolved->status;
+      if (assumed != nullptr) assumed->insert(assumed->end(), resolved->assumptions.begin(), resolved->assumptions.end());
       return JobFramework(std::move(resolved));
     }
     case v1::FrameworkRef::SOURCE_NOT_SET: break;

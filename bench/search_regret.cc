@@ -26,6 +26,7 @@
 #include "csv.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
+#include "proto/launch_args.h"
 #include "proto/published_runs.h"
 
 namespace {
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
     absl::StatusOr<stepcast::Prediction> own = stepcast::Predict(*job);
     stepcast::SearchOptions o;
     o.top_n = 1;
+    o.accept = stepcast::FrameworkStartsLayout;
     o.deadline = std::chrono::steady_clock::now() +
                  std::chrono::microseconds(static_cast<int64_t>(time_limit_s * 1e6));
     absl::StatusOr<stepcast::SearchResult> r = stepcast::SearchLayouts(*job, o);

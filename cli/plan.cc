@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "proto/launch_args.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
@@ -182,6 +183,7 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
     {
       // The job's own fields against the search's caps, once (not "no layout fits" per count).
       SearchOptions so;
+      so.accept = FrameworkStartsLayout;
       so.space.gpu_counts = series;
       if (absl::Status s = CheckSearchCaps(job, so); !s.ok()) {
         return absl::Status(s.code(), absl::StrCat(o.job_path.empty() ? "" : o.job_path + ": ", s.message()));
@@ -195,6 +197,7 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
       int64_t stopped_at = 0;  // the GPU count the time limit stopped at
       for (int64_t g : series) {
         SearchOptions so;
+        so.accept = FrameworkStartsLayout;
         so.top_n = 1;
         so.space.gpu_counts = {g};
         so.deadline = deadline;
@@ -255,6 +258,7 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
       // The fastest layout on every count up to --max-gpus (at a fixed count it is also the
       // cheapest: run cost = GPUs x price x time to train).
       SearchOptions so;
+      so.accept = FrameworkStartsLayout;
       so.top_n = 1;
       so.space.gpu_counts = series;
       so.deadline = deadline;

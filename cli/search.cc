@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "proto/launch_args.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "proto/codec.h"
@@ -172,6 +173,7 @@ int Search(const SearchArgs& a, const Catalog& catalog) {
   if (base->job.name.empty()) base->job.name = std::filesystem::path(a.job_path).stem().string();
 
   SearchOptions o;
+  o.accept = FrameworkStartsLayout;  // only layouts the job's framework starts (docs/SEARCH.md)
   absl::StatusOr<SearchObjective> obj = ParseSearchObjective(a.objective, "--objective");
   if (!obj.ok()) return Fail(obj.status());
   o.objective = *obj;

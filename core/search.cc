@@ -443,7 +443,9 @@ class Worker {
   }
 
   void Offer(const Entry& e) {
-    const size_t n = static_cast<size_t>(std::max(1, plan_.opt.top_n));
+    // With a framework filter, 4x as many are kept: the ones it rejects are dropped at the merge.
+    const size_t top_n = static_cast<size_t>(std::max(1, plan_.opt.top_n));
+    const size_t n = plan_.opt.accept ? std::max(4 * top_n, top_n + 32) : top_n;
     std::vector<Entry>& top = out_.top;
     if (top.size() < n) {
       top.push_back(e);
@@ -626,7 +628,9 @@ Layout ToLayout(const Plan& plan, const Cand& c) {
   l.micro_batch_size = c.mbs;
   l.recompute = plan.recomputes[c.recompute];
   l.sharding = plan.shardings[c.sharding];
-  l.overlap_tp_comm = plan.otps[c.otp];
+  // TP communication overlap needs TP > 1 and sequence parallelism (Megatron-LM's validate_args
+  // asserts it; at TP 1 there is nothing to overlap).
+  l.overlap_tp_comm = plan.otps[c.otp] && c.tp > 1 && p.sequence_parallel;
   l.overlap_dp_comm = plan.odps[c.odp];
   l.gemm = plan.precisions[c.precision].gemm;
   l.fp8_param_gather = plan.precisions[c.precision].fp8_param_gather;
@@ -1014,6 +1018,32 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
     }
   }
   std::sort(top.begin(), top.end(), Better);
+  auto accepted = [&](const Entry& e) {
+    return !options.accept || options.accept(WithLayout(base, ToLayout(plan, e.c)));
+  };
+  std::string first_rejected;  // the best layout the framework refused, for the error below
+  if (options.accept) {
+    std::vector<Entry> kept;
+    int64_t rejected = 0;
+    for (const Entry& e : top) {
+      if (kept.size() >= static_cast<size_t>(options.top_n)) break;
+      if (accepted(e)) {
+        kept.push_back(e);
+      } else {
+        if (first_rejected.empty()) first_rejected = LayoutSummary(ToLayout(plan, e.c));
+        ++rejected;
+      }
+    }
+    result.stats.rejected_by_framework = rejected;
+    if (kept.empty() && !top.empty()) {
+      return Bad("framework", absl::StrFormat("the framework starts none of the %d best layouts that fit (the best, %s, "
+                                              "among them); its launch rules refuse them",
+                                              static_cast<int>(top.size()), first_rejected));
+    }
+    top = std::move(kept);
+    for (auto it = best.begin(); it != best.end();) it = accepted(it->second) ? std::next(it) : best.erase(it);
+    for (auto& [g, f] : fronts) f.erase(std::remove_if(f.begin(), f.end(), [&](const Entry& e) { return !accepted(e); }), f.end());
+  }
   if (top.size() > static_cast<size_t>(options.top_n)) top.resize(options.top_n);
 
   result.partial = shared.stop.load();

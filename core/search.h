@@ -115,6 +115,7 @@ struct SearchStats {
   int64_t fitting = 0;     // of those, fitting: step time estimated and ranked
   int64_t over_budget = 0; // fitting but over the budget (time-to-train objective)
   int64_t pareto_size = 0; // points on the Pareto front (before thinning to max_pareto)
+  int64_t rejected_by_framework = 0;  // of the best kept, refused by SearchOptions::accept
   double elapsed_s = 0;
   int threads = 0;
 };
@@ -139,6 +140,12 @@ struct SearchOptions {
   std::function<bool()> cancelled;
   // Prune with the memory lower bound (off only to test the bound).
   bool prune = true;
+  // Layouts the job's framework can start (e.g. proto/launch_args.h FrameworkAcceptsLayout:
+  // Megatron-LM's validate_args rules); unset: every layout the model accepts. Checked on the
+  // candidates that would be reported (the top N, the best per GPU count, the Pareto points),
+  // not on every evaluated layout; a rejected one is replaced by the next accepted one among the
+  // 4 x top_n best kept.
+  std::function<bool(const Job&)> accept;
   // Pareto points listed: a longer front is thinned to this many, evenly along its order (GPUs,
   // then step time), its first and last kept; 0: all.
   int max_pareto = 100;

@@ -56,6 +56,8 @@ std::string LauncherArgsForChange(const std::string& launcher, const std::vector
 // torchtitan's (TorchtitanAcceptsLayout) for torchtitan / torchtitan-compile; accepted for the
 // others (no launch rules modelled). For the layout search to propose only accepted layouts.
 LayoutAcceptance FrameworkAcceptsLayout(const Job& job);
+// FrameworkAcceptsLayout as the layout search's filter (SearchOptions::accept).
+inline bool FrameworkStartsLayout(const Job& job) { return FrameworkAcceptsLayout(job).accepted; }
 
 }  // namespace stepcast
 

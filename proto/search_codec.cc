@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
+#include "proto/launch_args.h"
 
 namespace stepcast {
 
@@ -76,6 +77,7 @@ absl::StatusOr<SearchBase> SearchBaseFromSpec(const v1::JobSpec& spec, const Cat
 
 absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchOptions& o, const SearchBase& base) {
   SearchOptions out;
+  out.accept = FrameworkStartsLayout;  // only layouts the job's framework starts
   switch (o.objective()) {
     case v1::SEARCH_OBJECTIVE_UNSPECIFIED:
     case v1::SEARCH_OBJECTIVE_STEP_TIME: out.objective = SearchObjective::kStepTime; break;
@@ -347,6 +349,7 @@ absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& sub
                                                                    std::function<bool()> cancelled, int threads) {
   SearchOptions o;
   o.top_n = 1;
+  o.accept = FrameworkStartsLayout;
   o.deadline = deadline;
   o.cancelled = std::move(cancelled);
   o.threads = threads;

@@ -61,33 +61,86 @@ class CompiledDefault {
   v1::JobSpec patch_;                                         // the value as a one-field job
 };
 
-// A framework's defaults and per-model recipes, compiled once (CompiledDefault each) from its
-// resolved FrameworkSpec, with the recipe model names squashed for matching and the recorded
-// sources of the framework defaults built. What ApplyRecipeDefaults / ApplyFrameworkDefaults
-// below do with a FrameworkSpec, these do with no parsing.
+// One FrameworkDefault.when condition ("<job field path>=<v1>|<v2>...", framework.proto), compiled
+// once: the field's descriptor chain and the accepted values read for the field's type, so that
+// Holds() costs a presence check and a comparison, not a parse. The condition depends on the
+// job's own fields, so it is evaluated per job (as the defaults before it left the job).
+// Matching: an enum by its value name's last part (SHARDING_ZERO3 -> zero3), a bool by
+// true/false, a string (case-insensitive) or an integer by its text; an unset field matches only
+// the value "unset" ("parallelism.vpp=unset|1"). Construction never fails: a condition without
+// '=' or naming no job field is kept and returned by Holds().
+class CompiledCondition {
+ public:
+  explicit CompiledCondition(std::string condition);
+
+  const std::string& condition() const { return condition_; }
+  // Whether `spec` meets the condition. Errors: "when '<c>': expected <field path>=<value>[|<value>]",
+  // "<path>: no job field 'x'" (the path), and, only when the field is set, "when '<c>': a
+  // repeated field" / "when '<c>': unsupported field type" (a double, float or message field).
+  absl::StatusOr<bool> Holds(const v1::JobSpec& spec) const;
+
+ private:
+  std::string condition_;
+  absl::Status error_;  // no '=', or the path names no job field
+  std::vector<const google::protobuf::FieldDescriptor*> chain_;
+  std::vector<const google::protobuf::Reflection*> reflections_;
+  std::vector<std::string> values_;  // lower case, whitespace stripped
+  bool matches_unset_ = false;       // one of values_ is "unset"
+  std::vector<int> enum_numbers_;    // an enum field: the numbers whose name's last part is in values_
+  bool matches_true_ = false, matches_false_ = false;  // a bool field
+  std::vector<int64_t> integers_;    // an integer field: the values written as an integer's text
+};
+
+// A recipe's sharding semantics (framework.proto Recipe.sharding), converted once with the
+// framework they belong to: they replace the framework's for a job the recipe matches.
+struct RecipeSharding {
+  v1::ShardingModel spec;  // as written
+  // spec is not empty: the job's framework sharding is replaced (an empty `sharding: {}` is
+  // recorded but replaces nothing).
+  bool replaces = false;
+  // FrameworkFromProto(the framework with `spec` as its sharding, "framework.recipes.sharding")'s
+  // sharding, or its error.
+  absl::StatusOr<ShardingModel> core;
+};
+
+// A framework's defaults and per-model recipes, compiled once (CompiledDefault each, their `when`
+// conditions as CompiledCondition, a recipe's sharding converted) from its resolved
+// FrameworkSpec, with the recipe model names squashed for matching and the recorded sources of
+// the framework defaults built. What ApplyRecipeDefaults / ApplyFrameworkDefaults below do with
+// a FrameworkSpec, these do with no parsing; `when` conditions are evaluated per job.
 class FrameworkDefaults {
  public:
   explicit FrameworkDefaults(const v1::FrameworkSpec& framework);
 
-  // As ApplyRecipeDefaults(spec, framework, ...) below.
+  // As ApplyRecipeDefaults(spec, framework, ...) below; `sharding` (optional) receives the first
+  // matching recipe's RecipeSharding, if any (left untouched otherwise), recorded in `assumed` as
+  // framework.sharding = recipe.
   absl::Status ApplyRecipes(v1::JobSpec& spec, const std::string& model_name, const std::string& architecture,
                             const std::string& gemm, std::vector<AssumedInput>* assumed,
-                            const std::string& hardware = "") const;
+                            const std::string& hardware = "", const RecipeSharding** sharding = nullptr) const;
   // As ApplyFrameworkDefaults(spec, framework, ...) below.
   absl::Status ApplyDefaults(v1::JobSpec& spec, std::vector<AssumedInput>* assumed) const;
 
  private:
   struct Default {
     CompiledDefault value;
+    std::vector<CompiledCondition> when;
     std::string source;  // as recorded: "framework <name> default: <source>"
+  };
+  struct Value {
+    CompiledDefault value;
+    std::vector<CompiledCondition> when;
+    std::string source;  // the value's own source, else the recipe's
   };
   struct Recipe {
     std::vector<std::string> models;           // as written
     std::vector<std::string> squashed_models;  // lower-case letters and digits only
     std::vector<std::string> architectures, hardware, precisions;
     bool sets_gemm = false;  // one of its values is training.precision.gemm
-    std::vector<CompiledDefault> values;
-    std::vector<std::string> value_sources;  // each value's own source, else the recipe's
+    std::vector<Value> values;
+    bool has_sharding = false;
+    RecipeSharding sharding;
+    std::string sharding_source;  // Recipe.sharding.source, else the recipe's
   };
   // The recipes whose model names match a model name: (recipe index, model index, squashed
   // length), in recipe order. Kept per thread for the last (framework, model name) asked: a
@@ -118,6 +171,9 @@ struct ResolvedFramework {
   absl::Status status;
   Framework core;
   FrameworkDefaults defaults;
+  // The preset's own assumptions (FrameworkSpec.assumptions: the generic preset's model-level
+  // choices) as every job under it lists them: source "framework <name> assumption: <source>".
+  std::vector<AssumedInput> assumptions;
   // AttentionKernelFromProto of each spec.alternative_attention(i), path
   // "framework.alternative_attention" (as a job that selects it reports its error).
   std::vector<absl::StatusOr<AttentionKernel>> alternative_attention;
@@ -138,22 +194,26 @@ class JobFramework {
 };
 
 // What ResolveJobFramework resolves, without a copy for a preset: `framework.preset` looked up in
-// the catalog (resolved when it loaded), an inline `framework.spec` laid over its `base` preset
-// (if any) and resolved here, or megatron-core when the spec names none (recorded in `assumed`).
+// the catalog (resolved when it loaded; a text that is no preset name: the preset it names, else
+// the generic preset, recorded with Catalog::GenericFrameworkAssumed), an inline `framework.spec`
+// laid over its `base` preset (if any) and resolved here, or megatron-core when the spec names
+// none (recorded in `assumed`). A preset or inline spec also records its `assumptions`.
 // Errors are ResolveJobFramework's, and a preset whose conversion fails returns that error
 // (naming "framework.<field>").
 absl::StatusOr<JobFramework> LookupJobFramework(const v1::JobSpec& spec, const Catalog& catalog,
                                                 std::vector<AssumedInput>* assumed);
 
 // The framework a spec names, with its base chain resolved: `framework.preset` looked up in
-// the catalog, an inline `framework.spec` laid over its `base` preset (if any), or megatron-core
-// when the spec names none (recorded in `assumed`). Errors name "framework.preset" /
-// "framework.spec".
+// the catalog (a text that names no preset: the generic preset, recorded), an inline
+// `framework.spec` laid over its `base` preset (if any), or megatron-core when the spec names
+// none (recorded in `assumed`); the preset's `assumptions` recorded. Errors name
+// "framework.preset" (a near miss of a preset name: "did you mean") / "framework.spec".
 absl::StatusOr<v1::FrameworkSpec> ResolveJobFramework(const v1::JobSpec& spec, const Catalog& catalog,
                                                       std::vector<AssumedInput>* assumed);
 
 // Lays `child` over `base`: sub-messages and strings set in the child replace the base's,
-// `defaults` replace by field, `sources` add up, `aliases` are the child's.
+// `defaults` replace by field and `when` conditions, `sources` add up, `aliases` and
+// `assumptions` are the child's.
 v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::FrameworkSpec& child);
 
 // True when the job field at `path` ("training.precision.grad_reduce") is set in `spec`: a
@@ -179,7 +239,8 @@ absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& fra
                                  std::vector<AssumedInput>* assumed, const std::string& hardware = "",
                                  v1::ShardingModel* sharding = nullptr);
 
-// Applies every default of `framework` (FrameworkSpec.defaults) that the spec leaves unset.
+// Applies every default of `framework` (FrameworkSpec.defaults) that the spec leaves unset and
+// whose `when` conditions hold (evaluated on the job as the defaults before it left it).
 absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,
                                     std::vector<AssumedInput>* assumed);
 

@@ -121,6 +121,10 @@ std::string FormatSearchResult(const SearchResult& r, const Job& base, const Job
           absl::StrAppendFormat(&out, "  %-32s %s -> %s%s\n", c.field, c.from, c.to,
                                 c.megatron_flag.empty() ? "" : absl::StrCat("   (Megatron: ", c.megatron_flag, ")"));
         }
+        // Flags the framework needs to start #1 beyond the changed sizes (Megatron-LM's uneven
+        // pipeline split when the layers do not divide by PP x VPP: MegatronAcceptsLayout).
+        const LayoutAcceptance acc = FrameworkAcceptsLayout(WithLayout(*submitted, best.layout));
+        if (!acc.needs.empty()) absl::StrAppendFormat(&out, "  and, to start it: %s\n", acc.needs);
       }
     }
   }

@@ -89,6 +89,13 @@ check predict-hybrid 2 "$bin" predict --gpus 8 --hardware h100-sxm -- torchrun -
   --hybrid-layer-pattern "M-M-M*-" --hidden-size 4096 --num-attention-heads 32 --seq-length 4096
 contains predict-hybrid-says "hybrid Mamba/attention models"
 
+# The search's "To run #1" names the flags Megatron-LM needs to start the best layout (issue 23
+# item 4): DeepSeek-V3's 61 layers at PP 9 only with the embedding and the loss counted as
+# pipeline layers (61 + 2 = 63 = 9 x 7; megatron/core/transformer/transformer_block.py).
+check search-names-uneven-split-flags 0 "$bin" search "$root/examples/deepseek-v3-gb200.textproto" --gpus 256..4096
+contains search-best-pp9 "parallelism.pp                   4 -> 9"
+contains search-needs-flags "and, to start it: --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"
+
 # The torchtitan config registry data is what the extractor reads from torchtitan's own files
 # (verbatim copies at commit b5bcd76c in tests/data/real_inputs/torchtitan_registry).
 if command -v python3 >/dev/null; then

@@ -82,6 +82,8 @@ absl::Status Catalog::Add(const std::string& rel_path, const std::string& text) 
         }
       }
     }
+  } else if (rel_path == "intervals.yaml") {
+    // The interval table (proto/interval_table.h reads it), not a preset.
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": presets live in hardware/, models/ or frameworks/"));

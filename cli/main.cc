@@ -1,7 +1,7 @@
 // stepcast: predict what an LLM training job will do before it runs.
 //
 //   stepcast predict JOB.yaml [--json] [--profile FILE] [--mfu X] [--html FILE]
-//   stepcast search JOB.yaml [--objective time|cost|mfu|tokens|time_to_train] [--top N] [--gpus A..B] [--json]
+//   stepcast search JOB.yaml [--objective time|cost|mfu|tokens|time_to_train|time-p90] [--top N] [--gpus A..B] [--json]
 //   stepcast plan JOB.yaml --target-tokens-per-s 2e5 --hardware h100-sxm,h200,l4
 //   stepcast plan --model llama3-70b --seq-length 8192 --global-batch-size 1024 --budget-usd 2e6 --days 30 --hardware h100-sxm
 //   stepcast plan --seed-formulas --target-tokens-per-s 2e5 --hardware h100-sxm,h200,l4   (seed 000 / 004 formulas)
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   cli::SearchArgs sa;
   search->add_option("job", sa.job_path, "job file (its model, hardware, framework, batch; its layout is compared)")
       ->required();
-  search->add_option("--objective", sa.objective, "time | tokens | cost | mfu | time_to_train")->capture_default_str();
+  search->add_option("--objective", sa.objective, "time | tokens | cost | mfu | time_to_train | time-p90 (the 80% interval's pessimistic end)")->capture_default_str();
   search->add_option("--top", sa.top, "layouts listed")->capture_default_str();
   search->add_option("--gpus", sa.gpus, "GPU count N or range A..B (whole nodes); default: the job's");
   search->add_option("--budget-usd", sa.budget_usd, "time_to_train: only runs costing at most this");

@@ -41,7 +41,7 @@ std::string ShortEnum(const google::protobuf::EnumDescriptor* e, int value) {
   return name;
 }
 
-std::string G6(double x) { return absl::StrFormat("%.6g", x); }
+std::string G8(double x) { return absl::StrFormat("%.8g", x); }
 
 }  // namespace
 
@@ -165,7 +165,7 @@ std::string IntervalTableYaml(const v1::IntervalTableSpec& spec) {
       "# memory: each measured peak-memory run (tests/data/validation/memory_runs.yaml, each with its\n"
       "#   source) against the memory model's per-GPU total, in GiB.\n";
   absl::StrAppend(&o, "generated_by: ", Quote(spec.generated_by()), "\n");
-  absl::StrAppend(&o, "coverage: ", G6(spec.coverage()), "\n");
+  absl::StrAppend(&o, "coverage: ", G8(spec.coverage()), "\n");
   o += "step_time:\n";
   const auto* fam = v1::FrameworkFamily_descriptor();
   for (const v1::StepTimeResidual& s : spec.step_time()) {
@@ -178,8 +178,8 @@ std::string IntervalTableYaml(const v1::IntervalTableSpec& spec) {
                     ", scale: ", ShortEnum(v1::ScaleBand_descriptor(), r.scale()),
                     ", precision: ", ShortEnum(v1::PrecisionClass_descriptor(), r.precision()));
     if (r.gpu() != 0) absl::StrAppend(&regime, ", gpu: ", ShortEnum(v1::GpuGeneration_descriptor(), r.gpu()));
-    absl::StrAppend(&o, "  - {id: ", Quote(s.id()), ", source: ", Quote(s.source()), ", predicted_s: ", G6(s.predicted_s()),
-                    ", measured_s: ", G6(s.measured_s()), ",\n     regime: {", regime, "},\n     experiment: ",
+    absl::StrAppend(&o, "  - {id: ", Quote(s.id()), ", source: ", Quote(s.source()), ", predicted_s: ", G8(s.predicted_s()),
+                    ", measured_s: ", G8(s.measured_s()), ",\n     regime: {", regime, "},\n     experiment: ",
                     Quote(s.experiment()), "}\n");
   }
   o += spec.memory_size() > 0 ? "memory:\n" : "memory: []\n";
@@ -187,7 +187,7 @@ std::string IntervalTableYaml(const v1::IntervalTableSpec& spec) {
     std::string family;
     if (m.family() != 0) family = absl::StrCat(", family: ", ShortEnum(fam, m.family()));
     absl::StrAppend(&o, "  - {id: ", Quote(m.id()), ", source: ", Quote(m.source()), family,
-                    ", predicted_gib: ", G6(m.predicted_gib()), ", measured_gib: ", G6(m.measured_gib()),
+                    ", predicted_gib: ", G8(m.predicted_gib()), ", measured_gib: ", G8(m.measured_gib()),
                     ",\n     experiment: ", Quote(m.experiment()), "}\n");
   }
   return o;

@@ -34,7 +34,7 @@ absl::StatusOr<IntervalTable> ParseIntervalTable(const std::string& text, const 
 // The message of a table's residuals (as Build kept them), with the command that wrote it.
 v1::IntervalTableSpec IntervalTableToSpec(const IntervalTable& table, const std::string& generated_by);
 // The file's text: a header saying what the file is and how to regenerate it, then one residual
-// per line (flow style), numbers with 6 significant digits.
+// per line (flow style), numbers with 8 significant digits.
 std::string IntervalTableYaml(const v1::IntervalTableSpec& spec);
 
 // The table compiled into the binary (presets/intervals.yaml), parsed at the first call; null when

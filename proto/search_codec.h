@@ -47,7 +47,11 @@ void FitSearchResult(v1::SearchResult& r, size_t max_bytes);
 
 // The suggestion a pre-flight gives for `submitted` (predicted as `prediction`): none when its
 // layout fits and is predicted less than 10% slower than the fastest layout on the same GPU
-// count (SearchLayouts, step-time objective, the default space, stopping at `deadline`).
+// count (SearchLayouts, the default space, stopping at `deadline`). With the job's interval table
+// (core/interval.h) the layouts are ranked by the pessimistic end of their 80% interval
+// (kStepTimeP90): a validated layout is preferred, since outside the validated region the
+// interval is the widest, unless an unvalidated one is better even at its pessimistic end; the
+// message says which. Without a table: the step-time objective.
 // Errors are SearchLayouts'; a search that finds no fitting layout gives no suggestion.
 absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(
     const Job& submitted, const Prediction& prediction, std::chrono::steady_clock::time_point deadline);

@@ -961,13 +961,15 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
     // The coverage plot: each row's leave-one-source-out interval against its measured time.
     page.Heading(absl::StrFormat("%.0f%% intervals, leave-one-source-out: coverage %.1f%% (%d of %d rows)",
                                  100 * cov.target(), 100 * cov.coverage(), cov.covered(), cov.rows()));
+    // Relative to the measured time, so that every row's interval reads on one scale: covered
+    // when its segment crosses 1.
     XYChart ci;
-    ci.title = "Each row's 80% interval (from the other sources' residuals) against its measured step time";
+    ci.title = "Each row's 80% interval (from the other sources' residuals), relative to its measured step time";
     ci.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
-    ci.y = {"predicted step time and its interval (s)", true, chart.y.min, chart.y.max};
-    ci.identity_line = true;
-    Series inside{"point prediction, measured inside the interval", {}, false, false, "#59a14f"};
-    Series outside{"point prediction, measured outside the interval", {}, false, false, "#e15759"};
+    ci.y = {"predicted / measured: interval and point", false};
+    ci.reference_lines = {{"measured", 1.0, "#333333"}};
+    Series inside{"covered: measured inside", {}, false, false, "#59a14f"};
+    Series outside{"not covered", {}, false, false, "#e15759"};
     for (const auto& row : r.rows()) {
       if (!row.has_loso_interval() || !(row.measured_iter_time_s() > 0)) continue;
       const v1::StepTimeInterval& i = row.loso_interval();
@@ -976,11 +978,11 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
           row.row_id(), row.source_id(), row.model(), row.gpu_count(), row.gpu(), Number(row.measured_iter_time_s()),
           Number(row.loso_predicted_iter_time_s()), Number(i.low_s()), Number(i.high_s()),
           row.loso_covered() ? "inside" : "OUTSIDE", i.derived_from(), i.validated() ? "" : " (outside the validated region)");
-      Series seg{title, {{row.measured_iter_time_s(), i.low_s(), ""}, {row.measured_iter_time_s(), i.high_s(), ""}},
-                 true, false, row.loso_covered() ? "#59a14f" : "#e15759", false};
+      const double m = row.measured_iter_time_s();
+      Series seg{title, {{m, i.low_s() / m, ""}, {m, i.high_s() / m, ""}}, true, false,
+                 row.loso_covered() ? "#59a14f" : "#e15759", false};
       ci.series.push_back(std::move(seg));
-      (row.loso_covered() ? inside : outside)
-          .points.push_back({row.measured_iter_time_s(), row.loso_predicted_iter_time_s(), title, !i.validated()});
+      (row.loso_covered() ? inside : outside).points.push_back({m, row.loso_predicted_iter_time_s() / m, title, !i.validated()});
     }
     ci.series.push_back(std::move(inside));
     ci.series.push_back(std::move(outside));
@@ -990,7 +992,7 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
                 {"median half-width", absl::StrFormat("%.1f%%", cov.median_half_width_pct())},
                 {"minimum runs per regime", absl::StrFormat("%.0f", cov.minimum_runs())}});
     page.Svg(RenderXY(ci));
-    page.Note("A row is covered when its vertical segment crosses y = x. Hollow markers: rows outside the validated "
+    page.Note("A row is covered when its vertical segment crosses 1 (the measured time). Hollow markers: rows outside the validated "
               "region (the widest interval). Intervals: weighted split-conformal 80% bounds of the leave-one-source-out "
               "residuals ln(measured / predicted) of the other sources' rows in the row's regime, or the nearest "
               "broader regime with the minimum of validated runs (docs/VALIDATION.md \"Intervals\").");

@@ -177,9 +177,10 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job);
 // to fit drawn hollow); |error| per source (median, p90, mean, max, experiments, not fit, not
 // predicted) with the leave-one-source-out figures; the rows the model cannot express. With
 // interval coverage (ValidationReport.interval_coverage): the coverage plot, each row's
-// leave-one-source-out 80% interval as a vertical segment at its measured step time (green when
-// the measured time lies inside, red when not; y = x crosses every covering segment) with the
-// point prediction marked, and the coverage per regime and per source.
+// leave-one-source-out 80% interval relative to its measured step time as a vertical segment at
+// that time (green when the measured time lies inside, red when not: a covering segment crosses
+// 1) with the point prediction marked (hollow outside the validated region), and the coverage per
+// regime and per source.
 std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv_name);
 
 // `stepcast compare --html`: a prediction against a measurement (probe reports, Kineto traces, a

@@ -533,9 +533,11 @@ std::string FormatValidation(const v1::ValidationReport& r) {
                           "residuals (regimes need %.0f runs; a weak-scaling series counts once)\n",
                           100 * c.target(), c.minimum_runs());
     auto group = [&](const v1::IntervalCoverageGroup& g) {
-      absl::StrAppendFormat(&o, "%-58s rows %3d  covered %3d  coverage %5.1f%%  median half-width %5.1f%%%s\n",
+      // A share of fewer rows than the minimum is no measurement of an 80% coverage.
+      absl::StrAppendFormat(&o, "%-58s rows %3d  covered %3d  coverage %5.1f%%  median half-width %5.1f%%%s%s\n",
                             g.group(), g.rows(), g.covered(), 100 * g.coverage(), g.median_half_width_pct(),
-                            g.rows_unvalidated() ? absl::StrFormat("  (%d unvalidated)", g.rows_unvalidated()) : "");
+                            g.rows_unvalidated() ? absl::StrFormat("  (%d unvalidated)", g.rows_unvalidated()) : "",
+                            g.rows() < c.minimum_runs() ? "  [fewer rows than the minimum]" : "");
     };
     for (const auto& g : c.by_regime()) group(g);
     for (const auto& g : c.by_source()) {

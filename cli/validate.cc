@@ -416,7 +416,7 @@ absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const
   }
 
   // Coverage of the leave-one-source-out intervals: overall, by regime (framework family /
-  // dense-MoE / sharding), by source.
+  // dense-MoE, and with the sharding), by source.
   cov->set_target(table->coverage());
   cov->set_minimum_runs(MinimumWeight(table->coverage()));
   for (int f = 0; f < 5; ++f) {
@@ -437,14 +437,19 @@ absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const
   CoverageAcc total;
   std::map<std::string, CoverageAcc> regimes, sources;
   std::vector<std::string> regime_order;
-  for (size_t i = 0; i < rows->size(); ++i) {
-    const v1::ValidationRow& r = report.rows(static_cast<int>(i));
-    if (!r.has_loso_interval()) continue;
-    total.Add(r);
-    const std::string g = RegimeText(RegimeOf(loso[i].job), 5);
-    if (!regimes.count(g)) regime_order.push_back(g);
-    regimes[g].Add(r);
-    sources[r.source_id()].Add(r);
+  // Regimes at two levels: framework family / dense-MoE, then with the sharding.
+  for (int level : {6, 5}) {
+    for (size_t i = 0; i < rows->size(); ++i) {
+      const v1::ValidationRow& r = report.rows(static_cast<int>(i));
+      if (!r.has_loso_interval()) continue;
+      const std::string g = RegimeText(RegimeOf(loso[i].job), level);
+      if (!regimes.count(g)) regime_order.push_back(g);
+      regimes[g].Add(r);
+      if (level == 6) {
+        total.Add(r);
+        sources[r.source_id()].Add(r);
+      }
+    }
   }
   cov->set_rows(total.rows);
   cov->set_covered(total.covered);

@@ -195,7 +195,10 @@ std::string RegimePhrase(const Regime& r, int features) {
   return absl::StrJoin(parts, " ");
 }
 
-double MinimumWeight(double coverage) { return (1 + coverage) / (1 - coverage); }
+double MinimumWeight(double coverage) {
+  const double w = (1 + coverage) / (1 - coverage);
+  return std::fabs(w - std::round(w)) < 1e-9 ? std::round(w) : w;  // 1.8 / 0.2 is 9 + 2e-15 in doubles
+}
 
 ConformalBounds ConformalInterval(std::vector<WeightedValue> v, double coverage) {
   ConformalBounds b;

@@ -567,6 +567,18 @@ TEST(IntervalTable, PublishedRunsCoverageAndMemoryVerdicts) {
     EXPECT_NE(row.memory_verdict(), v1::MEMORY_VERDICT_DOES_NOT_FIT) << "published row " << row.row_id();
   }
   EXPECT_EQ(covered, c.covered());
+  // The dense rows of NVIDIA's frameworks (Megatron-LM, NeMo, Megatron-Bridge: the Megatron
+  // family, read from the job): median half-width at most 12%. No regime with at least the
+  // minimum of rows covered below 60%.
+  bool megatron_dense = false;
+  for (const auto& g : c.by_regime()) {
+    if (g.group() == "Megatron-family / dense") {
+      megatron_dense = true;
+      EXPECT_LE(g.median_half_width_pct(), 12.0);
+    }
+    if (g.rows() >= c.minimum_runs()) EXPECT_GE(g.coverage(), 0.6) << g.group();
+  }
+  EXPECT_TRUE(megatron_dense);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string_view>
 #include <map>
 #include <set>
 #include <utility>
@@ -145,8 +147,16 @@ uint32_t RegimeLevelMask(int level) {
 }
 
 FrameworkRegime FrameworkRegimeOf(const std::string& name) {
-  for (const FrameworkRegime& f : FrameworkRegimes()) {
-    if (name == f.name) return f;
+  // Once per prediction: lengths first, then the bytes (no strlen per entry).
+  static const std::vector<std::string_view> kNames = [] {
+    std::vector<std::string_view> v;
+    for (const FrameworkRegime& f : FrameworkRegimes()) v.emplace_back(f.name);
+    return v;
+  }();
+  for (size_t i = 0; i < kNames.size(); ++i) {
+    if (kNames[i].size() == name.size() && std::memcmp(kNames[i].data(), name.data(), name.size()) == 0) {
+      return FrameworkRegimes()[i];
+    }
   }
   return {"", FrameworkFamily::kOther, FrameworkEra::kFrom2024, ""};
 }

@@ -65,7 +65,8 @@ std::string FormatReport(const Job& job, const Prediction& p) {
                           i.region_experiments,
                           i.validated ? absl::StrCat("; interval from ", i.level >= 0 ? RegimeText(i.regime, i.level)
                                                                                        : std::string("every run"),
-                                                     absl::StrFormat(" (%.3g runs, %d sources)", i.experiments, i.sources))
+                                                     absl::StrFormat(" (%.3g runs, %d source%s)", i.experiments, i.sources,
+                                                                     i.sources == 1 ? "" : "s"))
                                       : std::string("; OUTSIDE the validated region: the widest interval"));
     for (const std::string& n : IntervalNotes(i)) absl::StrAppendFormat(&o, "  note:      %s\n", n);
   }

@@ -451,6 +451,20 @@ absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const
       }
     }
   }
+  for (const IntervalTable::Node& n : table->nodes()) {
+    if (n.level < kValidatedRegionLevel) continue;
+    v1::RegimeIntervalEntry* e = cov->add_table();
+    e->set_regime(RegimeText(Regime::FromKey(n.key), n.level));
+    e->set_level(n.level);
+    e->set_runs(n.experiments);
+    e->set_rows(n.rows);
+    e->set_sources(n.sources);
+    e->set_finite(n.bounds.finite);
+    if (n.bounds.finite) {
+      e->set_low_ratio(std::exp(n.bounds.lo));
+      e->set_high_ratio(std::exp(n.bounds.hi));
+    }
+  }
   cov->set_rows(total.rows);
   cov->set_covered(total.covered);
   cov->set_coverage(total.rows > 0 ? static_cast<double>(total.covered) / total.rows : 0);
@@ -552,6 +566,17 @@ std::string FormatValidation(const v1::ValidationReport& r) {
     }
     absl::StrAppendFormat(&o, "%-58s rows %3d  covered %3d  coverage %5.1f%%  median half-width %5.1f%%\n", "all rows",
                           c.rows(), c.covered(), 100 * c.coverage(), c.median_half_width_pct());
+  }
+  if (c.table_size() > 0) {
+    absl::StrAppendFormat(&o, "\nthe interval table of every row (regimes with the minimum of %.0f runs give the "
+                              "interval; ratios measured / predicted)\n",
+                          c.minimum_runs());
+    for (const auto& e : c.table()) {
+      absl::StrAppendFormat(&o, "  %-72s runs %5.1f  rows %3d  sources %d  %s\n", e.regime(), e.runs(), e.rows(),
+                            e.sources(),
+                            e.finite() ? absl::StrFormat("80%% %.3f-%.3f", e.low_ratio(), e.high_ratio())
+                                       : std::string("below the minimum"));
+    }
   }
   if (c.memory_runs_size() > 0) {
     o += "\nmemory per GPU against measured peaks, by framework family\n";

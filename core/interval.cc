@@ -472,8 +472,8 @@ std::string IntervalSummary(const StepTimeInterval& i) {
   if (!i.validated || i.level < 0) {
     from = absl::StrFormat("the widest interval (the range of every validated run's error, %.0f runs)", i.experiments);
   } else {
-    from = absl::StrFormat("%s%s (%.0f validated runs, %d sources)", i.level == 0 ? "its regime " : "the broader regime ",
-                           RegimeText(i.regime, i.level), i.experiments, i.sources);
+    from = absl::StrFormat("%s%s (%.3g validated runs, %d source%s)", i.level == 0 ? "its regime " : "the broader regime ",
+                           RegimeText(i.regime, i.level), i.experiments, i.sources, i.sources == 1 ? "" : "s");
   }
   return absl::StrFormat("%.0f%% interval %.4g-%.4g s, from %s", 100 * i.coverage, i.low_s, i.high_s, from);
 }

@@ -5,6 +5,9 @@
 //   build/bin/service_load --server 127.0.0.1:PORT --threads 8 --seconds 10 --job examples/llama3-70b-h100.yaml
 //   ... --writers 8 [--token T]   beside them, 8 threads issuing ReportRun (store writes) as fast as
 //                                 they can (docs/RELIABILITY.md: Predict beside 8 writers)
+//   ... --searchers 4             beside them, 4 threads each keeping one maximal Search in flight
+//                                 (the job over 8..32768 GPUs, every schedule, overlap off, ETP;
+//                                 refused ones retried after 100 ms): Predict beside 4 searches
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -30,6 +33,9 @@ int main(int argc, char** argv) {
   std::string token;
   app.add_option("--writers", writers, "threads issuing ReportRun beside the Predict load")->capture_default_str();
   app.add_option("--token", token, "bearer token for ReportRun");
+  int searchers = 0;
+  app.add_option("--searchers", searchers, "threads keeping a maximal Search in flight beside the Predict load")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   stepcast::v1::PredictRequest req;
@@ -99,7 +105,45 @@ int main(int argc, char** argv) {
       }
     });
   }
+  std::atomic<long> searches_ok{0}, searches_refused{0}, search_errors{0};
+  for (int s = 0; s < searchers; ++s) {
+    pool.emplace_back([&] {
+      stepcast::ClientOptions o;
+      o.address = server;
+      o.deadline_ms = 120000;
+      auto client = stepcast::Client::Connect(o);
+      if (!client.ok()) return;
+      stepcast::v1::SearchRequest sr;
+      *sr.mutable_job() = req.job();
+      stepcast::v1::SearchSpaceSpec* sp = sr.mutable_options()->mutable_space();
+      sp->set_min_gpus(8);
+      sp->set_max_gpus(32768);
+      sp->set_all_schedules(true);
+      sp->set_overlap_off(true);
+      sp->set_search_etp(true);
+      while (Clock::now() < stop) {
+        // The rest of the run (the service caps a search at 60 s).
+        sr.mutable_options()->set_time_limit_s(std::max(0.5, std::chrono::duration<double>(stop - Clock::now()).count()));
+        stepcast::v1::SearchResponse resp;
+        auto ctx = client->Context();
+        const grpc::Status st = client->stub().Search(ctx.get(), sr, &resp);
+        if (st.ok()) {
+          ++searches_ok;
+        } else if (st.error_code() == grpc::RESOURCE_EXHAUSTED) {
+          ++searches_refused;
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        } else {
+          ++search_errors;
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      }
+    });
+  }
   for (auto& th : pool) th.join();
+  if (searchers > 0) {
+    std::printf("beside %d searchers: %ld searches answered, %ld refused (RESOURCE_EXHAUSTED), %ld other errors\n",
+                searchers, searches_ok.load(), searches_refused.load(), search_errors.load());
+  }
   if (writers > 0) {
     std::printf("beside %d ReportRun writers: %.0f writes/s, write errors %ld\n", writers, writes.load() / seconds,
                 write_errors.load());

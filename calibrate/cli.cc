@@ -33,6 +33,7 @@ struct ImportArgs {
   std::vector<std::string> logs;
   std::string hardware, out = "stepcast-profile.json", name, base, collective, html;
   int64_t ranks = 0, ranks_per_node = 0;
+  bool allow_other_gpu = false;
 };
 
 int RunImport(const ImportArgs& a) {
@@ -62,6 +63,8 @@ int RunImport(const ImportArgs& a) {
   o.collective = a.collective;
   o.ranks = a.ranks;
   o.ranks_per_node = a.ranks_per_node;
+  o.allow_other_gpu = a.allow_other_gpu;
+  o.base_name = reference ? "" : absl::StrCat(base.name, " (", a.base, ")");
   absl::StatusOr<ImportResult> r = ImportLogFiles(a.logs, *hw, base, reference, o);
   if (!r.ok()) {
     std::fprintf(stderr, "stepcast-calibrate import: %s\n", std::string(r.status().message()).c_str());
@@ -126,6 +129,8 @@ int CalibrateMain(int argc, char** argv, const std::function<std::unique_ptr<Gpu
   imp->add_option("--ranks", ia.ranks, "ranks of nccl-tests logs that do not list them");
   imp->add_option("--ranks-per-node", ia.ranks_per_node, "ranks per node of nccl-tests logs without rank lines");
   imp->add_option("--html", ia.html, "also write a static HTML page of the imported rates (docs/PAGES.md)");
+  imp->add_flag("--allow-other-gpu", ia.allow_other_gpu,
+                "import logs whose GPU is not --hardware's (refused otherwise; noted in the profile)");
   std::string html_path;
   app.add_option("--html", html_path, "also write a static HTML page of the run (rank 0; docs/PAGES.md)");
   CLI11_PARSE(app, argc, argv);

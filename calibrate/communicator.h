@@ -53,6 +53,12 @@ class Communicator {
   // Collectives over the transport itself in host memory (MPI's own), for testing the harness
   // without GPUs; Unimplemented in one process.
   virtual absl::StatusOr<std::unique_ptr<CollectiveBackend>> HostCollectives(double max_bytes) = 0;
+  // The ranks of this rank's host as a communicator of their own (rank order kept): the
+  // intra-node sweep of a multi-node run (gpu code review 2, N7). Every rank calls it at the same
+  // point. Unimplemented where there is no transport to split (one process).
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> SplitByHost() {
+    return absl::UnimplementedError("one process: no host communicator to split");
+  }
 };
 
 std::unique_ptr<Communicator> MakeSingleProcessCommunicator();

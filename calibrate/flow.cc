@@ -206,6 +206,7 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
     g.source = absl::StrFormat("stepcast-calibrate cuBLASLt %s, slowest of %d GPUs, median of its timed runs%s",
                                absl::StrJoin(layouts, "+"), gpus.size(),
                                v.size() > 1 ? " (time average over the layouts)" : "");
+    g.origin = RateOrigin::kMeasured;
     measured_dtypes.insert(d);
     p.gemm.push_back(g);
   }
@@ -213,10 +214,12 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
     if (measured_dtypes.count(DTypeToProto(g.dtype))) continue;
     GemmRatePoint x = g;
     x.source = "not measured; reference profile: " + g.source;
+    x.origin = RateOrigin::kReference;
     p.gemm.push_back(x);
   }
   p.attention_flops_per_s = ref.attention_flops_per_s;
   p.attention_source = "not measured; reference profile: " + ref.attention_source;
+  p.attention_origin = RateOrigin::kReference;
   double hbm = 0;
   int hbm_gpus = 0;
   for (const auto& s : run.hbm()) {
@@ -228,15 +231,98 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
   p.hbm_source = hbm > 0 ? absl::StrFormat("stepcast-calibrate copy kernel (read + write), slowest of %d GPUs, median",
                                            hbm_gpus)
                          : "not measured; reference profile: " + ref.hbm_source;
+  p.hbm_origin = hbm > 0 ? RateOrigin::kMeasured : RateOrigin::kReference;
   std::vector<CollectiveRate> base = ref.collectives;
-  for (auto& c : base) c.source = "not measured; reference profile: " + c.source;
-  p.collectives = MergeCollectives(base, measured);
+  for (auto& c : base) {
+    c.source = "not measured; reference profile: " + c.source;
+    c.origin = RateOrigin::kReference;
+    for (auto& pt : c.points) pt.origin = RateOrigin::kReference;
+  }
+  std::vector<CollectiveRate> mine = measured;
+  for (auto& c : mine) {
+    c.origin = RateOrigin::kMeasured;
+    for (auto& pt : c.points) pt.origin = RateOrigin::kMeasured;
+  }
+  p.collectives = MergeCollectives(base, mine);
   for (const auto& w : run.warnings()) p.notes.push_back(w);
   for (const auto& f : run.failures()) p.notes.push_back("failed: " + f);
+  // Provenance (hardware.proto ProfileProvenance): the run's conditions as fields.
+  const v1::CalibrationConditions& cond = run.conditions();
+  ProfileProvenance& prov = p.provenance;
+  prov.tool = "stepcast-calibrate";
+  prov.tool_version = STEPCAST_VERSION;
+  prov.created_utc = google::protobuf::util::TimeUtil::ToString(cond.time());
+  prov.gpu_name = cond.gpu_name();
+  prov.gpu_count = cond.gpu_count();
+  std::set<std::string> hosts;
+  for (const auto& g : cond.gpus()) {
+    if (!g.host().empty()) hosts.insert(g.host());
+  }
+  if (hosts.empty() && !cond.host().empty()) hosts.insert(cond.host());
+  prov.hosts.assign(hosts.begin(), hosts.end());
+  prov.host_count = static_cast<int64_t>(hosts.size());
+  prov.driver_version = cond.driver_version();
+  prov.cuda_version = cond.cuda_runtime_version();
+  prov.nccl_version = cond.nccl_version();
+  prov.base = absl::StrCat("reference profile ", hardware);
   return RateProfileToProto(p);
 }
 
 }  // namespace
+
+// The intra-node sweep of a multi-node --mpi run (gpu code review 2, N7): every host's ranks form
+// a communicator of their own (Communicator::SplitByHost) and sweep the collectives over it at
+// once; the hosts' samples are gathered to rank 0, which keeps per (collective, ranks, size) the
+// slowest host's median (a synchronous job waits for its slowest node) and fits the curves. Every
+// status is agreed over all ranks. The samples go into `run` (rank 0), the curves into `rates`.
+static absl::Status MeasureInsideEachHost(GpuSystem& gpus, const GpuInfo& gpu, Communicator& comm, double max_bytes,
+                                   double timeout_s, const SweepOptions& so, v1::CalibrationRun& run,
+                                   std::vector<CollectiveRate>& rates) {
+  absl::StatusOr<std::unique_ptr<Communicator>> node = comm.SplitByHost();
+  if (absl::Status s = AgreeOnStatus(comm, node.ok() ? absl::OkStatus() : node.status()); !s.ok()) return s;
+  std::unique_ptr<CollectiveBackend> b;
+  absl::Status made;
+  if ((*node)->size() >= 2) {
+    absl::StatusOr<std::unique_ptr<CollectiveBackend>> x = gpus.RankCollectives(gpu, **node, max_bytes, timeout_s);
+    if (x.ok()) b = *std::move(x); else made = x.status();
+  }
+  if (absl::Status s = AgreeOnStatus(comm, made); !s.ok()) {
+    if (b) b->Abort();
+    return s;
+  }
+  SweepOptions local = so;
+  local.inject = {};  // the injected failure belongs to the job-wide sweep
+  SweepResult r;
+  if (b) r = Sweep(*b, **node, local);
+  if (absl::Status s = AgreeOnStatus(comm, r.status); !s.ok()) return s;
+  // Each host's first rank sends its host's samples; rank 0 keeps the slowest host per size.
+  v1::CalibrationRun mine;
+  if ((*node)->rank() == 0) {
+    for (const auto& s : r.samples) *mine.add_collectives() = s;
+  }
+  absl::StatusOr<std::vector<std::string>> all = comm.Gather(mine.SerializeAsString(), 0);
+  if (!all.ok()) return all.status();
+  if (comm.rank() != 0) return absl::OkStatus();
+  std::map<std::tuple<int, int, double>, v1::CollectiveSample> slowest;
+  for (const std::string& bytes : *all) {
+    v1::CalibrationRun other;
+    if (!other.ParseFromString(bytes)) return absl::DataLossError("a host's intra-node samples");
+    for (const auto& s : other.collectives()) {
+      *run.add_collectives() = s;
+      auto [it, fresh] = slowest.insert({{s.collective(), s.ranks(), s.size_bytes()}, s});
+      if (!fresh && s.time().median_s() > it->second.time().median_s()) it->second = s;
+    }
+  }
+  std::vector<v1::CollectiveSample> kept;
+  for (const auto& [k, s] : slowest) kept.push_back(s);
+  SweepFits fits = FitSweep(kept, 0);
+  for (auto& f : fits.fits) *run.add_fits() = f;
+  for (auto& rate : fits.rates) {
+    rate.source = absl::StrCat(rate.source, "; inside each of ", comm.hosts(), " hosts, the slowest host's time per size");
+    rates.push_back(std::move(rate));
+  }
+  return absl::OkStatus();
+}
 
 int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator& comm, const Catalog& catalog) {
   MeasureOptions o = options;
@@ -287,16 +373,23 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
   absl::Status pick;
   if (need_gpu && o.mpi) {
     // One GPU per rank: the rank's index among the ranks of its host, within --gpus if given.
+    // More ranks on a host than GPUs to give them is refused (gpu code review 2, N14: rank i took
+    // GPU i % n, so two ranks shared a GPU and NCCL failed later with a duplicate-GPU error).
     const int i = comm.local_rank();
-    if (!gpu_ids->empty()) {
-      const int id = (*gpu_ids)[i % gpu_ids->size()];
+    const size_t choices = gpu_ids->empty() ? all.size() : gpu_ids->size();
+    if (static_cast<size_t>(comm.local_size()) > choices) {
+      pick = absl::InvalidArgumentError(absl::StrCat(
+          comm.local_size(), " ranks on ", comm.host(), " but ", choices, gpu_ids->empty() ? " visible GPUs" : " GPUs in --gpus",
+          ": --mpi takes one GPU per rank; start at most ", choices, " ranks per node"));
+    } else if (!gpu_ids->empty()) {
+      const int id = (*gpu_ids)[i];
       if (id >= static_cast<int>(all.size())) {
         pick = absl::InvalidArgumentError(absl::StrCat("--gpus: no GPU ", id, " on ", comm.host(), " (", all.size(), " visible)"));
       } else {
         local.push_back(all[id]);
       }
     } else {
-      local.push_back(all[i % all.size()]);
+      local.push_back(all[i]);
     }
   } else if (need_gpu) {
     if (gpu_ids->empty()) {
@@ -534,7 +627,10 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
       run.add_failures("gemm: no GEMM was measured on any GPU (see the warnings)");
       nothing_measured = true;
     }
-    if (absl::Status s = checkpoint(false); !s.ok()) {
+    // Every rank learns of rank 0's write failure and ends with it (gpu code review 2, N6: rank 0
+    // alone in finish() while the others went on into the next part's collectives, ended only by
+    // the 2 x --timeout-s abort).
+    if (absl::Status s = AgreeOnStatus(comm, checkpoint(false)); !s.ok()) {
       say_error(std::string(s.message()));
       return finish(kExitWriteFailed);
     }
@@ -655,7 +751,10 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
     }
   }
   if (!o.skip_hbm && need_gpu) {
-    if (absl::Status s = checkpoint(false); !s.ok()) {
+    // Every rank learns of rank 0's write failure and ends with it (gpu code review 2, N6: rank 0
+    // alone in finish() while the others went on into the next part's collectives, ended only by
+    // the 2 x --timeout-s abort).
+    if (absl::Status s = AgreeOnStatus(comm, checkpoint(false)); !s.ok()) {
       say_error(std::string(s.message()));
       return finish(kExitWriteFailed);
     }
@@ -685,19 +784,34 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
       run.add_warnings("one GPU: no collective to measure; collectives come from the reference profile");
     }
     absl::Status agreed = AgreeOnStatus(comm, made);
+    SweepOptions so;
+    so.max_bytes = o.max_collective_bytes;
+    so.iters = o.quick ? 10 : 20;
+    so.batches = o.quick ? 3 : 5;
+    so.warmup = o.quick ? 3 : 5;
+    so.progress = progress;
+    so.heartbeat = [&] { watchdog.Beat("the collective sweep"); };
+    if (inj->what == "collective" || inj->what == "hang") so.inject = {inj->rank, inj->what == "hang", inj->size_bytes};
+    // A multi-node run also measures inside each node (gpu code review 2, N7: one communicator of
+    // all ranks gave no NVLink curve, and TP's collectives stayed the reference's): every host's
+    // ranks sweep together, then the slowest host's time per size is kept.
+    std::vector<CollectiveRate> intra_rates;
+    bool intra_failed = false;
+    if (agreed.ok() && b && o.mpi && !host && comm.hosts() > 1) {
+      watchdog.Beat("the intra-node sweep of each host");
+      absl::Status st = MeasureInsideEachHost(gpus, local[0], comm, o.max_collective_bytes, o.timeout_s, so, run,
+                                              intra_rates);
+      if (!st.ok()) {
+        run.add_failures(absl::StrCat("collectives inside each node: ", st.message()));
+        failed = intra_failed = true;
+        b->Abort();
+      }
+    }
     if (!agreed.ok()) {
       run.add_failures(absl::StrCat("collectives: ", agreed.message()));
       failed = true;
       if (b) b->Abort();
-    } else if (b) {
-      SweepOptions so;
-      so.max_bytes = o.max_collective_bytes;
-      so.iters = o.quick ? 10 : 20;
-      so.batches = o.quick ? 3 : 5;
-      so.warmup = o.quick ? 3 : 5;
-      so.progress = progress;
-      so.heartbeat = [&] { watchdog.Beat("the collective sweep"); };
-      if (inj->what == "collective" || inj->what == "hang") so.inject = {inj->rank, inj->what == "hang", inj->size_bytes};
+    } else if (b && !intra_failed) {
       SweepResult r = Sweep(*b, comm, so);
       for (const auto& s : r.samples) *run.add_collectives() = s;
       const int rpn = comm.hosts() > 1 ? comm.local_size() : 0;
@@ -708,6 +822,7 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
                                       " are host-memory MPI rates: kept in the run, not written as GPU collective rates"));
       } else {
         measured_rates = std::move(fits.rates);
+        measured_rates.insert(measured_rates.end(), intra_rates.begin(), intra_rates.end());
       }
       if (!r.status.ok()) {
         run.add_failures(absl::StrCat("collectives: ", r.status.message()));

@@ -436,8 +436,11 @@ absl::Status SustainedWarmup(const GpuInfo& gpu, double seconds) {
   o.min_iters = 1;
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < end) {
+    // At most 30 timed GEMMs per call (~45 ms of bf16 8192^3 on an H100), between the call's own
+    // allocation, algorithm selection, L2 flushes, verification and frees: not back to back (gpu
+    // code review 2, N13; docs/CALIBRATION.md says what that leaves and why it stays for now).
     o.iters = 30;
-    o.budget_s = 2.0;  // about 2 s of GEMMs per call, then check the clock
+    o.budget_s = 2.0;
     absl::StatusOr<v1::GemmSample> s = BenchGemm(gpu, DType::kBF16, sh, o, nullptr);
     if (!s.ok()) return s.status();
   }

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "calibrate/fits.h"
 #include "calibrate/import_babelstream.h"
 #include "calibrate/import_mamf.h"
@@ -78,26 +80,180 @@ CollectiveRate CurveFromPoints(Collective c, Scope s, int64_t ranks, int64_t ran
   r.group_size = ranks;
   r.ranks_per_node = s == Scope::kInterNode ? ranks_per_node : 0;
   r.points = points;
-  std::vector<std::pair<double, double>> st;
-  for (const auto& p : points) st.push_back({p.size_bytes, p.time_s});
-  const AlphaBetaFit fit = FitAlphaBeta(st, c, ranks);
-  r.alpha_s = fit.alpha_s;
-  if (!points.empty()) r.busbw_bytes_per_s = BusBw(c, ranks, points.back().size_bytes, points.back().time_s);
+  r.alpha_s = 0;
+  for (const auto& p : points) {
+    if (p.size_bytes <= 4096 && (r.alpha_s == 0 || p.time_s < r.alpha_s)) r.alpha_s = p.time_s;
+  }
+  if (!points.empty()) {
+    r.busbw_bytes_per_s = BusBw(c, ranks, points.back().size_bytes, points.back().time_s);
+    r.origin = points.back().origin;
+  }
   r.source = source;
   return r;
 }
 
-std::vector<CollectiveRate> MergeCollectives(const std::vector<CollectiveRate>& base,
-                                             const std::vector<CollectiveRate>& curves) {
-  using Key = std::tuple<int, int, int64_t, int64_t>;
-  auto key = [](const CollectiveRate& r) -> Key {
-    return {static_cast<int>(r.collective), static_cast<int>(r.scope), r.group_size,
-            r.scope == Scope::kInterNode ? r.ranks_per_node : 0};
+namespace {
+
+constexpr double kSmallestSampleBytes = 8;                  // nccl-tests' -b default, its smallest message
+constexpr double kLargestSampleBytes = 16.0 * (1ull << 30);  // the reference curves' largest size (logs 01, 15)
+
+using CurveKey = std::tuple<int, int, int64_t, int64_t>;
+CurveKey KeyOf(const CollectiveRate& r) {
+  return {static_cast<int>(r.collective), static_cast<int>(r.scope), r.group_size,
+          r.scope == Scope::kInterNode ? r.ranks_per_node : 0};
+}
+
+// The base entry whose estimate outside a curve's sizes the merged curve keeps, and whether it is
+// the curve of the same key (its points are kept as they are).
+const CollectiveRate* BaseFor(const std::vector<CollectiveRate>& base, const CollectiveRate& x, bool* exact) {
+  *exact = false;
+  for (const auto& b : base) {
+    if (b.points.size() >= 2 && KeyOf(b) == KeyOf(x)) {
+      *exact = true;
+      return &b;
+    }
+  }
+  if (x.scope == Scope::kInterNode) return nullptr;
+  // As core/step_time.cc StepModel::Comm reads a profile: the first entry of (c, s) when it has no
+  // curve; else the entry FindCollective picks for the group (or that first entry).
+  RateProfile p;
+  p.collectives = base;
+  const CollectiveRate* first = p.FindCollective(x.collective, x.scope);
+  if (first == nullptr) return nullptr;
+  const CollectiveRate* use = first;
+  if (!first->points.empty()) {
+    const CollectiveRate* best = p.FindCollective(x.collective, x.scope, x.group_size, 0);
+    if (best != nullptr && !best->points.empty()) use = best;
+  }
+  return &base[static_cast<size_t>(use - p.collectives.data())];
+}
+
+std::string SizeText(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4 && std::fmod(b, 1024) == 0) {
+    b /= 1024;
+    ++i;
+  }
+  return absl::StrFormat("%g %s", b, unit[i]);
+}
+
+CollectiveRate MergeOne(const std::vector<CollectiveRate>& base, const CollectiveRate& x, double tolerance,
+                        std::vector<std::string>* notes) {
+  if (x.points.empty()) return x;
+  bool exact = false;
+  const CollectiveRate* b = BaseFor(base, x, &exact);
+  const std::string name = absl::StrCat(CollectiveName(x.collective), " ", ScopeName(x.scope), " x", x.group_size,
+                                        x.scope == Scope::kInterNode ? absl::StrCat(" (", x.ranks_per_node, " per node)") : "");
+  if (b == nullptr) {
+    if (notes) {
+      notes->push_back(absl::StrCat(name, ": no base curve of this group and layout to merge with; outside ",
+                                    SizeText(x.points.front().size_bytes), "..", SizeText(x.points.back().size_bytes),
+                                    " the model extrapolates the measured curve"));
+    }
+    return x;
+  }
+  const double lo = x.points.front().size_bytes, hi = x.points.back().size_bytes;
+  const double t_lo = x.points.front().time_s, t_hi = x.points.back().time_s;
+  const int64_t rpn = x.scope == Scope::kInterNode ? x.ranks_per_node : 0;
+  std::vector<CollectivePoint> below, above;
+  int dropped_below = 0, dropped_above = 0;
+  auto consider = [&](const CollectivePoint& p) {
+    if (p.size_bytes < lo) below.push_back(p);
+    if (p.size_bytes > hi) above.push_back(p);
   };
-  std::set<Key> replaced;
+  if (exact) {
+    for (const auto& p : b->points) {
+      CollectivePoint q = p;
+      if (q.origin == RateOrigin::kUnknown) q.origin = b->origin;
+      consider(q);
+    }
+  } else {
+    std::vector<double> sizes;
+    for (double s = lo / 2; s >= kSmallestSampleBytes; s /= 2) sizes.push_back(s);
+    std::reverse(sizes.begin(), sizes.end());
+    for (double s = hi * 2; s <= kLargestSampleBytes; s *= 2) sizes.push_back(s);
+    for (double s : sizes) {
+      consider({s, EstimateCollective(*b, x.group_size, s, rpn, false).time_s, b->origin});
+    }
+  }
+  // The junctions: from the curve outwards, base points that contradict it are dropped until the
+  // first that does not (points further out are the base's own business, spikes included).
+  while (!below.empty() && below.back().time_s > t_lo * (1 + tolerance)) {
+    below.pop_back();
+    ++dropped_below;
+  }
+  size_t first_above = 0;
+  while (first_above < above.size() && above[first_above].time_s < t_hi * (1 - tolerance)) ++first_above;
+  dropped_above = static_cast<int>(first_above);
+  above.erase(above.begin(), above.begin() + first_above);
+  std::vector<CollectivePoint> pts = below;
+  pts.insert(pts.end(), x.points.begin(), x.points.end());
+  pts.insert(pts.end(), above.begin(), above.end());
+  const double base_lo = EstimateCollective(*b, x.group_size, lo, rpn, false).time_s;
+  const double base_hi = EstimateCollective(*b, x.group_size, hi, rpn, false).time_s;
+  std::string kept = absl::StrCat(below.size(), " below ", SizeText(lo), ", ", above.size(), " above ", SizeText(hi));
+  std::string dropped;
+  if (dropped_below + dropped_above > 0) {
+    dropped = absl::StrFormat(
+        "; dropped %d below and %d above whose time would not grow with size across the junction by more than the "
+        "log's own repeat spread (%.1f%%): the base is another cluster's",
+        dropped_below, dropped_above, 100 * tolerance);
+  }
+  const std::string from = exact ? "the base curve of this group" : "the base's estimate for this group, sampled at factors of 2";
+  CollectiveRate out = CurveFromPoints(x.collective, x.scope, x.group_size, x.ranks_per_node, pts,
+                                       absl::StrCat(x.source, "; outside its sizes ", from, " (", kept, dropped, "): ",
+                                                    b->source));
+  if (notes) {
+    notes->push_back(absl::StrFormat(
+        "%s: merged with %s: %s%s; at %s the log is %.2fx the base, at %s %.2fx; %d points %s..%s", name, from, kept,
+        dropped, SizeText(lo), base_lo > 0 ? t_lo / base_lo : 0.0, SizeText(hi), base_hi > 0 ? t_hi / base_hi : 0.0,
+        out.points.size(), SizeText(out.points.front().size_bytes), SizeText(out.points.back().size_bytes)));
+  }
+  return out;
+}
+
+// A log's GPU against the profile's hardware: OK, an error naming both, or a note.
+absl::Status CheckGpu(const std::string& path, const char* tool, const std::string& name, bool is_device_name,
+                      const ImportOptions& o, std::vector<std::string>* notes) {
+  if (o.hardware.empty()) return absl::OkStatus();
+  if (name.empty()) {
+    notes->push_back(absl::StrCat(path, ": the ", tool, " log does not name its GPU: not checked against ", o.hardware));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> preset = HardwarePresetForGpuName(name);
+  if (preset.ok() && *preset == o.hardware) return absl::OkStatus();
+  if (!preset.ok() && !is_device_name) {
+    notes->push_back(absl::StrCat(path, ": the log's hardware line '", name.substr(0, 200),
+                                  "' names no GPU a preset matches: not checked against ", o.hardware));
+    return absl::OkStatus();
+  }
+  const std::string theirs = preset.ok() ? absl::StrCat("'", name, "' (", *preset, ")")
+                                         : absl::StrCat("'", name.substr(0, 200), "' (no hardware preset matches it)");
+  if (o.allow_other_gpu) {
+    notes->push_back(absl::StrCat(path, ": the log names ", theirs, ", the profile is for ", o.hardware,
+                                  "; imported anyway (--allow-other-gpu)"));
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": a ", tool, " log of ", theirs, ", but the profile is for ", o.hardware,
+      ": another GPU's rates would be written into it; import the log with its own --hardware, or pass "
+      "--allow-other-gpu"));
+}
+
+}  // namespace
+
+std::vector<CollectiveRate> MergeCollectives(const std::vector<CollectiveRate>& base,
+                                             const std::vector<CollectiveRate>& in_curves,
+                                             std::vector<std::string>* notes, const std::vector<double>& tolerance) {
+  std::vector<CollectiveRate> curves;
+  for (size_t i = 0; i < in_curves.size(); ++i) {
+    curves.push_back(MergeOne(base, in_curves[i], i < tolerance.size() ? tolerance[i] : 0.0, notes));
+  }
+  std::set<CurveKey> replaced;
   std::set<int> intra_with_curve;
   for (const auto& c : curves) {
-    replaced.insert(key(c));
+    replaced.insert(KeyOf(c));
     if (c.scope == Scope::kIntraNode) intra_with_curve.insert(static_cast<int>(c.collective));
   }
   std::vector<CollectiveRate> out;
@@ -107,9 +263,9 @@ std::vector<CollectiveRate> MergeCollectives(const std::vector<CollectiveRate>& 
     for (Collective c : order) {
       std::vector<CollectiveRate> formula, kept_curves, new_curves;
       for (const auto& b : base) {
-        if (b.collective != c || b.scope != s || replaced.count(key(b))) continue;
+        if (b.collective != c || b.scope != s) continue;
         if (b.points.size() >= 2) {
-          kept_curves.push_back(b);
+          if (!replaced.count(KeyOf(b))) kept_curves.push_back(b);
         } else if (!(s == Scope::kIntraNode && intra_with_curve.count(static_cast<int>(c)))) {
           formula.push_back(b);
         }
@@ -137,6 +293,7 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
   std::vector<NvbandwidthLog> nvbw;
   std::vector<std::pair<std::string, std::vector<TraceLensGemm>>> tracelens;
   std::vector<std::string> notes;
+  std::string gpu_name;  // the first GPU the logs name
   NcclTestsOptions no;
   no.binary = o.collective;
   no.ranks = o.ranks;
@@ -147,20 +304,30 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
     if (!kind.ok()) return kind.status();
     switch (*kind) {
       case LogKind::kNcclTests: {
-        absl::StatusOr<NcclTestsLog> l = ParseNcclTestsLog(text, path, no);
+        absl::StatusOr<std::vector<NcclTestsLog>> l = ParseNcclTestsLogs(text, path, no);
         if (!l.ok()) return l.status();
-        nccl.push_back(*std::move(l));
+        for (NcclTestsLog& x : *l) {
+          if (absl::Status s = CheckGpu(x.Name(), "nccl-tests", x.hardware, x.hardware_is_gpu_name, o, &notes); !s.ok()) {
+            return s;
+          }
+          if (x.hardware_is_gpu_name && gpu_name.empty()) gpu_name = x.hardware;
+          nccl.push_back(std::move(x));
+        }
         break;
       }
       case LogKind::kMamfFinder: {
         absl::StatusOr<MamfLog> l = ParseMamfFinderLog(text, path);
         if (!l.ok()) return l.status();
+        if (absl::Status s = CheckGpu(path, "mamf-finder", l->device_name, true, o, &notes); !s.ok()) return s;
+        if (gpu_name.empty()) gpu_name = l->device_name;
         mamf.push_back(*std::move(l));
         break;
       }
       case LogKind::kBabelStream: {
         absl::StatusOr<BabelStreamLog> l = ParseBabelStreamLog(text, path);
         if (!l.ok()) return l.status();
+        if (absl::Status s = CheckGpu(path, "BabelStream", l->device, true, o, &notes); !s.ok()) return s;
+        if (gpu_name.empty()) gpu_name = l->device;
         babel.push_back(*std::move(l));
         break;
       }
@@ -182,44 +349,57 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
   RateProfile p = base;
   p.name = o.name.empty() ? (o.hardware.empty() ? std::string("imported") : o.hardware + "-imported") : o.name;
   if (!o.hardware.empty()) p.hardware = o.hardware;
+  const std::string hw_name = o.hardware.empty() ? hw.name : o.hardware;
   if (base_is_reference) {
-    const std::string pre = absl::StrCat("reference profile (", o.hardware.empty() ? hw.name : o.hardware, "): ");
-    for (auto& g : p.gemm) g.source = pre + g.source;
-    for (auto& c : p.collectives) c.source = pre + c.source;
+    const std::string pre = absl::StrCat("reference profile (", hw_name, "): ");
+    for (auto& g : p.gemm) {
+      g.source = pre + g.source;
+      g.origin = RateOrigin::kReference;
+    }
+    for (auto& c : p.collectives) {
+      c.source = pre + c.source;
+      c.origin = RateOrigin::kReference;
+      for (auto& pt : c.points) pt.origin = RateOrigin::kReference;
+    }
     p.hbm_source = pre + p.hbm_source;
     p.attention_source = pre + p.attention_source;
+    p.hbm_origin = p.attention_origin = RateOrigin::kReference;
+    p.provenance = ProfileProvenance{};
   }
 
   // Collectives from nccl-tests.
   std::map<std::tuple<int, int, int64_t, int64_t>, std::vector<const NcclTestsLog*>> by_key;
+  int64_t most_ranks = 0, most_nodes = 0;
   for (const NcclTestsLog& l : nccl) {
     if (!l.collective) {
-      notes.push_back(absl::StrCat(l.path, ": ", l.binary, " parsed (", l.rows.size(),
+      notes.push_back(absl::StrCat(l.Name(), ": ", l.binary, " parsed (", l.rows.size(),
                                    " sizes); the profile has no rate for this collective"));
       continue;
     }
-    if (!l.hardware.empty() && !o.hardware.empty()) {
-      absl::StatusOr<std::string> preset = HardwarePresetForGpuName(l.hardware);
-      if (preset.ok() && *preset != o.hardware) {
-        notes.push_back(absl::StrCat(l.path, ": the log names '", l.hardware, "' (", *preset, "), the profile is for ",
-                                     o.hardware));
-      }
-    }
+    most_ranks = std::max(most_ranks, l.ranks);
+    most_nodes = std::max(most_nodes, l.nodes);
     const int64_t rpn = l.scope() == Scope::kInterNode ? l.ranks_per_node : 0;
     by_key[{static_cast<int>(*l.collective), static_cast<int>(l.scope()), l.ranks, rpn}].push_back(&l);
   }
   std::vector<CollectiveRate> curves;
+  std::vector<double> spreads;
+  std::vector<std::string> curve_lines;
   for (const auto& [k, ls] : by_key) {
     const auto [c_int, s_int, ranks, rpn] = k;
     const Collective c = static_cast<Collective>(c_int);
     const Scope s = static_cast<Scope>(s_int);
     std::map<double, std::vector<double>> per_size;  // size -> one value per log
     std::vector<std::string> files;
+    double spread = 0;  // the logs' own repeat spread: out-of-place vs in-place time of one size
     for (const NcclTestsLog* l : ls) {
       std::map<double, std::vector<double>> mine;
       for (const NcclTestsRow& r : l->rows) {
         mine[r.size_bytes].push_back(r.out_of_place_time_s);
-        if (r.has_in_place) mine[r.size_bytes].push_back(r.in_place_time_s);
+        if (r.has_in_place) {
+          mine[r.size_bytes].push_back(r.in_place_time_s);
+          spread = std::max(spread, std::fabs(r.out_of_place_time_s - r.in_place_time_s) /
+                                        std::min(r.out_of_place_time_s, r.in_place_time_s));
+        }
       }
       for (const auto& [size, v] : mine) {
         double sum = 0;
@@ -229,22 +409,23 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
       files.push_back(absl::StrCat(l->path, " lines ", l->rows.front().line, "-", l->rows.back().line));
     }
     std::vector<CollectivePoint> pts;
-    for (const auto& [size, v] : per_size) pts.push_back({size, Median(v)});
+    for (const auto& [size, v] : per_size) pts.push_back({size, Median(v), RateOrigin::kImported});
     const NcclTestsLog& first = *ls.front();
     std::string layout = s == Scope::kInterNode
                              ? absl::StrCat(first.nodes, " nodes x ", rpn, " (ranks per node from ", first.ranks_per_node_from, ")")
                              : absl::StrCat("one node (ranks per node from ", first.ranks_per_node_from, ")");
     const std::string source = absl::StrCat(
-        "nccl-tests ", first.binary, ": ", absl::StrJoin(files, "; "), "; ", ranks, " ranks (from ", first.ranks_from,
-        "), ", layout, "; time = mean of the out-of-place and in-place columns",
+        "nccl-tests ", first.binary, " (from ", first.binary_from, "): ", absl::StrJoin(files, "; "), "; ", ranks,
+        " ranks (from ", first.ranks_from, "), ", layout, "; time = mean of the out-of-place and in-place columns",
         ls.size() > 1 ? absl::StrCat(", median over ", ls.size(), " logs at each size") : "");
     CollectiveRate r = CurveFromPoints(c, s, ranks, rpn, pts, source);
-    result.summary.push_back(absl::StrFormat(
-        "%s %s x%d%s: %d sizes %s..%s from %d log(s); busbw %.1f GB/s at %s; latency floor %.1f us", CollectiveName(c),
-        ScopeName(s), ranks, s == Scope::kInterNode ? absl::StrCat(" (", rpn, " per node)") : "", pts.size(),
-        Bytes(pts.front().size_bytes), Bytes(pts.back().size_bytes), ls.size(), r.busbw_bytes_per_s / 1e9,
-        Bytes(pts.back().size_bytes), r.alpha_s * 1e6));
+    curve_lines.push_back(absl::StrFormat("%s %s x%d%s: %d sizes %s..%s from %d log(s) (binary from %s); busbw %.1f GB/s at %s",
+                                          CollectiveName(c), ScopeName(s), ranks,
+                                          s == Scope::kInterNode ? absl::StrCat(" (", rpn, " per node)") : "", pts.size(),
+                                          Bytes(pts.front().size_bytes), Bytes(pts.back().size_bytes), ls.size(),
+                                          first.binary_from, r.busbw_bytes_per_s / 1e9, Bytes(pts.back().size_bytes)));
     curves.push_back(std::move(r));
+    spreads.push_back(spread);
   }
 
   // Send/recv from nvbandwidth's P2P copies, when no nccl-tests sendrecv log gives it.
@@ -257,6 +438,7 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
     for (auto& b : base_collectives) {
       if (b.collective == Collective::kSendRecv && b.scope == Scope::kIntraNode && b.points.size() < 2) {
         b.busbw_bytes_per_s = it->second.MedianCellBytesPerS();
+        b.origin = RateOrigin::kImported;
         b.source = absl::StrFormat(
             "busbw: nvbandwidth %s line %d, device_to_device_memcpy_write_ce, median off-diagonal cell %.1f GB/s (a "
             "copy-engine P2P write over the same NVLink); alpha kept: %s",
@@ -267,13 +449,23 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
       }
     }
   }
-  p.collectives = MergeCollectives(base_collectives, curves);
+  std::vector<std::string> merge_lines;
+  p.collectives = MergeCollectives(base_collectives, curves, &merge_lines, spreads);
+  for (size_t i = 0; i < curve_lines.size(); ++i) {
+    result.summary.push_back(curve_lines[i]);
+    if (i < merge_lines.size()) result.summary.push_back("  " + merge_lines[i]);
+  }
 
   // GEMM.
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::pair<double, std::vector<std::string>>> mamf_points;
   for (const MamfLog& l : mamf) {
-    std::vector<MamfShape> shapes = l.shapes;
-    if (shapes.empty()) shapes.push_back(l.headline);
+    std::vector<MamfShape> shapes = l.use_summary ? std::vector<MamfShape>{l.headline} : l.shapes;
+    if (l.use_summary && !l.shapes.empty()) {
+      notes.push_back(absl::StrFormat(
+          "%s: %d of the %d shapes tried are in the log (a terminal copy keeps the last row only): the summary's "
+          "best shape (%s, line %d) used, not the rows",
+          l.path, l.shapes.size(), l.tried_shapes, l.headline_kind, l.headline.line));
+    }
     for (const MamfShape& x : shapes) {
       auto& [rate, srcs] = mamf_points[{static_cast<int>(l.dtype), x.m, x.n, x.k}];
       rate = rate == 0 ? x.mean_flops_per_s : std::min(rate, x.mean_flops_per_s);
@@ -286,20 +478,55 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
     imported.push_back({static_cast<DType>(d), m, n, kk, v.first,
                         absl::StrCat("mamf-finder ", absl::StrJoin(v.second, ", "),
                                      ": mean TFLOPS (torch.mm, 2mnk FLOPs)",
-                                     v.second.size() > 1 ? "; the slowest of the logs" : "")});
+                                     v.second.size() > 1 ? "; the slowest of the logs" : ""),
+                        RateOrigin::kImported});
   }
   for (const auto& [path, rows] : tracelens) {
     std::vector<GemmRatePoint> pts = GemmPointsFromTraceLens(rows, path);
     const size_t skipped = rows.size() - pts.size();
     if (skipped > 0) notes.push_back(absl::StrCat(path, ": ", skipped, " rows of a dtype stepcast does not model skipped"));
+    for (auto& g : pts) g.origin = RateOrigin::kImported;
     imported.insert(imported.end(), pts.begin(), pts.end());
+  }
+  // Impossible GEMM rates: above the datasheet's dense peak, or operands larger than the memory.
+  for (const auto& g : imported) {
+    const double peak = hw.PeakFlops(g.dtype);
+    if (peak > 0 && g.flops_per_s > 1.02 * peak) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %.1f TFLOP/s %s at %dx%dx%d is above %s's dense %s peak %.1f TFLOP/s: not a measurement of this GPU",
+          g.source.substr(0, 300), g.flops_per_s / 1e12, DTypeName(g.dtype), g.m, g.n, g.k, hw_name,
+          DTypeName(g.dtype), peak / 1e12));
+    }
+    const double operand_bytes =
+        static_cast<double>(g.m) * g.k + static_cast<double>(g.k) * g.n + static_cast<double>(g.m) * g.n;
+    if (hw.hbm_capacity_bytes > 0 && operand_bytes > hw.hbm_capacity_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: a %dx%dx%d GEMM's operands hold %.3g elements, more than %s's %.0f GB of memory holds at 1 byte each: "
+          "not a shape that ran",
+          g.source.substr(0, 300), g.m, g.n, g.k, operand_bytes, hw_name, hw.hbm_capacity_bytes / 1e9));
+    }
   }
   if (!imported.empty()) {
     std::set<int> dtypes;
-    for (const auto& g : imported) dtypes.insert(static_cast<int>(g.dtype));
+    std::set<std::tuple<int, int64_t, int64_t, int64_t>> shapes;
+    for (const auto& g : imported) {
+      dtypes.insert(static_cast<int>(g.dtype));
+      shapes.insert({static_cast<int>(g.dtype), g.m, g.n, g.k});
+    }
+    std::set<int> flat_dtypes;
+    for (const auto& g : p.gemm) {
+      if (g.m == 0 && g.n == 0 && g.k == 0) flat_dtypes.insert(static_cast<int>(g.dtype));
+    }
+    std::map<int, int> kept, replaced;
     std::vector<GemmRatePoint> gemm;
     for (const auto& g : p.gemm) {
-      if (!dtypes.count(static_cast<int>(g.dtype))) gemm.push_back(g);
+      const int d = static_cast<int>(g.dtype);
+      if (dtypes.count(d) && (flat_dtypes.count(d) || shapes.count({d, g.m, g.n, g.k}))) {
+        ++replaced[d];
+        continue;
+      }
+      if (dtypes.count(d)) ++kept[d];
+      gemm.push_back(g);
     }
     gemm.insert(gemm.end(), imported.begin(), imported.end());
     p.gemm = std::move(gemm);
@@ -312,9 +539,16 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
           best = std::max(best, g.flops_per_s);
         }
       }
-      result.summary.push_back(absl::StrFormat("GEMM %s: %d shapes, fastest %.1f TFLOP/s (replace the base's %s rates)",
-                                               DTypeName(static_cast<DType>(d)), count, best / 1e12,
-                                               DTypeName(static_cast<DType>(d))));
+      const char* dn = DTypeName(static_cast<DType>(d));
+      std::string how;
+      if (flat_dtypes.count(d)) {
+        how = absl::StrCat("the base's flat ", dn, " rate replaced (it would answer every shape)");
+      } else {
+        how = absl::StrCat("merged with the base's ", kept[d], " other ", dn, " shapes (", replaced[d],
+                           " of the same shape replaced)");
+      }
+      result.summary.push_back(
+          absl::StrFormat("GEMM %s: %d shapes, fastest %.1f TFLOP/s; %s", dn, count, best / 1e12, how));
     }
   }
 
@@ -330,10 +564,10 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
     if (hbm == 0 || it->second < hbm) hbm = it->second;
     hbm_src.push_back(absl::StrCat(l.path, " line ", l.line.at("copy"), l.device.empty() ? "" : " (" + l.device + ")"));
   }
+  std::string hbm_source;
   if (hbm > 0) {
-    p.hbm_bandwidth_bytes_per_s = hbm;
-    p.hbm_source = absl::StrCat("BabelStream Copy (2 arrays moved, fastest run): ", absl::StrJoin(hbm_src, ", "),
-                                hbm_src.size() > 1 ? "; the slowest of the logs" : "");
+    hbm_source = absl::StrCat("BabelStream Copy (2 arrays moved, fastest run): ", absl::StrJoin(hbm_src, ", "),
+                              hbm_src.size() > 1 ? "; the slowest of the logs" : "");
   } else {
     for (const NvbandwidthLog& l : nvbw) {
       auto it = l.tests.find("device_local_copy");
@@ -341,15 +575,27 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
       const double v = 2 * it->second.MedianCellBytesPerS();
       if (v > 0 && (hbm == 0 || v < hbm)) {
         hbm = v;
-        p.hbm_bandwidth_bytes_per_s = v;
-        p.hbm_source = absl::StrFormat(
+        hbm_source = absl::StrFormat(
             "nvbandwidth %s line %d: device_local_copy median %.1f GB/s x 2 (nvbandwidth counts a local copy's "
             "bytes once, nvbandwidth #48; a copy-engine copy, below an SM stream kernel)",
             l.path, it->second.line, v / 2e9);
       }
     }
   }
-  if (hbm > 0) result.summary.push_back(absl::StrFormat("HBM %.1f GB/s: %s", hbm / 1e9, p.hbm_source));
+  if (hbm > 0) {
+    const double spec = hw.hbm_bandwidth_bytes_per_s;
+    if (spec > 0 && (hbm > 1.02 * spec || hbm < 0.01 * spec)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: HBM %.4g GB/s is %s %s's datasheet %.1f GB/s: %s", hbm_source.substr(0, 400), hbm / 1e9,
+          hbm > spec ? "above" : "below 1% of", hw_name, spec / 1e9,
+          hbm > spec ? "the arrays fit in a cache (BabelStream's README: arrays far larger than the caches)"
+                     : "not a memory measurement (a unit, or a broken run)"));
+    }
+    p.hbm_bandwidth_bytes_per_s = hbm;
+    p.hbm_source = hbm_source;
+    p.hbm_origin = RateOrigin::kImported;
+    result.summary.push_back(absl::StrFormat("HBM %.1f GB/s: %s", hbm / 1e9, p.hbm_source));
+  }
   for (const NvbandwidthLog& l : nvbw) {
     for (const char* t : {"host_to_device_memcpy_ce", "device_to_host_memcpy_ce"}) {
       auto it = l.tests.find(t);
@@ -360,7 +606,21 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
     }
   }
 
-  for (const auto& [path, text] : logs) p.notes.push_back(absl::StrCat("imported: ", path));
+  // Provenance: what the profile was made from.
+  ProfileProvenance& prov = p.provenance;
+  prov.tool = "stepcast-calibrate import";
+  prov.tool_version = STEPCAST_VERSION;
+  prov.created_utc = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+  if (prov.gpu_name.empty()) prov.gpu_name = gpu_name;
+  prov.gpu_count = std::max(prov.gpu_count, most_ranks);
+  prov.host_count = std::max(prov.host_count, most_nodes);
+  if (base_is_reference || prov.base.empty()) {
+    prov.base = base_is_reference ? absl::StrCat("reference profile ", hw_name) : o.base_name;
+  }
+  for (const auto& [path, text] : logs) {
+    p.notes.push_back(absl::StrCat("imported: ", path));
+    prov.imported_files.push_back(path);
+  }
   p.notes.insert(p.notes.end(), notes.begin(), notes.end());
   result.summary.insert(result.summary.end(), notes.begin(), notes.end());
   result.profile = RateProfileToProto(p);

@@ -1,10 +1,11 @@
 #include "calibrate/import_mamf.h"
 
-#include <regex>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "calibrate/log_text.h"
 
@@ -22,6 +23,49 @@ std::optional<DType> MamfDType(std::string name) {
   return std::nullopt;
 }
 
+// "MxNxK" -> (m, n, k); false when the token is not three integers joined by 'x'.
+struct Dims {
+  std::string m, n, k;
+};
+std::optional<Dims> ShapeToken(absl::string_view t) {
+  std::vector<absl::string_view> p = absl::StrSplit(t, 'x');
+  if (p.size() != 3) return std::nullopt;
+  for (absl::string_view x : p) {
+    if (x.empty()) return std::nullopt;
+    for (char c : x) {
+      if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    }
+  }
+  return Dims{std::string(p[0]), std::string(p[1]), std::string(p[2])};
+}
+
+// A number as the regular expression [0-9.]+ took it (digits and dots; ParseDouble decides).
+bool NumberLike(absl::string_view t) {
+  if (t.empty()) return false;
+  for (char c : t) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '.') return false;
+  }
+  return true;
+}
+
+// The shape after "@" in tokens [from, end): "@ 1024x1024x1024" or "@1024x1024x1024".
+std::optional<Dims> ShapeAfterAt(const std::vector<absl::string_view>& t, size_t from) {
+  for (size_t i = from; i < t.size(); ++i) {
+    if (t[i] == "@") return i + 1 < t.size() ? ShapeToken(t[i + 1]) : std::nullopt;
+    if (absl::StartsWith(t[i], "@")) return ShapeToken(t[i].substr(1));
+  }
+  return std::nullopt;
+}
+
+// "702.1(mean)" -> "702.1" when the token ends with "(<what>)".
+std::optional<absl::string_view> Tagged(absl::string_view t, absl::string_view what) {
+  const std::string tag = absl::StrCat("(", what, ")");
+  if (!absl::EndsWith(t, tag)) return std::nullopt;
+  absl::string_view v = t.substr(0, t.size() - tag.size());
+  if (!NumberLike(v)) return std::nullopt;
+  return v;
+}
+
 }  // namespace
 
 bool LooksLikeMamfFinder(absl::string_view text) {
@@ -34,82 +78,149 @@ bool LooksLikeMamfFinder(absl::string_view text) {
 absl::StatusOr<MamfLog> ParseMamfFinderLog(absl::string_view text, const std::string& path) {
   MamfLog log;
   log.path = path;
-  static const std::regex old_row(
-      R"(^\s*\d+\s*\|\s*([0-9.]+)\(mean\)\s+([0-9.]+)\(median\)\s+([0-9.]+)\(max\)\s*@\s*(\d+)x(\d+)x(\d+))");
-  static const std::regex scout_row(R"(^\s*\d+\s+(\d+)x(\d+)x(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+[0-9.]+)");
-  static const std::regex summary(R"(^\s*(mean|median|max):\s+([0-9.]+)\s*TFLOPS\s*@\s*(\d+)x(\d+)x(\d+))");
-  static const std::regex headline(R"(^\s*(MAMF|MSMF)\s*\([^)]*\):\s+([0-9.]+)\s*TFLOPS\s*@\s*(\d+)x(\d+)x(\d+))");
-  static const std::regex dtype_header(R"(^\*\*\s*Dtype:\s*(\S+))");
-  static const std::regex dtype_arg(R"(--dtype[ =]+(\S+))");
   int dtype_line = 0;
   std::string dtype_name;
   bool next_is_device = false;
   MamfShape mean, msmf, mamf;
-  for (const LogLine& l : SplitLines(text)) {
-    const std::string s(l.text);
-    std::smatch m;
-    if (next_is_device && absl::StartsWith(absl::StripLeadingAsciiWhitespace(s), "- ")) {
-      // "** Platform/Device info:" is followed by the uname line, then the device properties.
-      if (s.find("name=") != std::string::npos || s.find("Properties") != std::string::npos) {
-        log.device = std::string(absl::StripAsciiWhitespace(s.substr(s.find("- ") + 2)));
+  for (const LogLine& full : SplitLines(text)) {
+    // mamf-finder's stdout joins the per-shape rows with "\r": each piece is a row.
+    for (absl::string_view piece : absl::StrSplit(full.text, '\r')) {
+      const int number = full.number;
+      absl::string_view s = piece;
+      absl::string_view st = absl::StripLeadingAsciiWhitespace(s);
+      // The device: "_CudaDeviceProperties(name='NVIDIA H100 80GB HBM3', major=9, ...)", after
+      // "** Platform/Device info:" (with or without the later versions' "- " bullets).
+      if (const size_t at = st.find("DeviceProperties(name='"); at != absl::string_view::npos && log.device.empty()) {
+        absl::string_view rest = st.substr(at + 23);
+        const size_t end = rest.find('\'');
+        log.device_name = std::string(rest.substr(0, std::min<size_t>(end, 256)));
+        log.device = std::string(absl::StripAsciiWhitespace(absl::StripPrefix(st, "- ")).substr(0, 1024));
         next_is_device = false;
+        continue;
       }
-      continue;
-    }
-    if (absl::StartsWith(s, "** Platform/Device info")) next_is_device = true;
-    if (std::regex_search(s, m, dtype_header)) {
-      dtype_name = m[1].str();
-      dtype_line = l.number;
-      continue;
-    }
-    if (dtype_name.empty() && std::regex_search(s, m, dtype_arg)) {
-      dtype_name = m[1].str();
-      dtype_line = l.number;
-    }
-    // Numbers are parsed strictly (ParseInt / ParseDouble): a matched "1.2.3", "." or a 400-digit
-    // dimension is an error naming the line, not std::stod's exception.
-    absl::Status bad;
-    auto dim = [&](const std::string& t) -> int64_t {
-      std::optional<int64_t> v = ParseInt(t);
-      if (!v && bad.ok()) bad = LogError(path, l.number, absl::StrCat("dimension '", t, "' is not an integer in range"));
-      return v.value_or(0);
-    };
-    auto tflops = [&](const std::string& t) -> double {
-      std::optional<double> v = ParseDouble(t);
-      if (!v && bad.ok()) bad = LogError(path, l.number, absl::StrCat("TFLOPS '", t, "' is not a number"));
-      return v.value_or(0) * 1e12;
-    };
-    auto shape = [&](const std::smatch& mm, int first) {
-      MamfShape x;
-      x.line = l.number;
-      x.m = dim(mm[first].str());
-      x.n = dim(mm[first + 1].str());
-      x.k = dim(mm[first + 2].str());
-      return x;
-    };
-    if (std::regex_search(s, m, old_row)) {
-      MamfShape x = shape(m, 4);
-      x.mean_flops_per_s = tflops(m[1].str());
-      x.median_flops_per_s = tflops(m[2].str());
-      x.max_flops_per_s = tflops(m[3].str());
-      log.shapes.push_back(x);
-    } else if (std::regex_search(s, m, scout_row)) {
-      MamfShape x = shape(m, 1);
-      x.mean_flops_per_s = tflops(m[4].str());
-      x.median_flops_per_s = tflops(m[5].str());
-      x.max_flops_per_s = tflops(m[6].str());
-      log.shapes.push_back(x);
-    } else if (std::regex_search(s, m, summary)) {
-      if (m[1].str() == "mean") {
-        mean = shape(m, 3);
-        mean.mean_flops_per_s = tflops(m[2].str());
+      if (next_is_device && absl::StartsWith(st, "- ")) {
+        if (st.find("name=") != absl::string_view::npos || st.find("Properties") != absl::string_view::npos) {
+          log.device = std::string(absl::StripAsciiWhitespace(st.substr(2)).substr(0, 1024));
+          next_is_device = false;
+        }
+        continue;
       }
-    } else if (std::regex_search(s, m, headline)) {
-      MamfShape x = shape(m, 3);
-      x.mean_flops_per_s = tflops(m[2].str());
-      (m[1].str() == "MSMF" ? msmf : mamf) = x;
+      if (absl::StartsWith(s, "** Platform/Device info")) next_is_device = true;
+      std::vector<absl::string_view> t = Tokens(s);
+      if (t.empty()) continue;
+      // "** Dtype: torch.bfloat16"
+      if (absl::StartsWith(s, "**")) {
+        std::vector<absl::string_view> u = Tokens(s.substr(2));
+        if (!u.empty() && u[0] == "Dtype:" && u.size() > 1) {
+          dtype_name = std::string(u[1].substr(0, 64));
+          dtype_line = number;
+          continue;
+        }
+        if (!u.empty() && absl::StartsWith(u[0], "Dtype:") && u[0].size() > 6) {
+          dtype_name = std::string(u[0].substr(6, 64));
+          dtype_line = number;
+          continue;
+        }
+      }
+      // "--dtype bfloat16" / "--dtype=bfloat16" in the command line.
+      if (dtype_name.empty()) {
+        if (const size_t at = s.find("--dtype"); at != absl::string_view::npos) {
+          size_t i = at + 7;
+          if (i < s.size() && (s[i] == ' ' || s[i] == '=')) {
+            while (i < s.size() && (s[i] == ' ' || s[i] == '=')) ++i;
+            size_t j = i;
+            while (j < s.size() && !absl::ascii_isspace(static_cast<unsigned char>(s[j]))) ++j;
+            if (j > i) {
+              dtype_name = std::string(s.substr(i, std::min<size_t>(j - i, 64)));
+              dtype_line = number;
+            }
+          }
+        }
+      }
+      // "Tried  3375 shapes => the best outcomes were:"
+      if (t.size() >= 3 && t[0] == "Tried" && t[2] == "shapes") {
+        log.tried_shapes = ParseInt(t[1]).value_or(0);
+        continue;
+      }
+      // Numbers are parsed strictly (ParseInt / ParseDouble): "1.2.3", "." or a 400-digit
+      // dimension is an error naming the line.
+      absl::Status bad;
+      auto dim = [&](const std::string& v) -> int64_t {
+        std::optional<int64_t> x = ParseInt(v);
+        if (!x && bad.ok()) {
+          bad = LogError(path, number, absl::StrCat("dimension '", v.substr(0, 40), v.size() > 40 ? "..." : "",
+                                                    "' is not an integer in range"));
+        }
+        return x.value_or(0);
+      };
+      auto tflops = [&](absl::string_view v) -> double {
+        std::optional<double> x = ParseDouble(v);
+        if (!x && bad.ok()) bad = LogError(path, number, absl::StrCat("TFLOPS '", v.substr(0, 40), "' is not a number"));
+        return x.value_or(0) * 1e12;
+      };
+      auto shape = [&](const Dims& d) {
+        MamfShape x;
+        x.line = number;
+        x.m = dim(d.m);
+        x.n = dim(d.n);
+        x.k = dim(d.k);
+        return x;
+      };
+      // Old row: "    12 |  794.5(mean)  795.0(median)  801.0(max) @ 2048x2048x13312 | best: ...".
+      bool matched = false;
+      if (const size_t bar = s.find('|'); bar != absl::string_view::npos) {
+        absl::string_view idx = absl::StripAsciiWhitespace(s.substr(0, bar));
+        std::vector<absl::string_view> r = Tokens(s.substr(bar + 1));
+        if (!idx.empty() && ParseInt(idx) && r.size() >= 4) {
+          std::optional<absl::string_view> a = Tagged(r[0], "mean"), b = Tagged(r[1], "median"), c = Tagged(r[2], "max");
+          std::optional<Dims> d = ShapeAfterAt(r, 3);
+          if (a && b && c && d) {
+            MamfShape x = shape(*d);
+            x.mean_flops_per_s = tflops(*a);
+            x.median_flops_per_s = tflops(*b);
+            x.max_flops_per_s = tflops(*c);
+            log.shapes.push_back(x);
+            matched = true;
+          }
+        }
+      }
+      // Scout row: "    18  3072x2816x20480     828.4  828.6  831.6  828.4   506  1980".
+      if (!matched && t.size() >= 6 && ParseInt(t[0]) && ShapeToken(t[1]) && NumberLike(t[2]) && NumberLike(t[3]) &&
+          NumberLike(t[4]) && NumberLike(t[5])) {
+        MamfShape x = shape(*ShapeToken(t[1]));
+        x.mean_flops_per_s = tflops(t[2]);
+        x.median_flops_per_s = tflops(t[3]);
+        x.max_flops_per_s = tflops(t[4]);
+        log.shapes.push_back(x);
+        matched = true;
+      }
+      // Summary: "mean:   35.1 TFLOPS @ 15360x3072x1024 (MxNxK)".
+      if (!matched && t.size() >= 3 && (t[0] == "mean:" || t[0] == "median:" || t[0] == "max:") && NumberLike(t[1])) {
+        if (std::optional<Dims> d = ShapeAfterAt(t, 2)) {
+          if (t[0] == "mean:") {
+            mean = shape(*d);
+            mean.mean_flops_per_s = tflops(t[1]);
+          }
+          matched = true;
+        }
+      }
+      // Headline: "MAMF (max achievable, boost burst): 842 TFLOPS @ 3072x2816x20480 (MxNxK)".
+      if (!matched && (t[0] == "MAMF" || t[0] == "MSMF" || absl::StartsWith(t[0], "MAMF(") ||
+                       absl::StartsWith(t[0], "MSMF("))) {
+        const size_t close = s.find("):");
+        if (close != absl::string_view::npos) {
+          std::vector<absl::string_view> r = Tokens(s.substr(close + 2));
+          if (!r.empty() && NumberLike(r[0])) {
+            if (std::optional<Dims> d = ShapeAfterAt(r, 1)) {
+              MamfShape x = shape(*d);
+              x.mean_flops_per_s = tflops(r[0]);
+              (absl::StartsWith(t[0], "MSMF") ? msmf : mamf) = x;
+            }
+          }
+        }
+      }
+      if (!bad.ok()) return bad;
     }
-    if (!bad.ok()) return bad;
   }
   if (dtype_name.empty()) {
     return LogError(path, 0, "no '** Dtype:' header and no --dtype in the log: cannot tell the GEMMs' dtype");
@@ -132,9 +243,17 @@ absl::StatusOr<MamfLog> ParseMamfFinderLog(absl::string_view text, const std::st
       return LogError(path, x.line, "a shape with a zero dimension or rate");
     }
   }
+  if (log.headline.line > 0 &&
+      (log.headline.m <= 0 || log.headline.n <= 0 || log.headline.k <= 0 || !(log.headline.mean_flops_per_s > 0))) {
+    return LogError(path, log.headline.line, "a summary shape with a zero dimension or rate");
+  }
   if (log.shapes.empty() && log.headline.line == 0) {
     return LogError(path, 0, "no per-shape rows and no 'best outcomes' summary: nothing was measured (truncated?)");
   }
+  // Fewer rows than the shapes tried (a terminal copy keeps the last row only): the summary is
+  // the measurement; the rows left are an accident of the copy.
+  log.use_summary = log.headline.line > 0 &&
+                    (log.shapes.empty() || static_cast<int64_t>(log.shapes.size()) < log.tried_shapes);
   return log;
 }
 

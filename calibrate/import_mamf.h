@@ -11,6 +11,14 @@
 //    "MSMF (max sustainable, saturated): 722 TFLOPS @ ..." lines.
 // The dtype comes from its "** Dtype: torch.bfloat16" header (or --dtype in the command line).
 // TFLOPS = 1e12 FLOP/s; FLOPs = 2 m n k (mamf-finder's flos).
+//
+// mamf-finder prints each shape's row with end="\r" (mamf-finder.py:501 @ 744d01e1); only its
+// --output_file Tee turns the "\r" into newlines (:243-249). A stdout capture (`| tee log`) holds
+// every row on one line joined by "\r", a terminal copy only the last row. Rows are split at "\r"
+// too; when the log holds fewer rows than its summary's "Tried N shapes", the summary's best shape
+// is what the log measured (MamfLog::use_summary), not the rows it happens to keep.
+// Plain token scans, no regular expressions (reliability review 2, N4: std::regex recursed per
+// character and crashed on a 100 KB line).
 #ifndef STEPCAST_CALIBRATE_IMPORT_MAMF_H_
 #define STEPCAST_CALIBRATE_IMPORT_MAMF_H_
 
@@ -40,6 +48,11 @@ struct MamfLog {
   // MAMF. line 0 when the log has no summary (an interrupted run keeps its rows).
   MamfShape headline;
   std::string headline_kind;  // "mean", "MSMF", "MAMF"
+  int64_t tried_shapes = 0;   // the summary's "Tried N shapes"; 0 when absent
+  // The import uses the headline, not the rows: the log holds a summary and fewer rows than the
+  // shapes it tried (a terminal copy), or no rows.
+  bool use_summary = false;
+  std::string device_name;  // the device's name (from "name='...'" of the properties line), when printed
 };
 
 bool LooksLikeMamfFinder(absl::string_view text);

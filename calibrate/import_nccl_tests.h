@@ -36,6 +36,8 @@ struct NcclTestsRow {
 
 struct NcclTestsLog {
   std::string path;
+  int run = 0;                            // 1-based run of a file holding several; 0: the file's only run
+  int first_line = 0;                     // the run's first line in the file
   std::string binary;                     // "all_reduce_perf"
   std::string binary_from;                // where the binary's name was read
   std::optional<Collective> collective;   // empty for broadcast, reduce, gather, scatter, hypercube
@@ -45,11 +47,14 @@ struct NcclTestsLog {
   std::string ranks_per_node_from;
   int64_t nodes = 0;
   std::string hardware;                   // "# hardware:" excerpt header, or the rank lines' GPU name
+  bool hardware_is_gpu_name = false;      // from the rank lines (a device name), not free text
   bool full_log = false;                  // has nccl-tests' own header ("# nThread ...")
   std::vector<NcclTestsRow> rows;         // sizes > 0, in log order
   int skipped_zero_rows = 0;
   double avg_busbw_bytes_per_s = 0;       // the footer's "# Avg bus bandwidth", 0 if absent
   Scope scope() const { return nodes > 1 ? Scope::kInterNode : Scope::kIntraNode; }
+  // "path" or "path (run 2)".
+  std::string Name() const;
 };
 
 struct NcclTestsOptions {
@@ -63,10 +68,33 @@ struct NcclTestsOptions {
 // result rows).
 bool LooksLikeNcclTests(absl::string_view text);
 
-// Parses one log. Errors (InvalidArgument, "<path>:<line>: ..."): an unknown binary, a row with
-// the wrong number of columns (a truncated line), non-numeric cells, wrong elements reported by
-// nccl-tests' check, sizes that go down within one sweep, a full log without its
-// "# Avg bus bandwidth" footer (the run did not finish), no rows, ranks that cannot be told.
+// Parses every run of a log file. A file may hold several runs (a job log appending each
+// *_perf binary's output, or two published runs pasted together): a run ends at its
+// "# Avg bus bandwidth" footer, or where the message size goes down (a headerless paste).
+//
+// Per run, the binary comes from --collective, the run's "# Collective test starting" line, the
+// file's "# collective:" excerpt header, a command line in the run naming *_perf, the file name,
+// and else from the rows themselves (nccl-tests src/*.cu TimeTest calls): reduction op "none"
+// with root -1 is all_gather or alltoall (refused as ambiguous: pass --collective), a reduction op
+// with root -1 is all_reduce when busbw/algbw > 1 (2(n-1)/n, n >= 3), reduce_scatter when < 1
+// ((n-1)/n), and ambiguous at exactly 1 (sendrecv, or all_reduce over 2 ranks); a root >= 0 is
+// broadcast / reduce / gather / scatter, which have no profile slot.
+// Ranks: --ranks, the run's "#  Rank" lines, the excerpt header, busbw/algbw of the best row,
+// else nThread x nGpus of the "# nThread" header, or -t x -g of a command line naming *_perf, when
+// the log shows no launcher (mpirun, srun, a launcher's output tag) and the factor cannot tell
+// (sendrecv: busbw = algbw for any n).
+//
+// Errors (InvalidArgument, "<path>:<line>: ..."): an unknown binary, a row with the wrong number
+// of columns (a truncated line), non-numeric cells, wrong elements reported by nccl-tests' check,
+// a full run without its "# Avg bus bandwidth" footer (the run did not finish), no rows, ranks
+// that cannot be told; and impossible logs (reliability review 2, N9): a row whose algbw is not
+// its size over its time (nccl-tests computes algbw = S / t; printed to 0.01 GB/s, compared
+// within 0.006 GB/s + 2%), a busbw that is not algbw x the binary's factor for the run's ranks
+// (nccl-tests doc/PERFORMANCE.md, the same tolerance), fewer than 2 or more than 2^24 ranks.
+absl::StatusOr<std::vector<NcclTestsLog>> ParseNcclTestsLogs(absl::string_view text, const std::string& path,
+                                                             const NcclTestsOptions& options);
+
+// The same for a file of exactly one run; a second run is an error naming its first line.
 absl::StatusOr<NcclTestsLog> ParseNcclTestsLog(absl::string_view text, const std::string& path,
                                                const NcclTestsOptions& options);
 

@@ -33,6 +33,7 @@ absl::StatusOr<NvbandwidthLog> ParseNvbandwidthLog(absl::string_view text, const
   log.path = path;
   NvbandwidthTest* cur = nullptr;
   bool header_seen = false;
+  size_t columns = 0;  // of the current matrix's column-index line
   for (const LogLine& l : SplitLines(text)) {
     absl::string_view s = absl::StripAsciiWhitespace(l.text);
     if (absl::StartsWith(s, "Running ")) {
@@ -70,7 +71,15 @@ absl::StatusOr<NvbandwidthLog> ParseNvbandwidthLog(absl::string_view text, const
     std::vector<absl::string_view> t = Tokens(s);
     if (!header_seen) {  // the column indices
       header_seen = true;
+      columns = t.size();
       continue;
+    }
+    // Every row has one cell per column (nvbandwidth prints the full matrix): more or fewer is a
+    // garbled row, not a measurement (reliability review 2, N9: stray cells became HBM 12 GB/s).
+    if (t.size() != columns + 1) {
+      return LogError(path, l.number,
+                      absl::StrCat("a matrix row of ", t.size() - 1, " cells under ", columns,
+                                   " column indices (a garbled or truncated row)"));
     }
     // "<row label> cell cell ...": cells are numbers or N/A; the label may be a device or NUMA id.
     std::vector<std::optional<double>> row;
@@ -80,7 +89,7 @@ absl::StatusOr<NvbandwidthLog> ParseNvbandwidthLog(absl::string_view text, const
         continue;
       }
       std::optional<double> v = ParseDouble(t[i]);
-      if (!v) return LogError(path, l.number, absl::StrCat("'", t[i], "' is neither a number nor N/A"));
+      if (!v) return LogError(path, l.number, absl::StrCat("'", t[i].substr(0, 40), "' is neither a number nor N/A"));
       row.push_back(v);
     }
     cur->matrix.push_back(std::move(row));

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "proto/codec.h"
 
 namespace stepcast::calibrate {
 
@@ -74,17 +75,49 @@ absl::Status LogError(const std::string& path, int line, absl::string_view what)
   return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", what));
 }
 
-absl::Status ReadWholeFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int e = errno;
-    if (e == EACCES) return absl::PermissionDeniedError(absl::StrCat(path, ": ", std::strerror(e)));
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open (", std::strerror(e), ")"));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
+absl::Status ReadWholeFile(const std::string& path, std::string* out, int64_t max_bytes) {
+  absl::StatusOr<std::string> text = ReadInputFile(path, max_bytes);
+  if (!text.ok()) return text.status();
+  *out = *std::move(text);
   return absl::OkStatus();
+}
+
+std::vector<std::string> Words(absl::string_view text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const bool digit = absl::ascii_isdigit(c), alpha = absl::ascii_isalpha(c);
+    if (!digit && !alpha) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && (digit ? absl::ascii_isdigit(static_cast<unsigned char>(text[j]))
+                                     : absl::ascii_isalpha(static_cast<unsigned char>(text[j])))) {
+      ++j;
+    }
+    out.push_back(absl::AsciiStrToLower(text.substr(i, j - i)));
+    i = j;
+  }
+  return out;
+}
+
+std::vector<absl::string_view> IdentifierWords(absl::string_view text) {
+  std::vector<absl::string_view> out;
+  auto ident = [](char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!ident(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && ident(text[j])) ++j;
+    out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
 }
 
 }  // namespace stepcast::calibrate

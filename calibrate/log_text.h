@@ -37,8 +37,25 @@ absl::string_view StripLauncherTag(absl::string_view line);
 // InvalidArgument "<path>:<line>: <what>" (line 0: "<path>: <what>").
 absl::Status LogError(const std::string& path, int line, absl::string_view what);
 
-// Reads a whole file; NotFound / PermissionDenied naming the path.
-absl::Status ReadWholeFile(const std::string& path, std::string* out);
+// The largest benchmark log `import` reads (64 MiB: an nccl-tests log of 128 ranks with
+// NCCL_DEBUG=INFO is a few MB; a mamf-finder output file of 3,375 shapes 0.4 MB).
+inline constexpr int64_t kMaxLogBytes = int64_t{64} << 20;
+
+// Reads a whole log file: only a regular file (not a device such as /dev/zero, a FIFO that would
+// block, or a directory) of at most `max_bytes`. NotFound naming the path; InvalidArgument for the
+// others (proto/codec.h ReadInputFile).
+absl::Status ReadWholeFile(const std::string& path, std::string* out, int64_t max_bytes = kMaxLogBytes);
+
+// Words of free text for keyword scans (no regular expressions over untrusted text: libstdc++'s
+// std::regex recursed once per character, a 30 KB word overflowed the stack; reliability review
+// 2, N4): maximal runs of ASCII digits, or of ASCII letters, each its own word, lower-cased;
+// everything else separates words. "2nodes x8 GPUs" -> {"2", "nodes", "x", "8", "gpus"}. Linear
+// in the text.
+std::vector<std::string> Words(absl::string_view text);
+
+// Identifier-like words ([A-Za-z0-9_]+, case kept): "./build/all_reduce_perf -b 8" ->
+// {"build", "all_reduce_perf", "b", "8"}. Linear in the text.
+std::vector<absl::string_view> IdentifierWords(absl::string_view text);
 
 }  // namespace stepcast::calibrate
 

@@ -76,6 +76,7 @@ struct PlanOptions {
   double recompute_mult = 1.2, alpha_opt_bytes_per_param = 16, c_act = 5, global_tokens_per_step = 512000;
   double bytes_per_grad_elem = 2;
   double budget_usd = 0, days = 0, dataset_tokens = 0, price_override = -1;
+  double time_limit_s = 0;  // every search of the plan stops by then (0: none)
 };
 absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog);
 

@@ -70,6 +70,10 @@ int main(int argc, char** argv) {
   predict->add_option("--gpus", cmd_gpus, "GPU count, with -- TRAINING COMMAND");
   predict->add_option("--hardware", cmd_hardware, "hardware preset, with -- TRAINING COMMAND");
   predict->add_option("--gpus-per-node", cmd_gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
+  std::string cmd_framework;
+  predict->add_option("--framework", cmd_framework,
+                      "framework preset, with -- TRAINING COMMAND (default: the launcher's: torchtitan, nemo, "
+                      "megatron-bridge, else megatron-core)");
   predict->add_flag("--json", json, "print the prediction as JSON (stepcast.v1.Prediction)");
   predict->add_option("--profile", profile_path, "rate profile file (from stepcast-calibrate)");
   predict->add_option("--mfu", mfu, "quick estimate at an assumed MFU in (0, 1] (seeds 001, 004)");
@@ -133,6 +137,7 @@ int main(int argc, char** argv) {
   plan->add_option("--days", po.days, "deadline in days (with --budget-usd)");
   plan->add_option("--tokens", po.dataset_tokens, "training tokens (default 20 N)");
   plan->add_option("--price", po.price_override, "$/GPU-hour for every hardware");
+  plan->add_option("--time-limit", po.time_limit_s, "stop the plan's searches after this many seconds (best so far)");
 
   // catalog
   auto* catalog_cmd = app.add_subcommand("catalog", "list hardware and model presets with their sources");
@@ -180,6 +185,9 @@ int main(int argc, char** argv) {
   serve->add_option("--prediction-ttl-s", so.prediction_ttl_s, "how long Preflight predictions are kept")
       ->capture_default_str();
   serve->add_option("--max-stored-predictions", so.max_stored_predictions, "row cap on stored predictions")
+      ->capture_default_str();
+  serve->add_option("--max-stored-prediction-bytes", so.max_stored_prediction_bytes,
+                    "byte cap on stored predictions (oldest pruned first)")
       ->capture_default_str();
   serve->add_option("--preflight-store-per-s", so.preflight_store_per_s,
                     "stored Preflight predictions per second per peer (verdicts beyond it are not stored)")
@@ -296,7 +304,6 @@ int main(int argc, char** argv) {
 
   // import (hidden): the JobSpec a client sends, as JSON; the Python client's importer.
   auto* import_cmd = app.add_subcommand("import", "print the JobSpec of a job file or training command as JSON");
-  import_cmd->group("");
   std::string im_job, im_hardware;
   int64_t im_gpus = 0, im_gpus_per_node = 0;
   import_cmd->add_option("job", im_job, "job file (a local hf_config is inlined); or -- TRAINING COMMAND");
@@ -425,7 +432,9 @@ int main(int argc, char** argv) {
       absl::StatusOr<v1::JobSpec> spec = imported->Finalize(cmd_gpus, cmd_hardware, cmd_gpus_per_node);
       if (!spec.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(spec.status().message(),
                                                                           " (pass --gpus and --hardware)")));
+      if (!cmd_framework.empty()) spec->mutable_framework()->set_preset(cmd_framework);
       job = JobFromSpec(*spec, *catalog, ".", profile ? &*profile : nullptr);
+      if (!job.ok()) job = InLauncherTerms(imported->source, job.status());
       if (job.ok()) job->name = imported->source + " command";
     } else if (job_path.empty()) {
       return Fail(absl::InvalidArgumentError("predict: give a job file or -- TRAINING COMMAND"));
@@ -479,10 +488,13 @@ int main(int argc, char** argv) {
         std::cout << "    hbm: " << h.reference_profile.hbm_source << "\n";
       }
     }
-    std::cout << absl::StrFormat("\n%-22s %-26s %10s %10s  %s\n", "preset", "model", "params", "active", "source");
+    // active: the input table included (most cards); -input: without it (the gpt-oss card).
+    std::cout << absl::StrFormat("\n%-22s %-26s %10s %10s %10s  %s\n", "preset", "model", "params", "active",
+                                 "-input", "source");
     for (const auto& [key, m] : catalog->models()) {
       const ParameterCounts c = CountParameters(m);
-      std::cout << absl::StrFormat("%-22s %-26s %9.2fB %9.2fB  %s\n", key, m.name, c.total / 1e9, c.active / 1e9,
+      std::cout << absl::StrFormat("%-22s %-26s %9.2fB %9.2fB %9.2fB  %s\n", key, m.name, c.total / 1e9,
+                                   c.active / 1e9, c.active_without_input_embedding / 1e9,
                                    verbose ? m.source : m.source.substr(0, 60));
     }
     return 0;

@@ -1,6 +1,8 @@
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 
+#include "proto/launch_args.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
@@ -107,6 +109,9 @@ std::vector<int64_t> PlanGpuCounts(int64_t gpus_per_node, int64_t max_gpus) {
   return out;
 }
 
+// --time-limit's largest value (a week): a double -> duration cast above it could overflow.
+constexpr double kMaxTimeLimitS = 7 * 86400;
+
 std::string Money(double usd) {
   if (usd >= 1e6) return absl::StrFormat("$%.2fM", usd / 1e6);
   if (usd >= 1e3) return absl::StrFormat("$%.1fk", usd / 1e3);
@@ -123,6 +128,21 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
   if (o.seed_formulas) return SeedPlan(o, catalog);
   if (o.budget_usd > 0 && o.days <= 0) return absl::InvalidArgumentError("--days: required (> 0) with --budget-usd");
   if (o.max_gpus < 1) return absl::InvalidArgumentError(absl::StrCat("--max-gpus: ", o.max_gpus, " must be >= 1"));
+  if (o.max_gpus > kSearchMaxGpuCount) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-gpus: ", o.max_gpus, " is above the layout search's cap of ", kSearchMaxGpuCount));
+  }
+  // One deadline for the whole plan (every hardware, every GPU count): reliability review 2, N1.
+  if (!(o.time_limit_s >= 0) || !std::isfinite(o.time_limit_s) || o.time_limit_s > kMaxTimeLimitS) {
+    return absl::InvalidArgumentError(absl::StrCat("--time-limit: ", o.time_limit_s,
+                                                   " must be a number of seconds in [0, ", kMaxTimeLimitS,
+                                                   "] (0: none)"));
+  }
+  const std::chrono::steady_clock::time_point deadline =
+      o.time_limit_s > 0 ? std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                   std::chrono::duration<double>(o.time_limit_s))
+                         : std::chrono::steady_clock::time_point::max();
+  std::string stopped;  // set when the time limit cut the plan short
 
   // The job: a file, or a model preset with the batch.
   v1::JobSpec spec;
@@ -160,20 +180,42 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
     const Job& job = base->job;
     model_name = job.model.name;
     const std::vector<int64_t> series = PlanGpuCounts(job.GpusPerNode(), o.max_gpus);
+    {
+      // The job's own fields against the search's caps, once (not "no layout fits" per count).
+      SearchOptions so;
+      so.accept = FrameworkStartsLayout;
+      so.space.gpu_counts = series;
+      if (absl::Status s = CheckSearchCaps(job, so); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(o.job_path.empty() ? "" : o.job_path + ": ", s.message()));
+      }
+    }
 
     if (o.target_tokens_per_s > 0) {
       // The smallest count whose fastest layout reaches the target.
       std::optional<RankedLayout> found, fastest;
       std::string why;
+      int64_t stopped_at = 0;  // the GPU count the time limit stopped at
       for (int64_t g : series) {
         SearchOptions so;
+        so.accept = FrameworkStartsLayout;
         so.top_n = 1;
         so.space.gpu_counts = {g};
+        so.deadline = deadline;
         absl::StatusOr<SearchResult> r = SearchLayouts(job, so);
         if (!r.ok()) {
+          if (r.status().code() == absl::StatusCode::kDeadlineExceeded) {
+            stopped = absl::StrCat("the time limit (--time-limit ", o.time_limit_s, " s) stopped the plan at ", g,
+                                   " GPUs on ", job.hardware.name);
+            stopped_at = g;
+            break;
+          }
           if (r.status().code() != absl::StatusCode::kInvalidArgument) return r.status();
           why = std::string(r.status().message());
           continue;
+        }
+        if (r->partial && stopped.empty()) {
+          stopped = absl::StrCat("the time limit (--time-limit ", o.time_limit_s, " s) cut the search at ", g,
+                                 " GPUs on ", job.hardware.name, " short: the best found so far");
         }
         const RankedLayout& best = r->top.front();
         if (!fastest || best.prediction.tokens_per_s > fastest->prediction.tokens_per_s) fastest = best;
@@ -189,6 +231,13 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
                               absl::StrFormat("%.0f", p.tokens_per_s), 100 * p.mfu, Money(p.cost.per_hour_usd),
                               absl::StrFormat("$%.3f", p.cost.per_step_usd / p.tokens_per_step * 1e6),
                               p.memory.total_bytes / (1024.0 * 1024 * 1024));
+      } else if (stopped_at > 0) {
+        absl::StrAppendFormat(&target_table, "%-18s   not reached below %d GPUs before the time limit%s\n",
+                              job.hardware.name, stopped_at,
+                              fastest ? absl::StrFormat(": at most %.0f tokens/s (%d GPUs, %s)",
+                                                        fastest->prediction.tokens_per_s, fastest->prediction.gpu_count,
+                                                        LayoutSummary(fastest->layout))
+                                      : "");
       } else if (fastest) {
         absl::StrAppendFormat(&target_table, "%-18s   not reached up to %d GPUs: at most %.0f tokens/s (%d GPUs, %s)\n",
                               job.hardware.name, o.max_gpus, fastest->prediction.tokens_per_s,
@@ -209,9 +258,21 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
       // The fastest layout on every count up to --max-gpus (at a fixed count it is also the
       // cheapest: run cost = GPUs x price x time to train).
       SearchOptions so;
+      so.accept = FrameworkStartsLayout;
       so.top_n = 1;
       so.space.gpu_counts = series;
+      so.deadline = deadline;
       absl::StatusOr<SearchResult> r = SearchLayouts(b, so);
+      if (!r.ok() && r.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        stopped = absl::StrCat("the time limit (--time-limit ", o.time_limit_s, " s) stopped the plan on ",
+                               job.hardware.name);
+        absl::StrAppendFormat(&budget_table, "%-18s   not searched: %s\n", job.hardware.name, stopped);
+        continue;
+      }
+      if (r.ok() && r->partial && stopped.empty()) {
+        stopped = absl::StrCat("the time limit (--time-limit ", o.time_limit_s, " s) cut the search on ",
+                               job.hardware.name, " short: the best found so far");
+      }
       if (!r.ok()) {
         if (r.status().code() != absl::StatusCode::kInvalidArgument) return r.status();
         absl::StrAppendFormat(&budget_table, "%-18s   %s\n", job.hardware.name, r.status().message());
@@ -266,6 +327,7 @@ absl::StatusOr<std::string> Plan(const PlanOptions& o, const Catalog& catalog) {
                           "run cost", "MFU");
     out += budget_table;
   }
+  if (!stopped.empty()) absl::StrAppend(&out, "\nPARTIAL: ", stopped, "\n");
   return out;
 }
 

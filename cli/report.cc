@@ -41,8 +41,11 @@ std::string FormatReport(const Job& job, const Prediction& p) {
   const TrainingConfig& t = job.training;
   std::string o;
   absl::StrAppendFormat(&o, "stepcast prediction: %s\n", p.job_name);
-  absl::StrAppendFormat(&o, "  model      %s (%.2fB params, %.2fB active)\n", p.model_name,
-                        p.parameters.total / 1e9, p.parameters.active / 1e9);
+  // Active as most model cards count it (the input table included), and without the input
+  // table as the gpt-oss card counts it (core/model_shape.h ParameterCounts).
+  absl::StrAppendFormat(&o, "  model      %s (%.2fB params, %.2fB active; %.2fB without the input embedding)\n",
+                        p.model_name, p.parameters.total / 1e9, p.parameters.active / 1e9,
+                        p.parameters.active_without_input_embedding / 1e9);
   absl::StrAppendFormat(&o, "  cluster    %d x %s, %d per node; profile %s\n", p.gpu_count,
                         p.hardware_name, job.GpusPerNode(), p.profile_name);
   absl::StrAppendFormat(&o, "  framework  %s\n", job.framework.display_name.empty() ? job.framework.name

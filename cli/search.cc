@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "proto/launch_args.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "proto/codec.h"
@@ -197,13 +198,30 @@ int Search(const SearchArgs& a, const Catalog& catalog) {
   if (base->job.name.empty()) base->job.name = std::filesystem::path(a.job_path).stem().string();
 
   SearchOptions o;
+  o.accept = FrameworkStartsLayout;  // only layouts the job's framework starts (docs/SEARCH.md)
   absl::StatusOr<SearchObjective> obj = ParseSearchObjective(a.objective, "--objective");
   if (!obj.ok()) return Fail(obj.status());
   o.objective = *obj;
-  if (a.top < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("--top: ", a.top, " must be >= 1")));
+  if (a.top < 1 || a.top > kSearchMaxTopN) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--top: ", a.top, " must be in [1, ", kSearchMaxTopN, "]")));
+  }
   o.top_n = a.top;
   o.budget_usd = a.budget_usd;
+  // Negative was silently "one per core" (reliability review 2, N13).
+  if (a.threads < 0 || a.threads > kSearchMaxThreads) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--threads: ", a.threads, " must be in [0, ", kSearchMaxThreads, "] (0: one per core)")));
+  }
   o.threads = a.threads;
+  // The page must not overwrite the job it was made from (review 2, N12).
+  if (!a.html_path.empty()) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(a.html_path, a.job_path, ec) ||
+        (!a.profile_path.empty() && std::filesystem::equivalent(a.html_path, a.profile_path, ec))) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--html: ", a.html_path, " is an input of this command; give another file for the page")));
+    }
+  }
   absl::StatusOr<std::vector<int64_t>> counts = ParseGpuRange(a.gpus, base->job.GpusPerNode());
   if (!counts.ok()) return Fail(counts.status());
   o.space.gpu_counts = *counts;
@@ -236,7 +254,14 @@ int Search(const SearchArgs& a, const Catalog& catalog) {
   o.space.all_schedules = a.all_schedules;
   o.space.overlap_off = a.overlap_off;
   o.space.fp8 = a.fp8;
-  if (a.time_limit_s < 0) return Fail(absl::InvalidArgumentError("--time-limit: must be >= 0"));
+  // NaN meant "no limit" and inf or 1e308 overflowed the duration cast into "stop at once"
+  // (review 2, N13): a finite number of seconds up to a week.
+  constexpr double kMaxTimeLimitS = 7 * 86400;
+  if (!(a.time_limit_s >= 0) || a.time_limit_s > kMaxTimeLimitS) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--time-limit: ", a.time_limit_s,
+                                                        " must be a number of seconds in [0, ", kMaxTimeLimitS,
+                                                        "] (0: none)")));
+  }
   if (a.time_limit_s > 0) {
     o.deadline = std::chrono::steady_clock::now() +
                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(a.time_limit_s));
@@ -285,6 +310,9 @@ int Search(const SearchArgs& a, const Catalog& catalog) {
   } else {
     std::cout << FormatSearchResult(*r, base->job, submitted);
   }
+  // A full disk or a closed pipe is an error, not exit 0 (review 2, N12).
+  std::cout.flush();
+  if (!std::cout) return Fail(absl::UnavailableError("writing the result to stdout failed"));
   return 0;
 }
 

@@ -38,12 +38,15 @@ absl::StatusOr<v1::JobSpec> ReadJob(const std::string& path) {
   return spec;
 }
 
-const char* VerdictName(v1::Verdict v) {
+// "PASS", "WARN", "FAIL"; "UNSPECIFIED" for 0 and "unknown(N)" for a value this build does not
+// know (a newer server's), which was printed "UNSPECIFIED" (review 2, N15).
+std::string VerdictName(v1::Verdict v) {
   switch (v) {
     case v1::VERDICT_PASS: return "PASS";
     case v1::VERDICT_WARN: return "WARN";
     case v1::VERDICT_FAIL: return "FAIL";
-    default: return "UNSPECIFIED";
+    case v1::VERDICT_UNSPECIFIED: return "UNSPECIFIED";
+    default: return absl::StrCat("unknown(", static_cast<int>(v), ")");
   }
 }
 
@@ -168,7 +171,10 @@ int Preflight(const std::string& job_path, const PreflightArgs& args) {
     case v1::VERDICT_PASS: return kExitPass;
     case v1::VERDICT_WARN: return kExitWarn;
     case v1::VERDICT_FAIL: return kExitFail;
-    default: return kExitError;
+    default:
+      std::cerr << "stepcast: the server answered a verdict this stepcast does not know ("
+                << VerdictName(resp.verdict()) << "); treating it as an error\n";
+      return kExitError;
   }
 }
 

@@ -203,7 +203,7 @@ double ErrorPct(const RowPrediction& x) {
 
 struct Tally {
   std::vector<double> errors;
-  int64_t skipped = 0, not_fit = 0;
+  int64_t skipped = 0, not_fit = 0, fallback = 0;
   std::map<std::string, std::vector<double>> experiments;
   // `fits`: the memory verdict is not "does not fit" ("tight" is not a refusal).
   void Add(const RowPrediction& r, bool fits) {
@@ -211,12 +211,17 @@ struct Tally {
       ++skipped;
       return;
     }
+    if (r.run.framework_fallback) ++fallback;  // predicted with the generic preset
     const double e = std::fabs(ErrorPct(r));
     errors.push_back(e);
     experiments[r.run.experiment].push_back(e);
     if (!fits) ++not_fit;
   }
-  v1::ValidationSummary Summary() const { return Summarise(errors, skipped, not_fit, experiments); }
+  v1::ValidationSummary Summary() const {
+    v1::ValidationSummary s = Summarise(errors, skipped, not_fit, experiments);
+    s.set_n_framework_fallback(static_cast<int32_t>(fallback));
+    return s;
+  }
 };
 
 double Median(std::vector<double> v) {
@@ -371,6 +376,7 @@ absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const
                                                        RegimeOf(x.job).family, table.get(), kMemoryUncertainty);
       fits = mi.verdict != MemoryVerdict::kDoesNotFit;
       out->set_framework(x.job.framework.name);
+      out->set_framework_fallback(x.run.framework_fallback);
       out->set_predicted_iter_time_s(x.p.step_time_s);
       out->set_predicted_mfu(x.p.mfu);
       out->set_bottleneck(std::string(BottleneckName(x.p.bottleneck.kind)));
@@ -520,7 +526,8 @@ std::string FormatValidation(const v1::ValidationReport& r) {
                                  i.validated() ? (i.below_minimum() ? " (broader)" : "") : " (unvalidated)");
     }
     absl::StrAppendFormat(&o, "%-5s %-4s %-26s %-16s %-9s %6d %11.3f %11.3f %+7.1f%%  %-6s %-18s %s\n", row.row_id(),
-                          row.source_id(), model, row.framework(), gpu, row.gpu_count(), row.measured_iter_time_s(),
+                          row.source_id(), model, row.framework_fallback() ? row.framework() + " (fallback)" : row.framework(),
+                          gpu, row.gpu_count(), row.measured_iter_time_s(),
                           row.predicted_iter_time_s(), row.error_pct(), memory, row.bottleneck(), interval);
   }
   auto line = [&](const std::string& label, const v1::ValidationSummary& s) {
@@ -530,6 +537,10 @@ std::string FormatValidation(const v1::ValidationReport& r) {
                           s.max_abs_error_pct(), s.n_experiments(), s.median_experiment_abs_error_pct(),
                           s.n_skipped() ? absl::StrFormat("  %d not predicted", s.n_skipped()) : "",
                           s.n_not_fit() ? absl::StrFormat("  %d predicted NOT TO FIT", s.n_not_fit()) : "");
+    if (s.n_framework_fallback() > 0) {
+      o.pop_back();
+      absl::StrAppendFormat(&o, "  %d on the generic preset (framework not named)\n", s.n_framework_fallback());
+    }
   };
   o += "\n|error| of predicted step time (not-fit rows count as failures; a weak-scaling series is one experiment)\n";
   for (const auto& s : r.by_source()) line("source " + s.source_id(), s.summary());

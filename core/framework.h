@@ -130,6 +130,14 @@ struct ShardingModel {
   bool reduce_scatter_copy_in = false;
   // FSDP1 BACKWARD_POST: the backward's all-gathers are not prefetched (framework.proto).
   bool backward_gathers_exposed = false;
+  // Memory beyond the sharded states (framework.proto ShardingModel fields 30-36; core/memory.cc).
+  double gathered_units = 0;            // units of unsharded parameters alive; 0: 2
+  double gather_prefetch_params = 0;    // prefetch window beyond the current unit, elements
+  double max_live_params = 0;           // cap on gathered parameters alive, elements; 0: none
+  double reduce_scatter_units = 0;      // units of reduce-scatter input (grad-reduce dtype) alive
+  double grad_bucket_params = 0;        // flat gradient bucket, elements (grad-reduce dtype)
+  bool accumulated_grad_dtype_set = false;
+  DType accumulated_grad_dtype = DType::kFP32;  // unsharded grads held across micro-batches
 };
 
 struct LaunchModel {
@@ -145,6 +153,7 @@ struct Framework {
   AttentionKernel attention;
   double elementwise_traffic_factor = 1.0;
   double cross_entropy_bytes_per_logit = 0;  // 0: the fused accounting of core/step_time.cc
+  double loss_peak_bytes_per_logit = 0;      // memory at the loss's peak; 0: 4 (fp32 softmax)
   OverlapModel overlap;
   ShardingModel sharding;
   std::string default_schedule = "1f1b";

@@ -22,6 +22,16 @@ const char* ScopeName(Scope s) {
   return s == Scope::kIntraNode ? "intra_node" : "inter_node";
 }
 
+const char* RateOriginName(RateOrigin o) {
+  switch (o) {
+    case RateOrigin::kUnknown: return "unknown";
+    case RateOrigin::kMeasured: return "measured";
+    case RateOrigin::kImported: return "imported";
+    case RateOrigin::kReference: return "reference";
+  }
+  return "?";
+}
+
 double BusBwFactor(Collective c, int64_t n) {
   if (n <= 1) return 0.0;
   const double nn = static_cast<double>(n);

@@ -22,17 +22,25 @@ enum class Scope { kIntraNode, kInterNode };
 const char* CollectiveName(Collective c);
 const char* ScopeName(Scope s);
 
+// Where a rate in a profile came from (hardware.proto RateOrigin): measured by stepcast-calibrate
+// on this cluster, imported from a benchmark log of this cluster, or kept from a hardware preset's
+// reference profile (published figures). kUnknown: a profile written before origins were recorded.
+enum class RateOrigin { kUnknown, kMeasured, kImported, kReference };
+const char* RateOriginName(RateOrigin o);  // "unknown", "measured", "imported", "reference"
+
 // One measured GEMM rate. m = n = k = 0 means a flat rate for every shape.
 struct GemmRatePoint {
   DType dtype = DType::kBF16;
   int64_t m = 0, n = 0, k = 0;
   double flops_per_s = 0;
   std::string source;
+  RateOrigin origin = RateOrigin::kUnknown;
 };
 
 struct CollectivePoint {
   double size_bytes = 0;
   double time_s = 0;
+  RateOrigin origin = RateOrigin::kUnknown;
 };
 
 // A collective's cost in one scope, at one group size (and, across nodes, ranks per node).
@@ -53,7 +61,28 @@ struct CollectiveRate {
   double busbw_bytes_per_s = 0;
   std::vector<CollectivePoint> points;
   std::string source;
+  RateOrigin origin = RateOrigin::kUnknown;  // of alpha_s and busbw_bytes_per_s
 };
+
+// What a profile was made from (hardware.proto ProfileProvenance): machine-readable, beside the
+// free-text sources. Empty strings and zero counts: not known.
+struct ProfileProvenance {
+  std::string tool;          // "stepcast-calibrate", "stepcast-calibrate import"
+  std::string tool_version;  // the stepcast version that wrote it
+  std::string created_utc;   // RFC 3339, e.g. "2026-11-27T10:00:00Z"
+  std::string gpu_name;      // e.g. "NVIDIA H100 80GB HBM3"
+  int64_t gpu_count = 0;     // GPUs measured (or the most ranks in the imported logs)
+  int64_t host_count = 0;    // hosts measured (or the most nodes in the imported logs)
+  std::vector<std::string> hosts;
+  std::string driver_version, cuda_version, nccl_version;
+  std::string base;                         // what unmeasured rates were kept from
+  std::vector<std::string> imported_files;  // import: the logs, in order
+};
+
+// The profile schema version this stepcast writes (RateProfile.format_version). 1: profiles
+// written before the field existed (format_version absent or 0); 2: provenance and rate origins.
+// A reader accepts every version up to this one and refuses a newer one.
+inline constexpr int kRateProfileFormatVersion = 2;
 
 // A collective's estimated time, and whether (and why) it left the measured curve.
 struct CollectiveEstimate {
@@ -73,6 +102,10 @@ struct RateProfile {
   std::string hbm_source;
   std::vector<CollectiveRate> collectives;
   std::vector<std::string> notes;
+  RateOrigin attention_origin = RateOrigin::kUnknown;
+  RateOrigin hbm_origin = RateOrigin::kUnknown;
+  int format_version = 0;  // as read (0: absent, a version-1 profile); written as kRateProfileFormatVersion
+  ProfileProvenance provenance;
   // Measured overlap efficiencies by mechanism ("tp_comm", ...): replace the framework's.
   struct Overlap {
     std::string mechanism;

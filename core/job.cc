@@ -64,7 +64,8 @@ const char* PipelineScheduleName(PipelineSchedule s) {
 
 bool ModelChoices::Disable(const std::string& name) {
   bool* flags[] = {&framework_attention_rates, &elementwise_traffic_factor, &cross_entropy_bytes,
-                   &overlap_efficiency, &launch_floor, &fsdp_semantics, &framework_recipes};
+                   &overlap_efficiency, &launch_floor, &fsdp_semantics, &framework_recipes,
+                   &alltoall_one_nic, &ep_overlap_default_off};
   const std::vector<std::string>& names = Names();
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) {
@@ -78,7 +79,8 @@ bool ModelChoices::Disable(const std::string& name) {
 const std::vector<std::string>& ModelChoices::Names() {
   static const std::vector<std::string> kNames = {"framework_attention_rates", "elementwise_traffic_factor",
                                                   "cross_entropy_bytes", "overlap_efficiency", "launch_floor",
-                                                  "fsdp_semantics", "framework_recipes"};
+                                                  "fsdp_semantics", "framework_recipes", "alltoall_one_nic",
+                                                  "ep_overlap_default_off"};
   return kNames;
 }
 
@@ -162,6 +164,20 @@ absl::Status ValidateJob(const Job& job) {
                                               m.layers, " (every chunk needs a layer)"));
   }
   if (p.vpp > 1 && p.pp == 1) return Bad("parallelism.vpp", "interleaving needs pp > 1");
+  if (p.first_stage_layers > 0 || p.last_stage_layers > 0) {
+    // Megatron-Core validate_args: the first/last-stage counts need a pipeline, and the other
+    // stages must share the rest evenly (no virtual stages with them here).
+    if (p.pp < 2) return Bad("parallelism.first_stage_layers", "an uneven first / last stage needs pp >= 2");
+    if (p.vpp > 1) return Bad("parallelism.first_stage_layers", "uneven first / last stages with vpp > 1 are not modelled");
+    const int64_t fixed = p.first_stage_layers + p.last_stage_layers;
+    const int64_t middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
+    if (fixed >= m.layers || (middle > 0 && (m.layers - fixed) % middle != 0) || (middle == 0 && fixed != m.layers)) {
+      return Bad("parallelism.first_stage_layers",
+                 absl::StrCat("first ", p.first_stage_layers, " + last ", p.last_stage_layers,
+                              " layers leave ", m.layers - fixed, " of the model's ", m.layers,
+                              " layers for ", middle, " other stages: they must divide evenly"));
+    }
+  }
   if (p.cp > 1 && t.seq_length % (2 * p.cp) != 0) {
     return Bad("parallelism.cp", absl::StrCat("seq_length ", t.seq_length,
                                               " must be a multiple of 2*cp = ", 2 * p.cp,

@@ -30,6 +30,10 @@ enum class Sharding { kNone, kZero1, kZero2, kZero3 };
 // ZB-H1 (Qi et al. 2023, arXiv:2401.10241: bubble a third of 1F1B's), DualPipe (DeepSeek-V3
 // report Sec. 3.2.1).
 enum class PipelineSchedule { k1F1B, kInterleaved1F1B, kGPipe, kZeroBubble, kDualPipe };
+// MoE token dispatch (job.proto TrainingSpec.moe_dispatcher): NCCL all-to-all of permuted tokens
+// (Megatron-Core MoEAlltoAllTokenDispatcher), or DeepEP's kernels (deepseek-ai/DeepEP: tokens
+// sent once per destination node over RDMA and forwarded over NVLink, permute fused), bf16 or fp8.
+enum class MoeDispatcher { kAllToAll, kDeepEP, kDeepEPFp8 };
 
 const char* RecomputeName(Recompute r);
 const char* ShardingName(Sharding s);
@@ -106,6 +110,9 @@ struct TrainingConfig {
   bool fp8_param_gather = false;  // fp8 weights gathered/stored (Megatron --fp8-param-gather)
   bool cuda_graphs = false;       // layers captured in CUDA graphs: no host launch floor
   double activation_offload_fraction = 0;  // of activation memory, moved to host
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  bool overlap_ep_comm = false;  // MoE all-to-all beside another micro-batch's compute
+  int64_t mtp_layers = -1;       // MTP modules trained; -1: the model shape's mtp_layers
 };
 
 // Parallel layout. Ranks are ordered as in Megatron-Core: TP innermost, then CP, then DP (EP
@@ -120,6 +127,8 @@ struct Parallelism {
   bool sequence_parallel = false;
   int64_t etp = 0;           // expert tensor parallel; 0 means tp (Megatron's default)
   int64_t dp_replicate = 1;  // HSDP replicas (ZeRO/FSDP shards over dp / dp_replicate)
+  // Uneven pipeline (job.proto ParallelismSpec): decoder layers on the first / last stage; 0: even.
+  int64_t first_stage_layers = 0, last_stage_layers = 0;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t gpu_count() const { return tp * pp * dp * cp; }
   int64_t Etp() const { return etp > 0 ? etp : tp; }
@@ -153,6 +162,12 @@ struct ModelChoices {
   // off: the framework's per-model recipe defaults are not applied (only its framework-wide
   // defaults). Used where jobs are built (the validation harness), not by the step model.
   bool framework_recipes = true;
+  // off: an all-to-all across nodes is striped over the node's NICs like the ring collectives
+  // (before 2026-11-27; on: one NIC per GPU, nccl-tests #267).
+  bool alltoall_one_nic = true;
+  // off: Megatron-Core's EP all-to-all overlapped at the former 0.6 efficiency (before 2026-11-25;
+  // on: off as --overlap-moe-expert-parallel-comm defaults).
+  bool ep_overlap_default_off = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

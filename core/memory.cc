@@ -24,6 +24,16 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   if (x.recompute == Recompute::kNone) mods = 0;
   auto dropped = [&](uint32_t bit) { return (mods & bit) != 0; };
   const bool op_sac = dropped(kRecomputeActivationFunctions);
+  // torchtitan's op SAC (torchtitan/distributed/activation_checkpoint.py @ b5bcd76): saves the
+  // outputs of the ops in its save list (PyTorch's compute-intensive ops: mm, SDPA, ...; topk;
+  // all_to_all_single and the DeepEP dispatch/combine) except every second mm of a block, and
+  // recomputes everything else. The mm calls of a block alternate saved / recomputed in call
+  // order (its policy counts aten.mm/linear), so of two consecutive up projections exactly one
+  // output is saved; grouped GEMMs (aten._grouped_mm) are not in the list
+  // (torch/_functorch/partitioners.py get_default_op_list compute_intensive_ops): routed
+  // experts' outputs are recomputed and only the dispatched tokens (the all-to-all's output)
+  // are kept.
+  const bool tt_sac = dropped(kRecomputeEverySecondMm);
 
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10"): the two norm
   // inputs, the norm outputs (QKV and MLP GEMM inputs), two dropout masks.
@@ -36,7 +46,9 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   if (m.mla.enabled()) {
     // Latents (kept) and the heads the up projections make.
     split += e * sb * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * t;  // replicated: x t / t
-    if (!dropped(kRecomputeMlaUpProj)) split += e * sb * a * (dqk + dqk + dv);
+    // torchtitan's DeepSeek-V3 Attention calls wq_a, wq_b, wkv_a, wkv_b, wo in that order: its
+    // op SAC recomputes the two up projections (the 2nd and 4th mm), as mla_up_proj does.
+    if (!dropped(kRecomputeMlaUpProj) && !tt_sac) split += e * sb * a * (dqk + dqk + dv);
   } else {
     // Q, K, V; torchtitan's op SAC recomputes wk (its block's 2nd mm) instead of saving K.
     const double k_saved = dropped(kRecomputeEverySecondMm) && !m.mla.enabled() ? 0.0 : kv * dqk;
@@ -46,11 +58,11 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   // One MLP of width f over `tokens` tokens: fc1 outputs (gated: gate and up), activation output.
   auto mlp_internal = [&](double f, double tokens, bool drop_all, bool drop_act) {
     if (drop_all) return 0.0;
-    // Gated: gate and up outputs; torchtitan's op SAC recomputes w3 (the up output, its block's
-    // 6th mm) instead of saving it. Ungated, its recomputed mm is w2 (the MLP output).
-    // MoE experts run grouped GEMMs (not aten.mm) and are not counted by the policy.
-    const bool w3_dropped = dropped(kRecomputeEverySecondMm) && !x.moe_layer && !m.mla.enabled();
-    const double up_outputs = GatedFfn(m.ffn_type) && !w3_dropped ? 2 : 1;
+    // Gated: gate and up outputs; torchtitan's op SAC saves one of the two consecutive up
+    // projections (w1, w3) and recomputes the other (Llama: w3, the block's 6th mm; DeepSeek-V3's
+    // dense and shared-expert FFNs: one of its 6th-9th). Ungated, its recomputed mm is w2 (the
+    // MLP output). Routed experts: handled by the caller (grouped GEMMs, not counted).
+    const double up_outputs = GatedFfn(m.ffn_type) && !tt_sac ? 2 : 1;
     const double up = up_outputs * e * tokens * f;
     const double act = (drop_act || op_sac) ? 0.0 : eg * tokens * f;
     return up + act;
@@ -65,8 +77,15 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
       // sequence parallelism).
       const double etp = x.expert_tp > 0 ? x.expert_tp : t;
       const double rank_tokens = sb * etp / t * x.moe_tokens_factor;
-      per_rank += mlp_internal(m.moe.expert_ffn_hidden_size, rank_tokens * m.moe.top_k, false, dropped(kRecomputeMoeAct)) / etp;
-      per_rank += 2 * e * rank_tokens * m.moe.top_k * h;
+      if (tt_sac) {
+        // torchtitan op SAC: the experts' grouped-GEMM outputs, their activations and the combine
+        // input are recomputed; the dispatched tokens (all-to-all / DeepEP dispatch output, in the
+        // save list) are kept.
+        per_rank += e * rank_tokens * m.moe.top_k * h;
+      } else {
+        per_rank += mlp_internal(m.moe.expert_ffn_hidden_size, rank_tokens * m.moe.top_k, false, dropped(kRecomputeMoeAct)) / etp;
+        per_rank += 2 * e * rank_tokens * m.moe.top_k * h;
+      }
       if (!dropped(kRecomputeSharedExperts)) {
         split += m.moe.shared_experts * mlp_internal(m.moe.shared_expert_ffn_hidden_size, sb, false, false);
       }
@@ -92,10 +111,21 @@ StageLayers LayersOfStage(const Job& job, bool last_stage) {
   const int64_t per_chunk = (m.layers + chunks - 1) / chunks;
   const int64_t rank = last_stage ? p.pp - 1 : 0;
   const int64_t freq = m.moe.layer_freq > 0 ? m.moe.layer_freq : 1;
+  // An uneven pipeline (ParallelismSpec first/last_stage_layers, no virtual stages): the first
+  // stage holds layers [0, f), the last [layers - l, layers).
+  const bool uneven = p.pp > 1 && p.vpp == 1 && (p.first_stage_layers > 0 || p.last_stage_layers > 0);
   StageLayers out;
   for (int64_t k = 0; k < p.vpp; ++k) {
     const int64_t c = rank + k * p.pp;
-    const int64_t begin = std::min(m.layers, c * per_chunk), end = std::min(m.layers, (c + 1) * per_chunk);
+    int64_t begin = std::min(m.layers, c * per_chunk), end = std::min(m.layers, (c + 1) * per_chunk);
+    if (uneven) {
+      const int64_t given_f = p.first_stage_layers, given_l = p.last_stage_layers;
+      const int64_t middle = p.pp - (given_f > 0 ? 1 : 0) - (given_l > 0 ? 1 : 0);
+      const int64_t mid = middle > 0 ? (m.layers - given_f - given_l) / middle : 0;
+      const int64_t f = given_f > 0 ? given_f : mid, l = given_l > 0 ? given_l : mid;
+      begin = last_stage ? m.layers - l : 0;
+      end = last_stage ? m.layers : f;
+    }
     // MoE layers in [begin, end): first_dense_layers, then every freq-th layer.
     int64_t moe = 0;
     if (m.moe.enabled() && end > begin) {
@@ -244,6 +274,15 @@ LayerActivationTerms ComputeLayerActivationTerms(const Job& job) {
     LayerActivationInput full = li;
     full.recompute = Recompute::kNone;
     out.recompute_working_set_bytes = LayerActivationBytes(m, full);
+  } else if (t.recompute == Recompute::kSelective) {
+    // Selective: while one layer's backward runs, the tensors its recompute rebuilt are alive
+    // beside every stored activation: the layer's activations without recomputation less those
+    // it stores (the larger of a dense and an MoE layer).
+    LayerActivationInput none = li, none_m = lm;
+    none.recompute = none_m.recompute = Recompute::kNone;
+    double ws = LayerActivationBytes(m, none) - out.dense_layer_bytes;
+    if (moe) ws = std::max(ws, LayerActivationBytes(m, none_m) - out.moe_layer_bytes);
+    out.recompute_working_set_bytes = std::max(0.0, ws);
   }
   return out;
 }
@@ -339,12 +378,14 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
     act += (e + (t.dropout ? 1.0 : 0.0)) * sbh / (sequence_parallel ? p.tp : 1) * in_flight;
   }
   if (last_stage || p.pp == 1) {
-    // fp32 softmax of the vocab-parallel cross entropy for the micro-batch in its loss.
-    act += 4.0 * seq_tokens * micro_batch * m.vocab_size / p.tp;
+    // The loss of the micro-batch at its peak (the start of the backward): the fp32 softmax of
+    // the vocab-parallel cross entropy (4 bytes per logit), or what the framework's loss holds
+    // then (framework.proto ElementwiseModel.loss_peak_bytes_per_logit).
+    const double loss_bytes = job.framework.loss_peak_bytes_per_logit > 0 ? job.framework.loss_peak_bytes_per_logit : 4.0;
+    act += loss_bytes * seq_tokens * micro_batch * m.vocab_size / p.tp;
   }
-  if (t.recompute == Recompute::kFull) {
-    act += terms.recompute_working_set_bytes;  // working set while recomputing one layer
-  }
+  // Working set while recomputing one layer (full or selective recomputation).
+  act += terms.recompute_working_set_bytes;
   act *= 1.0 - std::clamp(t.activation_offload_fraction, 0.0, 1.0);
   out.activations_bytes = act;
 
@@ -352,8 +393,12 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   const double nccl_per_comm = 64.0 * (1 << 20);
   int comms = 0;
   for (int64_t d : {p.tp, p.cp, p.ep, p.dp, p.pp}) comms += d > 1 ? 1 : 0;
+  const ShardingModel& sh = job.framework.sharding;
+  // FSDP frameworks that give their unit structure (framework.proto ShardingModel 30-36) have no
+  // DDP buckets: their per-unit gradient buffers below replace them.
+  const bool fsdp_units = z3 && (sh.gathered_units > 0 || sh.reduce_scatter_units > 0 || sh.grad_bucket_params > 0);
   double buckets = 0;
-  if (p.dp * p.cp > 1) buckets = 2 * 40e6 * BytesPerElement(pr.grad_reduce);
+  if (p.dp * p.cp > 1 && !fsdp_units) buckets = 2 * 40e6 * BytesPerElement(pr.grad_reduce);
   out.communication_buffers_bytes = buckets + comms * nccl_per_comm;
   out.cuda_context_bytes = 0.5 * (1ull << 30);
   out.workspace_bytes = 2 * 32.0 * (1 << 20);
@@ -362,13 +407,37 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   if (pr.Autocast()) out.workspace_bytes += local.total() * BytesPerElement(pr.gemm);
   if (z3) {
     const double gather_bytes = t.fp8_param_gather && pr.gemm == DType::kFP8 ? 1.0 : BytesPerElement(pr.params);
-    if (p.pp > 1 && job.framework.sharding.gather_once_per_step_with_pp) {
+    const double layer_params = local.total() / std::max<int64_t>(layers_per_stage, 1);
+    const bool once_pp = p.pp > 1 && sh.gather_once_per_step_with_pp;
+    if (once_pp) {
       // Parameters stay unsharded across the step's micro-batches (no reshard after forward).
       out.workspace_bytes += local.total() * gather_bytes;
     } else {
-      // Two layers' unsharded weights gathered at once (prefetch of the next layer).
-      const double layer_params = local.total() / std::max<int64_t>(layers_per_stage, 1);
-      out.workspace_bytes += 2 * layer_params * gather_bytes;
+      // Unsharded parameters alive at once: the unit computing plus the prefetched ones
+      // (gathered_units, default 2: FSDP's current and next unit), or a prefetch window in
+      // parameters (Megatron-FSDP, DeepSpeed), capped by the framework's live-parameter limit.
+      const double units = sh.gathered_units > 0 ? sh.gathered_units : 2.0;
+      double held = layer_params + std::max((units - 1) * layer_params, sh.gather_prefetch_params);
+      if (sh.max_live_params > 0) held = std::min(held, sh.max_live_params);
+      out.workspace_bytes += std::min(held, local.total()) * gather_bytes;
+    }
+    if (sh.gathered_units > 0 || sh.reduce_scatter_units > 0) {
+      // The backward's per-unit gradients: the unit whose gradients autograd is producing (params
+      // dtype, at least 2 bytes) and the reduce-scatter inputs in flight (grad-reduce dtype).
+      const double e_unsharded = std::max(2.0, BytesPerElement(pr.params));
+      out.communication_buffers_bytes +=
+          layer_params * (e_unsharded + sh.reduce_scatter_units * BytesPerElement(pr.grad_reduce));
+    }
+    out.communication_buffers_bytes += sh.grad_bucket_params * BytesPerElement(pr.grad_reduce);
+    // Gradients reduced once per step: every unsharded gradient of the stage is held across the
+    // micro-batches (FSDP1 no_sync, FSDP2 set_requires_gradient_sync(False), torchtitan's
+    // pipelining over FSDP2), in the accumulation dtype. The sharded gradients are made by the
+    // reduce-scatters after the last micro-batch, unit by unit as the unsharded ones are freed,
+    // so the peak holds the larger of the two, not both.
+    if (once_pp || (sh.reduce_once_per_step_with_accumulation && micro_batches > 1)) {
+      const double e_acc =
+          sh.accumulated_grad_dtype_set ? BytesPerElement(sh.accumulated_grad_dtype) : BytesPerElement(pr.grad_reduce);
+      out.gradients_bytes = std::max(out.gradients_bytes, local.total() * e_acc);
     }
   }
 

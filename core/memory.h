@@ -34,6 +34,10 @@ namespace stepcast {
 //     activation_functions (op-level SAC): activation and norm outputs.
 //   fp8 GEMMs save their inputs in fp8 (Transformer Engine Linear/LayerNormLinear keep the fp8
 //   cast of the input for wgrad): QKV, projection, MLP and FC2 inputs at 1 byte.
+//   torchtitan's op SAC (every_second_mm; torchtitan/distributed/activation_checkpoint.py): of
+//   two consecutive up projections one output is saved (dense and shared-expert FFNs), MLA's up
+//   projections (its 2nd and 4th mm) are recomputed, and routed experts keep only the
+//   dispatched tokens (grouped GEMMs are not in its save list; the all-to-all output is).
 struct LayerActivationInput {
   double seq_tokens = 0;     // s: tokens of one sequence on this CP rank (seq_length / cp)
   double kv_tokens = 0;      // keys each query attends to (seq_length)
@@ -62,12 +66,25 @@ double LayerActivationBytes(const ModelShape& shape, const LayerActivationInput&
 //   activations: layers per stage x in-flight micro-batches (InFlightMicroBatches: 1F1B pp on
 //              the first stage and 1 on the last, interleaved x (1 + (p-1)/(p*v)), GPipe m,
 //              DualPipe pp+1; Megatron-LM theoretical_memory_usage.py) + embedding output (first)
-//              + fp32 loss softmax (last) + one layer's full activations while recomputing
-//              (full recompute), less the offloaded fraction;
+//              + the loss at its peak (last): Framework::loss_peak_bytes_per_logit per logit
+//              (0: 4, the fp32 softmax of a vocab-parallel cross entropy; eager
+//              F.cross_entropy(logits.float()): 12) + the recompute working set of one layer
+//              (full recompute: its full activations; selective: what its recompute rebuilt),
+//              less the offloaded fraction;
 //   communication buffers: DP gradient buckets (2 x 40M params x grad dtype, Megatron DDP
-//              default bucket) + 64 MiB of NCCL buffers per communicator in use;
+//              default bucket; an FSDP framework that gives its unit structure instead: the
+//              unit whose gradients are being computed (params dtype) + ShardingModel.
+//              reduce_scatter_units units of reduce-scatter input (grad-reduce dtype) + its flat
+//              grad_bucket_params bucket) + 64 MiB of NCCL buffers per communicator in use;
 //   CUDA context: 0.5 GiB; workspaces: 32 MiB cuBLAS workspace per stream x 2 (Hopper size,
-//              cuBLAS docs), + ZeRO-3 gathered-layer buffers (2 layers' weights).
+//              cuBLAS docs), + ZeRO-3 gathered parameters: one layer + max((gathered_units - 1)
+//              layers, gather_prefetch_params), capped by max_live_params (gathered_units 0: 2,
+//              FSDP's current and next unit), or the whole stage when PP gathers once per step;
+//   ZeRO-3 gradients reduced once per step (no_sync / set_requires_gradient_sync(False), or PP
+//              gathering once): the stage's unsharded gradients in ShardingModel.
+//              accumulated_grad_dtype (default the grad-reduce dtype) instead of the shards.
+//   The FSDP fields and their sources: framework.proto ShardingModel 30-36, docs/FRAMEWORKS.md
+//   "FSDP memory".
 struct MemoryItemBytes {
   const char* name = "";
   double bytes = 0;
@@ -106,8 +123,9 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage);
 
 // The per-layer activation bytes the stage estimates use: LayerActivationBytes of a dense and an
 // MoE layer mixed by the model's MoE fraction, under the job's recompute (per_layer), without
-// recompute (kept: only for full recompute of recompute_num_layers > 0 layers), and one layer's
-// full activations while recomputing (full recompute only). They read the model, the precision,
+// recompute (kept: only for full recompute of recompute_num_layers > 0 layers), and the working
+// set while one layer is recomputed (full: its full activations; selective: its activations
+// without recompute less those it stores, the larger of a dense and an MoE layer). They read the model, the precision,
 // seq_length, micro_batch_size, flash_attention, dropout, recompute (and its modules), TP, CP,
 // ETP and sequence parallelism, not PP, VPP, DP, EP, sharding or the schedule: layout search
 // (core/search.cc) computes them once and reuses them across the other dimensions.
@@ -116,7 +134,7 @@ struct LayerActivationTerms {
   double moe_layer_bytes = 0;         // one MoE layer (= dense for a dense model)
   double kept_dense_layer_bytes = 0;  // without recomputation (partial full recompute)
   double kept_moe_layer_bytes = 0;
-  double recompute_working_set_bytes = 0;
+  double recompute_working_set_bytes = 0;  // full: a layer's full activations; selective: what its recompute rebuilds
 };
 LayerActivationTerms ComputeLayerActivationTerms(const Job& job);
 // EstimateMemory with the terms given: equal, bit for bit, to EstimateMemory(job) when `terms`

@@ -1,5 +1,8 @@
 #include "core/model_shape.h"
 
+#include <cmath>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace stepcast {
@@ -21,6 +24,15 @@ ModelShape ModelShape::Resolved() const {
   s.norm_type = norm_type;
   s.moe = moe;
   s.mla = mla;
+  s.local_attention_window = local_attention_window;
+  s.local_attention_kind = local_attention_kind;
+  s.global_attention_every = global_attention_every;
+  s.attention_sinks = attention_sinks;
+  s.attention_logit_softcap = attention_logit_softcap;
+  s.final_logit_softcap = final_logit_softcap;
+  s.position_encoding = position_encoding;
+  s.embedding_norm = embedding_norm;
+  s.mtp_layers = mtp_layers;
   if (s.kv_heads == 0) s.kv_heads = s.attention_heads;
   if (s.head_dim == 0 && s.attention_heads > 0) s.head_dim = s.hidden_size / s.attention_heads;
   if (s.ffn_hidden_size == 0) s.ffn_hidden_size = 4 * s.hidden_size;
@@ -38,6 +50,23 @@ int64_t ModelShape::MoeLayerCount() const {
   const int64_t freq = moe.layer_freq > 0 ? moe.layer_freq : 1;
   const int64_t span = layers - moe.first_dense_layers;
   return span <= 0 ? 0 : (span + freq - 1) / freq;
+}
+
+bool ModelShape::IsMoeLayer(int64_t i) const {
+  if (!moe.enabled() || i < moe.first_dense_layers || i >= layers) return false;
+  const int64_t freq = moe.layer_freq > 0 ? moe.layer_freq : 1;
+  return (i - moe.first_dense_layers) % freq == 0;
+}
+
+int64_t ModelShape::LocalAttentionLayerCount() const {
+  if (local_attention_window <= 0) return 0;
+  if (global_attention_every <= 0) return layers;
+  return layers - layers / global_attention_every;
+}
+
+PositionEncoding ModelShape::Positions() const {
+  if (position_encoding != PositionEncoding::kDefault) return position_encoding;
+  return learned_position_embeddings > 0 ? PositionEncoding::kLearned : PositionEncoding::kRotary;
 }
 
 int64_t ModelShape::QkHeadDim() const {
@@ -91,6 +120,28 @@ absl::Status ValidateModelShape(const ModelShape& in) {
     if (m.first_dense_layers < 0 || m.first_dense_layers >= s.layers) {
       return Bad("moe.first_dense_layers", "must be in [0, layers)");
     }
+    if (m.routed_groups < 0 || m.max_routed_groups < 0 || m.max_routed_groups > m.routed_groups ||
+        (m.routed_groups > 0 && m.routed_experts % m.routed_groups != 0)) {
+      return Bad("moe.routed_groups", "must divide routed_experts, with 0 <= max_routed_groups <= routed_groups");
+    }
+  }
+  if (in.local_attention_window < 0) return Bad("local_attention_window", "must be >= 0 (0: no local attention)");
+  if (in.global_attention_every < 0) return Bad("global_attention_every", "must be >= 0 (0: every layer local)");
+  if (in.global_attention_every > 0 && in.local_attention_window == 0) {
+    return Bad("global_attention_every", "needs local_attention_window > 0 (the local layers' window)");
+  }
+  for (auto [field, v] : {std::pair<const char*, double>{"attention_logit_softcap", in.attention_logit_softcap},
+                          {"final_logit_softcap", in.final_logit_softcap}}) {
+    if (!(v >= 0) || !std::isfinite(v)) return Bad(field, "must be a finite number >= 0 (0: no soft-capping)");
+  }
+  if (in.mtp_layers < 0) return Bad("mtp_layers", "must be >= 0");
+  if (in.mtp_layers > in.layers) return Bad("mtp_layers", absl::StrCat(in.mtp_layers, " exceeds layers ", in.layers));
+  if (in.position_encoding == PositionEncoding::kLearned && in.learned_position_embeddings == 0) {
+    return Bad("position_encoding", "learned needs learned_position_embeddings > 0 (the table's rows)");
+  }
+  if ((in.position_encoding == PositionEncoding::kRotary || in.position_encoding == PositionEncoding::kAlibi) &&
+      in.learned_position_embeddings > 0) {
+    return Bad("learned_position_embeddings", "must be 0 with rotary or ALiBi positions (no position table)");
   }
   if (s.mla.enabled()) {
     if (s.mla.qk_rope_head_dim <= 0 || s.mla.qk_nope_head_dim <= 0 || s.mla.v_head_dim <= 0) {
@@ -114,6 +165,14 @@ struct Dimensions {
   NormType norm_type;
   MoeShape moe;
   MlaShape mla;
+  int64_t local_attention_window;
+  LocalAttentionKind local_attention_kind;
+  int64_t global_attention_every;
+  bool attention_sinks;
+  double attention_logit_softcap, final_logit_softcap;
+  PositionEncoding position_encoding;
+  bool embedding_norm;
+  int64_t mtp_layers;
   bool resolved;
   bool operator==(const Dimensions&) const = default;
 };
@@ -121,7 +180,9 @@ struct Dimensions {
 Dimensions DimensionsOf(const ModelShape& s) {
   return {s.layers, s.hidden_size, s.attention_heads, s.kv_heads, s.head_dim, s.ffn_hidden_size,
           s.ffn_type, s.vocab_size, s.tied_embeddings, s.linear_bias, s.learned_position_embeddings,
-          s.norm_type, s.moe, s.mla, s.resolved};
+          s.norm_type, s.moe, s.mla, s.local_attention_window, s.local_attention_kind, s.global_attention_every,
+          s.attention_sinks, s.attention_logit_softcap, s.final_logit_softcap, s.position_encoding, s.embedding_norm,
+          s.mtp_layers, s.resolved};
 }
 
 ParameterCounts CountParametersUncached(const ModelShape& in);
@@ -155,7 +216,7 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
 
   // Attention projections (GEMM weights only).
   double attn = 0;
-  double attn_extra = 0;  // biases and MLA's internal norms
+  double attn_extra = 0;  // biases, MLA's internal norms, sink logits
   if (s.mla.enabled()) {
     const double dqk = s.QkHeadDim(), dv = s.VHeadDim();
     const double rq = s.mla.q_lora_rank, rkv = s.mla.kv_lora_rank;
@@ -168,6 +229,7 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
     attn = h * a * dh + 2 * h * kv * dh + a * dh * h;
     if (s.linear_bias) attn_extra = a * dh + 2 * kv * dh + h;
   }
+  if (s.attention_sinks) attn_extra += a;
 
   const int f_mats = GatedFfn(s.ffn_type) ? 3 : 2;
   const double dense_ffn = f_mats * h * s.ffn_hidden_size;
@@ -178,9 +240,13 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
   if (s.moe.enabled()) {
     const double fe = f_mats * h * s.moe.expert_ffn_hidden_size;
     const double fs = f_mats * h * s.moe.shared_expert_ffn_hidden_size;
-    const double router = h * s.moe.routed_experts;
-    moe_total = s.moe.routed_experts * fe + s.moe.shared_experts * fs + router;
-    moe_active = s.moe.top_k * fe + s.moe.shared_experts * fs + router;
+    // With linear_bias every expert carries its biases: the up (and gate) outputs and the down
+    // output (GPT-OSS gate_up_proj_bias 2*f_e, down_proj_bias h), and the router its E.
+    const double expert_bias = s.linear_bias ? (f_mats - 1) * s.moe.expert_ffn_hidden_size + h : 0;
+    const double shared_bias = s.linear_bias ? (f_mats - 1) * s.moe.shared_expert_ffn_hidden_size + h : 0;
+    const double router = h * s.moe.routed_experts + (s.linear_bias ? s.moe.routed_experts : 0);
+    moe_total = s.moe.routed_experts * (fe + expert_bias) + s.moe.shared_experts * (fs + shared_bias) + router;
+    moe_active = s.moe.top_k * (fe + expert_bias) + s.moe.shared_experts * (fs + shared_bias) + router;
   }
 
   const double n_moe = s.MoeLayerCount();
@@ -190,13 +256,27 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
                               n_moe * (per_layer_fixed + moe_total);
   const double layers_active = n_dense * (per_layer_fixed + dense_ffn + dense_ffn_bias) +
                                n_moe * (per_layer_fixed + moe_active);
+  // The final norm, and BLOOM's norm on the embedding output.
+  const double model_norms = norm * (s.embedding_norm ? 2 : 1);
 
-  const double input_emb = s.vocab_size * h + s.learned_position_embeddings * h;
+  const bool learned = s.Positions() == PositionEncoding::kLearned;
+  const double input_emb = s.vocab_size * h + (learned ? s.learned_position_embeddings * h : 0.0);
   const double output_head = s.tied_embeddings ? 0.0 : s.vocab_size * h;
   c.embedding = input_emb + output_head;
-  c.total = layers_total + norm + c.embedding;
-  c.active = layers_active + norm + c.embedding;
+  c.total = layers_total + model_norms + c.embedding;
+  c.active = layers_active + model_norms + c.embedding;
+  // Without the input table (and positions); the output head is counted, tied or not: its
+  // V x h matmul runs per token either way.
+  c.active_without_input_embedding = layers_active + model_norms + s.vocab_size * h;
   c.non_embedding = c.total - c.embedding;
+  if (s.mtp_layers > 0) {
+    // One MTP module (DeepSeek-V3 Sec. 2.2, Fig. 3): a transformer block of the model's last
+    // layer type, the projection M (h x 2h) of [norm(h_i); norm(emb)], and those two norms; the
+    // embedding and output head are the main model's.
+    const bool moe_block = s.IsMoeLayer(s.layers - 1);
+    const double block = per_layer_fixed + (moe_block ? moe_total : dense_ffn + dense_ffn_bias);
+    c.mtp = s.mtp_layers * (block + 2.0 * h * h + 2 * norm);
+  }
   c.attention_gemm = attn;
   c.dense_layer_gemm = attn + dense_ffn;
   c.moe_layer_gemm_active = attn + moe_active;

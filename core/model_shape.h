@@ -17,6 +17,13 @@ enum class FfnType { kGelu, kSwiGlu, kGeGlu, kSquaredRelu };
 // Three weight matrices (a gated unit) or two.
 constexpr bool GatedFfn(FfnType t) { return t == FfnType::kSwiGlu || t == FfnType::kGeGlu; }
 enum class NormType { kLayerNorm, kRmsNorm };
+// Position encoding (proto PositionEncoding). kDefault: learned when learned_position_embeddings
+// > 0, else rotary. ALiBi (Press et al. 2022, arXiv:2108.12409) has no parameters.
+enum class PositionEncoding { kDefault, kRotary, kLearned, kAlibi };
+// Local attention of a local/global pattern (proto LocalAttentionKind): each token attends to
+// the previous `window` tokens (sliding), or causally within its chunk of `window` tokens
+// (chunked, Llama 4).
+enum class LocalAttentionKind { kSliding, kChunked };
 
 // Mixture of experts. routed_experts == 0 means a dense model.
 struct MoeShape {
@@ -27,6 +34,8 @@ struct MoeShape {
   int64_t shared_expert_ffn_hidden_size = 0;  // 0: expert_ffn_hidden_size
   int64_t layer_freq = 1;                     // every layer_freq-th layer is MoE
   int64_t first_dense_layers = 0;             // leading dense layers (DeepSeek-V3: 3)
+  int64_t routed_groups = 0;                  // group-limited routing: groups (HF n_group); 0: none
+  int64_t max_routed_groups = 0;              // groups a token may reach (HF topk_group); 0: no limit
   bool enabled() const { return routed_experts > 0; }
   bool operator==(const MoeShape&) const = default;
 };
@@ -60,9 +69,24 @@ struct ModelShape {
   NormType norm_type = NormType::kLayerNorm;
   MoeShape moe;
   MlaShape mla;
+  // Architecture-family fields (proto ModelShape fields 40+; presets/architectures/ says which
+  // family has which). CountParameters() reads attention_sinks, position_encoding,
+  // embedding_norm and mtp_layers; the others carry what the step-time model needs to know.
+  // Local attention window in tokens; 0: every layer attends to the whole causal sequence.
+  int64_t local_attention_window = 0;
+  LocalAttentionKind local_attention_kind = LocalAttentionKind::kSliding;
+  // With a window: layer i (from 0) is global when (i + 1) % global_attention_every == 0, the
+  // others local; 0: every layer local (GPT-OSS, Gemma 2: 2; Gemma 3: 6; Llama 4: 4).
+  int64_t global_attention_every = 0;
+  bool attention_sinks = false;          // a learned sink logit per head (GPT-OSS)
+  double attention_logit_softcap = 0;    // cap * tanh(score / cap); 0: none (Gemma 2: 50)
+  double final_logit_softcap = 0;        // the same on the output logits (Gemma 2: 30)
+  PositionEncoding position_encoding = PositionEncoding::kDefault;
+  bool embedding_norm = false;           // a norm after the embedding (BLOOM)
+  int64_t mtp_layers = 0;                // multi-token-prediction modules (DeepSeek-V3 Sec. 2.2)
   std::string source;
   // A new dimension must also be added to Dimensions (model_shape.cc), which keys the per-thread
-  // memo of CountParameters().
+  // memo of CountParameters(), and to Resolved().
 
   // True when every default above is filled in (set by Resolved(); the job codec stores resolved
   // shapes so the model's hot path does not resolve them again).
@@ -76,6 +100,14 @@ struct ModelShape {
   // Width of the attention output (heads * value head dim) and of q/k per head.
   int64_t QkHeadDim() const;
   int64_t VHeadDim() const;
+  // Layers with a local attention window (0 without a window): every layer that is not a
+  // global one (see global_attention_every). GPT-OSS 120B: 18 of 36; Gemma 3 27B: 52 of 62.
+  int64_t LocalAttentionLayerCount() const;
+  // Whether layer i (from 0) is an MoE layer: moe enabled, i >= first_dense_layers and
+  // (i - first_dense_layers) % layer_freq == 0, the layout MoeLayerCount() counts.
+  bool IsMoeLayer(int64_t i) const;
+  // The position encoding with kDefault resolved.
+  PositionEncoding Positions() const;
 };
 
 // `in` itself when it is already resolved, else `storage` = in.Resolved(). For hot paths:
@@ -91,19 +123,33 @@ absl::Status ValidateModelShape(const ModelShape& shape);
 
 // Parameter counts of the whole model, in parameters.
 //   attention: Q, K, V, O projections (GQA: K and V have kv_heads * head_dim outputs);
-//              MLA per DeepSeek-V2 Sec. 2.1 (down/up projections, decoupled RoPE key).
+//              MLA per DeepSeek-V2 Sec. 2.1 (down/up projections, decoupled RoPE key);
+//              + one sink logit per head with attention_sinks (GPT-OSS modeling_gpt_oss.py).
 //   dense FFN: GELU 2*h*f, SwiGLU 3*h*f (Shazeer 2020, arXiv:2002.05202).
-//   MoE layer: routed * 3*h*f_e + shared * 3*h*f_s + router h*E (SwiGLU experts).
-//   norms: 2 per layer + final (LayerNorm 2h, RMSNorm h); biases when linear_bias.
-//   embedding: V*h (+ positions), output head V*h unless tied.
-// "active" counts top_k routed experts instead of all; "embedding" is the input table plus
-// the untied output head; non_embedding = total - embedding.
-// Worked example (tested): Llama 3 8B = 8.03e9 total; Mixtral 8x7B = 46.7e9 total, 12.9e9 active.
+//   MoE layer: routed * 3*h*f_e + shared * 3*h*f_s + router h*E (SwiGLU experts); with
+//              linear_bias each expert has its biases (gated: 2*f_e + h, else f_e + h) and the
+//              router E (GPT-OSS gate_up_proj_bias, down_proj_bias, router.bias).
+//   norms: 2 per layer + final (LayerNorm 2h, RMSNorm h), + 1 with embedding_norm (BLOOM);
+//          biases when linear_bias.
+//   embedding: V*h (+ positions when learned), output head V*h unless tied.
+// "total" is the main model: the MTP modules (mtp_layers) are counted apart in "mtp", as the
+// DeepSeek-V3 card does (671B main model + 14B MTP module, its embedding and head shared).
+// "active" counts top_k routed experts instead of all (the weights one token's path touches,
+// the input table included): the convention of most model cards (Qwen3-30B-A3B "3.3B
+// activated", Mixtral "12.9B", Llama 4 "17B", OLMoE "1.3B"; a dense model's active is its
+// total). "active_without_input_embedding" leaves the input table (and positions) out and
+// keeps the output head: the gpt-oss card's convention (arXiv:2508.10925 Table 1: gpt-oss-20b
+// 3.61B active, 20.91B total), where the lookup is no matmul. "embedding" is the input table
+// (with positions) plus the untied output head; non_embedding = total - embedding.
+// Worked examples (tested): Llama 3 8B = 8.03e9 total; Mixtral 8x7B = 46.7e9 total, 12.9e9
+// active; gpt-oss-20b 20.91e9 total, 3.61e9 active without the input embedding.
 struct ParameterCounts {
   double total = 0;
   double active = 0;
+  double active_without_input_embedding = 0;
   double embedding = 0;
   double non_embedding = 0;
+  double mtp = 0;
   // Parameters of one layer's GEMM weights (no biases/norms), dense and MoE (active) layers;
   // the FLOP model uses these.
   double dense_layer_gemm = 0;

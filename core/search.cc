@@ -177,24 +177,33 @@ std::vector<LayoutChange> LayoutChanges(const Layout& a, const Layout& b) {
 
 absl::StatusOr<std::vector<int64_t>> GpuCountsInRange(int64_t lo, int64_t hi, int64_t gpus_per_node,
                                                       const std::string& field) {
-  constexpr size_t kMaxGpuCounts = 4096;
   if (lo < 1) return absl::InvalidArgumentError(absl::StrCat(field, ": ", lo, " must be >= 1"));
   if (hi < lo) return absl::InvalidArgumentError(absl::StrCat(field, ": ", hi, " is below ", lo));
-  if (hi > (int64_t{1} << 24)) return absl::InvalidArgumentError(absl::StrCat(field, ": ", hi, " is too large"));
-  const int64_t node = std::max<int64_t>(1, gpus_per_node);
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d < node && d <= hi; ++d) {
-    if (node % d == 0 && d >= lo) out.push_back(d);
+  if (hi > kSearchMaxGpuCount) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", hi, " is above the layout search's cap of ", kSearchMaxGpuCount, " GPUs"));
   }
-  for (int64_t g = std::max(node, (lo + node - 1) / node * node); g <= hi; g += node) out.push_back(g);
-  if (out.empty()) {
+  const int64_t node = std::clamp<int64_t>(gpus_per_node, 1, kSearchMaxGpuCount);
+  // Counted before the list is built (a 1..2^24 range of one-GPU nodes is 2^24 counts).
+  const int64_t first_multiple = std::max(node, (lo + node - 1) / node * node);
+  const int64_t multiples = hi >= first_multiple ? (hi - first_multiple) / node + 1 : 0;
+  int64_t below_node = 0;
+  for (int64_t d = lo; d < node && d <= hi; ++d) below_node += node % d == 0 ? 1 : 0;
+  const int64_t n = below_node + multiples;
+  if (n == 0) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": no GPU count in ", lo, "..", hi, " is a divisor or a multiple of ",
                                                    node, " GPUs per node"));
   }
-  if (out.size() > kMaxGpuCounts) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", lo, "..", hi, " holds ", out.size(),
-                                                   " GPU counts; at most ", kMaxGpuCounts, " per search"));
+  if (n > static_cast<int64_t>(kSearchMaxGpuCounts)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", lo, "..", hi, " holds ", n,
+                                                   " GPU counts; at most ", kSearchMaxGpuCounts, " per search"));
   }
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(n));
+  for (int64_t d = lo; d < node && d <= hi; ++d) {
+    if (node % d == 0) out.push_back(d);
+  }
+  for (int64_t g = first_multiple; g <= hi; g += node) out.push_back(g);
   return out;
 }
 
@@ -224,11 +233,13 @@ struct PrecisionOption {
 };
 
 // One work unit: the dimensions the layer costs depend on (with PP, which the memory lower
-// bound also needs); DP is what is left.
+// bound also needs); DP is what is left. 32 bits each (every one is at most the GPU count,
+// kSearchMaxGpuCount = 2^24): 32 bytes a unit, so a plan of kSearchMaxWorkUnits is 64 MiB.
 struct Unit {
-  int64_t gpus = 0, tp = 1, cp = 1, pp = 1, ep = 1, etp = 0, dp = 1;
-  int precision = 0;
+  int32_t gpus = 0, tp = 1, cp = 1, pp = 1, ep = 1, etp = 0, dp = 1;
+  int32_t precision = 0;
 };
+static_assert(sizeof(Unit) == 32);
 
 // A layout in the search's own terms (indices into the option lists).
 struct Cand {
@@ -295,6 +306,10 @@ struct Plan {
   std::vector<bool> sps_tp1, sps;  // sequence parallel options at tp == 1 and tp > 1
   std::vector<bool> otps, odps;
   std::vector<Unit> units;
+  std::vector<int64_t> layer_divisors;   // of m.layers, ascending
+  std::vector<int64_t> batch_divisors;   // of gbs, ascending
+  std::vector<int64_t> expert_divisors;  // of m.moe.routed_experts (MoE), ascending
+  std::vector<int64_t> expert_ffn_divisors;  // of m.moe.expert_ffn_hidden_size (ETP searched), ascending
   int64_t max_tp = 0;
   double capacity_bytes = 0;
   double model_flops_per_step = 0;
@@ -320,14 +335,17 @@ double HighRatio(const Plan& plan, int64_t gpus, int precision, int64_t pp, Shar
   return plan.intervals->Resolve(r).high_ratio;
 }
 
-// The vpp values of a unit: 1, and interleaving where pp*vpp divides the layers.
+// The vpp values of a unit: 1, and interleaving where pp*vpp divides the layers, ascending:
+// v = d / pp for each divisor d of the layers that pp divides, d > pp (O(divisors of the layers),
+// not O(layers): reliability review 2, N1).
 std::vector<int64_t> VppOptions(const Plan& plan, int64_t pp) {
   std::vector<int64_t> out = {1};
   if (pp == 1) return out;
-  const int64_t layers = plan.m.layers;
-  for (int64_t v = 2; pp * v <= layers; ++v) {
+  for (int64_t d : plan.layer_divisors) {
+    if (d <= pp || d % pp != 0) continue;
+    const int64_t v = d / pp;
     if (plan.opt.space.max_vpp > 0 && v > plan.opt.space.max_vpp) break;
-    if (layers % (pp * v) == 0) out.push_back(v);
+    out.push_back(v);
   }
   return out;
 }
@@ -418,8 +436,11 @@ class Worker {
     flushed_fitting_ = out_.fitting;
   }
 
+  // Called at every loop level: a clock read every 256 calls, the shared stop flag (set by the
+  // calling thread on cancellation or the deadline) with it.
   bool CheckStop() {
-    if (++since_check_ < 256) return stopped_;
+    if (stopped_) return true;
+    if (++since_check_ < 256) return false;
     since_check_ = 0;
     if (shared_.stop.load(std::memory_order_relaxed)) {
       stopped_ = true;
@@ -442,7 +463,9 @@ class Worker {
   }
 
   void Offer(const Entry& e) {
-    const size_t n = static_cast<size_t>(std::max(1, plan_.opt.top_n));
+    // With a framework filter, 4x as many are kept: the ones it rejects are dropped at the merge.
+    const size_t top_n = static_cast<size_t>(std::max(1, plan_.opt.top_n));
+    const size_t n = plan_.opt.accept ? std::max(4 * top_n, top_n + 32) : top_n;
     std::vector<Entry>& top = out_.top;
     if (top.size() < n) {
       top.push_back(e);
@@ -485,12 +508,13 @@ void Worker::RunUnit(const Unit& u) {
   t.precision.gemm = prec.gemm;
   t.fp8_param_gather = prec.fp8_param_gather;
 
-  // Micro-batch sizes: divisors of the global batch per DP rank.
+  // Micro-batch sizes: divisors of the global batch per DP rank (the divisors of the global
+  // batch that divide it).
   const int64_t per_dp = P.gbs / u.dp;
   std::vector<int64_t> mbs_all;
-  for (int64_t d : Divisors(per_dp)) {
-    if (P.opt.space.max_micro_batch_size > 0 && d > P.opt.space.max_micro_batch_size) break;
-    mbs_all.push_back(d);
+  for (int64_t d : P.batch_divisors) {
+    if (d > per_dp || (P.opt.space.max_micro_batch_size > 0 && d > P.opt.space.max_micro_batch_size)) break;
+    if (per_dp % d == 0) mbs_all.push_back(d);
   }
   const std::vector<bool>& sps = u.tp > 1 ? P.sps : P.sps_tp1;
   // Layer costs and activation terms of this unit, by (mbs, sp, otp) and (mbs, sp, recompute).
@@ -498,6 +522,7 @@ void Worker::RunUnit(const Unit& u) {
   std::map<std::tuple<int64_t, bool, int>, LayerActivationTerms> act_cache;
 
   for (int64_t vpp : VppOptions(P, u.pp)) {
+    if (CheckStop()) return;
     par.vpp = vpp;
     const std::vector<PipelineSchedule> schedules = ScheduleOptions(P, u.pp, vpp);
     std::vector<int64_t> mbs_list;
@@ -509,12 +534,13 @@ void Worker::RunUnit(const Unit& u) {
     const int64_t children = static_cast<int64_t>(mbs_list.size() * sps.size() * P.recomputes.size() *
                                                   schedules.size() * P.otps.size() * P.odps.size());
     for (size_t si = 0; si < P.shardings.size(); ++si) {
+      if (CheckStop()) return;
       const Sharding sh = P.shardings[si];
       t.sharding = sh;
       std::vector<int64_t> replicas = {1};
       if (sh != Sharding::kNone && P.opt.space.hsdp) replicas = Divisors(u.dp * u.cp);
       for (int64_t r : replicas) {
-        if (stopped_) return;
+        if (CheckStop()) return;
         par.dp_replicate = r;
         out_.enumerated += children;
         Cand c;
@@ -540,12 +566,14 @@ void Worker::RunUnit(const Unit& u) {
           }
         }
         for (int64_t mbs : mbs_list) {
+          if (CheckStop()) return;
           t.micro_batch_size = mbs;
           c.mbs = mbs;
           for (bool sp : sps) {
             par.sequence_parallel = sp;
             c.sp = sp;
             for (int ri = 0; ri < static_cast<int>(P.recomputes.size()); ++ri) {
+              if (CheckStop()) return;
               SetRecompute(ri);
               c.recompute = static_cast<int8_t>(ri);
               auto [ait, anew] = act_cache.try_emplace({mbs, sp, ri});
@@ -613,12 +641,19 @@ Layout ToLayout(const Plan& plan, const Cand& c) {
   p = plan.base->parallelism;
   p.tp = c.tp; p.cp = c.cp; p.pp = c.pp; p.ep = c.ep; p.etp = c.etp; p.dp = c.dp; p.vpp = c.vpp;
   p.dp_replicate = c.dp_replicate;
+  // An uneven first / last stage is a layout of the job's own pipeline: other pipelines split
+  // evenly.
+  if (c.pp != plan.base->parallelism.pp || c.vpp != plan.base->parallelism.vpp) {
+    p.first_stage_layers = p.last_stage_layers = 0;
+  }
   p.sequence_parallel = c.tp > 1 ? plan.sps[c.sp] : plan.sps_tp1[c.sp];
   p.schedule = ScheduleOptions(plan, c.pp, c.vpp)[c.schedule];
   l.micro_batch_size = c.mbs;
   l.recompute = plan.recomputes[c.recompute];
   l.sharding = plan.shardings[c.sharding];
-  l.overlap_tp_comm = plan.otps[c.otp];
+  // TP communication overlap needs TP > 1 and sequence parallelism (Megatron-LM's validate_args
+  // asserts it; at TP 1 there is nothing to overlap).
+  l.overlap_tp_comm = plan.otps[c.otp] && c.tp > 1 && p.sequence_parallel;
   l.overlap_dp_comm = plan.odps[c.odp];
   l.gemm = plan.precisions[c.precision].gemm;
   l.fp8_param_gather = plan.precisions[c.precision].fp8_param_gather;
@@ -676,6 +711,45 @@ std::string RunnerUpReason(const SearchResult& r) {
 
 }  // namespace
 
+absl::Status CheckSearchCaps(const Job& base, const SearchOptions& options) {
+  const ModelShape m = base.model.Resolved();
+  const SearchSpace& sp = options.space;
+  auto cap = [](const char* field, int64_t v, int64_t max) -> absl::Status {
+    if (v <= max) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", v, " is above the layout search's cap of ", max));
+  };
+  if (absl::Status s = cap("model.shape.layers", m.layers, kSearchMaxLayers); !s.ok()) return s;
+  if (absl::Status s = cap("training.global_batch_size", base.training.global_batch_size, kSearchMaxGlobalBatchSize);
+      !s.ok()) {
+    return s;
+  }
+  if (m.moe.enabled()) {
+    if (absl::Status s = cap("model.shape.moe.routed_experts", m.moe.routed_experts, kSearchMaxExpertCount); !s.ok()) {
+      return s;
+    }
+    if (sp.etp) {
+      if (absl::Status s =
+              cap("model.shape.moe.expert_ffn_hidden_size", m.moe.expert_ffn_hidden_size, kSearchMaxFfnHiddenSize);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  if (sp.gpu_counts.size() > kSearchMaxGpuCounts) {
+    return absl::InvalidArgumentError(absl::StrCat("cluster.gpu_count: ", sp.gpu_counts.size(),
+                                                   " GPU counts; at most ", kSearchMaxGpuCounts, " per search"));
+  }
+  if (options.top_n > kSearchMaxTopN) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_n: ", options.top_n, " is above the layout search's cap of ", kSearchMaxTopN));
+  }
+  if (options.threads < 0 || options.threads > kSearchMaxThreads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threads: ", options.threads, " must be in [0, ", kSearchMaxThreads, "] (0: one per core)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions& options) {
   const Clock::time_point start = Clock::now();
   Plan plan;
@@ -683,6 +757,7 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
   plan.opt = options;
   const SearchSpace& sp = options.space;
   if (options.top_n < 1) return Bad("top_n", absl::StrCat(options.top_n, " must be >= 1"));
+  if (options.max_pareto < 0) return Bad("max_pareto", "must be >= 0");
   for (const auto& [v, name] : {std::pair{sp.max_tp, "max_tp"}, {sp.max_pp, "max_pp"}, {sp.max_vpp, "max_vpp"},
                                 {sp.max_cp, "max_cp"}, {sp.max_ep, "max_ep"},
                                 {sp.max_micro_batch_size, "max_micro_batch_size"}}) {
@@ -702,6 +777,17 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
   }
   plan.m = base.model.Resolved();
   plan.gbs = base.training.global_batch_size;
+  // The inputs that drive the enumeration's work, capped (reliability review 2, N1).
+  if (absl::Status s = CheckSearchCaps(base, options); !s.ok()) return s;
+  {
+    const ModelShape& m = plan.m;
+    plan.layer_divisors = Divisors(m.layers);
+    plan.batch_divisors = Divisors(plan.gbs);
+    if (m.moe.enabled()) {
+      plan.expert_divisors = Divisors(m.moe.routed_experts);
+      if (sp.etp) plan.expert_ffn_divisors = Divisors(m.moe.expert_ffn_hidden_size);
+    }
+  }
   plan.capacity_bytes = base.hardware.hbm_capacity_bytes;
   plan.tokens_per_step = base.TokensPerStep();
   plan.model_flops_per_step =
@@ -771,23 +857,42 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
   for (int64_t g : counts) {
-    if (g < 1 || g > (int64_t{1} << 24)) return Bad("cluster.gpu_count", absl::StrCat(g, " must be in [1, 2^24]"));
+    if (g < 1 || g > kSearchMaxGpuCount) {
+      return Bad("cluster.gpu_count", absl::StrCat(g, " must be in [1, 2^24]"));  // kSearchMaxGpuCount
+    }
   }
 
-  // Work units.
+  // Work units. The deadline and cancellation are checked here too (a wide space over 4096 GPU
+  // counts takes a while to enumerate), and the plan's size is capped.
   const ModelShape& m = plan.m;
   bool any_structure = false;  // some TP x CP x PP x DP before the batch split
+  int enum_checks = 0;
+  int stop_reason = 0;  // 1 deadline, 2 cancelled (while enumerating)
+  auto enumeration_stopped = [&]() {
+    if (stop_reason != 0) return true;
+    if (++enum_checks % 1024 != 0) return false;
+    if (Clock::now() > options.deadline) stop_reason = 1;
+    else if (options.cancelled && options.cancelled()) stop_reason = 2;
+    return stop_reason != 0;
+  };
   for (int64_t g : counts) {
+    if (enumeration_stopped()) break;
+    const std::vector<int64_t> g_divisors = Divisors(g);
     for (int pi = 0; pi < static_cast<int>(plan.precisions.size()); ++pi) {
-      for (int64_t tp : Divisors(g)) {
+      for (int64_t tp : g_divisors) {
+        if (enumeration_stopped()) break;
         if (tp > plan.max_tp) break;
         if (m.attention_heads % tp != 0 || m.ffn_hidden_size % tp != 0) continue;
         if (!m.mla.enabled() && m.kv_heads % tp != 0 && tp % m.kv_heads != 0) continue;
-        for (int64_t cp : Divisors(g / tp)) {
-          if (sp.max_cp > 0 && cp > sp.max_cp) break;
+        for (int64_t cp : g_divisors) {
+          if (enumeration_stopped()) break;
+          if ((g / tp) % cp != 0) continue;
+          if (cp > g / tp || (sp.max_cp > 0 && cp > sp.max_cp)) break;
           if (cp > 1 && base.training.seq_length % (2 * cp) != 0) continue;
-          for (int64_t pp : Divisors(g / (tp * cp))) {
-            if (pp > m.layers || (sp.max_pp > 0 && pp > sp.max_pp)) break;
+          for (int64_t pp : g_divisors) {
+            if (enumeration_stopped()) break;
+            if ((g / (tp * cp)) % pp != 0) continue;
+            if (pp > g / (tp * cp) || pp > m.layers || (sp.max_pp > 0 && pp > sp.max_pp)) break;
             if (!sp.uneven_pipeline && m.layers % pp != 0) continue;
             const int64_t dp = g / (tp * cp * pp);
             any_structure = true;
@@ -799,14 +904,15 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
               std::vector<int64_t> etps = {0};
               if (sp.etp) {
                 etps.clear();
-                for (int64_t e : Divisors(m.moe.expert_ffn_hidden_size)) {
+                for (int64_t e : plan.expert_ffn_divisors) {
                   if (e > tp * cp * dp) break;
                   etps.push_back(e == tp ? 0 : e);
                 }
               }
               for (int64_t etp : etps) {
+                if (enumeration_stopped()) break;
                 const int64_t etp_v = etp > 0 ? etp : tp;
-                for (int64_t ep : Divisors(m.moe.routed_experts)) {
+                for (int64_t ep : plan.expert_divisors) {
                   if (sp.max_ep > 0 && ep > sp.max_ep) break;
                   if ((tp * cp * dp) % (etp_v * ep) != 0) continue;
                   if (ep > 1 && m.moe.expert_ffn_hidden_size % etp_v != 0) continue;
@@ -815,13 +921,28 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
                 }
               }
             }
+            if (plan.units.size() + expert.size() > kSearchMaxWorkUnits) {
+              return Bad("cluster.gpu_count",
+                         absl::StrCat("the search space holds more than ", kSearchMaxWorkUnits,
+                                      " work units (GPU count x TP x CP x PP x EP); search fewer GPU counts (",
+                                      counts.size(), " given) or bound it with max_tp/max_pp/max_cp/max_ep"));
+            }
             for (const auto& [ep, etp] : expert) {
-              plan.units.push_back({g, tp, cp, pp, ep, etp, dp, pi});
+              plan.units.push_back({static_cast<int32_t>(g), static_cast<int32_t>(tp), static_cast<int32_t>(cp),
+                                    static_cast<int32_t>(pp), static_cast<int32_t>(ep), static_cast<int32_t>(etp),
+                                    static_cast<int32_t>(dp), pi});
             }
           }
         }
       }
     }
+  }
+
+  if (stop_reason != 0) {
+    const std::string why = absl::StrCat("search stopped (", stop_reason == 2 ? "cancelled" : "deadline reached",
+                                         " while enumerating the layouts, ", plan.units.size(),
+                                         " work units so far) before any layout that fits");
+    return stop_reason == 2 ? absl::CancelledError(why) : absl::DeadlineExceededError(why);
   }
 
   SearchResult result;
@@ -861,8 +982,11 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
   {
     std::unique_lock<std::mutex> lock(shared.mu);
     while (shared.workers_left > 0) {
-      auto wake = Clock::now() + std::chrono::milliseconds(100);
-      if (options.deadline < wake) wake = options.deadline;
+      // Every 100 ms, or at the deadline when it comes sooner; once stopped, every 100 ms again
+      // while the workers finish (no busy wait past the deadline: review 2, N1).
+      const Clock::time_point now = Clock::now();
+      auto wake = now + std::chrono::milliseconds(100);
+      if (!shared.stop.load() && options.deadline > now && options.deadline < wake) wake = options.deadline;
       shared.cv.wait_until(lock, wake);
       if (shared.workers_left == 0) break;
       if (Clock::now() > options.deadline && !shared.stop.load()) {
@@ -924,6 +1048,32 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
     }
   }
   std::sort(top.begin(), top.end(), Better);
+  auto accepted = [&](const Entry& e) {
+    return !options.accept || options.accept(WithLayout(base, ToLayout(plan, e.c)));
+  };
+  std::string first_rejected;  // the best layout the framework refused, for the error below
+  if (options.accept) {
+    std::vector<Entry> kept;
+    int64_t rejected = 0;
+    for (const Entry& e : top) {
+      if (kept.size() >= static_cast<size_t>(options.top_n)) break;
+      if (accepted(e)) {
+        kept.push_back(e);
+      } else {
+        if (first_rejected.empty()) first_rejected = LayoutSummary(ToLayout(plan, e.c));
+        ++rejected;
+      }
+    }
+    result.stats.rejected_by_framework = rejected;
+    if (kept.empty() && !top.empty()) {
+      return Bad("framework", absl::StrFormat("the framework starts none of the %d best layouts that fit (the best, %s, "
+                                              "among them); its launch rules refuse them",
+                                              static_cast<int>(top.size()), first_rejected));
+    }
+    top = std::move(kept);
+    for (auto it = best.begin(); it != best.end();) it = accepted(it->second) ? std::next(it) : best.erase(it);
+    for (auto& [g, f] : fronts) f.erase(std::remove_if(f.begin(), f.end(), [&](const Entry& e) { return !accepted(e); }), f.end());
+  }
   if (top.size() > static_cast<size_t>(options.top_n)) top.resize(options.top_n);
 
   result.partial = shared.stop.load();
@@ -990,18 +1140,28 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
     if (!r.ok()) return r.status();
     result.top.push_back(*std::move(r));
   }
-  // Pareto across GPU counts: drop points another dominates with no more GPUs.
-  std::vector<Entry> all, front;
-  for (auto& [g, f] : fronts) all.insert(all.end(), f.begin(), f.end());  // by GPUs, then step time
-  for (const Entry& e : all) {
-    bool dominated = false;
-    for (const Entry& o : all) {
-      if (o.c.gpus < e.c.gpus && o.step_time_s <= e.step_time_s && o.headroom_bytes >= e.headroom_bytes) {
-        dominated = true;
-        break;
+  // Pareto across GPU counts: drop points another dominates with fewer GPUs (some o with
+  // o.gpus < e.gpus, o.step_time_s <= e.step_time_s, o.headroom_bytes >= e.headroom_bytes). One
+  // sweep by GPU count over a staircase of the points with fewer GPUs (step time ascending,
+  // headroom strictly ascending: the most headroom at or below each step time), O(n log n)
+  // instead of the O(n^2) pairs over up to 4096 counts' fronts; the same points, in the same order.
+  std::vector<Entry> front;
+  {
+    std::map<double, double> stair;  // step_time_s -> the most headroom at or below it
+    for (auto& [g, f] : fronts) {    // by GPUs, then step time
+      for (const Entry& e : f) {
+        auto it = stair.upper_bound(e.step_time_s);
+        const bool dominated = it != stair.begin() && std::prev(it)->second >= e.headroom_bytes;
+        if (!dominated) front.push_back(e);
+      }
+      for (const Entry& e : f) {  // now "fewer GPUs" for the counts that follow
+        auto it = stair.upper_bound(e.step_time_s);
+        if (it != stair.begin() && std::prev(it)->second >= e.headroom_bytes) continue;  // adds nothing
+        it = stair.insert_or_assign(e.step_time_s, e.headroom_bytes).first;
+        auto next = std::next(it);
+        while (next != stair.end() && next->second <= e.headroom_bytes) next = stair.erase(next);
       }
     }
-    if (!dominated) front.push_back(e);
   }
   result.stats.pareto_size = static_cast<int64_t>(front.size());
   const size_t listed = options.max_pareto > 0 ? std::min<size_t>(front.size(), options.max_pareto) : front.size();

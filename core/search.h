@@ -120,6 +120,7 @@ struct SearchStats {
   int64_t fitting = 0;     // of those, fitting: step time estimated and ranked
   int64_t over_budget = 0; // fitting but over the budget (time-to-train objective)
   int64_t pareto_size = 0; // points on the Pareto front (before thinning to max_pareto)
+  int64_t rejected_by_framework = 0;  // of the best kept, refused by SearchOptions::accept
   double elapsed_s = 0;
   int threads = 0;
 };
@@ -144,6 +145,12 @@ struct SearchOptions {
   std::function<bool()> cancelled;
   // Prune with the memory lower bound (off only to test the bound).
   bool prune = true;
+  // Layouts the job's framework can start (e.g. proto/launch_args.h FrameworkAcceptsLayout:
+  // Megatron-LM's validate_args rules); unset: every layout the model accepts. Checked on the
+  // candidates that would be reported (the top N, the best per GPU count, the Pareto points),
+  // not on every evaluated layout; a rejected one is replaced by the next accepted one among the
+  // 4 x top_n best kept.
+  std::function<bool(const Job&)> accept;
   // Pareto points listed: a longer front is thinned to this many, evenly along its order (GPUs,
   // then step time), its first and last kept; 0: all.
   int max_pareto = 100;
@@ -167,14 +174,45 @@ struct SearchResult {
   int top_below_minimum = 0;
 };
 
+// Caps on the inputs that drive a search's work (reliability review 2, N1): past them a search
+// is refused before it starts, InvalidArgument naming the field and the cap. Each is far above
+// any real job: the largest published dense and MoE models have under 200 layers (Llama 3.1
+// 405B: 126, Dubey et al. 2024 Table 3; DeepSeek-V3: 61 layers, 256 routed experts, DeepSeek-AI
+// 2024 Sec. 4.2), and the largest published global batches are a few thousand sequences (16M
+// tokens of 8K for Llama 3.1 405B). They bound the divisor enumerations (O(sqrt n) each) and the
+// pipeline options (every divisor of the layers) so that a typo such as `layers: 1e10` cannot
+// make the search run for ever.
+constexpr int64_t kSearchMaxLayers = 1 << 16;               // model.shape.layers
+constexpr int64_t kSearchMaxGlobalBatchSize = 1 << 24;      // training.global_batch_size (sequences)
+constexpr int64_t kSearchMaxExpertCount = 1 << 16;          // model.shape.moe.routed_experts
+constexpr int64_t kSearchMaxFfnHiddenSize = int64_t{1} << 24;  // model.shape.moe.expert_ffn_hidden_size (ETP)
+constexpr int kSearchMaxTopN = 1000;                        // top_n
+constexpr size_t kSearchMaxGpuCounts = 4096;                // GPU counts in one search
+constexpr int64_t kSearchMaxGpuCount = int64_t{1} << 24;    // each GPU count
+// Work units (GPU count x precision x TP x CP x PP x EP x ETP) in one search: 32 bytes of plan
+// each, so at most 64 MiB of plan per search. The widest space of the examples (DeepSeek-V3 on
+// H100 over 8..32768 GPUs with ETP, every schedule, overlap off and fp8) has 1,028,988.
+constexpr size_t kSearchMaxWorkUnits = size_t{1} << 21;
+constexpr int kSearchMaxThreads = 256;                      // threads
+
+// The caps above on `base` and `options` (no other check): OK, or InvalidArgument naming the
+// field and the cap. SearchLayouts checks them first; a caller that runs several searches (plan)
+// can check once.
+absl::Status CheckSearchCaps(const Job& base, const SearchOptions& options);
+
 // Searches the layouts of `base` (its model, hardware, profile, framework, model choices,
 // training batch, sequence length, precision and optimizer; its own layout is ignored).
 // Errors (InvalidArgument naming the field): a base job whose other fields ValidateJob rejects;
 // an empty or non-positive GPU count; no valid layout at all ("training.global_batch_size: 7
 // sequences cannot be split over 8 GPUs ..."); no layout that fits on any GPU count searched
 // ("cluster.gpu_count: no layout of ... fits ..."; with the smallest memory seen); the
-// time-to-train objective without dataset_tokens or train_iters. A search stopped before it
-// found any fitting layout returns DeadlineExceeded / Cancelled.
+// time-to-train objective without dataset_tokens or train_iters; an input above one of the caps
+// above ("model.shape.layers: 10000000000 is above the layout search's cap of 65536"). A search
+// stopped before it found any fitting layout returns DeadlineExceeded / Cancelled.
+// Deadline and cancellation (options.deadline, options.cancelled) are checked at every loop
+// level: while the work units are enumerated, in every loop of a unit, and by the calling
+// thread about every 100 ms; past the deadline the search returns within milliseconds of the
+// current layout's evaluation (no busy wait), with what it found so far.
 absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions& options);
 
 // The GPU counts of a range [lo, hi]: every multiple of the node size in the range, and below

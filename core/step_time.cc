@@ -100,6 +100,9 @@ struct ModuleForward {
 struct LayerCost {
   Work gemm_fwd, gemm_bwd, attn_fwd, attn_bwd, elem_fwd, elem_bwd;
   Work tp_fwd, tp_bwd, cp, ep_fwd, ep_bwd, launch;
+  // One direction's EP all-to-all (dispatch + combine) and ETP gather/scatter before any overlap
+  // (the schedule may overlap them differently: DualPipe, in StepModel::Run).
+  double ep_a2a_s = 0, ep_etp_s = 0;
   ModuleForward module;
   Work Forward() const {
     Work w = gemm_fwd; w += attn_fwd; w += elem_fwd; w += tp_fwd; w += ep_fwd; return w;
@@ -153,7 +156,8 @@ std::shared_ptr<const GemmModel> ThreadGemmModel(const Hardware& hw, const RateP
 bool AllOn(const Job& job) {
   const ModelChoices& c = job.choices;
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
-         c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && job.profile.overlaps.empty();
+         c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off &&
+         job.profile.overlaps.empty();
 }
 
 // The framework as the model uses it under the job's ModelChoices.
@@ -177,6 +181,13 @@ Framework Effective(const Job& job) {
                                 &f.overlap.ep_all_to_all, &f.overlap.tp_comm_backward}) {
       if (m->supported) legacy(m, 1);
     }
+  }
+  if (!c.ep_overlap_default_off &&
+      (f.name == "megatron-core" || f.name == "nemo" || f.name == "megatron-bridge")) {
+    // The earlier preset (before 2026-11-25, docs/validation_informed.yaml): EP all-to-all
+    // overlapped at 0.6 for every Megatron-Core family job.
+    legacy(&f.overlap.ep_all_to_all, 0.6);
+    f.overlap.ep_all_to_all.supported = true;
   }
   if (!c.launch_floor) f.launch.kernel_launch_overhead_s = 0;
   if (!c.fsdp_semantics) f.sharding = ShardingModel{};
@@ -240,6 +251,15 @@ class StepModel {
 
   // The step from the layer costs (computed here when `layers` is nullptr).
   StepTimeEstimate Run(const StepLayerCosts* layers = nullptr);
+  // One layer's per-module times (step_time.h EstimateLayerModules).
+  LayerModuleTimes Modules(bool moe) {
+    LayerModuleTimes out;
+    modules_ = &out;
+    LayerCost c;
+    Layer(moe, c);
+    modules_ = nullptr;
+    return out;
+  }
   StepLayerCosts Layers() {
     StepLayerCosts c;
     FillLayers(c);
@@ -424,6 +444,88 @@ class StepModel {
     out.contention_s = penalty + ContentionCost(comm_s - out.exposed_s, slowdown);
     return out;
   }
+  // DeepEP's normal kernels (deepseek-ai/DeepEP; DeepSeek-V3 report Sec. 3.2.2): one dispatch and
+  // one combine of `tokens` local tokens of width h. Across nodes each token goes once to every
+  // node that holds one of its experts (then over NVLink to the GPUs), so a rank sends
+  // tokens x (remote nodes per token) x h elements through its NIC: with group-limited routing
+  // whose groups are the nodes (DeepSeek-V3: 8 groups on 8 nodes at EP 64, topk_group 4), at most
+  // max_routed_groups nodes; otherwise the expected distinct nodes of k uniform picks,
+  // n (1 - (1 - 1/n)^k); of them (n - 1)/n remote. Dispatch in fp8 (1 byte and a 4-byte scale
+  // per 128) for deepep-fp8, bf16 otherwise; combine in bf16. Inside one node: an all-to-all of
+  // the k copies over NVLink. Times at the profile's all-to-all rate of the EP group's scope (one
+  // NIC per GPU across nodes).
+  double DeepEpDispatchCombine(double tokens, double h) {
+    const double k = m_.moe.top_k;
+    const GroupPlacement& g = place_.ep;
+    const double per_node = std::max<int64_t>(1, g.members_per_node);
+    const double nodes = std::max(1.0, static_cast<double>(g.size) / per_node);
+    const double dispatch_b = t_.moe_dispatcher == MoeDispatcher::kDeepEPFp8 ? 1.0 + 4.0 / 128 : e_act_;
+    const double combine_b = e_act_;
+    if (nodes <= 1) {
+      return Comm(Collective::kAllToAll, g, tokens * k * h * dispatch_b) + Comm(Collective::kAllToAll, g, tokens * k * h * combine_b);
+    }
+    double distinct = nodes * (1 - std::pow(1 - 1 / nodes, k));
+    if (m_.moe.max_routed_groups > 0 && m_.moe.routed_groups == static_cast<int64_t>(nodes)) {
+      distinct = std::min(static_cast<double>(m_.moe.max_routed_groups), distinct);
+    }
+    const double remote = distinct * (nodes - 1) / nodes;
+    // Comm() charges an all-to-all of S bytes S (n - 1)/n at one NIC: give it the NIC's bytes.
+    const double n = static_cast<double>(g.size), to_s = n / (n - 1);
+    return Comm(Collective::kAllToAll, g, tokens * remote * h * dispatch_b * to_s) +
+           Comm(Collective::kAllToAll, g, tokens * remote * h * combine_b * to_s);
+  }
+  // DualPipe (DeepSeek-V3 report Sec. 3.2.1): a forward and a backward chunk run together, the
+  // all-to-all of each beside the other's compute; the communication kernels keep their SMs for
+  // the whole step (DeepEP's 20 of 132 on H800, Sec. 3.2.2), so the compute beside them is slowed
+  // by sm / (sm - 20). Per layer: the forward's and backward's dispatch and combine behind the
+  // layer's forward and backward compute together; what exceeds it is exposed. Replaces the
+  // layer's ep_fwd / ep_bwd (the step's schedule decides, so it is applied by Run, not Layer).
+  //
+  // Megatron-Core's --overlap-moe-expert-parallel-comm (core_r0.14+, the job's overlap_ep_comm)
+  // pairs the same way in the 1F1B steady state: one micro-batch's forward beside another's
+  // backward; the first forward and the last backward of the step run alone, so their share
+  // (1/m of each direction) stays exposed (`unpaired_share`). Its all-to-all is NCCL's (the
+  // profile's measured contention) unless the dispatcher is DeepEP (its 20 SMs).
+  void DualPipeExposeEp(const LayerCost& c, Work* ep_fwd, Work* ep_bwd, double unpaired_share = 0) const {
+    *ep_fwd = Work{};
+    *ep_bwd = Work{};
+    const double one = c.ep_a2a_s + c.ep_etp_s;
+    if (one <= 0) return;
+    const double comm = 2 * one;
+    const double window = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.gemm_bwd.time_s + c.attn_bwd.time_s;
+    const double paired = comm * (1 - unpaired_share);
+    const double exposed = std::max(0.0, paired - window * (1 - unpaired_share)) + comm * unpaired_share;
+    const double sms = job_.hardware.sm_count > 0 ? static_cast<double>(job_.hardware.sm_count) : 132.0;
+    const double measured = t_.moe_dispatcher == MoeDispatcher::kAllToAll
+                                ? job_.profile.FindContention("gemm", "nccl").slowdown
+                                : sms / std::max(1.0, sms - kDeepEpSms) - 1;
+    const double slowdown = fw_.overlap.ep_all_to_all.Slowdown(measured);
+    const double contention = ContentionCost(comm - exposed, slowdown);
+    for (Work* w : {ep_fwd, ep_bwd}) {
+      w->Comm(exposed / 2 * c.ep_a2a_s / one, place_.ep.scope);
+      w->Comm(exposed / 2 * c.ep_etp_s / one, place_.etp.scope);
+      w->Contention(contention / 2);
+    }
+  }
+  // DeepEP's normal kernels' SMs by default (deepseek-ai/DeepEP deep_ep/buffer.py Buffer.num_sms
+  // = 20; DeepSeek-V3 report Sec. 3.2.2: "only 20 SMs" for communication on the H800).
+  static constexpr double kDeepEpSms = 20;
+  // The share of the s x s score blocks a fused, block-skipping attention kernel computes,
+  // averaged over the layers: 1/2 for causal attention; a sliding window of W tokens visits
+  // (W (W + 1)/2 + (s - W) W) / s keys per query (each query its last min(i, W) keys), a chunked
+  // window (Llama 4's iRoPE layers) (W + 1)/2, divided by s; global layers (every
+  // global_attention_every-th) keep 1/2 (FlashAttention-2/3 window_size skips the masked blocks:
+  // Dao-AILab/flash-attention "sliding window (local) attention", v2.3). Not for unfused
+  // attention, which computes the whole score matrix.
+  double CausalKeyShare() const {
+    const double s = static_cast<double>(t_.seq_length), w = static_cast<double>(m_.local_attention_window);
+    if (w <= 0 || w >= s || m_.layers <= 0) return 0.5;
+    const double local = m_.local_attention_kind == LocalAttentionKind::kChunked
+                             ? (w + 1) / 2 / s
+                             : (w * (w + 1) / 2 + (s - w) * w) / (s * s);
+    const double n_local = static_cast<double>(m_.LocalAttentionLayerCount()), n = static_cast<double>(m_.layers);
+    return (n_local * local + (n - n_local) * 0.5) / n;
+  }
   // Chunks of one overlapped operation over a group of `group` ranks (framework.proto
   // OverlapMechanism.chunks / chunks_per_group_rank).
   static double OpChunks(const OverlapMechanism& o, int64_t group) {
@@ -460,6 +562,7 @@ class StepModel {
   ParameterCounts pc_;
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;
+  LayerModuleTimes* modules_ = nullptr;  // filled by Layer() when set (EstimateLayerModules)
 };
 
 double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_bytes) {
@@ -486,7 +589,8 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
   // its own NIC, and "Alltoall cannot aggregate the bandwidth of multiple NICs, so the performance
   // you should see is the performance of a single NIC" (NVIDIA/nccl-tests issue #267; #130:
   // across nodes alltoall busbw "will go down to 1x the network bandwidth per GPU").
-  if (g.scope == Scope::kInterNode && g.members_per_node > 1 && r->points.empty() && coll != Collective::kAllToAll) {
+  if (g.scope == Scope::kInterNode && g.members_per_node > 1 && r->points.empty() &&
+      (coll != Collective::kAllToAll || !job_.choices.alltoall_one_nic)) {
     // Hierarchical group: k members per node stripe over k NICs, capped by the intra-node rate.
     CollectiveRate striped = *r;
     const CollectiveRate* intra = prof.FindCollective(coll, Scope::kIntraNode);
@@ -589,7 +693,9 @@ void StepModel::Layer(bool moe, LayerCost& c) {
   const double heads = a / t;
   const double scores = b * heads * sq * skv;
   if (t_.flash_attention) {
-    const double f = 2 * scores * (dqk + dv) * 0.5;  // causal: half the blocks
+    // Causal: half the blocks; with a local window, the layers' average share of the keys a
+    // fused kernel visits (CausalKeyShare).
+    const double f = 2 * scores * (dqk + dv) * CausalKeyShare();
     const double rate_fwd = attn_rate_fwd_, rate_bwd = attn_rate_bwd_;
     const double io = e_act_ * b * sq * heads * (2 * dqk + 2 * dv);  // Q, K, V in, O out
     c.attn_fwd.Roofline(f, io, rate_fwd, bw_);
@@ -613,12 +719,20 @@ void StepModel::Layer(bool moe, LayerCost& c) {
   }
 
   // FFN.
+  auto fwd_now = [&] { return c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s; };
+  auto bwd_now = [&] { return c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s; };
+  const double attn_part_f = fwd_now(), attn_part_b = bwd_now();
+  const double attn_gemm_f = c.gemm_fwd.time_s, attn_gemm_b = c.gemm_bwd.time_s;
   if (moe) {
     const double E = m_.moe.routed_experts, k = m_.moe.top_k, fe = m_.moe.expert_ffn_hidden_size;
     const double etp = static_cast<double>(p_.Etp());
     Work moe_fwd_before = c.gemm_fwd;
     moe_fwd_before += c.elem_fwd;
-    Gemm(T, E, h, c);  // router
+    // Router on the rank's sequence-parallel share of the tokens (Megatron-Core's MoE layer input
+    // is [s/tp, b, h] with SP; router.py TopKRouter: gating GEMM, then scores (softmax or
+    // sigmoid), top-k, the probabilities and the auxiliary loss, in fp32 over T x E).
+    const double t_local = T / t;
+    Gemm(t_local, E, h, c);
     // Tokens each GPU dispatches: its T/tp sequence-parallel share, gathered over ETP
     // (Megatron-Core's MoE layer runs with sequence parallelism when TP > 1).
     const double t_rank = T * etp / t;
@@ -636,10 +750,30 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     const double routed_act = (gated ? 3 : 2) * e_act_ * t_rank * k * fe / etp;
     const double shared_act = (gated ? 3 : 2) * e_act_ * T * m_.moe.shared_experts *
                               m_.moe.shared_expert_ffn_hidden_size / t;
-    const double permute = 2 * 2 * e_act_ * t_rank * k * h;  // dispatch + combine
+    // Routing: the routing map Transformer Engine's fused permute builds (make_row_id_map: about
+    // 17 T E + 4 T (2k + 1) bytes) and four fp32 passes over the T x E scores (logits read, scores
+    // written, probabilities written, top-k read): 16 T E bytes (TE transformer_engine/common/
+    // triton/permutation.py; Megatron-Core moe/router.py, moe_utils.py).
+    const double routing = t_local * (33 * E + 4 * (2 * k + 1));
+    // Rows this rank's experts receive (balanced routing).
+    const double rows = t_rank * k;
+    double permute = 0;
+    if (t_.moe_dispatcher == MoeDispatcher::kAllToAll) {
+      // TE fused permute / unpermute around the all-to-all (token_dispatcher.py with
+      // moe_permute_fusion; the unfused torch path moves the same token rows): forward, permute
+      // reads each local row once and writes its k copies, the chunk sort by local expert reads
+      // and writes every received row (only with more than one local expert), and the combine
+      // side mirrors it: e h (2 T + 2 T k + 4 N) bytes (TE permutation.py _permute_kernel,
+      // _unpermute_kernel, sort_chunks_by_map).
+      permute = e_act_ * h * (2 * t_local + 2 * t_local * k + (local_experts > 1 ? 4 * rows : 0.0));
+      // fp8 GEMMs: each expert's rows padded to the fp8 alignment and unpadded after (TE
+      // Fp8Padding / Fp8Unpadding, one read and write of [N, h] each).
+      if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * h;
+    }
+    // DeepEP fuses the permute into its dispatch / combine kernels (deepseek-ai/DeepEP).
     Elementwise(routed_act, c, &mod.moe_act);
     Elementwise(shared_act, c, &mod.shared_experts);
-    Elementwise(permute, c);
+    Elementwise(routing + permute, c);
     Work moe_fwd = c.gemm_fwd;
     moe_fwd += c.elem_fwd;
     // Everything the MoE block added to the forward.
@@ -670,13 +804,39 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     mod.mlp_act.bytes -= before.bytes;
   }
 
+  const double ffn_part_f = fwd_now() - attn_part_f, ffn_part_b = bwd_now() - attn_part_b;
+  const double ffn_gemm_f = c.gemm_fwd.time_s - attn_gemm_f, ffn_gemm_b = c.gemm_bwd.time_s - attn_gemm_b;
   // Norms and residual adds (+ dropout masks) on h-wide activations.
   const double xh = T * h / (sp_ ? t : 1);
   const double norms = 2 * (2 * e_act_ * xh);
   Elementwise(norms, c, &mod.layernorm);
   double elem = 2 * (3 * e_act_ * xh + (t_.dropout ? xh : 0));
-  if (m_.learned_position_embeddings == 0) elem += 2 * e_act_ * T * (a + kv) * dqk / t;  // RoPE
+  double rope = m_.learned_position_embeddings == 0 ? 2 * e_act_ * T * (a + kv) * dqk / t : 0.0;
+  if (m_.mla.enabled()) {
+    // MLA's unfused query/key assembly (Megatron-Core multi_latent_attention.py, as DeepSeek's
+    // own): RoPE on the rotary parts of q (every head) and of the shared k_pe, the q_a and kv_a
+    // norms, q = cat(q_nope, q_pe) and k = cat(k_nope, k_pe expanded to every head) written as
+    // heads x qk_head_dim, v made contiguous; per token, bytes e (2 a rope + 2 rope + 2 (ql + kl)
+    // + 2 a dqk + a (nope + dqk) + 2 a dv), heads split by TP.
+    const double rope_d = m_.mla.qk_rope_head_dim, nope = m_.mla.qk_nope_head_dim;
+    const double ql = m_.mla.q_lora_rank, kl = m_.mla.kv_lora_rank;
+    rope = e_act_ * T *
+           ((2 * a * rope_d + 2 * a * dqk + a * (nope + dqk) + 2 * a * dv) / t + 2 * rope_d + 2 * (ql + kl));
+  }
+  elem += rope;
   Elementwise(elem, c);
+  if (modules_ != nullptr) {
+    // Norms and residual adds: one of each per sub-layer, half to each; RoPE to attention.
+    const double shared_f = (norms + elem - rope) * elem_factor_ / bw_, rope_f = rope * elem_factor_ / bw_;
+    modules_->attention_fwd_s = attn_part_f + shared_f / 2 + rope_f;
+    modules_->attention_bwd_s = attn_part_b + shared_f + 2 * rope_f;
+    modules_->mlp_fwd_s = ffn_part_f + shared_f / 2;
+    modules_->mlp_bwd_s = ffn_part_b + shared_f;
+    modules_->attention_gemm_fwd_s = attn_gemm_f;
+    modules_->attention_gemm_bwd_s = attn_gemm_b;
+    modules_->mlp_gemm_fwd_s = ffn_gemm_f;
+    modules_->mlp_gemm_bwd_s = ffn_gemm_b;
+  }
 
   // Tensor parallel communication, overlapped with the GEMMs when the framework does it
   // (overlap efficiency from the framework preset).
@@ -753,23 +913,45 @@ void StepModel::Layer(bool moe, LayerCost& c) {
   // stream: TP comm overlap does not cover it.
   if (moe && (p_.ep > 1 || p_.Etp() > 1)) {
     const double S = T / p_.tp * m_.moe.top_k * h * e_act_;
-    const double a2a = p_.ep > 1 ? 2 * Comm(Collective::kAllToAll, place_.ep, S) : 0.0;
+    const double a2a = p_.ep > 1 ? (t_.moe_dispatcher == MoeDispatcher::kAllToAll
+                                        ? 2 * Comm(Collective::kAllToAll, place_.ep, S)
+                                        : DeepEpDispatchCombine(T / p_.tp, h))
+                                 : 0.0;
     double etp_s = 0;
     if (p_.Etp() > 1) {
       const double gathered = S * static_cast<double>(p_.Etp());
       etp_s = Comm(Collective::kAllGather, place_.etp, gathered) + Comm(Collective::kReduceScatter, place_.etp, gathered);
     }
     const double one = a2a + etp_s;
+    if (modules_ != nullptr) modules_->ep_transfer_s = one;
     const OverlapMechanism& o = fw_.overlap.ep_all_to_all;
+    c.ep_a2a_s = a2a;
+    c.ep_etp_s = etp_s;
+    // Exposed as it runs inside the layer: all of it, or a legacy single efficiency. Overlap
+    // with another micro-batch (the job's overlap_ep_comm, DualPipe) is the schedule's: Run.
     auto expose = [&](Work& w, double compute_s) {
       if (one <= 0) return;
-      const double e = o.Exposed(one, compute_s);
+      const double e = o.supported && !o.Structured() ? o.Exposed(one, compute_s) : one;
       w.Comm(e * a2a / one, place_.ep.scope);
       w.Comm(e * etp_s / one, place_.etp.scope);
     };
     expose(c.ep_fwd, c.gemm_fwd.time_s);
     expose(c.ep_bwd, c.gemm_bwd.time_s);
     mod.moe += c.ep_fwd;
+  }
+  if (modules_ != nullptr) {
+    if (p_.Schedule() == PipelineSchedule::kDualPipe && moe) {
+      Work f, b;
+      DualPipeExposeEp(c, &f, &b);
+      modules_->ep_fwd_s = f.time_s;
+      modules_->ep_bwd_s = b.time_s;
+    } else {
+      modules_->ep_fwd_s = c.ep_fwd.time_s;
+      modules_->ep_bwd_s = c.ep_bwd.time_s;
+    }
+    modules_->tp_fwd_s = c.tp_fwd.time_s;
+    modules_->tp_bwd_s = c.tp_bwd.time_s;
+    modules_->cp_s = c.cp.time_s;
   }
   // Host launch floor: an eager framework cannot run a layer faster than it launches its
   // kernels (forward n kernels, backward ~2n), unless CUDA graphs replay them.
@@ -844,10 +1026,14 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   StepTimeEstimate out;
   const double m = static_cast<double>(job_.MicroBatchesPerStep());
   const double pp = p_.pp, v = p_.vpp;
-  // Slowest stage: ceil(layers / (pp * vpp)) layers in each of its vpp chunks.
+  // Slowest stage: ceil(layers / (pp * vpp)) layers in each of its vpp chunks; with an uneven
+  // first / last stage (Megatron-Core --decoder-first/last-pipeline-num-layers), the first, a
+  // middle and the last stage's layer counts, the last one also carrying the output layer, its
+  // loss and any MTP module (chosen below, once those costs are known).
   const double chunks = pp * v;
-  const double layers_per_stage = std::ceil(m_.layers / chunks) * v;
-  if (m_.layers % static_cast<int64_t>(chunks) != 0) {
+  double layers_per_stage = std::ceil(m_.layers / chunks) * v;
+  const bool uneven = p_.pp > 1 && (p_.first_stage_layers > 0 || p_.last_stage_layers > 0);
+  if (!uneven && m_.layers % static_cast<int64_t>(chunks) != 0) {
     warnings_.push_back(absl::StrCat("layers ", m_.layers, " do not divide evenly into pp*vpp = ",
                                      static_cast<int64_t>(chunks), " chunks; the slowest stage has ",
                                      static_cast<int64_t>(layers_per_stage), " layers"));
@@ -862,6 +1048,27 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   const LayerCost& dense = layers->dense;
   const LayerCost& moe = layers->moe;
   const LayerCost& logits = layers->logits;
+  const int64_t mtp_layers = t_.mtp_layers >= 0 ? t_.mtp_layers : m_.mtp_layers;
+
+  // Uneven pipeline: which stage is the slowest. A layer's time per micro-batch (forward,
+  // backward, its communication), the last stage's extra (output layer, loss, MTP modules).
+  bool last_is_slowest = true;
+  if (uneven) {
+    auto layer_s = [](const LayerCost& c) {
+      return c.gemm_fwd.time_s + c.gemm_bwd.time_s + c.attn_fwd.time_s + c.attn_bwd.time_s + c.elem_fwd.time_s +
+             c.elem_bwd.time_s + c.tp_fwd.time_s + c.tp_bwd.time_s + c.ep_fwd.time_s + c.ep_bwd.time_s + c.cp.time_s;
+    };
+    const double per_layer = layer_s(dense) * (1 - moe_frac) + (moe_frac > 0 ? layer_s(moe) * moe_frac : 0.0);
+    const double logits_s = layer_s(logits);
+    const double extra = logits_s * (1 + mtp_layers) + mtp_layers * layer_s(m_.MoeLayerCount() > 0 ? moe : dense);
+    const int64_t given_f = p_.first_stage_layers, given_l = p_.last_stage_layers;
+    const int64_t middle_stages = p_.pp - (given_f > 0 ? 1 : 0) - (given_l > 0 ? 1 : 0);
+    const double mid = middle_stages > 0 ? static_cast<double>(m_.layers - given_f - given_l) / middle_stages : 0.0;
+    const double f = given_f > 0 ? given_f : mid, l = given_l > 0 ? given_l : mid;
+    const double last_load = l * per_layer + extra, other_layers = std::max(f, mid);
+    last_is_slowest = last_load >= other_layers * per_layer;
+    layers_per_stage = last_is_slowest ? l : other_layers;
+  }
 
   // Per micro-batch work of one stage's layers, by term.
   auto layers_sum = [&](auto member) {
@@ -885,6 +1092,14 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   Work cp = layers_sum(&LayerCost::cp);
   Work ep = layers_sum(&LayerCost::ep_fwd);
   ep += layers_sum(&LayerCost::ep_bwd);
+  const OverlapMechanism& ep_overlap = fw_.overlap.ep_all_to_all;
+  if (moe_frac > 0 && (p_.Schedule() == PipelineSchedule::kDualPipe ||
+                       (t_.overlap_ep_comm && ep_overlap.supported && ep_overlap.Structured()))) {
+    Work f, b;
+    DualPipeExposeEp(moe, &f, &b, p_.Schedule() == PipelineSchedule::kDualPipe ? 0.0 : 1.0 / m);
+    f += b;
+    ep = f.Scaled(layers_per_stage * moe_frac);
+  }
   Work launch = layers_sum(&LayerCost::launch);
   // Recomputation: full recompute of recompute_num_layers layers per stage (all when 0), or
   // the selected modules of every layer.
@@ -933,6 +1148,28 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   last_extra_elem += logits.elem_bwd;
   Work last_extra_tp = logits.tp_fwd;
   last_extra_tp += logits.tp_bwd;
+  Work last_extra_attn, last_extra_ep;
+  if (mtp_layers > 0) {
+    // Multi-token prediction (DeepSeek-V3 report Sec. 2.2; Megatron-Core --mtp-num-layers puts
+    // the MTP modules on the last pipeline stage): each module is one more transformer block of
+    // the model's last layer type and one more pass of the shared output head and its loss. (Its
+    // 2h x h projection and two norms, under 1% of a block, are not counted.)
+    const LayerCost& block = m_.MoeLayerCount() > 0 ? moe : dense;
+    const double k = static_cast<double>(mtp_layers);
+    auto both = [](const Work& a, const Work& b) {
+      Work w = a;
+      w += b;
+      return w;
+    };
+    last_extra_gemm += both(block.gemm_fwd, block.gemm_bwd).Scaled(k);
+    last_extra_gemm += both(logits.gemm_fwd, logits.gemm_bwd).Scaled(k);
+    last_extra_attn = both(block.attn_fwd, block.attn_bwd).Scaled(k);
+    last_extra_elem += both(block.elem_fwd, block.elem_bwd).Scaled(k);
+    last_extra_elem += both(logits.elem_fwd, logits.elem_bwd).Scaled(k);
+    last_extra_tp += both(block.tp_fwd, block.tp_bwd).Scaled(k);
+    last_extra_tp += both(logits.tp_fwd, logits.tp_bwd).Scaled(k);
+    last_extra_ep = both(block.ep_fwd, block.ep_bwd).Scaled(k);
+  }
 
   Work stage_common = gemm;
   stage_common += attn; stage_common += elem; stage_common += recompute; stage_common += launch;
@@ -940,17 +1177,25 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   Work last_extra = last_extra_gemm;
   last_extra += last_extra_elem;
   last_extra += last_extra_tp;
-  const double stage_avg_s = stage_common.time_s * (m_.layers / pp) / layers_per_stage + last_extra.time_s / pp;
+  last_extra += last_extra_attn;
+  last_extra += last_extra_ep;
+  // The last stage's extra work, averaged over the stages for the bubble either way.
+  const double last_extra_avg_s = last_extra.time_s / pp;
+  if (!last_is_slowest) {
+    // A middle or the first stage sets the pace: the output layer's work is not on it.
+    last_extra_gemm = last_extra_elem = last_extra_tp = last_extra_attn = last_extra_ep = last_extra = Work{};
+  }
+  const double stage_avg_s = stage_common.time_s * (m_.layers / pp) / layers_per_stage + last_extra_avg_s;
 
   StepBreakdown& br = out.breakdown;
   br.gemm_s = m * (gemm.time_s + last_extra_gemm.time_s);
-  br.attention_s = m * attn.time_s;
+  br.attention_s = m * (attn.time_s + last_extra_attn.time_s);
   br.elementwise_s = m * (elem.time_s + last_extra_elem.time_s);
   br.recompute_s = m * recompute.time_s;
   br.launch_overhead_s = m * launch.time_s;
   br.tp_comm_s = m * (tp.time_s + last_extra_tp.time_s);
   br.cp_comm_s = m * cp.time_s;
-  br.ep_comm_s = m * ep.time_s;
+  br.ep_comm_s = m * (ep.time_s + last_extra_ep.time_s);
   br.pp_comm_s = m * pp_comm.time_s;
   // Pipeline bubble per schedule, in units of one micro-batch's forward F and backward B on the
   // average stage (DeepSeek-V3 report Table 2; Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023):
@@ -1159,6 +1404,10 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
 }  // namespace
 
 StepTimeEstimate EstimateStepTime(const Job& job) { return StepModel(job).Run(); }
+
+LayerModuleTimes EstimateLayerModules(const Job& job, bool moe_layer) {
+  return StepModel(job).Modules(moe_layer && job.model.MoeLayerCount() > 0);
+}
 
 std::shared_ptr<const StepLayerCosts> ComputeStepLayerCosts(const Job& job, const GemmModel* gemm_model) {
   return std::make_shared<const StepLayerCosts>(StepModel(job, gemm_model).Layers());

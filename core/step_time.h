@@ -71,6 +71,31 @@ struct StepTimeEstimate {
 // Requires ValidateJob(job).ok().
 StepTimeEstimate EstimateStepTime(const Job& job);
 
+// One transformer layer's time per micro-batch by module, as a trace's module annotations
+// divide it (the DeepSeek-V3 profile's attn / mlp / dispatch / combine; tests/data/real_data/
+// deepseek_v3_modules.json): seconds on one GPU.
+//   attention: input norm, QKV (or MLA) projections, RoPE, attention core, output projection,
+//              residual add (half of the layer's norm and residual traffic);
+//   mlp: the post-attention norm, MLP or router + experts + shared experts, activations,
+//        permutes, residual add;
+//   tp / ep / cp: the layer's communication as exposed by the framework's overlap (EP: dispatch
+//   and combine together).
+// Backward includes dgrad and wgrad (the trace's B + W). Recompute and the launch floor are not
+// included. `moe_layer` false gives a dense layer (an MoE model's first dense layers).
+struct LayerModuleTimes {
+  double attention_fwd_s = 0, attention_bwd_s = 0;
+  double mlp_fwd_s = 0, mlp_bwd_s = 0;
+  // The GEMMs' share of the above (a trace shows what SMs they ran on).
+  double attention_gemm_fwd_s = 0, attention_gemm_bwd_s = 0;
+  double mlp_gemm_fwd_s = 0, mlp_gemm_bwd_s = 0;
+  double tp_fwd_s = 0, tp_bwd_s = 0;
+  double ep_fwd_s = 0, ep_bwd_s = 0;
+  // The EP dispatch + combine transfer time of one direction before any overlap.
+  double ep_transfer_s = 0;
+  double cp_s = 0;
+};
+LayerModuleTimes EstimateLayerModules(const Job& job, bool moe_layer);
+
 // For layout search (core/search.h): the per-micro-batch costs of a dense layer, an MoE layer
 // and the output layer (opaque). They read the model, hardware, profile, framework, model
 // choices, precision, seq_length, micro_batch_size, flash_attention, dropout, overlap_tp_comm,

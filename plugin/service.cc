@@ -3,10 +3,12 @@
 #include "proto/measured_run.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,7 +19,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <queue>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -48,6 +52,13 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+// Within google.protobuf.Timestamp's documented range (0001-01-01 to 9999-12-31), where
+// TimeUtil's conversions cannot overflow.
+bool ValidTimestamp(const google::protobuf::Timestamp& t) {
+  return t.seconds() >= TimeUtil::kTimestampMinSeconds && t.seconds() <= TimeUtil::kTimestampMaxSeconds &&
+         t.nanos() >= 0 && t.nanos() <= 999999999;
+}
+
 absl::Status Prefixed(const absl::Status& s, absl::string_view prefix) {
   if (s.ok() || s.code() != absl::StatusCode::kInvalidArgument) return s;
   return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
@@ -65,11 +76,201 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) 
   return text;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// Lowers the calling thread's scheduling priority by `delta` nice steps (to at most 19). On
+// Linux nice is a per-thread attribute (setpriority(PRIO_PROCESS, tid), sched(7) "The nice
+// value"), and threads created afterwards inherit it, so a search's own worker threads run at
+// the same priority. Raising nice needs no privilege. Best effort: errors are ignored.
+void LowerThreadPriority(int delta) {
+  const id_t tid = static_cast<id_t>(::syscall(SYS_gettid));
+  errno = 0;
+  const int now = ::getpriority(PRIO_PROCESS, tid);
+  if (errno != 0) return;
+  (void)::setpriority(PRIO_PROCESS, tid, std::min(19, now + delta));
+}
+
+// The host of a gRPC peer ("ipv4:10.0.0.1:5123" -> "ipv4:10.0.0.1"; "ipv6:[::1]:5123" -> "ipv6:[::1]").
+std::string PeerHost(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
+// Admission of the CPU-heavy calls, Search and Preflight's layout suggestion (reliability review
+// 2, N2): they run on `workers` threads of their own at the lowest priority (nice + 19), never on
+// gRPC's handler threads, so Predict, Preflight's verdict and the store's callers always find a
+// handler thread and win the CPU from a search. A Search runs on at most workers - 1 of them (one
+// is kept for suggestions, which go first); at most `max_waiting` Search calls wait, and one peer
+// host has at most `per_peer` running or waiting; beyond these PostSearch refuses (the caller
+// answers RESOURCE_EXHAUSTED with a retry-after). A task gets run = false, instead of running,
+// when the pool is stopping or its deadline passed while it waited.
+class SearchPool {
+ public:
+  // A task's work returns the call's status; `done` answers the call with it once the slot is
+  // released (so that the caller's next call finds it free).
+  using Fn = std::function<absl::Status(bool run)>;
+  using Done = std::function<void(absl::Status)>;
+  enum class Admit { kQueued, kFull, kPeerBusy, kWouldExpire, kStopping };
+
+  SearchPool(int workers, int max_waiting, int per_peer)
+      : workers_(std::max(2, workers)), max_waiting_(max_waiting), per_peer_(per_peer) {
+    for (int i = 0; i < workers_; ++i) {
+      threads_.emplace_back([this] {
+        LowerThreadPriority(19);
+        Loop();
+      });
+    }
+  }
+  ~SearchPool() {
+    BeginShutdown();
+    Join();
+  }
+  int workers() const { return workers_; }
+
+  // `deadline`: the call's; `max_run`: how long the search runs at most once started (its time
+  // limit; Clock::duration::max() for none).
+  Admit PostSearch(const std::string& host, Clock::time_point deadline, Clock::duration max_run, Fn fn, Done done) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) return Admit::kStopping;
+    if (static_cast<int>(searches_.size()) >= max_waiting_) return Admit::kFull;
+    int& mine = per_host_[host];
+    if (mine >= per_peer_) {
+      if (mine == 0) per_host_.erase(host);
+      return Admit::kPeerBusy;
+    }
+    // When would a slot be free for it? Each running search holds its slot until its deadline at
+    // the latest, and so does each one waiting ahead once it starts. A call that would have to
+    // wait and then not start a second (or half its time) before its own deadline is refused now
+    // rather than after waiting for nothing.
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point start = StartEstimateLocked();
+    const Clock::duration least_run =
+        std::min<Clock::duration>(std::chrono::seconds(1), (deadline - now) / 2);  // to find anything
+    if (start > now && start + least_run > deadline) {
+      if (mine == 0) per_host_.erase(host);
+      return Admit::kWouldExpire;
+    }
+    ++mine;
+    searches_.push_back({std::move(fn), std::move(done), deadline, host, max_run});
+    cv_.notify_one();
+    return Admit::kQueued;
+  }
+  bool PostSuggestion(Clock::time_point deadline, Fn fn, Done done) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_ || static_cast<int>(suggestions_.size()) >= 4 * workers_) return false;
+    suggestions_.push_back({std::move(fn), std::move(done), deadline, "", Clock::duration::max()});
+    cv_.notify_one();
+    return true;
+  }
+  // Seconds until a Search slot is likely free for a new call (the latest that the running and
+  // waiting ones can hold their slots; at least 1).
+  int64_t RetryAfterS() {
+    std::lock_guard<std::mutex> l(mu_);
+    const double s = std::chrono::duration<double>(StartEstimateLocked() - Clock::now()).count();
+    return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(s)), 1, 3600);
+  }
+  // Running searches see stopping() and stop (their callers answer with the best found so
+  // far); waiting tasks run with run = false; nothing new is admitted.
+  void BeginShutdown() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopping_ = true;
+      stopping_flag_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool stopping() const { return stopping_flag_.load(); }
+  void Join() {
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+ private:
+  struct Task {
+    Fn fn;
+    Done done;
+    Clock::time_point deadline;
+    std::string host;  // Search tasks only
+    Clock::duration max_run = Clock::duration::max();
+    Clock::time_point EndIfStartedAt(Clock::time_point start) const {
+      return max_run >= deadline - start ? deadline : start + max_run;
+    }
+  };
+  // The latest time a new Search would start: slots free at the running searches' deadlines;
+  // each waiting search takes the first free slot and holds it to its own deadline.
+  Clock::time_point StartEstimateLocked() const {
+    const int slots = std::max(1, workers_ - 1);
+    std::priority_queue<Clock::time_point, std::vector<Clock::time_point>, std::greater<>> free_at;
+    for (const auto& d : running_search_deadlines_) free_at.push(d);
+    const Clock::time_point now = Clock::now();
+    while (static_cast<int>(free_at.size()) < slots) free_at.push(now);
+    for (const Task& t : searches_) {
+      const Clock::time_point start = std::max(now, free_at.top());
+      free_at.pop();
+      free_at.push(std::max(start, t.EndIfStartedAt(start)));
+    }
+    return std::max(now, free_at.top());
+  }
+  void Loop() {
+    for (;;) {
+      Task t;
+      bool is_search = false;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] {
+          return stopping_ || !suggestions_.empty() || (!searches_.empty() && running_searches_ < workers_ - 1);
+        });
+        if (!suggestions_.empty()) {
+          t = std::move(suggestions_.front());
+          suggestions_.pop_front();
+        } else if (!searches_.empty() && (stopping_ || running_searches_ < workers_ - 1)) {
+          t = std::move(searches_.front());
+          searches_.pop_front();
+          is_search = true;
+          ++running_searches_;
+          t.deadline = t.EndIfStartedAt(Clock::now());  // the call's, or sooner by its time limit
+          running_search_deadlines_.insert(t.deadline);
+        } else {
+          return;  // stopping, nothing left
+        }
+      }
+      const bool run = !stopping_flag_.load() && Clock::now() < t.deadline;
+      absl::Status status = t.fn(run);
+      if (is_search) {
+        std::lock_guard<std::mutex> l(mu_);
+        --running_searches_;
+        running_search_deadlines_.erase(running_search_deadlines_.find(t.deadline));
+        if (--per_host_[t.host] <= 0) per_host_.erase(t.host);
+        cv_.notify_all();
+      }
+      t.done(std::move(status));
+    }
+  }
+
+  const int workers_, max_waiting_, per_peer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> suggestions_, searches_;
+  std::map<std::string, int> per_host_;  // running or waiting Search calls per peer host
+  std::multiset<Clock::time_point> running_search_deadlines_;  // when each running search ends at the latest
+  int running_searches_ = 0;
+  bool stopping_ = false;
+  std::atomic<bool> stopping_flag_{false};
+  std::vector<std::thread> threads_;
+};
+
 // One thread that runs the store writes in order, so that gRPC's handler threads never wait on
-// SQLite (reliability review M1). Post() refuses (false) when max_queue tasks are waiting.
+// SQLite (reliability review M1). Post() refuses (false) when max_queue tasks are waiting. It runs
+// at a lower priority (nice + 10): writes are not on a launch's path, so under load Predict and
+// Preflight win the CPU and the writes slow down (review 2, N2: Predict beside 8 writers).
 class Writer {
  public:
-  explicit Writer(size_t max_queue) : max_queue_(max_queue), thread_([this] { Loop(); }) {}
+  explicit Writer(size_t max_queue)
+      : max_queue_(max_queue), thread_([this] {
+          LowerThreadPriority(10);
+          Loop();
+        }) {}
   ~Writer() { Stop(); }
   bool Post(std::function<void()> task) {
     {
@@ -221,6 +422,8 @@ class RpcLog {
       case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
       case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
       case grpc::UNAVAILABLE: return "UNAVAILABLE";
+      case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+      case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
       case grpc::DATA_LOSS: return "DATA_LOSS";
       default: return "ERROR";
     }
@@ -261,18 +464,43 @@ class ServiceImpl {
         options_(options),
         log_(options.log),
         limiter_(options.preflight_store_per_s, options.preflight_store_burst),
+        pool_(std::make_unique<SearchPool>(
+            options.search_workers > 0 ? options.search_workers
+                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()) / 2),
+            options.max_waiting_searches, options.max_searches_per_peer)),
         writer_(std::make_unique<Writer>(4096)) {
+    // A search's own threads: the cores shared among the pool's workers.
+    search_threads_ = std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
+                                      std::max(1, pool_->workers() - 1));
     Prune();
   }
-  ~ServiceImpl() { StopWriter(); }
+  ~ServiceImpl() {
+    pool_->BeginShutdown();
+    pool_->Join();
+    StopWriter();
+  }
 
   std::FILE* log() const { return log_; }
   // Runs the queued writes, then stops the writer thread (after the server has stopped).
   void StopWriter() { writer_->Stop(); }
+  // Shutdown, after the lame duck: new calls are answered UNAVAILABLE (retry elsewhere or
+  // later), running searches stop with the best found so far, waiting ones are answered.
+  void BeginRefusing() {
+    refusing_ = true;
+    pool_->BeginShutdown();
+  }
+  // After the server has stopped: the pool's threads have answered everything.
+  void JoinPool() { pool_->Join(); }
+  // Calls inside a handler's synchronous part right now (the watchdog's "handlers busy").
+  int busy_handlers() const { return busy_handlers_.load(); }
+  std::atomic<int>& busy_handlers_counter() { return busy_handlers_; }
 
   // Answers expired or cancelled calls without doing the work.
   template <typename F>
   absl::Status Guard(grpc::CallbackServerContext* ctx, F&& f) {
+    if (refusing_.load()) {
+      return absl::UnavailableError("the server is shutting down; retry (another replica, or once it is back)");
+    }
     if (ctx->IsCancelled()) return absl::CancelledError("cancelled by the client");
     if (ctx->deadline() < std::chrono::system_clock::now()) {
       return absl::DeadlineExceededError("deadline expired before the work started");
@@ -317,7 +545,23 @@ class ServiceImpl {
       return absl::InvalidArgumentError(absl::StrCat(field, ": ", n, " bytes, above the service's limit of ",
                                                      options_.max_job_bytes, " bytes for a job"));
     }
+    // The name is copied into every prediction (review 2, N3).
+    if (static_cast<int64_t>(job.name().size()) > options_.max_job_name_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".name: ", job.name().size(),
+                                                     " bytes, above the service's limit of ",
+                                                     options_.max_job_name_bytes, " bytes for a job's name"));
+    }
     return absl::OkStatus();
+  }
+
+  // Whether the call carries one of the configured tokens (never true when none is configured).
+  bool Authenticated(grpc::CallbackServerContext* ctx) const {
+    if (admin_token_.empty() && report_token_.empty()) return false;
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    if (it == md.end()) return false;
+    const std::string got(it->second.data(), it->second.size());
+    return SameToken(got, admin_token_) || SameToken(got, report_token_);
   }
 
   // The profile a request names; nullopt for the hardware's reference profile.
@@ -370,35 +614,70 @@ class ServiceImpl {
     return absl::OkStatus();
   }
 
-  absl::Status DoPreflight(grpc::CallbackServerContext* ctx, const v1::PreflightRequest& req,
-                           v1::PreflightResponse* resp) {
-    if (absl::Status s = CheckJobSize(req.job(), "job"); !s.ok()) return s;
-    if (absl::Status s = ValidatePolicy(req.policy()); !s.ok()) return s;
-    Job job;
-    absl::StatusOr<Prediction> p = Run(req.job(), req.profile(), &job);
-    if (!p.ok()) return p.status();
+  // Preflight: the verdict on the handler thread (a prediction takes microseconds); the layout
+  // suggestion on the search pool, within 2 s of the call's budget; answered (`done`, exactly
+  // once) from the pool, or at once when the pool has no room (then without a suggestion).
+  void PreflightAsync(grpc::CallbackServerContext* ctx, const v1::PreflightRequest& req,
+                      v1::PreflightResponse* resp, std::function<void(absl::Status)> done) {
+    auto job = std::make_shared<Job>();
+    auto prediction = std::make_shared<Prediction>();
+    absl::Status s = Guard(ctx, [&]() -> absl::Status {
+      if (absl::Status c = CheckJobSize(req.job(), "job"); !c.ok()) return c;
+      if (absl::Status c = ValidatePolicy(req.policy()); !c.ok()) return c;
+      absl::StatusOr<Prediction> p = Run(req.job(), req.profile(), job.get());
+      if (!p.ok()) return p.status();
+      *prediction = *std::move(p);
+      *resp->mutable_prediction() = PredictionToProto(*prediction);
+      const PolicyResult verdict = EvaluatePolicy(resp->prediction(), req.policy());
+      resp->set_verdict(verdict.verdict);
+      for (const auto& r : verdict.reasons) *resp->add_reasons() = r;
+      StorePreflight(ctx, req, resp);
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return done(s);
     // A better layout on the same GPUs when this one does not fit or is >= 10% slower
-    // (docs/SEARCH.md); the search stops in time for the verdict (at most 2 s). Not finding one
-    // is no error.
-    absl::StatusOr<std::optional<v1::LayoutSuggestion>> suggestion =
-        SuggestLayout(job, *p, WorkDeadline(ctx, std::chrono::milliseconds(2000)));
-    if (suggestion.ok() && suggestion->has_value()) *resp->mutable_suggestion() = **suggestion;
-    *resp->mutable_prediction() = PredictionToProto(*p);
-    const PolicyResult verdict = EvaluatePolicy(resp->prediction(), req.policy());
-    resp->set_verdict(verdict.verdict);
-    for (const auto& r : verdict.reasons) *resp->add_reasons() = r;
-    // The verdict never waits for the store (reliability review H4/M1): the prediction is queued
-    // for the writer thread, and a failed or refused write only leaves prediction_id empty.
-    // A peer over its store rate gets its verdict without a stored prediction.
-    if (!limiter_.Allow(ctx->peer())) return absl::OkStatus();
-    const std::string id = RandomId("pred-");
+    // (docs/SEARCH.md); the search stops in time for the verdict (at most 2 s). Not finding
+    // one, or no room on the pool, is no error.
+    const Clock::time_point deadline = WorkDeadline(ctx, std::chrono::milliseconds(2000));
+    SearchPool* pool = pool_.get();
+    const int threads = search_threads_;
+    const bool queued = pool_->PostSuggestion(
+        deadline,
+        [ctx, resp, job, prediction, deadline, pool, threads](bool run) {
+          if (run) {
+            absl::StatusOr<std::optional<v1::LayoutSuggestion>> suggestion = SuggestLayout(
+                *job, *prediction, deadline, [ctx, pool] { return ctx->IsCancelled() || pool->stopping(); }, threads);
+            if (suggestion.ok() && suggestion->has_value()) *resp->mutable_suggestion() = **suggestion;
+          }
+          return absl::OkStatus();
+        },
+        done);
+    if (!queued) done(absl::OkStatus());
+  }
+
+  // The verdict never waits for the store (reliability review H4/M1): the prediction is queued
+  // for the writer thread, and a failed or refused write only leaves prediction_id empty. A peer
+  // over its store rate gets its verdict without a stored prediction; so does a caller without a
+  // token whose job and prediction are above max_unauthenticated_stored_bytes (review 2, N7).
+  // The stored prediction leaves out job_name (the job's name, stored once with the job).
+  void StorePreflight(grpc::CallbackServerContext* ctx, const v1::PreflightRequest& req, v1::PreflightResponse* resp) {
     auto stored = std::make_shared<RunStore::StoredPrediction>(
         RunStore::StoredPrediction{req.job(), req.profile(), resp->prediction()});
+    stored->prediction.clear_job_name();
+    if (!Authenticated(ctx)) {
+      const size_t bytes = stored->job.ByteSizeLong() + stored->profile.ByteSizeLong() +
+                           stored->prediction.ByteSizeLong();
+      if (static_cast<int64_t>(bytes) > options_.max_unauthenticated_stored_bytes) return;
+    }
+    if (!limiter_.Allow(ctx->peer())) return;
+    const std::string id = RandomId("pred-");
     {
       std::lock_guard<std::mutex> l(pending_mu_);
       pending_[id] = stored;
     }
-    const bool queued = writer_->Post([this, id, stored] {
+    const int64_t bytes = static_cast<int64_t>(stored->job.ByteSizeLong() + stored->profile.ByteSizeLong() +
+                                               stored->prediction.ByteSizeLong());
+    const bool queued = writer_->Post([this, id, stored, bytes] {
       if (absl::Status s = store_->PutPrediction(id, *stored, absl::ToUnixMicros(absl::Now())); !s.ok()) {
         if (log_ != nullptr) std::fprintf(log_, "stepcast serve: prediction %s not stored: %s\n", id.c_str(),
                                           std::string(s.message()).c_str());
@@ -407,22 +686,28 @@ class ServiceImpl {
         std::lock_guard<std::mutex> l(pending_mu_);
         pending_.erase(id);
       }
-      if (++stored_since_prune_ >= 1000) Prune();
+      // Pruned every 1000 rows or every 1/64 of the byte cap, whichever comes first.
+      stored_bytes_since_prune_ += bytes;
+      if (++stored_since_prune_ >= 1000 || stored_bytes_since_prune_ >= options_.max_stored_prediction_bytes / 64) {
+        Prune();
+      }
     });
     if (!queued) {
       std::lock_guard<std::mutex> l(pending_mu_);
       pending_.erase(id);
-      return absl::OkStatus();
+      return;
     }
     resp->set_prediction_id(id);
-    return absl::OkStatus();
   }
 
   // Retention of predictions (ServeOptions::prediction_ttl_s, max_stored_predictions).
   void Prune() {
     stored_since_prune_ = 0;
+    stored_bytes_since_prune_ = 0;
     const int64_t cutoff = absl::ToUnixMicros(absl::Now()) - options_.prediction_ttl_s * 1000000;
-    if (absl::Status s = store_->PrunePredictions(cutoff, options_.max_stored_predictions); !s.ok()) {
+    if (absl::Status s = store_->PrunePredictions(cutoff, options_.max_stored_predictions,
+                                                  options_.max_stored_prediction_bytes);
+        !s.ok()) {
       if (log_ != nullptr) std::fprintf(log_, "stepcast serve: pruning predictions: %s\n", std::string(s.message()).c_str());
     }
   }
@@ -430,37 +715,111 @@ class ServiceImpl {
   absl::StatusOr<RunStore::StoredPrediction> GetPrediction(const std::string& id) {
     {
       std::lock_guard<std::mutex> l(pending_mu_);
-      if (auto it = pending_.find(id); it != pending_.end()) return *it->second;
+      if (auto it = pending_.find(id); it != pending_.end()) {
+        RunStore::StoredPrediction p = *it->second;
+        p.prediction.set_job_name(p.job.name());
+        return p;
+      }
     }
-    return store_->GetPrediction(id);
+    absl::StatusOr<RunStore::StoredPrediction> p = store_->GetPrediction(id);
+    // Stored without job_name since review 2's N7 (the job's name is stored with the job).
+    if (p.ok() && p->prediction.job_name().empty()) p->prediction.set_job_name(p->job.name());
+    return p;
   }
 
   // Search: the job's model, batch, hardware and framework; its own layout only for the changes.
-  absl::Status DoSearch(grpc::CallbackServerContext* ctx, const v1::SearchRequest& req, v1::SearchResponse* resp) {
-    if (absl::Status s = CheckJobSize(req.job(), "job"); !s.ok()) return s;
-    if (req.job().model().source_case() == v1::ModelSpec::kHfConfig) {
-      return absl::InvalidArgumentError(
-          "job.model.hf_config: the service reads no files; send the shape inline (the stepcast and "
-          "Python clients inline a local config.json)");
+  // Checked on the handler thread; searched on the pool (admission: RESOURCE_EXHAUSTED with a
+  // retry-after when it is full); answered (`done`, exactly once) from there.
+  void SearchAsync(grpc::CallbackServerContext* ctx, const v1::SearchRequest& req, v1::SearchResponse* resp,
+                   std::function<void(absl::Status)> done) {
+    auto base = std::make_shared<SearchBase>();
+    auto options = std::make_shared<SearchOptions>();
+    absl::Status s = Guard(ctx, [&]() -> absl::Status {
+      if (absl::Status c = CheckJobSize(req.job(), "job"); !c.ok()) return c;
+      if (req.job().model().source_case() == v1::ModelSpec::kHfConfig) {
+        return absl::InvalidArgumentError(
+            "job.model.hf_config: the service reads no files; send the shape inline (the stepcast and "
+            "Python clients inline a local config.json)");
+      }
+      absl::StatusOr<std::optional<RateProfile>> profile = ResolveProfile(req.profile());
+      if (!profile.ok()) return profile.status();
+      absl::StatusOr<SearchBase> b = SearchBaseFromSpec(req.job(), catalog_, "", *profile ? &**profile : nullptr);
+      if (!b.ok()) return Prefixed(b.status(), "job.");
+      *base = *std::move(b);
+      absl::StatusOr<SearchOptions> o = SearchOptionsFromProto(req.options(), *base);
+      if (!o.ok()) return o.status();
+      *options = *std::move(o);
+      options->threads = search_threads_;
+      // The caps before admission: a refused search costs no slot.
+      if (absl::Status c = CheckSearchCaps(base->job, *options); !c.ok()) {
+        return Prefixed(c, absl::StartsWith(c.message(), "top_n") ? "options." : "job.");
+      }
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return done(s);
+    // The call's deadline (answered in time) and at most 60 s; the request's time limit counts
+    // from when the search starts, not from when it was queued.
+    const Clock::time_point call_deadline = WorkDeadline(ctx, std::chrono::seconds(60));
+    const double time_limit_s = std::min(req.options().time_limit_s(), 86400.0);
+    options->deadline = call_deadline;
+    SearchPool* pool = pool_.get();
+    const size_t max_reply_bytes = static_cast<size_t>(options_.max_message_bytes) / 4 * 3;
+    const SearchPool::Admit admit =
+        pool_->PostSearch(PeerHost(ctx->peer()), call_deadline,
+                          time_limit_s > 0 ? std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(time_limit_s))
+                                           : Clock::duration::max(),
+                          [ctx, resp, base, options, pool, max_reply_bytes, call_deadline,
+                           time_limit_s](bool run) -> absl::Status {
+                            if (!run) {
+                              if (pool->stopping()) return absl::UnavailableError("the server is shutting down; retry");
+                              return absl::DeadlineExceededError(
+                                  "the search waited for a free slot past its deadline; retry later");
+                            }
+                            if (time_limit_s > 0) {
+                              options->deadline = std::min(
+                                  call_deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                                    std::chrono::duration<double>(time_limit_s)));
+                            }
+                            options->cancelled = [ctx, pool] { return ctx->IsCancelled() || pool->stopping(); };
+                            absl::StatusOr<SearchResult> r = SearchLayouts(base->job, *options);
+                            if (!r.ok()) {
+                              if (r.status().code() == absl::StatusCode::kCancelled && pool->stopping()) {
+                                return absl::UnavailableError(absl::StrCat("the server is shutting down; retry (",
+                                                                           r.status().message(), ")"));
+                              }
+                              return Prefixed(r.status(),
+                                              absl::StartsWith(r.status().message(), "budget_usd") ? "options." : "job.");
+                            }
+                            // Within the message limit, fitted before it is built (review 2, N3).
+                            *resp->mutable_result() = SearchResultToProto(
+                                *r, base->submitted ? &*base->submitted : nullptr, max_reply_bytes);
+                            return absl::OkStatus();
+                          },
+                          done);
+    switch (admit) {
+      case SearchPool::Admit::kQueued: return;
+      case SearchPool::Admit::kStopping:
+        return done(absl::UnavailableError("the server is shutting down; retry"));
+      case SearchPool::Admit::kFull:
+      case SearchPool::Admit::kPeerBusy:
+      case SearchPool::Admit::kWouldExpire: {
+        const int64_t after = pool_->RetryAfterS();
+        ctx->AddTrailingMetadata("retry-after", absl::StrCat(after));
+        std::string why;
+        switch (admit) {
+          case SearchPool::Admit::kFull:
+            why = absl::StrCat("the service's search queue is full (", options_.max_waiting_searches, " waiting)");
+            break;
+          case SearchPool::Admit::kPeerBusy:
+            why = absl::StrCat("this host already has ", options_.max_searches_per_peer, " searches running or waiting");
+            break;
+          default:
+            why = "every search slot is taken past this call's deadline";
+        }
+        return done(absl::ResourceExhaustedError(absl::StrCat(why, "; retry after ", after, " s")));
+      }
     }
-    absl::StatusOr<std::optional<RateProfile>> profile = ResolveProfile(req.profile());
-    if (!profile.ok()) return profile.status();
-    absl::StatusOr<SearchBase> base = SearchBaseFromSpec(req.job(), catalog_, "", *profile ? &**profile : nullptr);
-    if (!base.ok()) return Prefixed(base.status(), "job.");
-    absl::StatusOr<SearchOptions> options = SearchOptionsFromProto(req.options(), *base);
-    if (!options.ok()) return options.status();
-    // The call's deadline (answered in time), the request's time limit, and at most 60 s.
-    const auto deadline = WorkDeadline(ctx, std::chrono::seconds(60));
-    if (deadline < options->deadline) options->deadline = deadline;
-    options->cancelled = [ctx] { return ctx->IsCancelled(); };
-    absl::StatusOr<SearchResult> r = SearchLayouts(base->job, *options);
-    if (!r.ok()) {
-      return Prefixed(r.status(), absl::StartsWith(r.status().message(), "budget_usd") ? "options." : "job.");
-    }
-    *resp->mutable_result() = SearchResultToProto(*r, base->submitted ? &*base->submitted : nullptr);
-    // Within the default 4 MiB message limit, with room for the envelope.
-    FitSearchResult(*resp->mutable_result(), 3 << 20);
-    return absl::OkStatus();
   }
 
   // ReportRun: checked and built on the handler thread; stored on the writer thread, which then
@@ -517,6 +876,14 @@ class ServiceImpl {
     if (req.gpu_count() < 0) return bad("gpu_count", "must be >= 0");
     // No cluster has more; 2^31-1 was accepted before (reliability review L2).
     if (req.gpu_count() > (1 << 24)) return bad("gpu_count", "must be at most 16777216");
+    // Seconds far out of range overflowed TimestampToMicroseconds (int64 microseconds, undefined
+    // behaviour; review 2, N13): protobuf's Timestamp range, years 1 to 9999.
+    for (const auto& [field, t, given] : {std::tuple{"start_time", &req.start_time(), req.has_start_time()},
+                                          std::tuple{"end_time", &req.end_time(), req.has_end_time()}}) {
+      if (given && !ValidTimestamp(*t)) {
+        return bad(field, "out of range: seconds must be within years 1 to 9999 and nanos in [0, 999999999]");
+      }
+    }
     if (req.has_start_time() && req.has_end_time() &&
         TimeUtil::TimestampToMicroseconds(req.end_time()) < TimeUtil::TimestampToMicroseconds(req.start_time())) {
       return bad("end_time", "is before start_time");
@@ -686,34 +1053,47 @@ class ServiceImpl {
   std::mutex pending_mu_;
   std::map<std::string, std::shared_ptr<RunStore::StoredPrediction>> pending_;
   std::atomic<int> stored_since_prune_{0};
+  std::atomic<int64_t> stored_bytes_since_prune_{0};
+  std::atomic<bool> refusing_{false};
+  std::atomic<int> busy_handlers_{0};
+  std::unique_ptr<SearchPool> pool_;  // stopped (joined) before the members above go
+  int search_threads_ = 1;
   std::unique_ptr<Writer> writer_;  // last: stopped (joined) before the members above go
 };
 
 // Binds one grpc::Server to the ServiceImpl: one log line per RPC; synchronous handlers answer
-// inline, ReportRun and PutProfile answer from the writer thread.
+// inline, ReportRun and PutProfile answer from the writer thread, Search and Preflight (after its
+// suggestion) from the search pool.
 class GrpcFrontend final : public v1::StepcastService::CallbackService {
  public:
   explicit GrpcFrontend(std::shared_ptr<ServiceImpl> impl) : impl_(std::move(impl)) {}
 
+  // Counts a handler's synchronous part (the watchdog tells busy handlers from a dead listener).
+  struct Busy {
+    explicit Busy(std::atomic<int>& n) : n_(n) { ++n_; }
+    ~Busy() { --n_; }
+    std::atomic<int>& n_;
+  };
+
 #define STEPCAST_UNARY(Method, Body)                                                                 \
   grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* ctx, const v1::Method##Request* req, \
                                    v1::Method##Response* resp) override {                            \
+    Busy busy(impl_->busy_handlers_counter());                                                       \
     RpcLog log(impl_->log(), #Method, ctx);                                                          \
     auto* reactor = ctx->DefaultReactor();                                                           \
     reactor->Finish(log.Done(ToGrpc(impl_->Guard(ctx, [&] { return impl_->Body(ctx, *req, resp); })))); \
     return reactor;                                                                                  \
   }
   STEPCAST_UNARY(Predict, DoPredict)
-  STEPCAST_UNARY(Preflight, DoPreflight)
   STEPCAST_UNARY(GetRun, DoGetRun)
   STEPCAST_UNARY(ListRuns, DoListRuns)
   STEPCAST_UNARY(ListProfiles, DoListProfiles)
   STEPCAST_UNARY(GetProfile, DoGetProfile)
-  STEPCAST_UNARY(Search, DoSearch)
 #undef STEPCAST_UNARY
 #define STEPCAST_ASYNC(Method, Body)                                                                 \
   grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* ctx, const v1::Method##Request* req, \
                                    v1::Method##Response* resp) override {                            \
+    Busy busy(impl_->busy_handlers_counter());                                                       \
     RpcLog log(impl_->log(), #Method, ctx);                                                          \
     auto* reactor = ctx->DefaultReactor();                                                           \
     impl_->Body(ctx, *req, resp, [reactor, log](absl::Status s) mutable { reactor->Finish(log.Done(ToGrpc(s))); }); \
@@ -721,6 +1101,8 @@ class GrpcFrontend final : public v1::StepcastService::CallbackService {
   }
   STEPCAST_ASYNC(ReportRun, ReportRunAsync)
   STEPCAST_ASYNC(PutProfile, PutProfileAsync)
+  STEPCAST_ASYNC(Preflight, PreflightAsync)
+  STEPCAST_ASYNC(Search, SearchAsync)
 #undef STEPCAST_ASYNC
 
  private:
@@ -776,6 +1158,21 @@ absl::StatusOr<std::unique_ptr<StepcastServer>> StepcastServer::Start(const Serv
       o.handshake_timeout_ms <= 0 || o.max_connection_idle_ms <= 0 || o.watchdog_period_ms < 0 ||
       o.lame_duck_ms < 0 || !(o.preflight_store_per_s >= 0) || !(o.preflight_store_burst >= 1)) {
     return absl::InvalidArgumentError("serve: limits must be positive");
+  }
+  const struct {
+    const char* flag;
+    int64_t v, lo;
+  } limits[] = {{"--max-stored-prediction-bytes", o.max_stored_prediction_bytes, 1},
+                {"max_unauthenticated_stored_bytes", o.max_unauthenticated_stored_bytes, 0},
+                {"max_job_name_bytes", o.max_job_name_bytes, 1},
+                {"search_workers", o.search_workers, 0},
+                {"max_waiting_searches", o.max_waiting_searches, 0},
+                {"max_searches_per_peer", o.max_searches_per_peer, 1},
+                {"rebuild_grace_ms", o.rebuild_grace_ms, 0},
+                {"refuse_ms", o.refuse_ms, 0},
+                {"--max-message-bytes", o.max_message_bytes, 64 << 10}};
+  for (const auto& l : limits) {
+    if (l.v < l.lo) return absl::InvalidArgumentError(absl::StrCat(l.flag, ": ", l.v, " must be at least ", l.lo));
   }
   std::map<std::string, RateProfile> dir_profiles;
   if (!o.profiles_dir.empty()) {
@@ -846,10 +1243,31 @@ absl::Status StepcastServer::StartGrpc(const std::string& address) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether the process is at (or within 16 of) its open-file limit: /proc/self/fd counted against
+// RLIMIT_NOFILE's soft limit; true also when the directory cannot be opened for want of a
+// descriptor. Then accept4() fails with EMFILE, which is what kills gRPC 1.51's listener.
+bool AtFileLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return false;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return errno == EMFILE || errno == ENFILE;
+  uint64_t n = 0;
+  while (::readdir(d) != nullptr) ++n;
+  ::closedir(d);
+  return n + 16 >= static_cast<uint64_t>(rl.rlim_cur);
+}
+
+}  // namespace
+
 void StepcastServer::WatchdogLoop() {
   const std::string host = options_.listen_address.substr(0, options_.listen_address.rfind(':'));
   const bool ipv6 = absl::StartsWith(host, "[") && host != "[::]";
+  std::FILE* out = options_.log != nullptr ? options_.log : stderr;  // always logged (--quiet drops RPC lines only)
   int bad = 0;
+  bool file_limit_seen = false;  // since the listener last accepted
+  bool busy_logged = false;
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
     cv_.wait_for(l, std::chrono::milliseconds(options_.watchdog_period_ms), [&] { return stopping_; });
@@ -858,32 +1276,76 @@ void StepcastServer::WatchdogLoop() {
     if (server_ == nullptr) {
       dead = true;  // a rebuild failed (still at the fd limit): try again
     } else {
+      const int port = port_;
       l.unlock();
       // A poke: a live listener accepts it within milliseconds; a dead one leaves it queued.
-      const int fd = PokeListener(port_, ipv6);
+      // Busy handlers (every gRPC thread in a handler) can also leave it queued: that is not
+      // death, and rebuilding then only cancelled calls (review 2, N2). So a queue that does not
+      // drain counts only when accept could have failed (the descriptor limit reached since the
+      // listener last accepted) or when no handler was busy while it did not drain.
+      if (AtFileLimit()) file_limit_seen = true;
+      const int busy_before = service_->busy_handlers();
+      const int fd = PokeListener(port, ipv6);
       const int poke_errno = errno;
+      if (fd < 0 && (poke_errno == EMFILE || poke_errno == ENFILE)) file_limit_seen = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      const int64_t backlog = ListenBacklog(port_);
+      const int64_t backlog = ListenBacklog(port);
+      const int busy_after = service_->busy_handlers();
       if (fd >= 0) ::close(fd);
+      if (AtFileLimit()) file_limit_seen = true;
       l.lock();
-      dead = backlog > 0 || (fd < 0 && (poke_errno == EMFILE || poke_errno == ENFILE));
+      const bool stuck = backlog > 0 || (fd < 0 && (poke_errno == EMFILE || poke_errno == ENFILE));
+      if (!stuck) {
+        bad = 0;
+        file_limit_seen = false;
+        busy_logged = false;
+        continue;
+      }
+      const bool idle = busy_before == 0 && busy_after == 0;
+      dead = file_limit_seen || idle;
+      if (!dead) {
+        bad = 0;
+        ++busy_checks_;
+        if (!busy_logged) {
+          std::fprintf(out, "stepcast serve: listener on port %d left a connection waiting 200 ms while handlers were "
+                            "busy and no descriptor shortage was seen: busy, not dead; not rebuilding\n", port);
+          std::fflush(out);
+          busy_logged = true;
+        }
+        continue;
+      }
     }
     bad = dead ? bad + 1 : 0;
     if (bad < 3 || stopping_) continue;
+    // Still at the descriptor limit: a listener built now would die the same way; rebuild at the
+    // first check after descriptors free up.
+    if (AtFileLimit()) continue;
     bad = 0;
-    // Rebuild the listener on the same port; in-flight calls on the old one get 1 s.
-    if (server_ != nullptr) {
-      std::unique_ptr<grpc::Server> old = std::move(server_);
-      old->GetHealthCheckService()->SetServingStatus(false);
-      old->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-      old->Wait();
-    }
+    const bool limit = file_limit_seen;
+    // Rebuild without cancelling anything: a new server on the same port first (gRPC sets
+    // SO_REUSEPORT on Linux, so both may listen), then the old one shut down on a thread of its
+    // own, its in-flight calls given rebuild_grace_ms; never a Wait() under mu_.
+    std::unique_ptr<grpc::Server> old = std::move(server_);
     const absl::Status st = StartGrpc(absl::StrCat(host, ":", port_));
-    if (st.ok()) ++restarts_;
-    // Always logged (also with --quiet, which only drops the per-RPC lines).
-    std::FILE* out = options_.log != nullptr ? options_.log : stderr;
-    std::fprintf(out, "stepcast serve: listener on port %d was not accepting connections; %s\n", port_,
-                 st.ok() ? "rebuilt it" : absl::StrCat("rebuilding failed: ", st.message(), "; will retry").c_str());
+    if (!st.ok() && old != nullptr) {
+      server_ = std::move(old);  // keep serving the connections it has; retry at the next check
+    } else if (old != nullptr) {
+      const auto grace = std::chrono::milliseconds(options_.rebuild_grace_ms);
+      grpc::Server* raw = old.release();
+      reapers_.emplace_back([raw, grace] {
+        std::unique_ptr<grpc::Server> s(raw);
+        s->Shutdown(std::chrono::system_clock::now() + grace);
+        s->Wait();
+      });
+    }
+    if (st.ok()) {
+      ++restarts_;
+      file_limit_seen = false;
+    }
+    std::fprintf(out, "stepcast serve: listener on port %d was not accepting connections%s; %s\n", port_,
+                 limit ? " (the descriptor limit was reached)" : " (no handler busy)",
+                 st.ok() ? "rebuilt it (calls in flight on the old one finish there)"
+                         : absl::StrCat("rebuilding failed: ", st.message(), "; will retry").c_str());
     std::fflush(out);
   }
 }
@@ -910,12 +1372,26 @@ void StepcastServer::Shutdown(std::chrono::milliseconds grace) {
       if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(false);
       // Lame duck: calls already queued for a handler thread are answered rather than cancelled
       // (review M9); health-checking clients move away meanwhile.
-      const auto lame = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(options_.lame_duck_ms), grace / 2);
+      auto lame = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(options_.lame_duck_ms), grace / 2);
       if (lame.count() > 0) std::this_thread::sleep_for(lame);
-      server->Shutdown(std::chrono::system_clock::now() + (grace - lame));
+      // Then new calls are refused UNAVAILABLE (retryable) and searches stop, so that few calls
+      // are still queued when gRPC's shutdown cancels what is queued (review 2, N16).
+      if (service_ != nullptr) service_->BeginRefusing();
+      const auto refuse = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(options_.refuse_ms),
+                                                              (grace - lame) / 2);
+      if (refuse.count() > 0) std::this_thread::sleep_for(refuse);
+      server->Shutdown(std::chrono::system_clock::now() + (grace - lame - refuse));
       server->Wait();
+    } else if (service_ != nullptr) {
+      service_->BeginRefusing();
     }
-    if (service_ != nullptr) service_->StopWriter();  // queued writes finish and answer
+    for (std::thread& t : reapers_) {
+      if (t.joinable()) t.join();
+    }
+    if (service_ != nullptr) {
+      service_->JoinPool();    // every search answered
+      service_->StopWriter();  // queued writes finish and answer
+    }
     {
       std::lock_guard<std::mutex> l(mu_);
       stopped_ = true;

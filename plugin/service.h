@@ -69,12 +69,42 @@ struct ServeOptions {
   int handshake_timeout_ms = 5000;
   int max_connection_idle_ms = 300000;
   // Listener watchdog (gRPC 1.51 does not re-arm its listener after accept4 fails with EMFILE,
-  // grpc/grpc#31080): every watchdog_period_ms it checks that the listening socket's accept
-  // queue drains; when it has not for 3 checks running, it rebuilds the listener. 0: off.
+  // grpc/grpc#31080): every watchdog_period_ms it pokes the listening socket and checks that its
+  // accept queue drains. A queue that does not drain for 3 checks running is a dead listener only
+  // when accept could have failed: the process was seen at its descriptor limit (or the poke's
+  // socket() failed with EMFILE/ENFILE), or no handler was busy during the checks. Busy handlers
+  // alone are not death (review 2, N2). The rebuild starts a new server on the same port first
+  // (SO_REUSEPORT), then shuts the old one down on a thread of its own, its calls given
+  // rebuild_grace_ms to finish. 0: off.
   int watchdog_period_ms = 1000;
+  int rebuild_grace_ms = 30000;
+  // Expensive calls (review 2, N2): Search and Preflight's layout suggestion run on
+  // search_workers threads of their own at the lowest priority (0: max(2, cores / 2)); a Search
+  // uses at most search_workers - 1 of them, one is kept for suggestions. At most
+  // max_waiting_searches Search calls wait, max_searches_per_peer per peer host (running or
+  // waiting); beyond that Search answers RESOURCE_EXHAUSTED with a retry-after (seconds, in the
+  // message and the `retry-after` trailing metadata). A Preflight whose suggestion finds no free
+  // slot in time is answered without one.
+  int search_workers = 0;
+  int max_waiting_searches = 4;
+  int max_searches_per_peer = 2;
+  // Replies: a job's name above max_job_name_bytes is refused (the name was repeated in every
+  // candidate of a Search reply: 261 KB x top_n 1000 built a 264 MB reply, review 2 N3); a Search
+  // reply is fitted under 3/4 of max_message_bytes before it is built.
+  int max_job_name_bytes = 1024;
+  // Store bounds (review 2, N7): a Preflight from a caller without a valid token stores at most
+  // max_unauthenticated_stored_bytes (its job and prediction, wire encoding; larger: nothing is
+  // stored and the verdict has no prediction_id); stored predictions are pruned to
+  // max_stored_prediction_bytes as well as max_stored_predictions rows.
+  int64_t max_unauthenticated_stored_bytes = 16 << 10;
+  int64_t max_stored_prediction_bytes = int64_t{1} << 30;
   // On SIGTERM: health NOT_SERVING, calls keep being served for lame_duck_ms (so that those
-  // already queued are answered, not cancelled), then in-flight calls get the rest of the grace.
+  // already queued are answered, not cancelled); then for refuse_ms new calls are answered
+  // UNAVAILABLE ("shutting down; retry"), so that the calls queued at the final shutdown are few
+  // (review 2, N16); running searches stop with the best found so far; then in-flight calls get
+  // the rest of the grace.
   int lame_duck_ms = 1000;
+  int refuse_ms = 250;
 };
 
 class ServiceImpl;
@@ -95,6 +125,9 @@ class StepcastServer {
   void Wait();
   // How many times the watchdog rebuilt the listener.
   int listener_restarts() const { return restarts_.load(); }
+  // How many times the watchdog found the accept queue not draining while handlers were busy
+  // and no descriptor shortage was seen (not rebuilt).
+  int listener_busy_checks() const { return busy_checks_.load(); }
 
  private:
   StepcastServer() = default;
@@ -114,7 +147,8 @@ class StepcastServer {
   std::condition_variable cv_;
   bool stopping_ = false, stopped_ = false;
   std::thread watchdog_;
-  std::atomic<int> restarts_{0};
+  std::vector<std::thread> reapers_;  // old servers shutting down after a rebuild
+  std::atomic<int> restarts_{0}, busy_checks_{0};
 };
 
 }  // namespace stepcast

@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <tuple>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -50,6 +52,11 @@ const char* const kMigrations[] = {
       request_id TEXT PRIMARY KEY,
       run_id TEXT NOT NULL);
     CREATE INDEX predictions_by_create_time ON predictions(create_time_us);
+    )sql",
+    // 3: each prediction's size, for the store's byte cap (reliability review 2, N7).
+    R"sql(
+    ALTER TABLE predictions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE predictions SET bytes = length(job) + length(profile) + length(prediction);
     )sql",
 };
 
@@ -138,6 +145,12 @@ absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path
   if (absl::Status s = store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"); !s.ok()) {
     return absl::UnavailableError(absl::StrCat(path, ": ", s.message()));
   }
+  // A corrupt page anywhere (not only in the header or schema, which the statements above read)
+  // is found now, not by every later ListRuns (reliability review 2, N11). quick_check reads
+  // every page once: O(n), checked on a 1 GB store (docs/SERVICE.md).
+  if (absl::Status s = store->QuickCheck(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  }
   if (absl::Status s = store->Migrate(); !s.ok()) return s;
   if (path != ":memory:" && !path.empty()) {
     sqlite3* rdb = nullptr;
@@ -165,6 +178,25 @@ absl::Status RunStore::Exec(const char* sql) {
   return absl::OkStatus();
 }
 
+absl::Status RunStore::QuickCheck() {
+  Stmt q(db_, "PRAGMA quick_check(1)");
+  if (!q.ok()) {
+    return absl::DataLossError(absl::StrCat("the store is corrupt (", sqlite3_errmsg(db_),
+                                            "); restore it from a backup or move it away"));
+  }
+  const int rc = q.Step();
+  if (rc != SQLITE_ROW) {
+    return absl::DataLossError(absl::StrCat("the store is corrupt (", sqlite3_errmsg(db_),
+                                            "); restore it from a backup or move it away"));
+  }
+  const std::string result = q.Text(0);
+  if (result != "ok") {
+    return absl::DataLossError(absl::StrCat("the store is corrupt (quick_check: ", result.substr(0, 200),
+                                            "); restore it from a backup or move it away"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunStore::Migrate() {
   Stmt v(db_, "PRAGMA user_version");
   if (!v.ok() || v.Step() != SQLITE_ROW) return v.error();
@@ -188,10 +220,12 @@ absl::Status RunStore::Migrate() {
 
 absl::Status RunStore::PutPrediction(const std::string& id, const StoredPrediction& p, int64_t t) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "INSERT INTO predictions (id, create_time_us, job, profile, prediction) VALUES (?, ?, ?, ?, ?)");
+  Stmt s(db_, "INSERT INTO predictions (id, create_time_us, job, profile, prediction, bytes) VALUES (?, ?, ?, ?, ?, ?)");
   if (!s.ok()) return s.error();
-  s.Bind(1, id).Bind(2, t).BindBlob(3, p.job.SerializeAsString()).BindBlob(4, p.profile.SerializeAsString());
-  s.BindBlob(5, p.prediction.SerializeAsString());
+  const std::string job = p.job.SerializeAsString(), profile = p.profile.SerializeAsString(),
+                    prediction = p.prediction.SerializeAsString();
+  s.Bind(1, id).Bind(2, t).BindBlob(3, job).BindBlob(4, profile).BindBlob(5, prediction);
+  s.Bind(6, static_cast<int64_t>(job.size() + profile.size() + prediction.size()));
   return Done(s, s.Step());
 }
 
@@ -254,7 +288,7 @@ absl::StatusOr<std::string> RunStore::PutRun(const v1::Run& run, const std::stri
   return run.run_id();
 }
 
-absl::Status RunStore::PrunePredictions(int64_t min_create_time_us, int64_t max_rows) {
+absl::Status RunStore::PrunePredictions(int64_t min_create_time_us, int64_t max_rows, int64_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   {
     Stmt s(db_, "DELETE FROM predictions WHERE create_time_us < ?");
@@ -269,7 +303,31 @@ absl::Status RunStore::PrunePredictions(int64_t min_create_time_us, int64_t max_
     s.Bind(1, max_rows);
     if (absl::Status st = Done(s, s.Step()); !st.ok()) return st;
   }
+  if (max_bytes > 0) {
+    int64_t total = 0;
+    {
+      Stmt q(db_, "SELECT COALESCE(SUM(bytes), 0) FROM predictions");
+      if (!q.ok() || q.Step() != SQLITE_ROW) return q.error();
+      total = q.Int(0);
+    }
+    if (total > max_bytes) {
+      // Keep the newest rows whose sizes add up to at most max_bytes.
+      Stmt s(db_, "DELETE FROM predictions WHERE id IN (SELECT id FROM (SELECT id, SUM(bytes) OVER "
+                  "(ORDER BY create_time_us DESC, id DESC ROWS UNBOUNDED PRECEDING) AS newer FROM predictions) "
+                  "WHERE newer > ?)");
+      if (!s.ok()) return s.error();
+      s.Bind(1, max_bytes);
+      if (absl::Status st = Done(s, s.Step()); !st.ok()) return st;
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> RunStore::PredictionBytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT COALESCE(SUM(bytes), 0) FROM predictions");
+  if (!s.ok() || s.Step() != SQLITE_ROW) return s.error();
+  return s.Int(0);
 }
 
 absl::StatusOr<int64_t> RunStore::CountPredictions() {
@@ -317,6 +375,15 @@ absl::StatusOr<v1::ListRunsResponse> RunStore::ListRuns(const v1::ListRunsReques
     sql += " AND EXISTS (SELECT 1 FROM run_labels l WHERE l.run_id = runs.id AND l.key = ? AND l.value = ?)";
     binds.push_back({false, kv.first});
     binds.push_back({false, kv.second});
+  }
+  for (const auto& [field, t, given] : {std::tuple{"min_start_time", &req.min_start_time(), req.has_min_start_time()},
+                                        std::tuple{"max_start_time", &req.max_start_time(), req.has_max_start_time()}}) {
+    // TimestampToMicroseconds overflows int64 far outside Timestamp's range (review 2, N13).
+    if (given && (t->seconds() < TimeUtil::kTimestampMinSeconds || t->seconds() > TimeUtil::kTimestampMaxSeconds ||
+                  t->nanos() < 0 || t->nanos() > 999999999)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": out of range: seconds must be within years 1 to 9999 and nanos in [0, 999999999]"));
+    }
   }
   if (req.has_min_start_time()) {
     sql += " AND start_time_us >= ?";

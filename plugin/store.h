@@ -23,8 +23,10 @@ namespace stepcast {
 
 class RunStore {
  public:
-  // Opens (creating if needed) and migrates. Errors: Unavailable when the file cannot be
-  // opened, FailedPrecondition when its schema is newer than this binary's.
+  // Opens (creating if needed), checks every page (PRAGMA quick_check) and migrates. Errors:
+  // Unavailable when the file cannot be opened, DataLoss when a page is corrupt ("the store is
+  // corrupt (...); restore it from a backup or move it away"), FailedPrecondition when its
+  // schema is newer than this binary's.
   static absl::StatusOr<std::unique_ptr<RunStore>> Open(const std::string& path);
   ~RunStore();
   RunStore(const RunStore&) = delete;
@@ -41,9 +43,13 @@ class RunStore {
   absl::Status PutPrediction(const std::string& id, const StoredPrediction& p, int64_t create_time_us);
   absl::StatusOr<StoredPrediction> GetPrediction(const std::string& id);  // NotFound
   // Retention: deletes predictions created before min_create_time_us, then all but the newest
-  // max_rows (max_rows <= 0: no row cap).
-  absl::Status PrunePredictions(int64_t min_create_time_us, int64_t max_rows);
+  // max_rows (max_rows <= 0: no row cap), then the oldest until the rest take at most max_bytes
+  // (job, profile and prediction, wire encoding; max_bytes <= 0: no byte cap; reliability
+  // review 2, N7).
+  absl::Status PrunePredictions(int64_t min_create_time_us, int64_t max_rows, int64_t max_bytes = 0);
   absl::StatusOr<int64_t> CountPredictions();
+  // The stored predictions' bytes as PrunePredictions counts them.
+  absl::StatusOr<int64_t> PredictionBytes();
 
   // SQLite busy_timeout: below the shortest client deadline (the SPANK plugin's 3 s), so a lock
   // held by another process turns into a retryable Unavailable before the client gives up.
@@ -68,6 +74,7 @@ class RunStore {
  private:
   explicit RunStore(sqlite3* db) : db_(db) {}
   absl::Status Migrate();
+  absl::Status QuickCheck();
   absl::Status Exec(const char* sql);
 
   sqlite3* db_;               // writes (and reads when rdb_ is null), under mu_

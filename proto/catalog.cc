@@ -71,6 +71,13 @@ absl::Status Catalog::Add(const std::string& rel_path, const std::string& text) 
       for (const auto& d : spec.defaults()) {
         if (absl::Status s = check(d, "defaults"); !s.ok()) return s;
       }
+      {
+        // The defaults' `when` conditions parse and name job fields.
+        v1::JobSpec probe;
+        if (absl::Status s = ApplyFrameworkDefaults(probe, *resolved, nullptr); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(origin, ": defaults: ", s.message()));
+        }
+      }
       for (const auto& r : spec.recipes()) {
         for (const auto& d : r.values()) {
           if (absl::Status s = check(d, absl::StrCat("recipe ", r.models_size() ? r.models(0) : "?")); !s.ok()) return s;
@@ -84,9 +91,11 @@ absl::Status Catalog::Add(const std::string& rel_path, const std::string& text) 
     }
   } else if (rel_path == "intervals.yaml") {
     // The interval table (proto/interval_table.h reads it), not a preset.
+  } else if (kind == "architectures") {
+    // The architecture registry's files, read by proto/architectures.cc.
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(origin, ": presets live in hardware/, models/ or frameworks/"));
+        absl::StrCat(origin, ": presets live in hardware/, models/, frameworks/ or architectures/"));
   }
   return absl::OkStatus();
 }
@@ -221,6 +230,48 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
 }
 
 namespace {
+// Levenshtein distance, capped: enough to tell a typo of a preset name from another framework.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+absl::StatusOr<Catalog::FrameworkMatch> Catalog::FrameworkForTextOrGeneric(const std::string& text, int year) const {
+  absl::StatusOr<std::string> named = FrameworkForText(text, year);
+  if (named.ok()) return FrameworkMatch{*named, false};
+  const std::string lower = absl::AsciiStrToLower(std::string(absl::StripAsciiWhitespace(text)));
+  for (const auto& [name, spec] : frameworks_) {
+    if (!lower.empty() && EditDistance(lower, name) <= 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no framework preset '", text, "'; did you mean '", name, "'? known: ", Names(frameworks_)));
+    }
+  }
+  if (frameworks_.find(kGenericFramework) == frameworks_.end()) {
+    return absl::NotFoundError(absl::StrCat("no framework preset named in '", text, "' and no '", kGenericFramework,
+                                            "' preset to fall back to; known: ", Names(frameworks_)));
+  }
+  return FrameworkMatch{kGenericFramework, true};
+}
+
+AssumedInput Catalog::GenericFrameworkAssumed(const std::string& text) {
+  return {"framework", kGenericFramework,
+          absl::StrCat("no framework preset is named in '", text,
+                       "': the generic preset (presets/frameworks/generic.yaml, eager PyTorch with FSDP2 semantics; "
+                       "docs/FRAMEWORKS.md \"generic\"); its assumptions are listed as framework.* inputs")};
+}
+
+namespace {
 absl::Status CheckOverlap(const v1::OverlapMechanism& m, const std::string& path, OverlapMechanism& out) {
   if (!(m.efficiency() >= 0 && m.efficiency() <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ".efficiency: ", m.efficiency(), " must be in [0, 1]"));
@@ -330,6 +381,11 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".elementwise.cross_entropy_bytes_per_logit: ",
                                                    e.cross_entropy_bytes_per_logit(), " must be in [0, 1000)"));
   }
+  fw.loss_peak_bytes_per_logit = e.loss_peak_bytes_per_logit();
+  if (!(fw.loss_peak_bytes_per_logit >= 0 && fw.loss_peak_bytes_per_logit < 1000)) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, ".elementwise.loss_peak_bytes_per_logit: ",
+                                                   e.loss_peak_bytes_per_logit(), " must be in [0, 1000)"));
+  }
   const auto& o = spec.overlap();
   const std::string op = prefix + ".overlap";
   for (auto [m, name, out] : {std::tuple{&o.tp_comm(), "tp_comm", &fw.overlap.tp_comm},
@@ -350,6 +406,25 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.sharding.reduce_scatter_copy_in = spec.sharding().reduce_scatter_copy_in();
   fw.sharding.sharded_params_are_master = spec.sharding().sharded_params_are_master();
   fw.sharding.backward_gathers_exposed = spec.sharding().backward_gathers_exposed();
+  {
+    // FSDP / ZeRO-3 memory fields (framework.proto ShardingModel 30-36).
+    const v1::ShardingModel& sh = spec.sharding();
+    const std::string sp = prefix + ".sharding";
+    for (auto [v, name] : {std::pair{sh.gathered_units(), "gathered_units"}, {sh.reduce_scatter_units(), "reduce_scatter_units"}}) {
+      if (!(v >= 0 && v <= 64)) return absl::InvalidArgumentError(absl::StrCat(sp, ".", name, ": ", v, " must be in [0, 64]"));
+    }
+    for (auto [v, name] : {std::pair{sh.gather_prefetch_params(), "gather_prefetch_params"},
+                           {sh.max_live_params(), "max_live_params"}, {sh.grad_bucket_params(), "grad_bucket_params"}}) {
+      if (v < 0) return absl::InvalidArgumentError(absl::StrCat(sp, ".", name, ": ", v, " must be >= 0"));
+    }
+    fw.sharding.gathered_units = sh.gathered_units();
+    fw.sharding.reduce_scatter_units = sh.reduce_scatter_units();
+    fw.sharding.gather_prefetch_params = static_cast<double>(sh.gather_prefetch_params());
+    fw.sharding.max_live_params = static_cast<double>(sh.max_live_params());
+    fw.sharding.grad_bucket_params = static_cast<double>(sh.grad_bucket_params());
+    fw.sharding.accumulated_grad_dtype_set = sh.accumulated_grad_dtype() != v1::D_TYPE_UNSPECIFIED;
+    if (fw.sharding.accumulated_grad_dtype_set) fw.sharding.accumulated_grad_dtype = DTypeFromProto(sh.accumulated_grad_dtype());
+  }
   if (!spec.schedule().default_schedule().empty()) fw.default_schedule = spec.schedule().default_schedule();
   if (spec.recompute().selective_modules_size() > 0) {
     fw.selective_recompute_modules.assign(spec.recompute().selective_modules().begin(),
@@ -406,6 +481,7 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
   }
   if (has("a100")) return preset(has("40gb") ? "a100-40gb" : "a100-80gb");
   if (has("mi355x")) return preset("mi355x");
+  if (has("mi350x")) return preset("mi350x");
   if (has("mi325x")) return preset("mi325x");
   if (has("mi300x")) return preset("mi300x");
   if (has("mi250x")) return preset("mi250x");  // per GCD; rocm-smi also prints "MI250X/MI250"

@@ -43,6 +43,21 @@ class Catalog {
   // (Megatron-LM by era), the one whose from_year..to_year covers `year` wins (the nearest
   // when none does; `year` 0: the latest). NotFound when no preset is named.
   absl::StatusOr<std::string> FrameworkForText(const std::string& text, int year = 0) const;
+  // The preset a framework nobody named falls back to (presets/frameworks/generic.yaml).
+  static constexpr const char* kGenericFramework = "generic";
+  struct FrameworkMatch {
+    std::string name;       // the preset
+    bool fallback = false;  // the text names no preset: the generic one
+  };
+  // FrameworkForText, or the generic preset when the text names none (issue 21: a framework
+  // nobody named gets a documented generic preset instead of a refusal; the caller records
+  // GenericFrameworkAssumed; an empty text names none). InvalidArgument when the text is a near
+  // miss of a preset name (edit distance <= 2, e.g. "megatron-cor": a typo, not another
+  // framework); NotFound when the catalog has no generic preset.
+  absl::StatusOr<FrameworkMatch> FrameworkForTextOrGeneric(const std::string& text, int year = 0) const;
+  // The assumed input a fallback records: field "framework", value "generic", the text it
+  // replaced and where the generic preset's assumptions are listed.
+  static AssumedInput GenericFrameworkAssumed(const std::string& text);
   std::vector<std::string> FrameworkNames() const;
   const std::map<std::string, Hardware>& hardware() const { return hardware_; }
   const std::map<std::string, ModelShape>& models() const { return models_; }

@@ -24,8 +24,10 @@
 #include "google/protobuf/util/json_util.h"
 #include "proto/catalog.h"
 #include "proto/interval_table.h"
+#include "proto/architectures.h"
 #include "proto/hf_config.h"
 #include "proto/job_defaults.h"
+#include "proto/profile_schema.h"
 #include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 
@@ -557,12 +559,15 @@ absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const st
   s.moe.shared_expert_ffn_hidden_size = m.moe().shared_expert_ffn_hidden_size();
   s.moe.layer_freq = m.moe().layer_freq() == 0 ? 1 : m.moe().layer_freq();
   s.moe.first_dense_layers = m.moe().first_dense_layers();
+  s.moe.routed_groups = m.moe().routed_groups();
+  s.moe.max_routed_groups = m.moe().max_routed_groups();
   s.mla.q_lora_rank = m.mla().q_lora_rank();
   s.mla.kv_lora_rank = m.mla().kv_lora_rank();
   s.mla.qk_nope_head_dim = m.mla().qk_nope_head_dim();
   s.mla.qk_rope_head_dim = m.mla().qk_rope_head_dim();
   s.mla.v_head_dim = m.mla().v_head_dim();
   s.source = m.source();
+  if (absl::Status st = ArchitectureFieldsFromProto(m, prefix, &s); !st.ok()) return st;
   if (absl::Status st = ValidateModelShape(s); !st.ok()) {
     std::string msg(st.message());
     if (absl::StartsWith(msg, "model.shape")) msg = prefix + msg.substr(std::string("model.shape").size());
@@ -634,6 +639,7 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
     if (c.samples() < 0) return FieldError(f + ".samples", "must be >= 0");
     r.contention.push_back({c.compute(), c.communication(), c.slowdown(), c.samples(), c.source()});
   }
+  if (absl::Status s = ProfileSchemaFromProto(p, prefix, r); !s.ok()) return s;
   if (absl::Status s = ValidateRateProfile(r, prefix); !s.ok()) return s;
   return r;
 }
@@ -683,6 +689,7 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
     x->set_samples(c.samples);
     x->set_source(c.source);
   }
+  ProfileSchemaToProto(r, p);
   return p;
 }
 
@@ -714,12 +721,15 @@ v1::ModelShape ModelShapeToProto(const ModelShape& s) {
   moe->set_shared_expert_ffn_hidden_size(s.moe.shared_expert_ffn_hidden_size);
   moe->set_layer_freq(s.moe.layer_freq);
   moe->set_first_dense_layers(s.moe.first_dense_layers);
+  moe->set_routed_groups(s.moe.routed_groups);
+  moe->set_max_routed_groups(s.moe.max_routed_groups);
   auto* mla = m.mutable_mla();
   mla->set_q_lora_rank(s.mla.q_lora_rank);
   mla->set_kv_lora_rank(s.mla.kv_lora_rank);
   mla->set_qk_nope_head_dim(s.mla.qk_nope_head_dim);
   mla->set_qk_rope_head_dim(s.mla.qk_rope_head_dim);
   mla->set_v_head_dim(s.mla.v_head_dim);
+  ArchitectureFieldsToProto(s, &m);
   m.set_source(s.source);
   return m;
 }
@@ -948,10 +958,19 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     if (spec.model().source_case() == v1::ModelSpec::kPreset) model_name += " " + spec.model().preset();
     const std::string hw_preset =
         spec.hardware().source_case() == v1::HardwareRef::kPreset ? absl::AsciiStrToLower(spec.hardware().preset()) : "";
-    if (absl::Status s =
-            ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &assumed, hw_preset);
+    v1::ShardingModel recipe_sharding;
+    if (absl::Status s = ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &assumed,
+                                             hw_preset, &recipe_sharding);
         !s.ok()) {
       return s;
+    }
+    if (recipe_sharding.ByteSizeLong() > 0) {
+      // A recipe's sharding semantics (framework.proto Recipe.sharding) replace the framework's.
+      v1::FrameworkSpec with = *fw_spec;
+      *with.mutable_sharding() = recipe_sharding;
+      absl::StatusOr<Framework> fw = FrameworkFromProto(with, "framework.recipes.sharding");
+      if (!fw.ok()) return fw.status();
+      job.framework.sharding = fw->sharding;
     }
   }
   if (absl::Status s = ApplyFrameworkDefaults(spec, *fw_spec, &assumed); !s.ok()) return s;
@@ -1005,6 +1024,20 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     for (const auto& f : fallbacks) {
       if (absl::Status s = fallback(f.path, f.value, f.why); !s.ok()) return s;
     }
+    if (job.model.moe.enabled()) {
+      if (absl::Status s = fallback("training.moe_dispatcher", "alltoall",
+                                    "NCCL all-to-all of the permuted tokens (Megatron-Core "
+                                    "--moe-token-dispatcher-type default alltoall, torchtitan's all-to-all)");
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = fallback("training.overlap_ep_comm", "false",
+                                    "the all-to-all not overlapped with another micro-batch (Megatron-Core "
+                                    "--overlap-moe-expert-parallel-comm defaults off)");
+          !s.ok()) {
+        return s;
+      }
+    }
   }
 
   // Cluster and parallelism; 0 means "default" for every degree.
@@ -1023,6 +1056,14 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   p.etp = par.etp();
   p.dp_replicate = par.dp_replicate() == 0 ? 1 : par.dp_replicate();
   p.sequence_parallel = par.sequence_parallel();
+  for (auto [v, name] : {std::pair{par.first_stage_layers(), "first_stage_layers"},
+                         {par.last_stage_layers(), "last_stage_layers"}}) {
+    if (v < 0 || v > (int64_t{1} << 20)) {
+      return FieldError(absl::StrCat("parallelism.", name), absl::StrCat(v, " must be in [0, 2^20] (0: an even split)"));
+    }
+  }
+  p.first_stage_layers = par.first_stage_layers();
+  p.last_stage_layers = par.last_stage_layers();
   if (p.pp > 1 && par.vpp() == 0) {
     assumed.push_back({"parallelism.vpp", "1", "stepcast fallback: no virtual pipeline stages unless given"});
   }
@@ -1163,6 +1204,22 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   t.fp8_param_gather = tr.fp8_param_gather();
   t.cuda_graphs = tr.cuda_graphs();
   t.activation_offload_fraction = tr.activation_offload_fraction();
+  t.overlap_ep_comm = tr.overlap_ep_comm();
+  if (tr.has_mtp_layers()) {
+    if (tr.mtp_layers() < 0 || tr.mtp_layers() > 16) {
+      return FieldError("training.mtp_layers", absl::StrCat(tr.mtp_layers(), " must be in [0, 16]"));
+    }
+    t.mtp_layers = tr.mtp_layers();
+  }
+  if (const std::string& d = tr.moe_dispatcher(); d == "alltoall" || d.empty()) {
+    t.moe_dispatcher = MoeDispatcher::kAllToAll;
+  } else if (d == "deepep") {
+    t.moe_dispatcher = MoeDispatcher::kDeepEP;
+  } else if (d == "deepep-fp8") {
+    t.moe_dispatcher = MoeDispatcher::kDeepEPFp8;
+  } else {
+    return FieldError("training.moe_dispatcher", absl::StrCat("'", d, "' is not one of: alltoall, deepep, deepep-fp8"));
+  }
 
   job.assumed = std::make_shared<const std::vector<AssumedInput>>(std::move(assumed));
   job.intervals = BuiltinIntervalTable();  // presets/intervals.yaml (proto/interval_table.h)
@@ -1184,7 +1241,13 @@ absl::StatusOr<Job> LoadJob(const std::string& path, const Catalog& catalog, con
 
 absl::StatusOr<RateProfile> LoadRateProfile(const std::string& path) {
   v1::RateProfile p;
-  if (absl::Status s = ParseMessageFile(path, &p); !s.ok()) return s;
+  if (absl::Status s = ParseMessageFile(path, &p); !s.ok()) {
+    // A newer stepcast's profile: say so rather than "unknown field" (profile_schema.h).
+    if (absl::StatusOr<std::string> text = ReadFile(path); text.ok()) {
+      if (std::optional<absl::Status> newer = NewerProfileVersionError(*text, path)) return *newer;
+    }
+    return s;
+  }
   absl::StatusOr<RateProfile> r = RateProfileFromProto(p, "profile");
   if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", r.status().message()));
   if (r->name.empty()) r->name = std::filesystem::path(path).stem().string();

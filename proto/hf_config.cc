@@ -1,104 +1,374 @@
 #include "proto/hf_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "proto/architectures.h"
+#include "proto/codec.h"
 #include "yaml-cpp/yaml.h"
 
 namespace stepcast {
 namespace {
+
+namespace pb = google::protobuf;
 
 // Largest integer accepted in a config field: 2^31 - 1.
 constexpr int64_t kMaxField = (int64_t{1} << 31) - 1;
 // Largest config.json read: real ones are a few KB; a device or a huge file is refused instead of
 // read until memory runs out (reliability review: hf_config: /dev/zero aborted the CLI).
 constexpr uintmax_t kMaxConfigBytes = uintmax_t{16} << 20;
+// Longest list read (layer_types, moe_layers, no_rope_layers): one entry per layer.
+constexpr size_t kMaxList = 1 << 16;
 
-class Reader {
- public:
-  Reader(const YAML::Node& root, absl::string_view origin) : root_(root), origin_(origin) {}
+// A value's canonical text, to compare a config's value with a listed key's accepted values:
+// null, integers and numbers as %g, booleans, lower-case strings, lists and objects element-wise.
+std::string Canon(const YAML::Node& n, int depth = 0) {
+  if (!n || n.IsNull()) return "null";
+  if (depth > 8) return "...";
+  if (n.IsSequence()) {
+    std::vector<std::string> v;
+    for (const auto& e : n) v.push_back(Canon(e, depth + 1));
+    return absl::StrCat("[", absl::StrJoin(v, ","), "]");
+  }
+  if (n.IsMap()) {
+    std::vector<std::string> v;
+    for (const auto& kv : n) v.push_back(absl::StrCat(kv.first.Scalar(), ":", Canon(kv.second, depth + 1)));
+    return absl::StrCat("{", absl::StrJoin(v, ","), "}");
+  }
+  const std::string s = n.Scalar();
+  double d = 0;
+  if (absl::SimpleAtod(s, &d) && std::isfinite(d)) return absl::StrFormat("%g", d);
+  return absl::AsciiStrToLower(s);
+}
 
-  bool Has(const char* key) const { return root_[key] && !root_[key].IsNull(); }
-  // An integer field; `fallback` < 0 makes it required.
-  absl::StatusOr<int64_t> Int(const char* key, int64_t fallback = -1) const {
-    if (!Has(key)) {
-      if (fallback >= 0) return fallback;
-      return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": missing"));
+// The names a family's keys and listed keys make known, with the listed keys' entries.
+struct KnownKeys {
+  std::set<std::string> read;                              // keys and aliases of HfKeys
+  std::map<std::string, v1::HfListedKey> listed;           // listed keys (family's, then common)
+  bool Known(const std::string& k) const { return read.count(k) || listed.count(k); }
+  // A known name starts with `prefix` + "." (an object whose members are read or listed).
+  bool HasMembers(const std::string& prefix) const {
+    const std::string p = prefix + ".";
+    for (const std::string& k : read) {
+      if (absl::StartsWith(k, p)) return true;
     }
+    for (const auto& [k, v] : listed) {
+      if (absl::StartsWith(k, p)) return true;
+    }
+    return false;
+  }
+};
+
+// The member at a dotted path ("ffn_config.moe_num_experts"), or an undefined node. (yaml-cpp
+// nodes are references: assigning to one writes through, so nodes here are only ever reset.)
+YAML::Node At(const YAML::Node& body, const std::string& path) {
+  YAML::Node n;
+  n.reset(body);
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (!n.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node& cn = n;
+    YAML::Node next = cn[std::string(part)];
+    if (!next) return YAML::Node(YAML::NodeType::Undefined);
+    n.reset(next);
+  }
+  return n;
+}
+
+class HfReader {
+ public:
+  HfReader(const v1::Architecture& family, std::string type, std::string origin)
+      : family_(family), type_(std::move(type)), origin_(std::move(origin)) {}
+
+  absl::Status Err(const std::string& key, const std::string& why) const {
+    return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": ", why));
+  }
+  std::string Where() const {
+    return absl::StrCat("model_type '", type_, "' (presets/architectures/", family_.name(), ".yaml)");
+  }
+
+  // Every key of `node` (members of objects whose members are named, recursively) is read or
+  // listed, and a listed key with accepted values has one of them.
+  absl::Status CheckKeys(const YAML::Node& node, const std::string& prefix, const KnownKeys& known,
+                         std::vector<std::string>* notes) const {
+    for (const auto& kv : node) {
+      const std::string key = prefix.empty() ? kv.first.Scalar() : absl::StrCat(prefix, ".", kv.first.Scalar());
+      if (known.Known(key)) {
+        auto it = known.listed.find(key);
+        if (it != known.listed.end()) {
+          const v1::HfListedKey& l = it->second;
+          if (l.values_size() > 0) {
+            const std::string have = Canon(kv.second);
+            bool ok = false;
+            for (const std::string& v : l.values()) {
+              YAML::Node want;
+              try {
+                want = YAML::Load(v);
+              } catch (const YAML::Exception&) {
+                continue;
+              }
+              ok |= Canon(want) == have;
+            }
+            if (!ok) {
+              return Err(key, absl::StrCat("'", have.substr(0, 64), "' is not modelled (", l.reason(), "; accepted: ",
+                                           absl::StrJoin(l.values(), ", "), ") for ", Where()));
+            }
+          }
+          if (family_listed_.count(key) && notes != nullptr) {
+            notes->push_back(absl::StrCat(key, " = ", Canon(kv.second).substr(0, 64), ": ", l.reason()));
+          }
+        }
+        continue;
+      }
+      if (kv.second.IsMap() && known.HasMembers(key)) {
+        if (absl::Status s = CheckKeys(kv.second, key, known, notes); !s.ok()) return s;
+        continue;
+      }
+      return Err(key, absl::StrCat("not modelled and not listed for ", Where(),
+                                   "; it may change cost or memory: add it to the family's keys or listed keys"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Sets `field` (a dotted ModelShape path) from `value`, typed by the field.
+  absl::Status SetField(const std::string& key, const std::string& field, const YAML::Node& value,
+                        v1::ModelShape* shape) const {
+    pb::Message* msg = shape;
+    std::vector<std::string> parts = absl::StrSplit(field, '.');
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      const pb::FieldDescriptor* f = msg->GetDescriptor()->FindFieldByName(parts[i]);
+      if (f == nullptr || f->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+        return absl::InternalError(absl::StrCat("architecture registry: no ModelShape field ", field));
+      }
+      msg = msg->GetReflection()->MutableMessage(msg, f);
+    }
+    const pb::FieldDescriptor* f = msg->GetDescriptor()->FindFieldByName(parts.back());
+    if (f == nullptr) return absl::InternalError(absl::StrCat("architecture registry: no ModelShape field ", field));
+    const pb::Reflection* r = msg->GetReflection();
+    switch (f->cpp_type()) {
+      case pb::FieldDescriptor::CPPTYPE_INT64: {
+        absl::StatusOr<int64_t> v = Int(key, value);
+        if (!v.ok()) return v.status();
+        static const std::set<std::string> kCounts = {"layers", "hidden_size", "attention_heads", "vocab_size"};
+        if (kCounts.count(field) && *v < 1) return Err(key, absl::StrCat("must be at least 1 (got ", *v, ")"));
+        r->SetInt64(msg, f, *v);
+        return absl::OkStatus();
+      }
+      case pb::FieldDescriptor::CPPTYPE_DOUBLE: {
+        double d = 0;
+        if (!value.IsScalar() || !absl::SimpleAtod(value.Scalar(), &d) || !std::isfinite(d) || d < 0) {
+          return Err(key, absl::StrCat("'", Canon(value).substr(0, 64), "' is not a finite number >= 0"));
+        }
+        r->SetDouble(msg, f, d);
+        return absl::OkStatus();
+      }
+      case pb::FieldDescriptor::CPPTYPE_BOOL: {
+        absl::StatusOr<bool> b = Bool(key, value);
+        if (!b.ok()) return b.status();
+        r->SetBool(msg, f, *b);
+        return absl::OkStatus();
+      }
+      default:
+        return absl::InternalError(absl::StrCat("architecture registry: field ", field, " is not a number"));
+    }
+  }
+
+  absl::StatusOr<int64_t> Int(const std::string& key, const YAML::Node& value) const {
+    if (!value.IsScalar()) return Err(key, "is not an integer");
     try {
-      const int64_t v = root_[key].as<int64_t>();
+      const int64_t v = value.as<int64_t>();
       // Bounded so that derived sizes (4 * n_embd, products of dims) cannot overflow int64
       // (reliability review: hf_config.cc 4 * n_embd with n_embd 4e18).
       if (v < 0 || v > kMaxField) {
-        return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": ", v, " is out of range (0 to ", kMaxField, ")"));
+        return Err(key, absl::StrCat(v, " is out of range (0 to ", kMaxField, ")"));
       }
       return v;
     } catch (const YAML::Exception&) {
-      return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": '", root_[key].Scalar(),
-                                                     "' is not an integer"));
+      return Err(key, absl::StrCat("'", value.Scalar().substr(0, 64), "' is not an integer"));
     }
   }
-  // A count the model needs at least one of (layers, hidden size, heads, vocabulary): an error
-  // names the config's own key, not the job field it becomes (reliability review L3).
-  absl::StatusOr<int64_t> Count(const char* key, int64_t fallback = -1) const {
-    absl::StatusOr<int64_t> v = Int(key, fallback);
-    if (v.ok() && *v < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": must be at least 1 (got ", *v, ")"));
-    }
-    return v;
+  absl::StatusOr<bool> Bool(const std::string& key, const YAML::Node& value) const {
+    if (!value.IsScalar()) return Err(key, "is not true or false");
+    const std::string s = absl::AsciiStrToLower(value.Scalar());
+    if (s == "true") return true;
+    if (s == "false") return false;
+    return Err(key, absl::StrCat("'", value.Scalar().substr(0, 64), "' is not true or false"));
   }
-  bool Bool(const char* key, bool fallback) const {
-    if (!Has(key)) return fallback;
-    try {
-      return root_[key].as<bool>();
-    } catch (const YAML::Exception&) {
-      return fallback;
+
+  // Which layers of a per-layer list are global: the period k with global iff (i + 1) % k == 0
+  // (0: none global, every layer local), or an error naming the key.
+  absl::StatusOr<int64_t> GlobalEvery(const std::string& key, const std::vector<bool>& global) const {
+    const int64_t n = static_cast<int64_t>(global.size());
+    int64_t first = -1, count = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (global[i]) {
+        ++count;
+        if (first < 0) first = i;
+      }
     }
+    if (count == 0) return 0;
+    const int64_t k = first + 1;
+    for (int64_t i = 0; i < n; ++i) {
+      if (global[i] != ((i + 1) % k == 0)) {
+        return Err(key, absl::StrCat("a global layer every ", k, " layers does not describe it (layer ", i,
+                                     "); only a periodic local/global pattern is modelled"));
+      }
+    }
+    return k;
   }
-  std::string Str(const char* key) const { return Has(key) && root_[key].IsScalar() ? root_[key].Scalar() : ""; }
+
+  absl::Status ApplyRule(const v1::HfKey& k, const std::string& key, const YAML::Node& value,
+                         v1::ModelShape* shape) const {
+    const std::string& rule = k.rule();
+    const v1::FamilyConventions& c = family_.conventions();
+    if (rule.empty()) return SetField(key, k.field(), value, shape);
+    if (rule == "activation") {
+      if (!value.IsScalar()) return Err(key, "is not an activation name");
+      const std::string act = absl::AsciiStrToLower(value.Scalar());
+      const bool gated = c.ffn_type() == v1::FFN_TYPE_SWIGLU || c.ffn_type() == v1::FFN_TYPE_GEGLU;
+      v1::FfnType t = v1::FFN_TYPE_UNSPECIFIED;
+      if (gated) {
+        if (act == "silu" || act == "swish") t = v1::FFN_TYPE_SWIGLU;
+        else if (absl::StartsWith(act, "gelu")) t = v1::FFN_TYPE_GEGLU;
+      } else {
+        if (act == "relu2" || act == "squared_relu" || act == "relu_squared") t = v1::FFN_TYPE_SQUARED_RELU;
+        else if (absl::StartsWith(act, "gelu") || act == "relu") t = v1::FFN_TYPE_GELU;
+      }
+      if (t == v1::FFN_TYPE_UNSPECIFIED) {
+        return Err(key, absl::StrCat("'", value.Scalar().substr(0, 64), "' is not modelled for ", Where(), " (",
+                                     gated ? "silu, swish, gelu*" : "gelu*, relu, relu2", ")"));
+      }
+      shape->set_ffn_type(t);
+      return absl::OkStatus();
+    }
+    if (rule == "layer_types" || rule == "nope_layers") {
+      if (!value.IsSequence() || value.size() > kMaxList) return Err(key, "is not a list of per-layer entries");
+      // An empty list is falsy in the config classes: their default pattern holds
+      // (configuration_llama4.py: `self.no_rope_layers if self.no_rope_layers else default`).
+      if (value.size() == 0) return absl::OkStatus();
+      if (static_cast<int64_t>(value.size()) != shape->layers()) {
+        return Err(key, absl::StrCat("has ", value.size(), " entries for ", shape->layers(), " layers"));
+      }
+      std::vector<bool> global;
+      std::set<std::string> local_kinds;
+      for (const auto& e : value) {
+        const std::string s = e.IsScalar() ? absl::AsciiStrToLower(e.Scalar()) : "?";
+        if (rule == "nope_layers") {
+          // Llama 4: 1 = a RoPE layer (chunked attention), 0 = a NoPE layer (full attention).
+          if (s != "0" && s != "1") return Err(key, absl::StrCat("entry '", s, "' is not 0 or 1"));
+          global.push_back(s == "0");
+          continue;
+        }
+        if (s == "full_attention") {
+          global.push_back(true);
+        } else if (s == "sliding_attention" || s == "chunked_attention") {
+          global.push_back(false);
+          local_kinds.insert(s);
+        } else {
+          return Err(key, absl::StrCat("entry '", s.substr(0, 64),
+                                       "' is not modelled (full_attention, sliding_attention, chunked_attention)"));
+        }
+      }
+      if (local_kinds.size() > 1) return Err(key, "mixes sliding and chunked layers, which is not modelled");
+      absl::StatusOr<int64_t> every = GlobalEvery(key, global);
+      if (!every.ok()) return every.status();
+      const bool any_local = std::find(global.begin(), global.end(), false) != global.end();
+      if (!any_local) {
+        shape->set_local_attention_window(0);
+        shape->set_global_attention_every(0);
+        return absl::OkStatus();
+      }
+      if (local_kinds.count("chunked_attention")) shape->set_local_attention_kind(v1::LOCAL_ATTENTION_KIND_CHUNKED);
+      if (local_kinds.count("sliding_attention")) shape->set_local_attention_kind(v1::LOCAL_ATTENTION_KIND_SLIDING);
+      shape->set_global_attention_every(*every);
+      return absl::OkStatus();
+    }
+    if (rule == "moe_layer_indices") {
+      if (!value.IsSequence() || value.size() > kMaxList) return Err(key, "is not a list of layer indices");
+      std::vector<int64_t> idx;
+      for (const auto& e : value) {
+        absl::StatusOr<int64_t> v = Int(key, e);
+        if (!v.ok()) return v.status();
+        idx.push_back(*v);
+      }
+      if (idx.empty()) return Err(key, "is empty: an MoE model without MoE layers is not modelled");
+      std::sort(idx.begin(), idx.end());
+      const int64_t first = idx[0], freq = idx.size() > 1 ? idx[1] - idx[0] : shape->layers();
+      for (size_t i = 0; i < idx.size(); ++i) {
+        if (freq <= 0 || idx[i] != first + static_cast<int64_t>(i) * freq || idx[i] >= shape->layers()) {
+          return Err(key, "is not every k-th layer from a first one, the only MoE layout modelled");
+        }
+      }
+      if (first + static_cast<int64_t>(idx.size()) * freq < shape->layers()) {
+        return Err(key, "stops before the last layers, which is not modelled");
+      }
+      shape->mutable_moe()->set_first_dense_layers(first);
+      shape->mutable_moe()->set_layer_freq(freq);
+      return absl::OkStatus();
+    }
+    if (rule == "shared_expert_size") {
+      absl::StatusOr<int64_t> v = Int(key, value);
+      if (!v.ok()) return v.status();
+      shape->mutable_moe()->set_shared_experts(*v > 0 ? 1 : 0);
+      shape->mutable_moe()->set_shared_expert_ffn_hidden_size(*v);
+      return absl::OkStatus();
+    }
+    if (rule == "sparse_step") {
+      absl::StatusOr<int64_t> v = Int(key, value);
+      if (!v.ok()) return v.status();
+      if (*v < 1) return Err(key, "must be at least 1");
+      if (*v > shape->layers()) return Err(key, absl::StrCat(*v, " exceeds the ", shape->layers(), " layers"));
+      // (layer_idx + 1) % step == 0: layers step-1, 2 step-1, ...
+      shape->mutable_moe()->set_layer_freq(*v);
+      shape->mutable_moe()->set_first_dense_layers(*v - 1);
+      return absl::OkStatus();
+    }
+    if (rule == "plus_offset") {
+      absl::StatusOr<int64_t> v = Int(key, value);
+      if (!v.ok()) return v.status();
+      YAML::Node n(*v + c.learned_position_offset());
+      if (absl::Status s = SetField(key, k.field(), n, shape); !s.ok()) return s;
+      shape->set_position_encoding(v1::POSITION_ENCODING_LEARNED);
+      return absl::OkStatus();
+    }
+    if (rule == "equals_hidden") {
+      absl::StatusOr<int64_t> v = Int(key, value);
+      if (!v.ok()) return v.status();
+      if (*v != shape->hidden_size()) {
+        return Err(key, absl::StrCat(*v, " differs from the hidden size ", shape->hidden_size(), ": ",
+                                     k.source().empty() ? "not modelled" : k.source()));
+      }
+      return absl::OkStatus();
+    }
+    return absl::InternalError(absl::StrCat("architecture registry: unknown rule ", rule));
+  }
+
+  std::set<std::string> family_listed_;  // keys listed by the family itself (reported as notes)
 
  private:
-  const YAML::Node root_;  // a handle (copy is cheap), so temporaries can be read
+  const v1::Architecture& family_;
+  std::string type_;
   std::string origin_;
 };
 
-#define ASSIGN_OR_RETURN_INT(lhs, expr) \
-  do {                                  \
-    auto _v = (expr);                   \
-    if (!_v.ok()) return _v.status();   \
-    lhs = *_v;                          \
-  } while (0)
-
-// transformers' default of tie_word_embeddings per model_type, for configs that omit the key
-// (each class's __init__ default in transformers/models/<type>/configuration_<type>.py; the
-// base PretrainedConfig default is True). std::nullopt: the type is not known here.
-std::optional<bool> TieWordEmbeddingsDefault(absl::string_view type) {
-  // PretrainedConfig's default (configuration_utils.py: tie_word_embeddings=True) is what GPT-2
-  // (configuration_gpt2.py passes nothing) and the Gemma family (configuration_gemma.py,
-  // configuration_gemma2.py, configuration_gemma3.py: tie_word_embeddings=True) get.
-  static const std::set<std::string> kTied = {"gpt2", "gemma", "gemma2", "gemma3", "gemma3_text"};
-  // tie_word_embeddings=False in configuration_llama.py, _mistral.py, _mixtral.py, _qwen2.py,
-  // _qwen2_moe.py, _qwen3.py, _qwen3_moe.py, _phi3.py, _olmo2.py, _deepseek_v2.py,
-  // _deepseek_v3.py, _dbrx.py (which refuses True), _gpt_oss.py; Kimi-K2 ships DeepSeek-V3's
-  // configuration class (moonshotai/Kimi-K2-Instruct configuration_deepseek.py).
-  static const std::set<std::string> kUntied = {
-      "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "olmo", "olmo2",
-      "deepseek_v2", "deepseek_v3", "kimi_k2", "dbrx", "gpt_oss"};
-  const std::string t(type);
-  if (kTied.count(t)) return true;
-  if (kUntied.count(t)) return false;
-  return std::nullopt;
-}
-
 }  // namespace
 
-absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::string_view origin) {
+absl::StatusOr<HfImport> ReadHfConfig(absl::string_view text, absl::string_view origin_view) {
+  const std::string origin(origin_view);
+  absl::StatusOr<const ArchitectureRegistry*> reg = ArchitectureRegistry::Builtin();
+  if (!reg.ok()) return reg.status();
+  const ArchitectureRegistry& registry = **reg;
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -106,148 +376,131 @@ absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::
     return absl::InvalidArgumentError(absl::StrCat(origin, ": not valid JSON: line ", e.mark.line + 1, ": ", e.msg));
   }
   if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(origin, ": expected a JSON object"));
-  // Multimodal configs (Gemma 3, Llama 4, ...) keep the language model in "text_config"
-  // (transformers' Gemma3Config.text_config); the decoder is what trains, the vision tower
-  // (~0.4B for Gemma 3) is not counted.
-  const YAML::Node text_node = root["text_config"];
+  // Multimodal configs (Gemma 3, Llama 4) keep the language model in "text_config"; the decoder
+  // is what trains, the vision tower is not counted.
+  const YAML::Node& croot = root;
+  const YAML::Node text_node = croot["text_config"];
   const bool nested = text_node && text_node.IsMap();
-  const YAML::Node body = nested ? text_node : root;
-  Reader top(root, origin);
-  Reader r(body, nested ? absl::StrCat(origin, ": text_config") : std::string(origin));
-  ModelShape s;
-  std::string type = absl::AsciiStrToLower(r.Str("model_type"));
-  if (type.empty()) type = absl::AsciiStrToLower(top.Str("model_type"));
-  if (nested && type == "gemma3") type = "gemma3_text";
-  s.name = top.Str("_name_or_path");
-  if (s.name.empty()) {
+  YAML::Node body;
+  body.reset(nested ? text_node : root);
+  auto scalar = [](const YAML::Node& n, const char* k) {
+    const YAML::Node v = n[k];
+    return v && v.IsScalar() ? v.Scalar() : std::string();
+  };
+  std::string type = absl::AsciiStrToLower(scalar(body, "model_type"));
+  if (type.empty()) type = absl::AsciiStrToLower(scalar(root, "model_type"));
+  if (type.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": model_type: missing (the family decides how the file is read)"));
+  }
+  const v1::Architecture* family = registry.ForHfModelType(type);
+  if (family == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": model_type: '", type.substr(0, 64),
+        "' is not in the architecture registry (presets/architectures/), so what its fields mean for cost and memory "
+        "is not known; read: ",
+        absl::StrJoin(registry.HfModelTypes(), ", "), "; refused (hybrids): ",
+        absl::StrJoin(registry.HfModelTypes(/*refused=*/true), ", ")));
+  }
+  if (!family->refused().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": model_type: '", type, "' (", family->display_name(),
+                                                   ") is refused: it ", family->refused()));
+  }
+  HfReader reader(*family, type, origin);
+
+  // What the family reads and lists, and the keys every config may carry.
+  const std::vector<v1::HfKey> keys = registry.HfKeys(*family);
+  KnownKeys known;
+  for (const v1::HfKey& k : keys) {
+    known.read.insert(k.key());
+    known.read.insert(k.aliases().begin(), k.aliases().end());
+  }
+  for (const v1::HfListedKey& l : registry.HfListed(*family)) {
+    known.listed[l.key()] = l;
+    reader.family_listed_.insert(l.key());
+  }
+  for (const v1::HfListedKey& l : registry.Common().hf().listed()) known.listed.emplace(l.key(), l);
+  HfImport out;
+  out.family = family->name();
+  if (absl::Status s = reader.CheckKeys(body, "", known, &out.listed); !s.ok()) return s;
+  if (nested) {
+    KnownKeys outer;
+    for (const v1::HfListedKey& l : family->hf().outer_listed()) outer.listed[l.key()] = l;
+    for (const v1::HfListedKey& l : registry.Common().hf().listed()) outer.listed.emplace(l.key(), l);
+    outer.read = {"text_config", "tie_word_embeddings"};
+    if (absl::Status s = reader.CheckKeys(root, "", outer, nullptr); !s.ok()) return s;
+  }
+
+  v1::ModelShape shape;
+  ApplyConventions(family->conventions(), &shape);
+  for (const v1::HfKey& k : keys) {
+    std::string used = k.key();
+    YAML::Node value = At(body, k.key());
+    for (int i = 0; (!value || value.IsNull()) && i < k.aliases_size(); ++i) {
+      value.reset(At(body, k.aliases(i)));
+      used = k.aliases(i);
+    }
+    if (k.field() == "tied_embeddings" && nested && croot["tie_word_embeddings"] &&
+        !croot["tie_word_embeddings"].IsNull()) {
+      value.reset(croot["tie_word_embeddings"]);  // the outer config's key wins (Gemma3Config, Llama4Config)
+      used = k.key();
+    }
+    if (!value || value.IsNull()) {
+      used = k.key();
+      if (k.field() == "tied_embeddings" && k.default_().empty()) {
+        // transformers' default for the family's config class.
+        if (!family->conventions().has_tied_embeddings()) {
+          return reader.Err(k.key(), "missing, and the family has no default: add \"tie_word_embeddings\": true or false");
+        }
+        continue;  // ApplyConventions set it
+      }
+      if (k.default_().empty()) return reader.Err(k.key(), "missing");
+      if (k.default_() == "null") continue;
+      try {
+        value.reset(YAML::Load(k.default_()));
+      } catch (const YAML::Exception&) {
+        return absl::InternalError(absl::StrCat("presets/architectures/", family->name(), ".yaml: ", k.key(),
+                                                ": default '", k.default_(), "' is not JSON"));
+      }
+    }
+    if (absl::Status s = reader.ApplyRule(k, used, value, &shape); !s.ok()) return s;
+  }
+  // Learned positions: the table's rows (gpt2 n_positions) make the encoding learned.
+  if (family->conventions().position_encoding() == v1::POSITION_ENCODING_LEARNED &&
+      shape.learned_position_embeddings() > 0) {
+    shape.set_position_encoding(v1::POSITION_ENCODING_LEARNED);
+  }
+  // Without any local layer the window means nothing.
+  if (shape.local_attention_window() == 0) shape.set_global_attention_every(0);
+  // MoE families without a dense FFN: the dense size is the experts' (every layer MoE).
+  if (shape.ffn_hidden_size() == 0 && shape.moe().routed_experts() > 0) {
+    shape.set_ffn_hidden_size(shape.moe().expert_ffn_hidden_size());
+  }
+  if (shape.moe().routed_experts() == 0) shape.clear_moe();
+
+  std::string name = scalar(root, "_name_or_path");
+  if (name.empty()) {
     // The file's stem ("llama3-8b-config"), else the model type.
     std::string stem(origin);
     if (auto slash = stem.find_last_of('/'); slash != std::string::npos) stem = stem.substr(slash + 1);
     if (auto dot = stem.rfind('.'); dot != std::string::npos) stem = stem.substr(0, dot);
-    s.name = stem.empty() || stem == "config" ? type : stem;
+    name = stem.empty() || stem == "config" ? type : stem;
   }
-  s.source = absl::StrCat("Hugging Face config.json (", origin, ")");
-
-  // Tied input/output embeddings: the file's key (top level wins for nested configs), else
-  // transformers' default for the model_type.
-  bool tied = false;
-  if (top.Has("tie_word_embeddings") || r.Has("tie_word_embeddings")) {
-    tied = top.Has("tie_word_embeddings") ? top.Bool("tie_word_embeddings", false) : r.Bool("tie_word_embeddings", false);
-  } else if (auto d = TieWordEmbeddingsDefault(type)) {
-    tied = *d;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": tie_word_embeddings: missing, and model_type '", type,
-        "' has no default known here (add \"tie_word_embeddings\": true or false to the file)"));
-  }
-
-  if (type == "gpt2") {
-    ASSIGN_OR_RETURN_INT(s.layers, r.Count("n_layer"));
-    ASSIGN_OR_RETURN_INT(s.hidden_size, r.Count("n_embd"));
-    ASSIGN_OR_RETURN_INT(s.attention_heads, r.Count("n_head"));
-    ASSIGN_OR_RETURN_INT(s.ffn_hidden_size, r.Int("n_inner", 4 * s.hidden_size));
-    ASSIGN_OR_RETURN_INT(s.vocab_size, r.Count("vocab_size"));
-    ASSIGN_OR_RETURN_INT(s.learned_position_embeddings, r.Int("n_positions", 1024));
-    s.ffn_type = FfnType::kGelu;
-    s.linear_bias = true;
-    s.tied_embeddings = tied;
-    s.norm_type = NormType::kLayerNorm;
-  } else if (type == "dbrx") {
-    // transformers configuration_dbrx.py: d_model, n_heads, n_layers, max_seq_len, vocab_size;
-    // attn_config {kv_n_heads}; ffn_config {ffn_hidden_size, moe_num_experts, moe_top_k}.
-    // DBRX experts are GLU with SiLU (modeling_dbrx.py DbrxExpertGLU: w1, v1, w2), no biases;
-    // LayerNorm (its bias-free weight is counted as 2h here, a few thousand parameters more).
-    const YAML::Node attn = body["attn_config"], ffn = body["ffn_config"];
-    if (!ffn || !ffn.IsMap()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ffn_config: missing"));
-    Reader ra(attn ? attn : body, absl::StrCat(origin, ": attn_config"));
-    Reader rf(ffn, absl::StrCat(origin, ": ffn_config"));
-    ASSIGN_OR_RETURN_INT(s.layers, r.Count("n_layers"));
-    ASSIGN_OR_RETURN_INT(s.hidden_size, r.Count("d_model"));
-    ASSIGN_OR_RETURN_INT(s.attention_heads, r.Count("n_heads"));
-    ASSIGN_OR_RETURN_INT(s.vocab_size, r.Count("vocab_size"));
-    ASSIGN_OR_RETURN_INT(s.kv_heads, ra.Int("kv_n_heads", 1));  // DbrxAttentionConfig default 1
-    ASSIGN_OR_RETURN_INT(s.ffn_hidden_size, rf.Int("ffn_hidden_size", 3584));  // DbrxFFNConfig defaults
-    ASSIGN_OR_RETURN_INT(s.moe.routed_experts, rf.Int("moe_num_experts", 4));
-    ASSIGN_OR_RETURN_INT(s.moe.top_k, rf.Int("moe_top_k", 1));
-    s.moe.expert_ffn_hidden_size = s.ffn_hidden_size;
-    s.ffn_type = FfnType::kSwiGlu;
-    s.norm_type = NormType::kLayerNorm;
-    s.tied_embeddings = tied;
-  } else {
-    ASSIGN_OR_RETURN_INT(s.layers, r.Count("num_hidden_layers"));
-    ASSIGN_OR_RETURN_INT(s.hidden_size, r.Count("hidden_size"));
-    ASSIGN_OR_RETURN_INT(s.attention_heads, r.Count("num_attention_heads"));
-    ASSIGN_OR_RETURN_INT(s.kv_heads, r.Int("num_key_value_heads", s.attention_heads));
-    ASSIGN_OR_RETURN_INT(s.head_dim, r.Int("head_dim", 0));
-    // Gemma3TextConfig's vocab_size default (262208) applies when text_config omits it, as the
-    // released Gemma 3 configs do.
-    ASSIGN_OR_RETURN_INT(s.vocab_size, r.Count("vocab_size", type == "gemma3_text" ? 262208 : -1));
-    s.tied_embeddings = tied;
-    // gpt-oss always has q/k/v/o biases (configuration_gpt_oss.py sets attention_bias = True).
-    s.linear_bias = r.Bool("attention_bias", type == "gpt_oss") || r.Bool("mlp_bias", false);
-    std::string act = absl::AsciiStrToLower(r.Str("hidden_activation"));  // Gemma's name
-    if (act.empty()) act = absl::AsciiStrToLower(r.Str("hidden_act"));
-    const bool gemma = type.rfind("gemma", 0) == 0;
-    if (gemma) {
-      // GemmaMLP: down(act(gate(x)) * up(x)) with a tanh-GELU: GeGLU (modeling_gemma2.py).
-      s.ffn_type = FfnType::kGeGlu;
-    } else if (act.empty() || act == "silu" || act == "swish") {
-      s.ffn_type = FfnType::kSwiGlu;
-    } else if (absl::StrContains(act, "gelu")) {
-      // LlamaMLP-style gated block with a GELU activation.
-      s.ffn_type = FfnType::kGeGlu;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(origin, ": hidden_act: '", act,
-                                                     "' is not modelled (silu, swish, gelu*)"));
-    }
-    s.norm_type = NormType::kRmsNorm;
-    if (r.Has("intermediate_size")) {
-      ASSIGN_OR_RETURN_INT(s.ffn_hidden_size, r.Int("intermediate_size"));
-    }
-    if (type == "mixtral" || type == "gpt_oss" || r.Has("num_local_experts")) {
-      ASSIGN_OR_RETURN_INT(s.moe.routed_experts, r.Int("num_local_experts"));
-      // gpt-oss's config.json names it experts_per_token (configuration_gpt_oss.py maps both).
-      ASSIGN_OR_RETURN_INT(s.moe.top_k, r.Has("num_experts_per_tok") ? r.Int("num_experts_per_tok")
-                                                                      : r.Int("experts_per_token"));
-      s.moe.expert_ffn_hidden_size = s.ffn_hidden_size;
-    } else if (r.Has("n_routed_experts")) {  // DeepSeek-V2/V3, Kimi-K2
-      ASSIGN_OR_RETURN_INT(s.moe.routed_experts, r.Int("n_routed_experts"));
-      ASSIGN_OR_RETURN_INT(s.moe.top_k, r.Int("num_experts_per_tok"));
-      ASSIGN_OR_RETURN_INT(s.moe.expert_ffn_hidden_size, r.Int("moe_intermediate_size"));
-      ASSIGN_OR_RETURN_INT(s.moe.shared_experts, r.Int("n_shared_experts", 0));
-      ASSIGN_OR_RETURN_INT(s.moe.first_dense_layers, r.Int("first_k_dense_replace", 0));
-      ASSIGN_OR_RETURN_INT(s.moe.layer_freq, r.Int("moe_layer_freq", 1));
-    } else if (r.Has("num_experts") && r.Has("moe_intermediate_size")) {  // Qwen2/3-MoE
-      ASSIGN_OR_RETURN_INT(s.moe.routed_experts, r.Int("num_experts"));
-      ASSIGN_OR_RETURN_INT(s.moe.top_k, r.Int("num_experts_per_tok"));
-      ASSIGN_OR_RETURN_INT(s.moe.expert_ffn_hidden_size, r.Int("moe_intermediate_size"));
-      ASSIGN_OR_RETURN_INT(s.moe.layer_freq, r.Int("decoder_sparse_step", 1));
-      int64_t shared = 0;
-      ASSIGN_OR_RETURN_INT(shared, r.Int("shared_expert_intermediate_size", 0));
-      if (shared > 0) {
-        s.moe.shared_experts = 1;
-        s.moe.shared_expert_ffn_hidden_size = shared;
-      }
-    }
-    if (r.Has("kv_lora_rank")) {
-      ASSIGN_OR_RETURN_INT(s.mla.kv_lora_rank, r.Int("kv_lora_rank"));
-      ASSIGN_OR_RETURN_INT(s.mla.q_lora_rank, r.Int("q_lora_rank", 0));
-      ASSIGN_OR_RETURN_INT(s.mla.qk_nope_head_dim, r.Int("qk_nope_head_dim"));
-      ASSIGN_OR_RETURN_INT(s.mla.qk_rope_head_dim, r.Int("qk_rope_head_dim"));
-      ASSIGN_OR_RETURN_INT(s.mla.v_head_dim, r.Int("v_head_dim"));
-    }
-    if (s.ffn_hidden_size == 0 && !s.moe.enabled()) {
-      return absl::InvalidArgumentError(absl::StrCat(origin, ": intermediate_size: missing"));
-    }
-    if (s.ffn_hidden_size == 0) s.ffn_hidden_size = s.moe.expert_ffn_hidden_size;
-  }
-  if (absl::Status st = ValidateModelShape(s); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", st.message()));
-  }
-  return s;
+  shape.set_name(name);
+  shape.set_source(absl::StrCat("Hugging Face config.json (", origin, "), read as ", family->display_name(),
+                                " (presets/architectures/", family->name(), ".yaml)"));
+  absl::StatusOr<ModelShape> m = ModelShapeFromProto(shape, "model.shape");
+  if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", m.status().message()));
+  out.shape = *std::move(m);
+  return out;
 }
 
-absl::StatusOr<ModelShape> LoadHfConfig(const std::string& path) {
+absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::string_view origin) {
+  absl::StatusOr<HfImport> r = ReadHfConfig(text, origin);
+  if (!r.ok()) return r.status();
+  return std::move(r->shape);
+}
+
+absl::StatusOr<HfImport> LoadHfConfigWithNotes(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec) &&
       (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) > kMaxConfigBytes)) {
@@ -257,7 +510,13 @@ absl::StatusOr<ModelShape> LoadHfConfig(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
   std::stringstream ss;
   ss << in.rdbuf();
-  return ModelShapeFromHfConfig(ss.str(), path);
+  return ReadHfConfig(ss.str(), path);
+}
+
+absl::StatusOr<ModelShape> LoadHfConfig(const std::string& path) {
+  absl::StatusOr<HfImport> r = LoadHfConfigWithNotes(path);
+  if (!r.ok()) return r.status();
+  return std::move(r->shape);
 }
 
 }  // namespace stepcast

@@ -1,32 +1,22 @@
 // File: proto/hf_config.h
 //
-// Reads a Hugging Face `config.json` into a ModelShape. Supported model_type families and the
-// fields read:
-//   llama, mistral, qwen2, qwen3, gemma*, (any with the same names): num_hidden_layers,
-//     hidden_size, num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
-//     vocab_size, tie_word_embeddings, hidden_act (silu/swish -> SwiGLU, gelu* -> GELU);
-//   mixtral: + num_local_experts, num_experts_per_tok (every layer MoE, expert FFN =
-//     intermediate_size);
-//   qwen2_moe, qwen3_moe: + num_experts, num_experts_per_tok, moe_intermediate_size,
-//     shared_expert_intermediate_size, decoder_sparse_step;
-//   deepseek_v2, deepseek_v3: + n_routed_experts, n_shared_experts, num_experts_per_tok,
-//     moe_intermediate_size, first_k_dense_replace, moe_layer_freq, q_lora_rank, kv_lora_rank,
-//     qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
-//   gpt2: n_layer, n_embd, n_head, n_inner, n_positions (learned positions, biases, tied);
-//   gpt_oss: + num_local_experts, experts_per_token | num_experts_per_tok (attention biases);
-//   dbrx: d_model, n_heads, n_layers, vocab_size, attn_config.kv_n_heads,
-//     ffn_config.{ffn_hidden_size, moe_num_experts, moe_top_k} (GLU experts, LayerNorm);
-//   kimi_k2: as deepseek_v3.
-// Multimodal configs with a "text_config" (Gemma 3) are read from it (the decoder only).
-// tie_word_embeddings, when absent, is transformers' default for the model_type (true for
-// gpt2 and the gemma family, false for the others above); an unknown model_type without the
-// key is an error. Gemma (hidden_activation gelu_pytorch_tanh) and any gated "gelu*" act are
-// GeGLU; silu/swish SwiGLU.
-// Errors name the file and the field ("config.json: num_hidden_layers: missing").
+// Reads a Hugging Face `config.json` into a ModelShape through the architecture registry
+// (proto/architectures.h, presets/architectures/*.yaml): the file's model_type names a family,
+// whose entry says which key sets which shape field (with transformers' default for a key the
+// file omits), which keys are known and not modelled (listed, with why; some only with given
+// values), and what the family fixes (FFN and norm type, biases, head size, local/global
+// attention, attention sinks, soft-capping, position encoding). Refused, each naming the type or
+// key: an unknown model_type; a family the registry refuses (Mamba / linear-attention hybrids:
+// Falcon-H1, Jamba, Nemotron-H, Qwen3-Next, MiniMax, ...); a key of a known family that is
+// neither read nor listed; a listed key with a value that is not modelled (Qwen
+// use_sliding_window true, non-empty mlp_only_layers); a layer pattern that is not periodic.
+// Multimodal configs with a "text_config" (Gemma 3, Llama 4) are read from it (the decoder only).
+// Errors name the file and the key ("config.json: num_hidden_layers: missing").
 #ifndef STEPCAST_PROTO_HF_CONFIG_H_
 #define STEPCAST_PROTO_HF_CONFIG_H_
 
 #include <string>
+#include <vector>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
@@ -34,6 +24,18 @@
 
 namespace stepcast {
 
+// A config read: the shape, the registry family, and the family's listed keys the file has with
+// their values and why they are not modelled ("swiglu_limit = 7: clamp inside the experts'
+// SwiGLU: an elementwise pass"), for a user to see.
+struct HfImport {
+  ModelShape shape;
+  std::string family;
+  std::vector<std::string> listed;
+};
+
+absl::StatusOr<HfImport> ReadHfConfig(absl::string_view json_text, absl::string_view origin);
+absl::StatusOr<HfImport> LoadHfConfigWithNotes(const std::string& path);
+// The shape alone.
 absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view json_text, absl::string_view origin);
 absl::StatusOr<ModelShape> LoadHfConfig(const std::string& path);
 

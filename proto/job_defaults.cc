@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -45,7 +46,7 @@ v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::Fram
   for (const v1::FrameworkDefault& dflt : child.defaults()) {
     bool replaced = false;
     for (v1::FrameworkDefault& o : *out.mutable_defaults()) {
-      if (o.field() == dflt.field()) {
+      if (o.field() == dflt.field() && std::equal(o.when().begin(), o.when().end(), dflt.when().begin(), dflt.when().end())) {
         o = dflt;
         replaced = true;
       }
@@ -54,17 +55,39 @@ v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::Fram
   }
   for (const std::string& s : child.sources()) out.add_sources(s);
   *out.mutable_aliases() = child.aliases();
+  *out.mutable_assumptions() = child.assumptions();  // like aliases: the preset's own
   out.set_base("");
   return out;
 }
+
+namespace {
+// The preset's own assumptions (FrameworkSpec.assumptions: the generic preset's model-level
+// choices), listed in every prediction that uses it.
+absl::StatusOr<v1::FrameworkSpec> WithAssumptions(absl::StatusOr<v1::FrameworkSpec> f, std::vector<AssumedInput>* assumed) {
+  if (f.ok() && assumed != nullptr) {
+    for (const v1::FrameworkDefault& a : f->assumptions()) {
+      assumed->push_back({a.field(), a.value(), absl::StrCat("framework ", f->name(), " assumption: ", a.source())});
+    }
+  }
+  return f;
+}
+}  // namespace
 
 absl::StatusOr<v1::FrameworkSpec> ResolveJobFramework(const v1::JobSpec& spec, const Catalog& catalog,
                                                       std::vector<AssumedInput>* assumed) {
   switch (spec.framework().source_case()) {
     case v1::FrameworkRef::kPreset: {
-      absl::StatusOr<v1::FrameworkSpec> f = catalog.FindFramework(spec.framework().preset());
+      const std::string& text = spec.framework().preset();
+      absl::StatusOr<v1::FrameworkSpec> f = catalog.FindFramework(text);
+      if (absl::IsNotFound(f.status())) {
+        // Not a preset name: the preset the text names (an alias), else the generic preset.
+        absl::StatusOr<Catalog::FrameworkMatch> m = catalog.FrameworkForTextOrGeneric(text);
+        if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.preset: ", m.status().message()));
+        if (m->fallback && assumed != nullptr) assumed->push_back(Catalog::GenericFrameworkAssumed(text));
+        f = catalog.FindFramework(m->name);
+      }
       if (!f.ok()) return absl::InvalidArgumentError(absl::StrCat("framework.preset: ", f.status().message()));
-      return f;
+      return WithAssumptions(std::move(f), assumed);
     }
     case v1::FrameworkRef::kSpec: {
       const v1::FrameworkSpec& inline_spec = spec.framework().spec();
@@ -77,7 +100,7 @@ absl::StatusOr<v1::FrameworkSpec> ResolveJobFramework(const v1::JobSpec& spec, c
       if (out.name().empty()) out.set_name("inline");
       absl::StatusOr<Framework> check = FrameworkFromProto(out, "framework.spec");
       if (!check.ok()) return check.status();
-      return out;
+      return WithAssumptions(out, assumed);
     }
     case v1::FrameworkRef::SOURCE_NOT_SET: break;
   }
@@ -182,9 +205,57 @@ std::string Squash(const std::string& s) {
 }
 }  // namespace
 
+namespace {
+// Whether the job, as the defaults so far left it, meets one FrameworkDefault.when condition
+// "<path>=<v1>|<v2>...": an enum matches by its value name's last part (SHARDING_ZERO3 -> zero3),
+// a bool by true/false, a string or number by its text. An unset field matches only the value
+// "unset" ("parallelism.vpp=unset|1": no virtual pipeline).
+absl::StatusOr<bool> WhenHolds(const v1::JobSpec& spec, const std::string& condition) {
+  const size_t eq = condition.find('=');
+  if (eq == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("when '", condition, "': expected <field path>=<value>[|<value>]"));
+  }
+  const std::string path(absl::StripAsciiWhitespace(condition.substr(0, eq)));
+  absl::StatusOr<bool> set = JobFieldIsSet(spec, path);
+  if (!set.ok()) return set.status();
+  if (!*set) {
+    for (absl::string_view v : absl::StrSplit(condition.substr(eq + 1), '|')) {
+      if (absl::AsciiStrToLower(absl::StripAsciiWhitespace(v)) == "unset") return true;
+    }
+    return false;
+  }
+  absl::StatusOr<std::vector<const pb::FieldDescriptor*>> chain = FieldChain(path);
+  if (!chain.ok()) return chain.status();
+  const pb::Message* msg = &spec;
+  for (size_t i = 0; i + 1 < chain->size(); ++i) msg = &msg->GetReflection()->GetMessage(*msg, (*chain)[i]);
+  const pb::FieldDescriptor* f = chain->back();
+  const pb::Reflection* r = msg->GetReflection();
+  if (f->is_repeated()) return absl::InvalidArgumentError(absl::StrCat("when '", condition, "': a repeated field"));
+  std::string text;
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_ENUM: {
+      text = absl::AsciiStrToLower(r->GetEnum(*msg, f)->name());
+      const size_t us = text.rfind('_');
+      if (us != std::string::npos) text = text.substr(us + 1);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_BOOL: text = r->GetBool(*msg, f) ? "true" : "false"; break;
+    case pb::FieldDescriptor::CPPTYPE_STRING: text = r->GetString(*msg, f); break;
+    case pb::FieldDescriptor::CPPTYPE_INT32: text = absl::StrCat(r->GetInt32(*msg, f)); break;
+    case pb::FieldDescriptor::CPPTYPE_INT64: text = absl::StrCat(r->GetInt64(*msg, f)); break;
+    default: return absl::InvalidArgumentError(absl::StrCat("when '", condition, "': unsupported field type"));
+  }
+  for (absl::string_view v : absl::StrSplit(condition.substr(eq + 1), '|')) {
+    if (absl::AsciiStrToLower(absl::StripAsciiWhitespace(v)) == absl::AsciiStrToLower(text)) return true;
+  }
+  return false;
+}
+}  // namespace
+
 absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
                                  const std::string& architecture, const std::string& gemm,
-                                 std::vector<AssumedInput>* assumed, const std::string& hardware) {
+                                 std::vector<AssumedInput>* assumed, const std::string& hardware,
+                                 v1::ShardingModel* sharding) {
   const std::string model = Squash(model_name);
   if (model.empty()) return absl::OkStatus();
   // Matching recipes, the most specific model name first ("gpt-oss 120b" before "gpt-oss 20b"
@@ -228,8 +299,29 @@ absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& fra
     matches.push_back({&r, best, name});
   }
   std::stable_sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) { return a.length > b.length; });
+  bool sharding_set = false;
   for (const Match& m : matches) {
+    if (sharding != nullptr && !sharding_set && m.recipe->has_sharding()) {
+      *sharding = m.recipe->sharding();
+      sharding_set = true;
+      if (assumed != nullptr) {
+        assumed->push_back({"framework.sharding", "recipe",
+                            absl::StrCat("framework ", framework.name(), " recipe for ", m.name, ": ",
+                                         m.recipe->sharding().source().empty() ? m.recipe->source()
+                                                                                : m.recipe->sharding().source())});
+      }
+    }
     for (const v1::FrameworkDefault& d : m.recipe->values()) {
+      bool applies = true;
+      for (const std::string& w : d.when()) {
+        absl::StatusOr<bool> holds = WhenHolds(spec, w);
+        if (!holds.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("framework ", framework.name(), " recipe ", m.name, ": ", holds.status().message()));
+        }
+        applies = applies && *holds;
+      }
+      if (!applies) continue;
       const std::string source = absl::StrCat("framework ", framework.name(), " recipe for ", m.name, ": ",
                                               d.source().empty() ? m.recipe->source() : d.source());
       if (absl::Status s = ApplyDefault(spec, d.field(), d.value(), source, assumed); !s.ok()) {
@@ -241,9 +333,17 @@ absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& fra
   return absl::OkStatus();
 }
 
+
 absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,
                                     std::vector<AssumedInput>* assumed) {
   for (const v1::FrameworkDefault& d : framework.defaults()) {
+    bool applies = true;
+    for (const std::string& w : d.when()) {
+      absl::StatusOr<bool> holds = WhenHolds(spec, w);
+      if (!holds.ok()) return absl::InvalidArgumentError(absl::StrCat("framework ", framework.name(), ": ", holds.status().message()));
+      applies = applies && *holds;
+    }
+    if (!applies) continue;
     const std::string source = absl::StrCat("framework ", framework.name(), " default",
                                             d.source().empty() ? "" : ": ", d.source());
     if (absl::Status s = ApplyDefault(spec, d.field(), d.value(), source, assumed); !s.ok()) {

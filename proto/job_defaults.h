@@ -45,10 +45,13 @@ absl::Status ApplyDefault(v1::JobSpec& spec, const std::string& path, const std:
 // match `model_name` / `architecture` / `gemm` ("bf16", "fp8"; "" matches any), for fields the
 // spec leaves unset; each recorded in `assumed` with the recipe's source.
 // `hardware` is the job's hardware preset name (matched against Recipe.hardware). Among
-// matching recipes the most specific model name applies first.
+// matching recipes the most specific model name applies first. `sharding` (optional): receives
+// the first matching recipe's Recipe.sharding, if any (left untouched otherwise); the caller
+// replaces the framework's sharding semantics with it.
 absl::Status ApplyRecipeDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework, const std::string& model_name,
                                  const std::string& architecture, const std::string& gemm,
-                                 std::vector<AssumedInput>* assumed, const std::string& hardware = "");
+                                 std::vector<AssumedInput>* assumed, const std::string& hardware = "",
+                                 v1::ShardingModel* sharding = nullptr);
 
 // Applies every default of `framework` (FrameworkSpec.defaults) that the spec leaves unset.
 absl::Status ApplyFrameworkDefaults(v1::JobSpec& spec, const v1::FrameworkSpec& framework,

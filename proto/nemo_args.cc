@@ -1,8 +1,11 @@
+// NeMo 2 and Megatron-Bridge launch lines (proto/nemo_args.h).
 #include "proto/nemo_args.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -10,53 +13,209 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "toml++/toml.h"
+#include "proto/catalog.h"
+#include "proto/launch_data.h"
+#include "proto/torchtitan_args.h"
 
 namespace stepcast {
 namespace {
 
-// A recipe's model and, for NeMo 2, its pretrain defaults.
-struct Recipe {
-  const char* preset;
-  int64_t tp, pp, vpp, cp, ep;
-  bool sp;
-  int64_t seq, gbs, mbs;
-  const char* source;
-};
-
-// NeMo 2 pretrain recipes (NVIDIA/NeMo nemo/collections/llm/recipes/): trainer() defaults and
-// pretrain_recipe()'s MockDataModule(seq_length, global_batch_size, micro_batch_size).
-const std::map<std::string, Recipe>& NemoRecipes() {
-  static const std::map<std::string, Recipe> k = {
-      {"llama3_8b", {"llama3-8b", 1, 1, 0, 2, 1, false, 8192, 512, 1,
-                     "nemo/collections/llm/recipes/llama3_8b.py (commit 00617962): TP1 PP1 CP2, 8192 x 512, mbs 1"}},
-      {"llama3_70b", {"llama3-70b", 4, 4, 5, 2, 1, true, 8192, 512, 1,
-                      "nemo/collections/llm/recipes/llama3_70b.py: TP4 PP4 VPP5 CP2 SP, 8192 x 512, mbs 1"}},
-      {"mixtral_8x7b", {"mixtral-8x7b", 1, 4, 8, 1, 8, false, 4096, 512, 1,
-                        "nemo/collections/llm/recipes/mixtral_8x7b.py: TP1 PP4 VPP8 EP8, 4096 x 512, mbs 1"}},
-  };
-  return k;
-}
-
-// Megatron-Bridge recipe names ("<model>_pretrain_config") -> presets.
-const std::map<std::string, std::string>& BridgeModels() {
-  static const std::map<std::string, std::string> k = {
-      {"llama3_8b", "llama3-8b"},       {"llama31_8b", "llama3-8b"},   {"llama3_70b", "llama3-70b"},
-      {"llama31_70b", "llama3-70b"},    {"llama31_405b", "llama3-405b"}, {"mixtral_8x7b", "mixtral-8x7b"},
-      {"deepseek_v3", "deepseek-v3"},
-  };
-  return k;
-}
+constexpr char kBridgeCommit[] = "067f987df03b8355b03192d88d70f1709fedf51a";
+constexpr char kNemoCommit[] = "8cfedd7203462cb251a914e700e5605444277561";
 
 absl::Status Bad(const std::string& what, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
 }
 
+// One of the recipe tables (presets/launchers/megatron-bridge.toml or nemo.toml), parsed once.
+const toml::table& RecipeTable(const char* file) {
+  static std::map<std::string, toml::table>* const kTables = new std::map<std::string, toml::table>;
+  auto it = kTables->find(file);
+  if (it != kTables->end()) return it->second;
+  toml::table t;
+  if (const char* text = LaunchDataFile(file)) {
+    try {
+      t = toml::parse(std::string_view(text), std::string_view(file));
+    } catch (const toml::parse_error&) {
+      // A build defect (the file is generated); the recipes then read as unknown.
+    }
+  }
+  return (*kTables)[file] = std::move(t);
+}
+
+bool HasPresetFile(const std::string& preset) {
+  for (const EmbeddedPreset& e : EmbeddedPresets()) {
+    if (std::string(e.path) == absl::StrCat("models/", preset, ".yaml")) return true;
+  }
+  return false;
+}
+
+// Kimi K2 (moonshotai/Kimi-K2-Instruct config.json; arXiv:2507.20534 Table 2): DeepSeek-V3's
+// architecture with 61 layers, hidden 7168, 64 heads, MLA (q_lora 1536, kv_lora 512, qk 128 +
+// 64 rope, v 128), 384 routed experts top-8 of 2048 plus one shared, the first layer dense
+// (18432), vocabulary 163,840.
+v1::ModelShape KimiK2Shape() {
+  v1::ModelShape m;
+  m.set_name("kimi-k2");
+  m.set_source("moonshotai/Kimi-K2-Instruct config.json; arXiv:2507.20534 Table 2");
+  m.set_layers(61);
+  m.set_hidden_size(7168);
+  m.set_attention_heads(64);
+  m.set_kv_heads(64);
+  m.set_ffn_hidden_size(18432);
+  m.set_ffn_type(v1::FFN_TYPE_SWIGLU);
+  m.set_norm_type(v1::NORM_TYPE_RMSNORM);
+  m.set_vocab_size(163840);
+  m.set_tied_embeddings(false);
+  v1::MlaShape& mla = *m.mutable_mla();
+  mla.set_q_lora_rank(1536);
+  mla.set_kv_lora_rank(512);
+  mla.set_qk_nope_head_dim(128);
+  mla.set_qk_rope_head_dim(64);
+  mla.set_v_head_dim(128);
+  v1::MoeShape& moe = *m.mutable_moe();
+  moe.set_routed_experts(384);
+  moe.set_top_k(8);
+  moe.set_expert_ffn_hidden_size(2048);
+  moe.set_shared_experts(1);
+  moe.set_shared_expert_ffn_hidden_size(2048);
+  moe.set_first_dense_layers(1);
+  return m;
+}
+
+// The model a recipe names: its Hugging Face id (Megatron-Bridge's AutoBridge.from_hf_pretrained),
+// its provider class, or its NeMo 2 config class / NAME. A preset, a torchtitan flavor's shape
+// (the same released models), or a refusal saying why the model is not expressible.
+absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
+  v1::ModelSpec out;
+  const std::string l = absl::AsciiStrToLower(id);
+  auto preset = [&](const char* p) {
+    out.set_preset(p);
+    return out;
+  };
+  auto flavor = [&](const char* module, const char* f) { return TorchtitanFlavorModel(module, f); };
+  // Hybrids and families the model does not describe (refused by name).
+  if (absl::StrContains(l, "hybridmodelprovider") || absl::StrContains(l, "nemotronh") || absl::StrContains(l, "nemotron-h") ||
+      absl::StrContains(l, "mamba") || absl::StrContains(l, "nemotron_nano") || absl::StrContains(l, "nemotron_3") ||
+      absl::StrContains(l, "nemotron-3") || absl::StrContains(l, "nemotron-nano") ||
+      absl::StrContains(l, "nemotronnano")) {
+    return absl::InvalidArgumentError(absl::StrCat(id, ": a hybrid Mamba/attention model (Nemotron-H family), not "
+                                                       "modelled: the model describes transformer layers only"));
+  }
+  if (absl::StrContains(l, "-vl-") || absl::StrContains(l, "_vl_") || absl::StrContains(l, "-vl") ||
+      absl::StrContains(l, "vlm")) {
+    return absl::InvalidArgumentError(absl::StrCat(id, ": a vision-language model; the vision tower is not modelled"));
+  }
+  if (absl::StrContains(l, "qwen3-next") || absl::StrContains(l, "qwen3_next") || absl::StrContains(l, "qwen35") ||
+      absl::StrContains(l, "qwen3.5")) {
+    return absl::InvalidArgumentError(absl::StrCat(id, ": Gated DeltaNet (linear attention) layers, not modelled"));
+  }
+  // Llama 3 / 3.1.
+  for (const char* k : {"meta-llama-3-8b", "meta-llama-3.1-8b", "llama-3.1-8b", "llama3config8b", "llama31config8b",
+                        "llama31_8b", "llama3_8b"}) {
+    if (absl::StrContains(l, k)) return preset("llama3-8b");
+  }
+  for (const char* k : {"meta-llama-3-70b", "meta-llama-3.1-70b", "llama-3.1-70b", "llama3config70b",
+                        "llama31config70b", "llama31_70b", "llama3_70b"}) {
+    if (absl::StrContains(l, k)) return preset("llama3-70b");
+  }
+  for (const char* k : {"meta-llama-3.1-405b", "llama-3.1-405b", "llama31config405b", "llama31_405b"}) {
+    if (absl::StrContains(l, k)) return preset("llama3-405b");
+  }
+  if (absl::StrContains(l, "llama-3.2-1b") || absl::StrContains(l, "llama32config1b") || absl::StrContains(l, "llama32_1b")) {
+    return flavor("llama3", "1B");
+  }
+  if (absl::StrContains(l, "llama-3.2-3b") || absl::StrContains(l, "llama32config3b") || absl::StrContains(l, "llama32_3b")) {
+    return flavor("llama3", "3B");
+  }
+  if (absl::StrContains(l, "llama4experts16") || absl::StrContains(l, "llama-4-scout")) return flavor("llama4", "17bx16e");
+  if (absl::StrContains(l, "llama4experts128") || absl::StrContains(l, "llama-4-maverick")) return flavor("llama4", "17bx128e");
+  // DeepSeek.
+  if (absl::StrContains(l, "deepseek-v3") || l == "deepseekv3config") return preset("deepseek-v3");
+  if ((absl::StrContains(l, "deepseek-v2") && !absl::StrContains(l, "lite")) || l == "deepseekv2config") {
+    return flavor("deepseek_v3", "236B");
+  }
+  if (absl::StrContains(l, "mixtralconfig8x7b") || absl::StrContains(l, "mixtral-8x7b")) return preset("mixtral-8x7b");
+  if (absl::StrContains(l, "gptconfig175b") || l == "gpt3_175b") return preset("gpt3-175b");
+  // Qwen3 (dense and MoE): the released shapes (torchtitan's qwen3 flavors).
+  static const std::vector<std::pair<const char*, const char*>> kQwen3 = {
+      {"qwen3-235b-a22b", "235B-A22B"}, {"qwen3_235b_a22b", "235B-A22B"}, {"qwen3-30b-a3b", "30B-A3B"},
+      {"qwen3_30b_a3b", "30B-A3B"},     {"qwen3-0.6b", "0.6B"},           {"qwen3_600m", "0.6B"},
+      {"qwen3-1.7b", "1.7B"},           {"qwen3_1p7b", "1.7B"},           {"qwen3-4b", "4B"},
+      {"qwen3_4b", "4B"},               {"qwen3-8b", "8B"},               {"qwen3_8b", "8B"},
+      {"qwen3-14b", "14B"},             {"qwen3_14b", "14B"},             {"qwen3-32b", "32B"},
+      {"qwen3_32b", "32B"}};
+  for (const auto& [k, f] : kQwen3) {
+    if (absl::StrContains(l, k)) return flavor("qwen3", f);
+  }
+  if (absl::StrContains(l, "gpt-oss-120b") || absl::StrContains(l, "gptossconfig120b") || absl::StrContains(l, "gpt_oss_120b")) {
+    return flavor("gpt_oss", "120b");
+  }
+  if (absl::StrContains(l, "gpt-oss-20b") || absl::StrContains(l, "gptossconfig20b") || absl::StrContains(l, "gpt_oss_20b")) {
+    return flavor("gpt_oss", "20b");
+  }
+  if (absl::StrContains(l, "kimi-k2") || absl::StrContains(l, "kimik2")) {
+    if (HasPresetFile("kimi-k2")) return preset("kimi-k2");
+    *out.mutable_shape() = KimiK2Shape();
+    return out;
+  }
+  return absl::NotFoundError(absl::StrCat(id, ": a model stepcast has no shape for here"));
+}
+
+// A TOML value as override text ("8", "true", "selective", "[a, b]"); "None" for a missing one.
+std::string TomlText(const toml::node* n) {
+  if (!n) return "None";
+  if (const auto* b = n->as_boolean()) return b->get() ? "true" : "false";
+  if (const auto* i = n->as_integer()) return absl::StrCat(i->get());
+  if (const auto* f = n->as_floating_point()) return absl::StrCat(f->get());
+  if (const auto* s = n->as_string()) return s->get();
+  if (const toml::array* a = n->as_array()) {
+    std::vector<std::string> parts;
+    for (const auto& e : *a) parts.push_back(TomlText(&e));
+    return absl::StrJoin(parts, ",");
+  }
+  return "None";
+}
+
+bool IsNone(const std::string& v) { return v == "None" || v == "null" || v == "none" || v == "~" || v.empty(); }
+
+// The values of a recipe (or the command line's overrides of them) by their ConfigContainer /
+// NeMo-Run paths.
+using Values = std::map<std::string, std::string>;
+
+void Flatten(const toml::table& t, const std::string& prefix, Values& out) {
+  for (const auto& [k, v] : t) {
+    const std::string path = prefix.empty() ? std::string(k.str()) : absl::StrCat(prefix, ".", std::string(k.str()));
+    if (const toml::table* sub = v.as_table()) Flatten(*sub, path, out);
+    else out[path] = TomlText(&v);
+  }
+}
+
+// Canonical path of an override key: a leading "recipe." and any ".config." dropped, NeMo's
+// dataset seq key names unified.
+std::string CanonicalKey(std::string key) {
+  if (absl::StartsWith(key, "recipe.")) key = key.substr(7);
+  key = absl::StrReplaceAll(key, {{".config.", "."}});
+  if (key == "dataset.sequence_length") key = "dataset.seq_length";
+  return key;
+}
+
 }  // namespace
 
 bool IsNemoCommand(const std::vector<std::string>& argv) {
+  bool run_recipe = false;
   for (const auto& a : argv) {
     if (a == "--factory" || a == "--recipe" || absl::StartsWith(a, "--factory=") || absl::StartsWith(a, "--recipe=")) {
       return true;
+    }
+    run_recipe = run_recipe || absl::EndsWith(a, "run_recipe.py");
+  }
+  // Megatron-Bridge's run_recipe.py --model STEM --mode pretrain.
+  if (run_recipe) {
+    for (const auto& a : argv) {
+      if (a == "--model" || absl::StartsWith(a, "--model=")) return true;
     }
   }
   return false;
@@ -64,132 +223,342 @@ bool IsNemoCommand(const std::vector<std::string>& argv) {
 
 absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& argv) {
   ImportedJob out;
-  std::string factory, recipe_flag;
+  const LauncherPrefix launch = ParseLauncherPrefix(argv, /*shell_scripts=*/false);
+  out.launcher_gpus = launch.gpus;
+  out.launcher_gpus_from = launch.gpus_from;
+  std::string factory, recipe_flag, model_stem, mode;
   std::vector<std::pair<std::string, std::string>> overrides;
+  // run_recipe.py's convenience options (scripts/training/run_recipe.py _build_parser at
+  // kBridgeCommit) and the ConfigContainer override they stand for.
+  static const std::map<std::string, std::string> kShort = {
+      {"-ms", "train.train_iters"},
+      {"--max_steps", "train.train_iters"},
+      {"-gb", "train.global_batch_size"},
+      {"--global_batch_size", "train.global_batch_size"},
+      {"-mb", "train.micro_batch_size"},
+      {"--micro_batch_size", "train.micro_batch_size"},
+      {"-sl", "dataset.seq_length"},
+      {"--seq_length", "dataset.seq_length"},
+      {"-tp", "model.tensor_model_parallel_size"},
+      {"--tensor_model_parallel_size", "model.tensor_model_parallel_size"},
+      {"-pp", "model.pipeline_model_parallel_size"},
+      {"--pipeline_model_parallel_size", "model.pipeline_model_parallel_size"},
+      {"-cp", "model.context_parallel_size"},
+      {"--context_parallel_size", "model.context_parallel_size"},
+      {"-vp", "model.virtual_pipeline_model_parallel_size"},
+      {"--virtual_pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size"},
+      {"-ep", "model.expert_model_parallel_size"},
+      {"--expert_model_parallel_size", "model.expert_model_parallel_size"},
+      {"-etp", "model.expert_tensor_parallel_size"},
+      {"--expert_tensor_parallel_size", "model.expert_tensor_parallel_size"}};
+  std::vector<std::pair<std::string, std::string>> short_overrides;  // applied before KEY=VALUE ones
   bool after_program = false;
-  for (size_t i = 0; i < argv.size(); ++i) {
+  // The launcher's own flags (torchrun --nproc_per_node ...) are not the recipe's.
+  for (size_t i = launch.args_index; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     std::string* target = nullptr;
     std::string value;
-    if (a == "--factory" || a == "--recipe") {
-      target = a == "--factory" ? &factory : &recipe_flag;
+    if (a == "--factory" || a == "--recipe" || a == "--model" || a == "--mode") {
+      target = a == "--factory" ? &factory : a == "--recipe" ? &recipe_flag : a == "--model" ? &model_stem : &mode;
       if (i + 1 >= argv.size()) return Bad(a, "needs a value");
       value = argv[++i];
-    } else if (absl::StartsWith(a, "--factory=") || absl::StartsWith(a, "--recipe=")) {
-      target = absl::StartsWith(a, "--factory=") ? &factory : &recipe_flag;
+    } else if (absl::StartsWith(a, "--factory=") || absl::StartsWith(a, "--recipe=") || absl::StartsWith(a, "--model=") ||
+               absl::StartsWith(a, "--mode=")) {
+      target = absl::StartsWith(a, "--factory=") ? &factory
+               : absl::StartsWith(a, "--recipe=") ? &recipe_flag
+               : absl::StartsWith(a, "--model=")  ? &model_stem
+                                                  : &mode;
       value = a.substr(a.find('=') + 1);
     }
     if (target) {
       *target = value;
-      after_program = true;
+      if (target != &mode) after_program = true;
+      continue;
+    }
+    const std::string name = a.substr(0, a.find('='));
+    if (after_program && kShort.count(name)) {
+      std::string v;
+      if (a.find('=') != std::string::npos) v = a.substr(a.find('=') + 1);
+      else if (i + 1 < argv.size()) v = argv[++i];
+      short_overrides.push_back({kShort.at(name), v});
+      out.flags.push_back(name);
       continue;
     }
     const size_t eq = a.find('=');
     if (after_program && eq != std::string::npos && !absl::StartsWith(a, "-")) {
       overrides.push_back({a.substr(0, eq), a.substr(eq + 1)});
+      out.flags.push_back(CanonicalKey(a.substr(0, eq)));
     } else if (after_program || absl::StartsWith(a, "--")) {
       out.ignored.push_back(a);
     }
   }
   const bool nemo = !factory.empty();
+  if (!nemo && recipe_flag.empty() && !model_stem.empty()) {
+    // run_recipe.py: --model STEM --mode pretrain -> STEM_pretrain_config
+    // (scripts/training/run_recipe.py _selected_recipe_name).
+    if (!mode.empty() && mode != "pretrain") {
+      return Bad("--mode", absl::StrCat("'", mode, "': only pre-training (--mode pretrain) is modelled"));
+    }
+    recipe_flag = absl::StrCat(model_stem, "_pretrain_config");
+  }
   std::string name = nemo ? factory : recipe_flag;
   out.source = nemo ? "nemo" : "megatron-bridge";
+  out.spec.mutable_framework()->set_preset(out.source);
   // "llama3_70b(num_nodes=8, name='x')": the factory's arguments are listed.
   if (size_t paren = name.find('('); paren != std::string::npos) {
     out.ignored.push_back(absl::StrCat("--factory ", name, " (the factory's arguments; the GPU count comes from the "
                                        "allocation or --gpus)"));
     name = name.substr(0, paren);
   }
-  name = absl::AsciiStrToLower(name);
-  for (const char* suffix : {"_pretrain_config", "_finetune_config", "_pretrain", "_finetune"}) {
-    if (absl::EndsWith(name, suffix)) name = name.substr(0, name.size() - strlen(suffix));
+  // The recipe's values (presets/launchers/*.toml).
+  Values values;
+  std::string model_id, recipe_source;
+  if (nemo) {
+    std::string key = absl::AsciiStrToLower(name);
+    for (const char* suffix : {"_pretrain", "_pretrain_recipe"}) {
+      if (absl::EndsWith(key, suffix)) key = key.substr(0, key.size() - strlen(suffix));
+    }
+    const toml::table* r = RecipeTable("launchers/nemo.toml")[key].as_table();
+    if (!r) {
+      std::vector<std::string> known;
+      for (const auto& [k, v] : RecipeTable("launchers/nemo.toml")) known.push_back(std::string(k.str()));
+      return Bad("--factory", absl::StrCat("'", name, "' is not a NeMo 2 pre-training recipe (",
+                                           "nemo/collections/llm/recipes at NVIDIA/NeMo ",
+                                           std::string(kNemoCommit).substr(0, 8), ": ", absl::StrJoin(known, ", "), ")"));
+    }
+    Flatten(*r, "", values);
+    model_id = values["model.config"];
+  } else {
+    const std::string key = absl::AsciiStrToLower(name);
+    const toml::table* r = RecipeTable("launchers/megatron-bridge.toml")[key].as_table();
+    if (!r) {
+      // The names of the same model, to say what exists.
+      std::vector<std::string> near;
+      const std::string stem = key.substr(0, key.find("_pretrain"));
+      for (const auto& [k, v] : RecipeTable("launchers/megatron-bridge.toml")) {
+        if (absl::StartsWith(std::string(k.str()), stem + "_pretrain") && near.size() < 12) near.push_back(std::string(k.str()));
+      }
+      return Bad("--recipe",
+                 absl::StrCat("'", recipe_flag, "' is not a Megatron-Bridge pre-training recipe (",
+                              "src/megatron/bridge/recipes and perf_recipes at NVIDIA-NeMo/Megatron-Bridge ",
+                              std::string(kBridgeCommit).substr(0, 8), ")",
+                              near.empty() ? "" : absl::StrCat("; recipes of this model: ", absl::StrJoin(near, ", "))));
+    }
+    Flatten(*r, "", values);
+    model_id = values.count("model._hf_model") ? values["model._hf_model"] : values["model._provider"];
+    if (values["model._provider"] == "GPTModelProvider" && absl::StrContains(values["source"], "gpt3_175b")) {
+      model_id = "gpt3_175b";
+    }
+  }
+  recipe_source = values["source"];
+  absl::StatusOr<v1::ModelSpec> model = RecipeModel(model_id.empty() ? name : model_id);
+  if (!model.ok()) {
+    return Bad(nemo ? "--factory" : "--recipe", absl::StrCat("'", name, "' (", recipe_source, "): ", model.status().message()));
+  }
+  *out.spec.mutable_model() = *model;
+  // Overrides: the runner's short options first, then KEY=VALUE (run_recipe.py: the trailing
+  // KEY=VALUE wins where both set a field).
+  const std::string prefix = nemo ? "trainer.strategy." : "model.";
+  for (const auto& [k, v] : short_overrides) values[k] = v;
+  for (const auto& kv : overrides) {
+    const std::string key = CanonicalKey(kv.first);
+    std::string field = key;
+    // NeMo's MegatronStrategy fields may also be written on model.* (and Bridge's on trainer.*):
+    // one place each.
+    const std::string leaf = key.substr(key.rfind('.') + 1);
+    static const std::set<std::string> kLayout = {
+        "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+        "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel"};
+    if (kLayout.count(leaf) && (absl::StartsWith(key, "trainer.") || absl::StartsWith(key, "model."))) {
+      field = prefix + leaf;
+    }
+    if (nemo && (key == "data.seq_length" || key == "model.seq_length")) field = "data.seq_length";
+    if (!nemo && (key == "dataset.seq_length" || key == "model.seq_length")) field = "dataset.seq_length";
+    values[field] = kv.second;
+  }
+  // Which overrides are read (the rest are listed).
+  static const std::set<std::string> kRead = {
+      "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+      "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel"};
+  for (const auto& kv : overrides) {
+    const std::string key = CanonicalKey(kv.first);
+    const std::string leaf = key.substr(key.rfind('.') + 1);
+    const bool read =
+        kRead.count(leaf) || key == "data.seq_length" || key == "dataset.seq_length" || key == "model.seq_length" ||
+        key == "data.global_batch_size" || key == "train.global_batch_size" || key == "data.micro_batch_size" ||
+        key == "train.micro_batch_size" || key == "trainer.max_steps" || key == "train.train_iters" ||
+        leaf == "recompute_granularity" || leaf == "recompute_modules" || key == "trainer.plugins" ||
+        key == "mixed_precision" || absl::StartsWith(key, "mixed_precision.") || key == "ddp.use_distributed_optimizer" ||
+        key == "ddp.use_megatron_fsdp" || key == "ddp.data_parallel_sharding_strategy" || key == "ddp.overlap_grad_reduce" ||
+        key == "ddp.grad_reduce_in_fp32" || key == "comm_overlap.tp_comm_overlap" || leaf == "cuda_graph_impl";
+    if (key == "trainer.num_nodes" || key == "trainer.devices") {
+      out.ignored.push_back(absl::StrCat(kv.first, "=", kv.second, " (the GPU count comes from the allocation or --gpus)"));
+    } else if (!read) {
+      out.ignored.push_back(absl::StrCat(kv.first, "=", kv.second));
+    }
+  }
+  // ---- The job from the values.
+  auto get = [&](const std::string& k) -> std::string {
+    auto it = values.find(k);
+    return it == values.end() ? "None" : it->second;
+  };
+  auto source_of = [&](const std::string& k) {
+    // The override key the user wrote for a field, for errors.
+    for (const auto& kv : overrides) {
+      if (CanonicalKey(kv.first) == k || absl::EndsWith(CanonicalKey(kv.first), k.substr(k.rfind('.')))) return kv.first;
+    }
+    return k;
+  };
+  auto int_of = [&](const std::string& k, int64_t fallback, int64_t lo) -> absl::StatusOr<int64_t> {
+    const std::string v = get(k);
+    if (IsNone(v)) return fallback;
+    int64_t x = 0;
+    if (!absl::SimpleAtoi(v, &x) || x < lo || x > kMaxLaunchSize) {
+      return Bad(source_of(k), absl::StrCat("'", v, "' is not an integer >= ", lo));
+    }
+    return x;
+  };
+  auto bool_of = [&](const std::string& k, bool fallback) -> absl::StatusOr<bool> {
+    const std::string v = absl::AsciiStrToLower(get(k));
+    if (IsNone(v)) return fallback;
+    if (v != "true" && v != "false") return Bad(source_of(k), absl::StrCat("'", get(k), "' is not true or false"));
+    return v == "true";
+  };
+#define NEMO_INT(var, key, fallback, lo)      \
+  int64_t var = 0;                            \
+  {                                           \
+    auto _v = int_of(key, fallback, lo);      \
+    if (!_v.ok()) return _v.status();         \
+    var = *_v;                                \
+  }
+#define NEMO_BOOL(var, key, fallback)         \
+  bool var = false;                           \
+  {                                           \
+    auto _v = bool_of(key, fallback);         \
+    if (!_v.ok()) return _v.status();         \
+    var = *_v;                                \
   }
   v1::TrainingSpec& t = *out.spec.mutable_training();
   v1::ParallelismSpec& p = *out.spec.mutable_parallelism();
-  p.set_tp(1), p.set_pp(1), p.set_cp(1), p.set_ep(1);
+  NEMO_INT(tp, prefix + "tensor_model_parallel_size", 1, 1);
+  NEMO_INT(pp, prefix + "pipeline_model_parallel_size", 1, 1);
+  NEMO_INT(vpp, prefix + "virtual_pipeline_model_parallel_size", 0, 1);
+  NEMO_INT(cp, prefix + "context_parallel_size", 1, 1);
+  NEMO_INT(ep, prefix + "expert_model_parallel_size", 1, 1);
+  NEMO_INT(etp, prefix + "expert_tensor_parallel_size", 0, 1);
+  NEMO_BOOL(sp, prefix + "sequence_parallel", false);
+  p.set_tp(tp), p.set_pp(pp), p.set_cp(cp), p.set_ep(ep), p.set_sequence_parallel(sp);
+  if (vpp > 0) p.set_vpp(vpp);
+  if (etp > 0) p.set_etp(etp);
+  const std::string seq_key = nemo ? "data.seq_length" : "dataset.seq_length";
+  NEMO_INT(seq, seq_key, 0, 1);
+  NEMO_INT(gbs, nemo ? "data.global_batch_size" : "train.global_batch_size", 0, 1);
+  NEMO_INT(mbs, nemo ? "data.micro_batch_size" : "train.micro_batch_size", 1, 1);
+  if (!nemo && seq == 0) {
+    NEMO_INT(model_seq, "model.seq_length", 0, 1);
+    seq = model_seq;
+  }
+  if (seq <= 0) return Bad(seq_key, absl::StrCat("required: the recipe (", recipe_source, ") does not set it"));
+  if (gbs <= 0) {
+    return Bad(nemo ? "data.global_batch_size" : "train.global_batch_size",
+               absl::StrCat("required: the recipe (", recipe_source, ") does not set it"));
+  }
+  t.set_seq_length(seq), t.set_global_batch_size(gbs), t.set_micro_batch_size(mbs);
+  for (const char* k : {"trainer.max_steps", "train.train_iters"}) {
+    NEMO_INT(steps, k, 0, 0);
+    if (steps > 0) t.set_train_iters(steps);
+  }
+  // Precision: the recipe's mixed-precision config (bf16_mixed, bf16_with_fp8_*_mixed,
+  // bf16_with_mxfp8_mixed; NeMo's trainer.plugins) or an override naming one.
   t.mutable_precision()->set_params(v1::D_TYPE_BF16);
   t.mutable_precision()->set_gemm(v1::D_TYPE_BF16);
-  t.set_sharding(v1::SHARDING_ZERO1);  // distributed_fused_adam (both frameworks' default optimizer)
-  if (nemo) {
-    auto it = NemoRecipes().find(name);
-    if (it == NemoRecipes().end()) {
-      std::vector<std::string> known;
-      for (const auto& [k, r] : NemoRecipes()) known.push_back(k);
-      return Bad("--factory", absl::StrCat("'", name, "' is not a NeMo 2 recipe known here (", absl::StrJoin(known, ", "),
-                                           ")"));
+  std::string precision = absl::AsciiStrToLower(get("trainer.plugins"));
+  for (const auto& [k, v] : values) {
+    if (k == "mixed_precision" || absl::StartsWith(k, "mixed_precision.")) {
+      if (k == "mixed_precision.fp8" && (IsNone(v) || v == "false")) continue;
+      if (absl::StrContains(k, "fp8_param") || absl::StrContains(k, "in_bf16") || absl::StrContains(k, "fp8_recipe")) continue;
+      absl::StrAppend(&precision, " ", absl::AsciiStrToLower(v));
     }
-    const Recipe& r = it->second;
-    out.spec.mutable_model()->set_preset(r.preset);
-    p.set_tp(r.tp), p.set_pp(r.pp), p.set_cp(r.cp), p.set_ep(r.ep), p.set_sequence_parallel(r.sp);
-    if (r.vpp > 0) p.set_vpp(r.vpp);
-    t.set_seq_length(r.seq), t.set_global_batch_size(r.gbs), t.set_micro_batch_size(r.mbs);
-  } else {
-    auto it = BridgeModels().find(name);
-    if (it == BridgeModels().end()) {
-      std::vector<std::string> known;
-      for (const auto& [k, m] : BridgeModels()) known.push_back(k + "_pretrain_config");
-      return Bad("--recipe", absl::StrCat("'", recipe_flag, "' is not a Megatron-Bridge recipe known here (",
-                                          absl::StrJoin(known, ", "), ")"));
-    }
-    out.spec.mutable_model()->set_preset(it->second);
-    t.set_micro_batch_size(1);
   }
-  for (const auto& kv : overrides) {
-    // Named references, not structured bindings: clang 14 cannot capture those in the lambda below.
-    const std::string& raw_key = kv.first;
-    const std::string& value = kv.second;
-    // recipe.model.config.tensor_model_parallel_size -> model.tensor_model_parallel_size.
-    std::string key = raw_key;
-    if (absl::StartsWith(key, "recipe.")) key = key.substr(7);
-    key = absl::StrReplaceAll(key, {{".config.", "."}});
-    const std::string field = key.substr(key.rfind('.') + 1);
-    const std::string section = key.substr(0, key.find('.'));
-    auto as_int = [&](int64_t lo) -> absl::StatusOr<int64_t> {
-      int64_t v = 0;
-      if (!absl::SimpleAtoi(value, &v) || v < lo || v > (int64_t{1} << 31)) {
-        return Bad(raw_key, absl::StrCat("'", value, "' is not an integer >= ", lo));
+  if (absl::StrContains(precision, "nvfp4") || absl::StrContains(precision, "fp4")) {
+    return Bad(nemo ? "trainer.plugins" : "mixed_precision",
+               absl::StrCat("'", absl::StripAsciiWhitespace(precision), "': NVFP4 is not modelled (no fp4 GEMM dtype)"));
+  }
+  if (absl::StrContains(precision, "fp8")) t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
+  // Recompute (model.recompute_granularity / _modules / _method / _num_layers).
+  const std::string gran = absl::AsciiStrToLower(get("model.recompute_granularity"));
+  if (gran == "full") {
+    t.set_recompute(v1::RECOMPUTE_FULL);
+    if (get("model.recompute_method") == "block") {
+      NEMO_INT(n, "model.recompute_num_layers", 0, 0);
+      t.set_recompute_num_layers(n);
+    }
+  } else if (gran == "selective") {
+    t.set_recompute(v1::RECOMPUTE_SELECTIVE);
+    const std::string mods = get("model.recompute_modules");
+    if (!IsNone(mods)) {
+      std::string m = mods;
+      for (char& c : m) {
+        if (c == '[' || c == ']' || c == '\'' || c == '"') c = ' ';
       }
-      return v;
-    };
-    const bool layout_section = section == "trainer" || section == "model";
-    absl::StatusOr<int64_t> v = int64_t{0};
-    if (layout_section && field == "tensor_model_parallel_size") { v = as_int(1); if (v.ok()) p.set_tp(*v); }
-    else if (layout_section && field == "pipeline_model_parallel_size") { v = as_int(1); if (v.ok()) p.set_pp(*v); }
-    else if (layout_section && field == "virtual_pipeline_model_parallel_size") {
-      if (value == "null" || value == "None") p.clear_vpp(); else { v = as_int(1); if (v.ok()) p.set_vpp(*v); }
+      for (absl::string_view part : absl::StrSplit(m, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+        t.add_recompute_modules(std::string(part));
+      }
     }
-    else if (layout_section && field == "context_parallel_size") { v = as_int(1); if (v.ok()) p.set_cp(*v); }
-    else if (layout_section && field == "expert_model_parallel_size") { v = as_int(1); if (v.ok()) p.set_ep(*v); }
-    else if (layout_section && field == "expert_tensor_parallel_size") { v = as_int(1); if (v.ok()) p.set_etp(*v); }
-    else if (layout_section && field == "sequence_parallel") {
-      const std::string b = absl::AsciiStrToLower(value);
-      if (b != "true" && b != "false") return Bad(raw_key, absl::StrCat("'", value, "' is not true or false"));
-      p.set_sequence_parallel(b == "true");
-    }
-    else if ((key == "data.seq_length" || key == "dataset.sequence_length" || key == "dataset.seq_length" ||
-              key == "model.seq_length")) { v = as_int(1); if (v.ok()) t.set_seq_length(*v); }
-    else if (key == "data.global_batch_size" || key == "train.global_batch_size") { v = as_int(1); if (v.ok()) t.set_global_batch_size(*v); }
-    else if (key == "data.micro_batch_size" || key == "train.micro_batch_size") { v = as_int(1); if (v.ok()) t.set_micro_batch_size(*v); }
-    else if (key == "trainer.max_steps" || key == "train.train_iters") { v = as_int(0); if (v.ok()) t.set_train_iters(*v); }
-    else if (field == "recompute_granularity") {
-      if (value == "full") t.set_recompute(v1::RECOMPUTE_FULL);
-      else if (value == "selective") t.set_recompute(v1::RECOMPUTE_SELECTIVE);
-      else if (value == "null" || value == "None") t.set_recompute(v1::RECOMPUTE_NONE);
-      else return Bad(raw_key, absl::StrCat("'", value, "' is not full, selective or null"));
-    }
-    else if ((key == "trainer.plugins" || key == "mixed_precision" || absl::StartsWith(key, "trainer.plugins.fp8") ||
-              key == "mixed_precision.fp8") && absl::StrContains(absl::AsciiStrToLower(value), "fp8")) {
-      t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
-    }
-    else if (key == "trainer.num_nodes" || key == "trainer.devices") {
-      out.ignored.push_back(absl::StrCat(raw_key, "=", value, " (the GPU count comes from the allocation or --gpus)"));
-    } else {
-      out.ignored.push_back(absl::StrCat(raw_key, "=", value));
-    }
-    if (!v.ok()) return v.status();
+  } else if (IsNone(gran)) {
+    if (values.count("model.recompute_granularity")) t.set_recompute(v1::RECOMPUTE_NONE);
+  } else {
+    return Bad(source_of("model.recompute_granularity"), absl::StrCat("'", gran, "' is not full, selective or null"));
   }
-  if (t.seq_length() <= 0) return Bad("dataset.sequence_length", "required for a Megatron-Bridge recipe (not known here)");
-  if (t.global_batch_size() <= 0) return Bad("train.global_batch_size", "required for a Megatron-Bridge recipe (not known here)");
+  // Sharding and overlaps (Megatron-Bridge's ddp / comm_overlap; NeMo 2's distributed optimizer
+  // default, MegatronStrategy with distributed_fused_adam).
+  t.set_sharding(v1::SHARDING_ZERO1);
+  if (!nemo) {
+    NEMO_BOOL(mfsdp, "ddp.use_megatron_fsdp", false);
+    NEMO_BOOL(dist, "ddp.use_distributed_optimizer", true);
+    const std::string strategy = get("ddp.data_parallel_sharding_strategy");
+    if (mfsdp) {
+      t.set_sharding(strategy == "optim" ? v1::SHARDING_ZERO1
+                     : strategy == "optim_grads" ? v1::SHARDING_ZERO2
+                     : strategy == "no_shard" ? v1::SHARDING_NONE
+                                              : v1::SHARDING_ZERO3);
+    } else {
+      t.set_sharding(dist ? v1::SHARDING_ZERO1 : v1::SHARDING_NONE);
+    }
+    if (values.count("ddp.overlap_grad_reduce")) {
+      NEMO_BOOL(ov, "ddp.overlap_grad_reduce", true);
+      t.set_overlap_dp_comm(ov);
+    }
+    if (values.count("ddp.grad_reduce_in_fp32")) {
+      NEMO_BOOL(fp32, "ddp.grad_reduce_in_fp32", true);
+      t.mutable_precision()->set_grad_reduce(fp32 ? v1::D_TYPE_FP32 : v1::D_TYPE_BF16);
+      if (!fp32) t.mutable_precision()->set_grads(v1::D_TYPE_BF16);
+    }
+    if (values.count("comm_overlap.tp_comm_overlap")) {
+      NEMO_BOOL(tpo, "comm_overlap.tp_comm_overlap", false);
+      t.set_overlap_tp_comm(tpo && tp > 1);
+    }
+    // CUDA graphs: cuda_graph_impl "local" with scope "full_iteration" captures the whole step
+    // (scripts/performance/utils/overrides.py); "none" none; a partial transformer_engine
+    // capture is not expressible (left to the preset).
+    const std::string graphs = get("model.cuda_graph_impl");
+    if (graphs == "none") t.set_cuda_graphs(false);
+    else if (graphs == "local" && absl::StrContains(get("model.cuda_graph_scope"), "full_iteration")) t.set_cuda_graphs(true);
+    else if (graphs == "full_iteration") t.set_cuda_graphs(true);
+  }
+  // An uneven pipeline placed by the recipe (a layout, first/last stage layers): listed; the
+  // model puts ceil(layers / stages) on the slowest stage.
+  for (const char* k : {"model.pipeline_model_parallel_layout", "model.num_layers_in_first_pipeline_stage",
+                        "model.num_layers_in_last_pipeline_stage"}) {
+    if (!IsNone(get(k))) out.ignored.push_back(absl::StrCat(k, "=", get(k), " (the recipe's uneven pipeline split)"));
+  }
+  out.ignored.push_back(absl::StrCat(nemo ? "--factory " : "--recipe ", name, " (", recipe_source, " at ",
+                                     nemo ? "NVIDIA/NeMo " : "NVIDIA-NeMo/Megatron-Bridge ",
+                                     std::string(nemo ? kNemoCommit : kBridgeCommit).substr(0, 8),
+                                     "; its layout, batch, precision, recompute, sharding and overlaps are read, the "
+                                     "optimizer, data and checkpoint settings are not)"));
+#undef NEMO_INT
+#undef NEMO_BOOL
   return out;
 }
 

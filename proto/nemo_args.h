@@ -1,22 +1,28 @@
 // File: proto/nemo_args.h
 //
-// Job specs from NeMo 2 and Megatron-Bridge launch lines (issue 10):
+// Job specs from NeMo 2 and Megatron-Bridge launch lines (issues 10, 23):
 //   * NeMo 2 / NeMo-Run: `nemo llm pretrain --factory llama3_70b [key=value ...]`, the factory
-//     also as "llama3_70b(num_nodes=8)" (nemo/collections/llm/recipes/<name>.py);
-//   * Megatron-Bridge: `python scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config
-//     [key=value ...]` (Hydra-style overrides of the recipe's ConfigContainer).
-// Known recipes map to model presets. For NeMo 2 the recipe's own layout and batch defaults
-// (its trainer() and data settings, read from the recipe files cited in nemo_args.cc) are the
-// starting point; Megatron-Bridge recipes' defaults are not known here, so their layout starts
-// at TP=PP=CP=EP=1 and the sequence length and global batch must be given as overrides.
-// Overrides read (with or without "recipe." and "config." in the path):
-//   trainer.strategy.{tensor,pipeline,virtual_pipeline,context,expert,expert_tensor}_model_parallel_size,
-//   trainer.strategy.sequence_parallel, model.{same names}, model.sequence_parallel,
-//   data.{seq_length,global_batch_size,micro_batch_size}, dataset.sequence_length,
-//   train.{global_batch_size,micro_batch_size,train_iters}, trainer.max_steps,
-//   model.recompute_granularity, trainer.plugins / mixed_precision (a value naming fp8).
-// Every other override, and the factory's arguments, are listed in `ignored` (trainer.num_nodes
-// and trainer.devices too: the GPU count comes from the allocation or --gpus).
+//     also as "llama3_70b(num_nodes=8)" (its arguments listed);
+//   * Megatron-Bridge: `python scripts/training/run_recipe.py --recipe
+//     llama3_8b_pretrain_2gpu_h100_bf16_config [-tp N -pp N -cp N -vp N -ep N -etp N -gb N -mb N
+//     -sl N -ms N] [key=value ...]`, or `--model llama3_8b --mode pretrain` (the recipe
+//     llama3_8b_pretrain_config), as run_recipe.py at the pinned commit reads them.
+// The recipes are data: presets/launchers/nemo.toml (every pre-training recipe of
+// nemo/collections/llm/recipes at NVIDIA/NeMo 8cfedd72: trainer parallelism, MockDataModule
+// batch, model config) and presets/launchers/megatron-bridge.toml (every *_pretrain_*config of
+// src/megatron/bridge/recipes and perf_recipes at NVIDIA-NeMo/Megatron-Bridge 067f987d, legacy
+// aliases included: layout, sequence, batches, iterations, precision recipe, recompute, DDP
+// sharding and overlap, TP overlap, CUDA graphs, uneven pipeline placement), both written by
+// scripts/extract_launch_recipes.py. A recipe's model (its HF id, provider or config class) is a
+// preset or a released model's shape, or the recipe is refused saying why (a hybrid Mamba or
+// Gated DeltaNet model, a vision-language model, NVFP4, a model without a shape here).
+// Overrides on top (a leading "recipe." and any ".config." dropped; the runner's short options
+// first, KEY=VALUE after, as run_recipe.py): the layout fields on model.* / trainer.strategy.*,
+// data.seq_length / dataset.seq_length, global and micro batch, trainer.max_steps /
+// train.train_iters, recompute granularity and modules, trainer.plugins / mixed_precision, ddp.*
+// sharding and overlap, comm_overlap.tp_comm_overlap, cuda_graph_impl; every other override is
+// listed (trainer.num_nodes and trainer.devices with the note that the GPU count comes from the
+// allocation or --gpus). The job names the nemo / megatron-bridge framework preset.
 #ifndef STEPCAST_PROTO_NEMO_ARGS_H_
 #define STEPCAST_PROTO_NEMO_ARGS_H_
 
@@ -24,15 +30,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/launch_args.h"
+#include "proto/launch_common.h"
 
 namespace stepcast {
 
-// True when argv names a NeMo 2 factory (--factory) or a Megatron-Bridge recipe (--recipe).
+// True when argv names a NeMo 2 factory (--factory), a Megatron-Bridge recipe (--recipe), or
+// run_recipe.py with --model.
 bool IsNemoCommand(const std::vector<std::string>& argv);
 
-// InvalidArgument naming the flag or key: an unknown recipe (the message lists the known ones),
-// a malformed override, a Megatron-Bridge recipe without its sequence length / global batch.
+// InvalidArgument naming the flag or key: an unknown recipe (the message lists the known ones or
+// the model's recipes), a recipe whose model is refused (and why), a malformed override.
 absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& argv);
 
 }  // namespace stepcast

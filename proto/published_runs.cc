@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <regex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -11,7 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/flop_conventions.h"
 #include "core/flops.h"
+#include "core/job.h"
+#include "proto/architectures.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
 #include "proto/job_defaults.h"
@@ -46,58 +48,6 @@ absl::StatusOr<int64_t> Int(const PublishedRow& r, const std::string& col, bool 
   return static_cast<int64_t>(v);
 }
 
-// Architecture conventions of a model family, for what a row's dimensions leave open: the
-// family's papers and reference configs, cited per entry.
-struct Family {
-  const char* name;
-  std::vector<const char*> match;  // lowercase substrings of the model name (any)
-  v1::FfnType ffn;
-  v1::NormType norm;
-  bool linear_bias;
-  bool tied_embeddings;
-  bool learned_positions;  // absolute positions of seq_length (else rotary)
-  int64_t tokenizer_vocab;  // 0: none known
-  const char* tokenizer;
-  const char* source;
-};
-
-const std::vector<Family>& Families() {
-  static const std::vector<Family> kFamilies = {
-      {"nemotron-4", {"nemotron"}, v1::FFN_TYPE_SQUARED_RELU, v1::NORM_TYPE_LAYERNORM, false, false, false, 256000,
-       "SentencePiece 256k (nemotron_2_256k)",
-       "Nemotron-4 15B technical report (arXiv:2402.16819) Sec. 2: squared-ReLU MLP, RoPE, no bias, untied "
-       "input-output embeddings, 256,000-token SentencePiece vocabulary"},
-      {"grok-1", {"grok"}, v1::FFN_TYPE_GEGLU, v1::NORM_TYPE_RMSNORM, false, false, false, 131072, "Grok-1 SentencePiece",
-       "xai-org/grok-1 model.py: gated GELU MoE FFN, RMSNorm, RoPE, no bias; vocab 131,072"},
-      {"deepseek", {"deepseek"}, v1::FFN_TYPE_SWIGLU, v1::NORM_TYPE_RMSNORM, false, false, false, 129280,
-       "DeepSeek-V3 tokenizer", "DeepSeek-V3 report (arXiv:2412.19437) Sec. 4.2 and its config.json"},
-      {"mpt", {"mpt"}, v1::FFN_TYPE_GELU, v1::NORM_TYPE_LAYERNORM, false, true, true, 50368,
-       "GPT-NeoX-20B BPE padded to 50,368",
-       "llm-foundry configuration_mpt.py defaults (no_bias, tied embeddings) and the benchmark yamls "
-       "(learned_pos_emb, vocab_size 50368)"},
-      {"llama 3", {"llama 3", "llama3", "llama-3"}, v1::FFN_TYPE_SWIGLU, v1::NORM_TYPE_RMSNORM, false, false, false,
-       128256, "Llama 3 tiktoken BPE", "Llama 3 herd paper (arXiv:2407.21783) Sec. 3.2.1 / Table 3: 128K vocabulary"},
-      {"llama 2", {"llama 2", "llama2", "llama-2"}, v1::FFN_TYPE_SWIGLU, v1::NORM_TYPE_RMSNORM, false, false, false,
-       32000, "Llama SentencePiece 32k", "Llama 2 paper (arXiv:2307.09288) Sec. 2.2: 32k-token vocabulary"},
-      {"mixtral", {"mixtral", "mistral"}, v1::FFN_TYPE_SWIGLU, v1::NORM_TYPE_RMSNORM, false, false, false, 32000,
-       "Mistral SentencePiece 32k", "Mixtral paper (arXiv:2401.04088) Table 1"},
-      {"gpt", {"gpt", "mt-nlg"}, v1::FFN_TYPE_GELU, v1::NORM_TYPE_LAYERNORM, true, true, true, 50257, "GPT-2 BPE",
-       "GPT-3 (Brown et al. 2020, arXiv:2005.14165 Sec. 2.1: the GPT-2 architecture and its 50,257-token BPE); "
-       "Megatron-LM GPT defaults (learned absolute positions, biases, tied embeddings)"},
-  };
-  return kFamilies;
-}
-
-const Family* FamilyFor(const std::string& model) {
-  const std::string m = absl::AsciiStrToLower(model);
-  for (const Family& f : Families()) {
-    for (const char* s : f.match) {
-      if (absl::StrContains(m, s)) return &f;
-    }
-  }
-  return nullptr;
-}
-
 // Normalised for matching named settings: lower case without spaces and punctuation.
 std::string Squash(const std::string& s) {
   std::string out;
@@ -109,14 +59,53 @@ std::string Squash(const std::string& s) {
 
 }  // namespace
 
+// Plain scans, not std::regex: libstdc++'s regex executor recurses once per character and a
+// 100 KB cell overflowed the stack (reliability review 2, N4). Each is linear in the text.
 int YearInText(const std::string& text) {
-  static const std::regex kYear(R"((^|[^0-9])((19|20)[0-9]{2})([^0-9]|$))");
-  static const std::regex kRelease(R"((^|[^0-9.])([2-3][0-9])\.(0[1-9]|1[0-2])([^0-9]|$))");
-  std::smatch m;
-  if (std::regex_search(text, m, kYear)) return std::stoi(m[2].str());
-  if (std::regex_search(text, m, kRelease)) return 2000 + std::stoi(m[2].str());
+  auto digit = [&](size_t i) { return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); };
+  // A maximal run of exactly four digits starting 19 or 20.
+  for (size_t i = 0; i < text.size();) {
+    if (!digit(i)) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (digit(j)) ++j;
+    if (j - i == 4 && (text.compare(i, 2, "19") == 0 || text.compare(i, 2, "20") == 0)) {
+      return std::stoi(text.substr(i, 4));
+    }
+    i = j;
+  }
+  // A release "YY.MM": two digits 2x/3x not preceded by a digit or '.', a '.', and a month
+  // 01-12 not followed by a digit.
+  for (size_t i = 0; i + 5 <= text.size(); ++i) {
+    if (i > 0 && (digit(i - 1) || text[i - 1] == '.')) continue;
+    if (!(text[i] == '2' || text[i] == '3') || !digit(i + 1) || text[i + 2] != '.' || !digit(i + 3) || !digit(i + 4) ||
+        digit(i + 5)) {
+      continue;
+    }
+    const int month = (text[i + 3] - '0') * 10 + (text[i + 4] - '0');
+    if (month >= 1 && month <= 12) return 2000 + (text[i] - '0') * 10 + (text[i + 1] - '0');
+  }
   return 0;
 }
+
+namespace {
+
+// The digits between the first `prefix` that is followed by one or more digits and then
+// `suffix` ("over 8 gpus" with "over ", " gpus"), or "" when there is none. Linear in the text
+// for the prefixes used here (no character of them is a digit).
+std::string DigitsBetween(const std::string& text, const std::string& prefix, const std::string& suffix) {
+  for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at + 1)) {
+    size_t j = at + prefix.size();
+    const size_t begin = j;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    if (j > begin && text.compare(j, suffix.size(), suffix) == 0) return text.substr(begin, j - begin);
+  }
+  return "";
+}
+
+}  // namespace
 
 absl::StatusOr<std::pair<double, std::string>> MeasuredIterTime(const PublishedRow& r) {
   double v = 0;
@@ -135,6 +124,48 @@ absl::StatusOr<std::pair<double, std::string>> MeasuredIterTime(const PublishedR
   return absl::InvalidArgumentError("iter_time_s: no measured iteration time, tokens/s or Eq. 3 TFLOP/s in the row");
 }
 
+absl::StatusOr<ConvertedRate> StepTimeFromStatedRate(const PublishedRow& r, const ModelShape& model,
+                                                     const std::string& family, int framework_year,
+                                                     double peak_flops_per_s, absl::string_view peak_dtype) {
+  ConvertedRate out;
+  const double gpus = NumOr(r, "num_gpus", 0);
+  double rate = 0, v = 0;
+  std::string rate_from;
+  if (Num(r, "tflops_per_gpu", &v) && v > 0) {
+    rate = v * 1e12;
+    rate_from = "tflops_per_gpu";
+  } else if (Num(r, "mfu_pct", &v) && v > 0 && v <= 100) {
+    // MFU of the datasheet dense peak for the run's GEMM precision (the sources' peaks: A100 312,
+    // H100 989 bf16 / 1979 fp8 TFLOP/s), listed as assumed.
+    rate = v / 100 * peak_flops_per_s;
+    rate_from = absl::StrCat("mfu_pct x the ", peak_dtype, " datasheet peak");
+    out.assumed.push_back({"measured.peak_flops_per_s", absl::StrCat(peak_flops_per_s),
+                           absl::StrCat("the MFU's peak: the hardware preset's dense ", peak_dtype,
+                                        " datasheet peak (the row states an MFU, not the peak's value)")});
+  } else {
+    return absl::InvalidArgumentError("tflops_per_gpu, mfu_pct: neither given");
+  }
+  absl::StatusOr<FlopConventionChoice> choice = FlopConventionFromText(Str(r, "flops_definition"), framework_year);
+  if (!choice.ok()) return choice.status();
+  FlopCountInput in;
+  in.model = model;
+  in.family = family;
+  absl::StatusOr<int64_t> seq = Int(r, "seq_len", true);
+  if (!seq.ok()) return seq.status();
+  in.seq_length = *seq;
+  in.sequences = NumOr(r, "global_batch_seqs", 0);
+  in.stated_flops_per_sample = choice->stated_flops_per_sample;
+  absl::StatusOr<double> flops = ConventionFlopsPerStep(choice->convention, in);
+  if (!flops.ok()) return flops.status();
+  absl::StatusOr<double> t = StepTimeFromFlopRate(*flops, rate, gpus);
+  if (!t.ok()) return t.status();
+  out.step_time_s = *t;
+  out.convention = choice->convention;
+  out.measured_from = absl::StrCat(FlopConventionName(choice->convention), " FLOPs per step (",
+                                   FlopConventionSource(choice->convention), ") / (", rate_from, " x GPUs)");
+  return out;
+}
+
 absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Catalog& catalog) {
   PublishedRun out;
   v1::JobSpec& spec = out.spec;
@@ -145,48 +176,69 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   const std::string fw_text = Str(r, "framework");
   int year = YearInText(fw_text);
   if (year == 0) year = YearInText(Str(r, "source"));
-  absl::StatusOr<std::string> fw = catalog.FrameworkForText(fw_text, year);
+  absl::StatusOr<Catalog::FrameworkMatch> fw = catalog.FrameworkForTextOrGeneric(fw_text, year);
   if (!fw.ok()) return absl::InvalidArgumentError(absl::StrCat("framework: ", fw.status().message()));
-  spec.mutable_framework()->set_preset(*fw);
-  absl::StatusOr<v1::FrameworkSpec> fw_spec = catalog.FindFramework(*fw);
+  spec.mutable_framework()->set_preset(fw->name);
+  out.framework_fallback = fw->fallback;
+  if (fw->fallback) out.assumed.push_back(Catalog::GenericFrameworkAssumed(fw_text));
+  absl::StatusOr<v1::FrameworkSpec> fw_spec = catalog.FindFramework(fw->name);
   if (!fw_spec.ok()) return fw_spec.status();
 
-  // Model: the row's dimensions; what they leave open from the family's conventions.
+  // Model: the row's dimensions; what they leave open from its family's entry in the
+  // architecture registry (presets/architectures/), found by the model name.
+  absl::StatusOr<const ArchitectureRegistry*> registry = ArchitectureRegistry::Builtin();
+  if (!registry.ok()) return registry.status();
   const std::string model_name = Str(r, "model");
-  const Family* family = FamilyFor(model_name);
+  const bool row_moe = NumOr(r, "moe_routed_experts", 0) > 0;
+  const v1::Architecture* family = (*registry)->ForModelName(model_name, row_moe);
   if (family == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("model: no architecture family known for '", model_name,
-                                                   "' (gpt, llama, mpt, nemotron, grok, deepseek, mixtral)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: no architecture family of the registry (presets/architectures/) names '", model_name, "'"));
   }
+  if (!family->refused().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: '", model_name, "' is ", family->display_name(), ", refused: it ", family->refused()));
+  }
+  const std::string family_source =
+      absl::StrCat(family->display_name(), " (presets/architectures/", family->name(), ".yaml: ",
+                   family->sources_size() ? family->sources(0) : "", ")");
   const std::string notes = Lower(r, "notes") + " " + Lower(r, "framework");
   absl::StatusOr<int64_t> layers = Int(r, "n_layers", false);
   if (!layers.ok()) return layers.status();
-  // A row naming DeepSeek-V3 runs its architecture (MLA, the dense first layers): the preset,
-  // checked against the dimensions the row gives.
-  const bool deepseek_v3 = std::string(family->name) == "deepseek" &&
-                           (absl::StrContains(absl::AsciiStrToLower(model_name), "v3") ||
-                            absl::StrContains(absl::AsciiStrToLower(model_name), "deepseekv3"));
-  if (deepseek_v3) {
-    absl::StatusOr<ModelShape> preset = catalog.FindModel("deepseek-v3");
+  if (const v1::FamilyModel* named = ArchitectureRegistry::ModelOf(*family, model_name); named != nullptr) {
+    // A row naming a model whose shape the family's conventions cannot fix (DeepSeek-V3's MLA and
+    // dense first layers, Llama 4 Maverick's alternating dense/MoE layers) runs its preset,
+    // checked against every dimension the row gives.
+    absl::StatusOr<ModelShape> preset = catalog.FindModel(named->preset());
     if (!preset.ok()) return preset.status();
+    const ModelShape p = preset->Resolved();
     for (auto [col, want] : std::initializer_list<std::pair<const char*, int64_t>>{
-             {"n_layers", preset->layers}, {"d_model", preset->hidden_size}, {"moe_routed_experts", preset->moe.routed_experts},
-             {"moe_topk", preset->moe.top_k}}) {
+             {"n_layers", p.layers},
+             {"d_model", p.hidden_size},
+             {"n_heads", p.attention_heads},
+             {"n_kv_heads", p.kv_heads},
+             {"ffn_hidden", p.ffn_hidden_size},
+             {"vocab", p.vocab_size},
+             {"moe_routed_experts", p.moe.routed_experts},
+             {"moe_topk", p.moe.top_k},
+             {"moe_shared_experts", p.moe.shared_experts},
+             {"moe_expert_ffn", p.moe.expert_ffn_hidden_size}}) {
       absl::StatusOr<int64_t> v = Int(r, col, false);
       if (!v.ok()) return v.status();
       if (*v != 0 && *v != want) {
-        return absl::InvalidArgumentError(absl::StrCat(col, ": ", *v, " differs from DeepSeek-V3's ", want,
-                                                       " (deepseek-v3 preset)"));
+        return absl::InvalidArgumentError(absl::StrCat(col, ": ", *v, " differs from ", preset->name, "'s ", want,
+                                                       " (", named->preset(), " preset)"));
       }
     }
-    spec.mutable_model()->set_preset("deepseek-v3");
-    out.assumed.push_back({"model", "deepseek-v3",
-                           absl::StrCat("the row names DeepSeek-V3: its architecture (MLA, 3 dense layers) from ",
-                                        family->source)});
+    spec.mutable_model()->set_preset(named->preset());
+    out.assumed.push_back({"model", named->preset(),
+                           absl::StrCat("the row names ", preset->name, ": its architecture from ", preset->source,
+                                        "; family ", family_source)});
   } else {
     v1::ModelShape* s = spec.mutable_model()->mutable_shape();
     s->set_name(model_name);
-    s->set_source(absl::StrCat("published run ", Str(r, "row_id"), "; conventions: ", family->source));
+    s->set_source(absl::StrCat("published run ", Str(r, "row_id"), "; conventions: ", family_source));
+    ApplyConventions(family->conventions(), s);
     for (auto [col, setter] : std::initializer_list<std::pair<const char*, void (v1::ModelShape::*)(int64_t)>>{
              {"n_layers", &v1::ModelShape::set_layers},
              {"d_model", &v1::ModelShape::set_hidden_size},
@@ -197,19 +249,23 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
       if (!v.ok()) return v.status();
       (s->*setter)(*v);
     }
+    if (family->conventions().head_dim() > 0) {
+      out.assumed.push_back({"model.shape.head_dim", absl::StrCat(family->conventions().head_dim()),
+                             absl::StrCat("every ", family->display_name(), " model's head size: ", family_source)});
+    }
     // The FFN type a row's notes state wins over the family's.
-    v1::FfnType ffn = family->ffn;
-    if (absl::StrContains(notes, "squared-relu") || absl::StrContains(notes, "squared relu")) ffn = v1::FFN_TYPE_SQUARED_RELU;
-    if (absl::StrContains(notes, "geglu")) ffn = v1::FFN_TYPE_GEGLU;
-    if (absl::StrContains(notes, "swiglu")) ffn = v1::FFN_TYPE_SWIGLU;
-    s->set_ffn_type(ffn);
-    s->set_norm_type(family->norm);
-    s->set_linear_bias(family->linear_bias);
-    s->set_tied_embeddings(family->tied_embeddings);
+    if (absl::StrContains(notes, "squared-relu") || absl::StrContains(notes, "squared relu")) {
+      s->set_ffn_type(v1::FFN_TYPE_SQUARED_RELU);
+    }
+    if (absl::StrContains(notes, "geglu")) s->set_ffn_type(v1::FFN_TYPE_GEGLU);
+    if (absl::StrContains(notes, "swiglu")) s->set_ffn_type(v1::FFN_TYPE_SWIGLU);
     absl::StatusOr<int64_t> seq = Int(r, "seq_len", true);
     if (!seq.ok()) return seq.status();
-    if (family->learned_positions) s->set_learned_position_embeddings(*seq);
-    if (NumOr(r, "moe_routed_experts", 0) > 0) {
+    if (family->conventions().position_encoding() == v1::POSITION_ENCODING_LEARNED) {
+      // A learned table of the run's sequence length (+ the family's offset rows: OPT 2).
+      s->set_learned_position_embeddings(*seq + family->conventions().learned_position_offset());
+    }
+    if (row_moe) {
       auto* moe = s->mutable_moe();
       for (auto [col, setter] : std::initializer_list<std::pair<const char*, void (v1::MoeShape::*)(int64_t)>>{
                {"moe_routed_experts", &v1::MoeShape::set_routed_experts},
@@ -228,14 +284,14 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
     if (!vocab.ok()) return vocab.status();
     int64_t v = *vocab;
     if (v == 0) {
-      if (family->tokenizer_vocab == 0) {
+      if (family->conventions().vocab_size() == 0) {
         return absl::InvalidArgumentError(
-            absl::StrCat("vocab: not given and no tokenizer is known for the ", family->name, " family"));
+            absl::StrCat("vocab: not given and no tokenizer is known for the ", family->display_name(), " family"));
       }
-      v = family->tokenizer_vocab;
+      v = family->conventions().vocab_size();
       out.assumed.push_back({"model.shape.vocab_size", absl::StrCat(v),
-                             absl::StrCat("the ", family->name, " family's tokenizer (", family->tokenizer, "): ",
-                                          family->source)});
+                             absl::StrCat("the ", family->display_name(), " family's tokenizer (",
+                                          family->conventions().tokenizer(), "): ", family_source)});
     }
     // Int(), not a cast of NumOr(): tp "1e300" is an error naming the column (the cast was UB).
     absl::StatusOr<int64_t> tp_col = Int(r, "tp", false, 1);
@@ -246,7 +302,7 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
       const int64_t padded = (v + multiple - 1) / multiple * multiple;
       if (padded != v) {
         out.assumed.push_back({"model.shape.vocab_size", absl::StrCat(padded),
-                               absl::StrCat(v, " padded to a multiple of ", multiple, " as ", *fw,
+                               absl::StrCat(v, " padded to a multiple of ", multiple, " as ", fw->name,
                                             " pads the embedding table")});
       }
       v = padded;
@@ -279,12 +335,44 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
                                 std::max<int64_t>(1, par->cp()) != *gpus) {
     par->set_dp(0);  // a "DP" column that counts something else: derive it from the GPUs
   }
+  // A virtual pipeline printed beside PP 1 was not run: Megatron-Core refuses it
+  // (megatron/core/parallel_state.py initialize_model_parallel: "pipeline-model-parallel size
+  // should be greater than 1 with interleaved schedule").
+  if (par->vpp() > 1 && par->pp() <= 1) {
+    out.assumed.push_back({"parallelism.vpp", "1",
+                           absl::StrCat("vpp ", par->vpp(), " printed with pp ", std::max<int64_t>(1, par->pp()),
+                                        ": Megatron-Core's initialize_model_parallel refuses a virtual pipeline "
+                                        "without a pipeline, so the run had none")});
+    par->set_vpp(0);
+  }
+  // Expert tensor parallelism the row's text states ("ETP=1 printed").
+  if (par->etp() == 0) {
+    const std::string text_lower = absl::AsciiStrToLower(absl::StrCat(Str(r, "notes"), " ", fw_text));
+    std::string etp = DigitsBetween(text_lower, "etp=", "");
+    if (etp.empty()) etp = DigitsBetween(text_lower, "etp ", "");
+    if (!etp.empty()) {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(etp, &v) || v < 1 || v > (int64_t{1} << 31)) {
+        return absl::InvalidArgumentError(absl::StrCat("notes: ETP '", etp.substr(0, 24), "' is not a degree"));
+      }
+      par->set_etp(v);
+    }
+  }
   const std::string sp = Lower(r, "sp");
   if (absl::StartsWith(sp, "yes")) par->set_sequence_parallel(true);
   if (absl::StartsWith(sp, "no")) par->set_sequence_parallel(false);
 
   // Batch.
   auto* tr = spec.mutable_training();
+  // A row whose model says it ran without multi-token prediction ("DeepSeekV3 (w/o MTP)") states
+  // mtp_layers 0, whatever the framework's recipe trains.
+  {
+    const std::string model_lower = absl::AsciiStrToLower(model_name);
+    if (absl::StrContains(model_lower, "w/o mtp") || absl::StrContains(model_lower, "without mtp") ||
+        absl::StrContains(model_lower, "no mtp")) {
+      tr->set_mtp_layers(0);
+    }
+  }
   absl::StatusOr<int64_t> seq = Int(r, "seq_len", true);
   if (!seq.ok()) return seq.status();
   tr->set_seq_length(*seq);
@@ -316,6 +404,27 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   if (absl::StartsWith(rc, "full")) tr->set_recompute(v1::RECOMPUTE_FULL);
   if (absl::StartsWith(rc, "selective")) tr->set_recompute(v1::RECOMPUTE_SELECTIVE);
   if (absl::StartsWith(rc, "none")) tr->set_recompute(v1::RECOMPUTE_NONE);
+  // Megatron's --recompute-modules as a row states them ("selective (recompute_modules
+  // layernorm, moe_act)"): the module names that follow the word.
+  {
+    std::vector<std::string> words;
+    std::string w;
+    for (char c : rc + " ") {
+      if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+        w += c;
+      } else if (!w.empty()) {
+        words.push_back(w);
+        w.clear();
+      }
+    }
+    for (size_t i = 0; i < words.size(); ++i) {
+      if (words[i] != "recompute_modules") continue;
+      for (size_t j = i + 1; j < words.size() && RecomputeModuleBit(words[j]) != 0; ++j) {
+        tr->add_recompute_modules(words[j]);
+      }
+      break;
+    }
+  }
   // Sharding, in the terms the sources use.
   const std::string shard = Lower(r, "optimizer_sharding");
   const bool fsdp_off = absl::StrContains(shard, "fsdp=0");
@@ -331,25 +440,21 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   if (absl::StartsWith(shard, "none")) tr->set_sharding(v1::SHARDING_NONE);
   // HSDP: the FSDP group a row names, and the data-parallel replicas over it.
   if (tr->sharding() == v1::SHARDING_ZERO3) {
-    std::smatch m;
-    const std::string dp_total = absl::StrCat(*gpus / std::max<int64_t>(1, par->tp() * std::max<int64_t>(1, par->pp()) *
-                                                                          std::max<int64_t>(1, par->cp())));
-    static const std::regex kOver(R"(over ([0-9]+) gpus)");
-    static const std::regex kReplicas(R"(x ([0-9]+) data-parallel replica)");
     int64_t replicas = 0;
     // absl::SimpleAtoi, not std::stoll (which threw on a 30-digit count): an error naming the column.
     auto count = [&](const std::string& t, int64_t* v) -> absl::Status {
       if (!absl::SimpleAtoi(t, v)) {
-        return absl::InvalidArgumentError(absl::StrCat("optimizer_sharding: count '", t, "' is out of range"));
+        return absl::InvalidArgumentError(absl::StrCat("optimizer_sharding: count '", t.substr(0, 24),
+                                                       t.size() > 24 ? "...' is out of range" : "' is out of range"));
       }
       return absl::OkStatus();
     };
-    if (std::regex_search(shard, m, kReplicas)) {
-      if (absl::Status s = count(m[1].str(), &replicas); !s.ok()) return s;
+    if (const std::string n = DigitsBetween(shard, "x ", " data-parallel replica"); !n.empty()) {
+      if (absl::Status s = count(n, &replicas); !s.ok()) return s;
     }
-    if (replicas == 0 && std::regex_search(shard, m, kOver)) {
+    if (const std::string n = DigitsBetween(shard, "over ", " gpus"); replicas == 0 && !n.empty()) {
       int64_t group = 0;
-      if (absl::Status s = count(m[1].str(), &group); !s.ok()) return s;
+      if (absl::Status s = count(n, &group); !s.ok()) return s;
       if (group > 0 && *gpus % group == 0) replicas = *gpus / group;
     }
     if (replicas == 0 && absl::StrContains(shard, "within each node")) {
@@ -357,7 +462,6 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
       if (h.ok() && h->gpus_per_node > 0 && *gpus % h->gpus_per_node == 0) replicas = *gpus / h->gpus_per_node;
     }
     if (replicas > 1) par->set_dp_replicate(replicas);
-    (void)dp_total;
   }
 
   // Named settings of the framework stated anywhere in the row's text (flags, config values).
@@ -381,7 +485,23 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   }
 
   absl::StatusOr<std::pair<double, std::string>> measured = MeasuredIterTime(r);
-  if (!measured.ok()) return measured.status();
+  if (!measured.ok()) {
+    // A TFLOP/s or MFU figure under the FLOP convention the row's flops_definition names, from
+    // the row's own model and batch (core/flop_conventions.h).
+    absl::StatusOr<ModelShape> model = spec.model().has_shape() ? ModelShapeFromProto(spec.model().shape(), "model.shape")
+                                                                : catalog.FindModel(spec.model().preset());
+    if (!model.ok()) return model.status();
+    absl::StatusOr<Hardware> h = catalog.FindHardware(*hw);
+    if (!h.ok()) return h.status();
+    absl::StatusOr<ConvertedRate> conv = StepTimeFromStatedRate(
+        r, *model, family->name(), year, h->PeakFlops(DTypeFromProto(tr->precision().gemm())), DTypeName(
+            DTypeFromProto(tr->precision().gemm())));
+    if (!conv.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(measured.status().message(), "; ", conv.status().message()));
+    }
+    measured = std::make_pair(conv->step_time_s, conv->measured_from);
+    out.assumed.insert(out.assumed.end(), conv->assumed.begin(), conv->assumed.end());
+  }
   out.measured_iter_time_s = measured->first;
   out.measured_from = measured->second;
 

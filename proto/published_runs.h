@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/flop_conventions.h"
 #include "core/framework.h"
+#include "core/model_shape.h"
 #include "stepcast/v1/job.pb.h"
 
 namespace stepcast {
@@ -37,6 +39,8 @@ struct PublishedRun {
   // Rows of one weak-scaling series share this id: source, model, GPU type, precision and the
   // layout without its data-parallel size.
   std::string experiment;
+  // The row's framework text names no preset: the job runs the generic preset (issue 21).
+  bool framework_fallback = false;
 };
 
 // Builds the job of one row. InvalidArgument / NotFound with the missing input named
@@ -48,6 +52,19 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& row, const 
 // GPU x GPUs), else Narayanan et al. 2021 Eq. 3 FLOPs / (TFLOP/s per GPU x GPUs) for rows that
 // give that definition.
 absl::StatusOr<std::pair<double, std::string>> MeasuredIterTime(const PublishedRow& row);
+
+// A step time from a row's TFLOP/s per GPU (else its MFU x `peak_flops_per_s`, listed as
+// assumed) under the FLOP convention its flops_definition text names (core/flop_conventions.h),
+// counted from `model` (the row's model; `family` its architecture-registry name) and batch.
+struct ConvertedRate {
+  double step_time_s = 0;
+  FlopConvention convention = FlopConvention::kNarayananEq3;
+  std::string measured_from;
+  std::vector<AssumedInput> assumed;
+};
+absl::StatusOr<ConvertedRate> StepTimeFromStatedRate(const PublishedRow& row, const ModelShape& model,
+                                                     const std::string& family, int framework_year,
+                                                     double peak_flops_per_s, absl::string_view peak_dtype);
 
 // The first four-digit year 19xx/20xx in `text`, or a two-digit release "YY.MM" (NeMo 24.09 ->
 // 2024); 0 when none.

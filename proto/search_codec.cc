@@ -1,9 +1,14 @@
 #include "proto/search_codec.h"
 
+#include <numeric>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "absl/strings/str_format.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
+#include "proto/launch_args.h"
 
 namespace stepcast {
 
@@ -72,6 +77,7 @@ absl::StatusOr<SearchBase> SearchBaseFromSpec(const v1::JobSpec& spec, const Cat
 
 absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchOptions& o, const SearchBase& base) {
   SearchOptions out;
+  out.accept = FrameworkStartsLayout;  // only layouts the job's framework starts
   switch (o.objective()) {
     case v1::SEARCH_OBJECTIVE_UNSPECIFIED:
     case v1::SEARCH_OBJECTIVE_STEP_TIME: out.objective = SearchObjective::kStepTime; break;
@@ -209,21 +215,34 @@ v1::SearchCandidate SearchCandidateToProto(const RankedLayout& r, const Layout* 
   return out;
 }
 
-v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted) {
+namespace {
+
+// FitSearchResult's thinning on indices: every other entry dropped, the first and last kept.
+std::vector<size_t> ThinOnce(const std::vector<size_t>& keep) {
+  if (keep.size() <= 2) return keep;
+  std::vector<size_t> out;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (i % 2 == 0 || i == keep.size() - 1) out.push_back(keep[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted, size_t max_bytes) {
   v1::SearchResult out;
   std::optional<Layout> own;
   if (submitted != nullptr) own = LayoutOf(*submitted);
   const Layout* from = own ? &*own : nullptr;
   out.set_objective(SearchObjectiveToProto(r.objective));
   for (int64_t g : r.gpu_counts) out.add_gpu_counts(g);
-  auto add = [&](const RankedLayout& x, v1::SearchCandidate* c) {
-    *c = SearchCandidateToProto(x, from);
-    if (out.assumed_inputs_size() == 0) *out.mutable_assumed_inputs() = c->prediction().assumed_inputs();
-    c->mutable_prediction()->clear_assumed_inputs();
+  auto make = [&](const RankedLayout& x) {
+    v1::SearchCandidate c = SearchCandidateToProto(x, from);
+    if (out.assumed_inputs_size() == 0) *out.mutable_assumed_inputs() = c.prediction().assumed_inputs();
+    c.mutable_prediction()->clear_assumed_inputs();
+    c.mutable_prediction()->clear_job_name();
+    return c;
   };
-  for (const RankedLayout& x : r.top) add(x, out.add_top());
-  for (const RankedLayout& x : r.pareto) add(x, out.add_pareto());
-  for (const RankedLayout& x : r.best_per_gpu_count) add(x, out.add_best_per_gpu_count());
   v1::SearchStats* s = out.mutable_stats();
   s->set_enumerated(r.stats.enumerated);
   s->set_pruned(r.stats.pruned);
@@ -249,6 +268,65 @@ v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted
       out.mutable_submitted()->mutable_prediction()->clear_assumed_inputs();
     }
   }
+  // A repeated field's entry costs its size, a one-byte tag (fields 1..15) and its length.
+  auto entry_bytes = [](const v1::SearchCandidate& c) {
+    const size_t n = c.ByteSizeLong();
+    return n + 1 + google::protobuf::io::CodedOutputStream::VarintSize64(n);
+  };
+  // assumed_inputs (from the first candidate) before the budget is counted.
+  for (const auto* list : {&r.top, &r.pareto, &r.best_per_gpu_count}) {
+    if (!list->empty()) {
+      (void)make(list->front());
+      break;
+    }
+  }
+  size_t used = out.ByteSizeLong();
+  for (const RankedLayout& x : r.top) {
+    v1::SearchCandidate c = make(x);
+    if (max_bytes > 0 && used + entry_bytes(c) > max_bytes) {
+      out.set_lists_thinned(true);  // top cut where the limit is
+      break;
+    }
+    used += entry_bytes(c);
+    *out.add_top() = std::move(c);
+  }
+  // The two other lists share what is left: every candidate is sized first (built and dropped,
+  // one at a time), the lists are thinned as FitSearchResult thins them until they fit, then only
+  // the kept ones are built.
+  const size_t left = max_bytes > used ? max_bytes - used : 0;
+  auto sizes_of = [&](const std::vector<RankedLayout>& list) {
+    std::vector<size_t> sizes;
+    sizes.reserve(list.size());
+    for (const RankedLayout& x : list) sizes.push_back(max_bytes > 0 ? entry_bytes(make(x)) : 0);
+    return sizes;
+  };
+  auto total = [](const std::vector<size_t>& sizes, const std::vector<size_t>& keep) {
+    size_t t = 0;
+    for (size_t i : keep) t += sizes[i];
+    return t;
+  };
+  auto fit = [&](const std::vector<size_t>& sizes, size_t budget) {
+    std::vector<size_t> keep(sizes.size());
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = i;
+    if (max_bytes == 0) return keep;
+    while (total(sizes, keep) > budget) {
+      out.set_lists_thinned(true);
+      if (keep.size() > 2) {
+        keep = ThinOnce(keep);
+      } else {
+        keep.pop_back();  // not even the first and last fit
+      }
+    }
+    return keep;
+  };
+  const std::vector<size_t> pareto_sizes = sizes_of(r.pareto), best_sizes = sizes_of(r.best_per_gpu_count);
+  const size_t best_all = std::accumulate(best_sizes.begin(), best_sizes.end(), size_t{0});
+  const std::vector<size_t> pareto_keep = fit(pareto_sizes, std::max(left / 2, left - std::min(left, best_all)));
+  const size_t pareto_used = total(pareto_sizes, pareto_keep);
+  const std::vector<size_t> best_keep = fit(best_sizes, left - std::min(left, pareto_used));
+  for (size_t i : pareto_keep) *out.add_pareto() = make(r.pareto[i]);
+  for (size_t i : best_keep) *out.add_best_per_gpu_count() = make(r.best_per_gpu_count[i]);
+  if (max_bytes > 0) FitSearchResult(out, max_bytes);
   return out;
 }
 
@@ -271,10 +349,14 @@ void FitSearchResult(v1::SearchResult& r, size_t max_bytes) {
 }
 
 absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& submitted, const Prediction& prediction,
-                                                                   std::chrono::steady_clock::time_point deadline) {
+                                                                   std::chrono::steady_clock::time_point deadline,
+                                                                   std::function<bool()> cancelled, int threads) {
   SearchOptions o;
   o.top_n = 1;
+  o.accept = FrameworkStartsLayout;
   o.deadline = deadline;
+  o.cancelled = std::move(cancelled);
+  o.threads = threads;
   o.space.gpu_counts = {submitted.cluster.gpu_count};
   // With the interval table, ranked by the pessimistic end of each layout's 80% interval
   // (docs/VALIDATION.md "Intervals"): a validated layout is preferred, since outside the validated
@@ -282,9 +364,11 @@ absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& sub
   if (submitted.intervals) o.objective = SearchObjective::kStepTimeP90;
   absl::StatusOr<SearchResult> r = SearchLayouts(submitted, o);
   if (!r.ok()) {
-    // Nothing fits on these GPUs (or nothing found in time): nothing to suggest.
+    // Nothing fits on these GPUs, a cap refuses the search, or nothing was found in time (or
+    // before the call was cancelled): nothing to suggest.
     if (r.status().code() == absl::StatusCode::kInvalidArgument ||
-        r.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        r.status().code() == absl::StatusCode::kDeadlineExceeded ||
+        r.status().code() == absl::StatusCode::kCancelled) {
       return std::nullopt;
     }
     return r.status();

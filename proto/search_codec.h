@@ -6,6 +6,7 @@
 #ifndef STEPCAST_PROTO_SEARCH_CODEC_H_
 #define STEPCAST_PROTO_SEARCH_CODEC_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -39,7 +40,13 @@ v1::SearchObjective SearchObjectiveToProto(SearchObjective o);
 v1::SearchLayout SearchLayoutToProto(const Layout& l);
 // `submitted`: the layout the changes are listed against (none when null).
 v1::SearchCandidate SearchCandidateToProto(const RankedLayout& r, const Layout* submitted);
-v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted);
+// Candidates leave out prediction.job_name and assumed_inputs (both once per result: the
+// request's job, assumed_inputs). `max_bytes` > 0: the message is kept under it while it is
+// built, never built whole first (review 2, N3: a 264 MB reply was built before a send failed):
+// the pareto and best_per_gpu_count lists are thinned ahead as FitSearchResult thins them, from
+// the size of their first candidate, and top is cut where it would pass the limit (both marked
+// lists_thinned).
+v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted, size_t max_bytes = 0);
 // Thins `r`'s pareto and best_per_gpu_count lists (every other entry dropped, the first and last
 // kept, repeated) until the message is at most `max_bytes`, and marks it lists_thinned; the top
 // layouts are never dropped. For replies under a message-size limit.
@@ -52,9 +59,13 @@ void FitSearchResult(v1::SearchResult& r, size_t max_bytes);
 // (kStepTimeP90): a validated layout is preferred, since outside the validated region the
 // interval is the widest, unless an unvalidated one is better even at its pessimistic end; the
 // message says which. Without a table: the step-time objective.
-// Errors are SearchLayouts'; a search that finds no fitting layout gives no suggestion.
+// `cancelled` (may be empty) is polled with the deadline: a cancelled call, or a server that is
+// shutting down, stops the search. Errors are SearchLayouts'; a search that finds no fitting
+// layout, is stopped before it finds one, or is refused by a cap gives no suggestion.
+// `threads`: the search's worker threads (0: one per core).
 absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(
-    const Job& submitted, const Prediction& prediction, std::chrono::steady_clock::time_point deadline);
+    const Job& submitted, const Prediction& prediction, std::chrono::steady_clock::time_point deadline,
+    std::function<bool()> cancelled = nullptr, int threads = 0);
 
 }  // namespace stepcast
 

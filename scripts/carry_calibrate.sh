@@ -35,6 +35,8 @@ done | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] || cp -L "$path" "$out/lib/$name"
 done
 cp "$root/scripts/device_calibrate.sh" "$root/scripts/torch_reference.py" "$root/scripts/attention_bench.py" "$out/"
+# The previous measured profiles, for device_calibrate.sh's comparison with the new one.
+mkdir -p "$out/profiles"; cp "$root"/examples/profiles/*.json "$out/profiles/"
 cat > "$out/env.sh" <<'ENV'
 # Source on the GPU machine. Defines stepcast_env CMD...: runs CMD with the CUDA libraries of the
 # toolkit or of PyTorch's nvidia-* wheels (cuBLASLt, cudart, CUPTI, NCCL) on LD_LIBRARY_PATH. Only

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI's reliability stage (issue 14, docs/RELIABILITY.md): the reliability tests (the review's
 # reproducers and the service fault test) under ASan+UBSan (scripts/sanitize_tests.sh -L
-# reliability, building only reliability_tests and stepcast), inside what is left of CI's 90
+# reliability, building only reliability_tests, reliability2_tests, stepcast and the Python stubs), inside what is left of CI's 90
 # minutes after the README's test command; then the fuzz smoke (scripts/fuzz_smoke.sh: the
 # libFuzzer targets built with clang, ASan+UBSan, 45 s each with a fixed seed) likewise.
 #   scripts/ci_reliability.sh USED_S      USED_S: seconds CI has already spent
@@ -19,7 +19,7 @@ need_sanitize=$((30 * 60))  # ASan+UBSan build of the two targets ~12-20 min + t
 left() { echo $((limit - used - SECONDS)); }
 if [ "$(left)" -gt $((need_sanitize + margin)) ]; then
   echo "ci_reliability: sanitizer suite (ASan+UBSan), $(left) s of CI time left"
-  SANITIZE_TARGETS="reliability_tests stepcast" scripts/sanitize_tests.sh -L reliability
+  SANITIZE_TARGETS="reliability_tests reliability2_tests stepcast stepcast_python_stubs" scripts/sanitize_tests.sh -L reliability
 else
   echo "ci_reliability: sanitizer suite SKIPPED: $(left) s of CI time left, it needs about ${need_sanitize} s (run scripts/sanitize_tests.sh)"
 fi

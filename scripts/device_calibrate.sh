@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, with .carry/ carried (scripts/carry_calibrate.sh):
 # the GPU tests, a --quick and a full calibration (timed), and the torch references side by side;
-# then the SDPA attention backends' rates (attention_bench.py) for the framework presets.
+# then the SDPA attention backends' rates (attention_bench.py) for the framework presets, and the
+# new profile beside the previous one of the same hardware (examples/profiles, carried).
 # Everything lands in ${OUT:-out}/; the last lines printed are the comparison table. One command:
 #   OUT=$OUT bash .carry/device_calibrate.sh
 set -u
@@ -24,3 +25,22 @@ python3 .carry/torch_reference.py --run "$out/profile.json.run.json" --sustain-s
 printf 'wall time: --quick %s s (exit %d), full %s s (exit %d)\n' "$(elapsed "$t0" "$t1")" $rq "$(elapsed "$t1" "$t2")" $rf \
   | tee -a "$out/reference.txt"
 python3 .carry/attention_bench.py --json "$out/attention.json" | tee "$out/attention.txt"
+# The new profile against the previous measured one of the same hardware (issue 25): per GEMM
+# shape both have, new/old rate (median, min, max over the shapes, per dtype); HBM new/old.
+python3 - "$out/profile.json" .carry/profiles/*.json <<'PY' | tee "$out/against_previous.txt"
+import json, statistics, sys
+new = json.load(open(sys.argv[1]))
+olds = [p for p in (json.load(open(f)) | {"_file": f} for f in sys.argv[2:]) if p.get("hardware") == new.get("hardware")]
+if not olds:
+    print("against the previous profile: none of hardware", new.get("hardware")); sys.exit(0)
+old = sorted(olds, key=lambda p: p["_file"])[-1]
+key = lambda g: (g["dtype"], g.get("m", "0"), g.get("n", "0"), g.get("k", "0"))
+o = {key(g): g["flops_per_s"] for g in old["gemm"]}
+by = {}
+for g in new["gemm"]:
+    if key(g) in o and o[key(g)] > 0: by.setdefault(g["dtype"], []).append(g["flops_per_s"] / o[key(g)])
+print("against", old["_file"], "(new / old)")
+for d, r in sorted(by.items()):
+    print(f"  GEMM {d}: {len(r)} shapes, median {statistics.median(r):.3f}, min {min(r):.3f}, max {max(r):.3f}")
+print(f"  HBM: {new['hbm_bandwidth_bytes_per_s'] / old['hbm_bandwidth_bytes_per_s']:.3f}")
+PY

@@ -38,11 +38,12 @@ struct FakeConfig {
 
 class FakeBackend final : public CollectiveBackend {
  public:
-  FakeBackend(const FakeConfig& c, int ranks, int local) : c_(c), ranks_(ranks), local_(local) {}
+  FakeBackend(const FakeConfig& c, int ranks, int local, Scope scope = Scope::kIntraNode)
+      : c_(c), ranks_(ranks), local_(local), scope_(scope) {}
   std::string name() const override { return "fake"; }
   int ranks() const override { return ranks_; }
   int local_gpus() const override { return local_; }
-  Scope scope() const override { return Scope::kIntraNode; }
+  Scope scope() const override { return scope_; }
   double max_bytes() const override { return 1e12; }
   absl::Status Check(Collective, double size, int) override {
     if (c_.coll_fail_at_bytes > 0 && size >= c_.coll_fail_at_bytes) {
@@ -64,6 +65,7 @@ class FakeBackend final : public CollectiveBackend {
  private:
   FakeConfig c_;
   int ranks_, local_;
+  Scope scope_;
 };
 
 class FakeGpuSystem final : public GpuSystem {
@@ -146,7 +148,9 @@ class FakeGpuSystem final : public GpuSystem {
   }
   absl::StatusOr<std::unique_ptr<CollectiveBackend>> RankCollectives(const GpuInfo&, Communicator& comm, double,
                                                                      double) override {
-    return std::unique_ptr<CollectiveBackend>(new FakeBackend(c_, comm.size(), 1));
+    // As the NCCL backend: across nodes when the communicator spans several hosts.
+    return std::unique_ptr<CollectiveBackend>(
+        new FakeBackend(c_, comm.size(), 1, comm.hosts() > 1 ? Scope::kInterNode : Scope::kIntraNode));
   }
 
  private:

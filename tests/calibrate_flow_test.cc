@@ -98,12 +98,19 @@ TEST(Flow, AllPartsMeasuredIntoTheProfile) {
   EXPECT_EQ(ar->group_size, 4);
   ASSERT_GE(ar->points.size(), 2u);
   // The profile's figure is the rank average: GPUs 0..3 take 1.00, 1.01, 1.02, 1.03 x the
-  // alpha-beta time; the slowest GPU's (1.03 x) is kept in the run.
-  const double t = 10e-6 + ar->points.back().size_bytes * 1.5 / 300e9;
-  EXPECT_NEAR(ar->points.back().time_s, t * 1.015, 1e-12);
+  // alpha-beta time; the slowest GPU's (1.03 x) is kept in the run. (Above the largest measured
+  // size the curve holds the reference's points: Flow.MeasuredCurveMergedWithTheReferenceAndProvenance.)
+  const CollectivePoint* last = nullptr;
+  for (const auto& q : ar->points) {
+    if (q.origin == RateOrigin::kMeasured) last = &q;
+  }
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->size_bytes, 1 << 20);
+  const double t = 10e-6 + last->size_bytes * 1.5 / 300e9;
+  EXPECT_NEAR(last->time_s, t * 1.015, 1e-12);
   bool slowest = false;
   for (const auto& s : r.run.collectives()) {
-    if (s.collective() == v1::COLLECTIVE_ALL_REDUCE && s.size_bytes() == ar->points.back().size_bytes) {
+    if (s.collective() == v1::COLLECTIVE_ALL_REDUCE && s.size_bytes() == last->size_bytes) {
       EXPECT_NEAR(s.slowest_rank_time().median_s(), t * 1.03, 1e-12);
       EXPECT_EQ(s.iterations_per_batch(), 10);
       slowest = true;
@@ -129,6 +136,49 @@ TEST(Flow, AllPartsMeasuredIntoTheProfile) {
   }
   EXPECT_TRUE(seen);
   EXPECT_EQ(r.run.conditions().driver_version(), "580.65.06");
+}
+
+// gpu code review 2, N1 and N9 for measured profiles: a --quick sweep to 1 MiB over 4 GPUs leaves
+// the curve's larger sizes to the reference (the x8 curve scaled to 4 ranks, sampled at factors of
+// 2 up to 16 GiB) instead of extrapolating 1 MiB's busbw, every point and rate marked measured or
+// reference, and the provenance of the run as fields.
+TEST(Flow, MeasuredCurveMergedWithTheReferenceAndProvenance) {
+  Outcome r = Measure({}, Quick());
+  ASSERT_EQ(r.code, kExitOk);
+  absl::StatusOr<RateProfile> p = RateProfileFromProto(r.profile, "p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  const CollectiveRate* ar = p->FindCollective(Collective::kAllReduce, Scope::kIntraNode, 4, 0);
+  ASSERT_NE(ar, nullptr);
+  EXPECT_EQ(ar->group_size, 4);
+  const Hardware hw = *Catalog::Builtin()->FindHardware("h100-sxm");
+  const CollectiveRate* ref = hw.reference_profile.FindCollective(Collective::kAllReduce, Scope::kIntraNode, 4, 0);
+  ASSERT_NE(ref, nullptr);
+  int measured = 0, reference = 0;
+  for (const auto& q : ar->points) {
+    if (q.size_bytes <= (1 << 20)) {
+      EXPECT_EQ(q.origin, RateOrigin::kMeasured) << q.size_bytes;
+      ++measured;
+    } else {
+      EXPECT_EQ(q.origin, RateOrigin::kReference) << q.size_bytes;
+      EXPECT_DOUBLE_EQ(q.time_s, EstimateCollective(*ref, 4, q.size_bytes).time_s) << q.size_bytes;
+      ++reference;
+    }
+  }
+  EXPECT_GT(measured, 2);
+  EXPECT_EQ(reference, 14);  // 2 MiB ... 16 GiB
+  EXPECT_EQ(ar->points.back().size_bytes, 16.0 * (1ull << 30));
+  EXPECT_EQ(p->gemm[0].origin, RateOrigin::kMeasured);
+  EXPECT_EQ(p->hbm_origin, RateOrigin::kMeasured);
+  EXPECT_EQ(p->attention_origin, RateOrigin::kReference);
+  EXPECT_EQ(p->format_version, kRateProfileFormatVersion);
+  EXPECT_EQ(p->provenance.tool, "stepcast-calibrate");
+  EXPECT_EQ(p->provenance.gpu_name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(p->provenance.gpu_count, 4);
+  EXPECT_EQ(p->provenance.host_count, 1);
+  EXPECT_EQ(p->provenance.driver_version, "580.65.06");
+  EXPECT_EQ(p->provenance.cuda_version, "13.0");
+  EXPECT_EQ(p->provenance.nccl_version, "2.27.3");
+  EXPECT_EQ(p->provenance.base, "reference profile h100-sxm");
 }
 
 TEST(Flow, StragglersNamedByIndexBusIdAndUuid) {

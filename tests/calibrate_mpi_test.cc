@@ -4,8 +4,10 @@
 // result checked.
 #include <mpi.h>
 
+#include "absl/strings/str_cat.h"
 #include "calibrate/collective_harness.h"
 #include "calibrate/communicator.h"
+#include "calibrate/mpi_layout.h"
 #include "gtest/gtest.h"
 
 extern "C" stepcast::calibrate::Communicator* stepcast_calibrate_mpi_create(int*, char***, double, char*, int);
@@ -82,6 +84,35 @@ TEST(MpiHarness, SweepsChecksAndAveragesOverRanks) {
   EXPECT_NE(r.status.message().find("rank 1: all_reduce at 4096 bytes: injected failure"), std::string::npos)
       << r.status;
   EXPECT_EQ(r.samples.size(), 9u);  // 8 B .. 2 KiB
+}
+
+// gpu code review 2, N14: the ranks' layout comes from their processor names (a deadline-bounded
+// all-gather, not MPI_Comm_split_type + MPI_Allreduce without one), and the thread level the
+// library provides is checked: below MPI_THREAD_MULTIPLE the watchdog thread may not call
+// MPI_Abort (MPI 4.0 section 11.6). This test's main() starts MPI with MPI_Init, which gives the
+// level the library chooses; the communicator must say what it got.
+TEST(MpiCommunicator, LayoutFromProcessorNamesAndTheThreadLevel) {
+  const std::vector<std::string> hosts = {"a", "b", "a", "c", "a"};
+  HostLayout l = LayoutOfHosts(hosts, 4);
+  EXPECT_EQ(l.hosts, 3);
+  EXPECT_EQ(l.local_size, 3);
+  EXPECT_EQ(l.local_rank, 2);
+  l = LayoutOfHosts(hosts, 3);
+  EXPECT_EQ(l.local_size, 1);
+  EXPECT_EQ(l.local_rank, 0);
+  EXPECT_TRUE(MpiAbortAllowed(0, true));
+  EXPECT_FALSE(MpiAbortAllowed(MPI_THREAD_SERIALIZED, false));
+  EXPECT_TRUE(MpiAbortAllowed(MPI_THREAD_MULTIPLE, false));
+  EXPECT_EQ(std::string(MpiThreadLevelName(MPI_THREAD_FUNNELED)), "MPI_THREAD_FUNNELED");
+  Communicator& c = Comm();
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    EXPECT_NE(c.name().find(absl::StrCat("thread level ", MpiThreadLevelName(provided))), std::string::npos) << c.name();
+  } else {
+    EXPECT_EQ(c.name().find("thread level"), std::string::npos) << c.name();
+  }
+  EXPECT_EQ(c.local_rank(), c.rank());  // one host here
 }
 
 }  // namespace

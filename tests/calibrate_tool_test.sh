@@ -26,7 +26,10 @@ out=$("$cal" --gpus 0,x 2>&1); rc=$?
 { [ $rc -eq 1 ] && grep -q -- "--gpus: 'x' is not a GPU index" <<<"$out"; } && ok "bad --gpus named (exit 1)" || bad "bad --gpus ($rc): $out"
 
 # 2. import: the 16 real nccl-tests logs over the H100 reference, then stepcast predict --profile.
-out=$("$cal" import "$root"/tests/data/real_data/microbench/nccl/*.txt --hardware h100-sxm --out "$work/imp.json" --html "$work/imp.html" 2>&1); rc=$?
+out=$("$cal" import "$root"/tests/data/real_data/microbench/nccl/*.txt --hardware h100-sxm --out "$work/x.json" 2>&1); rc=$?
+{ [ $rc -eq 1 ] && grep -q "04_b200x16_lambda_ib_allreduce.txt: a nccl-tests log of .* (b200), but the profile is for h100-sxm" <<<"$out"; } \
+  && ok "a log of another GPU refused naming both (exit 1)" || bad "other GPU ($rc): $out"
+out=$("$cal" import "$root"/tests/data/real_data/microbench/nccl/*.txt --hardware h100-sxm --allow-other-gpu --out "$work/imp.json" --html "$work/imp.html" 2>&1); rc=$?
 { [ $rc -eq 0 ] && grep -q "all_reduce intra_node x8: 32 sizes" <<<"$out" && [ -s "$work/imp.json" ]; } \
   && ok "import of 16 nccl-tests logs" || bad "import ($rc): $out"
 { grep -q "<svg" "$work/imp.html" && grep -q "all_reduce" "$work/imp.html"; } && ok "import --html writes the calibration page" \
@@ -91,6 +94,38 @@ out=$(timeout 120 mpirun -np 2 "$fake" --mpi --quick --warmup-s 0 --skip-collect
   || { bad "no GPU on rank 1 ($rc)"; echo "$out" | tail -5; }
 out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work/fake.json" 2>&1); rc=$?
 { [ $rc -eq 0 ] && grep -q "profile" <<<"$out"; } && ok "stepcast predict --profile uses a measured profile" || bad "predict ($rc): $out"
+json "$work/fake.json" "(d['format_version'], d['provenance']['tool'], d['provenance']['gpu_count'], d['gemm_origins'][0])" \
+  | grep -q "(2, 'stepcast-calibrate', '2', 'RATE_ORIGIN_MEASURED')" && ok "measured profile: schema 2, provenance, origins" \
+  || bad "measured profile provenance: $(json "$work/fake.json" "d.get('provenance')")"
+# gpu code review 2, N7: a run over 2 hosts (made up by the module's test hook) x 2 ranks measures
+# the intra-node curve of each host (x2, the slowest host) beside the inter-node one (x4, 2 per node).
+out=$(STEPCAST_CALIBRATE_TEST_HOSTS=2 STEPCAST_FAKE_GPUS=2 timeout 120 mpirun -np 4 "$fake" --mpi --quick --warmup-s 0 \
+      --skip-gemm --skip-hbm --max-collective-bytes 65536 --out "$work/nodes.json" 2>&1); rc=$?
+curves=$(json "$work/nodes.json" "sorted((c['scope'], c['group_size'], c['ranks_per_node']) for c, o in zip(d['collectives'], d['collective_origins']) if c['collective']=='COLLECTIVE_ALL_REDUCE' and 'RATE_ORIGIN_MEASURED' in o['points'])" 2>&1)
+{ [ $rc -eq 0 ] && [ "$curves" = "[('SCOPE_INTER_NODE', '4', '2'), ('SCOPE_INTRA_NODE', '2', '0')]" ]; } \
+  && ok "2 nodes x 2 ranks: intra-node x2 and inter-node x4 curves measured" || { bad "multi-node curves ($rc): $curves"; echo "$out" | tail -5; }
+# gpu code review 2, N6: rank 0 cannot write its checkpoint; every rank ends with exit 5 at once
+# (before: rank 0 alone in finish(), the others into the next part: exit 6 at the 2 x --timeout-s abort).
+t0=$(date +%s)
+out=$(timeout 120 mpirun -np 2 "$fake" --mpi --quick --warmup-s 0 --skip-collectives --timeout-s 30 \
+      --out "$work/no_such_dir/w.json" 2>&1); rc=$?
+t1=$(date +%s)
+{ [ $rc -eq 5 ] && grep -q "cannot write" <<<"$out" && [ $((t1 - t0)) -lt 30 ]; } \
+  && ok "rank 0's write failure agreed: exit 5 on every rank in $((t1 - t0)) s" || { bad "write failure under mpirun ($rc, $((t1 - t0)) s)"; echo "$out" | tail -5; }
+# N14: two ranks on a host with one GPU are refused (before: both took GPU 0, exit 0).
+out=$(STEPCAST_FAKE_GPUS=1 timeout 120 mpirun -np 2 "$fake" --mpi --quick --warmup-s 0 --skip-collectives \
+      --out "$work/two.json" 2>&1); rc=$?
+{ [ $rc -eq 1 ] && grep -q "2 ranks on .* but 1 visible GPUs: --mpi takes one GPU per rank" <<<"$out"; } \
+  && ok "more ranks than GPUs on a host: exit 1, said" || { bad "ranks > GPUs ($rc)"; echo "$out" | tail -5; }
+# gpu code review 2, N1 end to end: a 256 MiB-2 GiB H100 log (n05) leaves the TP 8 job's step time
+# the reference's (before: 17.52 s -> 20.20 s, +15%).
+sed -e 's/tp: 4/tp: 8/' -e 's/sequence_parallel: true/sequence_parallel: false/' "$root/examples/llama3-70b-h100.yaml" > "$work/tp8.yaml"
+"$cal" import "$root/tests/data/real_data/microbench/logs_2026_11_27/n05_h100x8_nvlink_allreduce_256M_2G.txt" \
+  --hardware h100-sxm --out "$work/n05.json" >/dev/null 2>&1
+ref=$("$stepcast" predict "$work/tp8.yaml" --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_s'])")
+imp=$("$stepcast" predict "$work/tp8.yaml" --profile "$work/n05.json" --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_s'])")
+python3 -c "import sys; r,i=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if abs(i/r-1) < 0.005 else 1)" "$ref" "$imp" \
+  && ok "partial-range import: TP 8 step time $imp s vs the reference's $ref s" || bad "partial-range import moved the step time: $imp vs $ref"
 
 # 7. The service's PutProfile takes it, and a pre-flight check runs on it by name.
 (cd "$work" && exec "$stepcast" serve --listen 127.0.0.1:0 --port-file "$work/port" --db "$work/s.db" >"$work/serve.log" 2>&1) &

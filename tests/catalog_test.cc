@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/job_defaults.h"
 #include "tests/test_util.h"
@@ -52,6 +53,7 @@ TEST(Catalog, EveryHardwarePresetHasAnArchitecture) {
       {"h200-nvl", "hopper"},  {"h800", "hopper"},      {"h20", "hopper"},       {"gh200", "hopper"},
       {"b200", "blackwell"},   {"gb200", "blackwell"},  {"b300", "blackwell"},   {"mi250x", "cdna2"},
       {"mi300x", "cdna3"},     {"mi325x", "cdna3"},     {"mi355x", "cdna4"},     {"tpu-v5p", "tpu"},
+      {"mi350x", "cdna4"},
   };
   const auto& all = testing::BuiltinCatalog().hardware();
   EXPECT_EQ(all.size(), want.size()) << "a preset was added or removed: list its architecture here";
@@ -198,6 +200,16 @@ TEST(Catalog, NewPresetsMatchVendorDatasheets) {
   EXPECT_NEAR(mi355x.intra_node_bandwidth_bytes_per_s, 7 * 153.6e9 / 2, 1e6);
   capacity_between(mi355x, 288);
   EXPECT_DOUBLE_EQ(mi355x.power_w, 1400);
+
+  // MI350X: the same chip at 2200 MHz and 1000 W (Hot Chips 2025): 2200 MHz x 1024 x 1024 =
+  // 2306.9 TFLOP/s (AMD: 2.3 PF), fp8 4.6 PF; 288 GB at 8 TB/s; the MI355X's links.
+  const Hardware mi350x = hw("mi350x");
+  EXPECT_NEAR(mi350x.PeakFlops(DType::kBF16), 2200e6 * 1024 * 1024, 2200e6 * 1024 * 1024 * rel);
+  EXPECT_NEAR(mi350x.PeakFlops(DType::kFP8), 4.6e15, 4.6e15 * 0.01);
+  EXPECT_DOUBLE_EQ(mi350x.hbm_bandwidth_bytes_per_s, 8e12);
+  EXPECT_NEAR(mi350x.intra_node_bandwidth_bytes_per_s, 7 * 153.6e9 / 2, 1e6);
+  capacity_between(mi350x, 288);
+  EXPECT_DOUBLE_EQ(mi350x.power_w, 1000);
 }
 
 TEST(Catalog, RequiredModels) {
@@ -250,6 +262,7 @@ TEST(HardwarePresetForGpuName, DriverAndPaperNames) {
       {"MI250X/MI250", "mi250x"},
       {"AMD Instinct MI325X", "mi325x"},
       {"AMD Instinct MI355X", "mi355x"},
+      {"AMD Instinct MI350X 288GB (1 node x 8)", "mi350x"},
   };
   for (const auto& [name, preset] : cases) {
     absl::StatusOr<std::string> p = HardwarePresetForGpuName(name);
@@ -260,7 +273,7 @@ TEST(HardwarePresetForGpuName, DriverAndPaperNames) {
   EXPECT_EQ(HardwarePresetForGpuName("Tesla V100-SXM2-16GB").status().code(), absl::StatusCode::kNotFound);
   // Variants whose memory, links or clocks differ from every preset are refused, not guessed.
   for (const char* name : {"NVIDIA H800 PCIe", "NVIDIA H20-3e", "NVIDIA GB300", "AMD Instinct MI250",
-                           "AMD Instinct MI350X", "NVIDIA A800 40GB Active", ""}) {
+                           "NVIDIA A800 40GB Active", ""}) {
     absl::StatusOr<std::string> p = HardwarePresetForGpuName(name);
     EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound) << name << " -> " << (p.ok() ? *p : "");
   }
@@ -423,5 +436,162 @@ training:
     EXPECT_EQ(job->training.precision.grad_reduce, DType::kBF16);
   }
 }
+
+namespace {
+// ---------------------------------------------------------------------------------------------
+// The FSDP-family presets and the generic fallback (issue 21 items 2 and 3).
+
+// Each loads with its base resolved and carries the semantics its framework's source gives it.
+TEST(Catalog, FsdpFamilyPresetsLoad) {
+  const Catalog& cat = testing::BuiltinCatalog();
+  auto load = [&](const std::string& name) {
+    absl::StatusOr<v1::FrameworkSpec> spec = cat.FindFramework(name);
+    EXPECT_TRUE(spec.ok()) << name << ": " << spec.status();
+    if (!spec.ok()) return Framework{};
+    EXPECT_FALSE(spec->sources().empty()) << name;
+    absl::StatusOr<Framework> fw = FrameworkFromProto(*spec, "framework");
+    EXPECT_TRUE(fw.ok()) << name << ": " << fw.status();
+    return fw.ok() ? *fw : Framework{};
+  };
+  const Framework f1 = load("pytorch-fsdp1"), f2 = load("pytorch-fsdp2"), am = load("nemo-automodel"),
+                  gem = load("colossalai-gemini"), gen = load("generic"), ds = load("deepspeed");
+  // FSDP1: FlatParameter (no copies), BACKWARD_PRE (gathers prefetched), reduce every micro-batch.
+  EXPECT_FALSE(f1.sharding.gather_copy_out);
+  EXPECT_FALSE(f1.sharding.backward_gathers_exposed);
+  EXPECT_FALSE(f1.sharding.reduce_once_per_step_with_accumulation);
+  EXPECT_TRUE(f1.overlap.fsdp_param_gather.per_layer);
+  EXPECT_EQ(f1.attention.kernel, "sdpa-flash");
+  // FSDP2: copy-in / copy-out, one gather per step with PP, pipelining 1F1B p2p exposed.
+  EXPECT_TRUE(f2.sharding.gather_copy_out && f2.sharding.reduce_scatter_copy_in);
+  EXPECT_TRUE(f2.sharding.gather_once_per_step_with_pp);
+  EXPECT_FALSE(f2.overlap.pp_p2p.supported);
+  // AutoModel: defer_fsdp_grad_sync -> one reduce-scatter per step, fp32 accumulation; TE attention.
+  EXPECT_TRUE(am.sharding.reduce_once_per_step_with_accumulation);
+  EXPECT_TRUE(am.sharding.accumulated_grad_dtype_set);
+  EXPECT_EQ(am.sharding.accumulated_grad_dtype, DType::kFP32);
+  EXPECT_EQ(am.attention.kernel, "te-fused");
+  // Gemini: max_prefetch 0 -> gathers synchronous (not overlapped), low-precision chunks + fp32 master.
+  EXPECT_FALSE(gem.overlap.fsdp_param_gather.supported);
+  EXPECT_FALSE(gem.sharding.sharded_params_are_master);
+  // Generic: eager FSDP2 semantics.
+  EXPECT_TRUE(gen.sharding.gather_copy_out);
+  EXPECT_DOUBLE_EQ(gen.elementwise_traffic_factor, 3.0);
+  // DeepSpeed: 5e7 prefetch window, 1e9 live cap, 5e8 reduce bucket.
+  EXPECT_DOUBLE_EQ(ds.sharding.gather_prefetch_params, 5e7);
+  EXPECT_DOUBLE_EQ(ds.sharding.max_live_params, 1e9);
+  EXPECT_DOUBLE_EQ(ds.sharding.grad_bucket_params, 5e8);
+  EXPECT_EQ(ds.overlap.dp_grad_reduce.bucket_min_params, 500000000);
+}
+
+// A framework text of each maps to its preset; one that names none falls back to the generic
+// preset; a near miss of a preset name is a typo, not another framework.
+TEST(Catalog, FrameworkTextsOfTheFsdpFamily) {
+  const Catalog& cat = testing::BuiltinCatalog();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"PyTorch FSDP (FULL_SHARD, bf16)", "pytorch-fsdp1"},
+      {"FSDP1 with limit_all_gathers", "pytorch-fsdp1"},
+      {"torch FSDP", "pytorch-fsdp1"},
+      {"FullyShardedDataParallel, PyTorch 2.1", "pytorch-fsdp1"},
+      {"PyTorch FSDP2 (fully_shard)", "pytorch-fsdp2"},
+      {"fully_shard + DTensor", "pytorch-fsdp2"},
+      {"NeMo AutoModel 25.11", "nemo-automodel"},
+      {"NeMo Automodel (FSDP2)", "nemo-automodel"},
+      {"Colossal-AI (Gemini plugin)", "colossalai-gemini"},
+      {"ColossalAI GeminiPlugin", "colossalai-gemini"},
+      {"DeepSpeed ZeRO-3", "deepspeed"},
+      {"llm-foundry + Composer (PyTorch FSDP)", "llm-foundry"},
+      {"torchtitan (FSDP2)", "torchtitan"},
+      {"NeMo 24.09 container", "nemo"},
+  };
+  for (const auto& [text, want] : cases) {
+    absl::StatusOr<Catalog::FrameworkMatch> m = cat.FrameworkForTextOrGeneric(text, 2025);
+    ASSERT_TRUE(m.ok()) << text << ": " << m.status();
+    EXPECT_EQ(m->name, want) << text;
+    EXPECT_FALSE(m->fallback) << text;
+  }
+  for (const std::string text : {"an in-house stack", "custom trainer (JAX/Flax)", ""}) {
+    absl::StatusOr<Catalog::FrameworkMatch> m = cat.FrameworkForTextOrGeneric(text);
+    ASSERT_TRUE(m.ok()) << text << ": " << m.status();
+    EXPECT_EQ(m->name, "generic") << text;
+    EXPECT_TRUE(m->fallback) << text;
+    EXPECT_FALSE(cat.FrameworkForText(text).ok()) << text << ": no preset is named";
+  }
+  absl::StatusOr<Catalog::FrameworkMatch> typo = cat.FrameworkForTextOrGeneric("megatron-cor");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("did you mean 'megatron-core'"), std::string::npos) << typo.status();
+}
+
+// A job naming a framework no preset has runs the generic preset, and the prediction lists the
+// fallback and every assumption of the generic preset.
+TEST(Catalog, GenericFallbackListsEveryAssumption) {
+  absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: h100-sxm
+framework: our in-house trainer
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 8, sharding: zero3})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->framework.name, "generic");
+  absl::StatusOr<v1::FrameworkSpec> generic = testing::BuiltinCatalog().FindFramework("generic");
+  ASSERT_TRUE(generic.ok());
+  ASSERT_GE(generic->assumptions_size(), 5);
+  auto find = [&](const std::string& field) -> const AssumedInput* {
+    for (const AssumedInput& a : *job->assumed) {
+      if (a.field == field) return &a;
+    }
+    return nullptr;
+  };
+  const AssumedInput* fb = find("framework");
+  ASSERT_NE(fb, nullptr);
+  EXPECT_EQ(fb->value, "generic");
+  EXPECT_NE(fb->source.find("our in-house trainer"), std::string::npos) << fb->source;
+  for (const v1::FrameworkDefault& a : generic->assumptions()) {
+    const AssumedInput* x = find(a.field());
+    ASSERT_NE(x, nullptr) << a.field();
+    EXPECT_EQ(x->value, a.value());
+    EXPECT_FALSE(a.source().empty());
+  }
+  // A preset named explicitly lists no fallback; a near miss is refused naming the field.
+  absl::StatusOr<Job> named = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: h100-sxm
+framework: pytorch-fsdp2
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 8})");
+  ASSERT_TRUE(named.ok()) << named.status();
+  for (const AssumedInput& a : *named->assumed) EXPECT_NE(a.field, "framework") << a.source;
+  absl::StatusOr<Job> typo = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: h100-sxm
+framework: deepsped
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 8})");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("framework.preset"), std::string::npos) << typo.status();
+}
+
+// DeepSpeed's overlap_comm default depends on the ZeRO stage (deepspeed/runtime/zero/config.py
+// overlap_comm_valid: True for stage 3, False for 0-2): conditional defaults (FrameworkDefault.when);
+// the communication dtype follows the training dtype (engine.py communication_data_type).
+TEST(Catalog, DeepSpeedDefaultsPerZeroStage) {
+  auto job = [](const char* sharding, const char* gemm) {
+    return testing::JobFromYaml(absl::StrCat(R"(
+model: llama3-8b
+hardware: h100-sxm
+framework: deepspeed
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 8, sharding: )", sharding, ", precision: {gemm: ", gemm, "}}"));
+  };
+  for (auto [sharding, overlap] : {std::pair{"zero3", true}, {"zero2", false}, {"zero1", false}, {"none", false}}) {
+    absl::StatusOr<Job> j = job(sharding, "bf16");
+    ASSERT_TRUE(j.ok()) << j.status();
+    EXPECT_EQ(j->training.overlap_dp_comm, overlap) << sharding;
+    EXPECT_EQ(j->training.precision.grad_reduce, DType::kBF16) << sharding;
+  }
+  absl::StatusOr<Job> fp16 = job("zero2", "fp16");
+  ASSERT_TRUE(fp16.ok()) << fp16.status();
+  EXPECT_EQ(fp16->training.precision.grad_reduce, DType::kFP16);
+}
+}  // namespace
 
 }  // namespace stepcast

@@ -122,8 +122,9 @@ TEST(FrameworkDefaults, UnsetInputsTakeTheFrameworkDefaultAndAreReported) {
   EXPECT_EQ(stated->training.sharding, Sharding::kZero3);
   EXPECT_EQ(Assumed(*stated, "training.sharding"), nullptr);
 
-  // An unknown framework is an error naming the field.
-  absl::StatusOr<Job> bad = testing::JobFromYaml(std::string(kLlama8B) + "\nframework: caffe");
+  // A near miss of a preset name is an error naming the field (a framework no preset names falls
+  // back to the generic preset, issue 21: Catalog.GenericFallbackListsEveryAssumption).
+  absl::StatusOr<Job> bad = testing::JobFromYaml(std::string(kLlama8B) + "\nframework: nemoo");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("framework.preset"), std::string::npos) << bad.status();
 }
@@ -337,7 +338,8 @@ cluster: {gpu_count: 8}
 parallelism: {tp: 2, ep: 4, etp: 2}
 training: {seq_length: 4096, global_batch_size: 4, micro_batch_size: 1})");
   ASSERT_TRUE(job.ok()) << job.status();
-  ASSERT_FALSE(job->framework.overlap.ep_all_to_all.supported);  // Megatron-Core's default: off
+  // Megatron-Core's default: the all-to-all not overlapped (--overlap-moe-expert-parallel-comm off).
+  ASSERT_FALSE(job->training.overlap_ep_comm);
   RateProfile& prof = job->profile;
   prof.collectives.clear();
   for (Collective c : {Collective::kAllToAll, Collective::kAllGather, Collective::kReduceScatter,
@@ -350,6 +352,20 @@ training: {seq_length: 4096, global_batch_size: 4, micro_batch_size: 1})");
   }
   const double S = 4096.0 / 2 * 2 * 1024 * 2;
   EXPECT_NEAR(EstimateStepTime(*job).breakdown.ep_comm_s, 7 * S / 100e9, 1e-3 * 7 * S / 100e9);
+  // With the overlap on, each direction's all-to-all hides behind the other direction's compute
+  // of another micro-batch; with one micro-batch per step nothing is paired: all exposed.
+  job->training.overlap_ep_comm = true;
+  prof.contention.clear();
+  EXPECT_NEAR(EstimateStepTime(*job).breakdown.ep_comm_s, 7 * S / 100e9, 1e-3 * 7 * S / 100e9);
+  // With 4 micro-batches, 3/4 is paired and hidden behind the other direction's compute, 1/4 (the
+  // first forward, the last backward) stays exposed. Experts 64x wider make the compute exceed
+  // the communication, which depends only on the tokens, top-k and hidden size.
+  job->model.moe.expert_ffn_hidden_size = 65536;
+  job->training.global_batch_size = 16;
+  const double m = static_cast<double>(job->MicroBatchesPerStep());
+  ASSERT_EQ(m, 4);
+  const StepBreakdown b = EstimateStepTime(*job).breakdown;
+  EXPECT_NEAR(b.ep_comm_s, m * 7 * S / 100e9 / 4, 1e-3 * 7 * S / 100e9);
 }
 
 TEST(StepTime, PipelineScheduleBubbles) {

@@ -2,6 +2,7 @@
 #include "core/model_shape.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/architectures.h"
 #include "proto/hf_config.h"
 #include "tests/test_util.h"
 
@@ -65,6 +66,79 @@ TEST(HfConfig, ErrorsNameTheFileAndField) {
   m = ModelShapeFromHfConfig("{not json", "cfg.json");
   EXPECT_FALSE(m.ok());
   EXPECT_EQ(LoadHfConfig("/nonexistent.json").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ArchitectureRegistry, LoadsAndLooksUpFamilies) {
+  auto reg = ArchitectureRegistry::Builtin();
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  const ArchitectureRegistry& r = **reg;
+  // Every entry names its source.
+  for (const std::string& name : r.Names()) {
+    SCOPED_TRACE(name);
+    EXPECT_GT(r.Find(name)->sources_size(), 0);
+  }
+  // Model names as published runs and recipes write them.
+  struct Case {
+    const char* model;
+    bool moe;
+    const char* family;
+  } cases[] = {
+      {"GPT-OSS 120B", true, "gpt_oss"},       {"GPT-3 175B", false, "gpt"},
+      {"MT-NLG 530B", false, "gpt"},           {"LLAMA3.1_405B", false, "llama"},
+      {"Llama 3.1 8B", false, "llama"},        {"Llama 2 70B (MaxText)", false, "llama2"},
+      {"Llama 4 Maverick 400B", true, "llama4"}, {"Qwen3-30B-A3B", true, "qwen3_moe"},
+      {"Qwen3-8B", false, "qwen3"},            {"DeepSeekV3 (w/o MTP)", true, "deepseek_v3"},
+      {"DeepSeek-V2", true, "deepseek_v2"},    {"Kimi K2", true, "kimi_k2"},
+      {"Nemotron-4 340B", false, "nemotron"},  {"Nemotron-H 56B", false, "hybrid_ssm"},
+      {"MPT-7b", false, "mpt"},                {"Grok-1 314B", true, "grok"},
+      {"Mixtral 8x7B", true, "mixtral"},       {"Skywork-MoE 146B", true, "skywork_moe"},
+      {"BLOOM 176B", false, "bloom"},          {"OPT-175B", false, "opt"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model);
+    const v1::Architecture* a = r.ForModelName(c.model, c.moe);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->name(), c.family);
+  }
+  EXPECT_EQ(r.ForModelName("Falcon 40B", false), nullptr);
+  const v1::FamilyModel* maverick = ArchitectureRegistry::ModelOf(*r.Find("llama4"), "Llama 4 Maverick 400B");
+  ASSERT_NE(maverick, nullptr);
+  EXPECT_EQ(maverick->preset(), "llama4-maverick");
+  // Every named model's preset is in the catalog.
+  for (const std::string& name : r.Names()) {
+    for (const v1::FamilyModel& fm : r.Find(name)->models()) {
+      EXPECT_TRUE(testing::BuiltinCatalog().FindModel(fm.preset()).ok()) << name << ": " << fm.preset();
+    }
+  }
+  // The importers' other names for families.
+  ASSERT_NE(r.ForTorchtitanModule("llama4"), nullptr);
+  EXPECT_EQ(r.ForTorchtitanModule("llama4")->name(), "llama4");
+  ASSERT_NE(r.ForMegatronProvider("GPTOSSProvider120B"), nullptr);
+  EXPECT_EQ(r.ForMegatronProvider("GPTOSSProvider120B")->name(), "gpt_oss");
+  ASSERT_NE(r.ForHfModelType("Qwen3_MoE"), nullptr);
+  EXPECT_EQ(r.ForHfModelType("qwen3_moe")->name(), "qwen3_moe");
+  // keys_from: the Llama keys with the family's own replacing those of the same name.
+  std::vector<v1::HfKey> keys = r.HfKeys(*r.Find("gpt_oss"));
+  int head_dim_keys = 0;
+  for (const auto& k : keys) head_dim_keys += k.key() == "head_dim";
+  EXPECT_EQ(head_dim_keys, 1);
+}
+
+TEST(ArchitectureRegistry, MalformedEntriesAreErrors) {
+  ArchitectureRegistry r;
+  EXPECT_THAT(std::string(r.Add("x.yaml", "name: \"x\"\n").message()), ::testing::HasSubstr("sources"));
+  absl::Status s = r.Add("y.yaml", R"(name: "y"
+sources: ["s"]
+hf: {model_types: ["y"], keys: [{key: "n", field: "layerz"}]})");
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("'layerz' is not a field the reader sets"));
+  s = r.Add("z.yaml", R"(name: "z"
+sources: ["s"]
+hf: {model_types: ["z"], keys: [{key: "n", field: "layers", rule: "magic"}]})");
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("'magic' is not a known rule"));
+  ASSERT_TRUE(r.Add("a.yaml", "name: \"a\"\nsources: [\"s\"]\nhf: {model_types: [\"t\"], keys_from: \"nope\"}\n").ok());
+  EXPECT_THAT(std::string(r.Check().message()), ::testing::HasSubstr("keys_from: 'nope' is not in the registry"));
+  EXPECT_THAT(std::string(r.Add("b.yaml", "name: \"b\"\nsources: [\"s\"]\nhf: {model_types: [\"T\"]}\n").message()),
+              ::testing::HasSubstr("'T' is already read by a"));
 }
 
 }  // namespace

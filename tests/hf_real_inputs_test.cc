@@ -9,7 +9,9 @@
 #include "core/model_shape.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "proto/hf_config.h"
+#include "tests/test_util.h"
 
 namespace stepcast {
 namespace {
@@ -202,11 +204,257 @@ TEST(HfRealInputs, HugeValuesAndDevicesAreRefused) {
   EXPECT_THAT(std::string(z.status().message()), ::testing::HasSubstr("not a regular file"));
 }
 
-TEST(HfRealInputs, UnknownTypeWithoutTieKeyIsAnError) {
+TEST(HfRealInputs, UnknownModelTypeIsRefusedNamingIt) {
+  // Issue 23: an unknown model_type was read as a dense transformer, its fields dropped.
   auto m = ModelShapeFromHfConfig(R"({"model_type": "brand_new", "hidden_size": 64, "num_hidden_layers": 2,
       "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100})", "new.json");
   ASSERT_FALSE(m.ok());
-  EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("tie_word_embeddings"));
+  EXPECT_THAT(std::string(m.status().message()),
+              ::testing::HasSubstr("new.json: model_type: 'brand_new' is not in the architecture registry"));
+  auto none = ModelShapeFromHfConfig(R"({"hidden_size": 64})", "none.json");
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(std::string(none.status().message()), ::testing::HasSubstr("model_type: missing"));
+}
+
+// gpt-oss-20b's config.json as published (https://huggingface.co/openai/gpt-oss-20b
+// config.json, transformers 4.57.0 form; quoted verbatim in tinygrad's GPT-OSS test, written
+// here as JSON).
+constexpr char kGptOss20b[] = R"({"architectures": ["GptOssForCausalLM"], "attention_bias": true,
+  "attention_dropout": 0.0, "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu",
+  "hidden_size": 2880, "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
+  "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention",
+    "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention",
+    "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention",
+    "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention",
+    "full_attention"], "max_position_embeddings": 131072, "model_type": "gpt_oss", "num_attention_heads": 64,
+  "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8, "num_local_experts": 32,
+  "output_router_logits": false, "pad_token_id": 199999, "quantization_config": {"modules_to_not_convert":
+    ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"], "quant_method": "mxfp4"},
+  "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+    "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false}, "rope_theta": 150000,
+  "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0, "tie_word_embeddings": false,
+  "transformers_version": "4.57.0", "use_cache": true, "vocab_size": 201088})";
+
+TEST(HfRealInputs, GptOss20bAsItsCardCountsIt) {
+  // arXiv:2508.10925 Table 1: gpt-oss-20b has 20.91B parameters, 3.61B active (the card counts
+  // the unembedding, not the input embedding; issue 23 found 4.19B printed as "active").
+  auto r = ReadHfConfig(kGptOss20b, "gpt-oss-20b/config.json");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ModelShape& m = r->shape;
+  EXPECT_EQ(r->family, "gpt_oss");
+  EXPECT_EQ(m.moe.routed_experts, 32);
+  EXPECT_EQ(m.moe.top_k, 4);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.local_attention_window, 128);
+  EXPECT_EQ(m.global_attention_every, 2);  // sliding, full, sliding, ...
+  EXPECT_EQ(m.LocalAttentionLayerCount(), 12);
+  EXPECT_TRUE(m.attention_sinks);
+  EXPECT_TRUE(m.linear_bias);
+  const ParameterCounts c = CountParameters(m);
+  EXPECT_NEAR(c.total / 20.91e9, 1.0, 0.002) << c.total;
+  // "3.61B": 3.605e9 <= count < 3.615e9.
+  EXPECT_GE(c.active_without_input_embedding, 3.605e9);
+  EXPECT_LT(c.active_without_input_embedding, 3.615e9) << c.active_without_input_embedding;
+  // The family's listed keys the file has are reported with why they are not modelled.
+  EXPECT_THAT(r->listed, ::testing::Contains(::testing::HasSubstr("swiglu_limit = 7: clamp")));
+}
+
+TEST(HfRealInputs, OlmoeReadsItsExperts) {
+  // allenai/OLMoE-1B-7B-0924 config.json (as published on its Hugging Face page). Issue 23:
+  // num_experts 64 was ignored and 0.58B counted. OLMoE paper (arXiv:2409.02060) Table 1:
+  // 6.9B total, 1.3B active.
+  auto m = ModelShapeFromHfConfig(R"({"architectures": ["OlmoeForCausalLM"], "attention_bias": false,
+      "attention_dropout": 0.0, "clip_qkv": null, "eos_token_id": 50279, "hidden_act": "silu", "hidden_size": 2048,
+      "initializer_range": 0.02, "intermediate_size": 1024, "max_position_embeddings": 4096, "model_type": "olmoe",
+      "norm_topk_prob": false, "num_attention_heads": 16, "num_experts": 64, "num_experts_per_tok": 8,
+      "num_hidden_layers": 16, "num_key_value_heads": 16, "output_router_logits": false, "pad_token_id": 1,
+      "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0, "router_aux_loss_coef": 0.01,
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.43.0.dev0",
+      "use_cache": true, "vocab_size": 50304})", "olmoe.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->moe.routed_experts, 64);
+  EXPECT_EQ(m->moe.expert_ffn_hidden_size, 1024);
+  EXPECT_EQ(m->MoeLayerCount(), 16);
+  const ParameterCounts c = CountParameters(*m);
+  EXPECT_GE(c.total, 6.85e9);
+  EXPECT_LT(c.total, 6.95e9) << c.total;
+  EXPECT_GE(c.active, 1.25e9);
+  EXPECT_LT(c.active, 1.35e9) << c.active;
+}
+
+TEST(HfRealInputs, HybridsAreRefusedSayingSo) {
+  // Falcon-H1 (Mamba-2 heads beside attention) and Qwen3-Next (Gated DeltaNet) were predicted as
+  // softmax-attention transformers (issue 23).
+  for (const char* type : {"falcon_h1", "qwen3_next", "jamba", "nemotron_h", "mamba2", "minimax"}) {
+    SCOPED_TRACE(type);
+    auto m = ModelShapeFromHfConfig(absl::StrCat(R"({"model_type": ")", type, R"(", "hidden_size": 1024,
+        "num_hidden_layers": 24, "num_attention_heads": 8, "vocab_size": 1000, "intermediate_size": 4096})"),
+                                    "hybrid.json");
+    ASSERT_FALSE(m.ok());
+    EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr(absl::StrCat("'", type, "'")));
+    EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("is refused"));
+    EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("does not model"));
+  }
+}
+
+TEST(HfRealInputs, KeysNeitherReadNorListedAreRefused) {
+  // A key of a known family that the registry neither reads nor lists is refused naming it.
+  auto m = ModelShapeFromHfConfig(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "num_experts": 8})", "cfg.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()),
+              ::testing::HasSubstr("cfg.json: num_experts: not modelled and not listed for model_type 'llama'"));
+  // A listed key with a value that is not modelled: Qwen3's window on the upper layers.
+  auto q = ModelShapeFromHfConfig(R"({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "use_sliding_window": true,
+      "sliding_window": 4096, "max_window_layers": 1})", "q.json");
+  ASSERT_FALSE(q.ok());
+  EXPECT_THAT(std::string(q.status().message()), ::testing::HasSubstr("q.json: use_sliding_window: 'true' is not modelled"));
+  // Nested members are checked too (DBRX ffn_config).
+  auto d = ModelShapeFromHfConfig(R"({"model_type": "dbrx", "d_model": 64, "n_heads": 4, "n_layers": 2,
+      "vocab_size": 100, "tie_word_embeddings": false, "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4,
+      "moe_top_k": 2, "moe_capacity": 2}})", "d.json");
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(std::string(d.status().message()), ::testing::HasSubstr("ffn_config.moe_capacity: not modelled"));
+}
+
+TEST(HfRealInputs, Gemma2SoftCapsAndAlternatingWindow) {
+  auto m = LoadHfConfig(Corpus("gemma-2-27b.config.json"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_DOUBLE_EQ(m->attention_logit_softcap, 50.0);
+  EXPECT_DOUBLE_EQ(m->final_logit_softcap, 30.0);
+  EXPECT_EQ(m->local_attention_window, 32768);  // this copy's sliding_window
+  EXPECT_EQ(m->global_attention_every, 2);
+  EXPECT_EQ(m->LocalAttentionLayerCount(), 23);
+}
+
+TEST(HfRealInputs, LocalGlobalPatterns) {
+  // Gemma 3 (Gemma3TextConfig sliding_window_pattern 6: five local layers per global one).
+  auto g = ModelShapeFromHfConfig(kInline[1].json, "gemma3.json");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->global_attention_every, 6);
+  EXPECT_EQ(g->LocalAttentionLayerCount(), 62 - 10);
+  // Phi-3-mini: a 2047-token window on every layer (modeling_phi3.py).
+  auto p = LoadHfConfig(Corpus("Phi-3-mini-4k-instruct.config.json"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->local_attention_window, 2047);
+  EXPECT_EQ(p->LocalAttentionLayerCount(), 32);
+  // A layer_types list that is not periodic is refused naming the key.
+  auto bad = ModelShapeFromHfConfig(R"({"model_type": "gpt_oss", "hidden_size": 64, "num_hidden_layers": 3,
+      "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16, "intermediate_size": 64, "vocab_size": 100,
+      "num_local_experts": 4, "num_experts_per_tok": 2,
+      "layer_types": ["sliding_attention", "full_attention", "full_attention"]})", "bad.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("bad.json: layer_types: a global layer every 2"));
+}
+
+TEST(HfRealInputs, Llama4MaverickAndScout) {
+  // meta-llama/Llama-4-Maverick-17B-128E config.json text_config (fields as published); the
+  // vision_config is not counted. Meta's card: 400B total, 17B active.
+  auto m = ModelShapeFromHfConfig(R"({"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+      "boi_token_index": 200080, "eoi_token_index": 200081, "image_token_index": 200092, "tie_word_embeddings": false,
+      "vision_config": {"hidden_size": 1408}, "text_config": {"model_type": "llama4_text", "attention_chunk_size": 8192,
+      "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "interleave_moe_layer_step": 2,
+      "intermediate_size": 8192, "intermediate_size_mlp": 16384, "max_position_embeddings": 1048576,
+      "num_attention_heads": 40, "num_experts_per_tok": 1, "num_hidden_layers": 48, "num_key_value_heads": 8,
+      "num_local_experts": 128, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "use_qk_norm": false,
+      "vocab_size": 202048, "attn_temperature_tuning": true, "floor_scale": 8192, "attn_scale": 0.1,
+      "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0, "no_rope_layers": [],
+      "output_router_logits": false}})", "maverick.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->MoeLayerCount(), 24);
+  EXPECT_FALSE(m->IsMoeLayer(0));
+  EXPECT_TRUE(m->IsMoeLayer(1));
+  EXPECT_EQ(m->moe.shared_experts, 1);
+  EXPECT_EQ(m->moe.shared_expert_ffn_hidden_size, 8192);
+  EXPECT_EQ(m->local_attention_kind, LocalAttentionKind::kChunked);
+  EXPECT_EQ(m->global_attention_every, 4);
+  const ParameterCounts c = CountParameters(*m);
+  EXPECT_NEAR(c.total / 400e9, 1.0, 0.01) << c.total;
+  EXPECT_GE(c.active, 16.5e9);
+  EXPECT_LT(c.active, 18e9) << c.active;
+  // The preset says the same.
+  const ParameterCounts p = CountParameters(*testing::BuiltinCatalog().FindModel("llama4-maverick"));
+  EXPECT_DOUBLE_EQ(p.total, c.total);
+}
+
+TEST(HfRealInputs, BloomAndOpt) {
+  // bigscience/bloom config.json (fields as published): BLOOM paper (arXiv:2211.05100) Table 3
+  // gives 176,247,271,424 parameters.
+  auto b = ModelShapeFromHfConfig(R"({"apply_residual_connection_post_layernorm": false, "attention_dropout": 0.0,
+      "architectures": ["BloomForCausalLM"], "attention_softmax_in_fp32": true, "pad_token_id": 3, "bos_token_id": 1,
+      "eos_token_id": 2, "hidden_dropout": 0.0, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
+      "masked_softmax_fusion": true, "model_type": "bloom", "n_embed": 14336, "n_layer": 70, "num_attention_heads": 112,
+      "pretraining_tp": 4, "slow_but_exact": false, "transformers_version": "4.21.0", "use_cache": true,
+      "vocab_size": 250880})", "bloom.json");
+  ASSERT_TRUE(b.ok()) << b.status();
+  const auto& b1 = b;
+  EXPECT_EQ(b1->Positions(), PositionEncoding::kAlibi);
+  EXPECT_TRUE(b1->embedding_norm);
+  EXPECT_TRUE(b1->tied_embeddings);
+  EXPECT_NEAR(CountParameters(*b1).total / 176247271424.0, 1.0, 0.0005) << CountParameters(*b1).total;
+  // facebook/opt-66b-style config (OPT paper arXiv:2205.01068 Table 1 row 66B: 64 layers,
+  // 72 heads, 9216): hand count 12 h^2 L + biases + tied V x h + (2048 + 2) positions.
+  auto o = ModelShapeFromHfConfig(R"({"model_type": "opt", "hidden_size": 9216, "num_hidden_layers": 64,
+      "num_attention_heads": 72, "ffn_dim": 36864, "vocab_size": 50272, "max_position_embeddings": 2048,
+      "activation_function": "relu", "do_layer_norm_before": true, "word_embed_proj_dim": 9216,
+      "enable_bias": true, "dropout": 0.1, "_remove_final_layer_norm": false})", "opt.json");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->learned_position_embeddings, 2050);
+  const double h = 9216, f = 36864;
+  const double per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
+  EXPECT_DOUBLE_EQ(CountParameters(*o).total, 64 * per_layer + 50272 * h + 2050 * h + 2 * h);
+  EXPECT_NEAR(CountParameters(*o).total / 66e9, 1.0, 0.01);
+  // OPT-350m's narrower embedding with projections is refused naming the key.
+  auto o350 = ModelShapeFromHfConfig(R"({"model_type": "opt", "hidden_size": 1024, "num_hidden_layers": 24,
+      "num_attention_heads": 16, "ffn_dim": 4096, "vocab_size": 50272, "word_embed_proj_dim": 512})", "opt350.json");
+  ASSERT_FALSE(o350.ok());
+  EXPECT_THAT(std::string(o350.status().message()), ::testing::HasSubstr("word_embed_proj_dim: 512 differs"));
+}
+
+TEST(HfRealInputs, MtpLayersAreRead) {
+  // Issue 23: the MTP layers of GLM-4.5 and MiMo were dropped. zai-org/GLM-4.5 config.json (fields
+  // as published): 92 layers, 96 heads of 128 at 5120, 160 + 1 experts of 1536, top-8, 3 dense
+  // layers of 12288, one MTP layer; the GLM-4.5 report (arXiv:2508.06471) Table 1: 355B total.
+  auto g = ModelShapeFromHfConfig(R"({"architectures": ["Glm4MoeForCausalLM"], "attention_bias": true,
+      "attention_dropout": 0.0, "pad_token_id": 151329, "eos_token_id": [151329, 151336, 151338], "head_dim": 128,
+      "hidden_act": "silu", "hidden_size": 5120, "partial_rotary_factor": 0.5, "initializer_range": 0.02,
+      "intermediate_size": 12288, "max_position_embeddings": 131072, "model_type": "glm4_moe",
+      "moe_intermediate_size": 1536, "norm_topk_prob": true, "num_attention_heads": 96, "n_group": 1,
+      "topk_group": 1, "n_routed_experts": 160, "n_shared_experts": 1, "routed_scaling_factor": 2.5,
+      "num_experts_per_tok": 8, "first_k_dense_replace": 3, "num_hidden_layers": 92, "num_key_value_heads": 8,
+      "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 1000000, "num_nextn_predict_layers": 1,
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.54.0", "use_cache": true,
+      "use_qk_norm": true, "vocab_size": 151552})", "glm-4.5.json");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->mtp_layers, 1);
+  EXPECT_EQ(g->MoeLayerCount(), 89);
+  EXPECT_NEAR(CountParameters(*g).total / 355e9, 1.0, 0.01) << CountParameters(*g).total;
+  // XiaomiMiMo/MiMo-7B-Base: Qwen2's decoder with num_nextn_predict_layers 1.
+  auto mimo = ModelShapeFromHfConfig(R"({"architectures": ["MiMoForCausalLM"], "model_type": "mimo",
+      "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 11008, "max_position_embeddings": 32768,
+      "max_window_layers": 36, "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+      "num_nextn_predict_layers": 1, "rms_norm_eps": 1e-05, "rope_theta": 640000, "sliding_window": 32768,
+      "tie_word_embeddings": false, "use_sliding_window": false, "vocab_size": 151680})", "mimo.json");
+  ASSERT_TRUE(mimo.ok()) << mimo.status();
+  EXPECT_EQ(mimo->mtp_layers, 1);
+  EXPECT_GT(CountParameters(*mimo).mtp, 0);
+}
+
+TEST(HfRealInputs, DeepSeekV3MtpModuleCountedApart) {
+  // num_nextn_predict_layers 1: DeepSeek-V3's card counts 671B for the main model and 14B for
+  // the MTP module, whose checkpoint carries its own copy of the embedding and head.
+  auto m = LoadHfConfig(Corpus("DeepSeek-V3.config.json"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->mtp_layers, 1);
+  const ParameterCounts c = CountParameters(*m);
+  EXPECT_NEAR(c.total / 671e9, 1.0, 0.01);
+  // The checkpoint (https://huggingface.co/deepseek-ai/DeepSeek-V3: "685B", the card's 671B +
+  // 14B rounded) holds the main model and the MTP module with its own embedding and head copies.
+  const double mtp_checkpoint = c.mtp + 2.0 * m->vocab_size * m->hidden_size;
+  // Within 0.1% (the count is 684.49e9: the small per-layer vectors the shape does not carry,
+  // such as the routers' score-correction biases, are not counted).
+  EXPECT_NEAR((c.total + mtp_checkpoint) / 685e9, 1.0, 0.001) << c.total + mtp_checkpoint;
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ TEST(Megatron, DefaultsFollowArgumentsPy) {
   // GPT defaults: GELU 4h FFN, biases, learned positions, tied, LayerNorm, dropout 0.1, fp32.
   auto r = JobFromMegatronArgs(Split(
       "python pretrain_gpt.py --num-layers 24 --hidden-size 2304 --num-attention-heads 24 --seq-length 2048 "
-      "--global-batch-size 512 --micro-batch-size 16 --tokenizer-type GPT2BPETokenizer"));
+      "--max-position-embeddings 2048 --global-batch-size 512 --micro-batch-size 16 --tokenizer-type GPT2BPETokenizer"));
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::ModelShape& m = r->spec.model().shape();
   EXPECT_EQ(m.ffn_hidden_size(), 4 * 2304);
@@ -95,9 +95,10 @@ TEST(Megatron, DefaultsFollowArgumentsPy) {
   EXPECT_TRUE(r->ignored.empty());
   // SwiGLU without --ffn-hidden-size: int(8h/3 / 64) * 64.
   auto s = JobFromMegatronArgs(Split(
-      "x.py --num-layers 2 --hidden-size 4096 --num-attention-heads 32 --seq-length 64 --global-batch-size 8 "
+      "x.py --num-layers 2 --hidden-size 4096 --num-attention-heads 32 --seq-length 64 --max-position-embeddings 64 "
+      "--global-batch-size 8 "
       "--swiglu --vocab-size 1000 --recompute-granularity full --num-experts 8 --moe-router-topk 2 "
-      "--expert-model-parallel-size 8 --use-torch-fsdp2"));
+      "--expert-model-parallel-size 8 --use-megatron-fsdp --ckpt-format fsdp_dtensor"));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->spec.model().shape().ffn_hidden_size(), 10880);
   EXPECT_EQ(s->spec.model().shape().moe().routed_experts(), 8);
@@ -109,23 +110,23 @@ TEST(Megatron, DefaultsFollowArgumentsPy) {
 
 TEST(Megatron, ErrorsNameTheFlag) {
   const struct { const char* cmd; const char* error; } cases[] = {
-      {"x.py --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 --vocab-size 8",
+      {"x.py --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 --vocab-size 8",
        "--num-layers: required"},
-      {"x.py --num-layers two --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1",
+      {"x.py --num-layers two --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1",
        "--num-layers: 'two' is not an integer"},
-      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1",
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1",
        "--vocab-size: required"},
-      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 "
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 "
        "--vocab-size 8 --recompute-granularity sometimes",
        "--recompute-granularity: 'sometimes' is not full or selective"},
-      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 "
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 "
        "--vocab-size 8 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3",
-       "--num-layers-per-virtual-pipeline-stage: must divide"},
+       "--num-layers-per-virtual-pipeline-stage: 3 must divide"},
       {"x.py --num-layers 2 --hidden-size", "--hidden-size: needs a value"},
-      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 "
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 "
        "--vocab-size 8 --bf16 --fp16",
        "--fp16: and --bf16 are both given"},
-      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --global-batch-size 1 "
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 "
        "--vocab-size 8 --attention-backend flash",
        "--attention-backend: 'flash' needs --bf16 or --fp16"},
   };

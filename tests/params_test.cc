@@ -1,5 +1,6 @@
 // Parameter counts against the model cards and papers (independent published totals).
 #include "core/model_shape.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -22,6 +23,11 @@ TEST(ParameterCounts, MatchPublishedTotals) {
       {"mixtral-8x7b", 46.7e9, 12.9e9, 0.003, "Mixtral paper (arXiv:2401.04088): 47B total, 13B active; HF 46.7B"},
       {"deepseek-v3", 671e9, 37e9, 0.02, "DeepSeek-V3 report: 671B total, 37B activated (no MTP)"},
       {"gpt3-175b", 175e9, 175e9, 0.003, "GPT-3 paper Table 2.1: 175.0B"},
+      // Two-digit card figures: 17B active reads 16.5-17.5B (3%, tol x 1.5 below).
+      {"llama4-maverick", 400e9, 17e9, 0.02, "Llama 4 model card: Maverick 400B total, 17B active (text decoder)"},
+      {"kimi-k2", 1.04e12, 32.6e9, 0.014, "Kimi K2 report (arXiv:2507.20534): 1.04T total, 32.6B activated"},
+      {"gpt-oss-120b", 116.83e9, 5.13e9 + 201088.0 * 2880, 0.002,
+       "arXiv:2508.10925 Table 1: 116.83B total, 5.13B active without the input table (+201088 x 2880 with it)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.preset);
@@ -72,6 +78,89 @@ TEST(ParameterCounts, MemoFollowsEveryDimension) {
   EXPECT_GT(CountParameters(s).total, 8030261248.0);
   s.moe = MoeShape{};
   EXPECT_DOUBLE_EQ(CountParameters(s).total, 8030261248.0);
+}
+
+TEST(ParameterCounts, ArchitectureFields) {
+  // gpt-oss-20b by hand (arXiv:2508.10925 Table 1: 20.91B total, 3.61B active without the input
+  // embedding): per layer q and o 2880 x 4096, k and v 2880 x 512 with their biases (4096 + 512
+  // + 512 + 2880), 64 sink logits, 32 experts of 3 x 2880 x 2880 with biases 2 x 2880 + 2880,
+  // router 2880 x 32 + 32, two RMSNorms; embedding and head 201088 x 2880; final norm.
+  ModelShape s;
+  s.layers = 24; s.hidden_size = 2880; s.attention_heads = 64; s.kv_heads = 8; s.head_dim = 64;
+  s.ffn_hidden_size = 2880; s.ffn_type = FfnType::kSwiGlu; s.vocab_size = 201088; s.linear_bias = true;
+  s.norm_type = NormType::kRmsNorm; s.moe.routed_experts = 32; s.moe.top_k = 4; s.moe.expert_ffn_hidden_size = 2880;
+  s.attention_sinks = true; s.local_attention_window = 128; s.global_attention_every = 2;
+  const double attn = 2 * 2880.0 * 4096 + 2 * 2880.0 * 512 + (4096 + 512 + 512 + 2880) + 64;
+  const double expert = 3 * 2880.0 * 2880 + 2 * 2880 + 2880;
+  const double router = 2880.0 * 32 + 32;
+  const double layer_total = attn + 32 * expert + router + 2 * 2880;
+  const double layer_active = attn + 4 * expert + router + 2 * 2880;
+  const ParameterCounts c = CountParameters(s);
+  EXPECT_DOUBLE_EQ(c.total, 24 * layer_total + 2 * 201088.0 * 2880 + 2880);
+  EXPECT_DOUBLE_EQ(c.active_without_input_embedding, 24 * layer_active + 201088.0 * 2880 + 2880);
+  EXPECT_DOUBLE_EQ(c.active, c.active_without_input_embedding + 201088.0 * 2880);
+  EXPECT_NEAR(c.total / 20.91e9, 1.0, 0.001);
+  EXPECT_NEAR(c.active_without_input_embedding / 3.61e9, 1.0, 0.002);
+  // The window and the sinks: sinks add 64 per layer; the window adds nothing.
+  ModelShape no_sinks = s;
+  no_sinks.attention_sinks = false;
+  no_sinks.local_attention_window = 0;
+  no_sinks.global_attention_every = 0;
+  EXPECT_DOUBLE_EQ(c.total - CountParameters(no_sinks).total, 24 * 64.0);
+  EXPECT_EQ(s.LocalAttentionLayerCount(), 12);
+
+  // BLOOM's embedding LayerNorm (2h) and ALiBi (no table).
+  ModelShape b;
+  b.layers = 2; b.hidden_size = 64; b.attention_heads = 4; b.vocab_size = 1000; b.tied_embeddings = true;
+  const double base = CountParameters(b).total;
+  b.embedding_norm = true;
+  b.position_encoding = PositionEncoding::kAlibi;
+  EXPECT_DOUBLE_EQ(CountParameters(b).total - base, 2 * 64.0);
+
+  // One MTP module of a dense Llama-style model: a layer, the 2h x h projection, two norms.
+  ModelShape l;
+  l.layers = 32; l.hidden_size = 4096; l.attention_heads = 32; l.kv_heads = 8; l.ffn_hidden_size = 14336;
+  l.ffn_type = FfnType::kSwiGlu; l.vocab_size = 128256; l.norm_type = NormType::kRmsNorm;
+  const double total = CountParameters(l).total;
+  l.mtp_layers = 1;
+  EXPECT_DOUBLE_EQ(CountParameters(l).total, total);  // the main model's count is unchanged
+  EXPECT_DOUBLE_EQ(CountParameters(l).mtp, 218112000.0 + 2 * 4096.0 * 4096 + 2 * 4096);
+}
+
+TEST(ModelShape, MoeLayersAndLocalLayers) {
+  ModelShape m;
+  m.layers = 48; m.hidden_size = 64; m.attention_heads = 4; m.vocab_size = 10;
+  m.moe.routed_experts = 8; m.moe.top_k = 1; m.moe.expert_ffn_hidden_size = 64;
+  m.moe.first_dense_layers = 1; m.moe.layer_freq = 2;  // Llama 4 Maverick: layers 1, 3, ..., 47
+  EXPECT_EQ(m.MoeLayerCount(), 24);
+  int moe = 0;
+  for (int i = 0; i < 48; ++i) moe += m.IsMoeLayer(i);
+  EXPECT_EQ(moe, 24);
+  EXPECT_TRUE(m.IsMoeLayer(47));
+  EXPECT_FALSE(m.IsMoeLayer(46));
+  m.local_attention_window = 1024;
+  m.global_attention_every = 6;  // Gemma 3: 5 local per global
+  EXPECT_EQ(m.LocalAttentionLayerCount(), 40);
+  m.global_attention_every = 0;
+  EXPECT_EQ(m.LocalAttentionLayerCount(), 48);
+}
+
+TEST(ModelShapeValidation, ArchitectureFieldsAreChecked) {
+  ModelShape s;
+  s.layers = 2; s.hidden_size = 64; s.attention_heads = 4; s.vocab_size = 10;
+  ModelShape bad = s;
+  bad.global_attention_every = 2;
+  EXPECT_THAT(ValidateModelShape(bad).message(), ::testing::HasSubstr("model.shape.global_attention_every: needs"));
+  bad = s;
+  bad.final_logit_softcap = -1;
+  EXPECT_THAT(ValidateModelShape(bad).message(), ::testing::HasSubstr("model.shape.final_logit_softcap"));
+  bad = s;
+  bad.position_encoding = PositionEncoding::kAlibi;
+  bad.learned_position_embeddings = 128;
+  EXPECT_THAT(ValidateModelShape(bad).message(), ::testing::HasSubstr("model.shape.learned_position_embeddings"));
+  bad = s;
+  bad.mtp_layers = 3;
+  EXPECT_THAT(ValidateModelShape(bad).message(), ::testing::HasSubstr("model.shape.mtp_layers"));
 }
 
 TEST(ModelShapeValidation, NamesFieldAndReason) {

@@ -4,6 +4,16 @@
 # GPU is present (the GPU test covers that case).
 set -u
 probe="$1"
+# gpu code review item 18 / issue 25 item 5: the library exports only CUDA's injection entry point,
+# and loads no gRPC into the training process (it reports through the stepcast CLI). Before: 3,663
+# exported symbols; libgrpc++, libgrpc, libssl, libcrypto, libcares, libre2 among its libraries.
+exports=$(nm -D --defined-only "$probe" | awk '{print $3}' | sort | tr '\n' ' ')
+[ "$exports" = "InitializeInjection " ] || { echo "FAIL: exported symbols: $(echo "$exports" | wc -w) ($(echo "$exports" | cut -c1-200))"; exit 1; }
+echo "ok   exports only InitializeInjection"
+if ldd "$probe" | grep -Eq 'libgrpc|libgpr|libssl|libcrypto|libcares'; then
+  echo "FAIL: gRPC loaded with the probe:"; ldd "$probe" | grep -E 'libgrpc|libgpr|libssl|libcrypto|libcares'; exit 1
+fi
+echo "ok   no gRPC library loaded with the probe"
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: a GPU is present"; exit 77; fi
 out=$(python3 - "$probe" 2>&1 <<'PY'
 import ctypes, sys

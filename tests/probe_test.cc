@@ -272,6 +272,35 @@ TEST(Collector, StepBoundariesByLaunchCorrelation) {
   EXPECT_NEAR(r.median().busy().gemm_s(), 300e-6, 1e-12);
 }
 
+// gpu code review 2, N8: the probe records the driver API's launches too (NCCL's
+// cuLaunchKernelEx, Triton's cuLaunchKernel). A runtime launch and the driver call it makes share
+// one correlation id, and the driver call starts later: here the last launch of each step calls
+// the driver after the next step's range opened, and its record comes second. The launch is the
+// runtime call's (the earlier); before, the later record overwrote it and the kernel moved to the
+// next step (each step then started at the previous step's last kernel).
+TEST(Collector, NestedDriverRecordKeepsTheRuntimeLaunchTime) {
+  Collector::Options o;
+  o.warmup_steps = 0;
+  Collector c(o);
+  int64_t corr = 1;
+  for (int step = 0; step < 6; ++step) {
+    const int64_t cpu = step * int64_t{1'000'000}, gpu = cpu + 1'600'000;
+    c.AddRangeStart(step, "train_step", cpu);
+    for (int k = 0; k < 4; ++k) {
+      const int64_t launch = k < 3 ? cpu + 10'000 + k * 1'000 : cpu + 999'000;
+      c.AddLaunch(corr, launch);                                  // the runtime record
+      if (k == 3) c.AddLaunch(corr, cpu + 1'000'500);             // its driver call, in the next step
+      c.AddKernel(k % 2 ? "elementwise" : "nvjet_gemm", gpu + k * 200'000, gpu + k * 200'000 + 150'000, 7, corr);
+      ++corr;
+    }
+    c.AddRangeEnd(step, cpu + 999'500);
+  }
+  const v1::ProbeReport r = c.Finish();
+  EXPECT_THAT(r.step_source(), ::testing::HasSubstr("launch correlation"));
+  ASSERT_EQ(r.steps_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r.steps(i).start_ns(), i * 1'000'000 + 1'600'000) << i;
+}
+
 // Reliability review M5: with no step range and an aperiodic kernel sequence, a full buffer
 // (2^21 records) made the period search run 30.7 s under the collector's lock (every period up to
 // 20,000 over 1.4 M records), and Finish() another 15.2 s. The review's input: 2^21 kernels whose

@@ -93,12 +93,12 @@ LLAMA70B="--num-layers 80 --hidden-size 8192 --num-attention-heads 64 --group-qu
  --vocab-size 128256 --attention-dropout 0 --hidden-dropout 0 --lr 1.5e-4"
 LLAMA405B_ON_8="--num-layers 126 --hidden-size 16384 --num-attention-heads 128 --group-query-attention
  --num-query-groups 8 --ffn-hidden-size 53248 --swiglu --normalization RMSNorm --position-embedding-type rope
- --disable-bias-linear --untie-embeddings-and-output-weights --seq-length 8192 --micro-batch-size 1
- --global-batch-size 8 --bf16 --vocab-size 128256"
+ --disable-bias-linear --untie-embeddings-and-output-weights --seq-length 8192 --max-position-embeddings 8192
+ --micro-batch-size 1 --global-batch-size 8 --bf16 --vocab-size 128256"
 LLAMA8B_ON_8="--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention
  --num-query-groups 8 --ffn-hidden-size 14336 --swiglu --normalization RMSNorm --position-embedding-type rope
- --disable-bias-linear --untie-embeddings-and-output-weights --seq-length 8192 --micro-batch-size 1
- --global-batch-size 128 --bf16 --use-torch-fsdp2 --recompute-granularity selective
+ --disable-bias-linear --untie-embeddings-and-output-weights --seq-length 8192 --max-position-embeddings 8192
+ --micro-batch-size 1 --global-batch-size 128 --bf16 --use-torch-fsdp2 --recompute-granularity selective
  --vocab-size 128256 --attention-dropout 0 --hidden-dropout 0"
 run() {  # run NAME MODE GPUS ARGS -> srun output in $out, exit code in $rc, marker written?
   local name="$1" mode="$2" gpus="$3"; shift 3
@@ -160,7 +160,7 @@ MODEL_ARGS=(
     --normalization RMSNorm --position-embedding-type rope --disable-bias-linear
     --untie-embeddings-and-output-weights
 )
-TRAINING_ARGS=(--seq-length 8192 --micro-batch-size 1 --global-batch-size 8)
+TRAINING_ARGS=(--seq-length 8192 --max-position-embeddings 8192 --micro-batch-size 1 --global-batch-size 8)
 PREC_ARGS=()
 if [[ "$DTYPE" == "bf16" ]]; then
     PREC_ARGS+=("--bf16")
@@ -175,8 +175,100 @@ if [ $rc -ne 0 ] && grep -q "refusing the submission" <<<"$out" && grep -q "memo
 # A value from a command substitution is not evaluated: one line says why, the job is submitted.
 printf '#!/bin/bash\n#SBATCH -N 1\nLAYERS=$(cat /etc/layers)\npython3 pretrain_gpt.py --num-layers $LAYERS\n' > "$W/subst.sh"
 out=$(cd "$W" && timeout 60 sbatch --parsable -o /dev/null "$W/subst.sh" 2>&1); rc=$?
-if [ $rc -eq 0 ] && grep -q "no pre-flight for .*subst.sh: line 4: LAYERS (line 3): command substitution" <<<"$out"; then
+if [ $rc -eq 0 ] && grep -q "no pre-flight for .*subst.sh: --num-layers: .*(LAYERS (line 3): command substitution" <<<"$out"; then
   ok "sbatch: no pre-flight is said in one line, with the reason"; else bad "sbatch substitution (rc $rc)"; echo "$out"; fi
+# ---- Issue 23 item 5: the command inside srun ... bash -c "$CMD", multi-line strings, ${VAR,,},
+# heredocs, scripts on standard input, --wrap; only the variables the command uses are needed.
+L405=$(echo $LLAMA405B_ON_8)   # one line
+sbatch_out() {  # sbatch_out SCRIPT_FILE [sbatch args...] -> $out, $rc
+  local file="$1"; shift
+  out=$(cd "$W" && timeout 60 sbatch --parsable -o /dev/null "$@" "$file" 2>&1); rc=$?
+}
+cat > "$W/bashc.sh" <<SH
+#!/bin/bash
+#SBATCH -N 1
+#SBATCH --stepcast=enforce
+LOG_DIR=/logs/\$(date +%Y%m%d-%H%M%S)
+RUN=\${RUN_NAME:-Llama405B}
+CMD="python3 pretrain_gpt.py \\
+  $L405 \\
+  --save \$LOG_DIR --tensorboard-dir \$(pwd)/tb --wandb-exp-name \${RUN,,}"
+srun --mpi=pmix -l --container-image=nvcr.io/nvidia/pytorch:25.01-py3 bash -c "cd /opt/megatron && \$CMD" 2>&1 | tee \$LOG_DIR/log
+SH
+sbatch_out "$W/bashc.sh"
+if [ $rc -ne 0 ] && grep -q "refusing the submission" <<<"$out" && grep -q 'ignored (not modelled): --save /logs/\$LOG_DIR' <<<"$out"; then
+  ok "sbatch: srun ... bash -c \"\$CMD\" with a multi-line string, \${VAR,,} and an unrelated \$(date) is pre-flighted"
+else bad "sbatch bash -c (rc $rc)"; echo "$out"; fi
+
+cat > "$W/heredoc.sh" <<SH
+#!/bin/bash
+#SBATCH -N 1
+#SBATCH --stepcast=enforce
+cat > \$HOME/run_megatron.sh <<'EOF'
+python3 pretrain_gpt.py $L405
+EOF
+srun bash \$HOME/run_megatron.sh
+SH
+sbatch_out "$W/heredoc.sh"
+if [ $rc -ne 0 ] && grep -q "refusing the submission" <<<"$out"; then ok "sbatch: a script written by a heredoc and run by srun bash is pre-flighted"
+else bad "sbatch heredoc (rc $rc)"; echo "$out"; fi
+
+# A training command that needs a value the filter cannot evaluate: one line with why.
+printf '#!/bin/bash\n#SBATCH -N 1\nARGS=$(cat /etc/megatron_args)\npython3 pretrain_gpt.py $ARGS\n' > "$W/wholeargs.sh"
+sbatch_out "$W/wholeargs.sh"
+if [ $rc -eq 0 ] && grep -q "no pre-flight for .*wholeargs.sh: .*ARGS (line 3): command substitution" <<<"$out"; then
+  ok "sbatch: arguments from \$(...) standing for whole words: no pre-flight, said in one line"; else bad "sbatch whole args (rc $rc)"; echo "$out"; fi
+
+# sbatch --wrap.
+out=$(cd "$W" && timeout 60 sbatch --parsable -o /dev/null -N 1 --stepcast=enforce --wrap="python3 pretrain_gpt.py $L405" 2>&1); rc=$?
+if [ $rc -ne 0 ] && grep -q "refusing the submission" <<<"$out"; then ok "sbatch --wrap is pre-flighted"; else bad "sbatch --wrap (rc $rc)"; echo "$out"; fi
+
+# The script on standard input: a regular file (sbatch < job.sh) is read again in pre_submit.
+out=$(cd "$W" && timeout 60 sbatch --parsable -o /dev/null < "$W/bashc.sh" 2>&1); rc=$?
+if [ $rc -ne 0 ] && grep -q "refusing the submission" <<<"$out"; then ok "sbatch < job.sh is pre-flighted"; else bad "sbatch < file (rc $rc)"; echo "$out"; fi
+
+# On a pipe (sbatch <<EOF in bash 5.1+, cat job.sh | sbatch): held, read back from slurmctld,
+# pre-flighted after submission; enforce + FAIL cancels it, a passing job is released.
+job_state() { timeout 5 squeue -h -j "$1" -o "%T %r" 2>/dev/null; }
+out=$(cd "$W" && cat "$W/bashc.sh" | timeout 60 sbatch --parsable -o /dev/null 2>&1); rc=$?
+jid=$(grep -Eo '^[0-9]+$' <<<"$out" | tail -1)
+if grep -q "holding the job for its pre-flight" <<<"$out" && grep -q "FAIL" <<<"$out" && grep -q "cancelled" <<<"$out" &&
+   ! job_state "$jid" | grep -q PENDING; then ok "sbatch on a pipe: held, pre-flighted, cancelled in enforce mode"
+else bad "sbatch pipe enforce (rc $rc, job $jid: $(job_state "$jid"))"; echo "$out"; fi
+printf '#!/bin/bash\n#SBATCH -N 1\n#SBATCH --stepcast=enforce\necho ran > %s/batch.pipe || python3 pretrain_gpt.py %s\n' \
+  "$W" "$(echo $LLAMA8B_ON_8)" > "$W/pipe_pass.sh"
+out=$(cd "$W" && cat "$W/pipe_pass.sh" | timeout 60 sbatch --parsable -o /dev/null 2>&1); rc=$?
+jid=$(grep -Eo '^[0-9]+$' <<<"$out" | tail -1)
+if [ $rc -eq 0 ] && grep -q "PASS" <<<"$out" && ! job_state "$jid" | grep -q "JobHeldUser"; then
+  ok "sbatch on a pipe: a passing job is released"; else bad "sbatch pipe pass (rc $rc, job $jid: $(job_state "$jid"))"; echo "$out"; fi
+
+# Real submissions (tests/data/real_inputs). Megatron-LM's Megatron-FSDP DeepSeek-V3 example
+# submits on stdin (sbatch <<EOF) the srun ... bash -x -c "${TRAINING_CMD}" script it builds: run
+# it with its placeholders filled in (64 nodes: its MBS 4 x DP 512 divides its GBS 2048; on 128 nodes
+# Megatron would refuse the batch), its sbatch replaced by a file, and pipe that into sbatch.
+sed -e 's|^sbatch <<EOF|cat > "$W_INNER" <<EOF|' -e 's/your_own_num_nodes/64/' -e 's/gpu:your_own_gpu_per_node/gpu:8/' \
+  -e 's/your_own_tasks_per_node/8/' -e 's/--time=your_own_time/--time=01:00:00/' -e '/your_own_partition/d' \
+  -e '/your_own_account/d' -e '/--gres=gpu/d' "$root/tests/data/real_inputs/megatron/examples_megatron_fsdp_sbatch_mfsdp_deepseek_v3.sh" > "$W/mfsdp_outer.sh"
+(cd "$W" && W_INNER="$W/mfsdp_inner.sh" MEGATRON_PATH="$W/megatron" OUTPUT_PATH="$W/mfsdp" WANDB=0 bash "$W/mfsdp_outer.sh" >/dev/null 2>&1)
+out=$(cd "$W" && cat "$W/mfsdp_inner.sh" | STEPCAST_MODE=warn timeout 60 sbatch --parsable -o /dev/null 2>&1); rc=$?
+if grep -Eq "stepcast preflight: (PASS|WARN|FAIL) +megatron command \(megatron-61L-7168h on 512 x" <<<"$out"; then
+  ok "real: Megatron-LM's Megatron-FSDP DeepSeek-V3 sbatch <<EOF submission is pre-flighted"
+else bad "real: Megatron-FSDP example (rc $rc)"; echo "$out"; fi
+# NVIDIA's GPT-3 175B example as a batch script on 128 nodes (its $1..$5 given).
+out=$(cd "$W" && STEPCAST_MODE=warn timeout 60 sbatch --parsable -o /dev/null -N 128 \
+      "$root/tests/data/real_inputs/megatron/examples_gpt3_train_gpt3_175b_distributed.sh" /ckpt /tb /data/gpt2-vocab.json \
+      /data/gpt2-merges.txt /data/text_document 2>&1); rc=$?
+if grep -Eq "stepcast preflight: (PASS|WARN|FAIL) +megatron command \(megatron-96L-12288h on 1024 x" <<<"$out"; then
+  ok "real: NVIDIA's GPT-3 175B example is pre-flighted (GPT-2 BPE vocabulary)"; else bad "real: GPT-3 175B (rc $rc)"; echo "$out"; fi
+# torchtitan's README line and a Megatron-Bridge recipe, as batch scripts.
+printf '#!/bin/bash\n#SBATCH -N 1\nNGPU=8 MODULE=llama3 CONFIG=llama3_8b ./run_train.sh --training.steps 10\n' > "$W/tt.sh"
+out=$(cd "$W" && STEPCAST_MODE=warn timeout 60 sbatch --parsable -o /dev/null "$W/tt.sh" 2>&1); rc=$?
+if grep -Eq "stepcast preflight: (PASS|WARN|FAIL) +torchtitan command \(Llama 3 8B on 8 x" <<<"$out"; then ok "torchtitan run_train.sh with MODULE/CONFIG is pre-flighted"
+else bad "torchtitan run_train.sh (rc $rc)"; echo "$out"; fi
+printf '#!/bin/bash\n#SBATCH -N 1\nsrun python scripts/training/run_recipe.py --recipe llama3_8b_pretrain_2gpu_h100_bf16_config train.train_iters=10\n' > "$W/mb.sh"
+out=$(cd "$W" && STEPCAST_MODE=warn timeout 60 sbatch --parsable -o /dev/null "$W/mb.sh" 2>&1); rc=$?
+if grep -Eq "stepcast preflight: (PASS|WARN|FAIL) +megatron-bridge command" <<<"$out"; then ok "a Megatron-Bridge recipe line is pre-flighted"
+else bad "Megatron-Bridge recipe (rc $rc)"; echo "$out"; fi
 timeout 10 scancel -u root 2>/dev/null
 
 kill "$serve_pid"; wait "$serve_pid" 2>/dev/null

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/predict.h"
 #include "core/model_shape.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -156,7 +158,8 @@ TEST(TorchtitanCommandLine, PreviousCliOverridesAreAppliedOrListed) {
   EXPECT_EQ(r->spec.training().precision().grad_reduce(), v1::D_TYPE_BF16);
   EXPECT_EQ(r->spec.training().precision().gemm(), v1::D_TYPE_FP8);
   EXPECT_THAT(r->ignored, Contains("metrics.log_freq"));
-  EXPECT_THAT(r->ignored, Contains("compile.enable"));
+  // [compile] enable with the default components (model, loss): the torchtitan-compile preset.
+  EXPECT_EQ(r->spec.framework().preset(), "torchtitan-compile");
   EXPECT_THAT(r->ignored, Contains("--unknown-flag x"));
   auto spec = r->Finalize(16, "h100-sxm");
   ASSERT_TRUE(spec.ok());
@@ -178,7 +181,9 @@ TEST(TorchtitanCommandLine, CurrentCliModuleAndConfig) {
   EXPECT_NEAR(c.active / 3.3e9, 1.0, 0.02);
   auto bad = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_13b"), "");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("add --model.flavor"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("is not a config of torchtitan's llama3 registry"));
+  // The current command line has no --model.flavor to advise (model_spec is not a CLI option).
+  EXPECT_EQ(std::string(bad.status().message()).find("--model.flavor"), std::string::npos);
 }
 
 TEST(TorchtitanCommandLine, EveryFlavorIsKnown) {
@@ -200,6 +205,205 @@ TEST(TorchtitanCommandLine, EveryFlavorIsKnown) {
   const ParameterCounts c = CountParameters(ShapeOf(*v2));
   EXPECT_NEAR(c.total / 236e9, 1.0, 0.01);
   EXPECT_NEAR(c.active / 21e9, 1.0, 0.03);
+}
+
+// ---- Issue 23 item 2: the current torchtitan (pytorch/torchtitan commit b5bcd76c, 2026-08-21):
+// --module/--config read the config registry's values (presets/torchtitan_configs/, extracted
+// from tests/data/real_inputs/torchtitan_registry/torchtitan/models/<module>/config_registry.py;
+// tests/launch_cli_test.sh re-extracts and compares), the new keys, run_train.sh.
+
+Job Build(const ImportedJob& imported, int64_t gpus, const char* hardware = "h100-sxm") {
+  auto spec = imported.Finalize(gpus, hardware);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  if (!spec.ok()) return Job{};
+  auto job = JobFromSpec(*spec, testing::BuiltinCatalog(), "", nullptr);
+  EXPECT_TRUE(job.ok()) << job.status();
+  return job.ok() ? *job : Job{};
+}
+
+TEST(TorchtitanRegistry, Llama3_70bTakesTheConfigsLayoutAndCheckpointing) {
+  // llama3_70b(): TP 8, FullAC, 8 x 8192 token slots per micro-batch, max_context_length 8192,
+  // 1000 steps (config_registry.py at b5bcd76c). The earlier reader took only the flavor and
+  // predicted TP 1 with selective AC: "does not fit by 306 GiB" on 64 H100.
+  auto r = JobFromCommand(Split("torchrun --nproc_per_node 8 --nnodes 8 -m torchtitan.train --module llama3 "
+                                "--config llama3_70b"),
+                          "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.framework().preset(), "torchtitan");
+  EXPECT_EQ(r->spec.model().preset(), "llama3-70b");
+  EXPECT_EQ(r->spec.parallelism().tp(), 8);
+  EXPECT_TRUE(r->spec.parallelism().sequence_parallel());
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_FULL);
+  EXPECT_EQ(r->spec.training().seq_length(), 8192);
+  EXPECT_EQ(r->spec.training().micro_batch_size(), 8);  // 65536 token slots / 8192
+  EXPECT_EQ(r->spec.training().train_iters(), 1000);
+  EXPECT_TRUE(r->spec.training().cuda_graphs());  // training.disable_cuda_graphs default False
+  EXPECT_EQ(r->launcher_gpus, 64);
+  const Job job = Build(*r, 0);
+  EXPECT_EQ(job.parallelism.dp, 8);
+  EXPECT_EQ(job.training.global_batch_size, 64);  // 8 sequences x DP 8
+  auto p = Predict(job);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->memory.fits) << p->memory.total_bytes / (1ull << 30);
+  // llama3_405b(): float8 converter, compile (model + loss) with async TP, TP 8, FullAC.
+  auto big = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_405b"), "");
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->spec.framework().preset(), "torchtitan-compile");
+  EXPECT_EQ(big->spec.training().precision().gemm(), v1::D_TYPE_FP8);
+  EXPECT_TRUE(big->spec.training().overlap_tp_comm());
+  EXPECT_EQ(big->spec.training().micro_batch_size(), 2);
+}
+
+TEST(TorchtitanRegistry, CurrentKeysAndTheirRules) {
+  // The new keys on the command line: tokens per micro-batch per DP rank, max_context_length,
+  // PP micro-batches, tokens per step.
+  auto r = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_8b "
+                                "--training.max_context_length 4096 --training.num_tokens_per_microbatch_per_dp_rank 16384 "
+                                "--parallelism.pipeline_parallel_degree 4 --parallelism.num_pp_microbatches 8 "
+                                "--training.disable_cuda_graphs --training.num_tokens_per_train_step 4194304"),
+                          "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().seq_length(), 4096);
+  EXPECT_EQ(r->spec.training().micro_batch_size(), 4);
+  EXPECT_EQ(r->local_batch_size, 32);                        // 4 x 8 PP micro-batches
+  EXPECT_EQ(r->spec.training().global_batch_size(), 1024);  // 4194304 / 4096
+  EXPECT_FALSE(r->spec.training().cuda_graphs());
+  // torchtitan refuses CUDA graphs with PP, and with EP over the standard dispatcher.
+  for (const char* extra : {"--parallelism.pipeline_parallel_degree 2", "--parallelism.expert_parallel_degree 8"}) {
+    SCOPED_TRACE(extra);
+    const char* config = absl::StrContains(extra, "expert") ? "qwen3 --config qwen3_30b_a3b" : "llama3 --config llama3_8b";
+    auto bad = JobFromCommand(Split(absl::StrCat("python -m torchtitan.train --module ", config, " ", extra)), "");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("training.disable_cuda_graphs"));
+    auto ok = JobFromCommand(
+        Split(absl::StrCat("python -m torchtitan.train --module ", config, " ", extra, " --training.disable_cuda_graphs")), "");
+    ASSERT_TRUE(ok.ok()) << ok.status();
+  }
+  // A token budget that is not whole sequences is an error naming the key.
+  auto frac = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_8b "
+                                   "--training.num_tokens_per_microbatch_per_dp_rank 10000"),
+                             "");
+  ASSERT_FALSE(frac.ok());
+  EXPECT_THAT(std::string(frac.status().message()),
+              HasSubstr("training.num_tokens_per_microbatch_per_dp_rank: 10000 is not a multiple of training.max_context_length 8192"));
+  // tyro's activation checkpoint subcommand.
+  auto ac = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_8b activation-checkpoint:full"), "");
+  ASSERT_TRUE(ac.ok()) << ac.status();
+  EXPECT_EQ(ac->spec.training().recompute(), v1::RECOMPUTE_FULL);
+  // ETP is gone from the current torchtitan: EP borrows the ranks of FSDP and TP, experts unsplit.
+  auto moe = JobFromCommand(Split("python -m torchtitan.train --module deepseek_v3 --config deepseek_v3_671b"), "");
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  EXPECT_EQ(moe->spec.parallelism().ep(), 2);
+  EXPECT_EQ(moe->spec.parallelism().etp(), 1);
+  EXPECT_FALSE(moe->spec.training().cuda_graphs());  // disable_cuda_graphs=True in deepseek_v3_671b()
+  EXPECT_EQ(moe->spec.model().preset(), "deepseek-v3");
+}
+
+TEST(TorchtitanRegistry, RunTrainShWithModuleConfigAndNgpu) {
+  // torchtitan's README: MODULE=llama3 CONFIG=llama3_8b ./run_train.sh (run_train.sh at b5bcd76c,
+  // tests/data/real_inputs/torchtitan_registry/run_train.sh: NGPU default 8).
+  auto r = JobFromCommand(Split("NGPU=4 MODULE=llama3 CONFIG=llama3_8b ./run_train.sh --training.steps 20"), "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.model().preset(), "llama3-8b");
+  EXPECT_EQ(r->launcher_gpus, 4);
+  EXPECT_EQ(r->spec.training().train_iters(), 20);
+  auto d = JobFromCommand(Split("./run_train.sh"), "");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->launcher_gpus, 8);
+  EXPECT_EQ(d->spec.model().shape().layers(), 6);  // llama3_debugmodel
+}
+
+TEST(TorchtitanRegistry, ModulesItCannotExpressAreRefusedByName) {
+  const struct {
+    const char* line;
+    const char* reason;
+  } cases[] = {
+      {"--module kimi_k2 --config kimi_k2", "torchtitan has no module 'kimi_k2'"},
+      {"--module kimi_k2_7 --config kimi_k2_5", "Muon"},
+      {"--module qwen3_5 --config qwen35_9b", "Gated DeltaNet"},
+      {"--module flux --config flux_dev", "diffusion"},
+      {"--module llama3 --config llama3_debugmodel_nvfp4", "NVFP4"},
+      {"--module llama3 --config llama3_debugmodel_float8_emulate_lora", "LoRA"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.line);
+    auto r = JobFromCommand(Split(absl::StrCat("python -m torchtitan.train ", c.line)), "");
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.reason));
+    EXPECT_EQ(std::string(r.status().message()).find("--model.flavor"), std::string::npos);
+  }
+  // gpt-oss: predicted with the model presets that describe its sliding windows and sinks when
+  // this build has them, else refused saying why.
+  auto oss = JobFromCommand(Split("python -m torchtitan.train --module gpt_oss --config gpt_oss_120b"), "");
+  if (oss.ok()) {
+    EXPECT_EQ(oss->spec.model().preset(), "gpt-oss-120b");
+  } else {
+    EXPECT_THAT(std::string(oss.status().message()), HasSubstr("sliding-window"));
+  }
+}
+
+// Every config of the four registries is read, or refused with its reason.
+TEST(TorchtitanRegistry, EveryRegistryConfigIsReadOrRefused) {
+  int read = 0, refused = 0;
+  for (const char* module : {"llama3", "qwen3", "deepseek_v3", "gpt_oss"}) {
+    std::ifstream in(absl::StrCat(STEPCAST_SOURCE_DIR, "/presets/torchtitan_configs/", module, ".toml"));
+    for (std::string line; std::getline(in, line);) {
+      if (line.size() < 3 || line[0] != '[') continue;
+      const std::string config = line.substr(1, line.size() - 2);
+      SCOPED_TRACE(config);
+      auto r = JobFromCommand(Split(absl::StrCat("python -m torchtitan.train --module ", module, " --config ", config)), "");
+      if (r.ok()) {
+        ++read;
+        const v1::ParallelismSpec& p = r->spec.parallelism();
+        Build(*r, p.dp() > 0 ? p.dp() * p.tp() * p.pp() * p.cp() : 8);
+      } else {
+        ++refused;
+        const std::string m(r.status().message());
+        EXPECT_TRUE(absl::StrContains(m, "NVFP4") || absl::StrContains(m, "LoRA") || absl::StrContains(m, "sliding") ||
+                    absl::StrContains(m, "sliding-window"))
+            << m;
+      }
+    }
+  }
+  EXPECT_GE(read, 30);
+  EXPECT_LE(refused, 11);  // 7 NVFP4 / LoRA configs, 4 gpt-oss ones without a gpt-oss preset
+}
+
+TEST(TorchtitanRegistry, SuggestionsUseTheCommandLinesKeys) {
+  const struct {
+    const char *field, *before, *after;
+  } changes[] = {{"parallelism.tp", "1", "8"},
+                 {"parallelism.pp", "1", "4"},
+                 {"parallelism.cp", "1", "2"},
+                 {"parallelism.ep", "1", "8"},
+                 {"parallelism.vpp", "1", "2"},
+                 {"parallelism.dp_replicate", "1", "2"},
+                 {"parallelism.pp_schedule", "1f1b", "interleaved-1f1b"},
+                 {"parallelism.sequence_parallel", "true", "false"},
+                 {"training.micro_batch_size", "1", "2"},
+                 {"training.recompute", "selective", "full"},
+                 {"training.sharding", "zero3", "none"},
+                 {"training.overlap_tp_comm", "false", "true"}};
+  for (const auto& c : changes) {
+    const std::string text = TorchtitanArgsForChange({}, 8192, c.field, c.before, c.after);
+    SCOPED_TRACE(absl::StrCat(c.field, ": ", text));
+    EXPECT_FALSE(text.empty());
+    for (const std::string& w : Split(text)) {
+      if (absl::StartsWith(w, "--") || absl::StartsWith(w, "activation-checkpoint:")) EXPECT_TRUE(IsTorchtitanCliKey(w)) << w;
+    }
+  }
+  EXPECT_EQ(TorchtitanArgsForChange({}, 8192, "training.micro_batch_size", "1", "2"),
+            "--training.num_tokens_per_microbatch_per_dp_rank 16384");
+  // ETP has no key in the current torchtitan; the job file's field is not printed as one.
+  EXPECT_EQ(TorchtitanArgsForChange({}, 8192, "parallelism.etp", "8", "1"), "");
+  EXPECT_FALSE(IsTorchtitanCliKey("--parallelism.expert_tensor_parallel_degree"));
+  // Error messages in the launcher's keys.
+  EXPECT_EQ(InLauncherTerms("torchtitan", absl::InvalidArgumentError("parallelism.tp: 3 does not divide")).message(),
+            "parallelism.tensor_parallel_degree: 3 does not divide");
+  EXPECT_EQ(InLauncherTerms("megatron", absl::InvalidArgumentError("parallelism.etp: 3 does not divide model "
+                                                                     "moe.expert_ffn_hidden_size 2048"))
+                .message(),
+            "--expert-tensor-parallel-size: 3 does not divide --moe-ffn-hidden-size 2048");
 }
 
 }  // namespace

@@ -43,7 +43,9 @@ class Collector {
   void AddKernel(absl::string_view name, int64_t start_ns, int64_t end_ns, int32_t stream = -1,
                  int64_t correlation = -1);
   void AddMemory(bool memset, int64_t start_ns, int64_t end_ns, int32_t stream = -1, int64_t correlation = -1);
-  // A runtime/driver API call that launched work (CUPTI RUNTIME record): CPU time of the call.
+  // A runtime or driver API call that launched work (CUPTI RUNTIME / DRIVER record): CPU time of
+  // the call. Given twice for one correlation id (a runtime launch and the driver call it makes),
+  // the earlier time is kept.
   void AddLaunch(int64_t correlation, int64_t t_ns);
   void AddRangeStart(uint64_t id, absl::string_view name, int64_t t_ns);
   void AddRangeEnd(uint64_t id, int64_t t_ns);

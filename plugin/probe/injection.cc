@@ -3,15 +3,21 @@
 // CUDA calls InitializeInjection() at its initialisation; nothing in the training code changes.
 //
 // It records kernel activity with CUPTI (CONCURRENT_KERNEL, which does not serialise kernels;
-// MEMCPY, MEMSET; RUNTIME, whose correlation ids give each kernel the step that launched it;
-// MARKER for NVTX ranges, routing NVTX to CUPTI when the process has not chosen an NVTX
-// injection), flushes completed buffers every second and at exit, and hands the records to a
-// Collector (bounded memory). At exit it disables the activities, flushes (NVIDIA's
-// cupti_trace_injection sample does the same), and writes the rank's JSON report
-// (stepcast.v1.ProbeReport) unless the process launched no kernel (a helper process that only
-// loaded CUDA: gpu_code_review item 7); when STEPCAST_SERVER and STEPCAST_PREDICTION_ID are set
-// and STEPCAST_PROBE_REPORT is not "0", rank 0 reports the run to the service (its token from
-// STEPCAST_TOKEN).
+// MEMCPY, MEMSET; the launch calls of the runtime AND the driver API only, whose correlation ids
+// give each kernel the step that launched it: NCCL launches with cuLaunchKernelEx and Triton with
+// cuLaunchKernel, which have no runtime record (gpu code review 2, N8; Kineto added DRIVER
+// records for them, pytorch/kineto#752), and recording every runtime call (cudaGetDevice, ...)
+// cost every call and filled the launch map; MARKER for NVTX ranges, routing NVTX to CUPTI when
+// the process has not chosen an NVTX injection), flushes completed buffers every second and at
+// exit, and hands the records to a Collector (bounded memory). At exit it disables the
+// activities, flushes (NVIDIA's cupti_trace_injection sample does the same), and writes the
+// process's JSON report (stepcast.v1.ProbeReport) unless the process launched no kernel (a
+// helper process that only loaded CUDA: gpu_code_review item 7); when STEPCAST_SERVER and
+// STEPCAST_PREDICTION_ID are set and STEPCAST_PROBE_REPORT is not "0", rank 0 reports the run to
+// the service through the stepcast CLI in a child process (`stepcast report --probe`; the binary
+// beside the library, ../bin/stepcast, or STEPCAST_CLI; its token from STEPCAST_REPORT_TOKEN or
+// STEPCAST_TOKEN), so no gRPC is loaded into the training process. The library exports only
+// InitializeInjection (plugin/probe/probe.map).
 //
 // Another CUPTI client (torch.profiler / Kineto, Nsight Systems) registering its own activity
 // callbacks takes the records away from the probe (Kineto's CuptiActivityApi re-registers at
@@ -21,7 +27,9 @@
 // covers the steps before the takeover only. The two are exclusive: profile with one or the other.
 //
 // Environment: STEPCAST_PROBE_OUT (report path; %r rank, %p pid; default
-// stepcast_probe.rank%r.json), STEPCAST_PROBE_STEP_RANGE (NVTX name pattern, default "step"),
+// stepcast_probe.rank%r.pid%p.json: one report per process, a child that launches kernels (an
+// Inductor autotuning subprocess) no longer overwrites its rank's), STEPCAST_PROBE_STEP_RANGE
+// (NVTX name pattern, default "step"),
 // STEPCAST_PROBE_WARMUP (steps left out, default 2), STEPCAST_PROBE_DISABLE=1.
 //
 // If CUPTI is unavailable, busy (another profiler subscribed) or the driver too old, the process
@@ -29,6 +37,10 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -44,12 +56,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "plugin/client.h"
-#include "plugin/compare.h"
 #include "plugin/probe/collector.h"
 #include "proto/codec.h"
+
+extern "C" int InitializeInjection(void);
+extern char** environ;
 
 namespace {
 
@@ -120,7 +134,10 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
                      static_cast<int32_t>(m->streamId), static_cast<int64_t>(m->correlationId));
         break;
       }
-      case CUPTI_ACTIVITY_KIND_RUNTIME: {
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        // A runtime launch and the driver call it makes share the correlation id; the collector
+        // keeps the earlier (the runtime call's) time.
         auto* a = reinterpret_cast<CUpti_ActivityAPI*>(rec);
         c->AddLaunch(static_cast<int64_t>(a->correlationId), static_cast<int64_t>(a->start));
         break;
@@ -165,6 +182,9 @@ void CheckTakeover(int64_t* pending_since_completed) {
   }
 }
 
+void EnableLaunchRecords(bool enable);
+void ReportThroughCli(const std::string& report_path, const std::string& server, const std::string& prediction);
+
 void WriteReport() {
   if (!g_active.exchange(false)) return;
   g_stop = true;
@@ -172,6 +192,7 @@ void WriteReport() {
   if (g_flusher.joinable()) g_flusher.join();
   // As NVIDIA's cupti_trace_injection AtExitHandler: disable, then force the last flush.
   for (CUpti_ActivityKind k : g_enabled) cuptiActivityDisable(k);
+  EnableLaunchRecords(false);
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   stepcast::probe::Collector* c = g_collector.load();
   if (c == nullptr || c->kernels_seen() == 0) return;  // a process that launched no kernel writes nothing
@@ -187,31 +208,138 @@ void WriteReport() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   report.set_host(host);
-  std::string path = Env("STEPCAST_PROBE_OUT", "stepcast_probe.rank%r.json");
+  std::string path = Env("STEPCAST_PROBE_OUT", "stepcast_probe.rank%r.pid%p.json");
   path = absl::StrReplaceAll(path, {{"%r", std::to_string(rank)}, {"%p", std::to_string(getpid())}});
-  std::ofstream(path) << stepcast::ToJson(report);
+  std::ofstream out(path);
+  out << stepcast::ToJson(report);
+  out.close();
+  const bool written = static_cast<bool>(out);
+  if (!written) Say(absl::StrCat("cannot write the report ", path));
   Say(absl::StrCat("rank ", rank, ": ", report.steps_size(), " steps (", report.step_source(), "), median step ",
                    report.median().step_time_s(), " s; report ", path));
   const std::string server = Env("STEPCAST_SERVER"), prediction = Env("STEPCAST_PREDICTION_ID");
   if (rank == 0 && !server.empty() && !prediction.empty() && Env("STEPCAST_PROBE_REPORT", "1") != "0" &&
-      report.steps_size() > 0) {
-    stepcast::ClientOptions o;
-    o.address = server;
-    // The report-only token (docs/SERVICE.md); STEPCAST_TOKEN for servers with one token.
-    o.token = Env("STEPCAST_REPORT_TOKEN", Env("STEPCAST_TOKEN").c_str());
-    o.deadline_ms = 5000;
-    absl::StatusOr<stepcast::Client> c = stepcast::Client::Connect(o);
-    stepcast::v1::ReportRunRequest req;
-    req.set_prediction_id(prediction);
-    req.set_measured_step_time_s(report.median().step_time_s());
-    *req.mutable_measured_breakdown() = stepcast::MeasuredBreakdown(report.median());
-    (*req.mutable_labels())["source"] = "stepcast-probe";
-    stepcast::v1::ReportRunResponse resp;
-    grpc::Status st = grpc::Status(grpc::UNAVAILABLE, "no client");
-    if (c.ok()) st = stepcast::ReportRunWithRetry(*c, req, &resp);  // idempotent retries
-    Say(st.ok() ? absl::StrCat("reported ", resp.run().run_id(), " to ", server)
-                : absl::StrCat("could not report to ", server, ": ", stepcast::DescribeGrpcError(st)));
+      report.steps_size() > 0 && written) {
+    ReportThroughCli(path, server, prediction);
   }
+}
+
+// The launch calls whose records link a kernel, copy or set to its launch (cupti_runtime_cbid.h,
+// cupti_driver_cbid.h): kernels, cooperative kernels, graphs, and the common copies and sets.
+constexpr CUpti_CallbackId kRuntimeLaunches[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+};
+constexpr CUpti_CallbackId kDriverLaunches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+using EnableApiFn = CUptiResult (*)(CUpti_CallbackId, uint8_t);
+EnableApiFn g_enable_runtime_api = nullptr, g_enable_driver_api = nullptr;
+
+// Launch records only: cuptiActivityEnableRuntimeApi / EnableDriverApi (CUPTI 12.6+, looked up at
+// run time so an older libcupti still loads the probe). Without them: every runtime call (the
+// RUNTIME kind, as before), and no driver launch.
+void EnableLaunchRecords(bool enable) {
+  if (g_enable_runtime_api == nullptr && g_enable_driver_api == nullptr) return;
+  for (CUpti_CallbackId id : kRuntimeLaunches) g_enable_runtime_api(id, enable ? 1 : 0);
+  for (CUpti_CallbackId id : kDriverLaunches) g_enable_driver_api(id, enable ? 1 : 0);
+}
+
+// Rank 0's report to the service, through the stepcast CLI in a child process: no gRPC in the
+// training process. Waits at most 30 s for it.
+void ReportThroughCli(const std::string& report_path, const std::string& server, const std::string& prediction) {
+  std::string bin = Env("STEPCAST_CLI");
+  if (bin.empty()) {
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&InitializeInjection), &info) && info.dli_fname) {
+      std::string lib = info.dli_fname;
+      const size_t slash = lib.rfind('/');
+      bin = (slash == std::string::npos ? std::string(".") : lib.substr(0, slash)) + "/../bin/stepcast";
+    }
+  }
+  if (bin.empty() || access(bin.c_str(), X_OK) != 0) {
+    Say(absl::StrCat("could not report to ", server, ": no stepcast binary at '", bin, "' (set STEPCAST_CLI)"));
+    return;
+  }
+  std::vector<std::string> args = {bin, "report", "--server", server, "--prediction-id", prediction,
+                                   "--probe", report_path, "--deadline-ms", "5000"};
+  // The report-only token (docs/SERVICE.md); STEPCAST_TOKEN for servers with one token. Passed
+  // in a file only the user can read, removed afterwards.
+  const std::string token = Env("STEPCAST_REPORT_TOKEN", Env("STEPCAST_TOKEN").c_str());
+  std::string token_file;
+  if (!token.empty()) {
+    std::string tmpl = Env("TMPDIR", "/tmp") + "/stepcast_probe_token.XXXXXX";
+    const int fd = mkstemp(tmpl.data());
+    if (fd < 0) {
+      Say(absl::StrCat("could not report to ", server, ": cannot write the token file"));
+      return;
+    }
+    fchmod(fd, 0600);
+    const bool written = write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+    close(fd);
+    token_file = tmpl;
+    if (!written) {
+      unlink(token_file.c_str());
+      Say(absl::StrCat("could not report to ", server, ": cannot write the token file"));
+      return;
+    }
+    args.push_back("--token-file");
+    args.push_back(token_file);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // The child is no CUDA program: it does not get the probe injected again.
+  std::vector<std::string> env_s;
+  for (char** e = environ; e && *e; ++e) {
+    if (absl::StartsWith(*e, "CUDA_INJECTION64_PATH=") || absl::StartsWith(*e, "NVTX_INJECTION64_PATH=")) continue;
+    env_s.push_back(*e);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, bin.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) {
+    if (!token_file.empty()) unlink(token_file.c_str());
+    Say(absl::StrCat("could not report to ", server, ": cannot start ", bin));
+    return;
+  }
+  int status = 0;
+  bool done = false;
+  for (int i = 0; i < 600 && !done; ++i) {  // 30 s
+    done = waitpid(pid, &status, WNOHANG) == pid;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!done) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  if (!token_file.empty()) unlink(token_file.c_str());
+  Say(done && WIFEXITED(status) && WEXITSTATUS(status) == 0
+          ? absl::StrCat("reported the run to ", server, " (stepcast report --probe ", report_path, ")")
+          : absl::StrCat("could not report to ", server, ": stepcast report ",
+                         done ? absl::StrCat("exited ", WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+                              : std::string("did not finish in 30 s")));
 }
 
 bool Enable(CUpti_ActivityKind kind, const char* what, bool required) {
@@ -257,8 +385,18 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     }
     Enable(CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy", false);
     Enable(CUPTI_ACTIVITY_KIND_MEMSET, "memset", false);
-    // Launch records give each kernel its step by correlation id (gpu_code_review item 8).
-    Enable(CUPTI_ACTIVITY_KIND_RUNTIME, "runtime API", false);
+    // Launch records give each kernel its step by correlation id (gpu_code_review item 8): the
+    // launch calls of the runtime and the driver API only (N8), else every runtime call.
+    g_enable_runtime_api = reinterpret_cast<EnableApiFn>(dlsym(RTLD_DEFAULT, "cuptiActivityEnableRuntimeApi"));
+    g_enable_driver_api = reinterpret_cast<EnableApiFn>(dlsym(RTLD_DEFAULT, "cuptiActivityEnableDriverApi"));
+    if (g_enable_runtime_api == nullptr || g_enable_driver_api == nullptr) {
+      g_enable_runtime_api = g_enable_driver_api = nullptr;
+      Enable(CUPTI_ACTIVITY_KIND_RUNTIME, "runtime API", false);
+      Say("this CUPTI has no per-API activity control (12.6+): every runtime call is recorded, driver-API "
+          "launches (NCCL, Triton) are not linked to their step");
+    } else {
+      EnableLaunchRecords(true);
+    }
     Enable(CUPTI_ACTIVITY_KIND_MARKER, "NVTX marker", false);
     g_active = true;
     g_flusher = std::thread([] {

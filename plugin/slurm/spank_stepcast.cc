@@ -213,6 +213,10 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   // The job.
   stepcast::v1::JobSpec spec;
   std::string why;
+  // The launcher the job was written for, and the flags it used: suggestions are printed in
+  // its arguments, removing only what it gave (proto/launch_args.h LauncherArgsForChange).
+  std::string launcher;
+  std::vector<std::string> used_flags;
   if (!g.job_file.empty()) {
     absl::Status s = stepcast::ParseMessageFile(g.job_file, &spec);
     if (s.ok()) s = stepcast::InlineHfConfig(spec, ".");
@@ -226,6 +230,8 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
       if (!imported.ok()) {
         why = std::string(imported.status().message());
       } else {
+        launcher = imported->source;
+        used_flags = imported->flags;
         for (const auto& a : imported->ignored) {
           if (absl::StartsWith(a, "--")) Log(absl::StrCat("stepcast: ignored (not modelled): ", a));
         }
@@ -252,6 +258,7 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     Log(absl::StrCat("stepcast: no pre-flight (", why, "); the job runs unchecked"));
     return 0;
   }
+  if (launcher.empty()) launcher = stepcast::LauncherOfFramework(spec.framework().preset());
 
   // The verdict.
   stepcast::ClientOptions copt;
@@ -271,7 +278,9 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   }
   if (!st.ok()) {
     if (st.error_code() == grpc::INVALID_ARGUMENT || st.error_code() == grpc::NOT_FOUND) {
-      Log(absl::StrCat("stepcast: the job cannot be predicted: ", stepcast::DescribeGrpcError(st), "; the job runs unchecked"));
+      const absl::Status in_flags =
+          stepcast::InLauncherTerms(launcher, absl::InvalidArgumentError(stepcast::DescribeGrpcError(st)));
+      Log(absl::StrCat("stepcast: the job cannot be predicted: ", in_flags.message(), "; the job runs unchecked"));
     } else {
       Log(absl::StrCat("stepcast: WARNING: service ", g.server, " unreachable (", stepcast::DescribeGrpcError(st),
                        "); the job runs without a pre-flight check"));
@@ -316,8 +325,10 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     const auto& sg = resp.suggestion();
     Log(absl::StrCat("stepcast: suggestion: ", sg.message()));
     for (const auto& c : sg.suggested().changes()) {
+      const std::string args = stepcast::LauncherArgsForChange(launcher, used_flags, spec.training().seq_length(),
+                                                               c.field(), c.before(), c.after());
       Log(absl::StrCat("stepcast:   ", c.field(), ": ", c.before(), " -> ", c.after(),
-                       c.megatron_flag().empty() ? "" : absl::StrCat("  (", c.megatron_flag(), ")")));
+                       args.empty() ? "" : absl::StrCat("  (", args, ")")));
     }
   }
   setenv("STEPCAST_PREDICTION_ID", resp.prediction_id().c_str(), 1);

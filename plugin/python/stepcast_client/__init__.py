@@ -26,8 +26,10 @@ The gRPC stubs (stepcast_client._proto) are generated from proto/stepcast/v1 by 
 
 import enum
 import json
+import math
 import os
 import shutil
+import stat
 import subprocess
 import warnings
 from dataclasses import dataclass, field
@@ -72,8 +74,21 @@ PASS, WARN, FAIL = Verdict.PASS, Verdict.WARN, Verdict.FAIL
 
 
 def verdict_name(v):
-    """"PASS", "WARN" or "FAIL" for a Verdict or the proto's integer."""
-    return Verdict(int(v)).name
+    """"PASS", "WARN" or "FAIL" for a Verdict or the proto's integer; "unknown(N)" for a value
+    this client does not know (a newer server), never an exception."""
+    try:
+        return Verdict(int(v)).name
+    except ValueError:
+        return f"unknown({int(v)})"
+
+
+def _verdict(v):
+    """The Verdict of a proto value; UNSPECIFIED for a value this client does not know (a newer
+    server's): never an exception (the CLI's and the SPANK plugin's rule, reliability review 2 N5)."""
+    try:
+        return Verdict(int(v))
+    except ValueError:
+        return Verdict.UNSPECIFIED
 
 
 def _to_dict(message):
@@ -103,7 +118,36 @@ class _Result:
 
 
 def _bottleneck_name(kind):
-    return prediction_pb2.BottleneckKind.Name(kind).replace("BOTTLENECK_KIND_", "").lower()
+    """"compute", "pipeline_bubble", ...; "unknown(N)" for a kind this client does not know (a
+    newer server), never an exception (plugin/policy.h BottleneckKindShortName)."""
+    try:
+        name = prediction_pb2.BottleneckKind.Name(kind)
+    except ValueError:
+        return f"unknown({kind})"
+    name = name.replace("BOTTLENECK_KIND_", "").lower()
+    return name or f"unknown({kind})"
+
+
+# The prediction's numbers a verdict rests on, as plugin/policy.cc CheckPredictionFinite reads
+# them: NaN compares false with every limit, so a NaN step time would pass max_step_time_s.
+_FINITE_FIELDS = ("step_time_s", "tokens_per_step", "tokens_per_s", "model_flops_per_step", "peak_flops_per_s_per_gpu",
+                  "mfu", "hfu", "memory.total_bytes", "memory.capacity_bytes", "memory.headroom_bytes",
+                  "cost.per_hour_usd", "cost.per_step_usd", "cost.per_run_usd", "cost.energy_per_step_j",
+                  "cost.energy_per_run_kwh", "cost.steps_per_run", "bottleneck.share")
+
+
+def _non_finite(prediction):
+    """None when the prediction is usable for a verdict, else the CLI's message naming the first
+    field that is not ("prediction.step_time_s: is NaN (an input of the job is out of range)")."""
+    for path in _FINITE_FIELDS:
+        x = prediction
+        for part in path.split("."):
+            x = getattr(x, part)
+        if not math.isfinite(x):
+            return f"prediction.{path}: is {'NaN' if math.isnan(x) else 'infinite'} (an input of the job is out of range)"
+    if not prediction.step_time_s > 0:
+        return "prediction.step_time_s: must be > 0"
+    return None
 
 
 @dataclass(frozen=True)
@@ -202,7 +246,7 @@ class Reason(_Result):
 
     @classmethod
     def from_proto(cls, r):
-        return cls(rule=r.rule, verdict=Verdict(r.verdict), message=r.message, value=r.value, limit=r.limit,
+        return cls(rule=r.rule, verdict=_verdict(r.verdict), message=r.message, value=r.value, limit=r.limit,
                    proto=r)
 
 
@@ -210,7 +254,9 @@ class Reason(_Result):
 class PreflightResult(_Result):
     """The service's verdict on a job (stepcast.v1.PreflightResponse): `verdict`, the `reasons`
     that triggered, the `prediction`, and the `prediction_id` to pass to report_run after the
-    run. `passed` is False only for FAIL (WARN launches)."""
+    run. `passed` is False only for FAIL (WARN launches). A prediction that is not finite (a NaN
+    step time: an older or foreign server's PASS) is FAIL here, with a "non_finite" reason, as the
+    CLI and the SPANK plugin overrule it; a verdict this client does not know is UNSPECIFIED."""
 
     verdict: Verdict
     reasons: List[Reason]
@@ -224,7 +270,12 @@ class PreflightResult(_Result):
 
     @classmethod
     def from_proto(cls, r):
-        return cls(verdict=Verdict(r.verdict), reasons=[Reason.from_proto(x) for x in r.reasons],
+        problem = _non_finite(r.prediction)
+        if problem is not None:
+            r = service_pb2.PreflightResponse.FromString(r.SerializeToString())
+            r.verdict = service_pb2.VERDICT_FAIL
+            r.reasons.add(rule="non_finite", verdict=service_pb2.VERDICT_FAIL, message=problem)
+        return cls(verdict=_verdict(r.verdict), reasons=[Reason.from_proto(x) for x in r.reasons],
                    prediction=Prediction.from_proto(r.prediction), prediction_id=r.prediction_id, proto=r)
 
 
@@ -282,9 +333,96 @@ def format_suggestion(resp):
     return "\n".join(lines)
 
 
-def _normalize(value, descriptor, path):
+# The CLI's bounds on a job file (proto/codec.h): its size, and its size with every YAML alias
+# expanded (the "billion laughs" bomb: 27 KB of aliases built a 180 MB JobSpec in 60 s and
+# 3.6 GB, reliability review 2 N5).
+MAX_JOB_FILE_BYTES = 16 << 20
+MAX_EXPANDED_JOB_BYTES = 16 << 20
+# gRPC's default message limit: a larger request fails with a bare "larger than max".
+_MAX_REQUEST_BYTES = 4 << 20
+
+
+def _read_job_file(path):
+    """The text of a job file, as the CLI reads one (proto/codec.h ReadInputFile): only a regular
+    file (a FIFO blocked and /dev/zero read until MemoryError), at most MAX_JOB_FILE_BYTES, UTF-8.
+    ValueError naming the file; FileNotFoundError when it is missing."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
+            raise ValueError(f"{path}: not a regular file ({kind}); give a job file")
+        if st.st_size > MAX_JOB_FILE_BYTES:
+            raise ValueError(f"{path}: {st.st_size} bytes, above the limit of {MAX_JOB_FILE_BYTES} bytes for a job file")
+        chunks, n = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            n += len(chunk)
+            if n > MAX_JOB_FILE_BYTES:
+                raise ValueError(f"{path}: above the limit of {MAX_JOB_FILE_BYTES} bytes for a job file")
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start} is {data[e.start]:#04x}); save the job file as "
+                         "UTF-8") from None
+
+
+def _expanded_bytes(doc, limit):
+    """The size of a parsed document with every shared part (a YAML alias) counted each time it
+    appears, as JSON would spell it out, saturating just above `limit`; iterative (no recursion)
+    and linear in the document's distinct parts. ValueError for a part that contains itself."""
+    def scalar(x):
+        return len(x) + 2 if isinstance(x, str) else 8
+
+    memo, open_ = {}, set()
+    stack = [(doc, False)]
+    while stack:
+        obj, closing = stack.pop()
+        if not isinstance(obj, (dict, list)):
+            continue
+        key = id(obj)
+        children = list(obj.values()) if isinstance(obj, dict) else obj
+        if closing:
+            open_.discard(key)
+            total = 2 + (sum(scalar(k) + 1 for k in obj) if isinstance(obj, dict) else 0)
+            for c in children:
+                total += memo[id(c)] if isinstance(c, (dict, list)) else scalar(c)
+                total += 1
+                if total > limit:
+                    break
+            memo[key] = min(total, limit + 1)
+            continue
+        if key in memo:
+            continue
+        if key in open_:
+            raise ValueError("the document contains itself (a recursive YAML alias)")
+        open_.add(key)
+        stack.append((obj, True))
+        for c in children:
+            if isinstance(c, (dict, list)) and id(c) not in memo:
+                stack.append((c, False))
+    return memo[id(doc)] if isinstance(doc, (dict, list)) else scalar(doc)
+
+
+def _check_number(v, path):
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"{path}: {v} is not a finite number")
+    return v
+
+
+def _normalize(value, descriptor, path, depth=0):
     """Short enum names ("bf16", "selective") and preset shorthand ("model": "llama3-8b"), as the
-    stepcast CLI accepts them, mapped onto the proto's JSON form."""
+    stepcast CLI accepts them, mapped onto the proto's JSON form. NaN and infinities are refused
+    naming the field, as the CLI refuses them."""
+    if depth > 32:
+        raise ValueError(f"{path}: nested too deeply")
     if isinstance(value, str) and "preset" in descriptor.fields_by_name:
         return {"preset": value}
     if not isinstance(value, dict):
@@ -295,10 +433,16 @@ def _normalize(value, descriptor, path):
         if field_ is None:
             raise ValueError(f"{path + '.' if path else ''}{key}: unknown field")
         fpath = f"{path + '.' if path else ''}{key}"
-        if field_.message_type is not None and field_.label != field_.LABEL_REPEATED:
-            v = _normalize(v, field_.message_type, fpath)
+        if field_.message_type is not None and field_.message_type.GetOptions().map_entry:
+            if not isinstance(v, dict):
+                raise ValueError(f"{fpath}: expected a mapping of keys to values")
+            v = {k: _check_number(x, f"{fpath}[{k}]") for k, x in v.items()}
+        elif field_.message_type is not None and field_.label != field_.LABEL_REPEATED:
+            v = _normalize(v, field_.message_type, fpath, depth + 1)
         elif field_.message_type is not None:
-            v = [_normalize(x, field_.message_type, f"{fpath}[{i}]") for i, x in enumerate(v)]
+            if not isinstance(v, list):
+                raise ValueError(f"{fpath}: expected a list")
+            v = [_normalize(x, field_.message_type, f"{fpath}[{i}]", depth + 1) for i, x in enumerate(v)]
         elif field_.enum_type is not None:
             names = field_.enum_type.values_by_name
             zero = field_.enum_type.values[0].name
@@ -308,6 +452,10 @@ def _normalize(value, descriptor, path):
                 return s if s in names else prefix + str(s).upper().replace("-", "_")
 
             v = [conv(x) for x in v] if isinstance(v, list) else conv(v)
+        elif isinstance(v, list):
+            v = [_check_number(x, f"{fpath}[{i}]") for i, x in enumerate(v)]
+        else:
+            v = _check_number(v, fpath)
         out[field_.name] = v
     return out
 
@@ -321,6 +469,8 @@ def job_from_dict(d: Dict[str, Any]) -> job_pb2.JobSpec:
         json_format.ParseDict(_normalize(d, spec.DESCRIPTOR, ""), spec)
     except json_format.ParseError as e:
         raise ValueError(str(e)) from None
+    except RecursionError:
+        raise ValueError("the job is nested too deeply") from None
     return spec
 
 
@@ -359,21 +509,37 @@ def load_job(path: Union[str, os.PathLike], stepcast: Optional[str] = None) -> j
     model.hf_config names a local Hugging Face config.json is read by `stepcast import`, which
     inlines the config as model.shape (relative paths from the job file's directory), exactly as
     `stepcast preflight` does. The job's name defaults to the file's stem. ValueError names the
-    file and field; FileNotFoundError when the file (or a needed stepcast binary) is missing."""
+    file and field; FileNotFoundError when the file (or a needed stepcast binary) is missing.
+    The CLI's checks apply: only a regular file (not a FIFO or a device) of at most
+    MAX_JOB_FILE_BYTES, UTF-8, expanding to at most MAX_EXPANDED_JOB_BYTES with its YAML aliases,
+    no NaN or infinity (ValueError for each, naming the file)."""
     path = os.fspath(path)
-    with open(path) as f:
-        text = f.read()
-    if path.endswith((".yaml", ".yml")):
-        try:
-            import yaml  # Debian: python3-yaml
-        except ImportError as e:
-            raise ImportError("stepcast_client.load_job: YAML job files need the 'PyYAML' package "
-                              "(Debian: python3-yaml); JSON files need nothing") from e
-        data = yaml.safe_load(text)
-    elif path.endswith(".json"):
-        data = json.loads(text)
-    else:
+    text = _read_job_file(path)  # a FIFO or a device is refused here, whatever its name
+    if not path.endswith((".yaml", ".yml", ".json")):
         return _stepcast_import([path], stepcast, f"{path} (a text-proto job file)")
+    try:
+        if path.endswith(".json"):
+            def constant(name):
+                raise ValueError(f"{name} is not a finite number")
+
+            data = json.loads(text, parse_constant=constant)
+        else:
+            try:
+                import yaml  # Debian: python3-yaml
+            except ImportError as e:
+                raise ImportError("stepcast_client.load_job: YAML job files need the 'PyYAML' package "
+                                  "(Debian: python3-yaml); JSON files need nothing") from e
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as e:
+                raise ValueError(f"not valid YAML: {e}") from None
+        if _expanded_bytes(data, MAX_EXPANDED_JOB_BYTES) > MAX_EXPANDED_JOB_BYTES:
+            raise ValueError(f"the document expands to more than {MAX_EXPANDED_JOB_BYTES} bytes (YAML aliases?); "
+                             "refusing it")
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply") from None
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
     try:
         spec = job_from_dict(data)
     except ValueError as e:
@@ -392,10 +558,30 @@ def job_from_command(command: Sequence[str], gpus: int, hardware: str, gpus_per_
     (gpus_per_node 0: the preset's), imported by `stepcast import` exactly as
     `stepcast predict -- COMMAND` does (proto/launch_args.h lists the flags read). Arguments the
     model does not read are reported as StepcastImportWarning. ValueError names the flag."""
-    args = ["--gpus", str(int(gpus)), "--hardware", hardware]
+    def whole(name, v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            try:
+                if isinstance(v, bool) or float(v) != int(v):
+                    raise ValueError
+                v = int(v)
+            except (TypeError, ValueError, OverflowError):
+                raise ValueError(f"{name}: {v!r} is not a whole number") from None
+        return v
+
+    args = ["--gpus", str(whole("gpus", gpus)), "--hardware", hardware]
     if gpus_per_node:
-        args += ["--gpus-per-node", str(int(gpus_per_node))]
+        args += ["--gpus-per-node", str(whole("gpus_per_node", gpus_per_node))]
     return _stepcast_import([*args, "--", *command], stepcast, "importing a training command")
+
+
+def _enum_value(enum_type, prefix, name, what):
+    """The value of a short enum name ("network_inter_node"); ValueError naming `what` and the
+    names it takes otherwise."""
+    try:
+        return enum_type.Value(prefix + str(name).upper())
+    except ValueError:
+        known = ", ".join(n[len(prefix):].lower() for n in enum_type.keys() if not n.endswith("UNSPECIFIED"))
+        raise ValueError(f"{what}: unknown value {name!r}; one of {known}") from None
 
 
 def _as_job(job) -> job_pb2.JobSpec:
@@ -443,6 +629,10 @@ class StepcastClient:
         self.close()
 
     def _call(self, method, request):
+        n = request.ByteSize()
+        if n > _MAX_REQUEST_BYTES:
+            raise ValueError(f"request: {n} bytes, above gRPC's message limit of {_MAX_REQUEST_BYTES} bytes (the "
+                             "service takes jobs of at most 256 KiB)")
         return method(request, timeout=self._timeout, metadata=self._metadata)
 
     def predict(self, job, profile: Optional[str] = None) -> Prediction:
@@ -463,8 +653,8 @@ class StepcastClient:
         policy = service_pb2.PreflightPolicy(
             min_mfu=min_mfu, max_memory_fraction=max_memory_fraction, max_cost_per_run_usd=max_cost_per_run_usd,
             max_cost_per_hour_usd=max_cost_per_hour_usd, max_step_time_s=max_step_time_s,
-            warn_on_bottlenecks=[prediction_pb2.BottleneckKind.Value("BOTTLENECK_KIND_" + b.upper())
-                                 for b in warn_on_bottlenecks],
+            warn_on_bottlenecks=[_enum_value(prediction_pb2.BottleneckKind, "BOTTLENECK_KIND_", b,
+                                             "warn_on_bottlenecks") for b in warn_on_bottlenecks],
             limits_warn_only=limits_warn_only)
         req = service_pb2.PreflightRequest(job=_as_job(job), policy=policy,
                                            profile=service_pb2.ProfileRef(name=profile or ""))
@@ -477,7 +667,7 @@ class StepcastClient:
         nodes; both 0: the job's). Past the call's timeout or time_limit_s: the best found so far,
         marked partial."""
         options = search_pb2.SearchOptions(
-            objective=search_pb2.SearchObjective.Value("SEARCH_OBJECTIVE_" + objective.upper()), top_n=top_n,
+            objective=_enum_value(search_pb2.SearchObjective, "SEARCH_OBJECTIVE_", objective, "objective"), top_n=top_n,
             budget_usd=budget_usd, time_limit_s=time_limit_s,
             space=search_pb2.SearchSpaceSpec(min_gpus=min_gpus, max_gpus=max_gpus))
         req = service_pb2.SearchRequest(job=_as_job(job), options=options, profile=service_pb2.ProfileRef(name=profile or ""))

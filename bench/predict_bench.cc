@@ -1,4 +1,5 @@
-// One full prediction (validation, FLOPs, memory, step time, bottleneck, cost) per iteration.
+// One full prediction (validation, FLOPs, memory, step time, bottleneck, cost) per iteration, and
+// the whole request path a Predict RPC runs around it (spec message in, Prediction message out).
 // Reproduce: build/bin/predict_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // Figures: docs/PERFORMANCE.md.
 #include "benchmark/benchmark.h"
@@ -123,6 +124,84 @@ void BM_GemmEstimateTable56(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_GemmEstimateTable56);
+
+// The request path of a Predict RPC beside the bare model: the JobSpec message as the service
+// receives it (examples/llama3-70b-h100.yaml, read once) -> JobFromSpec (presets, framework
+// defaults and recipes, fallbacks, validation) -> Predict -> PredictionToProto, against one
+// catalog built once (as `stepcast serve` holds it).
+const stepcast::Catalog& BenchCatalog() {
+  static const stepcast::Catalog* catalog = [] {
+    auto c = stepcast::Catalog::Builtin();
+    if (!c.ok()) std::abort();
+    return new stepcast::Catalog(*std::move(c));
+  }();
+  return *catalog;
+}
+
+stepcast::v1::JobSpec ReadSpec(const char* path) {
+  stepcast::v1::JobSpec spec;
+  if (!stepcast::ParseMessageFile(path, &spec).ok()) std::abort();
+  // A model given as hf_config is sent inline, as the clients do.
+  if (!stepcast::InlineHfConfig(spec, "examples").ok()) std::abort();
+  return spec;
+}
+
+void RequestPath(benchmark::State& state, const char* path) {
+  const stepcast::Catalog& catalog = BenchCatalog();
+  const stepcast::v1::JobSpec spec = ReadSpec(path);
+  for (auto _ : state) {
+    auto job = stepcast::JobFromSpec(spec, catalog, "", nullptr);
+    if (!job.ok()) std::abort();
+    auto p = stepcast::Predict(*job);
+    if (!p.ok()) std::abort();
+    stepcast::v1::Prediction out = stepcast::PredictionToProto(*p);
+    benchmark::DoNotOptimize(out);
+  }
+}
+// Llama 3 70B on 64 H100 under megatron-bridge (its H100 recipe, 12 assumed inputs).
+void BM_RequestPath(benchmark::State& state) { RequestPath(state, "examples/llama3-70b-h100.yaml"); }
+BENCHMARK(BM_RequestPath);
+// DeepSeek-V3 on 256 GB200 under megatron-bridge (text proto example).
+void BM_RequestPathMoE(benchmark::State& state) { RequestPath(state, "examples/deepseek-v3-gb200.textproto"); }
+BENCHMARK(BM_RequestPathMoE);
+// A job that names no framework and leaves most fields to defaults and fallbacks.
+void BM_RequestPathDefaults(benchmark::State& state) {
+  RequestPath(state, "examples/llama3-8b-torchtitan-a100.yaml");
+}
+BENCHMARK(BM_RequestPathDefaults);
+
+// The same on the wire bytes, as the server's handler sees them around the path: the request
+// parsed from its binary encoding, the response serialized.
+void BM_RequestPathWire(benchmark::State& state) {
+  const stepcast::Catalog& catalog = BenchCatalog();
+  std::string wire;
+  if (!ReadSpec("examples/llama3-70b-h100.yaml").SerializeToString(&wire)) std::abort();
+  std::string reply;
+  for (auto _ : state) {
+    stepcast::v1::JobSpec spec;
+    if (!spec.ParseFromString(wire)) std::abort();
+    auto job = stepcast::JobFromSpec(spec, catalog, "", nullptr);
+    if (!job.ok()) std::abort();
+    auto p = stepcast::Predict(*job);
+    if (!p.ok()) std::abort();
+    reply.clear();
+    stepcast::PredictionToProto(*p).SerializeToString(&reply);
+    benchmark::DoNotOptimize(reply);
+  }
+  state.counters["request_bytes"] = static_cast<double>(wire.size());
+  state.counters["response_bytes"] = static_cast<double>(reply.size());
+}
+BENCHMARK(BM_RequestPathWire);
+
+// Loading the built-in catalog: everything parsed and resolved (what `stepcast serve` does once).
+void BM_CatalogBuiltin(benchmark::State& state) {
+  for (auto _ : state) {
+    auto c = stepcast::Catalog::Builtin();
+    if (!c.ok()) std::abort();
+    benchmark::DoNotOptimize(c);
+  }
+}
+BENCHMARK(BM_CatalogBuiltin)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

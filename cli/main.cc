@@ -335,7 +335,8 @@ int main(int argc, char** argv) {
     client.token = *t;
   }
 
-  absl::StatusOr<Catalog> catalog = Catalog::Builtin();
+  // A server parses every preset once at start; a one-shot command only those its job names.
+  absl::StatusOr<Catalog> catalog = Catalog::Builtin(*serve ? CatalogLoad::kAll : CatalogLoad::kOnUse);
   if (!catalog.ok()) return Fail(catalog.status());
   if (!presets_dir.empty()) {
     if (absl::Status s = catalog->AddDirectory(presets_dir); !s.ok()) return Fail(s);

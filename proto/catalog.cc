@@ -5,6 +5,7 @@
 #include <tuple>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -21,103 +22,66 @@ namespace stepcast {
 
 namespace pb = google::protobuf;
 
-absl::StatusOr<Catalog> Catalog::Builtin() {
-  Catalog c;
-  for (const EmbeddedPreset& p : EmbeddedPresets()) {
-    if (absl::Status s = c.Add(p.path, p.text); !s.ok()) return s;
-  }
-  return c;
-}
+struct Catalog::Preset {
+  std::string kind;    // "hardware", "models" or "frameworks"
+  std::string name;    // the file name without .yaml, lower case
+  std::string origin;  // "presets/hardware/h100-sxm.yaml", prefixes errors
+  absl::string_view text;
+  std::shared_ptr<const std::string> owned;  // the text of a file read at run time
+  std::once_flag once;
+  // Parse()'s result: status, and the value of the preset's kind.
+  absl::Status status;
+  Hardware hardware;
+  ModelShape model;
+  v1::FrameworkSpec framework;  // as written (base unresolved)
 
-absl::Status Catalog::Add(const std::string& rel_path, const std::string& text) {
-  const std::filesystem::path path(rel_path);
-  const std::string name = absl::AsciiStrToLower(path.stem().string());
-  const std::string kind = path.parent_path().filename().string();
-  const std::string origin = "presets/" + rel_path;
-  if (kind == "hardware") {
-    v1::HardwareSpec spec;
-    if (absl::Status s = ParseMessage(text, SpecFormat::kYaml, origin, &spec); !s.ok()) return s;
-    absl::StatusOr<Hardware> hw = HardwareFromProto(spec, "hardware");
-    if (!hw.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", hw.status().message()));
-    if (hw->name.empty()) hw->name = name;
-    if (hw->reference_profile.name.empty()) hw->reference_profile.name = name + "-reference";
-    hardware_[name] = *std::move(hw);
-  } else if (kind == "models") {
-    v1::ModelShape spec;
-    if (absl::Status s = ParseMessage(text, SpecFormat::kYaml, origin, &spec); !s.ok()) return s;
-    absl::StatusOr<ModelShape> m = ModelShapeFromProto(spec, "model");
-    if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", m.status().message()));
-    if (m->name.empty()) m->name = name;
-    models_[name] = *std::move(m);
-  } else if (kind == "frameworks") {
-    v1::FrameworkSpec spec;
-    if (absl::Status s = ParseMessage(text, SpecFormat::kYaml, origin, &spec); !s.ok()) return s;
-    if (spec.name().empty()) spec.set_name(name);
-    frameworks_[name] = std::move(spec);
-    // Checked with its base chain resolved, so a broken preset fails at load, not at use.
-    absl::StatusOr<v1::FrameworkSpec> resolved = FindFramework(name);
-    if (resolved.ok()) {
-      absl::StatusOr<Framework> fw = FrameworkFromProto(*resolved, "framework");
-      if (!fw.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", fw.status().message()));
-      // Every default, recipe value and named setting must be a job field and value a job file
-      // accepts: checked now, not at the first job that matches.
-      auto check = [&](const v1::FrameworkDefault& d, const std::string& where) -> absl::Status {
-        v1::JobSpec probe;
-        if (absl::Status s = ApplyDefault(probe, d.field(), d.value(), where, nullptr); !s.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(origin, ": ", where, ": ", s.message()));
-        }
-        return absl::OkStatus();
-      };
-      for (const auto& d : spec.defaults()) {
-        if (absl::Status s = check(d, "defaults"); !s.ok()) return s;
+  void Parse() {
+    if (kind == "hardware") {
+      v1::HardwareSpec spec;
+      if (absl::Status s = ParseMessage(text, SpecFormat::kYaml, origin, &spec); !s.ok()) {
+        status = s;
+        return;
       }
-      {
-        // The defaults' `when` conditions parse and name job fields.
-        v1::JobSpec probe;
-        if (absl::Status s = ApplyFrameworkDefaults(probe, *resolved, nullptr); !s.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(origin, ": defaults: ", s.message()));
-        }
+      absl::StatusOr<Hardware> hw = HardwareFromProto(spec, "hardware");
+      if (!hw.ok()) {
+        status = absl::InvalidArgumentError(absl::StrCat(origin, ": ", hw.status().message()));
+        return;
       }
-      for (const auto& r : spec.recipes()) {
-        for (const auto& d : r.values()) {
-          if (absl::Status s = check(d, absl::StrCat("recipe ", r.models_size() ? r.models(0) : "?")); !s.ok()) return s;
-        }
+      if (hw->name.empty()) hw->name = name;
+      if (hw->reference_profile.name.empty()) hw->reference_profile.name = name + "-reference";
+      hardware = *std::move(hw);
+    } else if (kind == "models") {
+      v1::ModelShape spec;
+      if (absl::Status s = ParseMessage(text, SpecFormat::kYaml, origin, &spec); !s.ok()) {
+        status = s;
+        return;
       }
-      for (const auto& ns : spec.settings()) {
-        for (const auto& d : ns.values()) {
-          if (absl::Status s = check(d, absl::StrCat("setting ", ns.names_size() ? ns.names(0) : "?")); !s.ok()) return s;
-        }
+      absl::StatusOr<ModelShape> m = ModelShapeFromProto(spec, "model");
+      if (!m.ok()) {
+        status = absl::InvalidArgumentError(absl::StrCat(origin, ": ", m.status().message()));
+        return;
       }
-    }
-  } else if (rel_path == "intervals.yaml") {
-    // The interval table (proto/interval_table.h reads it), not a preset.
-  } else if (kind == "architectures") {
-    // The architecture registry's files, read by proto/architectures.cc.
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(origin, ": presets live in hardware/, models/, frameworks/ or architectures/"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Catalog::AddDirectory(const std::string& dir) {
-  namespace fs = std::filesystem;
-  if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat(dir, ": not a directory"));
-  for (const char* kind : {"hardware", "models", "frameworks"}) {
-    const fs::path sub = fs::path(dir) / kind;
-    if (!fs::is_directory(sub)) continue;
-    for (const auto& entry : fs::directory_iterator(sub)) {
-      if (entry.path().extension() != ".yaml") continue;
-      std::ifstream in(entry.path());
-      std::stringstream ss;
-      ss << in.rdbuf();
-      if (absl::Status s = Add(absl::StrCat(kind, "/", entry.path().filename().string()), ss.str()); !s.ok()) {
-        return s;
-      }
+      if (m->name.empty()) m->name = name;
+      model = *std::move(m);
+    } else {
+      status = ParseMessage(text, SpecFormat::kYaml, origin, &framework);
+      if (status.ok() && framework.name().empty()) framework.set_name(name);
     }
   }
-  return absl::OkStatus();
-}
+};
+
+struct Catalog::Resolved {
+  std::once_flag once;
+  absl::Status chain_status;  // an unknown base, a preset of the chain that does not parse
+  std::string cycle_at;       // the preset where the base chain loops (the error names the lookup's spelling)
+  std::unique_ptr<const ResolvedFramework> framework;  // when both above are empty
+};
+
+struct Catalog::Listing {
+  std::once_flag hardware_once, models_once;
+  std::map<std::string, Hardware> hardware;
+  std::map<std::string, ModelShape> models;
+};
 
 namespace {
 template <typename Map>
@@ -128,56 +92,259 @@ std::string Names(const Map& m) {
 }
 }  // namespace
 
-absl::StatusOr<Hardware> Catalog::FindHardware(const std::string& name) const {
-  auto it = hardware_.find(absl::AsciiStrToLower(name));
-  if (it == hardware_.end()) {
+absl::StatusOr<Catalog> Catalog::Builtin(CatalogLoad load) {
+  Catalog c;
+  for (const EmbeddedPreset& p : EmbeddedPresets()) {
+    if (absl::Status s = c.Add(p.path, p.text, nullptr); !s.ok()) return s;
+  }
+  c.Invalidate();
+  if (load == CatalogLoad::kAll) {
+    if (absl::Status s = c.Check(nullptr, true); !s.ok()) return s;
+  }
+  return c;
+}
+
+absl::Status Catalog::Add(const std::string& rel_path, absl::string_view text, std::shared_ptr<const std::string> owned) {
+  const std::filesystem::path path(rel_path);
+  auto p = std::make_shared<Preset>();
+  p->name = absl::AsciiStrToLower(path.stem().string());
+  p->kind = path.parent_path().filename().string();
+  p->origin = "presets/" + rel_path;
+  p->text = text;
+  p->owned = std::move(owned);
+  // The architecture registry's files, read by proto/architectures.cc.
+  if (p->kind == "architectures") return absl::OkStatus();
+  // The interval table (proto/interval_table.h reads it), not a preset.
+  if (rel_path == "intervals.yaml") return absl::OkStatus();
+  Presets* presets = p->kind == "hardware" ? &hardware_
+                     : p->kind == "models" ? &models_
+                     : p->kind == "frameworks" ? &frameworks_
+                                               : nullptr;
+  if (presets == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(p->origin, ": presets live in hardware/, models/, frameworks/ or architectures/"));
+  }
+  (*presets)[p->name] = std::move(p);
+  return absl::OkStatus();
+}
+
+void Catalog::Invalidate() {
+  resolved_.clear();
+  for (const auto& kv : frameworks_) resolved_[kv.first] = std::make_shared<Resolved>();
+  listing_ = std::make_shared<Listing>();
+}
+
+const Catalog::Preset* Catalog::Parsed(const Presets& presets, const std::string& name) const {
+  auto it = presets.find(name);
+  if (it == presets.end()) return nullptr;
+  Preset* p = it->second.get();
+  std::call_once(p->once, [p] { p->Parse(); });
+  return p;
+}
+
+absl::Status Catalog::AddDirectory(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat(dir, ": not a directory"));
+  std::vector<std::string> added_frameworks;
+  absl::Status status;
+  for (const char* kind : {"hardware", "models", "frameworks"}) {
+    const fs::path sub = fs::path(dir) / kind;
+    if (!fs::is_directory(sub)) continue;
+    for (const auto& entry : fs::directory_iterator(sub)) {
+      if (entry.path().extension() != ".yaml") continue;
+      std::ifstream in(entry.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      auto text = std::make_shared<const std::string>(ss.str());
+      const std::string rel = absl::StrCat(kind, "/", entry.path().filename().string());
+      if (status = Add(rel, *text, text); !status.ok()) break;
+      const std::string name = absl::AsciiStrToLower(entry.path().stem().string());
+      const Presets& presets = std::string(kind) == "hardware" ? hardware_ : std::string(kind) == "models" ? models_ : frameworks_;
+      if (status = Parsed(presets, name)->status; !status.ok()) break;
+      if (std::string(kind) == "frameworks") added_frameworks.push_back(name);
+    }
+    if (!status.ok()) break;
+  }
+  Invalidate();
+  if (!status.ok()) return status;
+  return Check(&added_frameworks, false);
+}
+
+absl::Status Catalog::Check(const std::vector<std::string>* frameworks, bool all) const {
+  std::vector<std::string> names = frameworks != nullptr ? *frameworks : FrameworkNames();
+  for (const std::string& name : names) {
+    const Preset* raw = Parsed(frameworks_, name);
+    if (raw == nullptr) continue;
+    if (!raw->status.ok()) return raw->status;
+    // Checked with its base chain resolved, so a broken preset fails at load, not at use (a
+    // preset whose base is unknown is an error at use, unchecked here, as it always was).
+    const Resolved& resolved = ResolvedEntry(name);
+    if (!resolved.chain_status.ok() || !resolved.cycle_at.empty()) continue;
+    if (!resolved.framework->status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(raw->origin, ": ", resolved.framework->status.message()));
+    }
+    // Every default, recipe value and named setting must be a job field and value a job file
+    // accepts: checked now, not at the first job that matches.
+    auto check = [&](const v1::FrameworkDefault& d, const std::string& where) -> absl::Status {
+      v1::JobSpec probe;
+      if (absl::Status s = CompiledDefault(d.field(), d.value()).Apply(probe, where, nullptr); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(raw->origin, ": ", where, ": ", s.message()));
+      }
+      return absl::OkStatus();
+    };
+    const v1::FrameworkSpec& spec = raw->framework;
+    for (const auto& d : spec.defaults()) {
+      if (absl::Status s = check(d, "defaults"); !s.ok()) return s;
+    }
+    {
+      // The defaults' `when` conditions parse and name job fields.
+      v1::JobSpec probe;
+      if (absl::Status s = resolved.framework->defaults.ApplyDefaults(probe, nullptr); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(raw->origin, ": defaults: ", s.message()));
+      }
+    }
+    for (const auto& r : spec.recipes()) {
+      for (const auto& d : r.values()) {
+        if (absl::Status s = check(d, absl::StrCat("recipe ", r.models_size() ? r.models(0) : "?")); !s.ok()) return s;
+      }
+    }
+    for (const auto& ns : spec.settings()) {
+      for (const auto& d : ns.values()) {
+        if (absl::Status s = check(d, absl::StrCat("setting ", ns.names_size() ? ns.names(0) : "?")); !s.ok()) return s;
+      }
+    }
+  }
+  if (all) {
+    for (const auto* presets : {&hardware_, &models_}) {
+      for (const auto& kv : *presets) {
+        if (const absl::Status& s = Parsed(*presets, kv.first)->status; !s.ok()) return s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const Hardware*> Catalog::LookupHardware(const std::string& name) const {
+  const Preset* p = Parsed(hardware_, absl::AsciiStrToLower(name));
+  if (p == nullptr) {
     return absl::NotFoundError(absl::StrCat("unknown hardware '", name, "'; known: ", Names(hardware_)));
   }
-  return it->second;
+  if (!p->status.ok()) return p->status;
+  return &p->hardware;
+}
+
+absl::StatusOr<const ModelShape*> Catalog::LookupModel(const std::string& name) const {
+  const Preset* p = Parsed(models_, absl::AsciiStrToLower(name));
+  if (p == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'; known: ", Names(models_)));
+  }
+  if (!p->status.ok()) return p->status;
+  return &p->model;
+}
+
+absl::StatusOr<Hardware> Catalog::FindHardware(const std::string& name) const {
+  absl::StatusOr<const Hardware*> h = LookupHardware(name);
+  if (!h.ok()) return h.status();
+  return **h;
 }
 
 absl::StatusOr<ModelShape> Catalog::FindModel(const std::string& name) const {
-  auto it = models_.find(absl::AsciiStrToLower(name));
-  if (it == models_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'; known: ", Names(models_)));
-  }
-  return it->second;
+  absl::StatusOr<const ModelShape*> m = LookupModel(name);
+  if (!m.ok()) return m.status();
+  return **m;
 }
 
-absl::StatusOr<v1::FrameworkSpec> Catalog::FindFramework(const std::string& name) const {
-  std::vector<const v1::FrameworkSpec*> chain;
-  std::string n = absl::AsciiStrToLower(name);
+const Catalog::Resolved& Catalog::ResolvedEntry(const std::string& lower_name) const {
+  Resolved* r = resolved_.at(lower_name).get();
+  std::call_once(r->once, [&] {
+    // The base chain, from the preset up to its root.
+    std::vector<const v1::FrameworkSpec*> chain;
+    std::string n = lower_name;
+    while (!n.empty()) {
+      const Preset* p = Parsed(frameworks_, n);
+      if (p == nullptr) {
+        r->chain_status = absl::InvalidArgumentError(absl::StrCat(
+            "framework '", chain.back()->name(), "': unknown base '", n, "'; known: ", Names(frameworks_)));
+        return;
+      }
+      if (!p->status.ok()) {
+        r->chain_status = p->status;
+        return;
+      }
+      for (const v1::FrameworkSpec* c : chain) {
+        if (c == &p->framework) {
+          r->cycle_at = n;
+          return;
+        }
+      }
+      chain.push_back(&p->framework);
+      n = absl::AsciiStrToLower(p->framework.base());
+    }
+    // Applied from the root down.
+    v1::FrameworkSpec out = *chain.back();
+    for (auto it = chain.rbegin() + 1; it != chain.rend(); ++it) out = OverlayFramework(out, **it);
+    out.set_base("");
+    r->framework = std::make_unique<const ResolvedFramework>(std::move(out), "framework");
+  });
+  return *r;
+}
+
+absl::StatusOr<const ResolvedFramework*> Catalog::LookupFramework(const std::string& name) const {
+  const std::string n = absl::AsciiStrToLower(name);
   if (n.empty()) {  // `framework { preset: "" }` (fuzz_spec_textproto): chain.back() on no chain before
     return absl::InvalidArgumentError(absl::StrCat("the framework name is empty; known: ", Names(frameworks_)));
   }
-  while (!n.empty()) {
-    auto it = frameworks_.find(n);
-    if (it == frameworks_.end()) {
-      if (chain.empty()) {
-        return absl::NotFoundError(absl::StrCat("unknown framework '", name, "'; known: ", Names(frameworks_)));
-      }
-      return absl::InvalidArgumentError(absl::StrCat("framework '", chain.back()->name(), "': unknown base '", n,
-                                                     "'; known: ", Names(frameworks_)));
-    }
-    for (const v1::FrameworkSpec* c : chain) {
-      if (c == &it->second) {
-        return absl::InvalidArgumentError(absl::StrCat("framework '", name, "': base chain has a cycle at '", n, "'"));
-      }
-    }
-    chain.push_back(&it->second);
-    n = absl::AsciiStrToLower(it->second.base());
+  if (frameworks_.find(n) == frameworks_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown framework '", name, "'; known: ", Names(frameworks_)));
   }
-  // Apply from the root down.
-  v1::FrameworkSpec out = *chain.back();
-  for (auto it = chain.rbegin() + 1; it != chain.rend(); ++it) out = OverlayFramework(out, **it);
-  out.set_base("");
-  return out;
+  const Resolved& r = ResolvedEntry(n);
+  if (!r.chain_status.ok()) return r.chain_status;
+  if (!r.cycle_at.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("framework '", name, "': base chain has a cycle at '", r.cycle_at, "'"));
+  }
+  return r.framework.get();
+}
+
+absl::StatusOr<const v1::FrameworkSpec*> Catalog::FindFrameworkSpec(const std::string& name) const {
+  absl::StatusOr<const ResolvedFramework*> f = LookupFramework(name);
+  if (!f.ok()) return f.status();
+  return &(*f)->spec;
+}
+
+absl::StatusOr<v1::FrameworkSpec> Catalog::FindFramework(const std::string& name) const {
+  absl::StatusOr<const v1::FrameworkSpec*> f = FindFrameworkSpec(name);
+  if (!f.ok()) return f.status();
+  return **f;
 }
 
 std::vector<std::string> Catalog::FrameworkNames() const {
   std::vector<std::string> v;
   for (const auto& kv : frameworks_) v.push_back(kv.first);
   return v;
+}
+
+const std::map<std::string, Hardware>& Catalog::hardware() const {
+  static const std::map<std::string, Hardware> kNone;
+  if (listing_ == nullptr) return kNone;  // a default-constructed (empty) catalog
+  Listing* l = listing_.get();
+  std::call_once(l->hardware_once, [&] {
+    for (const auto& kv : hardware_) {
+      if (const Preset* p = Parsed(hardware_, kv.first); p->status.ok()) l->hardware[kv.first] = p->hardware;
+    }
+  });
+  return l->hardware;
+}
+
+const std::map<std::string, ModelShape>& Catalog::models() const {
+  static const std::map<std::string, ModelShape> kNone;
+  if (listing_ == nullptr) return kNone;  // a default-constructed (empty) catalog
+  Listing* l = listing_.get();
+  std::call_once(l->models_once, [&] {
+    for (const auto& kv : models_) {
+      if (const Preset* p = Parsed(models_, kv.first); p->status.ok()) l->models[kv.first] = p->model;
+    }
+  });
+  return l->models;
 }
 
 absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, int year) const {
@@ -189,7 +356,11 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
   const std::vector<std::string> hay = words(text);
   size_t best_pos = hay.size(), best_len = 0;
   std::vector<std::string> best;  // presets matched at the best place
-  for (const auto& [name, spec] : frameworks_) {
+  for (const auto& kv : frameworks_) {
+    const std::string& name = kv.first;
+    const Preset* p = Parsed(frameworks_, name);
+    if (!p->status.ok()) continue;
+    const v1::FrameworkSpec& spec = p->framework;
     std::vector<std::string> names = {name};
     for (const std::string& a : spec.aliases()) names.push_back(a);
     for (const std::string& a : names) {
@@ -217,7 +388,7 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
   std::string pick = best.front();
   double pick_dist = 1e9;
   for (const std::string& n : best) {
-    const v1::FrameworkSpec& f = frameworks_.at(n);
+    const v1::FrameworkSpec& f = Parsed(frameworks_, n)->framework;
     const int from = f.from_year() > 0 ? f.from_year() : 0, to = f.to_year() > 0 ? f.to_year() : 9999;
     const double y = year > 0 ? year : 9998;
     const double dist = y < from ? from - y : (y > to ? y - to : 0);

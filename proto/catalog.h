@@ -1,18 +1,26 @@
 // File: proto/catalog.h
 //
-// The preset catalog: hardware and model presets, one YAML file each under presets/ (compiled
-// into the binary), plus any directory given at run time.
+// The preset catalog: hardware, model and framework presets, one YAML file each under presets/
+// (compiled into the binary), plus any directory given at run time. Everything that depends only
+// on the presets is parsed and resolved once (when the catalog loads, or at a preset's first
+// lookup with CatalogLoad::kOnUse) into the core types the model uses: a framework's base chain
+// applied, converted to a Framework, its defaults and recipes compiled (ResolvedFramework,
+// proto/job_defaults.h). A request only looks them up, by reference (docs/PERFORMANCE.md,
+// "The request path").
 #ifndef STEPCAST_PROTO_CATALOG_H_
 #define STEPCAST_PROTO_CATALOG_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/framework.h"
 #include "core/hardware.h"
 #include "core/model_shape.h"
+#include "proto/job_defaults.h"
 #include "stepcast/v1/framework.pb.h"
 
 namespace stepcast {
@@ -23,20 +31,46 @@ struct EmbeddedPreset {
 };
 const std::vector<EmbeddedPreset>& EmbeddedPresets();
 
+// How much of the catalog is parsed when it is built.
+enum class CatalogLoad {
+  // Every preset parsed, every framework's base chain resolved, converted and its defaults and
+  // recipes compiled, every default checked: a malformed preset fails the load. For a server
+  // (`stepcast serve`) and anything that loads once and looks up many times.
+  kAll,
+  // Each preset parsed (and a framework resolved) at its first lookup, once: a one-shot command
+  // (`stepcast predict`) reads the two or three presets its job names, not all of them.
+  // Presets added with AddDirectory are still checked when added.
+  kOnUse,
+};
+
+// The preset catalog. Immutable after AddDirectory; lookups are thread-safe (a preset parsed
+// on use is parsed once, under std::call_once). Copies share the parsed presets.
 class Catalog {
  public:
-  // The compiled-in presets. Fails only if a preset file is malformed (a build defect).
-  static absl::StatusOr<Catalog> Builtin();
-  // Adds or replaces presets from `dir`/{hardware,models,frameworks}/*.yaml.
+  // The compiled-in presets. Fails only if a preset file is malformed (a build defect); with
+  // kOnUse it cannot fail (a malformed built-in preset fails its lookups instead, and the tests
+  // load every preset with kAll).
+  static absl::StatusOr<Catalog> Builtin(CatalogLoad load = CatalogLoad::kAll);
+  // Adds or replaces presets from `dir`/{hardware,models,frameworks}/*.yaml. Each file is parsed
+  // and checked now (a framework with its base chain, when the base is known), whatever the load.
   absl::Status AddDirectory(const std::string& dir);
 
   // Lookups by name (the file name without .yaml, case-insensitive). Errors list known names.
+  // The pointers live as long as the catalog (or a copy of it).
+  absl::StatusOr<const Hardware*> LookupHardware(const std::string& name) const;
+  absl::StatusOr<const ModelShape*> LookupModel(const std::string& name) const;
+  // The same, copied.
   absl::StatusOr<Hardware> FindHardware(const std::string& name) const;
   absl::StatusOr<ModelShape> FindModel(const std::string& name) const;
   // A framework preset with its `base` chain resolved (FrameworkSpec.base: sub-messages set in
   // the preset replace the base's; `defaults` replace by field; sources add up; aliases are the
   // preset's own). NotFound lists the known names; a cycle or unknown base is InvalidArgument.
   absl::StatusOr<v1::FrameworkSpec> FindFramework(const std::string& name) const;
+  // The same by reference (resolved once).
+  absl::StatusOr<const v1::FrameworkSpec*> FindFrameworkSpec(const std::string& name) const;
+  // The same, converted and compiled (ResolvedFramework: the core Framework, compiled defaults and
+  // recipes). Errors as FindFramework; a preset that does not convert has it in `status`.
+  absl::StatusOr<const ResolvedFramework*> LookupFramework(const std::string& name) const;
   // The framework preset a free-text description names ("NeMo 24.09 container", "Megatron-LM
   // (2022)", "llm-foundry + Composer"): the name or alias that occurs first in the text as a
   // word sequence (the longer one at the same place). When several presets share that alias
@@ -59,14 +93,29 @@ class Catalog {
   // replaced and where the generic preset's assumptions are listed.
   static AssumedInput GenericFrameworkAssumed(const std::string& text);
   std::vector<std::string> FrameworkNames() const;
-  const std::map<std::string, Hardware>& hardware() const { return hardware_; }
-  const std::map<std::string, ModelShape>& models() const { return models_; }
+  // Every hardware / model preset (with kOnUse: parsed at the first call; a built-in preset that
+  // does not parse is left out).
+  const std::map<std::string, Hardware>& hardware() const;
+  const std::map<std::string, ModelShape>& models() const;
 
  private:
-  absl::Status Add(const std::string& rel_path, const std::string& text);
-  std::map<std::string, Hardware> hardware_;
-  std::map<std::string, ModelShape> models_;
-  std::map<std::string, v1::FrameworkSpec> frameworks_;  // as written (base unresolved)
+  struct Preset;     // one preset file: origin, text, the value parsed from it (once)
+  struct Resolved;   // one framework's base chain resolved and compiled (once)
+  struct Listing;    // hardware() and models(), filled once
+  using Presets = std::map<std::string, std::shared_ptr<Preset>>;
+
+  absl::Status Add(const std::string& rel_path, absl::string_view text, std::shared_ptr<const std::string> owned);
+  const Preset* Parsed(const Presets& presets, const std::string& lower_name) const;  // null: no such preset
+  const Resolved& ResolvedEntry(const std::string& lower_name) const;
+  // Fresh resolution entries and listings after the presets changed.
+  void Invalidate();
+  // Parses, resolves and checks `names` of frameworks (all when null), and every hardware and
+  // model preset when `all`; the first error, naming the preset file.
+  absl::Status Check(const std::vector<std::string>* frameworks, bool all) const;
+
+  Presets hardware_, models_, frameworks_;
+  std::map<std::string, std::shared_ptr<Resolved>> resolved_;
+  std::shared_ptr<Listing> listing_;
 };
 
 // Core view of one attention kernel of a framework preset; errors name "<path>.rates[i]...".

@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <cstdint>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <sys/stat.h>
@@ -54,52 +56,120 @@ absl::StatusOr<std::string> ReadInputFile(const std::string& path, int64_t max_b
   if (absl::Status s = CheckInputFile(path, max_bytes); !s.ok()) return s;
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  // Read at most max_bytes + 1 even if the file grew after the stat.
-  std::string out(static_cast<size_t>(max_bytes) + 1, '\0');
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  out.resize(static_cast<size_t>(in.gcount()));
+  // Read at most max_bytes + 1 even if the file grew after the stat, in chunks: a buffer of
+  // max_bytes zeroed up front cost every one-shot command 16 MiB of page faults (~10 ms).
+  std::string out;
+  char chunk[64 << 10];
+  while (in && static_cast<int64_t>(out.size()) <= max_bytes) {
+    const int64_t want = std::min<int64_t>(sizeof chunk, max_bytes + 1 - static_cast<int64_t>(out.size()));
+    in.read(chunk, static_cast<std::streamsize>(want));
+    out.append(chunk, static_cast<size_t>(in.gcount()));
+  }
   if (static_cast<int64_t>(out.size()) > max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": above the ", max_bytes, "-byte limit for an input file"));
   }
   return out;
 }
 
-absl::Status CheckFiniteNumbers(const pb::Message& msg, const std::string& path) {
+namespace {
+
+// The fields of a message type that can hold a NaN or an infinity, in field-number order (the
+// order of Reflection::ListFields): double and float fields, and message fields (not maps) whose
+// type has such fields at any depth. Built once per type and thread: a request's JobSpec then
+// costs a read of each floating-point field and a presence check of each such sub-message, not
+// a ListFields of every message.
+const std::vector<const pb::FieldDescriptor*>& FloatingFields(const pb::Descriptor* d) {
+  using FD = pb::FieldDescriptor;
+  thread_local std::unordered_map<const pb::Descriptor*, std::vector<const FD*>> plans;
+  thread_local std::unordered_map<const pb::Descriptor*, int> has_floating;  // 0: being decided, 1: no, 2: yes
+  if (auto it = plans.find(d); it != plans.end()) return it->second;
+  // Whether a type has floating-point fields at any depth; a type met again while it is being
+  // decided (a recursive message) counts as having them, which only costs a presence check.
+  std::function<bool(const pb::Descriptor*)> has = [&](const pb::Descriptor* t) {
+    if (auto it = has_floating.find(t); it != has_floating.end()) return it->second != 1;
+    has_floating[t] = 0;
+    bool any = false;
+    for (int i = 0; i < t->field_count() && !any; ++i) {
+      const FD* f = t->field(i);
+      if (f->cpp_type() == FD::CPPTYPE_DOUBLE || f->cpp_type() == FD::CPPTYPE_FLOAT) any = true;
+      if (f->cpp_type() == FD::CPPTYPE_MESSAGE && !f->is_map() && has(f->message_type())) any = true;
+    }
+    has_floating[t] = any ? 2 : 1;
+    return any;
+  };
+  std::vector<const FD*> fields;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FD* f = d->field(i);
+    if (f->cpp_type() == FD::CPPTYPE_DOUBLE || f->cpp_type() == FD::CPPTYPE_FLOAT ||
+        (f->cpp_type() == FD::CPPTYPE_MESSAGE && !f->is_map() && has(f->message_type()))) {
+      fields.push_back(f);
+    }
+  }
+  std::sort(fields.begin(), fields.end(), [](const FD* x, const FD* y) { return x->number() < y->number(); });
+  return plans.emplace(d, std::move(fields)).first->second;
+}
+
+// The first NaN or infinite double/float field of `msg` (depth first, fields in number order):
+// true with its value in `bad` and its path in `trail` (outermost first; index -1 for a singular
+// field). No string is built unless one is found: every request passes here.
+bool FindNonFinite(const pb::Message& msg, std::vector<std::pair<const pb::FieldDescriptor*, int>>& trail,
+                   double& bad) {
+  using FD = pb::FieldDescriptor;
   const pb::Reflection* r = msg.GetReflection();
-  std::vector<const pb::FieldDescriptor*> fields;
-  r->ListFields(msg, &fields);
-  for (const pb::FieldDescriptor* f : fields) {
-    const std::string fpath = path.empty() ? f->name() : absl::StrCat(path, ".", f->name());
-    auto bad = [&](double x, const std::string& p) {
-      return absl::InvalidArgumentError(absl::StrCat(p, ": ", std::isnan(x) ? "NaN" : "infinity",
-                                                     " is not a number stepcast accepts; give a finite value"));
-    };
-    using FD = pb::FieldDescriptor;
-    const int n = f->is_repeated() ? r->FieldSize(msg, f) : 1;
+  for (const FD* f : FloatingFields(msg.GetDescriptor())) {
+    const bool repeated = f->is_repeated();
+    int n = 1;
+    if (repeated) {
+      n = r->FieldSize(msg, f);
+    } else if (f->cpp_type() == FD::CPPTYPE_MESSAGE && !r->HasField(msg, f)) {
+      continue;
+    }
     for (int i = 0; i < n; ++i) {
-      const std::string ipath = f->is_repeated() ? absl::StrCat(fpath, "[", i, "]") : fpath;
       switch (f->cpp_type()) {
         case FD::CPPTYPE_DOUBLE: {
-          const double x = f->is_repeated() ? r->GetRepeatedDouble(msg, f, i) : r->GetDouble(msg, f);
-          if (!std::isfinite(x)) return bad(x, ipath);
+          const double x = repeated ? r->GetRepeatedDouble(msg, f, i) : r->GetDouble(msg, f);
+          if (!std::isfinite(x)) {
+            trail.emplace_back(f, repeated ? i : -1);
+            bad = x;
+            return true;
+          }
           break;
         }
         case FD::CPPTYPE_FLOAT: {
-          const double x = f->is_repeated() ? r->GetRepeatedFloat(msg, f, i) : r->GetFloat(msg, f);
-          if (!std::isfinite(x)) return bad(x, ipath);
+          const double x = repeated ? r->GetRepeatedFloat(msg, f, i) : r->GetFloat(msg, f);
+          if (!std::isfinite(x)) {
+            trail.emplace_back(f, repeated ? i : -1);
+            bad = x;
+            return true;
+          }
           break;
         }
-        case FD::CPPTYPE_MESSAGE: {
-          if (f->is_map()) break;  // map<string, string> labels and the like
-          const pb::Message& sub = f->is_repeated() ? r->GetRepeatedMessage(msg, f, i) : r->GetMessage(msg, f);
-          if (absl::Status s = CheckFiniteNumbers(sub, ipath); !s.ok()) return s;
+        default: {  // a message (FloatingFields holds no other kind)
+          const pb::Message& sub = repeated ? r->GetRepeatedMessage(msg, f, i) : r->GetMessage(msg, f);
+          trail.emplace_back(f, repeated ? i : -1);
+          if (FindNonFinite(sub, trail, bad)) return true;
+          trail.pop_back();
           break;
         }
-        default: break;
       }
     }
   }
-  return absl::OkStatus();
+  return false;
+}
+
+}  // namespace
+
+absl::Status CheckFiniteNumbers(const pb::Message& msg, const std::string& path) {
+  std::vector<std::pair<const pb::FieldDescriptor*, int>> trail;
+  double bad = 0;
+  if (!FindNonFinite(msg, trail, bad)) return absl::OkStatus();
+  std::string p = path;
+  for (const auto& [f, i] : trail) {
+    p = p.empty() ? f->name() : absl::StrCat(p, ".", f->name());
+    if (i >= 0) absl::StrAppend(&p, "[", i, "]");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(p, ": ", std::isnan(bad) ? "NaN" : "infinity",
+                                                 " is not a number stepcast accepts; give a finite value"));
 }
 
 absl::StatusOr<SpecFormat> FormatFromPath(absl::string_view path) {
@@ -861,25 +931,28 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   std::vector<AssumedInput> assumed;  // becomes job.assumed
 
   // The framework, then the defaults of every input the spec leaves unset: the framework's
-  // documented defaults first, stepcast's fallbacks after; each recorded in job.assumed.
-  absl::StatusOr<v1::FrameworkSpec> fw_spec = ResolveJobFramework(spec, catalog, &assumed);
-  if (!fw_spec.ok()) return fw_spec.status();
-  {
-    absl::StatusOr<Framework> fw = FrameworkFromProto(*fw_spec, "framework");
-    if (!fw.ok()) return fw.status();
-    job.framework = *std::move(fw);
-  }
+  // documented defaults first, stepcast's fallbacks after; each recorded in job.assumed. A preset
+  // was resolved, converted and its defaults compiled when the catalog loaded: looked up here.
+  absl::StatusOr<JobFramework> fw = LookupJobFramework(spec, catalog, &assumed);
+  if (!fw.ok()) return fw.status();
+  job.framework = (*fw)->core;
+  // The model stored resolved (defaults filled) so the model's hot path does not resolve it again.
+  const auto set_model = [&job](const ModelShape& m) {
+    job.model = m.Resolved();
+    job.model.name = m.name;
+    job.model.source = m.source;
+  };
   switch (spec.model().source_case()) {
     case v1::ModelSpec::kPreset: {
-      absl::StatusOr<ModelShape> m = catalog.FindModel(spec.model().preset());
+      absl::StatusOr<const ModelShape*> m = catalog.LookupModel(spec.model().preset());
       if (!m.ok()) return FieldError("model.preset", std::string(m.status().message()));
-      job.model = *std::move(m);
+      set_model(**m);
       break;
     }
     case v1::ModelSpec::kShape: {
       absl::StatusOr<ModelShape> m = ModelShapeFromProto(spec.model().shape(), "model.shape");
       if (!m.ok()) return m.status();
-      job.model = *std::move(m);
+      set_model(*m);
       break;
     }
     case v1::ModelSpec::kHfConfig: {
@@ -890,24 +963,17 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
       }
       absl::StatusOr<ModelShape> m = LoadHfConfig(p.string());
       if (!m.ok()) return FieldError("model.hf_config", std::string(m.status().message()));
-      job.model = *std::move(m);
+      set_model(*m);
       break;
     }
     case v1::ModelSpec::SOURCE_NOT_SET:
       return FieldError("model", "required: a preset name, an inline shape, or hf_config");
   }
-  {
-    // Stored resolved (defaults filled) so the model's hot path does not resolve it again.
-    ModelShape r = job.model.Resolved();
-    r.name = job.model.name;
-    r.source = job.model.source;
-    job.model = std::move(r);
-  }
   switch (spec.hardware().source_case()) {
     case v1::HardwareRef::kPreset: {
-      absl::StatusOr<Hardware> h = catalog.FindHardware(spec.hardware().preset());
+      absl::StatusOr<const Hardware*> h = catalog.LookupHardware(spec.hardware().preset());
       if (!h.ok()) return FieldError("hardware.preset", std::string(h.status().message()));
-      job.hardware = *std::move(h);
+      job.hardware = **h;
       break;
     }
     case v1::HardwareRef::kSpec: {
@@ -940,13 +1006,12 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   // a job gets the unfused path unless it says otherwise, before any framework default of "true".
   if (const v1::DType g = spec.training().precision().gemm();
       (g == v1::D_TYPE_FP32 || g == v1::D_TYPE_TF32) && job.framework.attention.fused) {
-    if (absl::Status s = ApplyDefault(spec, "training.flash_attention", "false",
-                                      absl::StrCat("the framework's attention kernel (", job.framework.attention.kernel,
-                                                   ") takes bf16/fp16 only; fp32 GEMMs: unfused"),
-                                      &assumed);
-        !s.ok()) {
-      return s;
-    }
+    static const CompiledDefault* const kUnfused = new CompiledDefault("training.flash_attention", "false");
+    const auto source = [&] {
+      return absl::StrCat("the framework's attention kernel (", job.framework.attention.kernel,
+                          ") takes bf16/fp16 only; fp32 GEMMs: unfused");
+    };
+    if (absl::Status s = kUnfused->ApplyWith(spec, source, &assumed); !s.ok()) return s;
   }
   // Defaults: the framework's recipe for this model (and GPU, precision), then the framework's
   // own defaults, then stepcast's fallbacks; each recorded in job.assumed.
@@ -958,34 +1023,30 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     if (spec.model().source_case() == v1::ModelSpec::kPreset) model_name += " " + spec.model().preset();
     const std::string hw_preset =
         spec.hardware().source_case() == v1::HardwareRef::kPreset ? absl::AsciiStrToLower(spec.hardware().preset()) : "";
-    v1::ShardingModel recipe_sharding;
-    if (absl::Status s = ApplyRecipeDefaults(spec, *fw_spec, model_name, job.hardware.architecture, gemm, &assumed,
-                                             hw_preset, &recipe_sharding);
+    // A recipe's sharding semantics (framework.proto Recipe.sharding) replace the framework's:
+    // converted when the catalog compiled the recipe.
+    const RecipeSharding* recipe_sharding = nullptr;
+    if (absl::Status s = (*fw)->defaults.ApplyRecipes(spec, model_name, job.hardware.architecture, gemm, &assumed,
+                                                      hw_preset, &recipe_sharding);
         !s.ok()) {
       return s;
     }
-    if (recipe_sharding.ByteSizeLong() > 0) {
-      // A recipe's sharding semantics (framework.proto Recipe.sharding) replace the framework's.
-      v1::FrameworkSpec with = *fw_spec;
-      *with.mutable_sharding() = recipe_sharding;
-      absl::StatusOr<Framework> fw = FrameworkFromProto(with, "framework.recipes.sharding");
-      if (!fw.ok()) return fw.status();
-      job.framework.sharding = fw->sharding;
+    if (recipe_sharding != nullptr && recipe_sharding->replaces) {
+      if (!recipe_sharding->core.ok()) return recipe_sharding->core.status();
+      job.framework.sharding = *recipe_sharding->core;
     }
   }
-  if (absl::Status s = ApplyFrameworkDefaults(spec, *fw_spec, &assumed); !s.ok()) return s;
+  if (absl::Status s = (*fw)->defaults.ApplyDefaults(spec, &assumed); !s.ok()) return s;
   // The attention kernel the job (or a default) selects among the framework's.
   if (const std::string& kernel = spec.training().attention_kernel();
       !kernel.empty() && kernel != job.framework.attention.kernel) {
-    std::vector<std::string> known = {job.framework.attention.kernel};
+    const ResolvedFramework& f = **fw;
     bool found = false;
-    for (int i = 0; i < fw_spec->alternative_attention_size() && !found; ++i) {
-      const v1::AttentionKernel& k = fw_spec->alternative_attention(i);
-      known.push_back(k.kernel());
-      if (k.kernel() != kernel) continue;
-      absl::StatusOr<AttentionKernel> a = AttentionKernelFromProto(k, "framework.alternative_attention");
+    for (int i = 0; i < f.spec.alternative_attention_size() && !found; ++i) {
+      if (f.spec.alternative_attention(i).kernel() != kernel) continue;
+      const absl::StatusOr<AttentionKernel>& a = f.alternative_attention[i];
       if (!a.ok()) return a.status();
-      job.framework.attention = *std::move(a);
+      job.framework.attention = *a;
       found = true;
     }
     if (!found && kernel == "unfused") {
@@ -993,49 +1054,63 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
       found = true;
     }
     if (!found) {
+      std::vector<std::string> known = {job.framework.attention.kernel};
+      for (const v1::AttentionKernel& k : f.spec.alternative_attention()) known.push_back(k.kernel());
       return FieldError("training.attention_kernel",
                         absl::StrCat("'", kernel, "' is not a kernel of framework ", job.framework.name,
                                      "; known: ", absl::StrJoin(known, ", "), ", unfused"));
     }
   }
-  const std::string fw_name = job.framework.name;
-  auto fallback = [&](const std::string& path, const std::string& value, const std::string& why) {
-    return ApplyDefault(spec, path, value, absl::StrCat("stepcast fallback (", fw_name, " documents none): ", why),
-                        &assumed);
-  };
+  const std::string& fw_name = job.framework.name;
   {
-    const std::string kernel = job.framework.attention.kernel.empty() ? "its attention kernel" : job.framework.attention.kernel;
-    const struct { const char* path; std::string value; std::string why; } fallbacks[] = {
-        {"training.micro_batch_size", "1", "one sequence per micro-batch"},
-        {"training.precision.gemm", "bf16", "bf16 mixed precision"},
-        {"training.optimizer", "adamw", "AdamW (Adam with decoupled weight decay)"},
-        {"training.recompute", "none", "no activation recomputation"},
-        {"training.sharding", "none", "no optimizer/gradient/weight sharding"},
-        {"training.overlap_dp_comm", "false", "no DP communication overlap"},
-        {"training.overlap_tp_comm", "false", "no TP communication overlap"},
-        {"training.dropout", "false", "no dropout"},
-        {"training.fp8_param_gather", "false", "weights kept in the params dtype"},
-        {"training.flash_attention", job.framework.attention.fused ? "true" : "false",
-         absl::StrCat("the framework's attention kernel (", kernel, ")")},
-        {"training.cuda_graphs", job.framework.launch.cuda_graphs ? "true" : "false",
-         "the framework preset's launch model"},
-        {"parallelism.sequence_parallel", "false", "no sequence parallelism"},
+    // stepcast's fallbacks, compiled once; the flash-attention and CUDA-graph values follow the
+    // framework (compiled both ways).
+    struct Fallback {
+      CompiledDefault value;
+      const char* why;
     };
-    for (const auto& f : fallbacks) {
-      if (absl::Status s = fallback(f.path, f.value, f.why); !s.ok()) return s;
+    static const std::vector<Fallback>* const kFallbacks = new std::vector<Fallback>{
+        {{"training.micro_batch_size", "1"}, "one sequence per micro-batch"},
+        {{"training.precision.gemm", "bf16"}, "bf16 mixed precision"},
+        {{"training.optimizer", "adamw"}, "AdamW (Adam with decoupled weight decay)"},
+        {{"training.recompute", "none"}, "no activation recomputation"},
+        {{"training.sharding", "none"}, "no optimizer/gradient/weight sharding"},
+        {{"training.overlap_dp_comm", "false"}, "no DP communication overlap"},
+        {{"training.overlap_tp_comm", "false"}, "no TP communication overlap"},
+        {{"training.dropout", "false"}, "no dropout"},
+        {{"training.fp8_param_gather", "false"}, "weights kept in the params dtype"},
+        {{"training.flash_attention", "false"}, nullptr},  // 9, 10: by the framework's kernel
+        {{"training.flash_attention", "true"}, nullptr},
+        {{"training.cuda_graphs", "false"}, "the framework preset's launch model"},  // 11, 12
+        {{"training.cuda_graphs", "true"}, "the framework preset's launch model"},
+        {{"parallelism.sequence_parallel", "false"}, "no sequence parallelism"},
+        // 14, 15: MoE models only
+        {{"training.moe_dispatcher", "alltoall"},
+         "NCCL all-to-all of the permuted tokens (Megatron-Core --moe-token-dispatcher-type default alltoall, "
+         "torchtitan's all-to-all)"},
+        {{"training.overlap_ep_comm", "false"},
+         "the all-to-all not overlapped with another micro-batch (Megatron-Core --overlap-moe-expert-parallel-comm "
+         "defaults off)"},
+    };
+    const std::vector<Fallback>& f = *kFallbacks;
+    const auto apply = [&](const Fallback& fb) {
+      const auto source = [&] {
+        if (fb.why != nullptr) return absl::StrCat("stepcast fallback (", fw_name, " documents none): ", fb.why);
+        const std::string& kernel =
+            job.framework.attention.kernel.empty() ? "its attention kernel" : job.framework.attention.kernel;
+        return absl::StrCat("stepcast fallback (", fw_name, " documents none): the framework's attention kernel (",
+                            kernel, ")");
+      };
+      return fb.value.ApplyWith(spec, source, &assumed);
+    };
+    for (const Fallback* fb : {&f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8],
+                               &f[job.framework.attention.fused ? 10 : 9], &f[job.framework.launch.cuda_graphs ? 12 : 11],
+                               &f[13]}) {
+      if (absl::Status s = apply(*fb); !s.ok()) return s;
     }
     if (job.model.moe.enabled()) {
-      if (absl::Status s = fallback("training.moe_dispatcher", "alltoall",
-                                    "NCCL all-to-all of the permuted tokens (Megatron-Core "
-                                    "--moe-token-dispatcher-type default alltoall, torchtitan's all-to-all)");
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = fallback("training.overlap_ep_comm", "false",
-                                    "the all-to-all not overlapped with another micro-batch (Megatron-Core "
-                                    "--overlap-moe-expert-parallel-comm defaults off)");
-          !s.ok()) {
-        return s;
+      for (const Fallback* fb : {&f[14], &f[15]}) {
+        if (absl::Status s = apply(*fb); !s.ok()) return s;
       }
     }
   }
@@ -1325,6 +1400,7 @@ v1::Prediction PredictionToProto(const Prediction& p) {
   out.set_micro_batches_per_step(p.micro_batches_per_step);
   for (const auto& w : p.warnings) out.add_warnings(w);
   out.set_framework(p.framework_name);
+  if (p.assumed_inputs) out.mutable_assumed_inputs()->Reserve(static_cast<int>(p.assumed_inputs->size()));
   for (const auto& a : p.assumed_inputs ? *p.assumed_inputs : std::vector<AssumedInput>{}) {
     auto* x = out.add_assumed_inputs();
     x->set_field(a.field);

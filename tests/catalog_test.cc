@@ -1,11 +1,17 @@
 // The preset catalog: every required preset is present, loads, and names its sources.
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/job_defaults.h"
@@ -437,6 +443,317 @@ training:
   }
 }
 
+
+// --- Presets parsed and resolved once (issue 30) ------------------------------------------------
+
+// Writes `files` (path relative to `dir` -> text) under a fresh directory; returns it.
+std::string WriteTree(const std::string& name, const std::map<std::string, std::string>& files) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("stepcast_catalog_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  for (const auto& [rel, text] : files) {
+    std::filesystem::create_directories((dir / rel).parent_path());
+    std::ofstream(dir / rel) << text;
+  }
+  return dir.string();
+}
+
+// A catalog that parses each preset at its first lookup holds the same presets as one that
+// parses all at load: every hardware, model and framework preset, the listings and the
+// free-text framework lookup agree.
+TEST(CatalogLoad, OnUseHoldsTheSamePresetsAsAll) {
+  const Catalog& all = testing::BuiltinCatalog();
+  absl::StatusOr<Catalog> on_use = Catalog::Builtin(CatalogLoad::kOnUse);
+  ASSERT_TRUE(on_use.ok()) << on_use.status();
+  for (const auto& [name, hw] : all.hardware()) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<const Hardware*> h = on_use->LookupHardware(name);
+    ASSERT_TRUE(h.ok()) << h.status();
+    EXPECT_EQ((*h)->name, hw.name);
+    EXPECT_EQ((*h)->PeakFlops(DType::kBF16), hw.PeakFlops(DType::kBF16));
+    EXPECT_EQ((*h)->sources, hw.sources);
+    EXPECT_EQ(RateProfileToProto((*h)->reference_profile).SerializeAsString(),
+              RateProfileToProto(hw.reference_profile).SerializeAsString());
+  }
+  for (const auto& [name, m] : all.models()) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<const ModelShape*> got = on_use->LookupModel(name);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(ModelShapeToProto(**got).SerializeAsString(), ModelShapeToProto(m).SerializeAsString());
+  }
+  EXPECT_EQ(on_use->FrameworkNames(), all.FrameworkNames());
+  for (const std::string& name : all.FrameworkNames()) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<v1::FrameworkSpec> a = all.FindFramework(name), b = on_use->FindFramework(name);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->SerializeAsString(), b->SerializeAsString());
+  }
+  EXPECT_EQ(on_use->hardware().size(), all.hardware().size());
+  EXPECT_EQ(on_use->models().size(), all.models().size());
+  EXPECT_EQ(*on_use->FrameworkForText("NeMo 24.09 container", 2024), "nemo");
+  EXPECT_EQ(*on_use->FrameworkForText("Megatron-LM (2022)", 2022), "megatron-lm-2022");
+}
+
+// A lookup returns the catalog's own object, resolved once: the same address each time, in a
+// copy of the catalog too, and from many threads at once on a catalog that parses on use.
+TEST(CatalogLoad, LookupsReturnTheSameObjectWithoutCopying) {
+  const Catalog& all = testing::BuiltinCatalog();
+  const ResolvedFramework* nemo = *all.LookupFramework("nemo");
+  EXPECT_EQ(*all.LookupFramework("NeMo"), nemo);
+  EXPECT_EQ(*all.FindFrameworkSpec("nemo"), &nemo->spec);
+  const Catalog copy = all;
+  EXPECT_EQ(*copy.LookupFramework("nemo"), nemo);
+  EXPECT_EQ(*copy.LookupHardware("h100-sxm"), *all.LookupHardware("H100-SXM"));
+  // The resolved preset: NeMo's own name, Megatron-Core's attention kernel (its base).
+  EXPECT_TRUE(nemo->status.ok());
+  EXPECT_EQ(nemo->core.name, "nemo");
+  EXPECT_EQ(nemo->core.attention.kernel, "te-fused");
+  EXPECT_EQ(nemo->spec.base(), "");
+
+  absl::StatusOr<Catalog> on_use = Catalog::Builtin(CatalogLoad::kOnUse);
+  ASSERT_TRUE(on_use.ok());
+  std::vector<const ResolvedFramework*> frameworks(8);
+  std::vector<const Hardware*> hardware(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      frameworks[t] = *on_use->LookupFramework("megatron-bridge");
+      hardware[t] = *on_use->LookupHardware("h100-sxm");
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(frameworks[t], frameworks[0]);
+    EXPECT_EQ(hardware[t], hardware[0]);
+  }
+  EXPECT_EQ(frameworks[0]->core.name, "megatron-bridge");
+  EXPECT_EQ(hardware[0]->architecture, "hopper");
+}
+
+// Lookup errors are those of the old per-request resolution: unknown names list the known ones,
+// an empty name says so, and the preset path of a job prefixes them.
+TEST(CatalogLoad, LookupErrorsNameTheKnownPresets) {
+  for (CatalogLoad load : {CatalogLoad::kAll, CatalogLoad::kOnUse}) {
+    absl::StatusOr<Catalog> c = Catalog::Builtin(load);
+    ASSERT_TRUE(c.ok());
+    absl::StatusOr<const ResolvedFramework*> missing = c->LookupFramework("megatron-9000");
+    EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(missing.status().message(),
+              "unknown framework 'megatron-9000'; known: colossalai-gemini, deepspeed, generic, llm-foundry, maxtext, "
+              "megatron-bridge, megatron-core, megatron-lm-2021, megatron-lm-2022, nemo, nemo-automodel, paxml, "
+              "pytorch-fsdp1, pytorch-fsdp2, torchtitan, torchtitan-compile");
+    EXPECT_THAT(std::string(c->LookupFramework("").status().message()),
+                ::testing::StartsWith("the framework name is empty; known: colossalai-gemini, deepspeed,"));
+    EXPECT_THAT(std::string(c->LookupHardware("h900").status().message()),
+                ::testing::StartsWith("unknown hardware 'h900'; known: a100-40gb, a100-80gb,"));
+    EXPECT_THAT(std::string(c->LookupModel("gpt-5").status().message()),
+                ::testing::StartsWith("unknown model 'gpt-5'; known: deepseek-v3,"));
+  }
+}
+
+// Presets added from a directory are checked when added (a bad default names its file and
+// value), frameworks based on them resolve, and replacing a base re-resolves its children (the
+// resolution is cached per catalog, so a stale one would keep the old default).
+TEST(CatalogLoad, DirectoryPresetsAreCheckedAndReplaceBases) {
+  const std::string base_v1 = "name: site-base\nbase: megatron-core\ndefaults:\n"
+                              "- {field: training.sharding, value: zero2, source: site v1}\n";
+  const std::string child = "name: site-child\nbase: site-base\ndefaults:\n"
+                            "- {field: training.dropout, value: 'true', source: site child}\n";
+  for (CatalogLoad load : {CatalogLoad::kAll, CatalogLoad::kOnUse}) {
+    absl::StatusOr<Catalog> c = Catalog::Builtin(load);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c->AddDirectory(WriteTree("v1", {{"frameworks/site-base.yaml", base_v1},
+                                                  {"frameworks/site-child.yaml", child}}))
+                    .ok());
+    auto default_of = [&](const std::string& fw, const std::string& field) -> std::string {
+      absl::StatusOr<const v1::FrameworkSpec*> spec = c->FindFrameworkSpec(fw);
+      if (!spec.ok()) return std::string(spec.status().message());
+      for (const v1::FrameworkDefault& d : (*spec)->defaults()) {
+        if (d.field() == field) return d.value() + " (" + d.source() + ")";
+      }
+      return "";
+    };
+    EXPECT_EQ(default_of("site-child", "training.sharding"), "zero2 (site v1)");
+    EXPECT_EQ(default_of("site-child", "training.dropout"), "true (site child)");
+    // A job under the child gets both, with the child's name in the recorded source.
+    v1::JobSpec spec;
+    ASSERT_TRUE(ParseMessage("model: llama3-8b\nhardware: h100-sxm\nframework: site-child\ncluster: {gpu_count: 8}\n"
+                             "training: {seq_length: 4096, global_batch_size: 64}\n",
+                             SpecFormat::kYaml, "t.yaml", &spec)
+                    .ok());
+    absl::StatusOr<Job> job = JobFromSpec(spec, *c, "", nullptr);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->training.sharding, Sharding::kZero2);
+    bool found = false;
+    for (const AssumedInput& a : *job->assumed) {
+      if (a.field == "training.sharding") {
+        EXPECT_EQ(a.source, "framework site-child default: site v1");
+        found = true;
+      }
+    }
+    EXPECT_TRUE(found);
+
+    ASSERT_TRUE(c->AddDirectory(WriteTree("v2", {{"frameworks/site-base.yaml",
+                                                   "name: site-base\nbase: megatron-core\ndefaults:\n"
+                                                   "- {field: training.sharding, value: zero3, source: site v2}\n"}}))
+                    .ok());
+    EXPECT_EQ(default_of("site-child", "training.sharding"), "zero3 (site v2)");
+    absl::StatusOr<Job> job2 = JobFromSpec(spec, *c, "", nullptr);
+    ASSERT_TRUE(job2.ok()) << job2.status();
+    EXPECT_EQ(job2->training.sharding, Sharding::kZero3);
+
+    // A default the job file reader refuses fails the directory, naming the file and the value.
+    absl::Status bad = c->AddDirectory(WriteTree("bad", {{"frameworks/site-bad.yaml",
+                                                          "base: megatron-core\ndefaults:\n"
+                                                          "- {field: training.sharding, value: zero9}\n"}}));
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.message(),
+              "presets/frameworks/site-bad.yaml: defaults: training.sharding: default 'zero9' (defaults): default of "
+              "training.sharding: training.sharding: 'zero9' is not one of: none, zero1, zero2, zero3");
+    // A malformed hardware file names its line.
+    absl::Status bad_hw = c->AddDirectory(WriteTree("badhw", {{"hardware/x.yaml", "peak: [\n"}}));
+    EXPECT_EQ(bad_hw.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(bad_hw.message()), ::testing::StartsWith("presets/hardware/x.yaml: line "));
+  }
+}
+
+// A base chain that loops is an error at use naming the preset as the lookup spelled it.
+TEST(CatalogLoad, BaseCycleIsAnErrorAtUse) {
+  Catalog c = testing::BuiltinCatalog();
+  ASSERT_TRUE(c.AddDirectory(WriteTree("cycle", {{"frameworks/loop-a.yaml", "base: loop-b\n"},
+                                                  {"frameworks/loop-b.yaml", "base: loop-a\n"}}))
+                  .ok());
+  absl::StatusOr<const ResolvedFramework*> f = c.LookupFramework("Loop-A");
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.status().message(), "framework 'Loop-A': base chain has a cycle at 'loop-a'");
+}
+
+
+// A compiled default does what a job file stating the value does, only when the field is unset,
+// and reports each failure where and as ApplyDefault always did. Expected values written from
+// the job file syntax (docs/JOB_SPEC.md), not from the function's output.
+TEST(CompiledDefault, AppliesOnlyUnsetFieldsAndNamesFailures) {
+  struct Case {
+    const char* name;
+    const char* job;    // the job's own fields (YAML)
+    const char* path;
+    const char* value;
+    const char* want;   // the field after, as YAML of the job ("" when an error is expected)
+    bool recorded;
+    const char* error;  // expected error message ("" when none)
+  };
+  const Case cases[] = {
+      {"unset enum", "", "training.sharding", "zero1", "training: {sharding: zero1}", true, ""},
+      {"set enum kept", "training: {sharding: zero3}", "training.sharding", "zero1", "training: {sharding: zero3}",
+       false, ""},
+      {"three levels, parent unset", "", "training.precision.grad_reduce", "bf16",
+       "training: {precision: {grad_reduce: bf16}}", true, ""},
+      {"three levels, sibling set", "training: {precision: {gemm: fp8}}", "training.precision.grad_reduce", "fp32",
+       "training: {precision: {gemm: fp8, grad_reduce: fp32}}", true, ""},
+      {"list", "", "training.recompute_modules", "core_attn, mlp", "training: {recompute_modules: [core_attn, mlp]}",
+       true, ""},
+      {"list already given", "training: {recompute_modules: [moe]}", "training.recompute_modules", "core_attn",
+       "training: {recompute_modules: [moe]}", false, ""},
+      {"integer", "", "training.micro_batch_size", "2", "training: {micro_batch_size: 2}", true, ""},
+      {"bool", "", "parallelism.sequence_parallel", "true", "parallelism: {sequence_parallel: true}", true, ""},
+      {"optional bool: false is set", "", "training.dropout", "false", "training: {dropout: false}", true, ""},
+      {"plain scalar 0: recorded, reads as unset", "", "training.activation_offload_fraction", "0", "training: {}",
+       true, ""},
+      {"bad value, field unset", "", "training.sharding", "zero9", "", false,
+       "training.sharding: default 'zero9' (src): default of training.sharding: training.sharding: 'zero9' is not "
+       "one of: none, zero1, zero2, zero3"},
+      {"bad value, field set: untouched", "training: {sharding: zero2}", "training.sharding", "zero9",
+       "training: {sharding: zero2}", false, ""},
+      {"unknown field", "", "training.nonsense", "1", "", false, "training.nonsense: no job field 'nonsense'"},
+      {"inside a scalar", "", "training.seq_length.x", "1", "", false,
+       "training.seq_length.x: 'x' is inside a non-message field"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    v1::JobSpec spec, want;
+    ASSERT_TRUE(ParseMessage(c.job, SpecFormat::kYaml, "job", &spec).ok());
+    ASSERT_TRUE(ParseMessage(c.want, SpecFormat::kYaml, "want", &want).ok());
+    const CompiledDefault d(c.path, c.value);
+    // Applied twice to fresh copies: a compiled default is reused across jobs.
+    for (int round = 0; round < 2; ++round) {
+      v1::JobSpec job = spec;
+      std::vector<AssumedInput> assumed;
+      absl::Status s = d.Apply(job, "src", &assumed);
+      if (*c.error != '\0') {
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_EQ(s.message(), c.error);
+        continue;
+      }
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_EQ(job.SerializeAsString(), want.SerializeAsString()) << job.DebugString();
+      ASSERT_EQ(assumed.size(), c.recorded ? 1u : 0u);
+      if (c.recorded) {
+        EXPECT_EQ(assumed[0].field, c.path);
+        EXPECT_EQ(assumed[0].value, c.value);
+        EXPECT_EQ(assumed[0].source, "src");
+      }
+      // ApplyDefault (the one-off form) agrees.
+      v1::JobSpec again = spec;
+      std::vector<AssumedInput> assumed_again;
+      ASSERT_TRUE(ApplyDefault(again, c.path, c.value, "src", &assumed_again).ok());
+      EXPECT_EQ(again.SerializeAsString(), job.SerializeAsString());
+      EXPECT_EQ(assumed_again.size(), assumed.size());
+    }
+  }
+}
+
+// Recipe matching is kept per thread for the last (framework, model) asked: asking for another
+// model, or another framework with the same model name, must not reuse it.
+TEST(CompiledDefault, RecipeMatchesFollowTheFrameworkAndModelAsked) {
+  // Recipes for the two models in the order given (the first listed first).
+  auto framework = [](const char* name, bool eight_first, const char* sharding_8b, const char* sharding_70b) {
+    v1::FrameworkSpec f;
+    const std::string r8 = std::string("- {models: ['llama3 8b'], source: r8, values: [{field: training.sharding, value: ") +
+                           sharding_8b + "}]}\n";
+    const std::string r70 = std::string("- {models: ['llama3 70b'], source: r70, values: [{field: training.sharding, ") +
+                            "value: " + sharding_70b + "}]}\n";
+    const std::string yaml = std::string("name: ") + name + "\nrecipes:\n" + (eight_first ? r8 + r70 : r70 + r8);
+    EXPECT_TRUE(ParseMessage(yaml, SpecFormat::kYaml, "fw", &f).ok());
+    return f;
+  };
+  auto sharding = [](const FrameworkDefaults& d, const std::string& model) -> std::string {
+    v1::JobSpec spec;
+    std::vector<AssumedInput> assumed;
+    EXPECT_TRUE(d.ApplyRecipes(spec, model, "hopper", "", &assumed).ok());
+    return assumed.empty() ? "none" : assumed[0].value + " / " + assumed[0].source;
+  };
+  const FrameworkDefaults a(framework("a", true, "zero1", "zero2"));
+  EXPECT_EQ(sharding(a, "Llama 3 8B llama3-8b"), "zero1 / framework a recipe for llama3 8b: r8");
+  EXPECT_EQ(sharding(a, "Llama 3 70B llama3-70b"), "zero2 / framework a recipe for llama3 70b: r70");
+  EXPECT_EQ(sharding(a, "Llama 3 8B llama3-8b"), "zero1 / framework a recipe for llama3 8b: r8");
+  EXPECT_EQ(sharding(a, "Mixtral 8x7B"), "none");
+  EXPECT_EQ(sharding(a, "Llama 3 8B llama3-8b"), "zero1 / framework a recipe for llama3 8b: r8");
+  for (int i = 0; i < 3; ++i) {
+    // Another framework asked for the same model right after (constructed and destroyed in turn,
+    // often at the same address), its recipes in the other order: its own recipe applies.
+    const FrameworkDefaults b(framework("b", false, i % 2 ? "zero3" : "none", "zero2"));
+    EXPECT_EQ(sharding(b, "Llama 3 8B llama3-8b"),
+              std::string(i % 2 ? "zero3" : "none") + " / framework b recipe for llama3 8b: r8");
+  }
+  EXPECT_EQ(sharding(a, "Llama 3 8B llama3-8b"), "zero1 / framework a recipe for llama3 8b: r8");
+}
+
+
+// An empty catalog (default-constructed, as the test helper falls back to) answers every lookup
+// with NotFound and lists nothing, and takes a directory.
+TEST(CatalogLoad, EmptyCatalogListsNothing) {
+  Catalog empty;
+  EXPECT_TRUE(empty.hardware().empty());
+  EXPECT_TRUE(empty.models().empty());
+  EXPECT_TRUE(empty.FrameworkNames().empty());
+  EXPECT_EQ(empty.LookupFramework("nemo").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(empty.LookupHardware("h100-sxm").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(empty.AddDirectory(WriteTree("empty", {{"frameworks/solo.yaml", "attention: {kernel: k, fused: true}\n"}}))
+                  .ok());
+  absl::StatusOr<const ResolvedFramework*> solo = empty.LookupFramework("solo");
+  ASSERT_TRUE(solo.ok()) << solo.status();
+  EXPECT_EQ((*solo)->core.attention.kernel, "k");
+}
 namespace {
 // ---------------------------------------------------------------------------------------------
 // The FSDP-family presets and the generic fallback (issue 21 items 2 and 3).

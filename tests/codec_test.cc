@@ -1,7 +1,12 @@
 // Job spec parsing: YAML, JSON and text proto read the same job; malformed specs give an
 // InvalidArgument that names the field path and the reason.
+#include <fstream>
+#include <limits>
+
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "core/predict.h"
 #include "proto/codec.h"
 #include "stepcast/v1/probe.pb.h"
 #include "tests/test_util.h"
@@ -219,6 +224,157 @@ TEST(Codec, PredictionJsonHasTheDocumentedKeys) {
                           "\"memory\"", "\"total_bytes\"", "\"capacity_bytes\"", "\"fits\"", "\"cost\""}) {
     EXPECT_THAT(json, HasSubstr(key));
   }
+}
+
+
+// Every route rejects NaN and infinity with the path of the first one (fields in number order,
+// depth first), built only when one is found.
+TEST(Codec, NonFiniteNumbersAreNamedByTheirPath) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  v1::JobSpec spec;
+  EXPECT_TRUE(CheckFiniteNumbers(spec, "").ok());
+  auto* profile = spec.mutable_hardware()->mutable_spec()->mutable_reference_profile();
+  profile->add_collectives()->add_points()->set_time_s(1);
+  auto* second = profile->add_collectives();
+  second->add_points()->set_time_s(2);
+  second->add_points()->set_time_s(nan);
+  absl::Status s = CheckFiniteNumbers(spec, "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "hardware.spec.reference_profile.collectives[1].points[1].time_s: NaN is not a number stepcast accepts; "
+            "give a finite value");
+  EXPECT_EQ(CheckFiniteNumbers(spec, "job").message(),
+            "job.hardware.spec.reference_profile.collectives[1].points[1].time_s: NaN is not a number stepcast "
+            "accepts; give a finite value");
+  // hardware (field 3) is read before cluster (field 4).
+  spec.mutable_cluster()->set_price_per_gpu_hour_usd(inf);
+  EXPECT_THAT(std::string(CheckFiniteNumbers(spec, "").message()), HasSubstr("collectives[1].points[1].time_s: NaN"));
+  spec.mutable_hardware()->clear_spec();
+  EXPECT_EQ(CheckFiniteNumbers(spec, "").message(),
+            "cluster.price_per_gpu_hour_usd: infinity is not a number stepcast accepts; give a finite value");
+  // Within one message, the lower field number first (dataset_tokens 11, activation_offload_fraction 18).
+  spec.clear_cluster();
+  spec.mutable_training()->set_activation_offload_fraction(nan);
+  spec.mutable_training()->set_dataset_tokens(-inf);
+  EXPECT_THAT(std::string(CheckFiniteNumbers(spec, "").message()), ::testing::StartsWith("training.dataset_tokens: infinity"));
+  // Map values are not checked (as before: labels and per-collective maps).
+  v1::StepMeasurement m;
+  (*m.mutable_communication_by_collective_s())["all_reduce"] = nan;
+  EXPECT_TRUE(CheckFiniteNumbers(m, "").ok());
+  m.set_idle_s(nan);
+  EXPECT_EQ(CheckFiniteNumbers(m, "").message(), "idle_s: NaN is not a number stepcast accepts; give a finite value");
+}
+
+// Input files are read whole up to the limit and refused past it, without a buffer of the
+// limit's size (the file grows the string).
+TEST(Codec, ReadInputFileReadsUpToTheLimit) {
+  const std::string path = ::testing::TempDir() + "/stepcast_read_input_file.txt";
+  auto write = [&](const std::string& text) { std::ofstream(path, std::ios::binary) << text; };
+  write("");
+  EXPECT_EQ(*ReadInputFile(path, 10), "");
+  write("0123456789");
+  EXPECT_EQ(*ReadInputFile(path, 10), "0123456789");
+  EXPECT_EQ(ReadInputFile(path, 9).status().code(), absl::StatusCode::kInvalidArgument);
+  std::string big(200000, 'x');
+  big[199999] = 'y';
+  write(big);
+  EXPECT_EQ(*ReadInputFile(path, 200000), big);
+  EXPECT_EQ(ReadInputFile(path + ".missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+// The request path gives the same job under a catalog parsed at load and one parsed on use,
+// for every example, and the same assumed inputs as before presets were resolved at load
+// (the list below is `stepcast predict --json examples/llama3-70b-h100.yaml` of the build
+// before issue 30: fields, values, order, and the start of each source).
+TEST(Codec, RequestPathIsTheSameUnderBothCatalogLoads) {
+  absl::StatusOr<Catalog> on_use = Catalog::Builtin(CatalogLoad::kOnUse);
+  ASSERT_TRUE(on_use.ok());
+  const std::string examples = std::string(STEPCAST_SOURCE_DIR) + "/examples";
+  for (const char* name : {"llama3-70b-h100.yaml", "llama3-70b-megatron-bridge-h100-fp8.yaml",
+                           "llama3-8b-torchtitan-a100.yaml", "mpt-7b-llm-foundry-a100.yaml",
+                           "gpt-1.3b-pytorch-h100.yaml", "deepseek-v3-gb200.textproto", "llama3-8b-hf.yaml"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Job> a = LoadJob(examples + "/" + name, testing::BuiltinCatalog(), nullptr);
+    absl::StatusOr<Job> b = LoadJob(examples + "/" + name, *on_use, nullptr);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(ToJson(PredictionToProto(*Predict(*a))), ToJson(PredictionToProto(*Predict(*b))));
+  }
+  absl::StatusOr<Job> job = LoadJob(examples + "/llama3-70b-h100.yaml", *on_use, nullptr);
+  ASSERT_TRUE(job.ok());
+  const std::vector<std::vector<std::string>> want = {
+      {"training.fp8_param_gather", "false", "framework megatron-bridge recipe for llama 3 70b: "},
+      {"training.recompute_modules", "core_attn", "framework megatron-bridge default: "},
+      {"training.flash_attention", "true", "framework megatron-bridge default: "},
+      {"training.precision.grad_reduce", "bf16", "framework megatron-bridge default: "},
+      {"training.cuda_graphs", "false", "framework megatron-bridge default: "},
+      {"training.dropout", "false", "framework megatron-bridge default: "},
+      {"parallelism.pp_schedule", "1f1b", "framework megatron-bridge default: "},
+      {"training.precision.grads", "bf16", "framework megatron-bridge default: "},
+      {"training.optimizer", "adamw",
+       "stepcast fallback (megatron-bridge documents none): AdamW (Adam with decoupled weight decay)"},
+      {"training.precision.params", "bf16", "stepcast fallback: working weights in the 16-bit type of the GEMMs"},
+      {"training.precision.master_weights", "fp32", "stepcast fallback: fp32 master weights"},
+      {"training.precision.optimizer_states", "fp32", "stepcast fallback: fp32 Adam moments"},
+  };
+  ASSERT_EQ(job->assumed->size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const AssumedInput& a = (*job->assumed)[i];
+    EXPECT_EQ(a.field, want[i][0]) << i;
+    EXPECT_EQ(a.value, want[i][1]) << a.field;
+    EXPECT_THAT(a.source, ::testing::StartsWith(want[i][2])) << a.field;
+  }
+}
+
+// An inline framework spec laid over a preset: the preset's defaults and recipes with the
+// inline ones replacing them by field, its own name in every recorded source, and the errors
+// of the spec path (a bad rate, an unknown base, a bad default) as before.
+TEST(Codec, InlineFrameworkSpecsOverAPreset) {
+  const std::string job = R"(model: llama3-70b
+hardware: h100-sxm
+cluster: {gpu_count: 64}
+parallelism: {tp: 4, pp: 4}
+training: {seq_length: 4096, global_batch_size: 256}
+)";
+  absl::StatusOr<Job> inline_job = testing::JobFromYaml(job + R"(framework:
+  spec:
+    base: nemo
+    name: site-nemo
+    defaults:
+    - {field: training.sharding, value: zero2, source: 'a site default'}
+)");
+  ASSERT_TRUE(inline_job.ok()) << inline_job.status();
+  absl::StatusOr<Job> preset_job = testing::JobFromYaml(job + "framework: nemo\n");
+  ASSERT_TRUE(preset_job.ok()) << preset_job.status();
+  EXPECT_EQ(inline_job->framework.name, "site-nemo");
+  EXPECT_EQ(inline_job->training.sharding, Sharding::kZero2);
+  EXPECT_EQ(preset_job->training.sharding, Sharding::kZero1);  // nemo's default
+  // Everything else as under nemo itself, source by source with the name changed.
+  ASSERT_EQ(inline_job->assumed->size(), preset_job->assumed->size());
+  for (size_t i = 0; i < preset_job->assumed->size(); ++i) {
+    const AssumedInput& a = (*inline_job->assumed)[i];
+    const AssumedInput& b = (*preset_job->assumed)[i];
+    EXPECT_EQ(a.field, b.field);
+    if (a.field == "training.sharding") {
+      EXPECT_EQ(a.source, "framework site-nemo default: a site default");
+      continue;
+    }
+    EXPECT_EQ(a.value, b.value) << a.field;
+    EXPECT_EQ(absl::StrReplaceAll(a.source, {{"site-nemo", "nemo"}}), b.source) << a.field;
+  }
+  auto error = [&](const std::string& framework) {
+    absl::StatusOr<Job> j = testing::JobFromYaml(job + framework);
+    return j.ok() ? std::string("ok") : std::string(j.status().message());
+  };
+  EXPECT_EQ(error("framework: {spec: {base: nemo, launch: {kernel_launch_overhead_s: 1}}}\n"),
+            "framework.spec.launch.kernel_launch_overhead_s: 1 must be in [0, 0.01)");
+  EXPECT_THAT(error("framework: {spec: {base: megatron-9000}}\n"),
+              ::testing::StartsWith("framework.spec.base: unknown framework 'megatron-9000'; known: colossalai-gemini, deepspeed,"));
+  EXPECT_EQ(error("framework: {spec: {base: nemo, defaults: [{field: training.dropout, value: maybe}]}}\n"),
+            "framework nemo: training.dropout: default 'maybe' (framework nemo default): default of training.dropout: "
+            "training.dropout: 'maybe' is not a boolean (true/false)");
+  EXPECT_EQ(error("framework: {spec: {base: nemo, defaults: [{field: training.dropout, value: maybe}]}}\n"
+                  "training: {seq_length: 4096, global_batch_size: 256, dropout: true}\n"),
+            "ok");  // a bad default of a field the job states is never read
 }
 
 }  // namespace

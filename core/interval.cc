@@ -38,6 +38,15 @@ const std::vector<FrameworkRegime>& FrameworkRegimes() {
        "torchtitan 2024-2025 on PyTorch 2.4-2.8 (FSDP2)"},
       {"torchtitan-compile", FrameworkFamily::kPytorch, FrameworkEra::kFrom2024,
        "torchtitan with torch.compile (2024-2025)"},
+      {"pytorch-fsdp1", FrameworkFamily::kPytorch, FrameworkEra::kBefore2024,
+       "PyTorch 2.0-2.3 FullyShardedDataParallel (from_year 2023)"},
+      {"pytorch-fsdp2", FrameworkFamily::kPytorch, FrameworkEra::kFrom2024, "PyTorch 2.4+ fully_shard (2024-)"},
+      {"nemo-automodel", FrameworkFamily::kPytorch, FrameworkEra::kFrom2024,
+       "NeMo AutoModel 2025-2026, FSDP2 on PyTorch 2.6+"},
+      // Colossal-AI's Gemini: PyTorch eager kernels under its own chunk manager; the PyTorch family
+      // (the kernel stack) is the nearest, its sharding feature keeps it apart from FSDP's rows.
+      {"colossalai-gemini", FrameworkFamily::kPytorch, FrameworkEra::kBefore2024,
+       "Colossal-AI 0.3-0.4 GeminiPlugin (2023-2024)"},
       {"maxtext", FrameworkFamily::kJax, FrameworkEra::kFrom2024, "MaxText 2024-2025 on JAX 0.4.3x-0.6 / XLA GPU"},
       {"paxml", FrameworkFamily::kJax, FrameworkEra::kBefore2024,
        "Paxml/Praxis 1.x (2023-2024) in NVIDIA JAX-Toolbox containers"},

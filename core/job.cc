@@ -256,4 +256,10 @@ Placement PlaceGroups(const Parallelism& p, int64_t gpus_per_node, bool expert_p
   return out;
 }
 
+double MasterWeightBytes(const Precision& p) {
+  if (p.master_weights == p.params) return 0.0;
+  if (p.master_weight_remainders && p.master_weights == DType::kFP32 && p.params == DType::kBF16) return 2.0;
+  return BytesPerElement(p.master_weights);
+}
+
 }  // namespace stepcast

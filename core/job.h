@@ -74,6 +74,10 @@ struct Precision {
   // Dtype of the DP gradient reduction (Megatron: fp32 unless --grad-reduce-in-bf16; FSDP
   // reduce_dtype). Also the dtype of the DDP gradient buffer Megatron keeps.
   DType grad_reduce = DType::kFP32;
+  // fp32 master weights stored as 16-bit remainders of the bf16 weights (Megatron-Core
+  // OptimizerConfig.store_param_remainders with use_precision_aware_optimizer, TE FusedAdam):
+  // effective only when master_weights is fp32 and params bf16 (MasterWeightBytes).
+  bool master_weight_remainders = false;
 
   // PyTorch automatic mixed precision (torch.autocast): fp32 weights and residual stream, GEMMs
   // and attention in bf16/fp16. PyTorch's AMP docs (torch.amp, "Autocast Op Reference"): linear,
@@ -85,6 +89,12 @@ struct Precision {
     return params == DType::kFP32 && (gemm == DType::kBF16 || gemm == DType::kFP16);
   }
 };
+
+// Bytes per parameter of the optimizer's master copy beyond the working weights: 0 when the
+// master is the working dtype itself; 2 for fp32 masters kept as remainders of bf16 weights
+// (Precision::master_weight_remainders: the bf16 weight holds the upper 16 bits of the fp32
+// value, TE FusedAdam's store_param_remainders keeps the lower 16); else the master dtype's size.
+double MasterWeightBytes(const Precision& p);
 
 struct TrainingConfig {
   int64_t seq_length = 0;

@@ -342,7 +342,7 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   if (master_shards) out.weights_bytes = sharded(true) * BytesPerElement(pr.master_weights);
   out.gradients_bytes = sharded(z2) * BytesPerElement(pr.grads);
   double per_param_opt = 0;
-  const double master = pr.master_weights == pr.params ? 0.0 : BytesPerElement(pr.master_weights);
+  const double master = MasterWeightBytes(pr);
   switch (t.optimizer) {
     case Optimizer::kAdam:
     case Optimizer::kAdamW: per_param_opt = master + 2 * BytesPerElement(pr.optimizer_states); break;

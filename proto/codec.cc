@@ -1237,6 +1237,7 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
                                          DType::kFP32, "fp32 Adam moments");
   t.precision.grad_reduce = cascade("training.precision.grad_reduce", pr.grad_reduce(), t.precision.grads,
                                     "gradients reduced in their own dtype");
+  t.precision.master_weight_remainders = pr.master_weight_remainders();
   switch (tr.optimizer()) {
     case v1::OPTIMIZER_ADAM: t.optimizer = Optimizer::kAdam; break;
     case v1::OPTIMIZER_SGD: t.optimizer = Optimizer::kSgd; break;

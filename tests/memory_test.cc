@@ -122,6 +122,47 @@ training: {seq_length: 4096, global_batch_size: 8})");
   EXPECT_DOUBLE_EQ((m.weights_bytes + m.gradients_bytes + m.optimizer_states_bytes) / local.total(), 6.0 + 12.0 / 8);
 }
 
+TEST(Memory, PrecisionAwareOptimizerKeepsMasterWeightRemainders) {
+  // Megatron-Core's precision-aware optimizer with store_param_remainders (OptimizerConfig
+  // default True; TE FusedAdam): the fp32 master weight is the bf16 weight plus a 16-bit
+  // remainder, so the optimizer's per-parameter bytes are 2 + 4 + 4 = 10 instead of 4 + 4 + 4 = 12
+  // (megatron/core/optimizer/optimizer_config.py). Llama 3 8B with the distributed optimizer on 8
+  // GPUs: 6 + 10/8 bytes per parameter, from 6 + 12/8. Only with fp32 masters and bf16 weights.
+  auto job = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 8, sharding: zero1,
+           precision: {gemm: bf16, master_weight_remainders: true}})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const double params = LocalParameterCount(*job).total();
+  MemoryEstimate m = EstimateMemory(*job);
+  EXPECT_DOUBLE_EQ((m.weights_bytes + m.gradients_bytes + m.optimizer_states_bytes) / params, 6.0 + 10.0 / 8);
+  EXPECT_DOUBLE_EQ(m.optimizer_states_bytes / params, 10.0 / 8);
+  // fp16 weights: no remainder scheme (TE's needs bf16's 16 upper bits): 12 bytes again.
+  job->training.precision.params = DType::kFP16;
+  m = EstimateMemory(*job);
+  EXPECT_DOUBLE_EQ(m.optimizer_states_bytes / params, 12.0 / 8);
+}
+
+TEST(Memory, NemoPerformanceScriptsUseTheRemaindersForBf16Only) {
+  // NeMo 2's scripts/performance/helpers.py switches the precision-aware optimizer on for bf16
+  // runs only; the nemo preset says so and the prediction lists it as assumed.
+  for (const auto& [gemm, remainders] : {std::pair<std::string, bool>{"bf16", true}, {"fp8", false}}) {
+    auto job = testing::JobFromYaml(absl::StrCat(R"(
+model: llama3-8b
+hardware: h100-sxm
+framework: nemo
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 8, precision: {gemm: )", gemm, "}}"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->training.precision.master_weight_remainders, remainders) << gemm;
+    bool listed = false;
+    for (const AssumedInput& a : *job->assumed) listed |= a.field == "training.precision.master_weight_remainders";
+    EXPECT_EQ(listed, remainders) << gemm;
+  }
+}
+
 TEST(Memory, Seed004Exercise1StaticUnderZero3) {
   // 13B, TP 4, ZeRO-3 over the 8-way DP (32 GPUs): 16 Psi / 32 of static memory, seed 004
   // prints 0.81 + 0.81 + 4.87 = 6.49 GB for Psi = 13e9 (our shape has 12.84e9 parameters).

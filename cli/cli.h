@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/interval.h"
 #include "core/job.h"
 #include "core/predict.h"
 #include "proto/catalog.h"
@@ -31,8 +32,19 @@ std::string FormatReport(const Job& job, const Prediction& p);
 // the step time per row, per source and overall (median, p90, mean, max, per experiment), rows
 // predicted not to fit, and leave-one-source-out figures with the model choices each source
 // informed switched off (`informed_path`: YAML map source id -> ModelChoices names; empty: none).
+//
+// Intervals (docs/VALIDATION.md "Intervals"): every row's leave-one-source-out residual goes into
+// an interval table (core/interval.h) with the measured peak-memory runs of `memory_runs_path`
+// (tests/data/validation/memory_runs.yaml; empty: none, the memory verdict then uses the point
+// estimate); each row gets the 80% interval of its leave-one-source-out prediction from the
+// table built without its source, and the report the coverage overall, per regime and per
+// source (interval_coverage). `table_out` (may be null) receives the table of every row.
 absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog,
-                                              const std::string& informed_path = "");
+                                              const std::string& informed_path = "",
+                                              const std::string& memory_runs_path = "",
+                                              std::shared_ptr<const IntervalTable>* table_out = nullptr);
+// The text of presets/intervals.yaml for `table`, naming `command` as the one that wrote it.
+std::string IntervalTableFile(const IntervalTable& table, const std::string& command);
 // The full prediction report of one row (by row_id) of a published-runs CSV, with its measured
 // step time: what `stepcast validate --explain ROW` prints.
 absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalog& catalog, const std::string& row_id);

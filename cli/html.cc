@@ -291,7 +291,7 @@ std::string RenderXY(const XYChart& c) {
   }
   for (size_t i = 0; i < c.series.size(); ++i) {
     const auto& s = c.series[i];
-    if (s.name.empty()) continue;
+    if (s.name.empty() || !s.legend) continue;
     legend.push_back({s.name, s.colour.empty() ? PaletteColour(i) : s.colour,
                       s.line ? (s.dashed ? "dashed" : "line") : "point"});
   }
@@ -752,19 +752,36 @@ std::vector<std::pair<std::string, std::string>> JobFacts(const Job& job) {
 std::string PredictionPage(const v1::Prediction& p, const Job* job) {
   Page page(absl::StrCat("stepcast prediction: ", p.job_name()));
   const v1::MemoryBreakdown& m = p.memory();
+  const v1::StepTimeInterval& iv = p.step_time_interval();
+  const char* verdict = p.memory_interval().verdict() == v1::MEMORY_VERDICT_TIGHT          ? " (TIGHT: may not fit)"
+                        : p.memory_interval().verdict() == v1::MEMORY_VERDICT_DOES_NOT_FIT ? " (does not fit)"
+                        : p.memory_interval().verdict() == v1::MEMORY_VERDICT_FITS         ? ""
+                        : m.fits()                                                          ? ""
+                                                                                            : " (does not fit)";
   std::vector<std::pair<std::string, std::string>> facts = {
       {"step time", Seconds(p.step_time_s())},
       {"tokens/s", absl::StrFormat("%s (%s per GPU)", Thousands(p.tokens_per_s()), Thousands(p.tokens_per_s_per_gpu()))},
       {"MFU / HFU", absl::StrCat(Pct(p.mfu()), " / ", Pct(p.hfu()))},
-      {"memory per GPU", absl::StrFormat("%s of %s GiB%s", Gib(m.total_bytes()), Gib(m.capacity_bytes()),
-                                         m.fits() ? "" : " (does not fit)")},
+      {"memory per GPU", absl::StrFormat("%s of %s GiB%s", Gib(m.total_bytes()), Gib(m.capacity_bytes()), verdict)},
       {"bottleneck", BottleneckText(p.bottleneck().kind())},
       {"cost", absl::StrFormat("$%s per hour", Number(p.cost().per_hour_usd()))}};
+  if (p.has_step_time_interval()) {
+    facts.insert(facts.begin() + 1, {absl::StrFormat("%.0f%% interval", 100 * iv.coverage()),
+                                     absl::StrFormat("%s-%s s", Number(iv.low_s()), Number(iv.high_s()))});
+    facts.insert(facts.begin() + 2, {"validated runs behind it", absl::StrFormat("%.3g%s", iv.validated_runs(),
+                                                                                  iv.validated() ? "" : " (widest)")});
+  }
   if (p.cost().steps_per_run() > 0) {
     facts.emplace_back("time to train", Duration(p.cost().time_to_train_s()));
     facts.emplace_back("run cost", absl::StrCat("$", Thousands(p.cost().per_run_usd())));
   }
   page.Facts(facts);
+  if (p.has_step_time_interval()) {
+    // How far predictions like this one have been off (docs/VALIDATION.md "Intervals").
+    page.Text(absl::StrCat("Regime: ", iv.regime(), ". ", iv.summary(), "."));
+    for (const auto& n : iv.notes()) (iv.validated() ? page.Note(n) : page.Warning(n));
+    if (p.memory_interval().available()) page.Text(absl::StrCat("Memory: ", p.memory_interval().summary(), "."));
+  }
   page.Text(absl::StrFormat("%s (%.2fB parameters, %.2fB active) on %d x %s; profile %s; framework %s.",
                             p.model_name(), p.parameters().total() / 1e9, p.parameters().active() / 1e9, p.gpu_count(),
                             p.hardware_name(), p.profile_name(), p.framework()));
@@ -882,7 +899,11 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
     all.rows.push_back({row.row_id(), row.source_id(), row.model(), row.framework(), row.gpu(),
                         absl::StrCat(row.gpu_count()), Number(row.measured_iter_time_s()),
                         Number(row.predicted_iter_time_s()), absl::StrFormat("%+.1f%%", row.error_pct()),
-                        row.fits() ? "fits" : "NO FIT", row.bottleneck()});
+                        row.memory_verdict() == v1::MEMORY_VERDICT_TIGHT         ? "TIGHT"
+                        : row.memory_verdict() == v1::MEMORY_VERDICT_DOES_NOT_FIT ? "NO FIT"
+                        : row.fits() || row.memory_verdict() == v1::MEMORY_VERDICT_FITS ? "fits"
+                                                                                      : "NO FIT",
+                        row.bottleneck()});
     all.flagged.push_back(!row.fits());
     if (!(row.measured_iter_time_s() > 0) || !(row.predicted_iter_time_s() > 0)) continue;
     const size_t i = std::find(sources.begin(), sources.end(), row.source_id()) - sources.begin();
@@ -934,6 +955,80 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
             "predicted with no fitting on one reference profile per GPU type. Shaded: within 10% and 25%. Hollow "
             "markers: rows predicted not to fit in memory (each a failure: every published run ran). Hover a "
             "point for its row.");
+
+  const v1::IntervalCoverage& cov = r.interval_coverage();
+  if (cov.rows() > 0) {
+    // The coverage plot: each row's leave-one-source-out interval against its measured time.
+    page.Heading(absl::StrFormat("%.0f%% intervals, leave-one-source-out: coverage %.1f%% (%d of %d rows)",
+                                 100 * cov.target(), 100 * cov.coverage(), cov.covered(), cov.rows()));
+    // Relative to the measured time, so that every row's interval reads on one scale: covered
+    // when its segment crosses 1.
+    XYChart ci;
+    ci.title = "Each row's 80% interval (from the other sources' residuals), relative to its measured step time";
+    ci.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
+    ci.y = {"predicted / measured: interval and point", false};
+    ci.reference_lines = {{"measured", 1.0, "#333333"}};
+    Series inside{"covered: measured inside", {}, false, false, "#59a14f"};
+    Series outside{"not covered", {}, false, false, "#e15759"};
+    for (const auto& row : r.rows()) {
+      if (!row.has_loso_interval() || !(row.measured_iter_time_s() > 0)) continue;
+      const v1::StepTimeInterval& i = row.loso_interval();
+      const std::string title = absl::StrFormat(
+          "row %s, source %s: %s on %d x %s\nmeasured %s s; predicted %s s, interval %s-%s s (%s)\nfrom %s%s",
+          row.row_id(), row.source_id(), row.model(), row.gpu_count(), row.gpu(), Number(row.measured_iter_time_s()),
+          Number(row.loso_predicted_iter_time_s()), Number(i.low_s()), Number(i.high_s()),
+          row.loso_covered() ? "inside" : "OUTSIDE", i.derived_from(), i.validated() ? "" : " (outside the validated region)");
+      const double m = row.measured_iter_time_s();
+      Series seg{title, {{m, i.low_s() / m, ""}, {m, i.high_s() / m, ""}}, true, false,
+                 row.loso_covered() ? "#59a14f" : "#e15759", false};
+      ci.series.push_back(std::move(seg));
+      (row.loso_covered() ? inside : outside).points.push_back({m, row.loso_predicted_iter_time_s() / m, title, !i.validated()});
+    }
+    ci.series.push_back(std::move(inside));
+    ci.series.push_back(std::move(outside));
+    ci.width = 860;
+    ci.height = 640;
+    page.Facts({{"coverage", absl::StrFormat("%.1f%% (target %.0f%%)", 100 * cov.coverage(), 100 * cov.target())},
+                {"median half-width", absl::StrFormat("%.1f%%", cov.median_half_width_pct())},
+                {"minimum runs per regime", absl::StrFormat("%.0f", cov.minimum_runs())}});
+    page.Svg(RenderXY(ci));
+    page.Note("A row is covered when its vertical segment crosses 1 (the measured time). Hollow markers: rows outside the validated "
+              "region (the widest interval). Intervals: weighted split-conformal 80% bounds of the leave-one-source-out "
+              "residuals ln(measured / predicted) of the other sources' rows in the row's regime, or the nearest "
+              "broader regime with the minimum of validated runs (docs/VALIDATION.md \"Intervals\").");
+    Table ct;
+    ct.header = {"group", "rows", "covered", "coverage", "median half-width", "unvalidated rows"};
+    ct.numeric = {false, true, true, true, true, true};
+    auto add = [&](const std::string& name, const v1::IntervalCoverageGroup& g) {
+      ct.rows.push_back({name, absl::StrCat(g.rows()), absl::StrCat(g.covered()),
+                         absl::StrFormat("%.1f%%", 100 * g.coverage()), absl::StrFormat("%.1f%%", g.median_half_width_pct()),
+                         absl::StrCat(g.rows_unvalidated())});
+      ct.flagged.push_back(g.rows() >= cov.minimum_runs() && g.coverage() < 0.6);
+    };
+    for (const auto& g : cov.by_regime()) add(g.group(), g);
+    for (const auto& g : cov.by_source()) add(absl::StrCat("source ", g.group()), g);
+    page.Add(ct);
+    if (cov.memory_runs_size() > 0) {
+      page.Heading("Memory per GPU against measured peaks");
+      Table mt;
+      mt.header = {"run", "family", "metric", "measured GiB", "predicted GiB", "error", "source"};
+      mt.numeric = {false, false, false, true, true, true, false};
+      for (const auto& m : cov.memory_runs()) {
+        mt.rows.push_back({m.id(), m.family(), m.metric(), Number(m.measured_gib()), Number(m.predicted_gib()),
+                           m.skipped_reason().empty() ? absl::StrFormat("%+.1f%%", m.error_pct()) : m.skipped_reason(),
+                           m.source()});
+      }
+      page.Add(mt);
+      for (const auto& g : cov.memory_by_family()) {
+        page.Note(g.available() ? absl::StrFormat("%s: %.3g measured runs; 80%% interval of measured / predicted "
+                                                  "%.3f-%.3f (the memory verdict: fits below the capacity at the upper "
+                                                  "end, TIGHT when the capacity lies inside)",
+                                                  g.family(), g.runs(), g.low_ratio(), g.high_ratio())
+                                : absl::StrFormat("%s: %.3g measured runs, below the minimum: no memory interval",
+                                                  g.family(), g.runs()));
+      }
+    }
+  }
 
   page.Heading("|error| of the predicted step time, per source");
   Table t;

@@ -70,6 +70,7 @@ struct Series {
   bool line = false;    // a curve through the points in order (class "curve"), no markers
   bool dashed = false;  // with line
   std::string colour;   // "#rrggbb"; empty: the palette colour of the series' index
+  bool legend = true;   // false: not in the legend (a curve's hover text is still `name`)
 };
 
 // A horizontal reference line (a datasheet peak, a capacity) across an XY chart.
@@ -174,7 +175,12 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job);
 // `stepcast validate --html`: predicted against measured step time on log-log axes, one colour
 // per source, y = x with the 10% and 25% bands, a hover title naming each row (rows predicted not
 // to fit drawn hollow); |error| per source (median, p90, mean, max, experiments, not fit, not
-// predicted) with the leave-one-source-out figures; the rows the model cannot express.
+// predicted) with the leave-one-source-out figures; the rows the model cannot express. With
+// interval coverage (ValidationReport.interval_coverage): the coverage plot, each row's
+// leave-one-source-out 80% interval relative to its measured step time as a vertical segment at
+// that time (green when the measured time lies inside, red when not: a covering segment crosses
+// 1) with the point prediction marked (hollow outside the validated region), and the coverage per
+// regime and per source.
 std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv_name);
 
 // `stepcast compare --html`: a prediction against a measurement (probe reports, Kineto traces, a

@@ -1,12 +1,12 @@
 // stepcast: predict what an LLM training job will do before it runs.
 //
 //   stepcast predict JOB.yaml [--json] [--profile FILE] [--mfu X] [--html FILE]
-//   stepcast search JOB.yaml [--objective time|cost|mfu|tokens|time_to_train] [--top N] [--gpus A..B] [--json]
+//   stepcast search JOB.yaml [--objective time|cost|mfu|tokens|time_to_train|time-p90] [--top N] [--gpus A..B] [--json]
 //   stepcast plan JOB.yaml --target-tokens-per-s 2e5 --hardware h100-sxm,h200,l4
 //   stepcast plan --model llama3-70b --seq-length 8192 --global-batch-size 1024 --budget-usd 2e6 --days 30 --hardware h100-sxm
 //   stepcast plan --seed-formulas --target-tokens-per-s 2e5 --hardware h100-sxm,h200,l4   (seed 000 / 004 formulas)
 //   stepcast catalog
-//   stepcast validate published_runs.csv [--json] [--html FILE]
+//   stepcast validate published_runs.csv [--json] [--html FILE] [--informed F] [--memory-runs F] [--write-intervals F]
 //   stepcast serve [--listen ADDR] [--db FILE] [--profiles-dir DIR] [--token-file F] [--tls-cert C --tls-key K]
 //   stepcast preflight JOB --server ADDR [policy flags]   exit 0 PASS, 3 WARN, 4 FAIL, 1 error, 2 invalid
 //   stepcast report --server ADDR (--prediction-id ID | --job JOB) (--step-time-s S | --tokens-per-s T)
@@ -18,6 +18,7 @@
 //
 // Exit codes: 0 success; 1 an internal, I/O or connection error; 2 invalid input (the message
 // names the field and the reason); preflight adds 3 (WARN) and 4 (FAIL).
+#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
   cli::SearchArgs sa;
   search->add_option("job", sa.job_path, "job file (its model, hardware, framework, batch; its layout is compared)")
       ->required();
-  search->add_option("--objective", sa.objective, "time | tokens | cost | mfu | time_to_train")->capture_default_str();
+  search->add_option("--objective", sa.objective, "time | tokens | cost | mfu | time_to_train | time-p90 (the 80% interval's pessimistic end)")->capture_default_str();
   search->add_option("--top", sa.top, "layouts listed")->capture_default_str();
   search->add_option("--gpus", sa.gpus, "GPU count N or range A..B (whole nodes); default: the job's");
   search->add_option("--budget-usd", sa.budget_usd, "time_to_train: only runs costing at most this");
@@ -155,6 +156,13 @@ int main(int argc, char** argv) {
   validate->add_option("--informed", informed_path,
                        "YAML: source id -> model choices its rows informed (leave-one-source-out; "
                        "docs/validation_informed.yaml)");
+  std::string memory_runs_path, write_intervals_path;
+  validate->add_option("--memory-runs", memory_runs_path,
+                       "YAML of measured peak-memory runs for the memory interval "
+                       "(tests/data/validation/memory_runs.yaml)");
+  validate->add_option("--write-intervals", write_intervals_path,
+                       "write the interval table (every row's leave-one-source-out residual, the memory runs' "
+                       "residuals) to FILE: presets/intervals.yaml");
 
   // serve
   auto* serve = app.add_subcommand("serve", "run the gRPC service for launchers");
@@ -499,8 +507,22 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*validate) {
-    absl::StatusOr<v1::ValidationReport> r = cli::Validate(csv_path, *catalog, informed_path);
+    std::shared_ptr<const IntervalTable> table;
+    absl::StatusOr<v1::ValidationReport> r = cli::Validate(csv_path, *catalog, informed_path, memory_runs_path, &table);
     if (!r.ok()) return Fail(r.status());
+    if (!write_intervals_path.empty()) {
+      // The command that regenerates the file, as it should be typed from the repository root.
+      std::string command = absl::StrCat("build/bin/stepcast validate ", csv_path);
+      if (!informed_path.empty()) absl::StrAppend(&command, " --informed ", informed_path);
+      if (!memory_runs_path.empty()) absl::StrAppend(&command, " --memory-runs ", memory_runs_path);
+      absl::StrAppend(&command, " --write-intervals ", write_intervals_path);
+      std::ofstream file(write_intervals_path, std::ios::binary | std::ios::trunc);
+      file << cli::IntervalTableFile(*table, command);
+      file.close();
+      if (!file) return Fail(absl::InternalError(absl::StrCat(write_intervals_path, ": cannot write")));
+      std::cerr << "stepcast: wrote " << write_intervals_path << " (" << table->step_runs().size()
+                << " step-time residuals, " << table->memory_runs().size() << " memory residuals)\n";
+    }
     std::cout << (validate_json ? ToJson(*r) : cli::FormatValidation(*r));
     if (!html_path.empty()) {
       const std::string name = csv_path.substr(csv_path.find_last_of('/') + 1);

@@ -58,6 +58,21 @@ std::string FormatReport(const Job& job, const Prediction& p) {
   absl::StrAppendFormat(&o, "  batch      %d x %d tokens, micro-batch %d, %d micro-batches per step\n\n",
                         t.global_batch_size, t.seq_length, t.micro_batch_size, p.micro_batches_per_step);
   absl::StrAppendFormat(&o, "  step time  %.4f s\n", p.step_time_s);
+  if (p.interval.available) {
+    // How far predictions like this one have been off (core/interval.h; docs/VALIDATION.md).
+    const StepTimeInterval& i = p.interval;
+    absl::StrAppendFormat(&o, "  interval   %.4f - %.4f s (%.0f%%): MFU %.1f%% - %.1f%%\n", i.low_s, i.high_s,
+                          100 * i.coverage, 100 * p.mfu * p.step_time_s / i.high_s,
+                          100 * p.mfu * p.step_time_s / i.low_s);
+    absl::StrAppendFormat(&o, "  regime     %s: %.3g validated runs%s\n", RegimeText(i.regime, kValidatedRegionLevel),
+                          i.region_experiments,
+                          i.validated ? absl::StrCat("; interval from ", i.level >= 0 ? RegimeText(i.regime, i.level)
+                                                                                       : std::string("every run"),
+                                                     absl::StrFormat(" (%.3g runs, %d source%s)", i.experiments, i.sources,
+                                                                     i.sources == 1 ? "" : "s"))
+                                      : std::string("; OUTSIDE the validated region: the widest interval"));
+    for (const std::string& n : IntervalNotes(i)) absl::StrAppendFormat(&o, "  note:      %s\n", n);
+  }
   absl::StrAppendFormat(&o, "  tokens/s   %s (%s per GPU)\n", Thousands(p.tokens_per_s),
                         Thousands(p.tokens_per_s_per_gpu));
   absl::StrAppendFormat(&o, "  MFU / HFU  %.1f%% / %.1f%% of %.0f TFLOP/s %s peak (model FLOPs %.3g per step)\n",
@@ -86,7 +101,16 @@ std::string FormatReport(const Job& job, const Prediction& p) {
   o += "  memory per GPU (most loaded stage)      GiB\n";
   for (const auto& it : m.items) absl::StrAppendFormat(&o, "    %-30s %s\n", it.name, Gib(it.bytes));
   absl::StrAppendFormat(&o, "    %-30s %s of %s GiB: ", "total", Gib(m.total_bytes), Gib(m.capacity_bytes));
-  if (m.fits) {
+  if (p.memory_interval.available) {
+    // The verdict from the memory interval (core/interval.h).
+    const MemoryInterval& mi = p.memory_interval;
+    absl::StrAppendFormat(&o, "%s; %.0f%% interval %s - %s GiB (%.3g measured %s runs)\n\n",
+                          mi.verdict == MemoryVerdict::kFits    ? "fits"
+                          : mi.verdict == MemoryVerdict::kTight ? "TIGHT, the capacity lies inside the interval: it may not fit"
+                                                                : "DOES NOT FIT, even at the interval's lower end",
+                          100 * mi.coverage, Gib(mi.low_bytes), Gib(mi.high_bytes), mi.experiments,
+                          FrameworkFamilyName(mi.family));
+  } else if (m.fits) {
     absl::StrAppendFormat(&o, "fits, %.2f GiB headroom\n\n", m.headroom_bytes / (1ull << 30));
   } else if (m.tight) {
     absl::StrAppendFormat(&o, "TIGHT, %.2f GiB (%.1f%%) over: within the memory model's %.0f%% uncertainty, "

@@ -84,15 +84,40 @@ std::string FormatSearchResult(const SearchResult& r, const Job& base, const Job
   if (r.partial) absl::StrAppend(&out, "PARTIAL: ", r.partial_reason, "\n");
   out += "\n";
   const bool extra = r.objective == SearchObjective::kCostPerToken || r.objective == SearchObjective::kTimeToTrain;
-  absl::StrAppendFormat(&out, "%3s  %-50s %6s %9s %10s %6s %12s %9s  %-18s%s\n", "#", "layout", "GPUs", "step s",
-                        "tok/s/GPU", "MFU", "memory GiB", "headroom", "bottleneck", extra ? "  objective" : "");
+  absl::StrAppendFormat(&out, "%3s  %-50s %6s %9s %-19s %5s %10s %6s %12s %9s  %-18s%s\n", "#", "layout", "GPUs",
+                        "step s", "80% interval s", "runs", "tok/s/GPU", "MFU", "memory GiB", "headroom", "bottleneck",
+                        extra ? "  objective" : "");
   for (const RankedLayout& x : r.top) {
     const Prediction& p = x.prediction;
-    absl::StrAppendFormat(&out, "%3d  %-50s %6d %9.4g %10s %5.1f%% %5.1f/%-6.1f %9.1f  %-18s%s\n", x.rank,
-                          LayoutSummary(x.layout), p.gpu_count, p.step_time_s, Thousands(p.tokens_per_s_per_gpu),
-                          100 * p.mfu, p.memory.total_bytes / kGiB, p.memory.capacity_bytes / kGiB,
-                          p.memory.headroom_bytes / kGiB, BottleneckName(p.bottleneck.kind),
-                          extra ? absl::StrCat("  ", ObjectiveText(r, x)) : "");
+    // The interval, the validated runs of the layout's regime, and its flag: "!" outside the
+    // validated region, "~" below the minimum (docs/VALIDATION.md "Intervals").
+    const StepTimeInterval& i = p.interval;
+    const std::string interval =
+        i.available ? absl::StrFormat("%.4g-%.4g%s", i.low_s, i.high_s, !i.validated ? " !" : i.below_minimum ? " ~" : "")
+                    : "-";
+    absl::StrAppendFormat(&out, "%3d  %-50s %6d %9.4g %-19s %5s %10s %5.1f%% %5.1f/%-6.1f %9.1f  %-18s%s\n", x.rank,
+                          LayoutSummary(x.layout), p.gpu_count, p.step_time_s, interval,
+                          i.available ? absl::StrFormat("%.3g", i.region_experiments) : "-",
+                          Thousands(p.tokens_per_s_per_gpu), 100 * p.mfu, p.memory.total_bytes / kGiB,
+                          p.memory.capacity_bytes / kGiB, p.memory.headroom_bytes / kGiB,
+                          BottleneckName(p.bottleneck.kind), extra ? absl::StrCat("  ", ObjectiveText(r, x)) : "");
+  }
+  if (!r.top.empty() && r.top[0].prediction.interval.available) {
+    absl::StrAppendFormat(&out,
+                          "\nConfidence: %d of the top %d layouts lie outside the validated region (!: no validated "
+                          "run shares their framework family, dense/MoE, sharding, pipeline and scale band; the "
+                          "widest interval); %d more are in regimes below the minimum of %.0f validated runs (~: "
+                          "interval from a broader regime). runs: validated runs of the layout's regime.\n",
+                          r.top_outside_validated, static_cast<int>(r.top.size()), r.top_below_minimum,
+                          r.top[0].prediction.interval.minimum_experiments);
+    for (const RankedLayout& x : r.top) {
+      for (const std::string& n : IntervalNotes(x.prediction.interval)) {
+        if (!x.prediction.interval.validated) {
+          absl::StrAppendFormat(&out, "  #%d: %s\n", x.rank, n);
+          break;
+        }
+      }
+    }
   }
   if (!r.runner_up_reason.empty()) absl::StrAppend(&out, "\nWhy not #2: ", r.runner_up_reason, "\n");
   if (!r.top.empty()) {

@@ -52,12 +52,24 @@ std::string VerdictName(v1::Verdict v) {
 
 std::string Summary(const v1::Prediction& p) {
   const double gib = 1024.0 * 1024 * 1024;
-  return absl::StrFormat(
+  // The memory verdict of the memory interval where there is one (docs/VALIDATION.md "Intervals").
+  const char* memory = p.memory_interval().verdict() == v1::MEMORY_VERDICT_TIGHT          ? "TIGHT"
+                       : p.memory_interval().verdict() == v1::MEMORY_VERDICT_DOES_NOT_FIT ? "DOES NOT FIT"
+                       : p.memory_interval().verdict() == v1::MEMORY_VERDICT_FITS         ? "fits"
+                       : p.memory().fits()                                                 ? "fits"
+                                                                                           : "DOES NOT FIT";
+  std::string out = absl::StrFormat(
       "  step %.3f s, %.0f tokens/s, MFU %.1f%%, memory %.1f of %.1f GiB (%s), bottleneck %s\n"
       "  %s\n",
       p.step_time_s(), p.tokens_per_s(), 100 * p.mfu(), p.memory().total_bytes() / gib,
-      p.memory().capacity_bytes() / gib, p.memory().fits() ? "fits" : "DOES NOT FIT",
-      BottleneckKindShortName(p.bottleneck().kind()), p.bottleneck().reason());
+      p.memory().capacity_bytes() / gib, memory, BottleneckKindShortName(p.bottleneck().kind()),
+      p.bottleneck().reason());
+  if (p.has_step_time_interval()) {
+    absl::StrAppend(&out, "  ", p.step_time_interval().summary(), "\n");
+    for (const auto& n : p.step_time_interval().notes()) absl::StrAppend(&out, "  note: ", n, "\n");
+  }
+  if (p.memory_interval().available()) absl::StrAppend(&out, "  memory: ", p.memory_interval().summary(), "\n");
+  return out;
 }
 
 absl::StatusOr<google::protobuf::Timestamp> ParseTime(const std::string& s, const char* flag) {

@@ -13,7 +13,10 @@
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
 #include "core/flops.h"
+#include "core/interval.h"
+#include "core/memory.h"
 #include "proto/codec.h"
+#include "proto/interval_table.h"
 #include "proto/published_runs.h"
 #include "yaml-cpp/yaml.h"
 #include "absl/strings/str_join.h"
@@ -149,81 +152,70 @@ std::shared_ptr<const std::vector<AssumedInput>> WithRowAssumptions(
   return all;
 }
 
-struct RowResult {
-  bool predicted = false;
-  double abs_error_pct = 0;
-  bool fits = true;
-  bool framework_fallback = false;  // predicted with the generic preset
+// One row predicted: its job and prediction (skip: why not).
+struct RowPrediction {
+  std::string skip;
+  PublishedRun run;
+  Job job;
+  Prediction p;
+  bool ok() const { return skip.empty(); }
 };
 
-// Predicts one row with `choices`; fills `out` when non-null.
-RowResult PredictRow(const PublishedRow& r, const Catalog& catalog, const ModelChoices& choices,
-                     v1::ValidationRow* out, std::string* experiment) {
-  RowResult res;
-  auto skip = [&](const absl::Status& s) {
-    if (out != nullptr) out->set_skipped_reason(std::string(s.message()));
-    return res;
-  };
+// Predicts one row with `choices`.
+RowPrediction PredictOne(const PublishedRow& r, const Catalog& catalog, const ModelChoices& choices) {
+  RowPrediction out;
   absl::StatusOr<PublishedRun> run = PublishedRunFromRow(r, catalog);
-  if (!run.ok()) return skip(run.status());
-  *experiment = run->experiment;
-  if (out != nullptr) {
-    out->set_measured_iter_time_s(run->measured_iter_time_s);
-    out->set_measured_from(run->measured_from);
-    out->set_experiment(run->experiment);
+  if (!run.ok()) {
+    out.skip = std::string(run.status().message());
+    return out;
   }
+  out.run = *std::move(run);
   if (!choices.framework_recipes) {
     // The framework without its per-model recipes, inline.
-    absl::StatusOr<v1::FrameworkSpec> fw = catalog.FindFramework(run->spec.framework().preset());
-    if (!fw.ok()) return skip(fw.status());
-    fw->clear_recipes();
-    *run->spec.mutable_framework()->mutable_spec() = *fw;
-  }
-  absl::StatusOr<Job> job = JobFromSpec(run->spec, catalog, "", nullptr);
-  if (!job.ok()) return skip(job.status());
-  job->choices = choices;
-  job->assumed = WithRowAssumptions(run->assumed, job->assumed);
-  absl::StatusOr<Prediction> p = Predict(*job);
-  if (!p.ok()) return skip(p.status());
-  res.predicted = true;
-  res.framework_fallback = run->framework_fallback;
-  res.fits = p->memory.fits || p->memory.tight;  // "tight" is not a refusal
-  const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;
-  res.abs_error_pct = std::fabs(err);
-  if (out != nullptr) {
-    out->set_framework(job->framework.name);
-    out->set_framework_fallback(run->framework_fallback);
-    out->set_predicted_iter_time_s(p->step_time_s);
-    out->set_predicted_mfu(p->mfu);
-    out->set_bottleneck(std::string(BottleneckName(p->bottleneck.kind)));
-    out->set_error_pct(err);
-    out->set_fits(p->memory.fits);
-    out->set_tight(p->memory.tight);
-    out->set_memory_total_bytes(p->memory.total_bytes);
-    out->set_memory_capacity_bytes(p->memory.capacity_bytes);
-    for (const AssumedInput& a : *p->assumed_inputs) {
-      auto* x = out->add_assumed_inputs();
-      x->set_field(a.field);
-      x->set_value(a.value);
-      x->set_source(a.source);
+    absl::StatusOr<v1::FrameworkSpec> fw = catalog.FindFramework(out.run.spec.framework().preset());
+    if (!fw.ok()) {
+      out.skip = std::string(fw.status().message());
+      return out;
     }
+    fw->clear_recipes();
+    *out.run.spec.mutable_framework()->mutable_spec() = *fw;
   }
-  return res;
+  absl::StatusOr<Job> job = JobFromSpec(out.run.spec, catalog, "", nullptr);
+  if (!job.ok()) {
+    out.skip = std::string(job.status().message());
+    return out;
+  }
+  out.job = *std::move(job);
+  out.job.choices = choices;
+  out.job.assumed = WithRowAssumptions(out.run.assumed, out.job.assumed);
+  absl::StatusOr<Prediction> p = Predict(out.job);
+  if (!p.ok()) {
+    out.skip = std::string(p.status().message());
+    return out;
+  }
+  out.p = *std::move(p);
+  return out;
+}
+
+double ErrorPct(const RowPrediction& x) {
+  return (x.p.step_time_s - x.run.measured_iter_time_s) / x.run.measured_iter_time_s * 100;
 }
 
 struct Tally {
   std::vector<double> errors;
   int64_t skipped = 0, not_fit = 0, fallback = 0;
   std::map<std::string, std::vector<double>> experiments;
-  void Add(const RowResult& r, const std::string& experiment) {
-    if (!r.predicted) {
+  // `fits`: the memory verdict is not "does not fit" ("tight" is not a refusal).
+  void Add(const RowPrediction& r, bool fits) {
+    if (!r.ok()) {
       ++skipped;
       return;
     }
-    if (r.framework_fallback) ++fallback;
-    errors.push_back(r.abs_error_pct);
-    experiments[experiment].push_back(r.abs_error_pct);
-    if (!r.fits) ++not_fit;
+    if (r.run.framework_fallback) ++fallback;  // predicted with the generic preset
+    const double e = std::fabs(ErrorPct(r));
+    errors.push_back(e);
+    experiments[r.run.experiment].push_back(e);
+    if (!fits) ++not_fit;
   }
   v1::ValidationSummary Summary() const {
     v1::ValidationSummary s = Summarise(errors, skipped, not_fit, experiments);
@@ -232,18 +224,135 @@ struct Tally {
   }
 };
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A short stable id of a text (FNV-1a 64), for experiment ids of memory runs.
+std::string ShortHash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+// The measured peak-memory runs predicted: residuals and per-run checks.
+absl::Status PredictMemoryRuns(const std::string& path, const Catalog& catalog, std::vector<MemoryResidualRun>* out,
+                               v1::IntervalCoverage* coverage) {
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<v1::MeasuredMemoryRuns> runs = LoadMeasuredMemoryRuns(path);
+  if (!runs.ok()) return runs.status();
+  const double gib = 1024.0 * 1024 * 1024;
+  for (const v1::MeasuredMemoryRun& m : runs->runs()) {
+    v1::MemoryRunCheck* c = coverage->add_memory_runs();
+    c->set_id(m.id());
+    c->set_source(m.source());
+    c->set_metric(m.metric());
+    c->set_measured_gib(m.measured_peak_gib());
+    absl::StatusOr<Job> job = JobFromSpec(m.job(), catalog, "", nullptr);
+    absl::StatusOr<Prediction> p = job.ok() ? Predict(*job) : absl::StatusOr<Prediction>(job.status());
+    if (!p.ok()) {
+      // A run the model cannot express is reported, not dropped silently.
+      c->set_skipped_reason(std::string(p.status().message()));
+      continue;
+    }
+    c->set_predicted_gib(p->memory.total_bytes / gib);
+    c->set_family(FrameworkFamilyName(RegimeOf(*job).family));
+    c->set_error_pct((p->memory.total_bytes / gib - m.measured_peak_gib()) / m.measured_peak_gib() * 100);
+    // A weak-scaling series (the same job but for the data-parallel size, global batch, GPU count
+    // and GPU type, whoever measured it) is one experiment.
+    v1::JobSpec series = m.job();
+    series.mutable_parallelism()->clear_dp();
+    series.mutable_cluster()->clear_gpu_count();
+    series.mutable_training()->clear_global_batch_size();
+    series.clear_hardware();
+    series.clear_name();
+    out->push_back({m.id(), m.source(), absl::StrCat("job ", ShortHash(series.ShortDebugString())),
+                    RegimeOf(*job).family, p->memory.total_bytes, m.measured_peak_gib() * gib});
+  }
+  return absl::OkStatus();
+}
+
+// Coverage of a group of rows.
+struct CoverageAcc {
+  int rows = 0, covered = 0, unvalidated = 0;
+  std::vector<double> half_widths;
+  void Add(const v1::ValidationRow& r) {
+    ++rows;
+    covered += r.loso_covered() ? 1 : 0;
+    unvalidated += r.loso_interval().validated() ? 0 : 1;
+    const v1::StepTimeInterval& i = r.loso_interval();
+    half_widths.push_back((i.high_s() - i.low_s()) / 2 / r.loso_predicted_iter_time_s() * 100);
+  }
+  void To(const std::string& group, v1::IntervalCoverageGroup* g) const {
+    g->set_group(group);
+    g->set_rows(rows);
+    g->set_covered(covered);
+    g->set_coverage(rows > 0 ? static_cast<double>(covered) / rows : 0);
+    g->set_median_half_width_pct(Median(half_widths));
+    g->set_rows_unvalidated(unvalidated);
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog,
-                                              const std::string& informed_path) {
+                                              const std::string& informed_path, const std::string& memory_runs_path,
+                                              std::shared_ptr<const IntervalTable>* table_out) {
   absl::StatusOr<std::vector<Row>> rows = ReadCsv(csv_path);
   if (!rows.ok()) return rows.status();
   absl::StatusOr<std::map<std::string, std::vector<std::string>>> informed = ReadInformed(informed_path);
   if (!informed.ok()) return informed.status();
   v1::ValidationReport report;
-  Tally all;
-  std::map<std::string, Tally> by_source;
+  v1::IntervalCoverage* cov = report.mutable_interval_coverage();
+  std::vector<MemoryResidualRun> memory;
+  if (absl::Status s = PredictMemoryRuns(memory_runs_path, catalog, &memory, cov); !s.ok()) return s;
+
+  // Every row with all choices, and leave-one-source-out (its source's informed choices off).
+  std::vector<RowPrediction> full, loso;
   for (const Row& r : *rows) {
+    full.push_back(PredictOne(r, catalog, ModelChoices{}));
+    auto it = informed->find(Str(r, "source_id"));
+    if (it == informed->end() || it->second.empty()) {
+      loso.push_back(full.back());
+      continue;
+    }
+    ModelChoices without;
+    for (const std::string& c : it->second) without.Disable(c);
+    loso.push_back(PredictOne(r, catalog, without));
+  }
+
+  // The residual table: every row's leave-one-source-out residual, and the memory runs.
+  std::vector<ResidualRun> residuals;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const RowPrediction& x = loso[i];
+    if (!x.ok()) continue;
+    residuals.push_back({absl::StrCat("row ", Str((*rows)[i], "row_id")), Str((*rows)[i], "source_id"), x.run.experiment,
+                         RegimeOf(x.job), x.p.step_time_s, x.run.measured_iter_time_s});
+  }
+  auto table = std::make_shared<const IntervalTable>(IntervalTable::Build(residuals, memory));
+  if (table_out != nullptr) *table_out = table;
+  // The same without each source, for that source's coverage.
+  std::map<std::string, std::shared_ptr<const IntervalTable>> without_source;
+  for (const ResidualRun& r : residuals) {
+    if (without_source.count(r.source)) continue;
+    std::vector<ResidualRun> others;
+    for (const ResidualRun& o : residuals) {
+      if (o.source != r.source) others.push_back(o);
+    }
+    without_source[r.source] = std::make_shared<const IntervalTable>(IntervalTable::Build(others, memory));
+  }
+
+  Tally all;
+  std::map<std::string, Tally> by_source, loso_by_source;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const Row& r = (*rows)[i];
+    const RowPrediction& x = full[i];
     v1::ValidationRow* out = report.add_rows();
     out->set_row_id(Str(r, "row_id"));
     out->set_source_id(Str(r, "source_id"));
@@ -253,36 +362,126 @@ absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const
     if (absl::SimpleAtod(Str(r, "num_gpus"), &gpus) && gpus >= 0 && gpus < 1e9) {
       out->set_gpu_count(static_cast<int32_t>(gpus));
     }
-    std::string experiment;
-    const RowResult res = PredictRow(r, catalog, ModelChoices{}, out, &experiment);
-    all.Add(res, experiment);
-    by_source[out->source_id()].Add(res, experiment);
+    bool fits = true, loso_fits = true;
+    if (!x.run.experiment.empty()) {
+      out->set_measured_iter_time_s(x.run.measured_iter_time_s);
+      out->set_measured_from(x.run.measured_from);
+      out->set_experiment(x.run.experiment);
+    }
+    if (!x.ok()) {
+      out->set_skipped_reason(x.skip);
+    } else {
+      // The memory verdict from the memory interval of the table built here.
+      const MemoryInterval mi = EstimateMemoryInterval(x.p.memory.total_bytes, x.p.memory.capacity_bytes,
+                                                       RegimeOf(x.job).family, table.get(), kMemoryUncertainty);
+      fits = mi.verdict != MemoryVerdict::kDoesNotFit;
+      out->set_framework(x.job.framework.name);
+      out->set_framework_fallback(x.run.framework_fallback);
+      out->set_predicted_iter_time_s(x.p.step_time_s);
+      out->set_predicted_mfu(x.p.mfu);
+      out->set_bottleneck(std::string(BottleneckName(x.p.bottleneck.kind)));
+      out->set_error_pct(ErrorPct(x));
+      out->set_fits(x.p.memory.fits);
+      out->set_tight(mi.verdict == MemoryVerdict::kTight);
+      out->set_memory_verdict(MemoryVerdictToProto(mi.verdict));
+      out->set_memory_total_bytes(x.p.memory.total_bytes);
+      out->set_memory_capacity_bytes(x.p.memory.capacity_bytes);
+      for (const AssumedInput& a : *x.p.assumed_inputs) {
+        auto* y = out->add_assumed_inputs();
+        y->set_field(a.field);
+        y->set_value(a.value);
+        y->set_source(a.source);
+      }
+    }
+    const RowPrediction& l = loso[i];
+    if (l.ok()) {
+      loso_fits = EstimateMemoryInterval(l.p.memory.total_bytes, l.p.memory.capacity_bytes, RegimeOf(l.job).family,
+                                         table.get(), kMemoryUncertainty)
+                      .verdict != MemoryVerdict::kDoesNotFit;
+      // Its interval from the other sources' residuals.
+      const StepTimeInterval iv =
+          EstimateStepTimeInterval(l.job, l.p.step_time_s, *without_source[Str(r, "source_id")]);
+      out->set_loso_predicted_iter_time_s(l.p.step_time_s);
+      *out->mutable_loso_interval() = StepTimeIntervalToProto(iv);
+      out->set_loso_covered(l.run.measured_iter_time_s >= iv.low_s && l.run.measured_iter_time_s <= iv.high_s);
+    }
+    all.Add(x, fits);
+    by_source[out->source_id()].Add(x, fits);
+    loso_by_source[out->source_id()].Add(l, loso_fits);
   }
   *report.mutable_summary() = all.Summary();
   for (const auto& [id, tally] : by_source) {
     v1::SourceSummary* s = report.add_by_source();
     s->set_source_id(id);
     *s->mutable_summary() = tally.Summary();
-    // Leave-one-source-out: this source's rows with the choices its rows informed switched off.
+    *s->mutable_leave_one_source_out() = loso_by_source[id].Summary();
     auto it = informed->find(id);
-    if (it == informed->end() || it->second.empty()) {
-      *s->mutable_leave_one_source_out() = tally.Summary();
-      continue;
+    if (it != informed->end()) {
+      for (const std::string& c : it->second) s->add_choices_informed(c);
     }
-    ModelChoices without;
-    for (const std::string& c : it->second) {
-      without.Disable(c);
-      s->add_choices_informed(c);
-    }
-    Tally loso;
-    for (const Row& r : *rows) {
-      if (Str(r, "source_id") != id) continue;
-      std::string experiment;
-      loso.Add(PredictRow(r, catalog, without, nullptr, &experiment), experiment);
-    }
-    *s->mutable_leave_one_source_out() = loso.Summary();
   }
+
+  // Coverage of the leave-one-source-out intervals: overall, by regime (framework family /
+  // dense-MoE, and with the sharding), by source.
+  cov->set_target(table->coverage());
+  cov->set_minimum_runs(MinimumWeight(table->coverage()));
+  for (int f = 0; f < 5; ++f) {
+    const FrameworkFamily family = static_cast<FrameworkFamily>(f);
+    if (table->memory_rows(family) == 0) continue;
+    const ConformalBounds& b = table->memory_bounds(family);
+    v1::MemoryIntervalGroup* g = cov->add_memory_by_family();
+    g->set_family(FrameworkFamilyName(family));
+    g->set_runs(b.weight);
+    g->set_rows(table->memory_rows(family));
+    g->set_available(b.finite);
+    if (b.finite) {
+      g->set_low_ratio(std::exp(b.lo));
+      g->set_high_ratio(std::exp(b.hi));
+    }
+  }
+
+  CoverageAcc total;
+  std::map<std::string, CoverageAcc> regimes, sources;
+  std::vector<std::string> regime_order;
+  // Regimes at two levels: framework family / dense-MoE, then with the sharding.
+  for (int level : {6, 5}) {
+    for (size_t i = 0; i < rows->size(); ++i) {
+      const v1::ValidationRow& r = report.rows(static_cast<int>(i));
+      if (!r.has_loso_interval()) continue;
+      const std::string g = RegimeText(RegimeOf(loso[i].job), level);
+      if (!regimes.count(g)) regime_order.push_back(g);
+      regimes[g].Add(r);
+      if (level == 6) {
+        total.Add(r);
+        sources[r.source_id()].Add(r);
+      }
+    }
+  }
+  for (const IntervalTable::Node& n : table->nodes()) {
+    if (n.level < kValidatedRegionLevel) continue;
+    v1::RegimeIntervalEntry* e = cov->add_table();
+    e->set_regime(RegimeText(Regime::FromKey(n.key), n.level));
+    e->set_level(n.level);
+    e->set_runs(n.experiments);
+    e->set_rows(n.rows);
+    e->set_sources(n.sources);
+    e->set_finite(n.bounds.finite);
+    if (n.bounds.finite) {
+      e->set_low_ratio(std::exp(n.bounds.lo));
+      e->set_high_ratio(std::exp(n.bounds.hi));
+    }
+  }
+  cov->set_rows(total.rows);
+  cov->set_covered(total.covered);
+  cov->set_coverage(total.rows > 0 ? static_cast<double>(total.covered) / total.rows : 0);
+  cov->set_median_half_width_pct(Median(total.half_widths));
+  for (const std::string& g : regime_order) regimes[g].To(g, cov->add_by_regime());
+  for (const auto& [id, acc] : sources) acc.To(id, cov->add_by_source());
   return report;
+}
+
+std::string IntervalTableFile(const IntervalTable& table, const std::string& command) {
+  return IntervalTableYaml(IntervalTableToSpec(table, command));
 }
 
 absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalog& catalog, const std::string& row_id) {
@@ -306,9 +505,9 @@ absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalo
 }
 
 std::string FormatValidation(const v1::ValidationReport& r) {
-  std::string o = absl::StrFormat("%-5s %-4s %-26s %-16s %-9s %6s %11s %11s %8s  %-6s %s\n", "row", "src", "model",
+  std::string o = absl::StrFormat("%-5s %-4s %-26s %-16s %-9s %6s %11s %11s %8s  %-6s %-18s %s\n", "row", "src", "model",
                                   "framework", "gpu", "gpus", "measured_s", "predicted_s", "error", "memory",
-                                  "bottleneck");
+                                  "bottleneck", "80% interval (LOSO)");
   for (const auto& row : r.rows()) {
     const std::string gpu = row.gpu().substr(0, 9);
     const std::string model = row.model().substr(0, 26);
@@ -317,11 +516,19 @@ std::string FormatValidation(const v1::ValidationReport& r) {
                             model, row.framework(), gpu, row.gpu_count(), row.skipped_reason());
       continue;
     }
-    absl::StrAppendFormat(&o, "%-5s %-4s %-26s %-16s %-9s %6d %11.3f %11.3f %+7.1f%%  %-6s %s\n", row.row_id(),
+    const char* memory = row.memory_verdict() == v1::MEMORY_VERDICT_TIGHT         ? "TIGHT"
+                         : row.memory_verdict() == v1::MEMORY_VERDICT_DOES_NOT_FIT ? "NO FIT"
+                                                                                   : "fits";
+    std::string interval;
+    if (row.has_loso_interval()) {
+      const v1::StepTimeInterval& i = row.loso_interval();
+      interval = absl::StrFormat("%.3f-%.3f %s%s", i.low_s(), i.high_s(), row.loso_covered() ? "in" : "OUT",
+                                 i.validated() ? (i.below_minimum() ? " (broader)" : "") : " (unvalidated)");
+    }
+    absl::StrAppendFormat(&o, "%-5s %-4s %-26s %-16s %-9s %6d %11.3f %11.3f %+7.1f%%  %-6s %-18s %s\n", row.row_id(),
                           row.source_id(), model, row.framework_fallback() ? row.framework() + " (fallback)" : row.framework(),
                           gpu, row.gpu_count(), row.measured_iter_time_s(),
-                          row.predicted_iter_time_s(), row.error_pct(), row.fits() ? "fits" : (row.tight() ? "TIGHT" : "NO FIT"),
-                          row.bottleneck());
+                          row.predicted_iter_time_s(), row.error_pct(), memory, row.bottleneck(), interval);
   }
   auto line = [&](const std::string& label, const v1::ValidationSummary& s) {
     absl::StrAppendFormat(&o, "%-12s n=%-3d median %5.1f%%  p90 %5.1f%%  mean %5.1f%%  max %6.1f%%  experiments %2d "
@@ -347,6 +554,59 @@ std::string FormatValidation(const v1::ValidationReport& r) {
       if (s.choices_informed_size() > 0) {
         absl::StrAppendFormat(&o, "             without: %s\n", absl::StrJoin(s.choices_informed(), ", "));
       }
+    }
+  }
+  const v1::IntervalCoverage& c = r.interval_coverage();
+  if (c.rows() > 0) {
+    absl::StrAppendFormat(&o,
+                          "\n%.0f%% intervals, leave-one-source-out: each row's interval from the other sources' "
+                          "residuals (regimes need %.0f runs; a weak-scaling series counts once)\n",
+                          100 * c.target(), c.minimum_runs());
+    auto group = [&](const v1::IntervalCoverageGroup& g) {
+      // A share of fewer rows than the minimum is no measurement of an 80% coverage.
+      absl::StrAppendFormat(&o, "%-58s rows %3d  covered %3d  coverage %5.1f%%  median half-width %5.1f%%%s%s\n",
+                            g.group(), g.rows(), g.covered(), 100 * g.coverage(), g.median_half_width_pct(),
+                            g.rows_unvalidated() ? absl::StrFormat("  (%d unvalidated)", g.rows_unvalidated()) : "",
+                            g.rows() < c.minimum_runs() ? "  [fewer rows than the minimum]" : "");
+    };
+    for (const auto& g : c.by_regime()) group(g);
+    for (const auto& g : c.by_source()) {
+      v1::IntervalCoverageGroup x = g;
+      x.set_group("source " + g.group());
+      group(x);
+    }
+    absl::StrAppendFormat(&o, "%-58s rows %3d  covered %3d  coverage %5.1f%%  median half-width %5.1f%%\n", "all rows",
+                          c.rows(), c.covered(), 100 * c.coverage(), c.median_half_width_pct());
+  }
+  if (c.table_size() > 0) {
+    absl::StrAppendFormat(&o, "\nthe interval table of every row (regimes with the minimum of %.0f runs give the "
+                              "interval; ratios measured / predicted)\n",
+                          c.minimum_runs());
+    for (const auto& e : c.table()) {
+      absl::StrAppendFormat(&o, "  %-72s runs %5.1f  rows %3d  sources %d  %s\n", e.regime(), e.runs(), e.rows(),
+                            e.sources(),
+                            e.finite() ? absl::StrFormat("80%% %.3f-%.3f", e.low_ratio(), e.high_ratio())
+                                       : std::string("below the minimum"));
+    }
+  }
+  if (c.memory_runs_size() > 0) {
+    o += "\nmemory per GPU against measured peaks, by framework family\n";
+    for (const auto& g : c.memory_by_family()) {
+      if (g.available()) {
+        absl::StrAppendFormat(&o, "  %-22s %4.1f runs (%d rows): %.0f%% interval of measured / predicted %.3f-%.3f\n",
+                              g.family(), g.runs(), g.rows(), 100 * c.target(), g.low_ratio(), g.high_ratio());
+      } else {
+        absl::StrAppendFormat(&o, "  %-22s %4.1f runs (%d rows): below the minimum of %.0f, no interval\n", g.family(),
+                              g.runs(), g.rows(), c.minimum_runs());
+      }
+    }
+    for (const auto& m : c.memory_runs()) {
+      if (!m.skipped_reason().empty()) {
+        absl::StrAppendFormat(&o, "  %-44s cannot predict: %s\n", m.id(), m.skipped_reason());
+        continue;
+      }
+      absl::StrAppendFormat(&o, "  %-44s measured %7.2f GiB  predicted %7.2f GiB  %+6.1f%%  (%s)\n", m.id(),
+                            m.measured_gib(), m.predicted_gib(), m.error_pct(), m.metric());
     }
   }
   return o;

@@ -18,6 +18,8 @@
 
 namespace stepcast {
 
+class IntervalTable;  // core/interval.h
+
 enum class Optimizer { kAdamW, kAdam, kSgd, kAdamW8bit };
 enum class Recompute { kNone, kSelective, kFull };
 // ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054): stage 1 shards optimizer states (= Megatron
@@ -194,6 +196,9 @@ struct Job {
   // prediction carries it without copying). May be null: nothing assumed.
   std::shared_ptr<const std::vector<AssumedInput>> assumed;
   ModelChoices choices;
+  // The residual table behind the prediction intervals (core/interval.h; the codec sets the
+  // built-in one, presets/intervals.yaml). Null: predictions carry no step-time interval.
+  std::shared_ptr<const IntervalTable> intervals;
 
   int64_t GpusPerNode() const {
     return cluster.gpus_per_node > 0 ? cluster.gpus_per_node : hardware.gpus_per_node;

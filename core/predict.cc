@@ -147,6 +147,13 @@ absl::Status CheckFinite(const Prediction& p) {
   return absl::OkStatus();
 }
 
+// The memory interval and verdict (core/interval.h); memory.tight follows the verdict.
+void AttachMemoryInterval(const Job& job, FrameworkFamily family, Prediction& p) {
+  p.memory_interval = EstimateMemoryInterval(p.memory.total_bytes, p.memory.capacity_bytes, family,
+                                             job.intervals.get(), kMemoryUncertainty);
+  p.memory.tight = p.memory_interval.verdict == MemoryVerdict::kTight;
+}
+
 }  // namespace
 
 absl::StatusOr<Prediction> Predict(const Job& job) {
@@ -160,6 +167,9 @@ absl::StatusOr<Prediction> Predict(const Job& job) {
   p.warnings = std::move(st.warnings);
   FillRates(job, p);
   if (absl::Status s = CheckFinite(p); !s.ok()) return s;
+  const Regime regime = RegimeOf(job);
+  if (job.intervals) p.interval = EstimateStepTimeInterval(job, p.step_time_s, *job.intervals, regime);
+  AttachMemoryInterval(job, regime.family, p);
   return p;
 }
 
@@ -176,6 +186,8 @@ absl::StatusOr<Prediction> PredictAtMfu(const Job& job, double mfu) {
   p.warnings.push_back("step time from an assumed MFU, not from the rate profile");
   FillRates(job, p);
   if (absl::Status s = CheckFinite(p); !s.ok()) return s;
+  // No step-time interval: the MFU is assumed, not modelled.
+  AttachMemoryInterval(job, FrameworkRegimeOf(job.framework.name).family, p);
   return p;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/interval.h"
 #include "core/job.h"
 #include "core/memory.h"
 #include "core/model_shape.h"
@@ -76,6 +77,13 @@ struct Prediction {
   std::string framework_name;
   // From the job (inputs it did not state); shared with the job, may be null.
   std::shared_ptr<const std::vector<AssumedInput>> assumed_inputs;
+  // The 80% interval of step_time_s from the validated runs' residuals (core/interval.h);
+  // available only when the job carries an interval table. The point estimate is not moved.
+  StepTimeInterval interval;
+  // The per-GPU memory interval and the fit verdict (fits / TIGHT / does not fit); Predict sets
+  // memory.tight to "the verdict is TIGHT" (the capacity lies inside the interval), which without
+  // a table is EstimateMemory's own band (kMemoryUncertainty).
+  MemoryInterval memory_interval;
 };
 
 // Validates and predicts. Errors are ValidateJob's (InvalidArgument naming the field).

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "core/flops.h"
 #include "core/gemm_model.h"
+#include "core/interval.h"
 #include "core/memory.h"
 #include "core/step_time.h"
 
@@ -29,6 +30,7 @@ const char* SearchObjectiveName(SearchObjective o) {
     case SearchObjective::kCostPerToken: return "cost_per_token";
     case SearchObjective::kMfu: return "mfu";
     case SearchObjective::kTimeToTrain: return "time_to_train";
+    case SearchObjective::kStepTimeP90: return "step_time_p90";
   }
   return "?";
 }
@@ -39,9 +41,10 @@ absl::StatusOr<SearchObjective> ParseSearchObjective(const std::string& name, co
   if (name == "cost" || name == "cost_per_token") return SearchObjective::kCostPerToken;
   if (name == "mfu") return SearchObjective::kMfu;
   if (name == "time_to_train" || name == "ttt") return SearchObjective::kTimeToTrain;
+  if (name == "time-p90" || name == "time_p90" || name == "step_time_p90") return SearchObjective::kStepTimeP90;
   return absl::InvalidArgumentError(absl::StrCat(
       field, ": '", name, "' is not one of: time (step_time), tokens (tokens_per_s_per_gpu), cost (cost_per_token), ",
-      "mfu, time_to_train"));
+      "mfu, time_to_train, time-p90 (step_time_p90)"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -314,7 +317,23 @@ struct Plan {
   double steps_per_run = 0;
   double price_per_gpu_hour = 0;
   int64_t gbs = 0;
+  // kStepTimeP90: the interval table and the regime features every layout shares.
+  const IntervalTable* intervals = nullptr;
+  Regime regime;
 };
+
+// The upper ratio of the 80% interval of a layout's regime (kStepTimeP90).
+double HighRatio(const Plan& plan, int64_t gpus, int precision, int64_t pp, Sharding sharding) {
+  Regime r = plan.regime;
+  const DType g = plan.precisions[precision].gemm;
+  r.precision = g == DType::kFP8 ? PrecisionClass::kFp8
+                : (g == DType::kBF16 || g == DType::kFP16) ? PrecisionClass::k16Bit
+                                                           : PrecisionClass::kOther;
+  r.sharded_weights = sharding == Sharding::kZero3;
+  r.pipeline = pp > 1;
+  r.scale = ScaleBandOf(gpus);
+  return plan.intervals->Resolve(r).high_ratio;
+}
 
 // The vpp values of a unit: 1, and interleaving where pp*vpp divides the layers, ascending:
 // v = d / pp for each divisor d of the layers that pp divides, d > pp (O(divisors of the layers),
@@ -370,6 +389,7 @@ double ObjectiveKey(const Plan& plan, double step_s, int64_t gpus, int precision
       if (plan.opt.budget_usd > 0 && per_step_usd * plan.steps_per_run > plan.opt.budget_usd) *within_budget = false;
       return plan.steps_per_run * step_s;
     }
+    case SearchObjective::kStepTimeP90: return step_s;  // times HighRatio, applied by the caller
   }
   return step_s;
 }
@@ -587,6 +607,9 @@ void Worker::RunUnit(const Unit& u) {
                     bool ok = true;
                     Entry e;
                     e.key = ObjectiveKey(P, step, u.gpus, u.precision, &ok);
+                    if (P.opt.objective == SearchObjective::kStepTimeP90) {
+                      e.key *= HighRatio(P, u.gpus, u.precision, u.pp, sh);
+                    }
                     if (!ok) {
                       ++out_.over_budget;
                       const double run_usd = static_cast<double>(u.gpus) * P.price_per_gpu_hour * step / 3600.0 *
@@ -777,6 +800,13 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
   }
   if (options.budget_usd > 0 && options.objective != SearchObjective::kTimeToTrain) {
     return Bad("budget_usd", "applies to the time_to_train objective only");
+  }
+  if (options.objective == SearchObjective::kStepTimeP90) {
+    if (!base.intervals) {
+      return Bad("objective", "step_time_p90 needs the interval table (presets/intervals.yaml), which this job has not");
+    }
+    plan.intervals = base.intervals.get();
+    plan.regime = RegimeOf(base);
   }
   const int64_t gpn = base.GpusPerNode();
   plan.max_tp = sp.max_tp > 0 ? sp.max_tp : std::max<int64_t>(1, gpn);
@@ -1148,6 +1178,12 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
     result.best_per_gpu_count.push_back(*std::move(r));
   }
   result.runner_up_reason = RunnerUpReason(result);
+  for (const RankedLayout& r : result.top) {
+    const StepTimeInterval& i = r.prediction.interval;
+    if (!i.available) continue;
+    result.top_outside_validated += i.validated ? 0 : 1;
+    result.top_below_minimum += i.below_minimum ? 1 : 0;
+  }
   result.stats.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }

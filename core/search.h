@@ -33,10 +33,15 @@ enum class SearchObjective {
   kCostPerToken,      // minimise USD per token (GPU-hour price x GPUs x step time / tokens)
   kMfu,               // maximise MFU (PaLM App. B; against the peak of the layout's GEMM dtype)
   kTimeToTrain,       // minimise the run's time to train, among layouts whose run cost <= budget
+  // Minimise the pessimistic end of the step time: step x the upper ratio of the 80% interval of
+  // the layout's regime (core/interval.h; needs the job's interval table). The ranking reads the
+  // table only: the widening for low-confidence overlap values is in each ranked layout's
+  // prediction, not in the key.
+  kStepTimeP90,
 };
 const char* SearchObjectiveName(SearchObjective o);  // "step_time", "tokens_per_s_per_gpu", ...
 // "time" / "step_time", "tokens" / "tokens_per_s_per_gpu", "cost" / "cost_per_token", "mfu",
-// "time_to_train"; InvalidArgument naming `field` otherwise.
+// "time_to_train", "time-p90" / "step_time_p90"; InvalidArgument naming `field` otherwise.
 absl::StatusOr<SearchObjective> ParseSearchObjective(const std::string& name, const std::string& field);
 
 // One recompute setting searched: none, selective with the listed modules (Megatron
@@ -162,6 +167,11 @@ struct SearchResult {
   std::string partial_reason;
   // Why the runner-up ranks second: the step-time term with the largest difference.
   std::string runner_up_reason;
+  // Of `top`: layouts outside the validated region (no validated run shares their framework
+  // family, dense/MoE, sharding, pipeline and scale band: the widest interval), and layouts whose
+  // regime has fewer validated runs than the minimum (flagged; core/interval.h).
+  int top_outside_validated = 0;
+  int top_below_minimum = 0;
 };
 
 // Caps on the inputs that drive a search's work (reliability review 2, N1): past them a search

@@ -18,7 +18,7 @@ import sys
 
 import grpc
 
-from stepcast_client import FAIL, StepcastClient, load_job, format_suggestion, verdict_name
+from stepcast_client import FAIL, StepcastClient, load_job, format_interval, format_suggestion, verdict_name
 
 
 def main():
@@ -57,10 +57,15 @@ def main():
             return 1
     else:
         p = resp.prediction
+        memory = p.memory_verdict.upper().replace("_", " ") if p.memory_verdict else (
+            "fits" if p.memory.fits else "DOES NOT FIT")
         print(f"stepcast: {verdict_name(resp.verdict)}: step {p.step_time_s:.3f} s, MFU {100 * p.mfu:.1f}%, "
-              f"memory {'fits' if p.memory.fits else 'DOES NOT FIT'}, prediction {resp.prediction_id}")
+              f"memory {memory}, prediction {resp.prediction_id}")
+        # A limit inside the 80% interval WARNs with both numbers (the reasons say so).
         for r in resp.reasons:
             print(f"  {verdict_name(r.verdict)} {r.rule}: {r.message}")
+        if format_interval(p):
+            print("stepcast: " + format_interval(p))
         if resp.HasField("suggestion"):
             print("stepcast: " + format_suggestion(resp))
         if resp.verdict == FAIL:

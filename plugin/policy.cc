@@ -70,7 +70,33 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
   const v1::Verdict breach = policy.limits_warn_only() ? v1::VERDICT_WARN : v1::VERDICT_FAIL;
   const auto& m = p.memory();
   const double gib = 1024.0 * 1024 * 1024;
-  if (!m.fits() && m.tight()) {
+  // The intervals (docs/VALIDATION.md "Intervals"): a limit inside an interval WARNs with both
+  // numbers; only a limit the whole interval breaks gives the breach verdict.
+  const bool step_interval = p.has_step_time_interval() && p.step_time_interval().high_s() > 0 &&
+                             std::isfinite(p.step_time_interval().low_s()) &&
+                             std::isfinite(p.step_time_interval().high_s());
+  const double step_lo = step_interval ? p.step_time_interval().low_s() : p.step_time_s();
+  const double step_hi = step_interval ? p.step_time_interval().high_s() : p.step_time_s();
+  const auto& mi = p.memory_interval();
+  const bool memory_interval = p.has_memory_interval() && mi.available() && std::isfinite(mi.low_bytes()) &&
+                               std::isfinite(mi.high_bytes()) && mi.high_bytes() > 0;
+  if (memory_interval && mi.verdict() == v1::MEMORY_VERDICT_TIGHT) {
+    add("memory_tight", v1::VERDICT_WARN,
+        absl::StrFormat("the %.1f GiB capacity lies inside the %.0f%% interval %.1f-%.1f GiB of the memory per GPU "
+                        "(predicted %.1f GiB): it may not fit",
+                        m.capacity_bytes() / gib, 100 * mi.coverage(), mi.low_bytes() / gib, mi.high_bytes() / gib,
+                        m.total_bytes() / gib),
+        m.total_bytes(), m.capacity_bytes());
+  } else if (memory_interval && mi.verdict() == v1::MEMORY_VERDICT_DOES_NOT_FIT) {
+    add("memory_fit", v1::VERDICT_FAIL,
+        absl::StrFormat("needs %.1f GiB per GPU (%.0f%% interval %.1f-%.1f GiB), over the %.1f GiB capacity even at "
+                        "the interval's lower end",
+                        m.total_bytes() / gib, 100 * mi.coverage(), mi.low_bytes() / gib, mi.high_bytes() / gib,
+                        m.capacity_bytes() / gib),
+        m.total_bytes(), m.capacity_bytes());
+  } else if (memory_interval) {
+    // Fits at the interval's upper end.
+  } else if (!m.fits() && m.tight()) {
     // Over the capacity only within the memory model's uncertainty (core/memory.h): WARN.
     add("memory_tight", v1::VERDICT_WARN,
         absl::StrFormat("needs %.1f GiB per GPU, %.1f GiB over the %.1f GiB capacity but within the memory "
@@ -85,17 +111,47 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
   }
   if (policy.max_memory_fraction() > 0 && m.capacity_bytes() > 0) {
     const double frac = m.total_bytes() / m.capacity_bytes();
-    if (frac > policy.max_memory_fraction() && m.fits()) {
+    const double lim = policy.max_memory_fraction();
+    if (memory_interval) {
+      const double lo = mi.low_bytes() / m.capacity_bytes(), hi = mi.high_bytes() / m.capacity_bytes();
+      if (lo > lim && mi.verdict() != v1::MEMORY_VERDICT_DOES_NOT_FIT) {
+        add("max_memory_fraction", breach,
+            absl::StrFormat("uses %.0f%% of GPU memory (%.0f%% interval %.0f-%.0f%%), above the %.0f%% limit even at "
+                            "the interval's lower end",
+                            100 * frac, 100 * mi.coverage(), 100 * lo, 100 * hi, 100 * lim),
+            frac, lim);
+      } else if (hi > lim && lo <= lim) {
+        add("max_memory_fraction", v1::VERDICT_WARN,
+            absl::StrFormat("the %.0f%% memory limit lies inside the %.0f%% interval %.0f-%.0f%% of GPU memory "
+                            "(predicted %.0f%%)",
+                            100 * lim, 100 * mi.coverage(), 100 * lo, 100 * hi, 100 * frac),
+            frac, lim);
+      }
+    } else if (frac > lim && m.fits()) {
       add("max_memory_fraction", breach,
-          absl::StrFormat("uses %.0f%% of GPU memory, above the %.0f%% limit", 100 * frac,
-                          100 * policy.max_memory_fraction()),
-          frac, policy.max_memory_fraction());
+          absl::StrFormat("uses %.0f%% of GPU memory, above the %.0f%% limit", 100 * frac, 100 * lim), frac, lim);
     }
   }
-  if (policy.min_mfu() > 0 && p.mfu() < policy.min_mfu()) {
-    add("min_mfu", breach,
-        absl::StrFormat("predicted MFU %.1f%% is below %.1f%%", 100 * p.mfu(), 100 * policy.min_mfu()), p.mfu(),
-        policy.min_mfu());
+  if (policy.min_mfu() > 0) {
+    // MFU scales as 1 / step time: the interval's upper step end is its lower MFU end.
+    const double mfu_lo = p.mfu() * p.step_time_s() / step_hi, mfu_hi = p.mfu() * p.step_time_s() / step_lo;
+    const double lim = policy.min_mfu();
+    if (step_interval && mfu_hi < lim) {
+      add("min_mfu", breach,
+          absl::StrFormat("predicted MFU %.1f%% (%.0f%% interval %.1f-%.1f%%) is below %.1f%% even at the "
+                          "interval's upper end",
+                          100 * p.mfu(), 100 * p.step_time_interval().coverage(), 100 * mfu_lo, 100 * mfu_hi, 100 * lim),
+          p.mfu(), lim);
+    } else if (step_interval && mfu_lo < lim) {
+      add("min_mfu", v1::VERDICT_WARN,
+          absl::StrFormat("the %.1f%% minimum MFU lies inside the %.0f%% interval %.1f-%.1f%% (predicted %.1f%%)",
+                          100 * lim, 100 * p.step_time_interval().coverage(), 100 * mfu_lo, 100 * mfu_hi,
+                          100 * p.mfu()),
+          p.mfu(), lim);
+    } else if (!step_interval && p.mfu() < lim) {
+      add("min_mfu", breach,
+          absl::StrFormat("predicted MFU %.1f%% is below %.1f%%", 100 * p.mfu(), 100 * lim), p.mfu(), lim);
+    }
   }
   if (policy.max_cost_per_run_usd() > 0) {
     if (p.cost().steps_per_run() <= 0) {
@@ -113,10 +169,24 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
         absl::StrFormat("costs $%.2f per hour, above $%.2f", p.cost().per_hour_usd(), policy.max_cost_per_hour_usd()),
         p.cost().per_hour_usd(), policy.max_cost_per_hour_usd());
   }
-  if (policy.max_step_time_s() > 0 && p.step_time_s() > policy.max_step_time_s()) {
-    add("max_step_time_s", breach,
-        absl::StrFormat("step time %.3f s is above %.3f s", p.step_time_s(), policy.max_step_time_s()),
-        p.step_time_s(), policy.max_step_time_s());
+  if (policy.max_step_time_s() > 0) {
+    const double lim = policy.max_step_time_s();
+    if (step_interval && step_lo > lim) {
+      add("max_step_time_s", breach,
+          absl::StrFormat("step time %.3f s (%.0f%% interval %.3f-%.3f s) is above %.3f s even at the interval's "
+                          "lower end",
+                          p.step_time_s(), 100 * p.step_time_interval().coverage(), step_lo, step_hi, lim),
+          p.step_time_s(), lim);
+    } else if (step_interval && step_hi > lim) {
+      add("max_step_time_s", v1::VERDICT_WARN,
+          absl::StrFormat("the %.3f s limit lies inside the %.0f%% interval %.3f-%.3f s of the step time "
+                          "(predicted %.3f s)",
+                          lim, 100 * p.step_time_interval().coverage(), step_lo, step_hi, p.step_time_s()),
+          p.step_time_s(), lim);
+    } else if (!step_interval && p.step_time_s() > lim) {
+      add("max_step_time_s", breach,
+          absl::StrFormat("step time %.3f s is above %.3f s", p.step_time_s(), lim), p.step_time_s(), lim);
+    }
   }
   for (int k : policy.warn_on_bottlenecks()) {
     if (k == p.bottleneck().kind()) {

@@ -21,6 +21,11 @@ namespace stepcast {
 //   non_finite           a number of the prediction is NaN or infinite        -> FAIL (always)
 // The verdict is the worst reason's, PASS when none triggers. A cost-per-run limit on a job with
 // no dataset_tokens or train_iters cannot be checked and WARNs saying so.
+// With the prediction's intervals (Prediction.step_time_interval, memory_interval; docs/
+// VALIDATION.md "Intervals"): min_mfu, max_step_time_s and max_memory_fraction WARN, naming the
+// limit and the interval, when the limit lies inside the interval, and give the breach verdict
+// only when the whole interval breaks it; the memory verdict is the interval's (TIGHT -> WARN,
+// does not fit even at its lower end -> FAIL). Without them, the point estimate decides.
 struct PolicyResult {
   v1::Verdict verdict = v1::VERDICT_PASS;
   std::vector<v1::PreflightReason> reasons;

@@ -114,6 +114,8 @@ absl::Status Catalog::Add(const std::string& rel_path, absl::string_view text, s
   p->owned = std::move(owned);
   // The architecture registry's files, read by proto/architectures.cc.
   if (p->kind == "architectures") return absl::OkStatus();
+  // The interval table (proto/interval_table.h reads it), not a preset.
+  if (rel_path == "intervals.yaml") return absl::OkStatus();
   Presets* presets = p->kind == "hardware" ? &hardware_
                      : p->kind == "models" ? &models_
                      : p->kind == "frameworks" ? &frameworks_

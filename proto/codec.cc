@@ -25,6 +25,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/catalog.h"
+#include "proto/interval_table.h"
 #include "proto/architectures.h"
 #include "proto/hf_config.h"
 #include "proto/job_defaults.h"
@@ -1297,6 +1298,7 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   }
 
   job.assumed = std::make_shared<const std::vector<AssumedInput>>(std::move(assumed));
+  job.intervals = BuiltinIntervalTable();  // presets/intervals.yaml (proto/interval_table.h)
   if (absl::Status s = ValidateJob(job); !s.ok()) return s;
   return job;
 }
@@ -1406,6 +1408,8 @@ v1::Prediction PredictionToProto(const Prediction& p) {
     x->set_value(a.value);
     x->set_source(a.source);
   }
+  if (p.interval.available) *out.mutable_step_time_interval() = StepTimeIntervalToProto(p.interval);
+  *out.mutable_memory_interval() = MemoryIntervalToProto(p.memory_interval, p.memory.capacity_bytes);
   return out;
 }
 

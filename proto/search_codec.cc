@@ -85,6 +85,7 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchOptions& o,
     case v1::SEARCH_OBJECTIVE_COST_PER_TOKEN: out.objective = SearchObjective::kCostPerToken; break;
     case v1::SEARCH_OBJECTIVE_MFU: out.objective = SearchObjective::kMfu; break;
     case v1::SEARCH_OBJECTIVE_TIME_TO_TRAIN: out.objective = SearchObjective::kTimeToTrain; break;
+    case v1::SEARCH_OBJECTIVE_STEP_TIME_P90: out.objective = SearchObjective::kStepTimeP90; break;
     default: return Bad("options.objective", absl::StrCat(static_cast<int>(o.objective()), " is not a known objective"));
   }
   if (o.top_n() < 0 || o.top_n() > 1000) return Bad("options.top_n", absl::StrCat(o.top_n(), " must be in [0, 1000]"));
@@ -164,6 +165,7 @@ v1::SearchObjective SearchObjectiveToProto(SearchObjective o) {
     case SearchObjective::kCostPerToken: return v1::SEARCH_OBJECTIVE_COST_PER_TOKEN;
     case SearchObjective::kMfu: return v1::SEARCH_OBJECTIVE_MFU;
     case SearchObjective::kTimeToTrain: return v1::SEARCH_OBJECTIVE_TIME_TO_TRAIN;
+    case SearchObjective::kStepTimeP90: return v1::SEARCH_OBJECTIVE_STEP_TIME_P90;
   }
   return v1::SEARCH_OBJECTIVE_UNSPECIFIED;
 }
@@ -253,6 +255,8 @@ v1::SearchResult SearchResultToProto(const SearchResult& r, const Job* submitted
   out.set_partial(r.partial);
   out.set_partial_reason(r.partial_reason);
   out.set_runner_up_reason(r.runner_up_reason);
+  out.set_top_outside_validated(r.top_outside_validated);
+  out.set_top_below_minimum(r.top_below_minimum);
   if (submitted != nullptr) {
     absl::StatusOr<Prediction> p = Predict(*submitted);
     if (p.ok()) {
@@ -354,6 +358,10 @@ absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& sub
   o.cancelled = std::move(cancelled);
   o.threads = threads;
   o.space.gpu_counts = {submitted.cluster.gpu_count};
+  // With the interval table, ranked by the pessimistic end of each layout's 80% interval
+  // (docs/VALIDATION.md "Intervals"): a validated layout is preferred, since outside the validated
+  // region the interval is the widest, unless an unvalidated one is better even at that end.
+  if (submitted.intervals) o.objective = SearchObjective::kStepTimeP90;
   absl::StatusOr<SearchResult> r = SearchLayouts(submitted, o);
   if (!r.ok()) {
     // Nothing fits on these GPUs, a cap refuses the search, or nothing was found in time (or
@@ -366,7 +374,18 @@ absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& sub
     return r.status();
   }
   if (r->top.empty()) return std::nullopt;
-  const RankedLayout& best = r->top.front();
+  const RankedLayout* chosen = &r->top.front();
+  std::string preference;
+  if (chosen->prediction.interval.available) {
+    const StepTimeInterval& i = chosen->prediction.interval;
+    preference = i.validated
+                     ? absl::StrFormat("; ranked by the pessimistic end of its 80%% interval (%.3g s), a validated layout",
+                                       i.high_s)
+                     : absl::StrFormat("; it lies outside the validated region but is the best at its pessimistic end "
+                                       "(%.3g s, the widest interval)",
+                                       i.high_s);
+  }
+  const RankedLayout& best = *chosen;
   const double submitted_s = prediction.step_time_s;
   const double best_s = best.prediction.step_time_s;
   const bool fits = prediction.memory.fits;
@@ -385,12 +404,13 @@ absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& sub
     s.set_message(absl::StrFormat(
         "the submitted layout (%s) needs %.1f GiB per GPU of %.1f; %s fits (%.1f GiB) with a predicted step of %.3g s",
         LayoutSummary(own), prediction.memory.total_bytes / gib, prediction.memory.capacity_bytes / gib,
-        LayoutSummary(best.layout), best.prediction.memory.total_bytes / gib, best_s));
+        LayoutSummary(best.layout), best.prediction.memory.total_bytes / gib, best_s) + preference);
   } else {
     s.set_message(absl::StrFormat("the submitted layout (%s) is predicted %.0f%% slower than %s on the same %d GPUs "
                                   "(%.3g s vs %.3g s per step)",
                                   LayoutSummary(own), 100 * (submitted_s / best_s - 1), LayoutSummary(best.layout),
-                                  submitted.cluster.gpu_count, submitted_s, best_s));
+                                  submitted.cluster.gpu_count, submitted_s, best_s) +
+                  preference);
   }
   return s;
 }

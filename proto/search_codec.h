@@ -54,7 +54,11 @@ void FitSearchResult(v1::SearchResult& r, size_t max_bytes);
 
 // The suggestion a pre-flight gives for `submitted` (predicted as `prediction`): none when its
 // layout fits and is predicted less than 10% slower than the fastest layout on the same GPU
-// count (SearchLayouts, step-time objective, the default space, stopping at `deadline`).
+// count (SearchLayouts, the default space, stopping at `deadline`). With the job's interval table
+// (core/interval.h) the layouts are ranked by the pessimistic end of their 80% interval
+// (kStepTimeP90): a validated layout is preferred, since outside the validated region the
+// interval is the widest, unless an unvalidated one is better even at its pessimistic end; the
+// message says which. Without a table: the step-time objective.
 // `cancelled` (may be empty) is polled with the deadline: a cancelled call, or a server that is
 // shutting down, stops the search. Errors are SearchLayouts'; a search that finds no fitting
 // layout, is stopped before it finds one, or is refused by a cap gives no suggestion.

@@ -309,6 +309,8 @@ TEST(Codec, RequestPathIsTheSameUnderBothCatalogLoads) {
       {"training.cuda_graphs", "false", "framework megatron-bridge default: "},
       {"training.dropout", "false", "framework megatron-bridge default: "},
       {"parallelism.pp_schedule", "1f1b", "framework megatron-bridge default: "},
+      // Added after issue 30: the nemo preset's bf16 default, inherited (docs/MODEL.md "Memory").
+      {"training.precision.master_weight_remainders", "true", "framework megatron-bridge default: NVIDIA/NeMo "},
       {"training.precision.grads", "bf16", "framework megatron-bridge default: "},
       {"training.optimizer", "adamw",
        "stepcast fallback (megatron-bridge documents none): AdamW (Adam with decoupled weight decay)"},

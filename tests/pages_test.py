@@ -291,11 +291,15 @@ class ValidatePage(PageCase, unittest.TestCase):
     def test_points(self):
         rows = self.predicted_rows()
         self.assertGreater(len(rows), 100)
-        # Both charts (log-log predicted vs measured, signed error) carry one point per row.
-        self.assertEqual(self.svg_counts("pt"), [len(rows), len(rows)])
+        # The charts (log-log predicted vs measured, signed error, the interval coverage plot) carry
+        # one point per row; the coverage plot one interval segment (a curve) per row too, hollow
+        # where the row lies outside the validated region.
+        self.assertEqual(self.svg_counts("pt"), [len(rows), len(rows), len(rows)])
         hollow = sum(1 for row in rows if not row["fits"])
-        self.assertEqual(self.svg_counts("hollow"), [hollow, hollow])
-        self.assertEqual(self.svg_counts("band"), [2, 2])  # 10% and 25%
+        unvalidated = sum(1 for row in rows if not row["loso_interval"]["validated"])
+        self.assertEqual(self.svg_counts("hollow"), [hollow, hollow, unvalidated])
+        self.assertEqual(self.svg_counts("band"), [2, 2, 0])  # 10% and 25%
+        self.assertEqual(self.svg_counts("curve")[2], len(rows))
 
     def test_one_colour_per_source(self):
         rows = self.predicted_rows()

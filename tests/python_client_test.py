@@ -9,7 +9,8 @@ import unittest
 
 import grpc
 
-from stepcast_client import FAIL, PASS, StepcastClient, format_suggestion, job_from_dict, load_job
+from stepcast_client import (FAIL, PASS, WARN, StepcastClient, format_interval, format_suggestion, job_from_dict,
+                             load_job)
 
 SERVER = os.environ["STEPCAST_SERVER"]
 TOKEN = os.environ["STEPCAST_TOKEN"]
@@ -91,6 +92,21 @@ class ClientTest(unittest.TestCase):
             self.client.search(job_from_dict(OOM_JOB))
         self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("job.cluster.gpu_count: no layout", e.exception.details())
+
+    def test_limit_inside_the_interval_warns(self):
+        # docs/VALIDATION.md "Intervals": a limit inside the 80% interval WARNs with both numbers;
+        # only a limit the whole interval breaks FAILs.
+        p = self.client.predict(job_from_dict(JOB))
+        self.assertLess(p.step_time_low_s, p.step_time_high_s)
+        self.assertTrue(p.interval_validated)
+        inside = self.client.preflight(job_from_dict(JOB), max_step_time_s=(p.step_time_low_s + p.step_time_high_s) / 2)
+        self.assertEqual(inside.verdict, WARN, inside.reasons)
+        reason = [r for r in inside.reasons if r.rule == "max_step_time_s"][0]
+        self.assertEqual(reason.verdict, WARN)
+        self.assertIn("inside the 80% interval", reason.message)
+        below = self.client.preflight(job_from_dict(JOB), max_step_time_s=0.9 * p.step_time_low_s)
+        self.assertEqual(below.verdict, FAIL)
+        self.assertIn("80% interval", format_interval(p))
 
     def test_oom_is_a_fail_verdict(self):
         resp = self.client.preflight(job_from_dict(OOM_JOB))

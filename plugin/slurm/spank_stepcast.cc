@@ -299,13 +299,26 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   const char* verdict = resp.verdict() == stepcast::v1::VERDICT_PASS   ? "PASS"
                         : resp.verdict() == stepcast::v1::VERDICT_WARN ? "WARN"
                                                                        : "FAIL";
-  Log(absl::StrFormat("stepcast: %s (%s) %s on %d x %s: step %.2f s, MFU %.1f%%, memory %.1f/%.1f GiB %s, "
+  // The step time with its interval, and the memory verdict of the memory interval (TIGHT: the
+  // capacity lies inside it); docs/VALIDATION.md "Intervals".
+  const std::string interval =
+      p.has_step_time_interval()
+          ? absl::StrFormat(" (%.0f%%: %.2f-%.2f s)", 100 * p.step_time_interval().coverage(),
+                            p.step_time_interval().low_s(), p.step_time_interval().high_s())
+          : "";
+  const char* memory_verdict = p.memory_interval().verdict() == stepcast::v1::MEMORY_VERDICT_TIGHT ? "TIGHT"
+                               : p.memory_interval().verdict() == stepcast::v1::MEMORY_VERDICT_DOES_NOT_FIT
+                                   ? "DOES NOT FIT"
+                               : p.memory_interval().verdict() == stepcast::v1::MEMORY_VERDICT_FITS ? "fits"
+                               : p.memory().fits()                                                   ? "fits"
+                                                                                                     : "DOES NOT FIT";
+  Log(absl::StrFormat("stepcast: %s (%s) %s on %d x %s: step %.2f s%s, MFU %.1f%%, memory %.1f/%.1f GiB %s, "
                       "bottleneck %s; prediction %s",
-                      verdict, mode_name, p.model_name(), p.gpu_count(), p.hardware_name(), p.step_time_s(),
-                      100 * p.mfu(), p.memory().total_bytes() / gib, p.memory().capacity_bytes() / gib,
-                      p.memory().fits() ? "fits" : "DOES NOT FIT",
+                      verdict, mode_name, p.model_name(), p.gpu_count(), p.hardware_name(), p.step_time_s(), interval,
+                      100 * p.mfu(), p.memory().total_bytes() / gib, p.memory().capacity_bytes() / gib, memory_verdict,
                       stepcast::BottleneckKindShortName(p.bottleneck().kind()),
                       resp.prediction_id()));
+  for (const auto& n : p.step_time_interval().notes()) Log(absl::StrCat("stepcast:   interval: ", n));
   for (const auto& r : resp.reasons()) Log(absl::StrCat("stepcast:   ", r.rule(), ": ", r.message()));
   if (resp.has_suggestion()) {
     // A layout that fits, or is >= 10% faster, on the same GPUs (docs/SEARCH.md).

@@ -57,6 +57,7 @@ from stepcast_client._proto.stepcast.v1 import search_pb2  # noqa: E402
 __all__ = [
     "StepcastClient", "Prediction", "PreflightResult", "Reason", "Run", "Verdict", "PASS", "WARN", "FAIL",
     "verdict_name", "job_from_dict", "load_job", "job_from_command", "StepcastImportWarning", "format_suggestion",
+    "format_interval",
 ]
 
 
@@ -159,6 +160,13 @@ class Prediction(_Result):
     "pipeline_bubble", with its reason; breakdown_s: seconds per step by term (gemm_s, tp_comm_s,
     pipeline_bubble_s, ...; the terms add up to step_time_s); memory_*_bytes: per GPU, most loaded
     stage (bytes, not GiB); fits: whether it fits in the GPU's memory; costs in US dollars.
+
+    How far predictions like this one have been off (docs/VALIDATION.md "Intervals"):
+    step_time_low_s / step_time_high_s, the 80% interval (0 when the server sends none);
+    interval_validated: False outside the validated region (the widest interval); interval_notes:
+    sentences (outside the validated region, below the minimum of runs, low-confidence values);
+    memory_verdict: "fits", "tight" (the capacity lies inside the memory interval) or
+    "does_not_fit" ("" from an older server).
     """
 
     job_name: str
@@ -180,6 +188,11 @@ class Prediction(_Result):
     cost_per_run_usd: float
     time_to_train_s: float
     warnings: List[str]
+    step_time_low_s: float
+    step_time_high_s: float
+    interval_validated: bool
+    interval_notes: List[str]
+    memory_verdict: str
     proto: prediction_pb2.Prediction = field(repr=False, compare=False)
 
     @classmethod
@@ -192,7 +205,30 @@ class Prediction(_Result):
             breakdown_s={f.name: getattr(p.breakdown, f.name) for f in p.breakdown.DESCRIPTOR.fields},
             memory_total_bytes=p.memory.total_bytes, memory_capacity_bytes=p.memory.capacity_bytes,
             fits=p.memory.fits, cost_per_hour_usd=p.cost.per_hour_usd, cost_per_run_usd=p.cost.per_run_usd,
-            time_to_train_s=p.cost.time_to_train_s, warnings=list(p.warnings), proto=p)
+            time_to_train_s=p.cost.time_to_train_s, warnings=list(p.warnings),
+            step_time_low_s=p.step_time_interval.low_s, step_time_high_s=p.step_time_interval.high_s,
+            interval_validated=p.step_time_interval.validated, interval_notes=list(p.step_time_interval.notes),
+            memory_verdict=_memory_verdict_name(p.memory_interval.verdict), proto=p)
+
+
+def _memory_verdict_name(v):
+    name = prediction_pb2.MemoryVerdict.Name(v).replace("MEMORY_VERDICT_", "").lower()
+    return "" if name == "unspecified" else name
+
+
+def format_interval(prediction):
+    """A prediction's 80% step-time interval, where it comes from, its notes and the memory verdict
+    as printable lines ("" when the server sent no interval). `prediction`: a Prediction or a
+    stepcast.v1.Prediction."""
+    p = getattr(prediction, "proto", prediction)
+    if not p.HasField("step_time_interval"):
+        return ""
+    i = p.step_time_interval
+    lines = [f"step {p.step_time_s:.4g} s, {i.summary}"]
+    lines += [f"  note: {n}" for n in i.notes]
+    if p.memory_interval.available:
+        lines.append(f"  memory: {p.memory_interval.summary}")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ job=examples/llama3-70b-h100.yaml
 work=$(mktemp -d /tmp/stepcast-rbench.XXXXXX); chmod 711 "$work"; mkdir -p "$work/pg"
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; bash tests/pg_server.sh stop "$work/pg" >/dev/null 2>&1; rm -rf "$work"' EXIT
-uri=$(bash tests/pg_server.sh start "$work/pg")
+uri=$(bash tests/pg_server.sh start "$work/pg" $$)
 serve() {  # serve NAME STORE: a server on a free port; prints its address
   "${pin[@]}" "$bin" serve --listen 127.0.0.1:0 --store "$2" --port-file "$work/port.$1" --quiet \
     >"$work/serve.$1.log" 2>&1 &

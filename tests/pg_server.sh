@@ -2,7 +2,9 @@
 # A throwaway PostgreSQL server for the tests (Debian's `postgresql` package, installed by
 # scripts/setup_test_deps.sh): initdb in DIR, listening only on a Unix socket in DIR (no TCP),
 # trust authentication for the superuser `postgres`.
-#   tests/pg_server.sh start DIR    creates DIR/data once, starts; prints the store's URI
+#   tests/pg_server.sh start DIR [PID]   creates DIR/data once, starts; prints the store's URI.
+#                                   With PID: a watcher stops the server (immediate) once PID
+#                                   is gone, so a test that crashes or times out leaves none.
 #   tests/pg_server.sh stop DIR     stops (fast shutdown); DIR stays
 #   tests/pg_server.sh kill DIR     stops at once (immediate shutdown, as a crash)
 #   tests/pg_server.sh uri DIR      prints the URI
@@ -12,8 +14,9 @@
 # must let it through: mode o+x).
 # STEPCAST_PG_BINDIR overrides where initdb and pg_ctl are looked for.
 set -euo pipefail
-action="${1:?usage: pg_server.sh start|stop|kill|uri DIR}"
-dir="${2:?usage: pg_server.sh start|stop|kill|uri DIR}"
+action="${1:?usage: pg_server.sh start|stop|kill|uri DIR [PID]}"
+dir="${2:?usage: pg_server.sh start|stop|kill|uri DIR [PID]}"
+watch_pid="${3:-}"
 dir="$(cd "$dir" && pwd)"
 port=5432  # only names the socket file (DIR/.s.PGSQL.5432); no TCP listener
 
@@ -53,6 +56,12 @@ case "$action" in
     "${as_pg[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
       -o "-c listen_addresses='' -k $dir -p $port -c max_connections=${PG_MAX_CONNECTIONS:-100}" start \
       >"$dir/pg_ctl.log" 2>&1 || { cat "$dir/pg_ctl.log" "$dir/server.log" >&2; exit 1; }
+    if [ -n "$watch_pid" ]; then
+      # Detached from the caller's pipes; ends with the server or with PID.
+      nohup setsid bash -c 'while kill -0 "$1" 2>/dev/null && [ -f "$2/data/postmaster.pid" ]; do sleep 1; done
+        [ -f "$2/data/postmaster.pid" ] && "${@:4}" "$3/pg_ctl" -D "$2/data" -m immediate stop' \
+        _ "$watch_pid" "$dir" "$bindir" "${as_pg[@]}" >/dev/null 2>&1 < /dev/null &
+    fi
     echo "$uri"
     ;;
   stop) "${as_pg[@]}" "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null ;;

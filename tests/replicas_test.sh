@@ -29,7 +29,7 @@ bad() { echo "FAIL $1"; fail=1; }
 
 chmod 711 "$work"  # as root the server runs as postgres, which must reach $work/pg
 mkdir -p "$work/pg"
-uri=$(pg start "$work/pg"); rc=$?
+uri=$(pg start "$work/pg" $$); rc=$?
 [ $rc -eq 77 ] && { echo "SKIP: PostgreSQL server binaries not installed (scripts/setup_test_deps.sh)"; exit 77; }
 [ $rc -eq 0 ] || { echo "FAIL pg_server.sh start ($rc)"; exit 1; }
 q() { psql -X -A -t -q "$uri" -c "$1"; }
@@ -138,7 +138,7 @@ for _ in 1 2; do
       && ok "database down: $s answers UNAVAILABLE naming the store" || { bad "database down on $s ($rc)"; echo "$out"; }
   done
   sleep 0.5
-  pg start "$work/pg" >/dev/null || bad "pg start"
+  pg start "$work/pg" $$ >/dev/null || bad "pg start"
   restarts=$((restarts + 1))
 done
 wait $wp; rc=$?

@@ -95,7 +95,9 @@ class PgServer {
 
  private:
   std::string Script(const std::string& action) const {
-    return absl::StrCat("bash ", STEPCAST_SOURCE_DIR, "/tests/pg_server.sh ", action, " ", dir_, " 2>&1");
+    // With this process's id: the server stops by itself should the tests crash.
+    return absl::StrCat("bash ", STEPCAST_SOURCE_DIR, "/tests/pg_server.sh ", action, " ", dir_,
+                        action == "start" ? absl::StrCat(" ", getpid()) : "", " 2>&1");
   }
   void Start() {
     char tmpl[] = "/tmp/stepcast-pg-XXXXXX";

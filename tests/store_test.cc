@@ -582,6 +582,31 @@ TEST_F(PgStoreTest, ServerRestartFailsUnavailableThenReconnects) {
   EXPECT_EQ(store.ListRuns(v1::ListRunsRequest())->runs_size(), 2);
 }
 
+// The server restarts between two calls: the pooled connection is dead, and the next call (a read
+// and an idempotent write) still succeeds, on a fresh connection, rather than failing once per
+// pooled connection after every database restart.
+TEST_F(PgStoreTest, DeadPooledConnectionIsReplacedWithinTheCall) {
+  StoreOptions o;
+  o.connections = 1;
+  absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(uri_, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->PutRun(MakeRun("run-1", 1000000), "req-1").ok());
+  PgServer& server = PgServer::Get();
+  ASSERT_TRUE(server.Stop());
+  ASSERT_TRUE(server.Restart());
+  absl::StatusOr<v1::Run> got = (*s)->GetRun("run-1");
+  EXPECT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(server.Stop());
+  ASSERT_TRUE(server.Restart());
+  absl::StatusOr<std::string> put = (*s)->PutRun(MakeRun("run-2", 2000000), "req-2");
+  EXPECT_TRUE(put.ok()) << put.status();
+  ASSERT_TRUE(server.Stop());
+  ASSERT_TRUE(server.Restart());
+  // PutProfile is not idempotent, but the break is found at BEGIN, before anything was sent.
+  absl::StatusOr<int32_t> v = (*s)->PutProfile("p", MakeProfile(1e12), 1);
+  EXPECT_TRUE(v.ok()) << v.status();
+}
+
 // A pool of one connection serves many threads (they wait their turn, within the acquire
 // timeout) and a write from each thread is stored once.
 TEST_F(PgStoreTest, SmallPoolServesManyThreads) {

@@ -26,13 +26,17 @@ serve() {  # serve NAME STORE: a server on a free port; prints its address
   for _ in $(seq 100); do [ -s "$work/port.$1" ] && break; sleep 0.1; done
   echo "127.0.0.1:$(cat "$work/port.$1")"
 }
+# service_load runs health, predict and preflight in turn where it knows --rpcs: Predict only.
+rpcs=(); build/bin/service_load --help 2>&1 | grep -q -- --rpcs && rpcs=(--rpcs predict)
+load() { "${pin[@]}" build/bin/service_load "${rpcs[@]}" --threads "$threads" --seconds "$seconds" --job "$job" "$@"; }
+rate() { sed -n 's/.*requests [0-9]* in [0-9.]* s: \([0-9]*\) req\/s.*/\1/p' | head -1; }
 S=$(serve sqlite "$work/bench.db"); A=$(serve pga "$uri"); B=$(serve pgb "$uri")
 echo "machine: $(nproc) cores${CPUS:+ (pinned to $CPUS)}, $(lscpu | sed -n 's/^Model name: *//p'); $(psql -X -A -t -q "$uri" -c 'SHOW server_version')"
 echo "== Predict, $threads client threads, $seconds s per round (req/s)"
 sq=(); pg=()
 for r in $(seq "$rounds"); do
-  s=$("${pin[@]}" build/bin/service_load --server "$S" --threads "$threads" --seconds "$seconds" --job "$job" | sed -n 's/.*s: \([0-9]*\) req\/s.*/\1/p')
-  p=$("${pin[@]}" build/bin/service_load --server "$A" --threads "$threads" --seconds "$seconds" --job "$job" | sed -n 's/.*s: \([0-9]*\) req\/s.*/\1/p')
+  s=$(load --server "$S" | rate)
+  p=$(load --server "$A" | rate)
   echo "round $r: sqlite $s, postgresql $p"
   sq+=("$s"); pg+=("$p")
 done
@@ -40,9 +44,9 @@ python3 -c "import sys; s=[float(x) for x in sys.argv[1].split()]; p=[float(x) f
 echo "== Predict beside 8 ReportRun writers (service_load --writers 8), each store after its alone run"
 for name in sqlite postgresql; do
   addr=$S; [ $name = postgresql ] && addr=$A
-  alone=$("${pin[@]}" build/bin/service_load --server "$addr" --threads "$threads" --seconds "$seconds" --job "$job" | sed -n 's/.*s: \([0-9]*\) req\/s.*/\1/p')
-  out=$("${pin[@]}" build/bin/service_load --server "$addr" --threads "$threads" --seconds "$seconds" --job "$job" --writers 8)
-  beside=$(sed -n 's/.*s: \([0-9]*\) req\/s.*/\1/p' <<<"$out"); w=$(sed -n 's/.*writers: \([0-9]*\) writes\/s.*/\1/p' <<<"$out")
+  alone=$(load --server "$addr" | rate)
+  out=$(load --server "$addr" --writers 8)
+  beside=$(rate <<<"$out"); w=$(sed -n 's/.*writers: \([0-9]*\) writes\/s.*/\1/p' <<<"$out")
   python3 -c "import sys; a,b=float(sys.argv[2]),float(sys.argv[3]); print(f'{sys.argv[1]}: {a:.0f} req/s alone, {b:.0f} beside {sys.argv[4]} writes/s ({100*b/a:.0f}%)')" $name "$alone" "$beside" "$w"
 done
 echo "== ReportRun, 8 writers, $seconds s"

@@ -19,18 +19,20 @@ work=$(mktemp -d /tmp/stepcast-rbench.XXXXXX); chmod 711 "$work"; mkdir -p "$wor
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; bash tests/pg_server.sh stop "$work/pg" >/dev/null 2>&1; rm -rf "$work"' EXIT
 uri=$(bash tests/pg_server.sh start "$work/pg" $$)
-serve() {  # serve NAME STORE: a server on a free port; prints its address
+serve() {  # serve NAME STORE: a server on a free port; its address in addr_NAME (not in a
+           # subshell: the EXIT trap stops what pids holds)
   "${pin[@]}" "$bin" serve --listen 127.0.0.1:0 --store "$2" --port-file "$work/port.$1" --quiet \
     >"$work/serve.$1.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do [ -s "$work/port.$1" ] && break; sleep 0.1; done
-  echo "127.0.0.1:$(cat "$work/port.$1")"
+  eval "addr_$1=127.0.0.1:$(cat "$work/port.$1")"
 }
 # service_load runs health, predict and preflight in turn where it knows --rpcs: Predict only.
 rpcs=(); build/bin/service_load --help 2>&1 | grep -q -- --rpcs && rpcs=(--rpcs predict)
 load() { "${pin[@]}" build/bin/service_load "${rpcs[@]}" --threads "$threads" --seconds "$seconds" --job "$job" "$@"; }
 rate() { sed -n 's/.*requests [0-9]* in [0-9.]* s: \([0-9]*\) req\/s.*/\1/p' | head -1; }
-S=$(serve sqlite "$work/bench.db"); A=$(serve pga "$uri"); B=$(serve pgb "$uri")
+serve sqlite "$work/bench.db"; serve pga "$uri"; serve pgb "$uri"
+S=$addr_sqlite; A=$addr_pga; B=$addr_pgb
 echo "machine: $(nproc) cores${CPUS:+ (pinned to $CPUS)}, $(lscpu | sed -n 's/^Model name: *//p'); $(psql -X -A -t -q "$uri" -c 'SHOW server_version')"
 echo "== Predict, $threads client threads, $seconds s per round (req/s)"
 sq=(); pg=()

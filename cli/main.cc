@@ -7,7 +7,8 @@
 //   stepcast plan --seed-formulas --target-tokens-per-s 2e5 --hardware h100-sxm,h200,l4   (seed 000 / 004 formulas)
 //   stepcast catalog
 //   stepcast validate published_runs.csv [--json] [--html FILE] [--informed F] [--memory-runs F] [--write-intervals F]
-//   stepcast serve [--listen ADDR] [--db FILE] [--profiles-dir DIR] [--token-file F] [--tls-cert C --tls-key K]
+//   stepcast serve [--listen ADDR] [--store FILE|postgresql://...] [--profiles-dir DIR] [--token-file F] [--tls-cert C --tls-key K]
+//   stepcast store migrate --from sqlite:PATH --to postgresql://...
 //   stepcast preflight JOB --server ADDR [policy flags]   exit 0 PASS, 3 WARN, 4 FAIL, 1 error, 2 invalid
 //   stepcast report --server ADDR (--prediction-id ID | --job JOB) (--step-time-s S | --tokens-per-s T)
 //   stepcast runs --server ADDR [--cluster C] [--model M] [--label k=v]
@@ -32,6 +33,7 @@
 #include "cli/cli.h"
 #include "cli/html.h"
 #include "cli/search.h"
+#include "cli/store_cmds.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
 #include "proto/launch_args.h"
@@ -170,7 +172,12 @@ int main(int argc, char** argv) {
   std::string port_file;
   bool quiet = false;
   serve->add_option("--listen", so.listen_address, "address:port (port 0 picks a free one)")->capture_default_str();
-  serve->add_option("--db", so.db_path, "SQLite store of predictions, runs and profiles")->capture_default_str();
+  serve->add_option("--store,--db", so.db_path,
+                    "store of predictions, runs and profiles: a SQLite file (PATH or sqlite:PATH), or "
+                    "postgresql://... shared by several replicas")
+      ->capture_default_str();
+  serve->add_option("--store-connections", so.store_connections, "PostgreSQL store: connection pool size")
+      ->capture_default_str();
   serve->add_option("--profiles-dir", so.profiles_dir, "directory of rate profiles served by file stem");
   serve->add_option("--token-file", so.token_file, "bearer token that ReportRun and PutProfile require");
   serve->add_option("--tls-cert", so.tls_cert_file, "PEM certificate (with --tls-key)");
@@ -197,6 +204,10 @@ int main(int argc, char** argv) {
   serve->add_option("--watchdog-ms", so.watchdog_period_ms,
                     "listener check period; rebuilds a listener that stopped accepting (0: off)")
       ->capture_default_str();
+
+  // store migrate (cli/store_cmds.h)
+  cli::StoreMigrateArgs sma;
+  auto* store_cmd = cli::AddStoreCommand(app, sma);
 
   // Shared client flags.
   ClientOptions client;
@@ -342,6 +353,7 @@ int main(int argc, char** argv) {
     if (absl::Status s = catalog->AddDirectory(presets_dir); !s.ok()) return Fail(s);
   }
 
+  if (*store_cmd) return cli::StoreMigrate(sma);
   if (*serve) {
     if (quiet) so.log = nullptr;
     return cli::Serve(so, *std::move(catalog), port_file);

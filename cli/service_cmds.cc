@@ -19,6 +19,7 @@
 #include "plugin/compare.h"
 #include "plugin/policy.h"
 #include "plugin/probe/trace_analysis.h"
+#include "plugin/store.h"
 #include "proto/launch_args.h"
 
 namespace stepcast::cli {
@@ -91,7 +92,7 @@ int Serve(const ServeOptions& options, Catalog catalog, const std::string& port_
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   absl::StatusOr<std::unique_ptr<StepcastServer>> server = StepcastServer::Start(options, std::move(catalog));
   if (!server.ok()) return Fail(server.status());
-  std::cout << "stepcast serve: listening on " << (*server)->address() << " (store " << options.db_path
+  std::cout << "stepcast serve: listening on " << (*server)->address() << " (store " << RunStore::DescribeSpec(options.db_path)
             << (options.token_file.empty() ? ", writes open" : ", writes need the token")
             << (options.tls_cert_file.empty() ? ", plaintext" : ", TLS") << ")" << std::endl;
   if (!port_file.empty()) {

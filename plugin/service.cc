@@ -266,11 +266,15 @@ class SearchPool {
 // Preflight win the CPU and the writes slow down (review 2, N2: Predict beside 8 writers).
 class Writer {
  public:
-  explicit Writer(size_t max_queue)
-      : max_queue_(max_queue), thread_([this] {
-          LowerThreadPriority(10);
-          Loop();
-        }) {}
+  // `threads` run the queue (a store that takes concurrent writes: PostgreSQL's pool).
+  explicit Writer(size_t max_queue, int threads = 1) : max_queue_(max_queue) {
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      threads_.emplace_back([this] {
+        LowerThreadPriority(10);
+        Loop();
+      });
+    }
+  }
   ~Writer() { Stop(); }
   bool Post(std::function<void()> task) {
     {
@@ -287,8 +291,10 @@ class Writer {
       std::lock_guard<std::mutex> l(mu_);
       stop_ = true;
     }
-    cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
+    cv_.notify_all();
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
   }
 
  private:
@@ -310,7 +316,7 @@ class Writer {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stop_ = false;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 // A token bucket per peer host (the address without its port): `rate_per_s` with bursts of
@@ -468,7 +474,7 @@ class ServiceImpl {
             options.search_workers > 0 ? options.search_workers
                                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()) / 2),
             options.max_waiting_searches, options.max_searches_per_peer)),
-        writer_(std::make_unique<Writer>(4096)) {
+        writer_(std::make_unique<Writer>(4096, store_->max_concurrent_writes())) {
     // A search's own threads: the cores shared among the pool's workers.
     search_threads_ = std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
                                       std::max(1, pool_->workers() - 1));
@@ -1187,8 +1193,10 @@ absl::StatusOr<std::unique_ptr<StepcastServer>> StepcastServer::Start(const Serv
       dir_profiles[e.path().stem().string()] = *std::move(p);
     }
   }
-  absl::StatusOr<std::unique_ptr<RunStore>> store = RunStore::Open(o.db_path);
-  if (!store.ok()) return absl::Status(store.status().code(), absl::StrCat("--db: ", store.status().message()));
+  StoreOptions store_options;
+  store_options.connections = o.store_connections;
+  absl::StatusOr<std::unique_ptr<RunStore>> store = RunStore::Open(o.db_path, store_options);
+  if (!store.ok()) return absl::Status(store.status().code(), absl::StrCat("--store: ", store.status().message()));
 
   std::unique_ptr<StepcastServer> server(new StepcastServer());
   server->options_ = o;

@@ -3,7 +3,8 @@
 // `stepcast serve`: the stepcast.v1.StepcastService gRPC server for launchers.
 //   * Predict / Preflight run the model on the job (INVALID_ARGUMENT naming the field path for a
 //     malformed spec; NOT_FOUND for an unknown profile). Not fitting in memory is a FAIL verdict.
-//   * ReportRun / PutProfile write to the SQLite store (plugin/store.h) before replying and need
+//   * ReportRun / PutProfile write to the run store (plugin/store.h: SQLite, or PostgreSQL shared
+//     by several replicas) before replying and need
 //     "authorization: Bearer <token>" when a token file is set (UNAUTHENTICATED otherwise). With
 //     TLS, clients send it as gRPC access-token call credentials; on plaintext loopback as
 //     metadata; the handler checks it either way.
@@ -11,7 +12,8 @@
 //     expired deadlines and cancelled calls are answered without doing the work.
 //   * One log line per RPC: time, method, status, latency, peer.
 //   * Shutdown(): health goes NOT_SERVING, in-flight RPCs get the grace period, then it stops.
-//   * Store writes run on one writer thread, never on gRPC's handler threads: Preflight answers
+//   * Store writes run on writer threads (one for SQLite; the pool's size less one for
+//     PostgreSQL), never on gRPC's handler threads: Preflight answers
 //     before its prediction is stored (and answers when storing fails); ReportRun and PutProfile
 //     answer from the writer thread once the write is on disk.
 #ifndef STEPCAST_PLUGIN_SERVICE_H_
@@ -40,7 +42,11 @@ namespace stepcast {
 struct ServeOptions {
   std::string listen_address = "127.0.0.1:50051";  // port 0 picks a free port
   std::string profiles_dir;                        // *.yaml|json|textproto profiles, by file stem
+  // The run store (plugin/store.h): a SQLite file (PATH or sqlite:PATH), or postgresql://... for
+  // several replicas on one store (`--store`, alias `--db`).
   std::string db_path = "stepcast.db";
+  // PostgreSQL: the store's connection pool size; that many writes less one run at once.
+  int store_connections = 4;
   std::string tls_cert_file, tls_key_file;         // both or neither
   // Admin token: PutProfile (and ReportRun) need it when set.
   std::string token_file;

@@ -1,71 +1,52 @@
 #include "plugin/store.h"
 
-#include <sqlite3.h>
-
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
+#include "plugin/pg_store.h"
+#include "plugin/sqlite_store.h"
 
 namespace stepcast {
-namespace {
 
 using google::protobuf::util::TimeUtil;
 
-// Schema migrations; entry i brings the schema from version i to i + 1. Append, never edit.
-const char* const kMigrations[] = {
-    // 1: predictions, runs with indexed labels, versioned profiles.
-    R"sql(
-    CREATE TABLE predictions (
-      id TEXT PRIMARY KEY,
-      create_time_us INTEGER NOT NULL,
-      job BLOB NOT NULL,
-      profile BLOB NOT NULL,
-      prediction BLOB NOT NULL);
-    CREATE TABLE runs (
-      id TEXT PRIMARY KEY,
-      prediction_id TEXT NOT NULL,
-      cluster TEXT NOT NULL,
-      model TEXT NOT NULL,
-      start_time_us INTEGER,
-      create_time_us INTEGER NOT NULL,
-      run BLOB NOT NULL);
-    CREATE INDEX runs_by_create_time ON runs(create_time_us DESC, id DESC);
-    CREATE TABLE run_labels (
-      run_id TEXT NOT NULL,
-      key TEXT NOT NULL,
-      value TEXT NOT NULL,
-      PRIMARY KEY (run_id, key));
-    CREATE INDEX run_labels_by_key ON run_labels(key, value);
-    CREATE TABLE profiles (
-      name TEXT NOT NULL,
-      version INTEGER NOT NULL,
-      create_time_us INTEGER NOT NULL,
-      profile BLOB NOT NULL,
-      PRIMARY KEY (name, version));
-    )sql",
-    // 2: idempotent ReportRun (client request ids) and prediction retention by age.
-    R"sql(
-    CREATE TABLE run_requests (
-      request_id TEXT PRIMARY KEY,
-      run_id TEXT NOT NULL);
-    CREATE INDEX predictions_by_create_time ON predictions(create_time_us);
-    )sql",
-    // 3: each prediction's size, for the store's byte cap (reliability review 2, N7).
-    R"sql(
-    ALTER TABLE predictions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
-    UPDATE predictions SET bytes = length(job) + length(profile) + length(prediction);
-    )sql",
-};
+bool RunStore::IsPostgresSpec(const std::string& spec) {
+  return absl::StartsWith(spec, "postgresql://") || absl::StartsWith(spec, "postgres://");
+}
 
-// Runs above this size are listed and returned without their job and breakdowns, so that one
-// oversized row (written before the service capped request sizes) cannot push a GetRun or a
-// ListRuns page over the 4 MiB message limit (reliability review M2).
-constexpr size_t kMaxRunReplyBytes = 1 << 20;
-// A ListRuns page stops before this many bytes (the rest comes with next_page_token).
-constexpr size_t kMaxListRunsBytes = 3 << 20;
+std::string RunStore::DescribeSpec(const std::string& spec) {
+  if (IsPostgresSpec(spec)) {
+    absl::StatusOr<std::string> d = PgRunStore::Describe(spec);
+    return d.ok() ? *d : "postgresql://(malformed URI)";
+  }
+  return absl::StartsWith(spec, "sqlite:") ? spec : absl::StrCat("sqlite:", spec);
+}
+
+int RunStore::LatestSchemaVersion() { return SqliteRunStore::kLatestSchemaVersion; }
+
+absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& spec, const StoreOptions& options) {
+  if (spec.empty()) {
+    return absl::InvalidArgumentError("store: empty; give a SQLite file (PATH or sqlite:PATH) or postgresql://...");
+  }
+  if (IsPostgresSpec(spec)) {
+    absl::StatusOr<std::unique_ptr<PgRunStore>> s = PgRunStore::Open(spec, options);
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<RunStore>(*std::move(s));
+  }
+  std::string path = spec;
+  if (absl::StartsWith(spec, "sqlite:")) path = spec.substr(7);
+  if (path.empty()) return absl::InvalidArgumentError("store: sqlite: needs a path (sqlite:PATH)");
+  absl::StatusOr<std::unique_ptr<SqliteRunStore>> s = SqliteRunStore::Open(path);
+  if (!s.ok()) return s.status();
+  return std::unique_ptr<RunStore>(*std::move(s));
+}
+
+namespace store_internal {
 
 void TrimOversizeRun(v1::Run& run) {
   if (run.ByteSizeLong() <= kMaxRunReplyBytes) return;
@@ -75,306 +56,26 @@ void TrimOversizeRun(v1::Run& run) {
   (*run.mutable_labels())["stepcast.truncated"] = "job and prediction left out: the stored run is over 1 MiB";
 }
 
-// SQLITE_BUSY/LOCKED (another process holds the write lock past busy_timeout) is Unavailable,
-// so that clients retry; everything else is Internal.
-absl::Status SqliteError(sqlite3* db) {
-  const int code = sqlite3_errcode(db) & 0xff;
-  const std::string msg = absl::StrCat("sqlite: ", sqlite3_errmsg(db));
-  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return absl::UnavailableError(absl::StrCat(msg, "; retry"));
-  return absl::InternalError(msg);
-}
-
-// A prepared statement that finalizes itself.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const std::string& sql) : db_(db) {
-    rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr);
-  }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  bool ok() const { return rc_ == SQLITE_OK; }
-  absl::Status error() const { return SqliteError(db_); }
-  Stmt& Bind(int i, const std::string& s) {
-    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& BindBlob(int i, const std::string& s) {
-    sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& Bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  int Step() { return sqlite3_step(stmt_); }
-  std::string Blob(int col) {
-    const void* p = sqlite3_column_blob(stmt_, col);
-    return std::string(static_cast<const char*>(p), sqlite3_column_bytes(stmt_, col));
-  }
-  std::string Text(int col) {
-    const unsigned char* p = sqlite3_column_text(stmt_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p)) : "";
-  }
-  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_;
-};
-
-absl::Status Done(Stmt& s, int rc) {
-  return rc == SQLITE_DONE ? absl::OkStatus() : s.error();
-}
-
+namespace {
 int64_t Micros(const google::protobuf::Timestamp& t) { return TimeUtil::TimestampToMicroseconds(t); }
-
 }  // namespace
 
-int RunStore::LatestSchemaVersion() { return static_cast<int>(std::size(kMigrations)); }
-
-absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                      nullptr) != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    return absl::UnavailableError(absl::StrCat(path, ": cannot open the store: ", msg));
-  }
-  std::unique_ptr<RunStore> store(new RunStore(db));
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
-  if (absl::Status s = store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"); !s.ok()) {
-    return absl::UnavailableError(absl::StrCat(path, ": ", s.message()));
-  }
-  // A corrupt page anywhere (not only in the header or schema, which the statements above read)
-  // is found now, not by every later ListRuns (reliability review 2, N11). quick_check reads
-  // every page once: O(n), checked on a 1 GB store (docs/SERVICE.md).
-  if (absl::Status s = store->QuickCheck(); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
-  }
-  if (absl::Status s = store->Migrate(); !s.ok()) return s;
-  if (path != ":memory:" && !path.empty()) {
-    sqlite3* rdb = nullptr;
-    if (sqlite3_open_v2(path.c_str(), &rdb, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr) == SQLITE_OK) {
-      sqlite3_busy_timeout(rdb, kBusyTimeoutMs);
-      store->rdb_ = rdb;
-    } else {
-      sqlite3_close(rdb);  // reads share the write connection
-    }
-  }
-  return store;
-}
-
-RunStore::~RunStore() {
-  if (rdb_ != nullptr) sqlite3_close(rdb_);
-  sqlite3_close(db_);
-}
-
-absl::Status RunStore::Exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    sqlite3_free(err);
-    return SqliteError(db_);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RunStore::QuickCheck() {
-  Stmt q(db_, "PRAGMA quick_check(1)");
-  if (!q.ok()) {
-    return absl::DataLossError(absl::StrCat("the store is corrupt (", sqlite3_errmsg(db_),
-                                            "); restore it from a backup or move it away"));
-  }
-  const int rc = q.Step();
-  if (rc != SQLITE_ROW) {
-    return absl::DataLossError(absl::StrCat("the store is corrupt (", sqlite3_errmsg(db_),
-                                            "); restore it from a backup or move it away"));
-  }
-  const std::string result = q.Text(0);
-  if (result != "ok") {
-    return absl::DataLossError(absl::StrCat("the store is corrupt (quick_check: ", result.substr(0, 200),
-                                            "); restore it from a backup or move it away"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RunStore::Migrate() {
-  Stmt v(db_, "PRAGMA user_version");
-  if (!v.ok() || v.Step() != SQLITE_ROW) return v.error();
-  int version = static_cast<int>(v.Int(0));
-  if (version > LatestSchemaVersion()) {
-    return absl::FailedPreconditionError(absl::StrCat("store schema version ", version,
-                                                      " is newer than this stepcast's ", LatestSchemaVersion(),
-                                                      "; refusing to touch it"));
-  }
-  for (; version < LatestSchemaVersion(); ++version) {
-    const std::string tx = absl::StrCat("BEGIN IMMEDIATE;", kMigrations[version],
-                                        "PRAGMA user_version = ", version + 1, "; COMMIT;");
-    if (absl::Status s = Exec(tx.c_str()); !s.ok()) {
-      (void)Exec("ROLLBACK;");
-      return absl::InternalError(absl::StrCat("migrating the store to version ", version + 1, ": ", s.message()));
-    }
-  }
-  schema_version_ = version;
-  return absl::OkStatus();
-}
-
-absl::Status RunStore::PutPrediction(const std::string& id, const StoredPrediction& p, int64_t t) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "INSERT INTO predictions (id, create_time_us, job, profile, prediction, bytes) VALUES (?, ?, ?, ?, ?, ?)");
-  if (!s.ok()) return s.error();
-  const std::string job = p.job.SerializeAsString(), profile = p.profile.SerializeAsString(),
-                    prediction = p.prediction.SerializeAsString();
-  s.Bind(1, id).Bind(2, t).BindBlob(3, job).BindBlob(4, profile).BindBlob(5, prediction);
-  s.Bind(6, static_cast<int64_t>(job.size() + profile.size() + prediction.size()));
-  return Done(s, s.Step());
-}
-
-absl::StatusOr<RunStore::StoredPrediction> RunStore::GetPrediction(const std::string& id) {
-  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
-  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
-  Stmt s(db, "SELECT job, profile, prediction FROM predictions WHERE id = ?");
-  if (!s.ok()) return s.error();
-  s.Bind(1, id);
-  const int rc = s.Step();
-  if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("prediction_id: unknown prediction '", id, "'"));
-  if (rc != SQLITE_ROW) return s.error();
-  StoredPrediction out;
-  if (!out.job.ParseFromString(s.Blob(0)) || !out.profile.ParseFromString(s.Blob(1)) ||
-      !out.prediction.ParseFromString(s.Blob(2))) {
-    return absl::DataLossError(absl::StrCat("prediction ", id, ": stored record is corrupt"));
-  }
-  return out;
-}
-
-absl::StatusOr<std::string> RunStore::PutRun(const v1::Run& run, const std::string& request_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status st = Exec("BEGIN IMMEDIATE;"); !st.ok()) return st;
-  auto fail = [&](absl::Status st) {
-    (void)Exec("ROLLBACK;");
-    return st;
-  };
-  if (!request_id.empty()) {
-    Stmt q(db_, "SELECT run_id FROM run_requests WHERE request_id = ?");
-    if (!q.ok()) return fail(q.error());
-    q.Bind(1, request_id);
-    const int rc = q.Step();
-    if (rc == SQLITE_ROW) {
-      std::string existing = q.Text(0);
-      (void)Exec("ROLLBACK;");
-      return existing;  // a retry of a stored report
-    }
-    if (rc != SQLITE_DONE) return fail(q.error());
-    Stmt ins(db_, "INSERT INTO run_requests (request_id, run_id) VALUES (?, ?)");
-    if (!ins.ok()) return fail(ins.error());
-    ins.Bind(1, request_id).Bind(2, run.run_id());
-    if (absl::Status st = Done(ins, ins.Step()); !st.ok()) return fail(st);
-  }
-  {
-    Stmt s(db_, "INSERT INTO runs (id, prediction_id, cluster, model, start_time_us, create_time_us, run) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)");
-    if (!s.ok()) return fail(s.error());
-    s.Bind(1, run.run_id()).Bind(2, run.prediction_id()).Bind(3, run.cluster()).Bind(4, run.model());
-    s.Bind(5, Micros(run.start_time())).Bind(6, Micros(run.create_time())).BindBlob(7, run.SerializeAsString());
-    if (absl::Status st = Done(s, s.Step()); !st.ok()) return fail(st);
-  }
-  for (const auto& [k, v] : run.labels()) {
-    Stmt s(db_, "INSERT INTO run_labels (run_id, key, value) VALUES (?, ?, ?)");
-    if (!s.ok()) return fail(s.error());
-    s.Bind(1, run.run_id()).Bind(2, k).Bind(3, v);
-    if (absl::Status st = Done(s, s.Step()); !st.ok()) return fail(st);
-  }
-  // A failed COMMIT (disk full) must not leave the transaction open for every later write.
-  if (absl::Status st = Exec("COMMIT;"); !st.ok()) return fail(st);
-  return run.run_id();
-}
-
-absl::Status RunStore::PrunePredictions(int64_t min_create_time_us, int64_t max_rows, int64_t max_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  {
-    Stmt s(db_, "DELETE FROM predictions WHERE create_time_us < ?");
-    if (!s.ok()) return s.error();
-    s.Bind(1, min_create_time_us);
-    if (absl::Status st = Done(s, s.Step()); !st.ok()) return st;
-  }
-  if (max_rows > 0) {
-    Stmt s(db_, "DELETE FROM predictions WHERE id IN (SELECT id FROM predictions ORDER BY create_time_us DESC "
-                "LIMIT -1 OFFSET ?)");
-    if (!s.ok()) return s.error();
-    s.Bind(1, max_rows);
-    if (absl::Status st = Done(s, s.Step()); !st.ok()) return st;
-  }
-  if (max_bytes > 0) {
-    int64_t total = 0;
-    {
-      Stmt q(db_, "SELECT COALESCE(SUM(bytes), 0) FROM predictions");
-      if (!q.ok() || q.Step() != SQLITE_ROW) return q.error();
-      total = q.Int(0);
-    }
-    if (total > max_bytes) {
-      // Keep the newest rows whose sizes add up to at most max_bytes.
-      Stmt s(db_, "DELETE FROM predictions WHERE id IN (SELECT id FROM (SELECT id, SUM(bytes) OVER "
-                  "(ORDER BY create_time_us DESC, id DESC ROWS UNBOUNDED PRECEDING) AS newer FROM predictions) "
-                  "WHERE newer > ?)");
-      if (!s.ok()) return s.error();
-      s.Bind(1, max_bytes);
-      if (absl::Status st = Done(s, s.Step()); !st.ok()) return st;
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int64_t> RunStore::PredictionBytes() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "SELECT COALESCE(SUM(bytes), 0) FROM predictions");
-  if (!s.ok() || s.Step() != SQLITE_ROW) return s.error();
-  return s.Int(0);
-}
-
-absl::StatusOr<int64_t> RunStore::CountPredictions() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "SELECT COUNT(*) FROM predictions");
-  if (!s.ok() || s.Step() != SQLITE_ROW) return s.error();
-  return s.Int(0);
-}
-
-absl::StatusOr<v1::Run> RunStore::GetRun(const std::string& id) {
-  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
-  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
-  Stmt s(db, "SELECT run FROM runs WHERE id = ?");
-  if (!s.ok()) return s.error();
-  s.Bind(1, id);
-  const int rc = s.Step();
-  if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("run_id: unknown run '", id, "'"));
-  if (rc != SQLITE_ROW) return s.error();
-  v1::Run run;
-  if (!run.ParseFromString(s.Blob(0))) return absl::DataLossError(absl::StrCat("run ", id, ": corrupt"));
-  TrimOversizeRun(run);
-  return run;
-}
-
-absl::StatusOr<v1::ListRunsResponse> RunStore::ListRuns(const v1::ListRunsRequest& req) {
+absl::StatusOr<ListRunsQuery> ParseListRuns(const v1::ListRunsRequest& req) {
+  ListRunsQuery q;
   if (req.page_size() < 0 || req.page_size() > 1000) {
     return absl::InvalidArgumentError("page_size: must be in [0, 1000]");
   }
-  const int64_t page = req.page_size() == 0 ? 50 : req.page_size();
-  std::string sql = "SELECT create_time_us, id, run FROM runs WHERE 1";
-  std::vector<std::pair<bool, std::string>> binds;  // (is_int, value)
-  if (!req.cluster().empty()) {
-    sql += " AND cluster = ?";
-    binds.push_back({false, req.cluster()});
-  }
-  if (!req.model().empty()) {
-    sql += " AND model = ?";
-    binds.push_back({false, req.model()});
-  }
+  q.page_size = req.page_size() == 0 ? 50 : req.page_size();
+  q.cluster = req.cluster();
+  q.model = req.model();
   if (!req.label().empty()) {
     std::pair<std::string, std::string> kv = absl::StrSplit(req.label(), absl::MaxSplits('=', 1));
     if (req.label().find('=') == std::string::npos || kv.first.empty()) {
       return absl::InvalidArgumentError("label: must be key=value");
     }
-    sql += " AND EXISTS (SELECT 1 FROM run_labels l WHERE l.run_id = runs.id AND l.key = ? AND l.value = ?)";
-    binds.push_back({false, kv.first});
-    binds.push_back({false, kv.second});
+    q.has_label = true;
+    q.label_key = kv.first;
+    q.label_value = kv.second;
   }
   for (const auto& [field, t, given] : {std::tuple{"min_start_time", &req.min_start_time(), req.has_min_start_time()},
                                         std::tuple{"max_start_time", &req.max_start_time(), req.has_max_start_time()}}) {
@@ -386,130 +87,46 @@ absl::StatusOr<v1::ListRunsResponse> RunStore::ListRuns(const v1::ListRunsReques
     }
   }
   if (req.has_min_start_time()) {
-    sql += " AND start_time_us >= ?";
-    binds.push_back({true, absl::StrCat(Micros(req.min_start_time()))});
+    q.has_min_start = true;
+    q.min_start_us = Micros(req.min_start_time());
   }
   if (req.has_max_start_time()) {
-    sql += " AND start_time_us < ?";
-    binds.push_back({true, absl::StrCat(Micros(req.max_start_time()))});
+    q.has_max_start = true;
+    q.max_start_us = Micros(req.max_start_time());
   }
   if (!req.page_token().empty()) {
     std::pair<std::string, std::string> tok = absl::StrSplit(req.page_token(), absl::MaxSplits(':', 1));
-    int64_t t = 0;
-    if (!absl::SimpleAtoi(tok.first, &t) || tok.second.empty()) {
+    if (!absl::SimpleAtoi(tok.first, &q.token_time_us) || tok.second.empty()) {
       return absl::InvalidArgumentError("page_token: malformed; pass next_page_token back unchanged");
     }
-    sql += " AND (create_time_us < ? OR (create_time_us = ? AND id < ?))";
-    binds.push_back({true, tok.first});
-    binds.push_back({true, tok.first});
-    binds.push_back({false, tok.second});
+    q.has_token = true;
+    q.token_id = tok.second;
   }
-  sql += absl::StrCat(" ORDER BY create_time_us DESC, id DESC LIMIT ", page + 1);
-
-  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
-  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
-  Stmt s(db, sql);
-  if (!s.ok()) return s.error();
-  for (size_t i = 0; i < binds.size(); ++i) {
-    if (binds[i].first) {
-      int64_t v = 0;
-      (void)absl::SimpleAtoi(binds[i].second, &v);
-      s.Bind(static_cast<int>(i + 1), v);
-    } else {
-      s.Bind(static_cast<int>(i + 1), binds[i].second);
-    }
-  }
-  v1::ListRunsResponse out;
-  int rc;
-  int64_t n = 0;
-  size_t bytes = 0;
-  std::string last_token;
-  while ((rc = s.Step()) == SQLITE_ROW) {
-    if (n == page) {
-      out.set_next_page_token(last_token);
-      break;
-    }
-    const int64_t t = s.Int(0);
-    const std::string id = s.Text(1);
-    v1::Run run;
-    if (!run.ParseFromString(s.Blob(2))) return absl::DataLossError(absl::StrCat("run ", id, ": corrupt"));
-    TrimOversizeRun(run);
-    const size_t size = run.ByteSizeLong();
-    if (n > 0 && bytes + size > kMaxListRunsBytes) {  // the rest on the next page
-      out.set_next_page_token(last_token);
-      break;
-    }
-    bytes += size;
-    *out.add_runs() = std::move(run);
-    last_token = absl::StrCat(t, ":", id);
-    ++n;
-  }
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return s.error();
-  return out;
+  return q;
 }
 
-absl::StatusOr<int32_t> RunStore::PutProfile(const std::string& name, const v1::RateProfile& profile, int64_t t) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status st = Exec("BEGIN IMMEDIATE;"); !st.ok()) return st;
-  auto fail = [&](absl::Status st) {
-    (void)Exec("ROLLBACK;");
-    return st;
-  };
-  int32_t version = 1;
-  {
-    Stmt s(db_, "SELECT COALESCE(MAX(version), 0) FROM profiles WHERE name = ?");
-    if (!s.ok()) return fail(s.error());
-    s.Bind(1, name);
-    if (s.Step() != SQLITE_ROW) return fail(s.error());
-    version = static_cast<int32_t>(s.Int(0)) + 1;
+bool AddToPage(v1::ListRunsResponse& out, v1::Run run, int64_t create_time_us, const std::string& id,
+               int64_t page_size, size_t& bytes, std::string& last_token) {
+  const int64_t n = out.runs_size();
+  if (n == page_size) {
+    out.set_next_page_token(last_token);
+    return false;
   }
-  Stmt s(db_, "INSERT INTO profiles (name, version, create_time_us, profile) VALUES (?, ?, ?, ?)");
-  if (!s.ok()) return fail(s.error());
-  s.Bind(1, name).Bind(2, static_cast<int64_t>(version)).Bind(3, t).BindBlob(4, profile.SerializeAsString());
-  if (absl::Status st = Done(s, s.Step()); !st.ok()) return fail(st);
-  if (absl::Status st = Exec("COMMIT;"); !st.ok()) return fail(st);
-  return version;
+  TrimOversizeRun(run);
+  const size_t size = run.ByteSizeLong();
+  if (n > 0 && bytes + size > kMaxListRunsBytes) {  // the rest on the next page
+    out.set_next_page_token(last_token);
+    return false;
+  }
+  bytes += size;
+  *out.add_runs() = std::move(run);
+  last_token = absl::StrCat(create_time_us, ":", id);
+  return true;
 }
 
-absl::StatusOr<v1::GetProfileResponse> RunStore::GetProfile(const std::string& name, int32_t version) {
-  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
-  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
-  Stmt s(db, version > 0 ? "SELECT version, create_time_us, profile FROM profiles WHERE name = ? AND version = ?"
-                          : "SELECT version, create_time_us, profile FROM profiles WHERE name = ? "
-                            "ORDER BY version DESC LIMIT 1");
-  if (!s.ok()) return s.error();
-  s.Bind(1, name);
-  if (version > 0) s.Bind(2, static_cast<int64_t>(version));
-  const int rc = s.Step();
-  if (rc == SQLITE_DONE) {
-    return absl::NotFoundError(version > 0 ? absl::StrCat("profile '", name, "' has no version ", version)
-                                           : absl::StrCat("unknown profile '", name, "'"));
-  }
-  if (rc != SQLITE_ROW) return s.error();
-  v1::GetProfileResponse out;
-  out.set_version(static_cast<int32_t>(s.Int(0)));
-  *out.mutable_create_time() = TimeUtil::MicrosecondsToTimestamp(s.Int(1));
-  if (!out.mutable_profile()->ParseFromString(s.Blob(2))) return absl::DataLossError("profile: corrupt");
-  return out;
+bool SameRun(const v1::Run& a, const v1::Run& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
-absl::StatusOr<std::vector<v1::ProfileInfo>> RunStore::ListProfiles() {
-  sqlite3* const db = rdb_ != nullptr ? rdb_ : db_;
-  std::lock_guard<std::mutex> lock(rdb_ != nullptr ? rmu_ : mu_);
-  Stmt s(db, "SELECT name, MAX(version), MAX(create_time_us) FROM profiles GROUP BY name ORDER BY name");
-  if (!s.ok()) return s.error();
-  std::vector<v1::ProfileInfo> out;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) {
-    v1::ProfileInfo p;
-    p.set_name(s.Text(0));
-    p.set_latest_version(static_cast<int32_t>(s.Int(1)));
-    *p.mutable_update_time() = TimeUtil::MicrosecondsToTimestamp(s.Int(2));
-    p.set_origin("store");
-    out.push_back(std::move(p));
-  }
-  if (rc != SQLITE_DONE) return s.error();
-  return out;
-}
-
+}  // namespace store_internal
 }  // namespace stepcast

@@ -20,6 +20,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin             # calibration across nodes (and its mpirun -np 2 test)
   libgrpc++-dev protobuf-compiler-grpc   # the service (stepcast serve) and its clients
   libsqlite3-dev                         # the run and profile store
+  libpq-dev                              # the PostgreSQL run store (several serve replicas): libpq
   python3-grpcio python3-protobuf python3-yaml  # the Python client and its test
   python3-venv python3-pip python3-setuptools python3-wheel  # pip install ./plugin/python, offline
   python3                                # JSON checks in tests/cli_test.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what only the test suite needs, so that the first README command stays quick for a
 # newcomer: Debian's chromium (headless, for tests/pages_test.py, which renders every --html page)
-# and a font for it to draw text with. Idempotent; the README's test command and .ci/run call it
+# and a font for it to draw text with; Debian's PostgreSQL server, which tests/pg_server.sh starts
+# in a temporary directory for the PostgreSQL store tests (the package's own cluster is not used). Idempotent; the README's test command and .ci/run call it
 # after scripts/setup.sh.
 #   scripts/setup_test_deps.sh            install what is missing (apt-get; sudo when not root)
 #   scripts/setup_test_deps.sh --fuzz     also clang and libFuzzer, for scripts/fuzz_smoke.sh (CI)
@@ -11,6 +12,7 @@ set -euo pipefail
 TEST_PACKAGES=(
   chromium            # headless browser of the html_pages test (Debian 12: 1xx.x-1~deb12u1)
   fonts-dejavu-core   # the sans-serif the pages name; without a font chromium draws no text
+  postgresql          # the server the PostgreSQL store tests start themselves (tests/pg_server.sh)
 )
 if [ "${1:-}" = "--fuzz" ]; then
   TEST_PACKAGES=(

@@ -169,7 +169,6 @@ TEST(Codec, MalformedSpecsNameTheFieldAndReason) {
     EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << job.status();
     EXPECT_THAT(std::string(job.status().message()), HasSubstr(c.expect));
   }
-  EXPECT_GE(std::size(cases), 20u);
   EXPECT_TRUE(testing::JobFromYaml(kBase).ok());
 }
 

@@ -80,7 +80,7 @@ class ClientTest(unittest.TestCase):
         # partial answer (the server's work deadline is the call's less a margin), never the
         # client's own DEADLINE_EXCEEDED (tests review c1; ServiceTest.SearchAnswersWithinThe
         # CallDeadlineWithTheBestSoFar checks the same in C++).
-        with StepcastClient(SERVER, token=TOKEN, timeout_s=2.0) as quick:
+        with StepcastClient(SERVER, token=TOKEN, timeout_s=3.0) as quick:
             r = quick.search(job_from_dict(JOB), min_gpus=8, max_gpus=16384, top_n=2)
             self.assertTrue(r.partial, r.stats)
             self.assertIn("deadline", r.partial_reason)

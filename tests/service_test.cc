@@ -208,7 +208,7 @@ training: {seq_length: 4096, global_batch_size: 64, sharding: zero1, dataset_tok
 }
 
 // Search answers within the call's deadline with the best layout found so far (docs/SEARCH.md:
-// the work deadline is the call's, less a margin for the answer): a 1.5 s call over 8..16384 GPUs
+// the work deadline is the call's, less a margin for the answer): a 3 s call over 8..16384 GPUs
 // (minutes of work) is an OK, partial answer, not DEADLINE_EXCEEDED.
 TEST_F(ServiceTest, SearchAnswersWithinTheCallDeadlineWithTheBestSoFar) {
   v1::SearchRequest req;
@@ -218,7 +218,7 @@ TEST_F(ServiceTest, SearchAnswersWithinTheCallDeadlineWithTheBestSoFar) {
   req.mutable_options()->mutable_space()->set_max_gpus(16384);
   v1::SearchResponse resp;
   auto ctx = client_->Context();
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1500));
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(3000));
   const auto t0 = std::chrono::steady_clock::now();
   grpc::Status st = client_->stub().Search(ctx.get(), req, &resp);
   const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

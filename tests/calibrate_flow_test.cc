@@ -467,7 +467,7 @@ TEST(Nvml, FakeLibraryUnitsAndBusIds) {
 
 TEST(Stragglers, FivePercentBelowTheMedianNamedByGpu) {
   std::vector<GpuValue> v;
-  const double rates[] = {720, 718, 722, 640, 719, 721, 717, 690};
+  const double rates[] = {720, 718, 722, 640, 719, 721, 675, 690};
   for (int i = 0; i < 8; ++i) {
     GpuValue g;
     g.id.set_index(i + 8);  // e.g. the second node's GPUs, CUDA indices 8..15 under one process
@@ -476,10 +476,13 @@ TEST(Stragglers, FivePercentBelowTheMedianNamedByGpu) {
     v.push_back(g);
   }
   const auto s = FindStragglers(v, "gemm");
-  ASSERT_EQ(s.size(), 1u);  // 690 is 4% below the median 718.5; 640 is 11% below
+  // Median (718 + 719) / 2 = 718.5: 690 is 4.0% below (kept), 675 6.1% and 640 10.9% (named).
+  ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].gpu(), 11);
   EXPECT_EQ(s[0].gpu_id().pci_bus_id(), "0000:13:00.0");
   EXPECT_NEAR(s[0].slowdown(), 1 - 640 / 718.5, 1e-12);
+  EXPECT_EQ(s[1].gpu(), 14);
+  EXPECT_NEAR(s[1].slowdown(), 1 - 675 / 718.5, 1e-12);
   EXPECT_TRUE(FindStragglers({v[0]}, "hbm").empty());
   // CUPTI vs events: 2% + 2.5 us / t.
   EXPECT_FALSE(CuptiDisagrees(10.3e-6, 10e-6));   // 3% of 10 us is within 2% + 25%

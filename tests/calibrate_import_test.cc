@@ -338,6 +338,55 @@ TEST(CollectiveModel, LeaveOneOutInterpolationBeatsTheAlphaBetaFit) {
   EXPECT_LE(Quantile(medians, 0.5), 0.05);
 }
 
+// `import --base P` (docs/CALIBRATION.md "Importing"): what the new logs do not re-measure keeps
+// P's values. The 16 nccl-tests logs make P; importing the six TraceLens GEMM tables over it
+// replaces the GEMM rates and keeps every one of P's collective entries, its measured curves
+// point for point.
+TEST(Import, OverABaseProfileKeepsItsMeasuredCollectiveCurves) {
+  ImportOptions o;
+  o.hardware = "h100-sxm";
+  o.allow_other_gpu = true;
+  absl::StatusOr<ImportResult> first = ImportLogFiles(NcclLogs(), H100(), H100().reference_profile, true, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<RateProfile> base = RateProfileFromProto(first->profile, "base");
+  ASSERT_TRUE(base.ok()) << base.status();
+  std::vector<std::string> gemm;
+  for (const auto& e : std::filesystem::directory_iterator(kData + "gemm")) {
+    if (e.path().extension() == ".csv") gemm.push_back(e.path().string());
+  }
+  std::sort(gemm.begin(), gemm.end());
+  ASSERT_EQ(gemm.size(), 6u);
+  o.base_name = "imp.json";
+  absl::StatusOr<ImportResult> second = ImportLogFiles(gemm, H100(), *base, false, o);
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::StatusOr<RateProfile> p = RateProfileFromProto(second->profile, "profile");
+  ASSERT_TRUE(p.ok()) << p.status();
+  // The bf16 GEMM rates are the tables' now, not the base's.
+  bool bf16_from_tables = false;
+  for (const auto& g : p->gemm) {
+    if (g.dtype == DType::kBF16) bf16_from_tables = !absl::StartsWith(g.source, "reference profile");
+  }
+  EXPECT_TRUE(bf16_from_tables);
+  // Every collective entry of the base, in the base's order, its curves' points unchanged.
+  int curves = 0;
+  for (const CollectiveRate& c : base->collectives) curves += c.points.size() >= 2 ? 1 : 0;
+  EXPECT_GE(curves, 7);  // the logs' all-reduce, all-gather, reduce-scatter, all-to-all curves
+  ASSERT_EQ(p->collectives.size(), base->collectives.size());
+  for (size_t i = 0; i < base->collectives.size(); ++i) {
+    const CollectiveRate& b = base->collectives[i];
+    const CollectiveRate& c = p->collectives[i];
+    SCOPED_TRACE(b.source);
+    EXPECT_EQ(c.collective, b.collective);
+    EXPECT_EQ(c.scope, b.scope);
+    EXPECT_EQ(c.group_size, b.group_size);
+    ASSERT_EQ(c.points.size(), b.points.size());
+    for (size_t k = 0; k < b.points.size(); ++k) {
+      EXPECT_DOUBLE_EQ(c.points[k].size_bytes, b.points[k].size_bytes);
+      EXPECT_DOUBLE_EQ(c.points[k].time_s, b.points[k].time_s);
+    }
+  }
+}
+
 TEST(Import, AllSixteenLogsOverTheH100Reference) {
   ImportOptions o;
   o.hardware = "h100-sxm";

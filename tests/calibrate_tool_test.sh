@@ -40,6 +40,15 @@ out=$("$stepcast" predict "$root/examples/llama3-70b-h100.yaml" --profile "$work
 out=$("$cal" import "$root"/tests/data/real_data/microbench/gemm/*.csv --hardware h100-sxm --base "$work/imp.json" --out "$work/imp2.json" 2>&1); rc=$?
 { [ $rc -eq 0 ] && grep -q "GEMM bf16: 55 shapes" <<<"$out"; } && ok "import updates a profile (--base) with 56 TraceLens GEMM shapes" \
   || bad "import --base ($rc): $out"
+# What the base keeps (docs/CALIBRATION.md "Importing"): every collective entry of imp.json, its
+# measured curves (entries with points) point for point; only the GEMM rates are new.
+colls="[(c['collective'], c['scope'], c.get('group_size'), c.get('ranks_per_node'), [(p['size_bytes'], p['time_s']) for p in c.get('points', [])]) for c in d['collectives']]"
+n1=$(json "$work/imp.json" "len(d['collectives']), sum(1 for c in d['collectives'] if len(c.get('points', [])) >= 2)")
+n2=$(json "$work/imp2.json" "len(d['collectives']), sum(1 for c in d['collectives'] if len(c.get('points', [])) >= 2)")
+{ [ -n "$n1" ] && [ "$n1" = "$n2" ] && [ "$(json "$work/imp.json" "$colls")" = "$(json "$work/imp2.json" "$colls")" ] \
+  && python3 -c "import sys; n=eval(sys.argv[1]); sys.exit(0 if n[1] >= 7 else 1)" "$n1"; } \
+  && ok "import --base keeps the base's $n1 (collectives, curves), point for point" \
+  || bad "import --base: base (collectives, curves) $n1, after $n2"
 printf 'hello\nnot a benchmark log\n' > "$work/notes.txt"
 out=$("$cal" import "$work/notes.txt" --hardware h100-sxm --out "$work/x.json" 2>&1); rc=$?
 { [ $rc -eq 1 ] && grep -q "notes.txt:1: not a log of nccl-tests" <<<"$out"; } && ok "unknown log: exit 1 naming file and line" \

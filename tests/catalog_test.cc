@@ -230,9 +230,39 @@ TEST(Catalog, RequiredModels) {
   EXPECT_NE(missing.status().message().find("known:"), std::string::npos);
 }
 
-TEST(Catalog, DirectoryOverridesAndErrors) {
+// AddDirectory (catalog.h: "adds or replaces presets from dir/{hardware,models,frameworks}/*.yaml"):
+// a site's llama3-8b.yaml with 16 layers replaces the built-in 32-layer one, a new name is added
+// beside the built-ins, a malformed file is an error naming it, a missing directory is kNotFound.
+TEST(Catalog, DirectoryReplacesAndAddsPresetsAndNamesErrors) {
   Catalog c = testing::BuiltinCatalog();
+  EXPECT_EQ(c.FindModel("llama3-8b")->layers, 32);
   EXPECT_EQ(c.AddDirectory("/nonexistent-dir").code(), absl::StatusCode::kNotFound);
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "catalog-override";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "models");
+  const std::string llama = R"yaml(name: "Llama 3 8B (site copy)"
+layers: 16
+hidden_size: 4096
+attention_heads: 32
+kv_heads: 8
+ffn_hidden_size: 14336
+vocab_size: 128256
+ffn_type: "swiglu"
+tied_embeddings: false
+norm_type: "rmsnorm"
+source: "test: a site's override"
+)yaml";
+  std::ofstream(dir / "models" / "llama3-8b.yaml") << llama;
+  std::ofstream(dir / "models" / "site-model.yaml") << llama;
+  ASSERT_TRUE(c.AddDirectory(dir.string()).ok());
+  EXPECT_EQ(c.FindModel("llama3-8b")->layers, 16);
+  EXPECT_EQ(c.FindModel("site-model")->layers, 16);
+  EXPECT_EQ(c.FindModel("llama3-70b")->layers, 80);  // the other built-ins stay
+  std::ofstream(dir / "models" / "broken.yaml") << "layers: [not a number\n";
+  const absl::Status bad = c.AddDirectory(dir.string());
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("broken.yaml"), std::string::npos) << bad;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ TEST(Examples, OwnH200RunsWithTheirCalibratedProfile) {
 // (scripts/torch_reference.py --sustain-s 30): a 1 GiB torch copy_ moved 4242.7 GB/s (median of
 // 50), torch.mm bf16 8192^3 ran at 659.3 TFLOP/s after 30 s of sustained load. The targets:
 // HBM copy at or above torch's, the GEMM within 3% of torch's or faster.
-TEST(Examples, OwnH200ProfileHeldToTorchOnTheSameGpu) {
+TEST(Examples, OwnH200ProfileHeldToTorchOnTheSameGpuAndUsableForAJob) {
   absl::StatusOr<RateProfile> profile = LoadRateProfile(kExamples + "/profiles/h200-device-2026-11-27.json");
   ASSERT_TRUE(profile.ok()) << profile.status();
   EXPECT_EQ(profile->hardware, "h200");
@@ -149,6 +149,8 @@ TEST(Examples, OwnH200ProfileHeldToTorchOnTheSameGpu) {
   job->profile = *profile;
   absl::StatusOr<Prediction> p = Predict(*job);
   ASSERT_TRUE(p.ok()) << p.status();
+  // Usable: no measurement of this job on H200s exists here, so only a sanity range (not a worked
+  // value); the profile's figures above are the check against a measurement.
   EXPECT_TRUE(p->memory.fits);
   EXPECT_GT(p->mfu, 0.2);
   EXPECT_LT(p->mfu, 0.7);

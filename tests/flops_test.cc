@@ -24,6 +24,18 @@ TEST(Flops, GeneralCountEqualsKorthikantiAppendixA) {
   }
 }
 
+// The papers' formulas evaluated by hand, so that a typo shared by the reference functions above
+// and the model cannot pass: Korthikanti App. A, 72 B s l h^2 (1 + s/6h + V/12lh), for the 175B
+// GPT of Table 5 (l 96, h 12288, B 64, s 2048, V 51200) is 1.4109153e17 FLOPs per iteration
+// (and 1.4109e17 / (13.75 s x 64 x 312e12) = 0.514, Table 5's printed MFU); Narayanan Eq. 3,
+// 96 B s l h^2 (1 + s/6h + V/16lh), for l 80, h 12288, B 512 is 1.2537071e18.
+TEST(Flops, PaperFormulasEvaluatedByHand) {
+  EXPECT_NEAR(KorthikantiModelFlops(64, 2048, 96, 12288, 51200), 1.4109153109947186e17, 1e8);
+  EXPECT_NEAR(ModelFlopsPerStep(Gpt(96, 12288, 96), 2048, 64), 1.4109153109947186e17, 1e8);
+  EXPECT_NEAR(NarayananEq3Flops(512, 2048, 80, 12288, 51200), 1.253707138455306e18, 1e9);
+  EXPECT_NEAR(HardwareFlopsPerStep(Gpt(80, 12288, 96), 2048, 512, Recompute::kFull), 1.253707138455306e18, 1e9);
+}
+
 TEST(Flops, FullRecomputeEqualsNarayananEq3) {
   for (auto [l, h, a] : {std::tuple{24, 2304, 24}, {80, 12288, 96}, {128, 25600, 160}}) {
     const ModelShape s = Gpt(l, h, a);

@@ -391,6 +391,41 @@ training: {seq_length: 4096, global_batch_size: 64})");
   // GPipe holds every micro-batch of the step (m = 64 here) against 1F1B's pp = 8 on the first
   // stage: 8x the activations.
   EXPECT_NEAR(EstimateMemory(gpipe).activations_bytes / EstimateMemory(*job).activations_bytes, 8.0, 0.01);
+
+  // DeepSeek-V3 Table 2 in one micro-batch's F and B: from 1F1B, F + B = b1 / (p-1); from ZB1P,
+  // F = bz / (p-1). DualPipe's (p/2-1)(F&B + B - 3W), with F&B = F + B and W = B/2, is then
+  // (p/2-1)(F + B/2): at p = 8, 3 (F + B/2) (not 1F1B's 7 (F + B)).
+  const double f = bz / 7, fb = b1 / 7, b = fb - f;
+  Job dual = *job;
+  dual.parallelism.schedule = PipelineSchedule::kDualPipe;
+  EXPECT_NEAR(EstimateStepTime(dual).breakdown.pipeline_bubble_s, 3 * (f + b / 2), 1e-9 * b1);
+}
+
+// Interleaving (v model chunks per stage) divides the warm-up and cool-down by v for 1F1B
+// (Narayanan et al. 2021 Sec. 2.2.2: (p-1)/v (F+B)) and for zero-bubble ((p-1) F / v, the
+// ZB-H1 bubble of each chunk's F): the same job at v = 2 has half the v = 1 bubble of its
+// schedule, so ZB's share of 1F1B's stays F / (F + B) whatever v is.
+TEST(StepTime, InterleavingHalvesTheOneF1BAndZeroBubbleBubbles) {
+  absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: llama3-70b
+hardware: h100-sxm
+cluster: {gpu_count: 64}
+parallelism: {tp: 8, pp: 8}
+training: {seq_length: 4096, global_batch_size: 64})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto bubble = [&](PipelineSchedule s, int64_t v) {
+    Job j = *job;
+    j.parallelism.schedule = s;
+    j.parallelism.vpp = v;
+    return EstimateStepTime(j).breakdown.pipeline_bubble_s;
+  };
+  const double b1 = bubble(PipelineSchedule::k1F1B, 1), z1 = bubble(PipelineSchedule::kZeroBubble, 1);
+  const double b2 = bubble(PipelineSchedule::k1F1B, 2), z2 = bubble(PipelineSchedule::kZeroBubble, 2);
+  ASSERT_GT(b1, 0);
+  ASSERT_GT(z1, 0);
+  EXPECT_NEAR(b2 / b1, 0.5, 0.02);  // the stage's per-micro-batch time barely changes with v
+  EXPECT_NEAR(z2 / z1, 0.5, 0.02);
+  EXPECT_NEAR(z2 / b2, z1 / b1, 1e-9);
 }
 
 TEST(StepTime, LaunchFloorOnlyWithoutCudaGraphs) {

@@ -214,6 +214,40 @@ training: {seq_length: 8192, global_batch_size: 8})");
   EXPECT_GT(p->memory.total_bytes, 405e9 * 18);
 }
 
+// The fixed per-GPU terms of core/memory.h by hand: 0.5 GiB of CUDA context on every GPU; 64 MiB
+// of NCCL buffers per communicator in use (one per parallel dimension above 1); Megatron DDP's
+// gradient buckets (2 x 40M parameters in the grad-reduce dtype) only where DP x CP > 1; the
+// cuBLAS workspaces (2 x 32 MiB, Hopper size). Llama 3 8B on 16 H100s in three layouts.
+TEST(Memory, FixedTermsCudaContextNcclBuffersPerCommunicatorAndDdpBuckets) {
+  const double mib = 1 << 20;
+  struct Case {
+    const char* parallelism;
+    int gpus;
+    int communicators;
+    bool ddp_buckets;
+  } cases[] = {
+      {"{tp: 1}", 1, 0, false},
+      {"{tp: 8}", 8, 1, false},
+      {"{tp: 4, pp: 2, dp: 2}", 16, 3, true},
+      {"{tp: 2, cp: 2, pp: 2, dp: 2}", 16, 4, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.parallelism);
+    auto job = testing::JobFromYaml(absl::StrCat(R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: )", c.gpus, R"(}
+parallelism: )", c.parallelism, R"(
+training: {seq_length: 4096, global_batch_size: 64})"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    const MemoryEstimate m = EstimateMemory(*job);
+    EXPECT_DOUBLE_EQ(m.cuda_context_bytes, 512 * mib);
+    const double buckets = c.ddp_buckets ? 2 * 40e6 * BytesPerElement(job->training.precision.grad_reduce) : 0.0;
+    EXPECT_DOUBLE_EQ(m.communication_buffers_bytes, buckets + c.communicators * 64 * mib);
+    EXPECT_DOUBLE_EQ(m.workspace_bytes, 64 * mib);
+  }
+}
+
 // PyTorch AMP (torch.autocast bf16 over fp32 weights; docs "Autocast Op Reference": layer_norm runs
 // in float32, linear / SDPA in bf16; the cast cache keeps each weight's bf16 copy). Against the same
 // job with bf16 weights, a GPT layer (h 2048, seq 2048, micro-batch 8, no TP) stores its two norm

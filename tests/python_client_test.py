@@ -77,15 +77,15 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(all(c.prediction.memory.fits for c in result.top))
         self.assertGreater(result.stats.evaluated, 1000)
         self.assertEqual(result.submitted.layout.parallelism.tp, 4)
-        # Past the call's deadline the service answers in time with the best found so far.
-        with StepcastClient(SERVER, token=TOKEN, timeout_s=1.0) as quick:
-            try:
-                r = quick.search(job_from_dict(JOB), min_gpus=8, max_gpus=16384, top_n=2)
-                self.assertTrue(r.partial, r.stats)
-                self.assertIn("deadline", r.partial_reason)
-                self.assertTrue(r.top[0].prediction.memory.fits)
-            except grpc.RpcError as err:  # nothing that fits found in time
-                self.assertEqual(err.code(), grpc.StatusCode.DEADLINE_EXCEEDED, err.details())
+        # Past the call's deadline the service answers in time with the best found so far: an OK,
+        # partial answer (the server's work deadline is the call's less a margin), never the
+        # client's own DEADLINE_EXCEEDED (tests review c1; ServiceTest.SearchAnswersWithinThe
+        # CallDeadlineWithTheBestSoFar checks the same in C++).
+        with StepcastClient(SERVER, token=TOKEN, timeout_s=3.0) as quick:
+            r = quick.search(job_from_dict(JOB), min_gpus=8, max_gpus=16384, top_n=2)
+            self.assertTrue(r.partial, r.stats)
+            self.assertIn("deadline", r.partial_reason)
+            self.assertTrue(r.top[0].prediction.memory.fits)
         r = self.client.search(job_from_dict(JOB), min_gpus=8, max_gpus=16384, time_limit_s=0.3)
         self.assertTrue(r.partial)
         with self.assertRaises(grpc.RpcError) as e:

@@ -469,47 +469,57 @@ cluster: {gpu_count: 1024}
 parallelism: {tp: 8, pp: 16}
 training: {seq_length: 2048, global_batch_size: 1536})";
 
+// A search of minutes (8..16384 GPUs, one thread) given a deadline 400 ms away returns, OK, the
+// best layout found by then, marked partial (docs/SEARCH.md "Deadlines"). Skipped where the whole
+// search finishes before the deadline (a much faster machine), since then nothing is checked.
 TEST(Search, DeadlineReturnsTheBestFoundSoFarMarkedPartial) {
   const Job base = MustJob(kGpt3_1024);
-  absl::StatusOr<SearchResult> full = SearchLayouts(base, {});
-  ASSERT_TRUE(full.ok());
-  EXPECT_FALSE(full->partial);
   SearchOptions o;
   o.threads = 1;
-  // Past the deadline once about 3% of the layouts are evaluated.
-  int64_t seen = 0;
-  o.cancelled = [&] { return seen > 0; };
-  o.progress = [&](const SearchProgress& p) { seen = p.evaluated; };
-  o.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(3);
+  o.space.gpu_counts = *GpuCountsInRange(8, 16384, 8, "gpus");
+  const auto t0 = std::chrono::steady_clock::now();
+  o.deadline = t0 + std::chrono::milliseconds(400);
   absl::StatusOr<SearchResult> r = SearchLayouts(base, o);
-  if (r.ok()) {
-    EXPECT_TRUE(r->partial);
-    EXPECT_TRUE(absl::StrContains(r->partial_reason, "deadline")) << r->partial_reason;
-    EXPECT_LT(r->stats.evaluated, full->stats.evaluated);
-    // The best so far is a real, fitting layout no better than the full search's best.
-    ASSERT_FALSE(r->top.empty());
-    EXPECT_TRUE(r->top.front().prediction.memory.fits);
-    EXPECT_GE(r->top.front().objective_value, full->top.front().objective_value);
-  } else {
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
-  }
+  const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << r.status();
+  if (!r->partial) GTEST_SKIP() << "the whole search finished in " << elapsed_s << " s, before its deadline";
+  EXPECT_TRUE(absl::StrContains(r->partial_reason, "deadline")) << r->partial_reason;
+  EXPECT_LT(elapsed_s, 3.0);  // stops at the deadline (polled every 100 ms), not minutes later
+  // The best so far is a real, fitting layout.
+  ASSERT_FALSE(r->top.empty());
+  EXPECT_TRUE(r->top.front().prediction.memory.fits);
+  EXPECT_GT(r->stats.evaluated, 0);
 }
 
+// A cancelled call stops the search (docs/SEARCH.md: "a cancelled call stops the search"): the
+// cancel flag turns true 200 ms into a search of minutes; the answer is a partial result marked
+// "cancelled" (or kCancelled when nothing was found yet), and it comes seconds before the 20 s
+// deadline that bounds a search ignoring the flag.
 TEST(Search, CancelledStopsThePollingSearch) {
   const Job base = MustJob(kGpt3_1024);
   SearchOptions o;
   o.threads = 1;
-  o.space.gpu_counts = {512, 1024, 1536, 2048};
-  o.cancelled = [] { return true; };  // polled every 100 ms
+  o.space.gpu_counts = *GpuCountsInRange(8, 16384, 8, "gpus");
+  const auto t0 = std::chrono::steady_clock::now();
+  int polls = 0;
+  o.cancelled = [&] {
+    ++polls;
+    return std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(200);
+  };
+  o.deadline = t0 + std::chrono::seconds(20);  // a bound for the mutant that ignores cancellation
   absl::StatusOr<SearchResult> r = SearchLayouts(base, o);
-  if (r.ok()) {
-    // Finished before the first poll (a fast machine): not partial then.
-    if (r->partial) {
-      EXPECT_TRUE(absl::StrContains(r->partial_reason, "cancelled"));
-    }
-  } else {
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (r.ok() && !r->partial && elapsed_s < 0.2) {
+    GTEST_SKIP() << "the whole search finished in " << elapsed_s << " s, before the cancellation";
   }
+  EXPECT_GT(polls, 0);
+  if (r.ok()) {
+    EXPECT_TRUE(r->partial);
+    EXPECT_TRUE(absl::StrContains(r->partial_reason, "cancelled")) << r->partial_reason;
+  } else {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  }
+  EXPECT_LT(elapsed_s, 3.0);  // polled every 100 ms: not the 20 s deadline nor minutes
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -777,7 +787,7 @@ bool InDefaultSpace(const Job& job) {
 // Report (no tuning): how often the published layout is in the search's top 10 or within 10% of
 // its best predicted step time. Checked: the search answers every row, and never ranks a layout
 // of its space below the best when that layout fits (exactness).
-TEST(PublishedRuns, WhereThePublishedLayoutsRank) {
+TEST(PublishedRuns, SearchIsNoSlowerThanEveryPublishedLayoutInItsSpace) {
   const std::vector<PublishedRow> rows = ReadRows(STEPCAST_PUBLISHED_RUNS);
   ASSERT_GT(rows.size(), 100u);
   int rows_with_layout = 0, searched = 0, nothing_fits = 0, in_space = 0, published_not_fit = 0;

@@ -1,5 +1,6 @@
 // Seed 000 (jman4162, "Sizing AI Training by Cost per Memory Bandwidth"): the notebook's
-// printed compare_options() table and the per-resource rates recomputed in seed_origins.md.
+// printed compare_options() table and the per-resource rates recomputed in tests/data/seeds/seed_origins.md
+// ("Seed 000": [C] values come from running the notebook's code unmodified).
 #include "core/cost_per_bandwidth.h"
 #include "gtest/gtest.h"
 
@@ -36,7 +37,7 @@ TEST(Seed000, NetworkBytesUseTheCorrectedRingTraffic) {
   // fixed it to 2 (p-1) N b_g / B_g = 3,828,125 B/token. We implement the fix.
   EXPECT_DOUBLE_EQ(PerTokenNetBytes(kModel, Cfg(), 8), 3828125);
   EXPECT_DOUBLE_EQ(PerTokenNetBytes(kModel, Cfg(), 1), 0);
-  // Eff-scaled rates of the fixed version (seed_origins.md [C]).
+  // Eff-scaled rates of the fixed version (tests/data/seeds/seed_origins.md, Seed 000 [C]).
   const TokenRate h100 = TokensPerSecPerGpu(kH100, kModel, Cfg(), 8);
   EXPECT_NEAR(h100.r_comp, 1339.286, 1e-3);
   EXPECT_NEAR(h100.r_mem, 287435.22, 1e-2);

@@ -1,5 +1,5 @@
 // Seed 001 (xrsrke/hf-notebooks diloco/03_diloco.ipynb): printed outputs and recomputed values
-// from seed_origins.md. Constants from constants.py: 989e12 x 0.40 utilised bf16 FLOP/s, $2/h.
+// from tests/data/seeds/seed_origins.md ("Seed 001" [R] and [C]). Constants from constants.py: 989e12 x 0.40 utilised bf16 FLOP/s, $2/h.
 #include <cmath>
 
 #include "core/scaling_estimates.h"
@@ -102,7 +102,9 @@ TEST(Seed001, GradientAccumulationColumns) {
   const double f = FlopsPerStep(kN, 1e6);
   const double t = StepTimeSeconds(f, 1061, kUtilized) * TrainingSteps(1.4e12, 1e6);
   EXPECT_NEAR(5 * t / (365.25 * 86400), 0.22, 0.005);
-  EXPECT_NEAR(1061.0 / 5, 212.2, 1e-9);
+  // The GPUs column: the seed's 1-second-step GPU count (ComputeTable: floor 1061) over the k = 5
+  // accumulation steps.
+  EXPECT_NEAR(std::floor(GpusForStepTime(f, kUtilized, 1.0)) / 5, 212.2, 1e-9);
 }
 
 TEST(Seed001, LlamaActivationMemoryIsKorthikanti) {

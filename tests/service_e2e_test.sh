@@ -34,6 +34,12 @@ id=$(grep -o 'pred-[0-9a-f]*' <<<"$out" | head -1)
 [ $rc -eq 4 ] && ok "preflight FAIL exit 4" || bad "preflight FAIL exit ($rc)"
 "$bin" preflight "$root/examples/llama3-70b-h100.yaml" --server "$addr" --min-mfu 0.95 --warn-only >/dev/null; rc=$?
 [ $rc -eq 3 ] && ok "preflight WARN exit 3" || bad "preflight WARN exit ($rc)"
+# --max-step-time reaches the policy: the example's step (about 14 s on 64 H100s) breaches 1 s, not 1000 s.
+out=$("$bin" preflight "$root/examples/llama3-70b-h100.yaml" --server "$addr" --max-step-time 1); rc=$?
+{ [ $rc -eq 4 ] && grep -q "max_step_time_s" <<<"$out"; } && ok "preflight --max-step-time 1: FAIL exit 4, rule named" \
+  || { bad "preflight --max-step-time 1 ($rc)"; echo "$out"; }
+"$bin" preflight "$root/examples/llama3-70b-h100.yaml" --server "$addr" --max-step-time 1000 >/dev/null; rc=$?
+[ $rc -eq 0 ] && ok "preflight --max-step-time 1000: PASS exit 0" || bad "preflight --max-step-time 1000 ($rc)"
 # A layout that does not fit: FAIL, with a suggested layout on the same GPUs that fits.
 printf 'model: llama3-70b\nhardware: h100-sxm\ncluster: {gpu_count: 64}\nparallelism: {tp: 1, pp: 1}\ntraining: {seq_length: 8192, global_batch_size: 128}\n' \
   > "$work/nofit.yaml"

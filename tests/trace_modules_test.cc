@@ -84,6 +84,31 @@ TEST(Steps, OneProfilerStepIsOneStep) {
   EXPECT_NEAR(s->whole().kernel_time_s(), 350e-6, 1e-12);
 }
 
+// ProfilerStep ranges that launched no GPU record (kernels without launch correlation, as a
+// trace whose CUDA runtime events were dropped has): the markers give no step, so the steps come
+// from the kernel period (docs/TRACES.md "Steps"), not "no step found". The timeline by hand:
+// six repetitions of the same four kernels, one every 1000 us, so each step is 1 ms.
+TEST(Steps, MarkersWithoutGpuWorkFallBackToTheKernelPeriod) {
+  TraceBuilder b;
+  const char* names[] = {"sm90_xmma_gemm_bf16bf16_bf16f32", "void at::native::vectorized_elementwise_kernel<4>()",
+                         "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn",
+                         "void at::native::reduce_kernel<512, 1>()"};
+  for (int i = 0; i < 6; ++i) {
+    const double t0 = 1000.0 * i;
+    b.Range("ProfilerStep#" + std::to_string(i), t0, 900);
+    for (int k = 0; k < 4; ++k) b.Kernel(names[k], -1, t0 + 100 + 150 * k, 100, 7);
+  }
+  const KinetoTrace t = Read(b.Write("markers_without_gpu_work.json"));
+  absl::StatusOr<v1::TraceSummary> s = AnalyzeKinetoTrace(t);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_THAT(s->step_source(), ::testing::StartsWith("period:4"));
+  EXPECT_THAT(::testing::PrintToString(s->notes()),
+              ::testing::HasSubstr("the step markers give no step: steps from the kernel period"));
+  ASSERT_GE(s->steps_size(), 4);
+  EXPECT_NEAR(s->median().step_time_s(), 1e-3, 1e-12);
+  EXPECT_NEAR(s->median().busy().gemm_s(), 200e-6, 1e-12);  // two 100 us GEMMs per step
+}
+
 // Real single-step files; the reference is an independent reading in Python of the same rule
 // (first GPU record launched inside the ProfilerStep to the end of the last one).
 TEST(Steps, RealSingleStepFiles) {

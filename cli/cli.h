@@ -123,9 +123,25 @@ struct ReportArgs {
   bool json = false;
   std::vector<std::string> probe_reports;  // merged; the median step is the measurement
   std::vector<std::string> traces;         // Kineto traces (one per rank), instead of probe reports
+  std::string log_path;                    // a training log (ReportRequestFromLog), instead of the above
+  bool dry_run = false;                    // print the request as JSON, send nothing
   std::string request_id;                  // idempotency key (default: a random one per call)
 };
 int Report(const ReportArgs& args);
+
+// `stepcast report --log FILE`: fills `req` from a training log (plugin/trace/training_log.h:
+// Megatron-LM / Megatron-Bridge, NeMo 2 progress bar, NeMo 1 tqdm, torchtitan). The median step
+// time over the records after the reader's warm-up record (TrainingLogOptions::warmup_records,
+// docs/TRACES.md "Training logs") is measured_step_time_s; a log with no step time (torchtitan)
+// gives measured_tokens_per_s = median tokens/s per GPU x `gpus` (the job's tokens/s; `gpus` > 0
+// required then). framework_reported: the log's own medians of TFLOP/s per GPU, MFU (a fraction)
+// and tokens/s per GPU, under the framework's FLOP convention, not converted (0: not stated);
+// label source=training-log:<framework>. Errors: the reader's, unchanged (InvalidArgument /
+// NotFound / FailedPrecondition naming the file, line and field); InvalidArgument when the log
+// states only tokens/s per GPU and `gpus` is 0.
+absl::Status ReportRequestFromLog(const std::string& path, int gpus, v1::ReportRunRequest* req);
+// One line of what the log stated, for `stepcast report`'s output.
+std::string FormatFrameworkReported(const v1::FrameworkReported& f);
 
 struct RunsArgs {
   ClientOptions client;

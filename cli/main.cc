@@ -10,7 +10,7 @@
 //   stepcast serve [--listen ADDR] [--store FILE|postgresql://...] [--profiles-dir DIR] [--token-file F] [--tls-cert C --tls-key K]
 //   stepcast store migrate --from sqlite:PATH --to postgresql://...
 //   stepcast preflight JOB --server ADDR [policy flags]   exit 0 PASS, 3 WARN, 4 FAIL, 1 error, 2 invalid
-//   stepcast report --server ADDR (--prediction-id ID | --job JOB) (--step-time-s S | --tokens-per-s T)
+//   stepcast report --server ADDR (--prediction-id ID | --job JOB) (--step-time-s S | --tokens-per-s T | --log FILE)
 //   stepcast runs --server ADDR [--cluster C] [--model M] [--label k=v]
 //   stepcast profile list|get|put [NAME] [FILE] --server ADDR
 //   stepcast trace TRACE... [--json] [--no-markers] [--annotations] [--contention]
@@ -265,6 +265,10 @@ int main(int argc, char** argv) {
   report->add_flag("--json", ra.json, "print the stored run as JSON");
   report->add_option("--probe", ra.probe_reports, "probe reports (one per rank): the measured step and categories");
   report->add_option("--trace", ra.traces, "Kineto / torch.profiler traces (one per rank), instead of --probe");
+  report->add_option("--log", ra.log_path,
+                     "training log (Megatron-LM/-Bridge, NeMo, torchtitan): its median step time after the warm-up "
+                     "record, and its own TFLOP/s and MFU; instead of --step-time-s/--tokens-per-s");
+  report->add_flag("--dry-run", ra.dry_run, "print the ReportRun request as JSON and send nothing");
   report->add_option("--request-id", ra.request_id,
                      "idempotency key: a retry with the same id returns the stored run (default: random)");
 

@@ -181,8 +181,20 @@ int Preflight(const std::string& job_path, const PreflightArgs& args) {
 
 int Report(const ReportArgs& a) {
   v1::ReportRunRequest req;
-  const bool from_files = !a.probe_reports.empty() || !a.traces.empty();
-  if (from_files) {
+  const bool from_log = !a.log_path.empty();
+  const bool from_files = !a.probe_reports.empty() || !a.traces.empty() || from_log;
+  if (from_log) {
+    // The run's own training log (cli.h ReportRequestFromLog): its median step time after the
+    // warm-up, and what it states of its own throughput.
+    if (a.step_time_s > 0 || a.tokens_per_s > 0) {
+      return Fail(absl::InvalidArgumentError(
+          "--log gives the measurement; do not also pass --step-time-s or --tokens-per-s"));
+    }
+    if (!a.probe_reports.empty() || !a.traces.empty()) {
+      return Fail(absl::InvalidArgumentError("give --log or --probe/--trace, not both"));
+    }
+    if (absl::Status s = ReportRequestFromLog(a.log_path, a.gpus, &req); !s.ok()) return Fail(s);
+  } else if (from_files) {
     if (!a.probe_reports.empty() && !a.traces.empty()) {
       return Fail(absl::InvalidArgumentError("give --probe or --trace, not both"));
     }
@@ -231,11 +243,15 @@ int Report(const ReportArgs& a) {
       return Fail(s);
     }
   }
+  if (a.request_id.size() > 128) return Fail(absl::InvalidArgumentError("--request-id: at most 128 bytes"));
+  req.set_request_id(a.request_id);
+  if (a.dry_run) {
+    std::cout << ToJson(req);  // what would be sent (the Python client reads --log this way)
+    return 0;
+  }
   absl::StatusOr<Client> client = Client::Connect(a.client);
   if (!client.ok()) return Fail(client.status());
   v1::ReportRunResponse resp;
-  if (a.request_id.size() > 128) return Fail(absl::InvalidArgumentError("--request-id: at most 128 bytes"));
-  req.set_request_id(a.request_id);
   const grpc::Status st = ReportRunWithRetry(*client, req, &resp);  // idempotent (request_id)
   if (!st.ok()) return Fail(FromGrpc(st));
   if (a.json) {
@@ -248,6 +264,7 @@ int Report(const ReportArgs& a) {
         r.run_id(), r.predicted_step_time_s(), r.measured_step_time_s(), r.step_time_error_pct(),
         100 * r.predicted_mfu(), 100 * r.measured_mfu());
     if (!r.largest_difference().empty()) std::cout << "  largest difference: " << r.largest_difference() << "\n";
+    if (r.has_framework_reported()) std::cout << FormatFrameworkReported(r.framework_reported());
   }
   return 0;
 }

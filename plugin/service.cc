@@ -872,6 +872,18 @@ class ServiceImpl {
       }
     }
     if (absl::Status s = CheckFiniteNumbers(req.measured_breakdown(), "measured_breakdown"); !s.ok()) return s;
+    if (req.has_framework_reported()) {
+      // What the run's log states (stepcast report --log), stored as sent: checked, not converted.
+      const v1::FrameworkReported& f = req.framework_reported();
+      if (absl::Status s = CheckFiniteNumbers(f, "framework_reported"); !s.ok()) return s;
+      for (const auto& [field, v] : {std::pair{"framework_reported.tflops_per_gpu", f.tflops_per_gpu()},
+                                     std::pair{"framework_reported.mfu", f.mfu()},
+                                     std::pair{"framework_reported.tokens_per_s_per_gpu", f.tokens_per_s_per_gpu()}}) {
+        if (v < 0) return bad(field, "must be >= 0");
+      }
+      if (f.iterations() < 0 || f.warmup_records() < 0) return bad("framework_reported.iterations", "must be >= 0");
+      if (f.framework().size() > 64) return bad("framework_reported.framework", "at most 64 bytes");
+    }
     const double step = req.measured_step_time_s(), tps = req.measured_tokens_per_s();
     if (!(std::isfinite(step) && step >= 0)) return bad("measured_step_time_s", "must be a finite number >= 0");
     if (!(std::isfinite(tps) && tps >= 0)) return bad("measured_tokens_per_s", "must be a finite number >= 0");
@@ -936,6 +948,7 @@ class ServiceImpl {
     if (req.has_end_time()) *run.mutable_end_time() = req.end_time();
     *run.mutable_create_time() = TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(absl::Now()));
     for (const auto& [k, v] : req.labels()) (*run.mutable_labels())[k] = v;
+    if (req.has_framework_reported()) *run.mutable_framework_reported() = req.framework_reported();
     // Derived values: a tiny measured step (1e-320 s) would store an infinite MFU (review L2).
     if (!std::isfinite(run.measured_mfu()) || !std::isfinite(run.step_time_error_pct()) ||
         !std::isfinite(run.measured_step_time_s()) || !(run.measured_step_time_s() > 0)) {

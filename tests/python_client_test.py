@@ -55,6 +55,28 @@ class ClientTest(unittest.TestCase):
         self.assertIn(run.run_id, [r.run_id for r in runs])
         self.assertEqual(self.client.get_run(run.run_id).cluster, "py-cluster")
 
+    @unittest.skipUnless(os.environ.get("STEPCAST_BIN"), "needs the stepcast binary (STEPCAST_BIN)")
+    def test_report_run_from_a_training_log(self):
+        # Megatron-Bridge log: 14820.0 (warm-up) | 3410.0, 3380.0, 3400.0 ms; 98.0 | 421.7, 425.3,
+        # 422.9 TFLOP/s/GPU (tests/data/training_logs/megatron_bridge.log): medians 3.4 s, 422.9.
+        job = job_from_dict(dict(JOB, training=dict(JOB["training"], global_batch_size=16)))
+        log = os.path.join(ROOT, "tests/data/training_logs/megatron_bridge.log")
+        run = self.client.report_run(job=job, log=log, labels={"team": "py-log"})
+        self.assertAlmostEqual(run.measured_step_time_s, 3.4, places=12)
+        self.assertEqual(run.labels["source"], "training-log:megatron")
+        self.assertEqual(run.labels["team"], "py-log")
+        f = run.proto.framework_reported
+        self.assertEqual((f.framework, f.iterations, f.warmup_records), ("megatron", 3, 1))
+        self.assertAlmostEqual(f.tflops_per_gpu, 422.9, places=12)
+        with self.assertRaises(ValueError):
+            self.client.report_run(job=job, log=log, measured_step_time_s=3.0)
+        with tempfile.NamedTemporaryFile("w", suffix=".log") as bad:
+            bad.write(" iteration 1/ 9 | elapsed time per iteration (ms): 1.0 |\n"
+                      " iteration 2/ 9 | elapsed time per iteration (ms): -4 |\n")
+            bad.flush()
+            with self.assertRaisesRegex(ValueError, "line 2: elapsed time per iteration"):
+                self.client.report_run(job=job, log=bad.name)
+
     def test_preflight_suggests_a_layout_that_fits(self):
         job = dict(JOB, parallelism={"tp": 1, "pp": 1}, training={"seq_length": 8192, "global_batch_size": 128})
         resp = self.client.preflight(job_from_dict(job))

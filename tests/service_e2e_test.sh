@@ -83,8 +83,36 @@ prun=$(grep -o 'run-[0-9a-f]*' <<<"$out" | head -1)
 out=$("$bin" compare "run:$prun" --server "$addr"); rc=$?
 { [ $rc -eq 0 ] && grep -q "communication" <<<"$out"; } && ok "compare run:<id> from the service" || { bad "compare run ($rc)"; echo "$out"; }
 
+# 2c. A training log (stepcast report --log): its median step time after the warm-up record, and the
+# framework's own TFLOP/s stored with the run. megatron_lm_gpt.log: 9000.0 (warm-up) | 5210.4, 5198.7,
+# 5225.0, 5201.9 ms -> 5.20615 s; 150.2 | 259.4, 260.0, 258.7, 259.8 TFLOP/s/GPU -> 259.6.
+logs="$root/tests/data/training_logs"
+out=$("$bin" report --server "$addr" --token-file "$work/token" --job "$root/examples/llama3-8b-torchtitan-a100.yaml" \
+      --log "$logs/megatron_lm_gpt.log" --json); rc=$?
+{ [ $rc -eq 0 ] && grep -q '"measured_step_time_s": 5.2061' <<<"$out" && grep -q '"tflops_per_gpu": 259.6' <<<"$out" \
+  && grep -q '"source": "training-log:megatron"' <<<"$out"; } \
+  && ok "report --log stores the median step time and the framework's TFLOP/s" || { bad "report --log ($rc)"; echo "$out"; }
+out=$("$bin" report --server "$addr" --token-file "$work/token" --job "$root/examples/llama3-8b-torchtitan-a100.yaml" \
+      --log "$logs/megatron_lm_gpt.log"); rc=$?
+{ [ $rc -eq 0 ] && grep -q "megatron log: 4 iterations after 1 warm-up record, 259.6 TFLOP/s per GPU" <<<"$out"; } \
+  && ok "report --log prints what the log states" || { bad "report --log text ($rc)"; echo "$out"; }
+out=$("$bin" report --server "$addr" --prediction-id "$id" --log "$logs/megatron_lm_gpt.log" --step-time-s 5 2>&1); rc=$?
+{ [ $rc -eq 2 ] && grep -q -- "--log" <<<"$out" && grep -q -- "--step-time-s" <<<"$out"; } \
+  && ok "report --log with --step-time-s refused (exit 2)" || { bad "report --log + --step-time-s ($rc)"; echo "$out"; }
+printf ' iteration 1/ 9 | elapsed time per iteration (ms): 1.0 |\n iteration 2/ 9 | elapsed time per iteration (ms): -4 |\n' \
+  > "$work/bad.log"
+out=$("$bin" report --server "$addr" --prediction-id "$id" --log "$work/bad.log" 2>&1); rc=$?
+{ [ $rc -eq 2 ] && grep -q "bad.log: line 2: elapsed time per iteration" <<<"$out"; } \
+  && ok "report --log: a bad log is refused with file, line and field (exit 2)" || { bad "report bad log ($rc)"; echo "$out"; }
+out=$("$bin" report --dry-run --log "$logs/torchtitan_llama3_8b.log" 2>&1); rc=$?
+{ [ $rc -eq 2 ] && grep -q -- "--gpus" <<<"$out"; } \
+  && ok "report --log torchtitan without --gpus refused (exit 2)" || { bad "torchtitan without --gpus ($rc)"; echo "$out"; }
+out=$("$bin" report --dry-run --log "$logs/torchtitan_llama3_8b.log" --gpus 8); rc=$?
+{ [ $rc -eq 0 ] && grep -q '"measured_tokens_per_s": 54360' <<<"$out" && grep -q '"mfu": 0.4034' <<<"$out"; } \
+  && ok "report --log --dry-run: torchtitan tps x GPUs, its own MFU" || { bad "torchtitan dry run ($rc)"; echo "$out"; }
+
 # 3. Python client and launcher wrapper (Debian's python3-grpcio).
-STEPCAST_SERVER="$addr" STEPCAST_TOKEN=secret-token STEPCAST_ROOT="$root" \
+STEPCAST_SERVER="$addr" STEPCAST_TOKEN=secret-token STEPCAST_ROOT="$root" STEPCAST_BIN="$bin" \
   PYTHONPATH="$pybuild:$root/plugin/python" timeout 120 /usr/bin/python3 "$root/tests/python_client_test.py" -v \
   >"$work/py.log" 2>&1 && ok "python client tests" || { bad "python client tests"; cat "$work/py.log"; }
 

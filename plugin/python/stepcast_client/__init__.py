@@ -676,15 +676,42 @@ class StepcastClient:
     def report_run(self, measured_step_time_s: float = 0.0, measured_tokens_per_s: float = 0.0,
                    prediction_id: str = "", job=None, labels: Optional[Dict[str, str]] = None, gpu_count: int = 0,
                    cluster: str = "", start_time=None, end_time=None,
-                   measured_breakdown: Optional[Dict[str, float]] = None) -> Run:
+                   measured_breakdown: Optional[Dict[str, float]] = None,
+                   log: Optional[Union[str, os.PathLike]] = None, stepcast: Optional[str] = None) -> Run:
         """Stores what a run measured against its prediction (prediction_id from preflight, or the
         job, predicted now). measured_step_time_s in seconds or measured_tokens_per_s for the
         whole job; start_time/end_time: datetimes; measured_breakdown: StepBreakdown fields in
-        seconds ({"gemm_s": ..., "exposed_communication_s": ...}). Needs the token."""
+        seconds ({"gemm_s": ..., "exposed_communication_s": ...}). Needs the token.
+        log: the run's training log instead of the two measurements (Megatron-LM/-Bridge, NeMo,
+        torchtitan; a torchtitan log needs gpu_count), read by the stepcast binary exactly as
+        `stepcast report --log` reads it (`stepcast report --log FILE --dry-run`; binary from
+        `stepcast`, STEPCAST_BIN or PATH): its median step time after the warm-up record, and
+        the framework's own TFLOP/s, MFU and tokens/s as the run's framework_reported. ValueError
+        with the binary's message (file, line, field) for a bad log."""
+        log_req = None
+        if log is not None:
+            if measured_step_time_s or measured_tokens_per_s:
+                raise ValueError("log: give log or measured_step_time_s/measured_tokens_per_s, not both")
+            binary = _stepcast_binary(stepcast, "report_run(log=...)")
+            args = [binary, "report", "--dry-run", "--log", os.fspath(log)]
+            if gpu_count:
+                args += ["--gpus", str(gpu_count)]
+            r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            message = r.stderr.strip().replace("stepcast: ", "")
+            if r.returncode == 2:
+                raise ValueError(message)
+            if r.returncode != 0:
+                raise RuntimeError(f"{binary} report --dry-run exited {r.returncode}: {message}")
+            log_req = json_format.Parse(r.stdout, service_pb2.ReportRunRequest())
+            measured_step_time_s = log_req.measured_step_time_s
+            measured_tokens_per_s = log_req.measured_tokens_per_s
+            labels = {**dict(log_req.labels), **(labels or {})}
         req = service_pb2.ReportRunRequest(
             prediction_id=prediction_id, measured_step_time_s=measured_step_time_s,
             measured_tokens_per_s=measured_tokens_per_s, gpu_count=gpu_count, cluster=cluster,
             labels=labels or {})
+        if log_req is not None:
+            req.framework_reported.CopyFrom(log_req.framework_reported)
         if job is not None:
             req.job.CopyFrom(_as_job(job))
         if start_time is not None:

@@ -168,7 +168,10 @@ std::vector<v1::AnnotationTime> AnnotationBreakdown(const KinetoTrace& t) {
     st.second += 1;
   }
   std::vector<v1::AnnotationTime> out;
-  for (auto& [name, acc] : by_name) {
+  for (auto& entry : by_name) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const std::string& name = entry.first;
+    Acc& acc = entry.second;
     if (acc.a.records() == 0) continue;
     v1::AnnotationTime a = std::move(acc.a);
     a.set_name(name);

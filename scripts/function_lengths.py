@@ -2,7 +2,7 @@
 """Lists C++ function definitions by length in lines (signature's first line to closing brace).
 
 Usage: scripts/function_lengths.py [--min N] [--summary] [DIR...]   (default: every *.cc of the
-repository outside tests/, build/ and third_party/).  A brace counter, not a parser: comments,
+repository outside tests/, build*/ and third_party/).  A brace counter, not a parser: comments,
 string and character literals are blanked first; a '{' opened outside any function whose text since
 the previous ';', '{' or '}' holds a '(' and no class/struct/enum/namespace/'=' starts a function.
 Lambdas and local classes count toward the function that holds them.
@@ -98,7 +98,7 @@ def main():
     rows = []
     for d in dirs:
         for dp, dn, fn in os.walk(d):
-            dn[:] = sorted(x for x in dn if x not in SKIP_DIRS)
+            dn[:] = sorted(x for x in dn if x not in SKIP_DIRS and not x.startswith("build"))
             for f in sorted(fn):
                 if f.endswith(".cc"):
                     p = os.path.join(dp, f)

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -324,39 +325,117 @@ static absl::Status MeasureInsideEachHost(GpuSystem& gpus, const GpuInfo& gpu, C
   return absl::OkStatus();
 }
 
-int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator& comm, const Catalog& catalog) {
-  MeasureOptions o = options;
-  const int me = comm.rank();
-  const bool root = me == 0;
-  auto progress = [&](const std::string& s) {
-    if (root) std::fprintf(stderr, "[calibrate] %s\n", s.c_str());
-  };
-  auto say_error = [&](const std::string& s) {
-    if (root) std::fprintf(stderr, "stepcast-calibrate: %s\n", s.c_str());
-  };
-  auto finish = [&](int code) {
-    absl::StatusOr<int> agreed = AllreduceMaxInt(comm, code);
-    comm.Finalize();
-    return agreed.ok() ? *agreed : code;
-  };
-  absl::StatusOr<Injection> inj = ParseInjection(o.inject);
-  if (!inj.ok()) {
-    say_error(std::string(inj.status().message()));
-    return finish(kExitUsage);
-  }
-  absl::StatusOr<std::vector<int>> gpu_ids = ParseGpuList(o.gpus);
-  if (!gpu_ids.ok()) {
-    say_error(std::string(gpu_ids.status().message()));
-    return finish(kExitUsage);
-  }
-  if (o.run_out.empty()) o.run_out = o.out + ".run.json";
-  if (o.max_collective_bytes <= 0) o.max_collective_bytes = o.quick ? 256.0 * (1 << 20) : 4.0 * (1ull << 30);
-  if (o.warmup_s < 0) o.warmup_s = o.quick ? 5 : 30;
-  InjectingGpuSystem gpus(real_gpus, *inj, me);
-  Watchdog watchdog(comm, 3 * o.timeout_s);
+namespace {
 
-  // 1. GPUs.
-  const bool need_gpu = !(o.skip_gemm && o.skip_hbm && (o.skip_collectives || o.backend == "mpi"));
+// Prints an error on rank 0 only.
+void SayError(const Communicator& comm, const std::string& s) {
+  if (comm.rank() == 0) std::fprintf(stderr, "stepcast-calibrate: %s\n", s.c_str());
+}
+
+// Agrees on the exit code (the largest over the ranks) and finalizes the communicator.
+int Finish(Communicator& comm, int code) {
+  absl::StatusOr<int> agreed = AllreduceMaxInt(comm, code);
+  comm.Finalize();
+  return agreed.ok() ? *agreed : code;
+}
+
+// One measurement, from the GPUs picked to the summary printed; RunMeasure's steps are its
+// member functions, in the order Run calls them. Each step that can end the run returns the
+// exit code (already agreed over the ranks by Finish), or nullopt to go on.
+struct Measurement {
+  Measurement(const MeasureOptions& options, GpuSystem& real_gpus, Communicator& comm, const Catalog& catalog,
+              const Injection& inj, std::vector<int> gpu_ids)
+      : o(options),
+        comm(comm),
+        catalog(catalog),
+        inj(inj),
+        gpu_ids(std::move(gpu_ids)),
+        me(comm.rank()),
+        root(me == 0),
+        gpus(real_gpus, inj, me),
+        watchdog(comm, 3 * o.timeout_s),
+        cond(*run.mutable_conditions()) {}
+
+  int Run();
+
+  // The steps, in order.
+  std::optional<int> PickGpusAndHardware();  // 1. GPUs and the hardware preset
+  std::optional<int> RecordConditions();     // 2. identity and conditions
+  void WarmUp();                             // 3. sustained warm-up on every GPU at once
+  std::optional<int> MeasureGemm();          // 4. GEMM sweep, CUPTI cross-check
+  std::optional<int> MeasureHbm();           // 5. HBM kernels, CUPTI cross-check
+  std::optional<int> GatherGpuConditions();  //    every rank's GPU conditions to rank 0
+  void FindStragglersAndFitGemm();           //    rank 0: stragglers, GEMM rate by size
+  void MeasureCollectives();                 // 6. collective sweep (and inside each host)
+  int WriteAndSummarize();                   // 7. the final write and the summary
+
+  // Shared by the steps.
+  void Progress(const std::string& s) const {
+    if (root) std::fprintf(stderr, "[calibrate] %s\n", s.c_str());
+  }
+  int FinishWith(int code) { return Finish(comm, code); }
+  void Warn(const std::string& w) {  // the per-GPU threads add warnings
+    std::lock_guard<std::mutex> l(run_mu);
+    run.add_warnings(w);
+  }
+  absl::Status Checkpoint(bool final_write);
+  absl::Status Gather(v1::CalibrationRun mine);
+  bool AnySample(int mine);
+  // A part's samples of this rank, with (on ranks other than 0) the warnings so far.
+  void MoveWarningsInto(v1::CalibrationRun& part);
+  // Every rank learns of rank 0's write failure and ends with it.
+  std::optional<int> AgreeOnCheckpoint();
+
+  MeasureOptions o;
+  Communicator& comm;
+  const Catalog& catalog;
+  const Injection inj;
+  const std::vector<int> gpu_ids;  // --gpus (empty: every visible GPU)
+  const int me;
+  const bool root;
+  InjectingGpuSystem gpus;
+  Watchdog watchdog;
+
+  bool need_gpu = false;
+  std::vector<GpuInfo> local;  // the GPUs this rank measures
+  std::string hardware;
+  std::optional<Hardware> hw;
+
+  v1::CalibrationRun run;
+  v1::CalibrationConditions& cond;
+  std::vector<v1::GpuId> ids;             // per local GPU
+  std::vector<v1::GpuCondition> gpu_cond;  // per local GPU
+  std::vector<std::string> buses;          // per local GPU
+  std::unique_ptr<Nvml> nvml;
+  std::optional<NvmlSampler> sampler;
+  BenchOptions bo;
+  std::mutex run_mu;
+  bool nothing_measured = false, failed = false;
+  std::vector<CollectiveRate> measured_rates;
+};
+
+int Measurement::Run() {
+  if (std::optional<int> exit = PickGpusAndHardware()) return *exit;
+  if (std::optional<int> exit = RecordConditions()) return *exit;
+  WarmUp();
+  if (!o.skip_gemm && need_gpu) {
+    if (std::optional<int> exit = MeasureGemm()) return *exit;
+  }
+  if (!o.skip_hbm && need_gpu) {
+    if (std::optional<int> exit = MeasureHbm()) return *exit;
+  }
+  sampler->Stop();
+  if (std::optional<int> exit = GatherGpuConditions()) return *exit;
+  if (root) FindStragglersAndFitGemm();
+  if (!o.skip_hbm && need_gpu) {
+    if (std::optional<int> exit = AgreeOnCheckpoint()) return *exit;
+  }
+  if (!o.skip_collectives) MeasureCollectives();
+  return WriteAndSummarize();
+}
+
+std::optional<int> Measurement::PickGpusAndHardware() {
+  need_gpu = !(o.skip_gemm && o.skip_hbm && (o.skip_collectives || o.backend == "mpi"));
   std::vector<GpuInfo> all;
   if (need_gpu) {
     absl::StatusOr<std::vector<GpuInfo>> g = gpus.ListGpus();
@@ -364,25 +443,24 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
     if (listed.ok() && g->empty()) listed = absl::FailedPreconditionError("no usable CUDA device (0 listed)");
     absl::Status agreed = AgreeOnStatus(comm, listed);
     if (!agreed.ok()) {
-      say_error(std::string(agreed.message()));
-      return finish(kExitNoGpu);
+      SayError(comm, std::string(agreed.message()));
+      return FinishWith(kExitNoGpu);
     }
     all = *g;
   }
-  std::vector<GpuInfo> local;
   absl::Status pick;
   if (need_gpu && o.mpi) {
     // One GPU per rank: the rank's index among the ranks of its host, within --gpus if given.
     // More ranks on a host than GPUs to give them is refused (gpu code review 2, N14: rank i took
     // GPU i % n, so two ranks shared a GPU and NCCL failed later with a duplicate-GPU error).
     const int i = comm.local_rank();
-    const size_t choices = gpu_ids->empty() ? all.size() : gpu_ids->size();
+    const size_t choices = gpu_ids.empty() ? all.size() : gpu_ids.size();
     if (static_cast<size_t>(comm.local_size()) > choices) {
       pick = absl::InvalidArgumentError(absl::StrCat(
-          comm.local_size(), " ranks on ", comm.host(), " but ", choices, gpu_ids->empty() ? " visible GPUs" : " GPUs in --gpus",
+          comm.local_size(), " ranks on ", comm.host(), " but ", choices, gpu_ids.empty() ? " visible GPUs" : " GPUs in --gpus",
           ": --mpi takes one GPU per rank; start at most ", choices, " ranks per node"));
-    } else if (!gpu_ids->empty()) {
-      const int id = (*gpu_ids)[i];
+    } else if (!gpu_ids.empty()) {
+      const int id = gpu_ids[i];
       if (id >= static_cast<int>(all.size())) {
         pick = absl::InvalidArgumentError(absl::StrCat("--gpus: no GPU ", id, " on ", comm.host(), " (", all.size(), " visible)"));
       } else {
@@ -392,10 +470,10 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
       local.push_back(all[i]);
     }
   } else if (need_gpu) {
-    if (gpu_ids->empty()) {
+    if (gpu_ids.empty()) {
       local = all;
     } else {
-      for (int id : *gpu_ids) {
+      for (int id : gpu_ids) {
         if (id >= static_cast<int>(all.size())) {
           pick = absl::InvalidArgumentError(absl::StrCat("--gpus: no GPU ", id, " (", all.size(), " visible)"));
           break;
@@ -405,28 +483,29 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
     }
   }
   if (absl::Status agreed = AgreeOnStatus(comm, pick); !agreed.ok()) {
-    say_error(std::string(agreed.message()));
-    return finish(kExitUsage);
+    SayError(comm, std::string(agreed.message()));
+    return FinishWith(kExitUsage);
   }
   // The hardware preset: rank 0's GPU name decides, for every rank.
-  std::string hardware = o.hardware;
+  hardware = o.hardware;
   if (hardware.empty() && !local.empty()) {
     if (absl::StatusOr<std::string> h = HardwarePresetForGpuName(local[0].name); h.ok()) hardware = *h;
   }
-  if (absl::Status s = comm.Broadcast(hardware, 0); !s.ok()) return finish(kExitTimeout);
+  if (absl::Status s = comm.Broadcast(hardware, 0); !s.ok()) return FinishWith(kExitTimeout);
   if (hardware.empty()) {
-    say_error("--hardware: required (the GPU name matches no preset)");
-    return finish(kExitUsage);
+    SayError(comm, "--hardware: required (the GPU name matches no preset)");
+    return FinishWith(kExitUsage);
   }
-  absl::StatusOr<Hardware> hw = catalog.FindHardware(hardware);
-  if (!hw.ok()) {
-    say_error(absl::StrCat("--hardware: ", hw.status().message()));
-    return finish(kExitUsage);
+  absl::StatusOr<Hardware> found = catalog.FindHardware(hardware);
+  if (!found.ok()) {
+    SayError(comm, absl::StrCat("--hardware: ", found.status().message()));
+    return FinishWith(kExitUsage);
   }
+  hw = *std::move(found);
+  return std::nullopt;
+}
 
-  // 2. Identity and conditions.
-  v1::CalibrationRun run;
-  v1::CalibrationConditions& cond = *run.mutable_conditions();
+std::optional<int> Measurement::RecordConditions() {
   cond.set_host(comm.host());
   *cond.mutable_time() = google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(absl::Now()));
   cond.set_command_line(o.command_line);
@@ -442,13 +521,10 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
   for (char** e = environ; e && *e; ++e) {
     if (absl::StartsWith(*e, "NCCL_")) cond.add_nccl_env(*e);
   }
-  std::vector<v1::GpuId> ids;
-  std::vector<v1::GpuCondition> gpu_cond;
   std::string nvml_why;
-  std::unique_ptr<Nvml> nvml = local.empty() ? nullptr : Nvml::Load(o.nvml_library, &nvml_why);
+  nvml = local.empty() ? nullptr : Nvml::Load(o.nvml_library, &nvml_why);
   if (!local.empty() && !nvml) run.add_warnings(absl::StrCat("NVML unavailable on ", comm.host(), " (", nvml_why, "): no clocks, power or throttle reasons"));
   if (nvml) cond.set_driver_version(nvml->DriverVersion());
-  std::vector<std::string> buses;
   for (const GpuInfo& g : local) {
     v1::GpuId id;
     id.set_host(comm.host());
@@ -486,360 +562,350 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
     buses.push_back(g.pci_bus_id);
   }
   std::vector<double> count = {static_cast<double>(local.size())};
-  if (!comm.AllreduceSum(count).ok()) return finish(kExitTimeout);
+  if (!comm.AllreduceSum(count).ok()) return FinishWith(kExitTimeout);
   cond.set_gpu_count(static_cast<int32_t>(count[0]));
   if (o.name.empty()) o.name = comm.host();
-  NvmlSampler sampler(nvml.get(), buses, 0.2);
-  BenchOptions bo;
+  sampler.emplace(nvml.get(), buses, 0.2);
   if (o.quick) bo = {5, 15};
-  std::mutex run_mu;  // the per-GPU threads add warnings
-  auto warn = [&](const std::string& w) {
-    std::lock_guard<std::mutex> l(run_mu);
-    run.add_warnings(w);
-  };
-  bool nothing_measured = false, failed = false;
-  std::vector<CollectiveRate> measured_rates;
+  return std::nullopt;
+}
 
-  // Rank 0 writes what it has after every part; under MPI the other ranks' samples come first.
-  auto checkpoint = [&](bool final_write) -> absl::Status {
-    if (!root) return absl::OkStatus();
-    *run.mutable_profile() = BuildProfile(run, *hw, hardware, o.name, measured_rates);
-    if (absl::StatusOr<RateProfile> check = RateProfileFromProto(run.profile(), "profile"); !check.ok()) {
-      return absl::InternalError(absl::StrCat("the measured profile is invalid: ", check.status().message()));
-    }
-    if (absl::Status s = WriteFile(o.out, ToJson(run.profile())); !s.ok()) return s;
-    if (absl::Status s = WriteFile(o.run_out, ToJson(run)); !s.ok()) return s;
-    if (!final_write) progress(absl::StrCat("wrote ", o.out, " and ", o.run_out, " (so far)"));
-    return absl::OkStatus();
-  };
-  // Gathers this part's samples from every rank to rank 0.
-  auto gather = [&](v1::CalibrationRun mine) -> absl::Status {
-    if (comm.size() == 1) return absl::OkStatus();
-    absl::StatusOr<std::vector<std::string>> all_parts = comm.Gather(mine.SerializeAsString(), 0);
-    if (!all_parts.ok()) return all_parts.status();
-    if (!root) return absl::OkStatus();
-    for (size_t r = 1; r < all_parts->size(); ++r) {
-      v1::CalibrationRun other;
-      if (!other.ParseFromString((*all_parts)[r])) return absl::DataLossError(absl::StrCat("rank ", r, "'s samples"));
-      for (const auto& s : other.gemm()) *run.add_gemm() = s;
-      for (const auto& s : other.hbm()) *run.add_hbm() = s;
-      for (const auto& w : other.warnings()) run.add_warnings(w);
-      for (const auto& g : other.conditions().gpus()) *cond.add_gpus() = g;
-    }
-    return absl::OkStatus();
-  };
-  auto any_sample = [&](int mine) -> bool {
-    std::vector<double> n = {static_cast<double>(mine)};
-    if (!comm.AllreduceSum(n).ok()) return false;
-    return n[0] > 0;
-  };
-
-  // 3. Sustained warm-up on every GPU at once.
-  if ((!o.skip_gemm || !o.skip_hbm) && !local.empty() && o.warmup_s > 0) {
-    progress(absl::StrFormat("warm-up: %.0f s of bf16 GEMMs on %d GPU(s) at once", o.warmup_s, static_cast<int>(local.size())));
-    watchdog.Beat("the warm-up");
-    ForEachConcurrently(local.size(), [&](size_t i) {
-      const double t0 = NvmlSampler::Now();
-      absl::Status s = gpus.Warmup(local[i], o.warmup_s);
-      if (!s.ok()) warn(absl::StrCat("warm-up on ", GpuName(ids[i]), ": ", s.message()));
-      *gpu_cond[i].mutable_warmup() = sampler.Window(buses[i], t0, NvmlSampler::Now());
-    });
+// Rank 0 writes what it has after every part; under MPI the other ranks' samples come first.
+absl::Status Measurement::Checkpoint(bool final_write) {
+  if (!root) return absl::OkStatus();
+  *run.mutable_profile() = BuildProfile(run, *hw, hardware, o.name, measured_rates);
+  if (absl::StatusOr<RateProfile> check = RateProfileFromProto(run.profile(), "profile"); !check.ok()) {
+    return absl::InternalError(absl::StrCat("the measured profile is invalid: ", check.status().message()));
   }
+  if (absl::Status s = WriteFile(o.out, ToJson(run.profile())); !s.ok()) return s;
+  if (absl::Status s = WriteFile(o.run_out, ToJson(run)); !s.ok()) return s;
+  if (!final_write) Progress(absl::StrCat("wrote ", o.out, " and ", o.run_out, " (so far)"));
+  return absl::OkStatus();
+}
 
-  // 4. GEMM.
-  if (!o.skip_gemm && need_gpu) {
-    const std::vector<DType> dtypes = o.quick ? std::vector<DType>{DType::kBF16, DType::kFP8}
-                                              : std::vector<DType>{DType::kBF16, DType::kFP16, DType::kFP8,
-                                                                   DType::kTF32, DType::kFP32};
-    const std::vector<GemmShape> shapes = TransformerShapes(o.quick);
-    int per_gpu = 0;
-    for (DType d : dtypes)
-      for (const auto& sh : shapes) per_gpu += SweepRuns(d, sh);
-    progress(absl::StrFormat("GEMM: %d shapes x dtypes on each of %d GPU(s) at once", per_gpu, static_cast<int>(local.size())));
-    std::vector<std::vector<v1::GemmSample>> samples(local.size());
-    ForEachConcurrently(local.size(), [&](size_t i) {
-      const double part0 = NvmlSampler::Now();
-      int done = 0;
-      for (DType d : dtypes) {
-        if (d == DType::kFP8 && !Fp8Capable(local[i])) {
-          warn(absl::StrFormat("fp8 GEMMs skipped on %s: compute capability %d.%d (cuBLASLt fp8 needs 8.9+)",
-                               GpuName(ids[i]), local[i].cc_major, local[i].cc_minor));
+// Gathers this part's samples from every rank to rank 0.
+absl::Status Measurement::Gather(v1::CalibrationRun mine) {
+  if (comm.size() == 1) return absl::OkStatus();
+  absl::StatusOr<std::vector<std::string>> all_parts = comm.Gather(mine.SerializeAsString(), 0);
+  if (!all_parts.ok()) return all_parts.status();
+  if (!root) return absl::OkStatus();
+  for (size_t r = 1; r < all_parts->size(); ++r) {
+    v1::CalibrationRun other;
+    if (!other.ParseFromString((*all_parts)[r])) return absl::DataLossError(absl::StrCat("rank ", r, "'s samples"));
+    for (const auto& s : other.gemm()) *run.add_gemm() = s;
+    for (const auto& s : other.hbm()) *run.add_hbm() = s;
+    for (const auto& w : other.warnings()) run.add_warnings(w);
+    for (const auto& g : other.conditions().gpus()) *cond.add_gpus() = g;
+  }
+  return absl::OkStatus();
+}
+
+bool Measurement::AnySample(int mine) {
+  std::vector<double> n = {static_cast<double>(mine)};
+  if (!comm.AllreduceSum(n).ok()) return false;
+  return n[0] > 0;
+}
+
+void Measurement::MoveWarningsInto(v1::CalibrationRun& part) {
+  if (root) return;
+  std::lock_guard<std::mutex> l(run_mu);
+  for (const auto& w : run.warnings()) part.add_warnings(w);
+  run.clear_warnings();
+}
+
+std::optional<int> Measurement::AgreeOnCheckpoint() {
+  // Every rank learns of rank 0's write failure and ends with it (gpu code review 2, N6: rank 0
+  // alone in finish() while the others went on into the next part's collectives, ended only by
+  // the 2 x --timeout-s abort).
+  if (absl::Status s = AgreeOnStatus(comm, Checkpoint(false)); !s.ok()) {
+    SayError(comm, std::string(s.message()));
+    return FinishWith(kExitWriteFailed);
+  }
+  return std::nullopt;
+}
+
+void Measurement::WarmUp() {
+  if (!((!o.skip_gemm || !o.skip_hbm) && !local.empty() && o.warmup_s > 0)) return;
+  Progress(absl::StrFormat("warm-up: %.0f s of bf16 GEMMs on %d GPU(s) at once", o.warmup_s, static_cast<int>(local.size())));
+  watchdog.Beat("the warm-up");
+  ForEachConcurrently(local.size(), [&](size_t i) {
+    const double t0 = NvmlSampler::Now();
+    absl::Status s = gpus.Warmup(local[i], o.warmup_s);
+    if (!s.ok()) Warn(absl::StrCat("warm-up on ", GpuName(ids[i]), ": ", s.message()));
+    *gpu_cond[i].mutable_warmup() = sampler->Window(buses[i], t0, NvmlSampler::Now());
+  });
+}
+
+std::optional<int> Measurement::MeasureGemm() {
+  const std::vector<DType> dtypes = o.quick ? std::vector<DType>{DType::kBF16, DType::kFP8}
+                                            : std::vector<DType>{DType::kBF16, DType::kFP16, DType::kFP8,
+                                                                 DType::kTF32, DType::kFP32};
+  const std::vector<GemmShape> shapes = TransformerShapes(o.quick);
+  int per_gpu = 0;
+  for (DType d : dtypes)
+    for (const auto& sh : shapes) per_gpu += SweepRuns(d, sh);
+  Progress(absl::StrFormat("GEMM: %d shapes x dtypes on each of %d GPU(s) at once", per_gpu, static_cast<int>(local.size())));
+  std::vector<std::vector<v1::GemmSample>> samples(local.size());
+  ForEachConcurrently(local.size(), [&](size_t i) {
+    const double part0 = NvmlSampler::Now();
+    int done = 0;
+    for (DType d : dtypes) {
+      if (d == DType::kFP8 && !Fp8Capable(local[i])) {
+        Warn(absl::StrFormat("fp8 GEMMs skipped on %s: compute capability %d.%d (cuBLASLt fp8 needs 8.9+)",
+                             GpuName(ids[i]), local[i].cc_major, local[i].cc_minor));
+        continue;
+      }
+      for (const GemmShape& sh : shapes) {
+        if (!SweepRuns(d, sh)) continue;
+        ++done;
+        const double t0 = NvmlSampler::Now();
+        absl::StatusOr<v1::GemmSample> s = gpus.BenchGemm(local[i], d, sh, bo);
+        watchdog.Beat("the GEMM sweep");
+        if (!s.ok()) {
+          Warn(absl::StrCat("GEMM ", DTypeName(d), " ", sh.what, " on ", GpuName(ids[i]), ": ", s.status().message()));
           continue;
         }
-        for (const GemmShape& sh : shapes) {
-          if (!SweepRuns(d, sh)) continue;
-          ++done;
-          const double t0 = NvmlSampler::Now();
-          absl::StatusOr<v1::GemmSample> s = gpus.BenchGemm(local[i], d, sh, bo);
-          watchdog.Beat("the GEMM sweep");
-          if (!s.ok()) {
-            warn(absl::StrCat("GEMM ", DTypeName(d), " ", sh.what, " on ", GpuName(ids[i]), ": ", s.status().message()));
-            continue;
-          }
-          *s->mutable_gpu_id() = ids[i];
-          *s->mutable_conditions() = sampler.Window(buses[i], t0, NvmlSampler::Now());
-          if (i == 0) {
-            progress(absl::StrFormat("gemm %d/%d %s %s %dx%dx%d %s: %.1f TFLOP/s median (SM %d MHz)", done, per_gpu,
-                                     DTypeName(d), s->layout(), sh.m, sh.n, sh.k, sh.what, s->median_flops_per_s() / 1e12,
-                                     s->conditions().sm_clock_mhz_median()));
-          }
-          samples[i].push_back(*std::move(s));
+        *s->mutable_gpu_id() = ids[i];
+        *s->mutable_conditions() = sampler->Window(buses[i], t0, NvmlSampler::Now());
+        if (i == 0) {
+          Progress(absl::StrFormat("gemm %d/%d %s %s %dx%dx%d %s: %.1f TFLOP/s median (SM %d MHz)", done, per_gpu,
+                                   DTypeName(d), s->layout(), sh.m, sh.n, sh.k, sh.what, s->median_flops_per_s() / 1e12,
+                                   s->conditions().sm_clock_mhz_median()));
         }
-      }
-      *gpu_cond[i].mutable_gemm() = sampler.Window(buses[i], part0, NvmlSampler::Now());
-    });
-    // CUPTI cross-check, one GPU at a time (CUPTI is process-wide), CUPTI off during the sweep.
-    bool cupti_warned = false;
-    for (size_t i = 0; i < local.size(); ++i) {
-      for (auto& s : samples[i]) {
-        if (DTypeFromProto(s.dtype()) != DType::kBF16 || s.what().rfind("square", 0) != 0) continue;
-        const GemmShape sh{s.m(), s.n(), s.k(), GemmPass::kSquare, s.what()};
-        absl::StatusOr<CuptiCheck> c = gpus.CuptiGemmCheck(local[i], DType::kBF16, sh);
-        if (!c.ok()) {
-          if (!cupti_warned) warn(absl::StrCat("CUPTI cross-check not done: ", c.status().message()));
-          cupti_warned = true;
-          break;
-        }
-        s.set_cupti_median_s(c->cupti_median_s);
-        s.set_cupti_event_disagreement(std::fabs(c->cupti_median_s - c->events_median_s) / c->events_median_s);
-        if (CuptiDisagrees(c->cupti_median_s, c->events_median_s)) {
-          warn(absl::StrFormat("GEMM bf16 %s on %s: CUPTI %.1f us vs CUDA events %.1f us over the same runs", s.what(),
-                               GpuName(ids[i]), c->cupti_median_s * 1e6, c->events_median_s * 1e6));
-        }
+        samples[i].push_back(*std::move(s));
       }
     }
-    int n = 0;
-    v1::CalibrationRun part;
-    for (auto& v : samples) {
-      for (auto& s : v) {
-        ++n;
-        *part.add_gemm() = s;
-        if (root) *run.add_gemm() = s;
+    *gpu_cond[i].mutable_gemm() = sampler->Window(buses[i], part0, NvmlSampler::Now());
+  });
+  // CUPTI cross-check, one GPU at a time (CUPTI is process-wide), CUPTI off during the sweep.
+  bool cupti_warned = false;
+  for (size_t i = 0; i < local.size(); ++i) {
+    for (auto& s : samples[i]) {
+      if (DTypeFromProto(s.dtype()) != DType::kBF16 || s.what().rfind("square", 0) != 0) continue;
+      const GemmShape sh{s.m(), s.n(), s.k(), GemmPass::kSquare, s.what()};
+      absl::StatusOr<CuptiCheck> c = gpus.CuptiGemmCheck(local[i], DType::kBF16, sh);
+      if (!c.ok()) {
+        if (!cupti_warned) Warn(absl::StrCat("CUPTI cross-check not done: ", c.status().message()));
+        cupti_warned = true;
+        break;
       }
-    }
-    if (!root) {
-      std::lock_guard<std::mutex> l(run_mu);
-      for (const auto& w : run.warnings()) part.add_warnings(w);
-      run.clear_warnings();
-    }
-    if (!gather(part).ok()) return finish(kExitTimeout);
-    if (!any_sample(n)) {
-      run.add_failures("gemm: no GEMM was measured on any GPU (see the warnings)");
-      nothing_measured = true;
-    }
-    // Every rank learns of rank 0's write failure and ends with it (gpu code review 2, N6: rank 0
-    // alone in finish() while the others went on into the next part's collectives, ended only by
-    // the 2 x --timeout-s abort).
-    if (absl::Status s = AgreeOnStatus(comm, checkpoint(false)); !s.ok()) {
-      say_error(std::string(s.message()));
-      return finish(kExitWriteFailed);
+      s.set_cupti_median_s(c->cupti_median_s);
+      s.set_cupti_event_disagreement(std::fabs(c->cupti_median_s - c->events_median_s) / c->events_median_s);
+      if (CuptiDisagrees(c->cupti_median_s, c->events_median_s)) {
+        Warn(absl::StrFormat("GEMM bf16 %s on %s: CUPTI %.1f us vs CUDA events %.1f us over the same runs", s.what(),
+                             GpuName(ids[i]), c->cupti_median_s * 1e6, c->events_median_s * 1e6));
+      }
     }
   }
+  int n = 0;
+  v1::CalibrationRun part;
+  for (auto& v : samples) {
+    for (auto& s : v) {
+      ++n;
+      *part.add_gemm() = s;
+      if (root) *run.add_gemm() = s;
+    }
+  }
+  MoveWarningsInto(part);
+  if (!Gather(part).ok()) return FinishWith(kExitTimeout);
+  if (!AnySample(n)) {
+    run.add_failures("gemm: no GEMM was measured on any GPU (see the warnings)");
+    nothing_measured = true;
+  }
+  return AgreeOnCheckpoint();
+}
 
-  // 5. HBM.
-  if (!o.skip_hbm && need_gpu) {
-    progress(absl::StrFormat("HBM: copy, triad, pinned host copies on %d GPU(s) at once", static_cast<int>(local.size())));
-    std::vector<std::vector<v1::HbmSample>> samples(local.size());
-    ForEachConcurrently(local.size(), [&](size_t i) {
-      const double t0 = NvmlSampler::Now();
-      absl::StatusOr<std::vector<v1::HbmSample>> h = gpus.BenchHbm(local[i], bo);
-      watchdog.Beat("the HBM kernels");
-      const v1::ClockWindow w = sampler.Window(buses[i], t0, NvmlSampler::Now());
-      *gpu_cond[i].mutable_hbm() = w;
-      if (!h.ok()) {
-        warn(absl::StrCat("HBM on ", GpuName(ids[i]), ": ", h.status().message()));
-        return;
-      }
-      for (auto& s : *h) {
-        *s.mutable_gpu_id() = ids[i];
-        *s.mutable_conditions() = w;
-        samples[i].push_back(s);
-      }
-    });
-    for (size_t i = 0; i < local.size(); ++i) {
-      for (auto& s : samples[i]) {
-        if (s.kernel() != "copy") continue;
-        absl::StatusOr<CuptiCheck> c = gpus.CuptiHbmCopyCheck(local[i]);
-        if (!c.ok()) break;
-        s.set_cupti_median_s(c->cupti_median_s);
-        s.set_cupti_event_disagreement(std::fabs(c->cupti_median_s - c->events_median_s) / c->events_median_s);
-        if (CuptiDisagrees(c->cupti_median_s, c->events_median_s)) {
-          warn(absl::StrFormat("HBM copy on %s: CUPTI %.1f us vs CUDA events %.1f us over the same runs", GpuName(ids[i]),
-                               c->cupti_median_s * 1e6, c->events_median_s * 1e6));
-        }
-      }
+std::optional<int> Measurement::MeasureHbm() {
+  Progress(absl::StrFormat("HBM: copy, triad, pinned host copies on %d GPU(s) at once", static_cast<int>(local.size())));
+  std::vector<std::vector<v1::HbmSample>> samples(local.size());
+  ForEachConcurrently(local.size(), [&](size_t i) {
+    const double t0 = NvmlSampler::Now();
+    absl::StatusOr<std::vector<v1::HbmSample>> h = gpus.BenchHbm(local[i], bo);
+    watchdog.Beat("the HBM kernels");
+    const v1::ClockWindow w = sampler->Window(buses[i], t0, NvmlSampler::Now());
+    *gpu_cond[i].mutable_hbm() = w;
+    if (!h.ok()) {
+      Warn(absl::StrCat("HBM on ", GpuName(ids[i]), ": ", h.status().message()));
+      return;
     }
-    int n = 0;
-    v1::CalibrationRun part;
-    for (auto& v : samples) {
-      for (auto& s : v) {
-        ++n;
-        *part.add_hbm() = s;
-        if (root) *run.add_hbm() = s;
+    for (auto& s : *h) {
+      *s.mutable_gpu_id() = ids[i];
+      *s.mutable_conditions() = w;
+      samples[i].push_back(s);
+    }
+  });
+  for (size_t i = 0; i < local.size(); ++i) {
+    for (auto& s : samples[i]) {
+      if (s.kernel() != "copy") continue;
+      absl::StatusOr<CuptiCheck> c = gpus.CuptiHbmCopyCheck(local[i]);
+      if (!c.ok()) break;
+      s.set_cupti_median_s(c->cupti_median_s);
+      s.set_cupti_event_disagreement(std::fabs(c->cupti_median_s - c->events_median_s) / c->events_median_s);
+      if (CuptiDisagrees(c->cupti_median_s, c->events_median_s)) {
+        Warn(absl::StrFormat("HBM copy on %s: CUPTI %.1f us vs CUDA events %.1f us over the same runs", GpuName(ids[i]),
+                             c->cupti_median_s * 1e6, c->events_median_s * 1e6));
       }
-    }
-    if (!root) {
-      std::lock_guard<std::mutex> l(run_mu);
-      for (const auto& w : run.warnings()) part.add_warnings(w);
-      run.clear_warnings();
-    }
-    if (!gather(part).ok()) return finish(kExitTimeout);
-    if (!any_sample(n)) {
-      run.add_failures("hbm: no HBM kernel was measured on any GPU (see the warnings)");
-      nothing_measured = true;
     }
   }
-  sampler.Stop();
-  // Every rank's GPU conditions to rank 0.
-  {
-    v1::CalibrationRun part;
-    for (const auto& g : gpu_cond) {
-      *part.mutable_conditions()->add_gpus() = g;
-      if (root) *cond.add_gpus() = g;
-    }
-    if (!root) {
-      for (const auto& w : run.warnings()) part.add_warnings(w);
-      run.clear_warnings();
-    }
-    if (!gather(part).ok()) return finish(kExitTimeout);
-  }
-  // Stragglers among every measured GPU: bf16 GEMM (median over the shapes every GPU measured)
-  // and the HBM copy.
-  if (root) {
-    std::map<std::string, std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, double>> rates;
-    std::map<std::string, v1::GpuId> who;
-    for (const auto& s : run.gemm()) {
-      if (DTypeFromProto(s.dtype()) != DType::kBF16) continue;
-      const std::string key = GpuName(s.gpu_id());
-      who[key] = s.gpu_id();
-      rates[key][{s.m(), s.n(), s.k(), s.layout()}] = s.median_flops_per_s();
-    }
-    std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, int> seen;
-    for (const auto& [g, m] : rates)
-      for (const auto& [shape, r] : m) ++seen[shape];
-    std::vector<GpuValue> gemm_values, hbm_values;
-    for (const auto& [g, m] : rates) {
-      std::vector<double> common;
-      for (const auto& [shape, r] : m) {
-        if (seen[shape] == static_cast<int>(rates.size())) common.push_back(r);
-      }
-      if (!common.empty()) gemm_values.push_back({who[g], Summarize(common).median_s()});
-    }
-    for (const auto& s : run.hbm()) {
-      if (s.kernel() == "copy") hbm_values.push_back({s.gpu_id(), s.median_bytes_per_s()});
-    }
-    for (auto& s : FindStragglers(gemm_values, "gemm")) *run.add_stragglers() = s;
-    for (auto& s : FindStragglers(hbm_values, "hbm")) *run.add_stragglers() = s;
-    // GEMM rate by size per dtype over the slowest GPU's medians (kept in the run).
-    std::map<int, std::map<std::tuple<int64_t, int64_t, int64_t>, double>> slow;
-    for (const auto& s : run.gemm()) {
-      auto& r = slow[s.dtype()][{s.m(), s.n(), s.k()}];
-      r = r == 0 ? s.median_flops_per_s() : std::min(r, s.median_flops_per_s());
-    }
-    for (const auto& [d, m] : slow) {
-      std::vector<std::pair<double, double>> fr;
-      for (const auto& [shape, r] : m) fr.push_back({2.0 * std::get<0>(shape) * std::get<1>(shape) * std::get<2>(shape), r});
-      if (fr.size() < 2) continue;
-      const GemmSizeFit fit = FitGemmRate(fr);
-      std::vector<double> err;
-      for (const auto& [f, r] : fr) err.push_back(std::fabs(fit.Rate(f) - r) / r);
-      auto* g = run.add_gemm_fits();
-      g->set_dtype(static_cast<v1::DType>(d));
-      g->set_r_max_flops_per_s(fit.r_max_flops_per_s);
-      g->set_f_half_flops(fit.f_half_flops);
-      g->set_median_relative_error(Summarize(err).median_s());
+  int n = 0;
+  v1::CalibrationRun part;
+  for (auto& v : samples) {
+    for (auto& s : v) {
+      ++n;
+      *part.add_hbm() = s;
+      if (root) *run.add_hbm() = s;
     }
   }
-  if (!o.skip_hbm && need_gpu) {
-    // Every rank learns of rank 0's write failure and ends with it (gpu code review 2, N6: rank 0
-    // alone in finish() while the others went on into the next part's collectives, ended only by
-    // the 2 x --timeout-s abort).
-    if (absl::Status s = AgreeOnStatus(comm, checkpoint(false)); !s.ok()) {
-      say_error(std::string(s.message()));
-      return finish(kExitWriteFailed);
-    }
+  MoveWarningsInto(part);
+  if (!Gather(part).ok()) return FinishWith(kExitTimeout);
+  if (!AnySample(n)) {
+    run.add_failures("hbm: no HBM kernel was measured on any GPU (see the warnings)");
+    nothing_measured = true;
   }
+  return std::nullopt;
+}
 
-  // 6. Collectives.
-  if (!o.skip_collectives) {
-    watchdog.Beat("setting up the collectives");
-    std::unique_ptr<CollectiveBackend> b;
-    absl::Status made;
-    const bool host = o.backend == "mpi";
-    if (host) {
-      absl::StatusOr<std::unique_ptr<CollectiveBackend>> x = comm.HostCollectives(o.max_collective_bytes);
-      if (x.ok()) b = *std::move(x); else made = x.status();
-    } else if (o.mpi) {
-      if (comm.size() < 2) {
-        run.add_warnings("one rank: no collective to measure; collectives come from the reference profile");
-      } else {
-        absl::StatusOr<std::unique_ptr<CollectiveBackend>> x =
-            gpus.RankCollectives(local[0], comm, o.max_collective_bytes, o.timeout_s);
-        if (x.ok()) b = *std::move(x); else made = x.status();
-      }
-    } else if (local.size() >= 2) {
-      absl::StatusOr<std::unique_ptr<CollectiveBackend>> x = gpus.LocalCollectives(local, o.max_collective_bytes, o.timeout_s);
-      if (x.ok()) b = *std::move(x); else made = x.status();
+std::optional<int> Measurement::GatherGpuConditions() {
+  v1::CalibrationRun part;
+  for (const auto& g : gpu_cond) {
+    *part.mutable_conditions()->add_gpus() = g;
+    if (root) *cond.add_gpus() = g;
+  }
+  if (!root) {
+    for (const auto& w : run.warnings()) part.add_warnings(w);
+    run.clear_warnings();
+  }
+  if (!Gather(part).ok()) return FinishWith(kExitTimeout);
+  return std::nullopt;
+}
+
+// Stragglers among every measured GPU: bf16 GEMM (median over the shapes every GPU measured)
+// and the HBM copy; then the GEMM rate by size per dtype over the slowest GPU's medians.
+void Measurement::FindStragglersAndFitGemm() {
+  std::map<std::string, std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, double>> rates;
+  std::map<std::string, v1::GpuId> who;
+  for (const auto& s : run.gemm()) {
+    if (DTypeFromProto(s.dtype()) != DType::kBF16) continue;
+    const std::string key = GpuName(s.gpu_id());
+    who[key] = s.gpu_id();
+    rates[key][{s.m(), s.n(), s.k(), s.layout()}] = s.median_flops_per_s();
+  }
+  std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, int> seen;
+  for (const auto& [g, m] : rates)
+    for (const auto& [shape, r] : m) ++seen[shape];
+  std::vector<GpuValue> gemm_values, hbm_values;
+  for (const auto& [g, m] : rates) {
+    std::vector<double> common;
+    for (const auto& [shape, r] : m) {
+      if (seen[shape] == static_cast<int>(rates.size())) common.push_back(r);
+    }
+    if (!common.empty()) gemm_values.push_back({who[g], Summarize(common).median_s()});
+  }
+  for (const auto& s : run.hbm()) {
+    if (s.kernel() == "copy") hbm_values.push_back({s.gpu_id(), s.median_bytes_per_s()});
+  }
+  for (auto& s : FindStragglers(gemm_values, "gemm")) *run.add_stragglers() = s;
+  for (auto& s : FindStragglers(hbm_values, "hbm")) *run.add_stragglers() = s;
+  // GEMM rate by size per dtype over the slowest GPU's medians (kept in the run).
+  std::map<int, std::map<std::tuple<int64_t, int64_t, int64_t>, double>> slow;
+  for (const auto& s : run.gemm()) {
+    auto& r = slow[s.dtype()][{s.m(), s.n(), s.k()}];
+    r = r == 0 ? s.median_flops_per_s() : std::min(r, s.median_flops_per_s());
+  }
+  for (const auto& [d, m] : slow) {
+    std::vector<std::pair<double, double>> fr;
+    for (const auto& [shape, r] : m) fr.push_back({2.0 * std::get<0>(shape) * std::get<1>(shape) * std::get<2>(shape), r});
+    if (fr.size() < 2) continue;
+    const GemmSizeFit fit = FitGemmRate(fr);
+    std::vector<double> err;
+    for (const auto& [f, r] : fr) err.push_back(std::fabs(fit.Rate(f) - r) / r);
+    auto* g = run.add_gemm_fits();
+    g->set_dtype(static_cast<v1::DType>(d));
+    g->set_r_max_flops_per_s(fit.r_max_flops_per_s);
+    g->set_f_half_flops(fit.f_half_flops);
+    g->set_median_relative_error(Summarize(err).median_s());
+  }
+}
+
+void Measurement::MeasureCollectives() {
+  watchdog.Beat("setting up the collectives");
+  std::unique_ptr<CollectiveBackend> b;
+  absl::Status made;
+  const bool host = o.backend == "mpi";
+  if (host) {
+    absl::StatusOr<std::unique_ptr<CollectiveBackend>> x = comm.HostCollectives(o.max_collective_bytes);
+    if (x.ok()) b = *std::move(x); else made = x.status();
+  } else if (o.mpi) {
+    if (comm.size() < 2) {
+      run.add_warnings("one rank: no collective to measure; collectives come from the reference profile");
     } else {
-      run.add_warnings("one GPU: no collective to measure; collectives come from the reference profile");
+      absl::StatusOr<std::unique_ptr<CollectiveBackend>> x =
+          gpus.RankCollectives(local[0], comm, o.max_collective_bytes, o.timeout_s);
+      if (x.ok()) b = *std::move(x); else made = x.status();
     }
-    absl::Status agreed = AgreeOnStatus(comm, made);
-    SweepOptions so;
-    so.max_bytes = o.max_collective_bytes;
-    so.iters = o.quick ? 10 : 20;
-    so.batches = o.quick ? 3 : 5;
-    so.warmup = o.quick ? 3 : 5;
-    so.progress = progress;
-    so.heartbeat = [&] { watchdog.Beat("the collective sweep"); };
-    if (inj->what == "collective" || inj->what == "hang") so.inject = {inj->rank, inj->what == "hang", inj->size_bytes};
-    // A multi-node run also measures inside each node (gpu code review 2, N7: one communicator of
-    // all ranks gave no NVLink curve, and TP's collectives stayed the reference's): every host's
-    // ranks sweep together, then the slowest host's time per size is kept.
-    std::vector<CollectiveRate> intra_rates;
-    bool intra_failed = false;
-    if (agreed.ok() && b && o.mpi && !host && comm.hosts() > 1) {
-      watchdog.Beat("the intra-node sweep of each host");
-      absl::Status st = MeasureInsideEachHost(gpus, local[0], comm, o.max_collective_bytes, o.timeout_s, so, run,
-                                              intra_rates);
-      if (!st.ok()) {
-        run.add_failures(absl::StrCat("collectives inside each node: ", st.message()));
-        failed = intra_failed = true;
-        b->Abort();
-      }
-    }
-    if (!agreed.ok()) {
-      run.add_failures(absl::StrCat("collectives: ", agreed.message()));
-      failed = true;
-      if (b) b->Abort();
-    } else if (b && !intra_failed) {
-      SweepResult r = Sweep(*b, comm, so);
-      for (const auto& s : r.samples) *run.add_collectives() = s;
-      const int rpn = comm.hosts() > 1 ? comm.local_size() : 0;
-      SweepFits fits = FitSweep(r.samples, rpn);
-      for (auto& f : fits.fits) *run.add_fits() = f;
-      if (host) {
-        run.add_warnings(absl::StrCat("collectives over ", b->name(),
-                                      " are host-memory MPI rates: kept in the run, not written as GPU collective rates"));
-      } else {
-        measured_rates = std::move(fits.rates);
-        measured_rates.insert(measured_rates.end(), intra_rates.begin(), intra_rates.end());
-      }
-      if (!r.status.ok()) {
-        run.add_failures(absl::StrCat("collectives: ", r.status.message()));
-        failed = true;
-      } else if (r.samples.empty()) {
-        run.add_failures("collectives: no size was measured");
-        nothing_measured = true;
-      }
+  } else if (local.size() >= 2) {
+    absl::StatusOr<std::unique_ptr<CollectiveBackend>> x = gpus.LocalCollectives(local, o.max_collective_bytes, o.timeout_s);
+    if (x.ok()) b = *std::move(x); else made = x.status();
+  } else {
+    run.add_warnings("one GPU: no collective to measure; collectives come from the reference profile");
+  }
+  absl::Status agreed = AgreeOnStatus(comm, made);
+  SweepOptions so;
+  so.max_bytes = o.max_collective_bytes;
+  so.iters = o.quick ? 10 : 20;
+  so.batches = o.quick ? 3 : 5;
+  so.warmup = o.quick ? 3 : 5;
+  so.progress = [this](const std::string& s) { Progress(s); };
+  so.heartbeat = [&] { watchdog.Beat("the collective sweep"); };
+  if (inj.what == "collective" || inj.what == "hang") so.inject = {inj.rank, inj.what == "hang", inj.size_bytes};
+  // A multi-node run also measures inside each node (gpu code review 2, N7: one communicator of
+  // all ranks gave no NVLink curve, and TP's collectives stayed the reference's): every host's
+  // ranks sweep together, then the slowest host's time per size is kept.
+  std::vector<CollectiveRate> intra_rates;
+  bool intra_failed = false;
+  if (agreed.ok() && b && o.mpi && !host && comm.hosts() > 1) {
+    watchdog.Beat("the intra-node sweep of each host");
+    absl::Status st = MeasureInsideEachHost(gpus, local[0], comm, o.max_collective_bytes, o.timeout_s, so, run,
+                                            intra_rates);
+    if (!st.ok()) {
+      run.add_failures(absl::StrCat("collectives inside each node: ", st.message()));
+      failed = intra_failed = true;
+      b->Abort();
     }
   }
+  if (!agreed.ok()) {
+    run.add_failures(absl::StrCat("collectives: ", agreed.message()));
+    failed = true;
+    if (b) b->Abort();
+  } else if (b && !intra_failed) {
+    SweepResult r = Sweep(*b, comm, so);
+    for (const auto& s : r.samples) *run.add_collectives() = s;
+    const int rpn = comm.hosts() > 1 ? comm.local_size() : 0;
+    SweepFits fits = FitSweep(r.samples, rpn);
+    for (auto& f : fits.fits) *run.add_fits() = f;
+    if (host) {
+      run.add_warnings(absl::StrCat("collectives over ", b->name(),
+                                    " are host-memory MPI rates: kept in the run, not written as GPU collective rates"));
+    } else {
+      measured_rates = std::move(fits.rates);
+      measured_rates.insert(measured_rates.end(), intra_rates.begin(), intra_rates.end());
+    }
+    if (!r.status.ok()) {
+      run.add_failures(absl::StrCat("collectives: ", r.status.message()));
+      failed = true;
+    } else if (r.samples.empty()) {
+      run.add_failures("collectives: no size was measured");
+      nothing_measured = true;
+    }
+  }
+}
 
-  // 7. The final write and the summary.
+int Measurement::WriteAndSummarize() {
   const int code = failed ? kExitFailed : nothing_measured ? kExitNothingMeasured : kExitOk;
   run.set_exit_code(code);
-  if (absl::Status s = checkpoint(true); !s.ok()) {
-    say_error(std::string(s.message()));
-    return finish(kExitWriteFailed);
+  if (absl::Status s = Checkpoint(true); !s.ok()) {
+    SayError(comm, std::string(s.message()));
+    return FinishWith(kExitWriteFailed);
   }
   if (root) {
     absl::StatusOr<RateProfile> measured = RateProfileFromProto(run.profile(), "profile");
@@ -893,7 +959,28 @@ int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator
                 o.out.c_str(), code);
     std::fflush(stdout);
   }
-  return finish(code);
+  return FinishWith(code);
+}
+
+}  // namespace
+
+int RunMeasure(const MeasureOptions& options, GpuSystem& real_gpus, Communicator& comm, const Catalog& catalog) {
+  MeasureOptions o = options;
+  absl::StatusOr<Injection> inj = ParseInjection(o.inject);
+  if (!inj.ok()) {
+    SayError(comm, std::string(inj.status().message()));
+    return Finish(comm, kExitUsage);
+  }
+  absl::StatusOr<std::vector<int>> gpu_ids = ParseGpuList(o.gpus);
+  if (!gpu_ids.ok()) {
+    SayError(comm, std::string(gpu_ids.status().message()));
+    return Finish(comm, kExitUsage);
+  }
+  if (o.run_out.empty()) o.run_out = o.out + ".run.json";
+  if (o.max_collective_bytes <= 0) o.max_collective_bytes = o.quick ? 256.0 * (1 << 20) : 4.0 * (1ull << 30);
+  if (o.warmup_s < 0) o.warmup_s = o.quick ? 5 : 30;
+  Measurement m(o, real_gpus, comm, catalog, *inj, *std::move(gpu_ids));
+  return m.Run();
 }
 
 }  // namespace stepcast::calibrate

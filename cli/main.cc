@@ -39,15 +39,18 @@
 #include "proto/launch_args.h"
 #include "proto/measured_run.h"
 
+// Each subcommand has a struct of what its flags fill (`cmd`: the CLI11 subcommand, true once
+// parsed), an Add*Command that registers its flags on the app, and a Run* that executes it after
+// the parse. main splits off a training command, registers every subcommand, parses, and
+// dispatches to the one given.
+namespace stepcast {
 namespace {
 
-int Fail(const absl::Status& s) { return stepcast::cli::FailWithStatus(s); }
+int Fail(const absl::Status& s) { return cli::FailWithStatus(s); }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace stepcast;
-  // Everything after "--" is a training command (Megatron-LM or torchtitan) to import.
+// Removes everything after "--" from argv (argc shortened) and returns it: a training command
+// (Megatron-LM or torchtitan) to import.
+std::vector<std::string> SplitTrainingCommand(int& argc, char** argv) {
   std::vector<std::string> training_cmd;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--") {
@@ -56,35 +59,112 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  CLI::App app{"stepcast: a calibrated performance model for LLM training"};
-  app.require_subcommand(1);
-  std::string presets_dir;
-  app.add_option("--presets", presets_dir, "extra preset directory (hardware/*.yaml, models/*.yaml)");
+  return training_cmd;
+}
 
-  // predict
-  auto* predict = app.add_subcommand("predict", "predict step time, bottleneck, memory, MFU and cost of a job");
+// Flags of the commands that call the service (preflight, report, runs, compare, profile).
+struct ClientFlags {
+  ClientOptions client;
+  std::string token_file;
+};
+
+void AddClientFlags(CLI::App* cmd, ClientFlags& f) {
+  cmd->add_option("--server", f.client.address, "service address")->capture_default_str();
+  cmd->add_option("--token-file", f.token_file, "bearer token for write RPCs");
+  cmd->add_option("--tls-ca", f.client.tls_ca_file, "PEM roots: use TLS");
+  cmd->add_option("--deadline-ms", f.client.deadline_ms, "per-call deadline")->capture_default_str();
+}
+
+// --- predict ---
+struct PredictCommand {
+  CLI::App* cmd = nullptr;
   std::string job_path, profile_path;
   bool json = false;
   std::optional<double> mfu;
-  predict->add_option("job", job_path, "job file (.yaml, .json, .textproto); or -- TRAINING COMMAND");
-  int64_t cmd_gpus = 0, cmd_gpus_per_node = 0;
-  std::string cmd_hardware;
-  predict->add_option("--gpus", cmd_gpus, "GPU count, with -- TRAINING COMMAND");
-  predict->add_option("--hardware", cmd_hardware, "hardware preset, with -- TRAINING COMMAND");
-  predict->add_option("--gpus-per-node", cmd_gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
-  std::string cmd_framework;
-  predict->add_option("--framework", cmd_framework,
+  int64_t gpus = 0, gpus_per_node = 0;  // with -- TRAINING COMMAND
+  std::string hardware, framework;      // with -- TRAINING COMMAND
+  std::string html_path;
+};
+
+void AddPredictCommand(CLI::App& app, PredictCommand& c) {
+  c.cmd = app.add_subcommand("predict", "predict step time, bottleneck, memory, MFU and cost of a job");
+  CLI::App* predict = c.cmd;
+  predict->add_option("job", c.job_path, "job file (.yaml, .json, .textproto); or -- TRAINING COMMAND");
+  predict->add_option("--gpus", c.gpus, "GPU count, with -- TRAINING COMMAND");
+  predict->add_option("--hardware", c.hardware, "hardware preset, with -- TRAINING COMMAND");
+  predict->add_option("--gpus-per-node", c.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
+  predict->add_option("--framework", c.framework,
                       "framework preset, with -- TRAINING COMMAND (default: the launcher's: torchtitan, nemo, "
                       "megatron-bridge, else megatron-core)");
-  predict->add_flag("--json", json, "print the prediction as JSON (stepcast.v1.Prediction)");
-  predict->add_option("--profile", profile_path, "rate profile file (from stepcast-calibrate)");
-  predict->add_option("--mfu", mfu, "quick estimate at an assumed MFU in (0, 1] (seeds 001, 004)");
-  std::string html_path;  // --html FILE on every command that draws a page (cli/html.h)
-  predict->add_option("--html", html_path, "also write the prediction as a static HTML page (breakdown, memory)");
+  predict->add_flag("--json", c.json, "print the prediction as JSON (stepcast.v1.Prediction)");
+  predict->add_option("--profile", c.profile_path, "rate profile file (from stepcast-calibrate)");
+  predict->add_option("--mfu", c.mfu, "quick estimate at an assumed MFU in (0, 1] (seeds 001, 004)");
+  predict->add_option("--html", c.html_path, "also write the prediction as a static HTML page (breakdown, memory)");
+}
 
-  // search
-  auto* search = app.add_subcommand("search", "the fastest (or cheapest) layouts of a job that fit in memory");
-  cli::SearchArgs sa;
+// The job of `predict`: the job file, or the training command imported and finalized with
+// --gpus/--hardware/--gpus-per-node (its unmodelled arguments printed and kept in `ignored_args`).
+absl::StatusOr<Job> LoadPredictJob(const PredictCommand& c, const std::vector<std::string>& training_cmd,
+                                   const Catalog& catalog, const RateProfile* profile,
+                                   std::vector<std::string>& ignored_args) {
+  if (training_cmd.empty()) {
+    if (c.job_path.empty()) return absl::InvalidArgumentError("predict: give a job file or -- TRAINING COMMAND");
+    return LoadJob(c.job_path, catalog, profile);
+  }
+  if (!c.job_path.empty()) return absl::InvalidArgumentError("give a job file or -- TRAINING COMMAND, not both");
+  absl::StatusOr<ImportedJob> imported = JobFromCommand(training_cmd, ".");
+  if (!imported.ok()) return imported.status();
+  for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
+  ignored_args = imported->ignored;
+  absl::StatusOr<v1::JobSpec> spec = imported->Finalize(c.gpus, c.hardware, c.gpus_per_node);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(spec.status().message(), " (pass --gpus and --hardware)"));
+  }
+  if (!c.framework.empty()) spec->mutable_framework()->set_preset(c.framework);
+  absl::StatusOr<Job> job = JobFromSpec(*spec, catalog, ".", profile);
+  if (!job.ok()) job = InLauncherTerms(imported->source, job.status());
+  if (job.ok()) job->name = imported->source + " command";
+  return job;
+}
+
+int RunPredict(const PredictCommand& c, const std::vector<std::string>& training_cmd, const Catalog& catalog) {
+  std::optional<RateProfile> profile;
+  if (!c.profile_path.empty()) {
+    absl::StatusOr<RateProfile> p = LoadRateProfile(c.profile_path);
+    if (!p.ok()) return Fail(p.status());
+    profile = *std::move(p);
+  }
+  std::vector<std::string> ignored_args;  // a training command's unmodelled arguments
+  absl::StatusOr<Job> job = LoadPredictJob(c, training_cmd, catalog, profile ? &*profile : nullptr, ignored_args);
+  if (!job.ok()) return Fail(job.status());
+  absl::StatusOr<Prediction> p = c.mfu ? PredictAtMfu(*job, *c.mfu) : Predict(*job);
+  if (!p.ok()) return Fail(p.status());
+  if (c.json) {
+    // --json carries the unmodelled arguments too, as warnings (issue 10: never dropped).
+    v1::Prediction out = PredictionToProto(*p);
+    for (const auto& a : ignored_args) out.add_warnings(absl::StrCat("ignored (not modelled): ", a));
+    std::cout << ToJson(out);
+  } else {
+    std::cout << cli::FormatReport(*job, *p);
+  }
+  if (!c.html_path.empty()) {
+    if (absl::Status s = html::WritePage(c.html_path, html::PredictionPage(PredictionToProto(*p), &*job)); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  return 0;
+}
+
+// --- search (cli/search.h) ---
+struct SearchCommand {
+  CLI::App* cmd = nullptr;
+  cli::SearchArgs args;
+};
+
+void AddSearchCommand(CLI::App& app, SearchCommand& c) {
+  c.cmd = app.add_subcommand("search", "the fastest (or cheapest) layouts of a job that fit in memory");
+  CLI::App* search = c.cmd;
+  cli::SearchArgs& sa = c.args;
   search->add_option("job", sa.job_path, "job file (its model, hardware, framework, batch; its layout is compared)")
       ->required();
   search->add_option("--objective", sa.objective, "time | tokens | cost | mfu | time_to_train | time-p90 (the 80% interval's pessimistic end)")->capture_default_str();
@@ -110,13 +190,21 @@ int main(int argc, char** argv) {
   search->add_flag("--overlap-off", sa.overlap_off, "also each overlap off");
   search->add_flag("--fp8", sa.fp8, "also fp8 GEMMs (hardware with an fp8 peak)");
   search->add_flag("--quiet", sa.quiet, "no progress line");
+}
 
-  // plan
-  auto* plan = app.add_subcommand("plan", "size a cluster for a throughput target or a budget");
-  cli::PlanOptions po;
-  std::string hw_list;
+// --- plan ---
+struct PlanCommand {
+  CLI::App* cmd = nullptr;
+  cli::PlanOptions options;
+  std::string hardware_list;  // comma-separated, split into options.hardware by RunPlan
+};
+
+void AddPlanCommand(CLI::App& app, PlanCommand& c) {
+  c.cmd = app.add_subcommand("plan", "size a cluster for a throughput target or a budget");
+  CLI::App* plan = c.cmd;
+  cli::PlanOptions& po = c.options;
   plan->add_option("job", po.job_path, "job file (model, framework, batch); or --model with --seq-length and --global-batch-size");
-  plan->add_option("--hardware", hw_list, "comma-separated hardware presets")->required();
+  plan->add_option("--hardware", c.hardware_list, "comma-separated hardware presets")->required();
   plan->add_option("--seq-length", po.seq_length, "sequence length, with --model");
   plan->add_option("--global-batch-size", po.global_batch_size, "global batch in sequences, with --model");
   plan->add_option("--framework", po.framework, "framework preset, with --model (default megatron-core)");
@@ -140,37 +228,137 @@ int main(int argc, char** argv) {
   plan->add_option("--tokens", po.dataset_tokens, "training tokens (default 20 N)");
   plan->add_option("--price", po.price_override, "$/GPU-hour for every hardware");
   plan->add_option("--time-limit", po.time_limit_s, "stop the plan's searches after this many seconds (best so far)");
+}
 
-  // catalog
-  auto* catalog_cmd = app.add_subcommand("catalog", "list hardware and model presets with their sources");
+int RunPlan(PlanCommand& c, const Catalog& catalog) {
+  const std::string& hw_list = c.hardware_list;
+  for (size_t start = 0; start <= hw_list.size();) {
+    size_t comma = hw_list.find(',', start);
+    if (comma == std::string::npos) comma = hw_list.size();
+    if (comma > start) c.options.hardware.push_back(hw_list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  absl::StatusOr<std::string> out = cli::Plan(c.options, catalog);
+  if (!out.ok()) return Fail(out.status());
+  std::cout << *out;
+  return 0;
+}
+
+// --- catalog ---
+struct CatalogCommand {
+  CLI::App* cmd = nullptr;
   bool verbose = false;
-  catalog_cmd->add_flag("-v,--verbose", verbose, "print every source line");
+};
 
-  // validate
-  auto* validate = app.add_subcommand("validate", "compare predictions with published measured runs");
-  std::string csv_path;
-  bool validate_json = false;
-  validate->add_option("csv", csv_path, "CSV with the columns of published_runs.csv")->required();
-  validate->add_flag("--json", validate_json, "print rows and summary as JSON");
-  validate->add_option("--html", html_path, "also write a static HTML page (predicted vs measured, per-source errors)");
-  std::string informed_path, explain_row;
-  validate->add_option("--explain", explain_row, "print the full prediction of one row (its row_id)");
-  validate->add_option("--informed", informed_path,
+void AddCatalogCommand(CLI::App& app, CatalogCommand& c) {
+  c.cmd = app.add_subcommand("catalog", "list hardware and model presets with their sources");
+  c.cmd->add_flag("-v,--verbose", c.verbose, "print every source line");
+}
+
+int RunCatalog(const CatalogCommand& c, const Catalog& catalog) {
+  std::cout << absl::StrFormat("%-12s %-18s %10s %10s %9s %10s %9s %8s\n", "preset", "hardware", "bf16 TF/s",
+                               "GEMM TF/s", "HBM GiB", "HBM TB/s", "usable", "$/GPU-h");
+  for (const auto& [key, h] : catalog.hardware()) {
+    double gemm = h.reference_profile.GemmRate(DType::kBF16, 8192, 8192, 8192).flops_per_s;
+    std::cout << absl::StrFormat("%-12s %-18s %10.0f %10.0f %9.1f %10.2f %9.2f %8.2f\n", key, h.name,
+                                 h.peak_bf16_flops_per_s / 1e12, gemm / 1e12, h.hbm_capacity_bytes / (1ull << 30),
+                                 h.hbm_bandwidth_bytes_per_s / 1e12,
+                                 h.reference_profile.hbm_bandwidth_bytes_per_s / 1e12, h.price_per_gpu_hour_usd);
+    if (c.verbose) {
+      for (const auto& s : h.sources) std::cout << "    source: " << s << "\n";
+      for (const auto& g : h.reference_profile.gemm) {
+        std::cout << "    gemm " << DTypeName(g.dtype) << ": " << g.source << "\n";
+      }
+      std::cout << "    hbm: " << h.reference_profile.hbm_source << "\n";
+    }
+  }
+  // active: the input table included (most cards); -input: without it (the gpt-oss card).
+  std::cout << absl::StrFormat("\n%-22s %-26s %10s %10s %10s  %s\n", "preset", "model", "params", "active",
+                               "-input", "source");
+  for (const auto& [key, m] : catalog.models()) {
+    const ParameterCounts counts = CountParameters(m);
+    std::cout << absl::StrFormat("%-22s %-26s %9.2fB %9.2fB %9.2fB  %s\n", key, m.name, counts.total / 1e9,
+                                 counts.active / 1e9, counts.active_without_input_embedding / 1e9,
+                                 c.verbose ? m.source : m.source.substr(0, 60));
+  }
+  return 0;
+}
+
+// --- validate ---
+struct ValidateCommand {
+  CLI::App* cmd = nullptr;
+  std::string csv_path, html_path, informed_path, explain_row, memory_runs_path, write_intervals_path;
+  bool json = false;
+};
+
+void AddValidateCommand(CLI::App& app, ValidateCommand& c) {
+  c.cmd = app.add_subcommand("validate", "compare predictions with published measured runs");
+  CLI::App* validate = c.cmd;
+  validate->add_option("csv", c.csv_path, "CSV with the columns of published_runs.csv")->required();
+  validate->add_flag("--json", c.json, "print rows and summary as JSON");
+  validate->add_option("--html", c.html_path, "also write a static HTML page (predicted vs measured, per-source errors)");
+  validate->add_option("--explain", c.explain_row, "print the full prediction of one row (its row_id)");
+  validate->add_option("--informed", c.informed_path,
                        "YAML: source id -> model choices its rows informed (leave-one-source-out; "
                        "docs/validation_informed.yaml)");
-  std::string memory_runs_path, write_intervals_path;
-  validate->add_option("--memory-runs", memory_runs_path,
+  validate->add_option("--memory-runs", c.memory_runs_path,
                        "YAML of measured peak-memory runs for the memory interval "
                        "(tests/data/validation/memory_runs.yaml)");
-  validate->add_option("--write-intervals", write_intervals_path,
+  validate->add_option("--write-intervals", c.write_intervals_path,
                        "write the interval table (every row's leave-one-source-out residual, the memory runs' "
                        "residuals) to FILE: presets/intervals.yaml");
+}
 
-  // serve
-  auto* serve = app.add_subcommand("serve", "run the gRPC service for launchers");
-  ServeOptions so;
+// --write-intervals: the interval table as presets/intervals.yaml, naming the command that wrote it.
+absl::Status WriteIntervalTable(const ValidateCommand& c, const IntervalTable& table) {
+  // The command that regenerates the file, as it should be typed from the repository root.
+  std::string command = absl::StrCat("build/bin/stepcast validate ", c.csv_path);
+  if (!c.informed_path.empty()) absl::StrAppend(&command, " --informed ", c.informed_path);
+  if (!c.memory_runs_path.empty()) absl::StrAppend(&command, " --memory-runs ", c.memory_runs_path);
+  absl::StrAppend(&command, " --write-intervals ", c.write_intervals_path);
+  std::ofstream file(c.write_intervals_path, std::ios::binary | std::ios::trunc);
+  file << cli::IntervalTableFile(table, command);
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat(c.write_intervals_path, ": cannot write"));
+  std::cerr << "stepcast: wrote " << c.write_intervals_path << " (" << table.step_runs().size()
+            << " step-time residuals, " << table.memory_runs().size() << " memory residuals)\n";
+  return absl::OkStatus();
+}
+
+int RunValidate(const ValidateCommand& c, const Catalog& catalog) {
+  if (!c.explain_row.empty()) {
+    absl::StatusOr<std::string> r = cli::ExplainRow(c.csv_path, catalog, c.explain_row);
+    if (!r.ok()) return Fail(r.status());
+    std::cout << *r;
+    return 0;
+  }
+  std::shared_ptr<const IntervalTable> table;
+  absl::StatusOr<v1::ValidationReport> r =
+      cli::Validate(c.csv_path, catalog, c.informed_path, c.memory_runs_path, &table);
+  if (!r.ok()) return Fail(r.status());
+  if (!c.write_intervals_path.empty()) {
+    if (absl::Status s = WriteIntervalTable(c, *table); !s.ok()) return Fail(s);
+  }
+  std::cout << (c.json ? ToJson(*r) : cli::FormatValidation(*r));
+  if (!c.html_path.empty()) {
+    const std::string name = c.csv_path.substr(c.csv_path.find_last_of('/') + 1);
+    if (absl::Status s = html::WritePage(c.html_path, html::ValidationPage(*r, name)); !s.ok()) return Fail(s);
+  }
+  return 0;
+}
+
+// --- serve ---
+struct ServeCommand {
+  CLI::App* cmd = nullptr;
+  ServeOptions options;
   std::string port_file;
   bool quiet = false;
+};
+
+void AddServeCommand(CLI::App& app, ServeCommand& c) {
+  c.cmd = app.add_subcommand("serve", "run the gRPC service for launchers");
+  CLI::App* serve = c.cmd;
+  ServeOptions& so = c.options;
   serve->add_option("--listen", so.listen_address, "address:port (port 0 picks a free one)")->capture_default_str();
   serve->add_option("--store,--db", so.db_path,
                     "store of predictions, runs and profiles: a SQLite file (PATH or sqlite:PATH), or "
@@ -183,8 +371,8 @@ int main(int argc, char** argv) {
   serve->add_option("--tls-cert", so.tls_cert_file, "PEM certificate (with --tls-key)");
   serve->add_option("--tls-key", so.tls_key_file, "PEM private key (with --tls-cert)");
   serve->add_option("--max-message-bytes", so.max_message_bytes, "largest request or response")->capture_default_str();
-  serve->add_option("--port-file", port_file, "write the listening port here once serving");
-  serve->add_flag("--quiet", quiet, "no per-RPC log lines");
+  serve->add_option("--port-file", c.port_file, "write the listening port here once serving");
+  serve->add_flag("--quiet", c.quiet, "no per-RPC log lines");
   serve->add_option("--report-token-file", so.report_token_file,
                     "token that allows ReportRun only (the probe's, in job environments); --token-file is admin");
   serve->add_flag("--protect-reads", so.protect_reads, "GetRun/ListRuns/GetProfile/ListProfiles need a token");
@@ -204,56 +392,85 @@ int main(int argc, char** argv) {
   serve->add_option("--watchdog-ms", so.watchdog_period_ms,
                     "listener check period; rebuilds a listener that stopped accepting (0: off)")
       ->capture_default_str();
+}
 
-  // store migrate (cli/store_cmds.h)
-  cli::StoreMigrateArgs sma;
-  auto* store_cmd = cli::AddStoreCommand(app, sma);
+int RunServe(ServeCommand& c, Catalog catalog) {
+  if (c.quiet) c.options.log = nullptr;
+  return cli::Serve(c.options, std::move(catalog), c.port_file);
+}
 
-  // Shared client flags.
-  ClientOptions client;
-  std::string token_file;
-  auto add_client = [&](CLI::App* cmd) {
-    cmd->add_option("--server", client.address, "service address")->capture_default_str();
-    cmd->add_option("--token-file", token_file, "bearer token for write RPCs");
-    cmd->add_option("--tls-ca", client.tls_ca_file, "PEM roots: use TLS");
-    cmd->add_option("--deadline-ms", client.deadline_ms, "per-call deadline")->capture_default_str();
-  };
+// --- preflight ---
+struct PreflightCommand {
+  CLI::App* cmd = nullptr;
+  cli::PreflightArgs args;
+  std::string job;
+  double min_mfu = 0, max_memory_fraction = 0, max_cost_per_run_usd = 0, max_cost_per_hour_usd = 0,
+         max_step_time_s = 0;
+  std::vector<std::string> warn_on;
+  bool warn_only = false;
+  std::string profile;
+  int profile_version = 0;
+};
 
-  // preflight
-  auto* preflight = app.add_subcommand("preflight", "ask the service for a verdict on a job before launching it");
-  cli::PreflightArgs pa;
-  std::string pf_job;
-  double pf_min_mfu = 0, pf_mem = 0, pf_run = 0, pf_hour = 0, pf_step = 0;
-  std::vector<std::string> pf_warn_on;
-  bool pf_warn_only = false;
-  std::string pf_profile;
-  int pf_profile_version = 0;
-  preflight->add_option("job", pf_job, "job file; or -- TRAINING COMMAND");
-  preflight->add_option("--gpus", pa.gpus, "GPU count, with -- TRAINING COMMAND");
-  preflight->add_option("--hardware", pa.hardware, "hardware preset, with -- TRAINING COMMAND");
-  preflight->add_option("--gpus-per-node", pa.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
-  add_client(preflight);
-  preflight->add_option("--min-mfu", pf_min_mfu, "fail below this predicted MFU (0-1)");
-  preflight->add_option("--max-memory-fraction", pf_mem, "fail above this fraction of GPU memory (0-1)");
-  preflight->add_option("--max-cost-per-run", pf_run, "fail above this run cost, USD");
-  preflight->add_option("--max-cost-per-hour", pf_hour, "fail above this hourly cost, USD");
-  preflight->add_option("--max-step-time", pf_step, "fail above this step time, s");
-  preflight->add_option("--warn-on", pf_warn_on, "bottlenecks that warn: compute, memory_bandwidth, "
-                                                 "network_intra_node, network_inter_node, pipeline_bubble")
+void AddPreflightCommand(CLI::App& app, PreflightCommand& c, ClientFlags& client) {
+  c.cmd = app.add_subcommand("preflight", "ask the service for a verdict on a job before launching it");
+  CLI::App* preflight = c.cmd;
+  preflight->add_option("job", c.job, "job file; or -- TRAINING COMMAND");
+  preflight->add_option("--gpus", c.args.gpus, "GPU count, with -- TRAINING COMMAND");
+  preflight->add_option("--hardware", c.args.hardware, "hardware preset, with -- TRAINING COMMAND");
+  preflight->add_option("--gpus-per-node", c.args.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
+  AddClientFlags(preflight, client);
+  preflight->add_option("--min-mfu", c.min_mfu, "fail below this predicted MFU (0-1)");
+  preflight->add_option("--max-memory-fraction", c.max_memory_fraction, "fail above this fraction of GPU memory (0-1)");
+  preflight->add_option("--max-cost-per-run", c.max_cost_per_run_usd, "fail above this run cost, USD");
+  preflight->add_option("--max-cost-per-hour", c.max_cost_per_hour_usd, "fail above this hourly cost, USD");
+  preflight->add_option("--max-step-time", c.max_step_time_s, "fail above this step time, s");
+  preflight->add_option("--warn-on", c.warn_on, "bottlenecks that warn: compute, memory_bandwidth, "
+                                                "network_intra_node, network_inter_node, pipeline_bubble")
       ->delimiter(',');
-  preflight->add_flag("--warn-only", pf_warn_only, "breached limits warn instead of failing");
-  preflight->add_option("--profile", pf_profile, "calibration profile name on the server");
-  preflight->add_option("--profile-version", pf_profile_version, "profile version (default latest)");
-  preflight->add_flag("--json", pa.json, "print the PreflightResponse as JSON");
+  preflight->add_flag("--warn-only", c.warn_only, "breached limits warn instead of failing");
+  preflight->add_option("--profile", c.profile, "calibration profile name on the server");
+  preflight->add_option("--profile-version", c.profile_version, "profile version (default latest)");
+  preflight->add_flag("--json", c.args.json, "print the PreflightResponse as JSON");
+}
 
-  // report
-  auto* report = app.add_subcommand("report", "send what a run measured");
-  cli::ReportArgs ra;
-  std::string ra_profile;
-  add_client(report);
+int RunPreflight(PreflightCommand& c, const ClientOptions& client, const std::vector<std::string>& training_cmd) {
+  cli::PreflightArgs& pa = c.args;
+  pa.client = client;
+  pa.policy.set_min_mfu(c.min_mfu);
+  pa.policy.set_max_memory_fraction(c.max_memory_fraction);
+  pa.policy.set_max_cost_per_run_usd(c.max_cost_per_run_usd);
+  pa.policy.set_max_cost_per_hour_usd(c.max_cost_per_hour_usd);
+  pa.policy.set_max_step_time_s(c.max_step_time_s);
+  pa.policy.set_limits_warn_only(c.warn_only);
+  for (const auto& w : c.warn_on) {
+    v1::BottleneckKind k;
+    if (!v1::BottleneckKind_Parse("BOTTLENECK_KIND_" + absl::AsciiStrToUpper(w), &k)) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--warn-on: unknown bottleneck '", w, "'")));
+    }
+    pa.policy.add_warn_on_bottlenecks(k);
+  }
+  pa.profile.set_name(c.profile);
+  pa.profile.set_version(c.profile_version);
+  pa.command = training_cmd;
+  return cli::Preflight(c.job, pa);
+}
+
+// --- report ---
+struct ReportCommand {
+  CLI::App* cmd = nullptr;
+  cli::ReportArgs args;
+  std::string profile;
+};
+
+void AddReportCommand(CLI::App& app, ReportCommand& c, ClientFlags& client) {
+  c.cmd = app.add_subcommand("report", "send what a run measured");
+  CLI::App* report = c.cmd;
+  cli::ReportArgs& ra = c.args;
+  AddClientFlags(report, client);
   report->add_option("--prediction-id", ra.prediction_id, "id from preflight");
   report->add_option("--job", ra.job_path, "job file, when there is no prediction id");
-  report->add_option("--profile", ra_profile, "profile name for --job");
+  report->add_option("--profile", c.profile, "profile name for --job");
   report->add_option("--step-time-s", ra.step_time_s, "measured step time");
   report->add_option("--tokens-per-s", ra.tokens_per_s, "measured throughput (instead of step time)");
   report->add_option("--gpus", ra.gpus, "GPU count (default: the job's)");
@@ -271,37 +488,94 @@ int main(int argc, char** argv) {
   report->add_flag("--dry-run", ra.dry_run, "print the ReportRun request as JSON and send nothing");
   report->add_option("--request-id", ra.request_id,
                      "idempotency key: a retry with the same id returns the stored run (default: random)");
+}
 
-  // runs
-  auto* runs = app.add_subcommand("runs", "list reported runs, predicted vs measured");
-  cli::RunsArgs rsa;
-  std::string rs_cluster, rs_model, rs_label, rs_token, rs_after, rs_before;
-  int rs_page = 0;
-  add_client(runs);
-  runs->add_option("--cluster", rs_cluster, "only this cluster");
-  runs->add_option("--model", rs_model, "only this model");
-  runs->add_option("--label", rs_label, "only runs with key=value");
-  runs->add_option("--started-after", rs_after, "RFC 3339");
-  runs->add_option("--started-before", rs_before, "RFC 3339");
-  runs->add_option("--page-size", rs_page, "runs per page (max 1000)");
-  runs->add_option("--page-token", rs_token, "continue a listing");
-  runs->add_flag("--all", rsa.all_pages, "follow every page");
-  runs->add_flag("--json", rsa.json, "print as JSON");
+int RunReport(ReportCommand& c, const ClientOptions& client) {
+  cli::ReportArgs& ra = c.args;
+  // Impossible measurements are refused before anything is sent (proto/measured_run.h).
+  if (absl::Status s = ValidateMeasuredRun(ra.step_time_s, ra.tokens_per_s); !s.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "report: ", absl::StrReplaceAll(s.message(), {{"step_time_s:", "--step-time-s:"},
+                                                      {"tokens_per_s:", "--tokens-per-s:"}}))));
+  }
+  ra.client = client;
+  ra.profile.set_name(c.profile);
+  return cli::Report(ra);
+}
 
-  // compare
-  auto* compare = app.add_subcommand("compare", "predicted vs measured per category (after a run)");
-  std::string cmp_prediction;
-  std::vector<std::string> cmp_measured;
-  compare->add_option("prediction", cmp_prediction, "prediction JSON (stepcast predict --json) or run:<id>")->required();
-  compare->add_option("measured", cmp_measured, "probe reports or Kineto traces, one per rank");
-  bool cmp_json = false;
-  compare->add_flag("--json", cmp_json, "print the comparison as JSON (stepcast.v1.Comparison)");
-  compare->add_option("--html", html_path, "also write a static HTML page (each term predicted vs measured)");
-  add_client(compare);
+// --- runs ---
+struct RunsCommand {
+  CLI::App* cmd = nullptr;
+  cli::RunsArgs args;
+  std::string cluster, model, label, page_token, started_after, started_before;
+  int page_size = 0;
+};
 
-  // trace
-  auto* trace_cmd = app.add_subcommand("trace", "per-step breakdown of Kineto / torch.profiler traces (after a run)");
-  cli::TraceArgs ta;
+void AddRunsCommand(CLI::App& app, RunsCommand& c, ClientFlags& client) {
+  c.cmd = app.add_subcommand("runs", "list reported runs, predicted vs measured");
+  CLI::App* runs = c.cmd;
+  AddClientFlags(runs, client);
+  runs->add_option("--cluster", c.cluster, "only this cluster");
+  runs->add_option("--model", c.model, "only this model");
+  runs->add_option("--label", c.label, "only runs with key=value");
+  runs->add_option("--started-after", c.started_after, "RFC 3339");
+  runs->add_option("--started-before", c.started_before, "RFC 3339");
+  runs->add_option("--page-size", c.page_size, "runs per page (max 1000)");
+  runs->add_option("--page-token", c.page_token, "continue a listing");
+  runs->add_flag("--all", c.args.all_pages, "follow every page");
+  runs->add_flag("--json", c.args.json, "print as JSON");
+}
+
+int RunRuns(RunsCommand& c, const ClientOptions& client) {
+  cli::RunsArgs& rsa = c.args;
+  rsa.client = client;
+  rsa.request.set_cluster(c.cluster);
+  rsa.request.set_model(c.model);
+  rsa.request.set_label(c.label);
+  rsa.request.set_page_size(c.page_size);
+  rsa.request.set_page_token(c.page_token);
+  for (auto [flag, value, field] :
+       {std::tuple{"--started-after", c.started_after, rsa.request.mutable_min_start_time()},
+        std::tuple{"--started-before", c.started_before, rsa.request.mutable_max_start_time()}}) {
+    if (value.empty()) continue;
+    if (!google::protobuf::util::TimeUtil::FromString(value, field)) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(flag, ": '", value, "' is not an RFC 3339 time")));
+    }
+  }
+  if (c.started_after.empty()) rsa.request.clear_min_start_time();
+  if (c.started_before.empty()) rsa.request.clear_max_start_time();
+  return cli::Runs(rsa);
+}
+
+// --- compare ---
+struct CompareCommand {
+  CLI::App* cmd = nullptr;
+  std::string prediction;
+  std::vector<std::string> measured;
+  bool json = false;
+  std::string html_path;
+};
+
+void AddCompareCommand(CLI::App& app, CompareCommand& c, ClientFlags& client) {
+  c.cmd = app.add_subcommand("compare", "predicted vs measured per category (after a run)");
+  CLI::App* compare = c.cmd;
+  compare->add_option("prediction", c.prediction, "prediction JSON (stepcast predict --json) or run:<id>")->required();
+  compare->add_option("measured", c.measured, "probe reports or Kineto traces, one per rank");
+  compare->add_flag("--json", c.json, "print the comparison as JSON (stepcast.v1.Comparison)");
+  compare->add_option("--html", c.html_path, "also write a static HTML page (each term predicted vs measured)");
+  AddClientFlags(compare, client);
+}
+
+// --- trace ---
+struct TraceCommand {
+  CLI::App* cmd = nullptr;
+  cli::TraceArgs args;
+};
+
+void AddTraceCommand(CLI::App& app, TraceCommand& c) {
+  c.cmd = app.add_subcommand("trace", "per-step breakdown of Kineto / torch.profiler traces (after a run)");
+  CLI::App* trace_cmd = c.cmd;
+  cli::TraceArgs& ta = c.args;
   trace_cmd->add_option("traces", ta.paths, "trace files (.json or .json.gz), one per rank")->required();
   trace_cmd->add_flag("--json", ta.json, "print as JSON (stepcast.v1.TraceReport)");
   trace_cmd->add_flag("--no-markers", ta.no_markers, "ignore ProfilerStep / step annotations: steps from the kernel period");
@@ -316,25 +590,100 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   trace_cmd->add_option("--max-decompression-ratio", ta.max_decompression_ratio,
                         "refuse a .gz that inflates more than this (past 64 MiB)")->capture_default_str();
+}
 
-  // import (hidden): the JobSpec a client sends, as JSON; the Python client's importer.
-  auto* import_cmd = app.add_subcommand("import", "print the JobSpec of a job file or training command as JSON");
-  std::string im_job, im_hardware;
-  int64_t im_gpus = 0, im_gpus_per_node = 0;
-  import_cmd->add_option("job", im_job, "job file (a local hf_config is inlined); or -- TRAINING COMMAND");
-  import_cmd->add_option("--gpus", im_gpus, "GPU count, with -- TRAINING COMMAND");
-  import_cmd->add_option("--hardware", im_hardware, "hardware preset, with -- TRAINING COMMAND");
-  import_cmd->add_option("--gpus-per-node", im_gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
+// --- import (hidden): the JobSpec a client sends, as JSON; the Python client's importer ---
+struct ImportCommand {
+  CLI::App* cmd = nullptr;
+  std::string job, hardware;
+  int64_t gpus = 0, gpus_per_node = 0;
+};
 
-  // profile
-  auto* profile_cmd = app.add_subcommand("profile", "list, get or put calibration profiles on the service");
-  std::string pr_action, pr_name, pr_file;
-  int pr_version = 0;
-  profile_cmd->add_option("action", pr_action, "list | get | put")->required();
-  profile_cmd->add_option("name", pr_name, "cluster name");
-  profile_cmd->add_option("file", pr_file, "profile file (put)");
-  profile_cmd->add_option("--version", pr_version, "version (get; default latest)");
-  add_client(profile_cmd);
+void AddImportCommand(CLI::App& app, ImportCommand& c) {
+  c.cmd = app.add_subcommand("import", "print the JobSpec of a job file or training command as JSON");
+  CLI::App* import_cmd = c.cmd;
+  import_cmd->add_option("job", c.job, "job file (a local hf_config is inlined); or -- TRAINING COMMAND");
+  import_cmd->add_option("--gpus", c.gpus, "GPU count, with -- TRAINING COMMAND");
+  import_cmd->add_option("--hardware", c.hardware, "hardware preset, with -- TRAINING COMMAND");
+  import_cmd->add_option("--gpus-per-node", c.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
+}
+
+int RunImport(const ImportCommand& c, const std::vector<std::string>& training_cmd) {
+  absl::StatusOr<cli::ImportedSpec> imported =
+      cli::ImportJobSpec(c.job, training_cmd, c.gpus, c.hardware, c.gpus_per_node);
+  if (!imported.ok()) return Fail(imported.status());
+  for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
+  // Only the fields that are set (no UNSPECIFIED enums), so the JSON reads back as a job file.
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.add_whitespace = true;
+  if (!google::protobuf::util::MessageToJsonString(imported->spec, &out, opts).ok()) {
+    return Fail(absl::InternalError("import: the job does not print as JSON"));
+  }
+  std::cout << out;
+  return 0;
+}
+
+// --- profile ---
+struct ProfileCommand {
+  CLI::App* cmd = nullptr;
+  std::string action, name, file;
+  int version = 0;
+};
+
+void AddProfileCommand(CLI::App& app, ProfileCommand& c, ClientFlags& client) {
+  c.cmd = app.add_subcommand("profile", "list, get or put calibration profiles on the service");
+  CLI::App* profile_cmd = c.cmd;
+  profile_cmd->add_option("action", c.action, "list | get | put")->required();
+  profile_cmd->add_option("name", c.name, "cluster name");
+  profile_cmd->add_option("file", c.file, "profile file (put)");
+  profile_cmd->add_option("--version", c.version, "version (get; default latest)");
+  AddClientFlags(profile_cmd, client);
+}
+
+}  // namespace
+}  // namespace stepcast
+
+int main(int argc, char** argv) {
+  using namespace stepcast;
+  // Everything after "--" is a training command (Megatron-LM or torchtitan) to import.
+  const std::vector<std::string> training_cmd = SplitTrainingCommand(argc, argv);
+  CLI::App app{"stepcast: a calibrated performance model for LLM training"};
+  app.require_subcommand(1);
+  std::string presets_dir;
+  app.add_option("--presets", presets_dir, "extra preset directory (hardware/*.yaml, models/*.yaml)");
+
+  // The subcommands, in the order --help lists them.
+  PredictCommand predict;
+  AddPredictCommand(app, predict);
+  SearchCommand search;
+  AddSearchCommand(app, search);
+  PlanCommand plan;
+  AddPlanCommand(app, plan);
+  CatalogCommand catalog_cmd;
+  AddCatalogCommand(app, catalog_cmd);
+  ValidateCommand validate;
+  AddValidateCommand(app, validate);
+  ServeCommand serve;
+  AddServeCommand(app, serve);
+  cli::StoreMigrateArgs sma;  // store migrate (cli/store_cmds.h)
+  CLI::App* store_cmd = cli::AddStoreCommand(app, sma);
+  ClientFlags client;  // shared by the commands that call the service
+  PreflightCommand preflight;
+  AddPreflightCommand(app, preflight, client);
+  ReportCommand report;
+  AddReportCommand(app, report, client);
+  RunsCommand runs;
+  AddRunsCommand(app, runs, client);
+  CompareCommand compare;
+  AddCompareCommand(app, compare, client);
+  TraceCommand trace_cmd;
+  AddTraceCommand(app, trace_cmd);
+  ImportCommand import_cmd;
+  AddImportCommand(app, import_cmd);
+  ProfileCommand profile_cmd;
+  AddProfileCommand(app, profile_cmd, client);
 
   // Usage errors exit 2 like every other invalid input (CLI11_PARSE would return CLI11's own
   // codes, 101-115); --help and --version still exit 0.
@@ -344,207 +693,35 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
-  if (!token_file.empty()) {
-    absl::StatusOr<std::string> t = ReadTokenFile(token_file);
+  if (!client.token_file.empty()) {
+    absl::StatusOr<std::string> t = ReadTokenFile(client.token_file);
     if (!t.ok()) return Fail(t.status());
-    client.token = *t;
+    client.client.token = *t;
   }
 
   // A server parses every preset once at start; a one-shot command only those its job names.
-  absl::StatusOr<Catalog> catalog = Catalog::Builtin(*serve ? CatalogLoad::kAll : CatalogLoad::kOnUse);
+  absl::StatusOr<Catalog> catalog = Catalog::Builtin(*serve.cmd ? CatalogLoad::kAll : CatalogLoad::kOnUse);
   if (!catalog.ok()) return Fail(catalog.status());
   if (!presets_dir.empty()) {
     if (absl::Status s = catalog->AddDirectory(presets_dir); !s.ok()) return Fail(s);
   }
 
+  // Exactly one subcommand was given (require_subcommand(1)).
   if (*store_cmd) return cli::StoreMigrate(sma);
-  if (*serve) {
-    if (quiet) so.log = nullptr;
-    return cli::Serve(so, *std::move(catalog), port_file);
+  if (*serve.cmd) return RunServe(serve, *std::move(catalog));
+  if (*preflight.cmd) return RunPreflight(preflight, client.client, training_cmd);
+  if (*report.cmd) return RunReport(report, client.client);
+  if (*runs.cmd) return RunRuns(runs, client.client);
+  if (*import_cmd.cmd) return RunImport(import_cmd, training_cmd);
+  if (*profile_cmd.cmd) {
+    return cli::Profile(client.client, profile_cmd.action, profile_cmd.name, profile_cmd.file, profile_cmd.version);
   }
-  if (*preflight) {
-    pa.client = client;
-    pa.policy.set_min_mfu(pf_min_mfu);
-    pa.policy.set_max_memory_fraction(pf_mem);
-    pa.policy.set_max_cost_per_run_usd(pf_run);
-    pa.policy.set_max_cost_per_hour_usd(pf_hour);
-    pa.policy.set_max_step_time_s(pf_step);
-    pa.policy.set_limits_warn_only(pf_warn_only);
-    for (const auto& w : pf_warn_on) {
-      v1::BottleneckKind k;
-      if (!v1::BottleneckKind_Parse("BOTTLENECK_KIND_" + absl::AsciiStrToUpper(w), &k)) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat("--warn-on: unknown bottleneck '", w, "'")));
-      }
-      pa.policy.add_warn_on_bottlenecks(k);
-    }
-    pa.profile.set_name(pf_profile);
-    pa.profile.set_version(pf_profile_version);
-    pa.command = training_cmd;
-    return cli::Preflight(pf_job, pa);
-  }
-  if (*report) {
-    // Impossible measurements are refused before anything is sent (proto/measured_run.h).
-    if (absl::Status s = ValidateMeasuredRun(ra.step_time_s, ra.tokens_per_s); !s.ok()) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "report: ", absl::StrReplaceAll(s.message(), {{"step_time_s:", "--step-time-s:"},
-                                                        {"tokens_per_s:", "--tokens-per-s:"}}))));
-    }
-    ra.client = client;
-    ra.profile.set_name(ra_profile);
-    return cli::Report(ra);
-  }
-  if (*runs) {
-    rsa.client = client;
-    rsa.request.set_cluster(rs_cluster);
-    rsa.request.set_model(rs_model);
-    rsa.request.set_label(rs_label);
-    rsa.request.set_page_size(rs_page);
-    rsa.request.set_page_token(rs_token);
-    for (auto [flag, value, field] : {std::tuple{"--started-after", rs_after, rsa.request.mutable_min_start_time()},
-                                      std::tuple{"--started-before", rs_before, rsa.request.mutable_max_start_time()}}) {
-      if (value.empty()) continue;
-      if (!google::protobuf::util::TimeUtil::FromString(value, field)) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(flag, ": '", value, "' is not an RFC 3339 time")));
-      }
-    }
-    if (rs_after.empty()) rsa.request.clear_min_start_time();
-    if (rs_before.empty()) rsa.request.clear_max_start_time();
-    return cli::Runs(rsa);
-  }
-  if (*import_cmd) {
-    absl::StatusOr<cli::ImportedSpec> imported =
-        cli::ImportJobSpec(im_job, training_cmd, im_gpus, im_hardware, im_gpus_per_node);
-    if (!imported.ok()) return Fail(imported.status());
-    for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
-    // Only the fields that are set (no UNSPECIFIED enums), so the JSON reads back as a job file.
-    std::string out;
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.preserve_proto_field_names = true;
-    opts.add_whitespace = true;
-    if (!google::protobuf::util::MessageToJsonString(imported->spec, &out, opts).ok()) {
-      return Fail(absl::InternalError("import: the job does not print as JSON"));
-    }
-    std::cout << out;
-    return 0;
-  }
-  if (*profile_cmd) return cli::Profile(client, pr_action, pr_name, pr_file, pr_version);
-  if (*search) return cli::Search(sa, *catalog);
-  if (*compare) return cli::Compare(cmp_prediction, cmp_measured, client, cmp_json, html_path);
-  if (*trace_cmd) return cli::Trace(ta);
-  if (*predict) {
-    std::optional<RateProfile> profile;
-    if (!profile_path.empty()) {
-      absl::StatusOr<RateProfile> p = LoadRateProfile(profile_path);
-      if (!p.ok()) return Fail(p.status());
-      profile = *std::move(p);
-    }
-    absl::StatusOr<Job> job;
-    std::vector<std::string> ignored_args;  // a training command's unmodelled arguments
-    if (!training_cmd.empty()) {
-      if (!job_path.empty()) return Fail(absl::InvalidArgumentError("give a job file or -- TRAINING COMMAND, not both"));
-      absl::StatusOr<ImportedJob> imported = JobFromCommand(training_cmd, ".");
-      if (!imported.ok()) return Fail(imported.status());
-      for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
-      ignored_args = imported->ignored;
-      absl::StatusOr<v1::JobSpec> spec = imported->Finalize(cmd_gpus, cmd_hardware, cmd_gpus_per_node);
-      if (!spec.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(spec.status().message(),
-                                                                          " (pass --gpus and --hardware)")));
-      if (!cmd_framework.empty()) spec->mutable_framework()->set_preset(cmd_framework);
-      job = JobFromSpec(*spec, *catalog, ".", profile ? &*profile : nullptr);
-      if (!job.ok()) job = InLauncherTerms(imported->source, job.status());
-      if (job.ok()) job->name = imported->source + " command";
-    } else if (job_path.empty()) {
-      return Fail(absl::InvalidArgumentError("predict: give a job file or -- TRAINING COMMAND"));
-    } else {
-      job = LoadJob(job_path, *catalog, profile ? &*profile : nullptr);
-    }
-    if (!job.ok()) return Fail(job.status());
-    absl::StatusOr<Prediction> p = mfu ? PredictAtMfu(*job, *mfu) : Predict(*job);
-    if (!p.ok()) return Fail(p.status());
-    if (json) {
-      // --json carries the unmodelled arguments too, as warnings (issue 10: never dropped).
-      v1::Prediction out = PredictionToProto(*p);
-      for (const auto& a : ignored_args) out.add_warnings(absl::StrCat("ignored (not modelled): ", a));
-      std::cout << ToJson(out);
-    } else {
-      std::cout << cli::FormatReport(*job, *p);
-    }
-    if (!html_path.empty()) {
-      if (absl::Status s = html::WritePage(html_path, html::PredictionPage(PredictionToProto(*p), &*job)); !s.ok()) {
-        return Fail(s);
-      }
-    }
-    return 0;
-  }
-  if (*plan) {
-    for (size_t start = 0; start <= hw_list.size();) {
-      size_t comma = hw_list.find(',', start);
-      if (comma == std::string::npos) comma = hw_list.size();
-      if (comma > start) po.hardware.push_back(hw_list.substr(start, comma - start));
-      start = comma + 1;
-    }
-    absl::StatusOr<std::string> out = cli::Plan(po, *catalog);
-    if (!out.ok()) return Fail(out.status());
-    std::cout << *out;
-    return 0;
-  }
-  if (*catalog_cmd) {
-    std::cout << absl::StrFormat("%-12s %-18s %10s %10s %9s %10s %9s %8s\n", "preset", "hardware", "bf16 TF/s",
-                                 "GEMM TF/s", "HBM GiB", "HBM TB/s", "usable", "$/GPU-h");
-    for (const auto& [key, h] : catalog->hardware()) {
-      double gemm = h.reference_profile.GemmRate(DType::kBF16, 8192, 8192, 8192).flops_per_s;
-      std::cout << absl::StrFormat("%-12s %-18s %10.0f %10.0f %9.1f %10.2f %9.2f %8.2f\n", key, h.name,
-                                   h.peak_bf16_flops_per_s / 1e12, gemm / 1e12, h.hbm_capacity_bytes / (1ull << 30),
-                                   h.hbm_bandwidth_bytes_per_s / 1e12,
-                                   h.reference_profile.hbm_bandwidth_bytes_per_s / 1e12, h.price_per_gpu_hour_usd);
-      if (verbose) {
-        for (const auto& s : h.sources) std::cout << "    source: " << s << "\n";
-        for (const auto& g : h.reference_profile.gemm) {
-          std::cout << "    gemm " << DTypeName(g.dtype) << ": " << g.source << "\n";
-        }
-        std::cout << "    hbm: " << h.reference_profile.hbm_source << "\n";
-      }
-    }
-    // active: the input table included (most cards); -input: without it (the gpt-oss card).
-    std::cout << absl::StrFormat("\n%-22s %-26s %10s %10s %10s  %s\n", "preset", "model", "params", "active",
-                                 "-input", "source");
-    for (const auto& [key, m] : catalog->models()) {
-      const ParameterCounts c = CountParameters(m);
-      std::cout << absl::StrFormat("%-22s %-26s %9.2fB %9.2fB %9.2fB  %s\n", key, m.name, c.total / 1e9,
-                                   c.active / 1e9, c.active_without_input_embedding / 1e9,
-                                   verbose ? m.source : m.source.substr(0, 60));
-    }
-    return 0;
-  }
-  if (*validate && !explain_row.empty()) {
-    absl::StatusOr<std::string> r = cli::ExplainRow(csv_path, *catalog, explain_row);
-    if (!r.ok()) return Fail(r.status());
-    std::cout << *r;
-    return 0;
-  }
-  if (*validate) {
-    std::shared_ptr<const IntervalTable> table;
-    absl::StatusOr<v1::ValidationReport> r = cli::Validate(csv_path, *catalog, informed_path, memory_runs_path, &table);
-    if (!r.ok()) return Fail(r.status());
-    if (!write_intervals_path.empty()) {
-      // The command that regenerates the file, as it should be typed from the repository root.
-      std::string command = absl::StrCat("build/bin/stepcast validate ", csv_path);
-      if (!informed_path.empty()) absl::StrAppend(&command, " --informed ", informed_path);
-      if (!memory_runs_path.empty()) absl::StrAppend(&command, " --memory-runs ", memory_runs_path);
-      absl::StrAppend(&command, " --write-intervals ", write_intervals_path);
-      std::ofstream file(write_intervals_path, std::ios::binary | std::ios::trunc);
-      file << cli::IntervalTableFile(*table, command);
-      file.close();
-      if (!file) return Fail(absl::InternalError(absl::StrCat(write_intervals_path, ": cannot write")));
-      std::cerr << "stepcast: wrote " << write_intervals_path << " (" << table->step_runs().size()
-                << " step-time residuals, " << table->memory_runs().size() << " memory residuals)\n";
-    }
-    std::cout << (validate_json ? ToJson(*r) : cli::FormatValidation(*r));
-    if (!html_path.empty()) {
-      const std::string name = csv_path.substr(csv_path.find_last_of('/') + 1);
-      if (absl::Status s = html::WritePage(html_path, html::ValidationPage(*r, name)); !s.ok()) return Fail(s);
-    }
-    return 0;
-  }
+  if (*search.cmd) return cli::Search(search.args, *catalog);
+  if (*compare.cmd) return cli::Compare(compare.prediction, compare.measured, client.client, compare.json, compare.html_path);
+  if (*trace_cmd.cmd) return cli::Trace(trace_cmd.args);
+  if (*predict.cmd) return RunPredict(predict, training_cmd, *catalog);
+  if (*plan.cmd) return RunPlan(plan, *catalog);
+  if (*catalog_cmd.cmd) return RunCatalog(catalog_cmd, *catalog);
+  if (*validate.cmd) return RunValidate(validate, *catalog);
   return 0;
 }

@@ -211,11 +211,20 @@ training: {seq_length: 4096, global_batch_size: 64, sharding: zero1, dataset_tok
 // the work deadline is the call's, less a margin for the answer): a 3 s call over 8..16384 GPUs
 // (minutes of work) is an OK, partial answer, not DEADLINE_EXCEEDED.
 TEST_F(ServiceTest, SearchAnswersWithinTheCallDeadlineWithTheBestSoFar) {
+  // A space the search cannot finish inside the 3 s deadline: the 8B job with a global batch of
+  // 16,384 sequences over 8..16,384 GPUs, every schedule and fp8 (`stepcast search --all-schedules
+  // --fp8`: 67.8M layouts in 20.3 s on 2 idle cores). The service's Search runs on
+  // cores / (workers - 1) = 2 threads on any core count (plugin/service.cc), so a faster machine
+  // does not finish it either; with the 64-sequence batch the whole search took 1.5 s and finished
+  // before the deadline on an idle machine.
   v1::SearchRequest req;
   *req.mutable_job() = Spec(kJob);
+  req.mutable_job()->mutable_training()->set_global_batch_size(16384);
   req.mutable_options()->set_top_n(2);
   req.mutable_options()->mutable_space()->set_min_gpus(8);
   req.mutable_options()->mutable_space()->set_max_gpus(16384);
+  req.mutable_options()->mutable_space()->set_all_schedules(true);
+  req.mutable_options()->mutable_space()->set_fp8(true);
   v1::SearchResponse resp;
   auto ctx = client_->Context();
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(3000));

@@ -151,7 +151,7 @@ double MinimumWeight(double coverage = kIntervalCoverage);
 // One validated run's step-time residual.
 struct ResidualRun {
   std::string id;          // "row 112"
-  std::string source;      // "S20"
+  std::string source;      // the run's source id: only counted (distinct sources per regime)
   std::string experiment;  // weak-scaling series id: the rows sharing it weigh 1 together
   Regime regime;
   double predicted_s = 0, measured_s = 0;  // > 0

@@ -364,28 +364,9 @@ CALIBRATION_INPUTS = {
 }
 
 
-def nccl_rows(path):
-    """Data rows of an nccl-tests log (size > 0, out-of-place time > 0), counted here on their own."""
-    n = 0
-    with open(os.path.join(ROOT, path)) as f:
-        for line in f:
-            if line.startswith("#"):
-                continue
-            line = line.split("<stdout>:")[-1]
-            fields = line.split()
-            try:
-                if len(fields) >= 8 and float(fields[0]) > 0 and float(fields[5]) > 0:
-                    n += 1
-            except ValueError:
-                pass
-    return n
-
-
-SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
-def nccl_size_range(path):
-    """(smallest, largest) size in bytes of an nccl-tests log's data rows (size > 0)."""
+def nccl_sizes(path):
+    """Sizes in bytes of an nccl-tests log's data rows (size > 0, out-of-place time > 0), read here
+    on their own."""
     sizes = []
     with open(os.path.join(ROOT, path)) as f:
         for line in f:
@@ -397,6 +378,20 @@ def nccl_size_range(path):
                     sizes.append(float(fields[0]))
             except ValueError:
                 pass
+    return sizes
+
+
+def nccl_rows(path):
+    """Number of data rows of an nccl-tests log."""
+    return len(nccl_sizes(path))
+
+
+SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def nccl_size_range(path):
+    """(smallest, largest) size in bytes of an nccl-tests log's data rows."""
+    sizes = nccl_sizes(path)
     return min(sizes), max(sizes)
 
 

@@ -45,8 +45,8 @@ bool Exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
-// The shared reference folder: beside the worktree (/work/wt/NAME/../../shared) or beside the
-// main checkout (/work/main/../shared).
+// The shared reference folder, found relative to the source tree: two levels up (a git worktree
+// in a subfolder) or one level up (a plain checkout) from STEPCAST_SOURCE_DIR, as ../shared.
 std::string SharedTrace(const std::string& rel) {
   for (const std::string& root : {kShared, std::string(STEPCAST_SOURCE_DIR) + "/../shared/real_data/traces/"}) {
     if (Exists(root + rel)) return root + rel;

@@ -218,6 +218,9 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
     x.origin = RateOrigin::kReference;
     p.gemm.push_back(x);
   }
+  // Used only while fp8 has no measured shapes (the sweep's backward shapes carry it).
+  p.fp8_split_accumulation_fraction = ref.fp8_split_accumulation_fraction;
+  p.fp8_split_accumulation_source = ref.fp8_split_accumulation_source;
   p.attention_flops_per_s = ref.attention_flops_per_s;
   p.attention_source = "not measured; reference profile: " + ref.attention_source;
   p.attention_origin = RateOrigin::kReference;

@@ -225,6 +225,16 @@ absl::StatusOr<GemmModel> GemmModel::Create(const Hardware& hw, const RateProfil
   for (int d = 0; d < kDTypes; ++d) {
     model.inv_flat_[d] = model.flat_[d] > 0 ? 1.0 / model.flat_[d] : 0.0;
   }
+  // fp8 split accumulation (GemmShape::split_accumulation): the profile's fraction of the flat
+  // fp8 rate, unless the profile measured fp8 shapes (a sweep's backward shapes carry it).
+  const double split = profile.fp8_split_accumulation_fraction;
+  if (!(split >= 0 && split <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "profile.fp8_split_accumulation_fraction: must be in (0, 1], or 0 for none (got ", split, ")"));
+  }
+  bool fp8_points = false;
+  for (const GemmMeasurement& p : points) fp8_points = fp8_points || p.shape.dtype == DType::kFP8;
+  model.inv_fp8_split_ = split > 0 && !fp8_points ? 1.0 / split : 1.0;
   model.inv_hbm_ = 1.0 / model.hbm_bytes_per_s_;
   model.inv_hbm_unaligned_ = 1.0 / (model.hbm_bytes_per_s_ * c.unaligned_bandwidth_fraction);
   model.inv_sms_ = model.sm_count_ > 0 ? 1.0 / static_cast<double>(model.sm_count_) : 0.0;
@@ -234,6 +244,10 @@ absl::StatusOr<GemmModel> GemmModel::Create(const Hardware& hw, const RateProfil
 
 absl::StatusOr<GemmModel> GemmModel::WithTable(std::span<const GemmMeasurement> points) const {
   GemmModel out = *this;
+  // Measured fp8 shapes carry their own accumulation mode (GemmShape::split_accumulation).
+  for (const GemmMeasurement& p : points) {
+    if (p.shape.dtype == DType::kFP8) out.inv_fp8_split_ = 1;
+  }
   out.table_.clear();
   out.table_.reserve(points.size());
   for (auto& by_kind : out.ranges_) by_kind.fill(Range{});
@@ -278,8 +292,10 @@ void GemmModel::AnalyticInto(const GemmShape& s, GemmEstimate* out) const {
   const int d = static_cast<int>(s.dtype);
   const double e_in = BytesPerElement(s.dtype);
   const double flops = 2.0 * s.batch * s.m * s.n * s.k;
-  const double bytes =
-      s.batch * ((s.m * s.k + s.k * s.n) * e_in + s.m * s.n * OutputBytes(s.dtype));
+  const double c_bytes = s.c_bytes_per_element > 0 ? s.c_bytes_per_element : OutputBytes(s.dtype);
+  const double bytes = s.batch * ((s.m * s.k + s.k * s.n) * e_in + s.m * s.n * c_bytes);
+  const double inv_rate =
+      inv_flat_[d] * (s.split_accumulation && s.dtype == DType::kFP8 ? inv_fp8_split_ : 1.0);
 
   GemmEstimate& e = *out;
   e = GemmEstimate{};
@@ -288,7 +304,7 @@ void GemmModel::AnalyticInto(const GemmShape& s, GemmEstimate* out) const {
   double inv_bw = inv_hbm_;
   if (s.m == 1 || s.n == 1) {
     e.kernel = GemmKernel::kGemv;
-    e.compute_s = flops * inv_flat_[d];
+    e.compute_s = flops * inv_rate;
   } else {
     const int64_t e_bytes = static_cast<int64_t>(e_in);
     const bool aligned = Aligned16(s.n, e_bytes) && Aligned16(s.k, e_bytes);
@@ -298,7 +314,7 @@ void GemmModel::AnalyticInto(const GemmShape& s, GemmEstimate* out) const {
     if (sm_count_ <= 0) {
       // No SM count: no wave quantization.
       e.tile_m = e.tile_n = 128;
-      e.compute_s = flops * inv_flat_[d];
+      e.compute_s = flops * inv_rate;
     } else {
       const double sms = static_cast<double>(sm_count_);
       // Integer tile counts: ceil(m / tm) = (m + tm - 1) >> log2(tm) on the ceil'd dimensions
@@ -343,7 +359,7 @@ void GemmModel::AnalyticInto(const GemmShape& s, GemmEstimate* out) const {
       e.tile_m = best.m;
       e.tile_n = best.n;
       e.waves = best_waves;
-      e.compute_s = best_waves * 2.0 * best.m * best.n * s.k * sms * inv_flat_[d];
+      e.compute_s = best_waves * 2.0 * best.m * best.n * s.k * sms * inv_rate;
     }
   }
   e.memory_s = bytes * inv_bw;

@@ -49,6 +49,18 @@ struct GemmShape {
   DType dtype = DType::kBF16;
   double batch = 1;
   double m = 0, n = 0, k = 0;
+  // fp8 with split (full-precision) accumulation instead of fast accumulation: how Transformer
+  // Engine runs dgrad and wgrad (recipe MMParams use_split_accumulator=True for fp8_gemm_dgrad /
+  // fp8_gemm_wgrad, False for fprop; linear.py _2X_ACC_FPROP = False, _2X_ACC_DGRAD = _2X_ACC_WGRAD
+  // = True) and torchao Float8Linear's default grad_input / grad_weight GemmConfig (use_fast_accum
+  // False; output True). Costed at RateProfile::fp8_split_accumulation_fraction of the flat fp8
+  // rate when the profile has no measured fp8 shapes (a calibration sweep measures the backward
+  // shapes this way already). Ignored for other dtypes.
+  bool split_accumulation = false;
+  // Bytes of C read plus D written per output element; 0: the output dtype's, written once. A
+  // wgrad that accumulates into the main gradient (Megatron-Core gradient_accumulation_fusion,
+  // TE fuse_wgrad_accumulation: beta = 1) reads and writes the gradient dtype: 2 x its bytes.
+  double c_bytes_per_element = 0;
 };
 
 enum class GemmKernel : uint8_t {
@@ -134,6 +146,9 @@ class GemmModel {
 
   const GemmConstants& constants() const { return constants_; }
   double flat_flops_per_s(DType d) const { return flat_[static_cast<int>(d)]; }
+  // The profile's fp8 split-accumulation fraction as used (1 when absent, or when the profile
+  // has measured fp8 shapes, which carry it).
+  double fp8_split_accumulation_fraction() const { return 1.0 / inv_fp8_split_; }
   double hbm_bytes_per_s() const { return hbm_bytes_per_s_; }
   int64_t sm_count() const { return sm_count_; }
   size_t table_size() const { return table_.size(); }
@@ -174,6 +189,7 @@ class GemmModel {
   std::array<double, kDTypes> flat_{};  // flat rate per dtype (0: none)
   std::array<bool, kDTypes> flat_borrowed_{};
   std::array<double, kDTypes> inv_flat_{};  // 1 / flat_ (0: none)
+  double inv_fp8_split_ = 1;                // 1 / fp8_split_accumulation_fraction (1: none)
   double hbm_bytes_per_s_ = 0;
   double inv_hbm_ = 0, inv_hbm_unaligned_ = 0, inv_sms_ = 0;
   int64_t sm_count_ = 0;

@@ -102,6 +102,11 @@ struct RateProfile {
   std::string hbm_source;
   std::vector<CollectiveRate> collectives;
   std::vector<std::string> notes;
+  // fp8 GEMMs with split accumulation (Transformer Engine's and torchao's dgrad and wgrad) run
+  // at this fraction of the flat fp8 rate (fast accumulation, the forward's); 0: not known (1).
+  // Used only where the profile has no measured fp8 shapes (core/gemm_model.h GemmShape).
+  double fp8_split_accumulation_fraction = 0;
+  std::string fp8_split_accumulation_source;
   RateOrigin attention_origin = RateOrigin::kUnknown;
   RateOrigin hbm_origin = RateOrigin::kUnknown;
   int format_version = 0;  // as read (0: absent, a version-1 profile); written as kRateProfileFormatVersion

@@ -232,6 +232,9 @@ class StepModel {
     // not counted: docs/MODEL.md).
     e_act_ = BytesPerElement(t_.precision.Autocast() ? t_.precision.gemm : t_.precision.params);
     e_in_ = BytesPerElement(t_.precision.gemm);
+    // The gradient buffer the wgrad accumulates into (Megatron's main_grad: fp32 with
+    // grad_reduce_in_fp32, else the parameters' dtype; precision.grads).
+    e_grad_ = BytesPerElement(t_.precision.grads);
     tokens_ = static_cast<double>(t_.micro_batch_size) * t_.seq_length / p_.cp;
     sp_ = p_.sequence_parallel && p_.tp > 1;
     elem_factor_ = std::max(1.0, fw_.elementwise_traffic_factor);
@@ -289,25 +292,35 @@ class StepModel {
   // The reference stays valid until the next call (a memo slot, or the overflow slot once the
   // memo is full).
   const GemmEstimate& EstimateGemm(double m, double n, double k, double batch = 1) {
+    return EstimateGemmAs({t_.precision.gemm, batch, m, n, k});
+  }
+  // The same for a shape with its accumulation mode and C traffic (GemmShape; dtype ignored: the
+  // job's GEMM dtype).
+  const GemmEstimate& EstimateGemmAs(GemmShape s) {
+    s.dtype = t_.precision.gemm;
     // Dense and MoE layers share their attention projections: estimates are memoized.
     for (int i = 0; i < cached_; ++i) {
       const GemmMemo& c = memo_[i];
       // n first: most GEMMs of a layer share m (the tokens) and differ in n.
-      if (c.n == n && c.k == k && c.m == m && c.batch == batch) return c.estimate;
+      if (c.s.n == s.n && c.s.k == s.k && c.s.m == s.m && c.s.batch == s.batch &&
+          c.s.split_accumulation == s.split_accumulation && c.s.c_bytes_per_element == s.c_bytes_per_element) {
+        return c.estimate;
+      }
     }
     GemmEstimate* slot = &overflow_;
     if (cached_ < kMemo) {
       GemmMemo& c = memo_[cached_++];
-      c.m = m, c.n = n, c.k = k, c.batch = batch;
+      c.s = s;
       slot = &c.estimate;
     }
-    EstimateGemmUncached(m, n, k, batch, slot);
+    EstimateGemmUncached(s, slot);
     return *slot;
   }
-  void EstimateGemmUncached(double m, double n, double k, double batch, GemmEstimate* out) {
+  void EstimateGemmUncached(const GemmShape& s, GemmEstimate* out) {
+    const double m = s.m, n = s.n, k = s.k, batch = s.batch;
     if (gm_ != nullptr) {
       GemmEstimate& e = *out;
-      if (gm_->TryEstimate({t_.precision.gemm, batch, m, n, k}, &e)) {
+      if (gm_->TryEstimate(s, &e)) {
         if (e.extrapolated() && !warned_gemm_) {
           warned_gemm_ = true;
           warnings_.push_back(absl::StrCat(
@@ -341,7 +354,17 @@ class StepModel {
     // forward Work to each: its other terms are zero).
     c.gemm_fwd.Gemm(est, count, f, b);
     if (into != nullptr) into->Gemm(est, count, f, b);
-    c.gemm_bwd.Gemm(est, 2 * count, 2 * f, 2 * b);
+    // Backward at its own shapes (the calibration sweep's three passes, calibrate/gemm_shapes.h):
+    // dgrad dX[m, k] = dY[m, n] W (m, k, n) and wgrad dW[n, k] = dY^T X (n, k, m), fp8 with split
+    // accumulation (GemmShape::split_accumulation). The wgrad accumulates into the gradient buffer
+    // across micro-batches: Megatron-Core's gradient_accumulation_fusion (TE
+    // fuse_wgrad_accumulation, beta = 1) reads and writes it in the gradient dtype in the GEMM's
+    // epilogue; frameworks without the fusion move at least those bytes in autograd's .grad add.
+    const bool split = t_.precision.gemm == DType::kFP8;
+    const GemmEstimate dgrad = EstimateGemmAs({DType::kBF16, 1, m, k, n, split, 0});
+    const GemmEstimate& wgrad = EstimateGemmAs({DType::kBF16, 1, n, k, m, split, 2 * e_grad_});
+    c.gemm_bwd.Gemm(dgrad, count, f, ((m * n + n * k) * e_in_ + m * k * e_act_) * count);
+    c.gemm_bwd.Gemm(wgrad, count, f, ((n * m + m * k) * e_in_ + 2 * n * k * e_grad_) * count);
     if (t_.precision.gemm == DType::kFP8) {
       // Transformer Engine fp8 with current scaling: an amax pass (read), the cast (read, write)
       // and the transposed copy Hopper/Blackwell fp8 GEMMs need for wgrad/dgrad (write), of the
@@ -546,16 +569,16 @@ class StepModel {
   const TrainingConfig& t_;
   const Parallelism& p_;
   const Placement place_;
-  double bw_ = 0, e_act_ = 2, e_in_ = 2, tokens_ = 0, elem_factor_ = 1;
+  double bw_ = 0, e_act_ = 2, e_in_ = 2, e_grad_ = 4, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false, layers_needed_ = true;
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
   std::shared_ptr<const GemmModel> gemm_model_;  // built (or reused) here when none was given
   const GemmModel* gm_ = nullptr;
   struct GemmMemo {
-    double m, n, k, batch;
+    GemmShape s;
     GemmEstimate estimate;
   };
-  static constexpr int kMemo = 16;
+  static constexpr int kMemo = 48;  // forward, dgrad and wgrad shapes of a layer
   GemmMemo memo_[kMemo];
   int cached_ = 0;
   GemmEstimate overflow_;  // the estimate of a shape past the memo's kMemo

@@ -661,6 +661,11 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
   r.attention_source = p.attention_source();
   r.hbm_bandwidth_bytes_per_s = p.hbm_bandwidth_bytes_per_s();
   r.hbm_source = p.hbm_source();
+  r.fp8_split_accumulation_fraction = p.fp8_split_accumulation_fraction();
+  r.fp8_split_accumulation_source = p.fp8_split_accumulation_source();
+  if (!(r.fp8_split_accumulation_fraction >= 0 && r.fp8_split_accumulation_fraction <= 1)) {
+    return FieldError(prefix + ".fp8_split_accumulation_fraction", "must be in (0, 1], or 0 for not known");
+  }
   for (int i = 0; i < p.collectives_size(); ++i) {
     const auto& c = p.collectives(i);
     const std::string f = absl::StrCat(prefix, ".collectives[", i, "]");
@@ -729,6 +734,8 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
   p.set_attention_source(r.attention_source);
   p.set_hbm_bandwidth_bytes_per_s(r.hbm_bandwidth_bytes_per_s);
   p.set_hbm_source(r.hbm_source);
+  p.set_fp8_split_accumulation_fraction(r.fp8_split_accumulation_fraction);
+  p.set_fp8_split_accumulation_source(r.fp8_split_accumulation_source);
   for (const auto& c : r.collectives) {
     auto* x = p.add_collectives();
     x->set_collective(ToProto(c.collective));

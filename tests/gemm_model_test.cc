@@ -15,6 +15,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <tuple>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
+#include "proto/codec.h"
 #include "tests/test_util.h"
 
 namespace stepcast {
@@ -635,6 +637,121 @@ TEST(GemmModel, BadInputNamesTheField) {
   auto t = model.WithTable(std::vector<GemmMeasurement>{{{DType::kBF16, 1, 8, 8, 8}, -1.0}});
   ASSERT_FALSE(t.ok());
   EXPECT_TRUE(absl::StrContains(t.status().message(), "points[0].time_s")) << t.status();
+}
+
+// fp8 GEMMs with split accumulation (Transformer Engine's and torchao's dgrad and wgrad): the
+// Hopper presets' fraction is what the two calibration sweeps measured, recomputed here from the
+// profiles the sweeps wrote (examples/profiles/, stepcast-calibrate on an H100 and an H200): the
+// median fp8/bf16 rate ratio of the shapes measured only as dgrad/wgrad (fp8 without fast
+// accumulation) over that of the shapes measured only as forward (with it).
+double MeasuredSplitFraction(const std::string& profile_file) {
+  absl::StatusOr<RateProfile> p = LoadRateProfile(std::string(STEPCAST_SOURCE_DIR) + "/examples/profiles/" + profile_file);
+  if (!p.ok()) {
+    ADD_FAILURE() << p.status();
+    return 0;
+  }
+  std::map<std::tuple<int64_t, int64_t, int64_t>, const GemmRatePoint*> bf16, fp8;
+  for (const GemmRatePoint& g : p->gemm) {
+    if (g.dtype == DType::kBF16) bf16[{g.m, g.n, g.k}] = &g;
+    if (g.dtype == DType::kFP8) fp8[{g.m, g.n, g.k}] = &g;
+  }
+  std::vector<double> forward, backward;
+  for (const auto& [shape, b] : bf16) {
+    auto f = fp8.find(shape);
+    if (f == fp8.end()) continue;
+    // The bf16 point's source names the layouts it was measured in: TN forward, NN dgrad, NT wgrad.
+    const size_t at = b->source.find("cuBLASLt ");
+    if (at == std::string::npos) continue;
+    const std::string layouts = b->source.substr(at + 9);
+    const std::string l = layouts.substr(0, layouts.find(','));
+    const double r = f->second->flops_per_s / b->flops_per_s;
+    if (l == "TN") forward.push_back(r);
+    else if (!absl::StrContains(l, "TN")) backward.push_back(r);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  EXPECT_GE(forward.size(), 90u);
+  EXPECT_GE(backward.size(), 100u);
+  return median(backward) / median(forward);
+}
+
+TEST(GemmModel, Fp8SplitAccumulationIsTheSweepsMeasurement) {
+  const double h100 = MeasuredSplitFraction("h100-sxm-device-2026-11-25.json");
+  const double h200 = MeasuredSplitFraction("h200-device-2026-11-27.json");
+  EXPECT_NEAR(h100, 0.924, 0.0005);
+  EXPECT_NEAR(h200, 0.927, 0.0005);
+  auto& catalog = testing::BuiltinCatalog();
+  for (const char* name : {"h100-sxm", "h200"}) {
+    auto hw = catalog.FindHardware(name);
+    ASSERT_TRUE(hw.ok()) << hw.status();
+    const double measured = std::string(name) == "h200" ? h200 : h100;
+    EXPECT_NEAR(hw->reference_profile.fp8_split_accumulation_fraction, measured, 0.0005) << name;
+    EXPECT_TRUE(absl::StrContains(hw->reference_profile.fp8_split_accumulation_source, "measured")) << name;
+  }
+  // Every Hopper preset carries a fraction with its source; no other architecture claims one.
+  ASSERT_GE(catalog.hardware().size(), 20u);
+  for (const auto& [name, hw] : catalog.hardware()) {
+    const double f = hw.reference_profile.fp8_split_accumulation_fraction;
+    if (hw.architecture == "hopper") {
+      EXPECT_GT(f, 0.85) << name;
+      EXPECT_FALSE(hw.reference_profile.fp8_split_accumulation_source.empty()) << name;
+    } else {
+      EXPECT_EQ(f, 0) << name << ": no measurement of split accumulation on " << hw.architecture;
+    }
+  }
+}
+
+TEST(GemmModel, Fp8SplitAccumulationOnlyWhereNoFp8ShapeWasMeasured) {
+  // The H100 preset's flat fp8 rate: a compute-bound 8192 x 7168 x 8192 GEMM's tile work at the
+  // split rate takes exactly 1/0.924 of the fast one; the memory term and bf16 do not change.
+  auto flat = GemmModel::Create(H100(), H100().reference_profile);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_NEAR(flat->fp8_split_accumulation_fraction(), 0.924, 1e-12);
+  GemmShape fwd{DType::kFP8, 1, 8192, 7168, 8192};
+  GemmShape bwd = fwd;
+  bwd.split_accumulation = true;
+  auto a = flat->Estimate(fwd), b = flat->Estimate(bwd);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NEAR(b->compute_s / a->compute_s, 1 / 0.924, 1e-9);
+  EXPECT_EQ(b->memory_s, a->memory_s);
+  fwd.dtype = bwd.dtype = DType::kBF16;
+  EXPECT_EQ(flat->Estimate(bwd)->time_s, flat->Estimate(fwd)->time_s);
+  // A calibrated profile measured fp8 shapes (the backward ones without fast accumulation): the
+  // table carries the mode, the fraction is not applied on top.
+  absl::StatusOr<RateProfile> device =
+      LoadRateProfile(std::string(STEPCAST_SOURCE_DIR) + "/examples/profiles/h100-sxm-device-2026-11-25.json");
+  ASSERT_TRUE(device.ok()) << device.status();
+  device->fp8_split_accumulation_fraction = 0.924;
+  auto table = GemmModel::Create(H100(), *device);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->fp8_split_accumulation_fraction(), 1.0);
+  // Out of range: named.
+  RateProfile bad = H100().reference_profile;
+  bad.fp8_split_accumulation_fraction = 1.5;
+  auto err = GemmModel::Create(H100(), bad);
+  ASSERT_FALSE(err.ok());
+  EXPECT_TRUE(absl::StrContains(err.status().message(), "profile.fp8_split_accumulation_fraction")) << err.status();
+}
+
+TEST(GemmModel, WgradAccumulatingIntoTheGradientBufferReadsAndWritesIt) {
+  // GPT-OSS 120B expert fc1 wgrad at EP 8 (128 experts, top-4, 4,096 tokens per micro-batch:
+  // 1,024 tokens per expert): dW[5760, 2880] = dY^T[5760, 1024] X[1024, 2880], bf16, into a bf16
+  // main_grad with beta = 1 (Megatron-Core gradient_accumulation_fusion). By hand:
+  //   inputs (5760 x 1024 + 1024 x 2880) x 2 B = 17,694,720 B
+  //   C read + D written 5760 x 2880 x (2 + 2) B = 66,355,200 B -> 84,049,920 B / 2.903e12 = 28.953 us
+  //   written once (no accumulation) 5760 x 2880 x 2 B = 33,177,600 B -> 50,872,320 B -> 17.524 us
+  const GemmModel model = MakeModel();
+  GemmShape once{DType::kBF16, 1, 5760, 2880, 1024};
+  GemmShape accumulate = once;
+  accumulate.c_bytes_per_element = 4;
+  auto a = model.Estimate(once), b = model.Estimate(accumulate);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NEAR(a->memory_s, 17.524e-6, 0.001e-6);
+  EXPECT_NEAR(b->memory_s, 28.953e-6, 0.001e-6);
+  EXPECT_EQ(a->compute_s, b->compute_s);
+  EXPECT_GT(b->time_s, a->time_s * 1.05);  // no longer hidden under the tile work
 }
 
 }  // namespace

@@ -685,33 +685,33 @@ v1::TraceTemporalBreakdown Whole(const std::vector<const KernelRecord*>& rs) {
   return w;
 }
 
-}  // namespace
-
-absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const AnalyzeOptions& options) {
-  v1::TraceSummary s;
-  s.set_path(t.path);
-  s.set_rank(t.rank);
-  s.set_world_size(t.world_size);
-  for (const auto& d : t.device_names) s.add_device_names(d);
-  s.set_gpu_records(static_cast<int64_t>(t.records.size()));
-  s.set_launches(static_cast<int64_t>(t.launches.size()));
-  s.set_trace_events(t.trace_events);
-  s.set_json_bytes(t.json_bytes);
+// The file's identity and counts: path, rank, devices, records, launches, streams.
+void SetTraceFacts(const KinetoTrace& t, v1::TraceSummary* s) {
+  s->set_path(t.path);
+  s->set_rank(t.rank);
+  s->set_world_size(t.world_size);
+  for (const auto& d : t.device_names) s->add_device_names(d);
+  s->set_gpu_records(static_cast<int64_t>(t.records.size()));
+  s->set_launches(static_cast<int64_t>(t.launches.size()));
+  s->set_trace_events(t.trace_events);
+  s->set_json_bytes(t.json_bytes);
   std::set<int32_t> streams;
   for (const KernelRecord& r : t.records) streams.insert(r.stream);
-  for (int32_t st : streams) s.add_streams(st);
+  for (int32_t st : streams) s->add_streams(st);
+}
 
-  // Iteration of each record: the step range holding its launch.
-  const bool by_profiler_step = !t.profiler_steps.empty();
-  const std::vector<CpuRange>& ranges = by_profiler_step ? t.profiler_steps : t.step_ranges;
+// Iteration of each record: the index in `ranges` of the step range holding its launch (found
+// through the correlation id), -1 for none. Counts the records whose launch is not in the trace.
+std::vector<int32_t> IterationOfRecords(const KinetoTrace& t, const std::vector<CpuRange>& ranges,
+                                        int64_t* without_launch) {
   std::vector<int32_t> iteration(t.records.size(), -1);
-  int64_t without_launch = 0;
+  *without_launch = 0;
   for (size_t i = 0; i < t.records.size(); ++i) {
     const KernelRecord& r = t.records[i];
     auto l = std::lower_bound(t.launches.begin(), t.launches.end(), r.correlation,
                               [](const Launch& x, int64_t c) { return x.correlation < c; });
     if (r.correlation < 0 || l == t.launches.end() || l->correlation != r.correlation) {
-      ++without_launch;
+      ++*without_launch;
       continue;
     }
     auto it = std::upper_bound(ranges.begin(), ranges.end(), l->t_ns,
@@ -720,10 +720,12 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
     --it;
     if (l->t_ns < it->end_ns) iteration[i] = static_cast<int32_t>(it - ranges.begin());
   }
-  s.set_records_without_launch(without_launch);
+  return iteration;
+}
 
-  // What marks the steps, named: ProfilerStep#N, else the step annotation(s) taken (issue 24:
-  // an annotation was taken without saying which).
+// What marks the steps, named: ProfilerStep#N, else the step annotation(s) taken (issue 24:
+// an annotation was taken without saying which).
+std::string MarkerName(const KinetoTrace& t, bool by_profiler_step, const std::vector<CpuRange>& ranges) {
   std::string marker = "ProfilerStep";
   if (!by_profiler_step && !ranges.empty()) {
     std::map<std::string, int> taken;
@@ -735,6 +737,37 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
       absl::StrAppend(&marker, marker.empty() ? "annotation " : ", ", "'", name.substr(0, 80), "' (", n, " ranges)");
     }
   }
+  return marker;
+}
+
+// TraceSummary.annotations and .contention when the options ask for them.
+absl::Status AddBreakdowns(const KinetoTrace& t, const AnalyzeOptions& options, v1::TraceSummary* s) {
+  if (options.annotations) {
+    for (auto& a : AnnotationBreakdown(t)) *s->add_annotations() = std::move(a);
+  }
+  if (options.contention) {
+    ContentionOptions co;
+    co.key = options.contention_key;
+    co.min_overlap_fraction = options.min_overlap_fraction;
+    co.min_duration_ns = options.min_kernel_ns;
+    absl::StatusOr<v1::ContentionReport> c = MeasureContention(t, co);
+    if (!c.ok()) return c.status();
+    *s->mutable_contention() = *std::move(c);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const AnalyzeOptions& options) {
+  v1::TraceSummary s;
+  SetTraceFacts(t, &s);
+  const bool by_profiler_step = !t.profiler_steps.empty();
+  const std::vector<CpuRange>& ranges = by_profiler_step ? t.profiler_steps : t.step_ranges;
+  int64_t without_launch = 0;
+  const std::vector<int32_t> iteration = IterationOfRecords(t, ranges, &without_launch);
+  s.set_records_without_launch(without_launch);
+  const std::string marker = MarkerName(t, by_profiler_step, ranges);
 
   std::vector<int64_t> starts;
   int64_t single_end = 0;          // > 0: one step, [starts[0], single_end)
@@ -811,18 +844,7 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
     if (in) kept.push_back(&t.records[i]);
   }
   *s.mutable_whole() = Whole(kept);
-  if (options.annotations) {
-    for (auto& a : AnnotationBreakdown(t)) *s.add_annotations() = std::move(a);
-  }
-  if (options.contention) {
-    ContentionOptions co;
-    co.key = options.contention_key;
-    co.min_overlap_fraction = options.min_overlap_fraction;
-    co.min_duration_ns = options.min_kernel_ns;
-    absl::StatusOr<v1::ContentionReport> c = MeasureContention(t, co);
-    if (!c.ok()) return c.status();
-    *s.mutable_contention() = *std::move(c);
-  }
+  if (absl::Status b = AddBreakdowns(t, options, &s); !b.ok()) return b;
   return s;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/trace/annotations.h"
 #include "plugin/trace/contention.h"
+#include "plugin/trace/stragglers.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/reader.h"
 
@@ -141,7 +142,7 @@ uint64_t HashTid(absl::string_view raw) { return std::hash<std::string_view>{}(s
 
 // What the handler keeps of the event being read.
 struct Event {
-  std::string ph, cat, name, pid, tid, ts, dur, collective_name, grid, block;
+  std::string ph, cat, name, pid, tid, ts, dur, collective_name, process_group, grid, block;
   int64_t correlation = -1, stream = -1, device = -1;
   bool has_correlation = false;
   void Clear() {
@@ -153,6 +154,7 @@ struct Event {
     ts.clear();
     dur.clear();
     collective_name.clear();
+    process_group.clear();
     grid.clear();
     block.clear();
     correlation = stream = device = -1;
@@ -161,7 +163,7 @@ struct Event {
 };
 
 enum class Field { kNone, kPh, kCat, kName, kPid, kTid, kTs, kDur, kArgs, kCorrelation, kStream, kDevice,
-                   kCollective, kGrid, kBlock };
+                   kCollective, kProcessGroup, kGrid, kBlock };
 
 class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
  public:
@@ -244,6 +246,7 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
       else if (k == "stream") field_ = Field::kStream;
       else if (k == "device") field_ = Field::kDevice;
       else if (k == "Collective name") field_ = Field::kCollective;
+      else if (k == "Process Group Name") field_ = Field::kProcessGroup;
       else if (k == "grid") field_ = Field::kGrid;
       else if (k == "block") field_ = Field::kBlock;
     }
@@ -307,6 +310,7 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
       case Field::kTs: Keep(&ev_.ts, s, n); break;
       case Field::kDur: Keep(&ev_.dur, s, n); break;
       case Field::kCollective: Keep(&ev_.collective_name, s, n); break;
+      case Field::kProcessGroup: ev_.process_group.assign(s, std::min<size_t>(n, 256)); break;
       case Field::kCorrelation:
       case Field::kStream:
       case Field::kDevice: {
@@ -425,6 +429,9 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
         r.collective = name_collective_[r.name_id];
         const std::string from_arg = probe::CollectiveFromLabel(ev_.collective_name);
         if (!from_arg.empty() && ev_.has_correlation) collective_arg_[ev_.correlation] = probe::CollectiveIndex(from_arg);
+        if (!ev_.process_group.empty() && ev_.has_correlation) {
+          t_->process_group_of[ev_.correlation] = ev_.process_group;
+        }
       }
       r.stream = static_cast<int32_t>(ev_.stream);
       r.device = static_cast<int32_t>(ev_.device);
@@ -854,6 +861,7 @@ absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::strin
   if (paths.empty()) return absl::InvalidArgumentError("no trace file given");
   v1::TraceReport report;
   std::vector<v1::ProbeReport> ranks;
+  std::vector<RankCollectives> collectives;  // the communication kernels only, for the stragglers
   for (const std::string& p : paths) {
     absl::StatusOr<KinetoTrace> t = ReadKinetoTrace(p, read_options);
     if (!t.ok()) return t.status();
@@ -861,6 +869,10 @@ absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::strin
     if (!s.ok()) return s.status();
     v1::ProbeReport r;
     r.set_rank(s->rank() >= 0 ? s->rank() : static_cast<int32_t>(ranks.size()));
+    if (paths.size() > 1) {
+      collectives.push_back(CollectivesOfRank(*t, *s));
+      collectives.back().rank = r.rank();
+    }
     r.set_rank_count(1);
     r.set_step_source(s->step_source());
     r.set_warmup_steps(options.warmup_steps);
@@ -878,6 +890,12 @@ absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::strin
     absl::StatusOr<v1::ProbeReport> m = probe::MergeRanks(ranks);
     if (!m.ok()) return m.status();
     *report.mutable_merged() = *std::move(m);
+    absl::StatusOr<v1::StragglerReport> w = AttributeCollectiveWaits(collectives);
+    if (w.ok()) {
+      *report.mutable_stragglers() = *std::move(w);
+    } else {
+      report.mutable_stragglers()->add_notes(std::string(w.status().message()));
+    }
   }
   return report;
 }

@@ -131,7 +131,11 @@ struct AnalyzeOptions {
 // last", "period:<P> on stream <S>"). FailedPrecondition when no step is found.
 absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& trace, const AnalyzeOptions& options = {});
 
-// Reads and analyses each file (one per rank) and merges the ranks (probe::MergeRanks).
+// Reads and analyses each file (one per rank) and merges the ranks (probe::MergeRanks). With two
+// or more files, also the communication wait for other ranks (TraceReport.stragglers,
+// AttributeCollectiveWaits in plugin/trace/stragglers.h; a file without distributedInfo is the rank
+// of its position in `paths`; a rank id given twice leaves only a note there). Each trace is dropped after its analysis: what the straggler
+// analysis keeps of it is its communication kernels and step windows.
 absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::string>& paths,
                                                     const KinetoOptions& read_options = {},
                                                     const AnalyzeOptions& options = {});

@@ -23,6 +23,7 @@ import collections
 import gzip
 import json
 import os
+import statistics
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -78,6 +79,32 @@ for name in names:
         instances.append({"kernel": name, "index": i, "starts_us": [starts[r] for r in range(8)],
                           "latest_rank": latest, "largest_wait_us": largest})
 
+# For comparison, HTA's own straggler metric re-read in stdlib Python (HTA itself needs pandas, not
+# installed here): facebookresearch/HolisticTraceAnalysis @ f4d0062c, hta/analyzers/straggler.py,
+# _compute_normalized_start_time_of_significant_comm_kernels + _get_top_k_stragglers_with_metric
+# (n_stragglers=2): NCCL kernels on stream > 0 lasting >= 1% of the mean iteration time (GPU span of
+# all ranks / iterations), the last one per (rank, stream, name), the (stream, name) whose normalized
+# duration varies most across ranks, then the 2 ranks whose kernel of it starts latest.
+gpu = []
+for rank in range(8):
+    with gzip.open(os.path.join(trace_dir, f"param_dlrm_v100x8_rank{rank}.json.gz"), "rt") as f:
+        for e in json.load(f)["traceEvents"]:
+            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+                gpu.append((rank, e["ts"], e["dur"], e["args"].get("stream", -1), e["name"]))
+t_min = min(g[1] for g in gpu)
+mean_iter = max(g[1] + g[2] for g in gpu) - t_min  # one iteration (ProfilerStep#10) per file
+last_long = {}
+for g in sorted(gpu, key=lambda g: g[1]):
+    if g[3] > 0 and g[2] >= 0.01 * mean_iter and g[4].startswith("ncclKernel"):
+        last_long[(g[0], g[3], g[4])] = g
+by_kernel = collections.defaultdict(list)
+for (r, st, name), g in last_long.items():
+    by_kernel[(st, name)].append(g[2] / mean_iter)
+std = {k: (statistics.stdev(v) if len(v) > 1 else 0.0) for k, v in by_kernel.items()}
+chosen = max(std, key=std.get)
+late = sorted(((g[1] - t_min) / mean_iter, r) for (r, st, name), g in last_long.items() if (st, name) == chosen)
+hta_top2 = sorted(r for _, r in late[-2:])
+
 ranks = []
 for r in range(8):
     most = max(waited_for[r].items(), key=lambda kv: (kv[1], -kv[0])) if waited_for[r] else (-1, 0)
@@ -87,7 +114,9 @@ for r in range(8):
 slowest = max(range(8), key=lambda r: (caused[r], -r))
 out = {"source": "straggler_reaccount.py on traces/param/param_dlrm_v100x8_rank{0..7}.json.gz",
        "collectives": len(instances), "ranks": ranks, "slowest_rank": slowest,
-       "slowest_rank_caused_wait_us": caused[slowest], "critical_lateness_us": critical, "instances": instances}
+       "slowest_rank_caused_wait_us": caused[slowest], "critical_lateness_us": critical,
+       "hta_late_start_top2": {"kernel": chosen[1].split("(")[0], "stream": chosen[0], "ranks": hta_top2},
+       "instances": instances}
 with open(os.path.join(here, "straggler_reference.json"), "w") as f:
     json.dump(out, f, indent=1)
     f.write("\n")

@@ -92,6 +92,43 @@ int64_t ArgMax(const Map& m) {
   return best;
 }
 
+// The report's figures from the totals: per rank, the slowest rank, per step.
+void Summarize(const std::vector<RankCollectives>& ranks, const std::vector<RankTotals>& totals,
+               const std::map<int32_t, StepTotals>& steps, v1::StragglerReport* out) {
+  v1::StragglerReport& report = *out;
+  int32_t collectives = 0;
+  for (const auto& [j, st] : steps) collectives += st.collectives;
+  report.set_collectives(collectives);
+  std::map<size_t, int64_t> caused;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankTotals& t = totals[r];
+    v1::RankCollectiveWait* w = report.add_ranks();
+    w->set_rank(ranks[r].rank);
+    w->set_collectives(t.collectives);
+    w->set_communication_s(t.communication_ns * kNsToS);
+    w->set_wait_for_other_ranks_s(t.wait_ns * kNsToS);
+    const int64_t most = ArgMax(t.waited_for_ns);
+    w->set_mostly_waited_for_rank(most >= 0 ? ranks[most].rank : -1);
+    w->set_waited_for_that_rank_s(most >= 0 ? t.waited_for_ns.at(most) * kNsToS : 0);
+    w->set_arrived_last(t.arrived_last);
+    w->set_others_waited_for_it_s(t.caused_ns * kNsToS);
+    caused[r] = t.caused_ns;
+  }
+  std::sort(report.mutable_ranks()->begin(), report.mutable_ranks()->end(),
+            [](const auto& a, const auto& b) { return a.rank() < b.rank(); });
+  const int64_t slowest = ArgMax(caused);
+  report.set_slowest_rank(slowest >= 0 ? ranks[slowest].rank : -1);
+  report.set_slowest_rank_caused_wait_s(slowest >= 0 ? caused[slowest] * kNsToS : 0);
+  for (const auto& [j, st] : steps) {
+    v1::StepLateness* s = report.add_steps();
+    s->set_step(j);
+    s->set_collectives(st.collectives);
+    s->set_critical_lateness_s(st.critical_ns * kNsToS);
+    const int64_t l = ArgMax(st.by_latest_ns);
+    s->set_latest_rank(l >= 0 ? ranks[l].rank : -1);
+  }
+}
+
 }  // namespace
 
 RankCollectives CollectivesOfRank(const KinetoTrace& trace, const v1::TraceSummary& summary) {
@@ -168,37 +205,7 @@ absl::StatusOr<v1::StragglerReport> AttributeCollectiveWaits(const std::vector<R
     st.by_latest_ns[latest] += largest_wait;
     clock_disorder += disorder;
   }
-  int32_t collectives = 0;
-  for (const auto& [j, st] : steps) collectives += st.collectives;
-  report.set_collectives(collectives);
-  std::map<size_t, int64_t> caused;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const RankTotals& t = totals[r];
-    v1::RankCollectiveWait* w = report.add_ranks();
-    w->set_rank(ranks[r].rank);
-    w->set_collectives(t.collectives);
-    w->set_communication_s(t.communication_ns * kNsToS);
-    w->set_wait_for_other_ranks_s(t.wait_ns * kNsToS);
-    const int64_t most = ArgMax(t.waited_for_ns);
-    w->set_mostly_waited_for_rank(most >= 0 ? ranks[most].rank : -1);
-    w->set_waited_for_that_rank_s(most >= 0 ? t.waited_for_ns.at(most) * kNsToS : 0);
-    w->set_arrived_last(t.arrived_last);
-    w->set_others_waited_for_it_s(t.caused_ns * kNsToS);
-    caused[r] = t.caused_ns;
-  }
-  std::sort(report.mutable_ranks()->begin(), report.mutable_ranks()->end(),
-            [](const auto& a, const auto& b) { return a.rank() < b.rank(); });
-  const int64_t slowest = ArgMax(caused);
-  report.set_slowest_rank(slowest >= 0 ? ranks[slowest].rank : -1);
-  report.set_slowest_rank_caused_wait_s(slowest >= 0 ? caused[slowest] * kNsToS : 0);
-  for (const auto& [j, st] : steps) {
-    v1::StepLateness* s = report.add_steps();
-    s->set_step(j);
-    s->set_collectives(st.collectives);
-    s->set_critical_lateness_s(st.critical_ns * kNsToS);
-    const int64_t l = ArgMax(st.by_latest_ns);
-    s->set_latest_rank(l >= 0 ? ranks[l].rank : -1);
-  }
+  Summarize(ranks, totals, steps, &report);
   if (outside > 0) {
     report.add_notes(absl::StrCat(outside, " matched instances outside the measured steps (warm-up or the last, "
                                            "unclosed step) left out"));

@@ -80,6 +80,36 @@ std::string FormatContention(const v1::ContentionReport& c) {
   return o;
 }
 
+// The per-rank wait for other ranks' lateness (stepcast::trace::AttributeCollectiveWaits).
+std::string FormatStragglers(const v1::StragglerReport& w) {
+  std::string o = absl::StrFormat(
+      "\ncommunication wait for other ranks (%d collective instances matched across ranks):\n", w.collectives());
+  absl::StrAppendFormat(&o, "  %5s %6s %9s %9s %6s  %-22s %10s %14s\n", "rank", "colls", "comm ms", "wait ms",
+                        "wait%", "mostly waited for", "last in", "others wait ms");
+  for (const v1::RankCollectiveWait& r : w.ranks()) {
+    const std::string most = r.mostly_waited_for_rank() < 0
+                                 ? std::string("-")
+                                 : absl::StrFormat("rank %d (%.2f ms)", r.mostly_waited_for_rank(),
+                                                   Ms(r.waited_for_that_rank_s()));
+    absl::StrAppendFormat(&o, "  %5d %6d %9.2f %9.2f %5.1f%%  %-22s %10d %14.2f\n", r.rank(), r.collectives(),
+                          Ms(r.communication_s()), Ms(r.wait_for_other_ranks_s()),
+                          100 * r.wait_for_other_ranks_s() / std::max(1e-12, r.communication_s()), most,
+                          r.arrived_last(), Ms(r.others_waited_for_it_s()));
+  }
+  if (w.slowest_rank() >= 0) {
+    absl::StrAppendFormat(&o, "  slowest rank: %d (the others waited %.2f ms for it in all)\n", w.slowest_rank(),
+                          Ms(w.slowest_rank_caused_wait_s()));
+  }
+  for (const v1::StepLateness& s : w.steps()) {
+    absl::StrAppendFormat(&o, "  step %d: critical lateness %.2f ms over %d collectives (mostly rank %d)\n", s.step(),
+                          Ms(s.critical_lateness_s()), s.collectives(), s.latest_rank());
+  }
+  for (const auto& n : w.notes()) absl::StrAppendFormat(&o, "  note: %s\n", n);
+  o += "  (wait = time a rank's collective kernel ran before the last rank of that collective started it;\n"
+       "   last in = collectives it started last; critical lateness = per collective, the longest wait, summed)\n";
+  return o;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ProbeReport> ReadProbeReports(const std::vector<std::string>& paths) {
@@ -165,6 +195,7 @@ std::string FormatTraceReport(const v1::TraceReport& r) {
                               "exposed communication %.2f ms, idle %.2f ms\n",
                           r.merged().rank_count(), r.merged().steps_size(), Ms(m.step_time_s()),
                           Ms(m.exposed_communication_s()), Ms(m.idle_s()));
+    if (r.has_stragglers()) o += FormatStragglers(r.stragglers());
   }
   o += "  (ms; busy = union per category; exposed = communication not under computation kernels (HTA);\n"
        "   exp+mem = not under computation or memcpy/memset; idle = no GPU record running)\n";

@@ -25,8 +25,10 @@ class TraceBuilder {
   }
   // A kernel launched at `launch_us` on thread `tid` (launch_us < 0: no launch event and no
   // correlation), running [ts_us, ts_us + dur_us) on `stream`, with Kineto's grid/block args.
+  // `extra_args`: more args members, written as JSON ("\"Process Group Name\":\"1\"").
   TraceBuilder& Kernel(const std::string& name, double launch_us, double ts_us, double dur_us, int stream,
-                       int tid = 1, const std::string& grid = "[1,1,1]", const std::string& cat = "kernel") {
+                       int tid = 1, const std::string& grid = "[1,1,1]", const std::string& cat = "kernel",
+                       const std::string& extra_args = "") {
     std::string corr;
     if (launch_us >= 0) {
       const int64_t c = next_corr_++;
@@ -37,12 +39,19 @@ class TraceBuilder {
     }
     Add("{\"ph\":\"X\",\"cat\":\"" + cat + "\",\"name\":\"" + name + "\",\"pid\":0,\"tid\":" + std::to_string(stream) +
         ",\"ts\":" + Num(ts_us) + ",\"dur\":" + Num(dur_us) + ",\"args\":{\"device\":0,\"stream\":" +
-        std::to_string(stream) + corr + ",\"grid\":" + grid + ",\"block\":[128,1,1]}}");
+        std::to_string(stream) + corr + ",\"grid\":" + grid + ",\"block\":[128,1,1]" +
+        (extra_args.empty() ? "" : "," + extra_args) + "}}");
+    return *this;
+  }
+  // distributedInfo {rank, world_size} (as torch.distributed runs write it); none by default.
+  TraceBuilder& Rank(int rank, int world_size) {
+    dist_ = ",\"distributedInfo\":{\"backend\":\"nccl\",\"rank\":" + std::to_string(rank) +
+            ",\"world_size\":" + std::to_string(world_size) + "}";
     return *this;
   }
   std::string Json(const std::string& gpu = "NVIDIA H100 80GB HBM3") const {
-    return "{\"schemaVersion\":1,\"deviceProperties\":[{\"id\":0,\"name\":\"" + gpu + "\"}],\"traceEvents\":[\n" +
-           events_ + "\n]}";
+    return "{\"schemaVersion\":1,\"deviceProperties\":[{\"id\":0,\"name\":\"" + gpu + "\"}]" + dist_ +
+           ",\"traceEvents\":[\n" + events_ + "\n]}";
   }
   // Written under the test's temporary directory; gzip when the name ends in .gz.
   std::string Write(const std::string& name) const { return WriteText(name, Json()); }
@@ -66,7 +75,7 @@ class TraceBuilder {
     return b;
   }
   void Add(const std::string& e) { events_ += (events_.empty() ? "" : ",\n") + e; }
-  std::string events_;
+  std::string events_, dist_;
   int64_t next_corr_ = 1;
 };
 

@@ -31,6 +31,26 @@ out=$("$bin" trace --no-markers "$trace"); rc=$?
 { [ $rc -eq 0 ] && grep -q "steps from period:" <<<"$out"; } && ok "trace --no-markers finds the period" \
   || { bad "trace --no-markers ($rc)"; echo "$out"; }
 
+# 1b. Eight ranks (the PARAM DLRM job): the communication wait for other ranks, text and JSON.
+# Expected figures: tests/data/real_data/traces/straggler_reference.json (straggler_reaccount.py, an
+# accounting independent of stepcast): slowest rank 7, the others waited 35552 us for it, critical
+# lateness 11244 us; rank 1 waited 11125 us, mostly (9150 us) for rank 7.
+dlrm=("$root"/tests/data/real_data/traces/param/param_dlrm_v100x8_rank*.json.gz)
+out=$("$bin" trace "${dlrm[@]}"); rc=$?
+{ [ $rc -eq 0 ] && grep -q "slowest rank: 7 (the others waited 35.55 ms for it in all)" <<<"$out" \
+  && grep -q "step 0: critical lateness 11.24 ms over 8 collectives (mostly rank 7)" <<<"$out" \
+  && grep -Eq "^ +1 +8 +11.34 +11.13 .*rank 7 \(9.15 ms\)" <<<"$out"; } \
+  && ok "trace on 8 ranks: slowest rank 7, critical lateness 11.24 ms" || { bad "trace on 8 ranks ($rc)"; echo "$out"; }
+"$bin" trace --json "${dlrm[@]}" > "$work/ranks.json"
+python3 - "$work/ranks.json" <<'PY' && ok "trace --json carries the stragglers" || bad "trace --json stragglers"
+import json, sys
+w = json.load(open(sys.argv[1]))["stragglers"]
+assert w["slowest_rank"] == 7 and w["collectives"] == 8, w
+assert abs(w["steps"][0]["critical_lateness_s"] - 11244e-6) < 1e-12, w["steps"]
+r1 = [r for r in w["ranks"] if r["rank"] == 1][0]
+assert abs(r1["wait_for_other_ranks_s"] - 11125e-6) < 1e-12 and r1["mostly_waited_for_rank"] == 7, r1
+PY
+
 # 2. Bad input: a clear error naming the file, exit 2.
 head -c 100000 "$trace" > "$work/cut.json.gz"
 out=$("$bin" trace "$work/cut.json.gz" 2>&1); rc=$?

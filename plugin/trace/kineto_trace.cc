@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/trace/annotations.h"
 #include "plugin/trace/contention.h"
+#include "plugin/trace/stragglers.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/reader.h"
 
@@ -141,7 +142,7 @@ uint64_t HashTid(absl::string_view raw) { return std::hash<std::string_view>{}(s
 
 // What the handler keeps of the event being read.
 struct Event {
-  std::string ph, cat, name, pid, tid, ts, dur, collective_name, grid, block;
+  std::string ph, cat, name, pid, tid, ts, dur, collective_name, process_group, grid, block;
   int64_t correlation = -1, stream = -1, device = -1;
   bool has_correlation = false;
   void Clear() {
@@ -153,6 +154,7 @@ struct Event {
     ts.clear();
     dur.clear();
     collective_name.clear();
+    process_group.clear();
     grid.clear();
     block.clear();
     correlation = stream = device = -1;
@@ -161,7 +163,7 @@ struct Event {
 };
 
 enum class Field { kNone, kPh, kCat, kName, kPid, kTid, kTs, kDur, kArgs, kCorrelation, kStream, kDevice,
-                   kCollective, kGrid, kBlock };
+                   kCollective, kProcessGroup, kGrid, kBlock };
 
 class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
  public:
@@ -244,6 +246,7 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
       else if (k == "stream") field_ = Field::kStream;
       else if (k == "device") field_ = Field::kDevice;
       else if (k == "Collective name") field_ = Field::kCollective;
+      else if (k == "Process Group Name") field_ = Field::kProcessGroup;
       else if (k == "grid") field_ = Field::kGrid;
       else if (k == "block") field_ = Field::kBlock;
     }
@@ -307,6 +310,7 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
       case Field::kTs: Keep(&ev_.ts, s, n); break;
       case Field::kDur: Keep(&ev_.dur, s, n); break;
       case Field::kCollective: Keep(&ev_.collective_name, s, n); break;
+      case Field::kProcessGroup: ev_.process_group.assign(s, std::min<size_t>(n, 256)); break;
       case Field::kCorrelation:
       case Field::kStream:
       case Field::kDevice: {
@@ -425,6 +429,9 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
         r.collective = name_collective_[r.name_id];
         const std::string from_arg = probe::CollectiveFromLabel(ev_.collective_name);
         if (!from_arg.empty() && ev_.has_correlation) collective_arg_[ev_.correlation] = probe::CollectiveIndex(from_arg);
+        if (!ev_.process_group.empty() && ev_.has_correlation) {
+          t_->process_group_of[ev_.correlation] = ev_.process_group;
+        }
       }
       r.stream = static_cast<int32_t>(ev_.stream);
       r.device = static_cast<int32_t>(ev_.device);
@@ -685,33 +692,33 @@ v1::TraceTemporalBreakdown Whole(const std::vector<const KernelRecord*>& rs) {
   return w;
 }
 
-}  // namespace
-
-absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const AnalyzeOptions& options) {
-  v1::TraceSummary s;
-  s.set_path(t.path);
-  s.set_rank(t.rank);
-  s.set_world_size(t.world_size);
-  for (const auto& d : t.device_names) s.add_device_names(d);
-  s.set_gpu_records(static_cast<int64_t>(t.records.size()));
-  s.set_launches(static_cast<int64_t>(t.launches.size()));
-  s.set_trace_events(t.trace_events);
-  s.set_json_bytes(t.json_bytes);
+// The file's identity and counts: path, rank, devices, records, launches, streams.
+void SetTraceFacts(const KinetoTrace& t, v1::TraceSummary* s) {
+  s->set_path(t.path);
+  s->set_rank(t.rank);
+  s->set_world_size(t.world_size);
+  for (const auto& d : t.device_names) s->add_device_names(d);
+  s->set_gpu_records(static_cast<int64_t>(t.records.size()));
+  s->set_launches(static_cast<int64_t>(t.launches.size()));
+  s->set_trace_events(t.trace_events);
+  s->set_json_bytes(t.json_bytes);
   std::set<int32_t> streams;
   for (const KernelRecord& r : t.records) streams.insert(r.stream);
-  for (int32_t st : streams) s.add_streams(st);
+  for (int32_t st : streams) s->add_streams(st);
+}
 
-  // Iteration of each record: the step range holding its launch.
-  const bool by_profiler_step = !t.profiler_steps.empty();
-  const std::vector<CpuRange>& ranges = by_profiler_step ? t.profiler_steps : t.step_ranges;
+// Iteration of each record: the index in `ranges` of the step range holding its launch (found
+// through the correlation id), -1 for none. Counts the records whose launch is not in the trace.
+std::vector<int32_t> IterationOfRecords(const KinetoTrace& t, const std::vector<CpuRange>& ranges,
+                                        int64_t* without_launch) {
   std::vector<int32_t> iteration(t.records.size(), -1);
-  int64_t without_launch = 0;
+  *without_launch = 0;
   for (size_t i = 0; i < t.records.size(); ++i) {
     const KernelRecord& r = t.records[i];
     auto l = std::lower_bound(t.launches.begin(), t.launches.end(), r.correlation,
                               [](const Launch& x, int64_t c) { return x.correlation < c; });
     if (r.correlation < 0 || l == t.launches.end() || l->correlation != r.correlation) {
-      ++without_launch;
+      ++*without_launch;
       continue;
     }
     auto it = std::upper_bound(ranges.begin(), ranges.end(), l->t_ns,
@@ -720,10 +727,12 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
     --it;
     if (l->t_ns < it->end_ns) iteration[i] = static_cast<int32_t>(it - ranges.begin());
   }
-  s.set_records_without_launch(without_launch);
+  return iteration;
+}
 
-  // What marks the steps, named: ProfilerStep#N, else the step annotation(s) taken (issue 24:
-  // an annotation was taken without saying which).
+// What marks the steps, named: ProfilerStep#N, else the step annotation(s) taken (issue 24:
+// an annotation was taken without saying which).
+std::string MarkerName(const KinetoTrace& t, bool by_profiler_step, const std::vector<CpuRange>& ranges) {
   std::string marker = "ProfilerStep";
   if (!by_profiler_step && !ranges.empty()) {
     std::map<std::string, int> taken;
@@ -735,6 +744,37 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
       absl::StrAppend(&marker, marker.empty() ? "annotation " : ", ", "'", name.substr(0, 80), "' (", n, " ranges)");
     }
   }
+  return marker;
+}
+
+// TraceSummary.annotations and .contention when the options ask for them.
+absl::Status AddBreakdowns(const KinetoTrace& t, const AnalyzeOptions& options, v1::TraceSummary* s) {
+  if (options.annotations) {
+    for (auto& a : AnnotationBreakdown(t)) *s->add_annotations() = std::move(a);
+  }
+  if (options.contention) {
+    ContentionOptions co;
+    co.key = options.contention_key;
+    co.min_overlap_fraction = options.min_overlap_fraction;
+    co.min_duration_ns = options.min_kernel_ns;
+    absl::StatusOr<v1::ContentionReport> c = MeasureContention(t, co);
+    if (!c.ok()) return c.status();
+    *s->mutable_contention() = *std::move(c);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const AnalyzeOptions& options) {
+  v1::TraceSummary s;
+  SetTraceFacts(t, &s);
+  const bool by_profiler_step = !t.profiler_steps.empty();
+  const std::vector<CpuRange>& ranges = by_profiler_step ? t.profiler_steps : t.step_ranges;
+  int64_t without_launch = 0;
+  const std::vector<int32_t> iteration = IterationOfRecords(t, ranges, &without_launch);
+  s.set_records_without_launch(without_launch);
+  const std::string marker = MarkerName(t, by_profiler_step, ranges);
 
   std::vector<int64_t> starts;
   int64_t single_end = 0;          // > 0: one step, [starts[0], single_end)
@@ -811,18 +851,7 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
     if (in) kept.push_back(&t.records[i]);
   }
   *s.mutable_whole() = Whole(kept);
-  if (options.annotations) {
-    for (auto& a : AnnotationBreakdown(t)) *s.add_annotations() = std::move(a);
-  }
-  if (options.contention) {
-    ContentionOptions co;
-    co.key = options.contention_key;
-    co.min_overlap_fraction = options.min_overlap_fraction;
-    co.min_duration_ns = options.min_kernel_ns;
-    absl::StatusOr<v1::ContentionReport> c = MeasureContention(t, co);
-    if (!c.ok()) return c.status();
-    *s.mutable_contention() = *std::move(c);
-  }
+  if (absl::Status b = AddBreakdowns(t, options, &s); !b.ok()) return b;
   return s;
 }
 
@@ -832,6 +861,7 @@ absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::strin
   if (paths.empty()) return absl::InvalidArgumentError("no trace file given");
   v1::TraceReport report;
   std::vector<v1::ProbeReport> ranks;
+  std::vector<RankCollectives> collectives;  // the communication kernels only, for the stragglers
   for (const std::string& p : paths) {
     absl::StatusOr<KinetoTrace> t = ReadKinetoTrace(p, read_options);
     if (!t.ok()) return t.status();
@@ -839,6 +869,10 @@ absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::strin
     if (!s.ok()) return s.status();
     v1::ProbeReport r;
     r.set_rank(s->rank() >= 0 ? s->rank() : static_cast<int32_t>(ranks.size()));
+    if (paths.size() > 1) {
+      collectives.push_back(CollectivesOfRank(*t, *s));
+      collectives.back().rank = r.rank();
+    }
     r.set_rank_count(1);
     r.set_step_source(s->step_source());
     r.set_warmup_steps(options.warmup_steps);
@@ -856,6 +890,12 @@ absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::strin
     absl::StatusOr<v1::ProbeReport> m = probe::MergeRanks(ranks);
     if (!m.ok()) return m.status();
     *report.mutable_merged() = *std::move(m);
+    absl::StatusOr<v1::StragglerReport> w = AttributeCollectiveWaits(collectives);
+    if (w.ok()) {
+      *report.mutable_stragglers() = *std::move(w);
+    } else {
+      report.mutable_stragglers()->add_notes(std::string(w.status().message()));
+    }
   }
   return report;
 }

@@ -15,6 +15,7 @@
 //     correlation, CPU time, thread: 24 bytes each;
 //   - CPU ranges: ProfilerStep#N, user annotations (the step-named ones and every other, the
 //     "module" annotations of AnnotationBreakdown), and "nccl:<coll>" annotations: 32 bytes each;
+//   - the "Process Group Name" of communication kernels that carry one (a few per step);
 // so peak memory is about 2 x (52 bytes x GPU records + 24 bytes x launches + 32 bytes x
 // annotations) + names + a 64 KiB read buffer, whatever the size of the JSON text (CPU ops,
 // their arguments and call stacks are skipped as they stream by). docs/TRACES.md has the
@@ -41,6 +42,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -82,6 +84,9 @@ struct KinetoTrace {
   std::vector<std::string> annotation_names;
   std::vector<CpuRange> collective_ranges;
   std::vector<Launch> launches;          // by correlation
+  // Communication kernels' "Process Group Name" argument (Kineto with PyTorch >= 2.2), by
+  // correlation id (up to 256 bytes each; absent in older traces).
+  std::unordered_map<int64_t, std::string> process_group_of;
   int64_t trace_events = 0, json_bytes = 0, file_bytes = 0;
 };
 
@@ -126,7 +131,11 @@ struct AnalyzeOptions {
 // last", "period:<P> on stream <S>"). FailedPrecondition when no step is found.
 absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& trace, const AnalyzeOptions& options = {});
 
-// Reads and analyses each file (one per rank) and merges the ranks (probe::MergeRanks).
+// Reads and analyses each file (one per rank) and merges the ranks (probe::MergeRanks). With two
+// or more files, also the communication wait for other ranks (TraceReport.stragglers,
+// AttributeCollectiveWaits in plugin/trace/stragglers.h; a file without distributedInfo is the rank
+// of its position in `paths`; a rank id given twice leaves only a note there). Each trace is dropped after its analysis: what the straggler
+// analysis keeps of it is its communication kernels and step windows.
 absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::string>& paths,
                                                     const KinetoOptions& read_options = {},
                                                     const AnalyzeOptions& options = {});

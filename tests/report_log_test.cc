@@ -104,6 +104,10 @@ TEST(ReportRequestFromLog, RealLogsByHand) {
       // "690/690 [31:31<00:00, 2.27s/it]" (line 7; 1891.9246 x 0.365 = 690.55 rounds to 691, the
       // eval bar's 108 is not consistent): 1891.9246 / 690 s; one record, no warm-up to leave out.
       {"real_hf_trainer_intel_bert_azure.log", 0, "hf-trainer", 1891.9246 / 690, 0, 0, 0, 0, 1, 0},
+      // hiyouga/LlamaFactory#10488 (HF Trainer, quoted values): line 1 "'train_runtime': '2219',
+      // ..., 'train_steps_per_second': '0.185'" and no step count in the excerpt (2219 x 0.185 =
+      // 410.5): the step time is 1 / 0.185 s.
+      {"real_hf_trainer_llamafactory_pr10488.log", 0, "hf-trainer", 1 / 0.185, 0, 0, 0, 0, 1, 0},
       // Written from Composer's console format (values constructed): records at batch 101, 201,
       // 300 carry SpeedMonitor's throughput (batch 1's window is not full); the first (101) is the
       // warm-up; batches_per_sec 0.1000, 0.0800 -> 10 s, 12.5 s (median 11.25); device mfu 0.4205,
@@ -294,6 +298,33 @@ training: {seq_length: 4096, global_batch_size: 64, sharding: zero1})",
     ASSERT_TRUE(client->stub().GetRun(ctx2.get(), get, &got).ok());
     EXPECT_DOUBLE_EQ(got.run().framework_reported().mfu(), 0.4034);
     EXPECT_DOUBLE_EQ(got.run().framework_reported().tflops_per_gpu(), 398.92);
+  }
+  {
+    // With the job, the conversion is sent and stored beside the framework's own figures.
+    absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+name: llama8b
+model: llama3-8b
+hardware: h100-sxm
+cluster: {name: cluster-a, gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 64, sharding: zero1})");
+    ASSERT_TRUE(job.ok()) << job.status();
+    v1::ReportRunRequest req;
+    *req.mutable_job() = base.job();
+    ASSERT_TRUE(cli::ReportRequestFromLog(LogPath("torchtitan_llama3_8b.log"), 8, &req, &*job).ok());
+    ASSERT_GT(req.framework_reported().converted_step_time_s(), 0) << req.framework_reported().conversion();
+    v1::ReportRunResponse resp;
+    auto ctx = client->Context();
+    ASSERT_TRUE(client->stub().ReportRun(ctx.get(), req, &resp).ok());
+    v1::GetRunRequest get;
+    get.set_run_id(resp.run().run_id());
+    v1::GetRunResponse got;
+    auto ctx2 = client->Context();
+    ASSERT_TRUE(client->stub().GetRun(ctx2.get(), get, &got).ok());
+    const v1::FrameworkReported& f = got.run().framework_reported();
+    EXPECT_DOUBLE_EQ(f.tflops_per_gpu(), 398.92);  // the framework's own, kept
+    EXPECT_EQ(f.flop_convention(), "torchtitan");
+    EXPECT_DOUBLE_EQ(f.converted_step_time_s(), req.framework_reported().converted_step_time_s());
+    EXPECT_DOUBLE_EQ(f.converted_mfu(), req.framework_reported().converted_mfu());
   }
   const struct {
     void (*mutate)(v1::FrameworkReported*);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_format.h"
 #include "cli/cli.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -186,6 +187,10 @@ training: {seq_length: 2048, global_batch_size: 128})");
   EXPECT_NEAR(m.converted_mfu(), p->model_flops_per_step / (m.converted_step_time_s() * 16 * p->peak_flops_per_s_per_gpu),
               1e-12);
   EXPECT_THAT(m.conversion(), HasSubstr("234.00 TFLOP/s per GPU"));
+  EXPECT_THAT(cli::FormatFrameworkReported(m),
+              HasSubstr(absl::StrFormat("under megatron's FLOP convention (megatron-2024) that is a %.4f s step: "
+                                        "stepcast MFU %.1f%%",
+                                        m.converted_step_time_s(), 100 * m.converted_mfu())));
 
   // torchtitan #1287: Llama 3 8B at 8192 tokens on 8 x H100, one sequence per GPU. Step time
   // by tokens: 8 x 8192 / (5864 tps x 8); by FLOPs: torchtitan's count / (339.59 TFLOP/s x 8).

@@ -139,9 +139,33 @@ int Report(const ReportArgs& args);
 // label source=training-log:<framework>. Errors: the reader's, unchanged (InvalidArgument /
 // NotFound / FailedPrecondition naming the file, line and field); InvalidArgument when the log
 // states only tokens/s per GPU and `gpus` is 0.
-absl::Status ReportRequestFromLog(const std::string& path, int gpus, v1::ReportRunRequest* req);
+// With `job` (the run's job, resolved: `stepcast report --log FILE --job JOB`), the framework's
+// figure is also converted (ConvertFrameworkReported; a conversion that cannot be made is said in
+// framework_reported.conversion, the report still goes out). Megatron-LM / -Bridge, NeMo 1 / 2,
+// torchtitan, llm-foundry (Composer console records) and the HF Trainer summary are read.
+absl::Status ReportRequestFromLog(const std::string& path, int gpus, v1::ReportRunRequest* req,
+                                  const Job* job = nullptr);
+// Converts `f`'s TFLOP/s per GPU (else its MFU x the job's dense GEMM-dtype datasheet peak, as
+// `validate` converts a published MFU) into the step time it means under the framework's FLOP
+// convention, with the functions `validate` uses (core/flop_conventions.h ConventionFlopsPerStep
+// and StepTimeFromFlopRate over the job's model, sequence length and global batch):
+//   megatron     Megatron-LM num_floating_point_operations, kMegatron2024 or kMegatron2025 by the
+//                log's year (FlopConventionFromText with that year; 2025 when the log has no date)
+//   nemo         NeMo flops_formulas.py llama (kNemoLlama), else gpt3 (kNemoGpt3), by the family
+//   torchtitan   get_num_flop_per_token (kTorchtitan)
+//   llm-foundry  the MPT flops_per_batch of collect_results.py (kLlmFoundry)
+//   hf-trainer   none (the Trainer prints no FLOP rate; its step time is the measurement)
+// and sets flop_convention, converted_step_time_s (s), converted_mfu (stepcast's model FLOPs per
+// step / (that step x GPUs x peak), a fraction) and conversion (the formula used). `gpus` 0: the
+// job's GPU count; `log_year` 0: unknown. Errors (the fields then stay unset): FailedPrecondition
+// when the log states no TFLOP/s or MFU or the framework has no convention; InvalidArgument from
+// the convention (e.g. a NeMo family without a vocabulary constant).
+absl::Status ConvertFrameworkReported(const Job& job, int gpus, int log_year, v1::FrameworkReported* f);
 // One line of what the log stated, for `stepcast report`'s output.
 std::string FormatFrameworkReported(const v1::FrameworkReported& f);
+// The framework's figure and its conversion in a few words, for `stepcast runs`
+// ("megatron: 234.0 TFLOP/s/GPU; megatron-2024 -> 5.581 s, MFU 41.2%").
+std::string FrameworkReportedBrief(const v1::FrameworkReported& f);
 
 struct RunsArgs {
   ClientOptions client;

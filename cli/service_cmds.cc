@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -193,7 +194,16 @@ int Report(const ReportArgs& a) {
     if (!a.probe_reports.empty() || !a.traces.empty()) {
       return Fail(absl::InvalidArgumentError("give --log or --probe/--trace, not both"));
     }
-    if (absl::Status s = ReportRequestFromLog(a.log_path, a.gpus, &req); !s.ok()) return Fail(s);
+    // With --job, the log's own TFLOP/s or MFU is converted too (cli.h ConvertFrameworkReported).
+    std::optional<Job> job;
+    if (!a.job_path.empty()) {
+      absl::StatusOr<Catalog> catalog = Catalog::Builtin(CatalogLoad::kOnUse);
+      if (!catalog.ok()) return Fail(catalog.status());
+      absl::StatusOr<Job> j = LoadJob(a.job_path, *catalog, nullptr);
+      if (!j.ok()) return Fail(j.status());
+      job = *std::move(j);
+    }
+    if (absl::Status s = ReportRequestFromLog(a.log_path, a.gpus, &req, job ? &*job : nullptr); !s.ok()) return Fail(s);
   } else if (from_files) {
     if (!a.probe_reports.empty() && !a.traces.empty()) {
       return Fail(absl::InvalidArgumentError("give --probe or --trace, not both"));
@@ -295,6 +305,7 @@ int Runs(const RunsArgs& a) {
                                  r.predicted_step_time_s(), r.measured_step_time_s(), r.step_time_error_pct(),
                                  100 * r.predicted_mfu(), 100 * r.measured_mfu(),
                                  r.has_start_time() ? TimeUtil::ToString(r.start_time()) : "-");
+    if (r.has_framework_reported()) std::cout << "    " << FrameworkReportedBrief(r.framework_reported()) << "\n";
   }
   if (!all.next_page_token().empty()) std::cout << "(more: --page-token " << all.next_page_token() << ")\n";
   return 0;

@@ -68,6 +68,15 @@ class ClientTest(unittest.TestCase):
         f = run.proto.framework_reported
         self.assertEqual((f.framework, f.iterations, f.warmup_records), ("megatron", 3, 1))
         self.assertAlmostEqual(f.tflops_per_gpu, 422.9, places=12)
+        # With the job, the binary converts 422.9 TFLOP/s/GPU under Megatron's 2025 count (the log
+        # is dated 2025-09-01): Megatron-LM transformer_flops per token for Llama 3 70B (L 80, h 8192,
+        # 64 query / 8 KV heads of 128, SwiGLU FFN 28672, vocabulary 128256) at s = 8192:
+        # 6 L [h (q + 2 kv) + q s + q h] + 6 L 3 h f + 6 h V, over 16 x 8192 tokens and 64 GPUs.
+        L, h, q, kv, s, ffn, V = 80, 8192, 64 * 128, 8 * 128, 8192, 28672, 128256
+        per_token = 6 * L * (h * (q + 2 * kv) + q * s + q * h) + 6 * L * 3 * h * ffn + 6 * h * V
+        self.assertEqual(f.flop_convention, "megatron-2025")
+        self.assertAlmostEqual(f.converted_step_time_s, per_token * 16 * 8192 / (422.9e12 * 64), places=9)
+        self.assertGreater(f.converted_mfu, 0)
         with self.assertRaises(ValueError):
             self.client.report_run(job=job, log=log, measured_step_time_s=3.0)
         with tempfile.NamedTemporaryFile("w", suffix=".log") as bad:

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -177,6 +179,71 @@ absl::Status Torchtitan(absl::string_view line, LogIteration* it) {
   return absl::OkStatus();
 }
 
+
+// The year of the first "YYYY-MM-DD" date in `line` (19xx/20xx), 0 when none.
+int YearOf(absl::string_view line) {
+  for (size_t i = 0; i + 10 <= line.size(); ++i) {
+    auto digits = [&](size_t at, size_t n) {
+      for (size_t k = at; k < at + n; ++k) {
+        if (!absl::ascii_isdigit(static_cast<unsigned char>(line[k]))) return false;
+      }
+      return true;
+    };
+    if (digits(i, 4) && line[i + 4] == '-' && digits(i + 5, 2) && line[i + 7] == '-' && digits(i + 8, 2) &&
+        (i == 0 || !absl::ascii_isdigit(static_cast<unsigned char>(line[i - 1])))) {
+      const int y = (line[i] - '0') * 1000 + (line[i + 1] - '0') * 100 + (line[i + 2] - '0') * 10 + (line[i + 3] - '0');
+      if (y >= 1900 && y < 2100) return y;
+    }
+  }
+  return 0;
+}
+
+// Composer's console record header: "[batch=20/100]:" or "[epoch=1][batch=5/5]:"; the batch number.
+bool ComposerHeader(absl::string_view line, int64_t* batch) {
+  const absl::string_view t = absl::StripAsciiWhitespace(line);
+  if (!absl::StartsWith(t, "[") || !absl::EndsWith(t, "]:")) return false;
+  const size_t b = t.find("[batch=");
+  if (b == absl::string_view::npos) return false;
+  absl::StatusOr<int64_t> n = IntegerAfter(t.substr(b), "[batch=");
+  *batch = n.ok() ? *n : -1;
+  return true;
+}
+
+// One Composer metric line "\t Train throughput/batches_per_sec: 0.1085": the name and value.
+bool ComposerMetric(absl::string_view line, absl::string_view* name, absl::string_view* value) {
+  const absl::string_view t = absl::StripLeadingAsciiWhitespace(line);
+  if (!absl::StartsWith(t, "Train ")) return false;
+  const size_t colon = t.find(": ");
+  if (colon == absl::string_view::npos) return false;
+  *name = t.substr(6, colon - 6);
+  *value = absl::StripAsciiWhitespace(t.substr(colon + 2));
+  return true;
+}
+
+// A value of the HF Trainer's printed dict: "'key': 1.5" or "'key': '1.5'" -> "1.5"; empty when absent.
+absl::string_view HfValue(absl::string_view line, absl::string_view key) {
+  const std::string k = absl::StrCat("'", key, "': ");
+  const size_t p = line.find(k);
+  if (p == absl::string_view::npos) return {};
+  absl::string_view rest = line.substr(p + k.size());
+  const size_t end = rest.find_first_of(",}");
+  rest = absl::StripAsciiWhitespace(end == absl::string_view::npos ? rest : rest.substr(0, end));
+  if (rest.size() >= 2 && rest.front() == '\'' && rest.back() == '\'') rest = rest.substr(1, rest.size() - 2);
+  return rest;
+}
+
+// The totals of the tqdm bars on a line ("| 690/690 [31:31<00:00, ...]" -> 690).
+void TqdmTotals(absl::string_view line, std::vector<int64_t>* out) {
+  for (size_t p = line.find(" ["); p != absl::string_view::npos; p = line.find(" [", p + 1)) {
+    size_t e = p;
+    size_t b = e;
+    while (b > 0 && absl::ascii_isdigit(static_cast<unsigned char>(line[b - 1]))) --b;
+    if (b == e || b == 0 || line[b - 1] != '/') continue;
+    int64_t total = 0;
+    if (absl::SimpleAtoi(line.substr(b, e - b), &total) && total > 0) out->push_back(total);
+  }
+}
+
 double Median(std::vector<double> v) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
   if (v.empty()) return NAN;
@@ -228,27 +295,132 @@ absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const Train
   std::string line;
   bool too_long = false;
   int64_t number = 0, read = 0;
+  // Composer's record under way (its header line, batch number and metrics).
+  struct ComposerRecord {
+    int64_t line = 0, batch = -1;
+    std::vector<std::pair<std::string, std::string>> metrics;
+  };
+  std::optional<ComposerRecord> record;
+  // The HF Trainer's last summary and the step counts the log states, in the order tried.
+  struct HfSummary {
+    int64_t line = 0;
+    double runtime_s = 0, steps_per_s = 0;
+  };
+  std::optional<HfSummary> hf;
+  std::vector<int64_t> header_steps, output_steps, tqdm_steps;
+  auto add = [&](const std::string& framework, LogIteration it, absl::string_view text) -> absl::Status {
+    if (!log.framework.empty() && log.framework != framework) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": line ", it.line, ": a ", framework, " line in a ",
+                                                     log.framework, " log"));
+    }
+    log.framework = framework;
+    if (log.year == 0) log.year = YearOf(text);
+    log.iterations.push_back(it);
+    return absl::OkStatus();
+  };
+  auto finish_record = [&]() -> absl::Status {
+    if (!record) return absl::OkStatus();
+    ComposerRecord r = std::move(*record);
+    record.reset();
+    LogIteration it;
+    it.line = r.line;
+    it.iteration = r.batch;
+    bool throughput = false;
+    for (const auto& [name, value] : r.metrics) {
+      double* target = nullptr;
+      double scale = 1;
+      if (name == "throughput/batches_per_sec") {
+        absl::StatusOr<double> v = Number(name, value);
+        if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", r.line, ": ", v.status().message()));
+        // Printed to 4 decimals: 0.0000 (a step of over 5.5 hours) states no rate.
+        if (*v > 0) {
+          it.step_time_s = 1.0 / *v;
+          throughput = true;
+        }
+        continue;
+      }
+      if (name == "time/batch") {
+        absl::StatusOr<int64_t> v = Integer(name, value);
+        if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", r.line, ": ", v.status().message()));
+        it.iteration = *v;
+        continue;
+      }
+      if (name == "throughput/device/tokens_per_sec") target = &it.tokens_per_s_per_gpu;
+      if (name == "throughput/device/flops_per_sec") target = &it.tflops_per_gpu, scale = 1e-12;
+      if (name == "throughput/device/mfu") target = &it.mfu;
+      if (target == nullptr) continue;
+      absl::StatusOr<double> v = Number(name, value);
+      if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", r.line, ": ", v.status().message()));
+      *target = *v * scale;
+    }
+    if (!throughput) return absl::OkStatus();  // SpeedMonitor's window not full yet
+    return add("llm-foundry", it, "");
+  };
   auto finish = [&]() -> absl::Status {
     ++number;
     if (too_long) {
       too_long = false;
       line.clear();
+      return finish_record();
+    }
+    const std::string clean = StripAnsi(line);
+    line.clear();
+    int64_t batch = -1;
+    absl::string_view name, value;
+    if (ComposerHeader(clean, &batch)) {
+      if (absl::Status s = finish_record(); !s.ok()) return s;
+      record = ComposerRecord{number, batch, {}};
       return absl::OkStatus();
     }
+    if (record && ComposerMetric(clean, &name, &value)) {
+      record->metrics.emplace_back(std::string(name), std::string(value));
+      return absl::OkStatus();
+    }
+    if (record && !absl::StripAsciiWhitespace(clean).empty()) {
+      if (absl::Status s = finish_record(); !s.ok()) return s;
+    }
+    // The HF Trainer: its summary dict and the lines stating the step count.
+    if (absl::StrContains(clean, "'train_runtime':")) {
+      HfSummary h{number, 0, 0};
+      for (auto [key, target] : {std::pair{"train_runtime", &h.runtime_s}, std::pair{"train_steps_per_second", &h.steps_per_s}}) {
+        const absl::string_view v = HfValue(clean, key);
+        if (v.empty()) {
+          if (std::string(key) == "train_runtime") {
+            return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": train_runtime: no value"));
+          }
+          continue;
+        }
+        absl::StatusOr<double> x = Number(key, v);
+        if (!x.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": ", x.status().message()));
+        *target = *x;
+      }
+      if (!(h.runtime_s > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": train_runtime: must be > 0"));
+      }
+      if (!log.framework.empty() && log.framework != "hf-trainer") {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": a hf-trainer line in a ",
+                                                       log.framework, " log"));
+      }
+      log.framework = "hf-trainer";
+      if (log.year == 0) log.year = YearOf(clean);
+      hf = h;
+    }
+    if (const size_t p = clean.find("Total optimization steps ="); p != std::string::npos) {
+      absl::StatusOr<double> v = Number("Total optimization steps", absl::string_view(clean).substr(p + 26));
+      if (v.ok() && *v > 0) header_steps.push_back(static_cast<int64_t>(*v));
+    }
+    if (const size_t p = clean.find("TrainOutput(global_step="); p != std::string::npos) {
+      absl::StatusOr<int64_t> v = IntegerAfter(absl::string_view(clean).substr(p), "global_step=");
+      if (v.ok() && *v > 0) output_steps.push_back(*v);
+    }
+    TqdmTotals(clean, &tqdm_steps);
     std::string framework;
     LogIteration it;
-    absl::StatusOr<bool> got = ParseTrainingLogLine(line, &framework, &it);
-    line.clear();
+    absl::StatusOr<bool> got = ParseTrainingLogLine(clean, &framework, &it);
     if (!got.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": ", got.status().message()));
     if (!*got) return absl::OkStatus();
-    if (!log.framework.empty() && log.framework != framework) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": a ", framework, " line in a ",
-                                                     log.framework, " log"));
-    }
-    log.framework = framework;
     it.line = number;
-    log.iterations.push_back(it);
-    return absl::OkStatus();
+    return add(framework, it, clean);
   };
   char buf[1 << 16];
   size_t n = 0;
@@ -275,19 +447,48 @@ absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const Train
   if (!line.empty() || too_long) {
     if (absl::Status s = finish(); !s.ok()) return s;
   }
+  if (absl::Status s = finish_record(); !s.ok()) return s;
   log.lines = number;
+  if (hf) {
+    // The summary's step count: the first stated count within the rounding of
+    // train_runtime x train_steps_per_second (steps/s printed to 3 decimals: +-0.0005).
+    LogIteration it;
+    it.line = hf->line;
+    const double implied = hf->runtime_s * hf->steps_per_s;
+    const double tolerance = hf->runtime_s * 0.0005 + 1e-9;
+    int64_t steps = 0;
+    for (const std::vector<int64_t>* c : {&header_steps, &output_steps, &tqdm_steps}) {
+      for (auto i = c->rbegin(); i != c->rend() && steps == 0; ++i) {
+        if (hf->steps_per_s <= 0 || std::fabs(static_cast<double>(*i) - implied) <= tolerance) steps = *i;
+      }
+      if (steps > 0) break;
+    }
+    if (steps > 0) {
+      it.iteration = steps;
+      it.step_time_s = hf->runtime_s / static_cast<double>(steps);
+    } else if (hf->steps_per_s > 0) {
+      it.step_time_s = 1.0 / hf->steps_per_s;  // no step count stated: the rounded rate
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": line ", hf->line, ": the HF Trainer summary states no train_steps_per_second and the log no step "
+                "count ('Total optimization steps = N', 'TrainOutput(global_step=N', a tqdm bar 'N/N [')"));
+    }
+    log.iterations.push_back(it);
+    log.warmup_records = 0;  // one record over the whole run, warm-up included
+  }
   if (log.iterations.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, ": no iteration line of Megatron-LM / Megatron-Bridge ('elapsed time per iteration (ms):'), NeMo "
-              "('train_step_timing in s') or torchtitan ('step: ... tps: ...')"));
+              "('train_step_timing in s'), torchtitan ('step: ... tps: ...'), llm-foundry / Composer ('[batch=N/M]:' "
+              "records with 'Train throughput/batches_per_sec') or the HF Trainer ('{'train_runtime': ...}')"));
   }
-  if (static_cast<int64_t>(log.iterations.size()) <= o.warmup_records) {
+  if (static_cast<int64_t>(log.iterations.size()) <= log.warmup_records) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": ", log.iterations.size(),
-                                                      " logged iterations, none after the ", o.warmup_records,
+                                                      " logged iterations, none after the ", log.warmup_records,
                                                       " warm-up record(s)"));
   }
   std::vector<double> t, tf, mfu, tps;
-  for (size_t i = static_cast<size_t>(o.warmup_records); i < log.iterations.size(); ++i) {
+  for (size_t i = static_cast<size_t>(log.warmup_records); i < log.iterations.size(); ++i) {
     const LogIteration& it = log.iterations[i];
     t.push_back(it.step_time_s);
     tf.push_back(it.tflops_per_gpu);

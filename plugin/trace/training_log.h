@@ -13,6 +13,22 @@
 //   torchtitan  "step: 10  loss:  8.1234  grad_norm: ...  memory: 30.12GiB(31.70%)  tps: 5,432
 //       tflops: 245.67  mfu: 24.84%" with ANSI colours (torchtitan/components/metrics.py
 //       MetricsProcessor.log);
+//   llm-foundry (Composer's ConsoleLogger, composer/loggers/console_logger.py): a record header
+//       "[batch=20/100]:" or "[epoch=1][batch=5/5]:" and one "\t Train <name>: <value>" line per
+//       metric, values as format_log_data_value prints them (floats "{:.4f}"). A record is an
+//       iteration when it holds SpeedMonitor's throughput (composer/callbacks/speed_monitor.py
+//       batch_end: "throughput/batches_per_sec" = batches over the last window_size batches /
+//       their wall-clock seconds, logged only once the window is full), with
+//       "throughput/device/tokens_per_sec", "throughput/device/flops_per_sec" and
+//       "throughput/device/mfu" (device FLOP/s / gpu_flops_available) when the model states
+//       flops_per_batch (llm-foundry's ComposerMPTCausalLM and HF wrappers do);
+//   the Hugging Face Trainer  the summary dict it prints at the end of train()
+//       "{'train_runtime': 1891.9246, 'train_samples_per_second': 5.816, 'train_steps_per_second':
+//       0.365, ...}" (transformers trainer_utils.py speed_metrics: runtime rounded to 4 decimals,
+//       rates to 3; newer versions print the values quoted), its step count from the
+//       "Total optimization steps = N" header, "TrainOutput(global_step=N" or a tqdm bar total
+//       "N/N [", the first one consistent with train_runtime x train_steps_per_second within that
+//       rounding (the per-step {'loss': ...} dicts carry no time);
 // each number as the framework printed it, under the framework's own FLOP convention (the
 // conversion to stepcast's is the report path's, not this reader's). A plain line parser: no
 // regular expression on untrusted text (issue 26).
@@ -41,12 +57,17 @@ struct LogIteration {
 
 struct TrainingLog {
   std::string path;
-  // "megatron" (Megatron-LM and Megatron-Bridge), "nemo" or "torchtitan".
+  // "megatron" (Megatron-LM and Megatron-Bridge), "nemo", "torchtitan", "llm-foundry" or
+  // "hf-trainer".
   std::string framework;
+  // The year of the first date ("2024-04-06") on an iteration line, 0 when none: the log's
+  // year, which picks the Megatron FLOP convention of that time (core/flop_conventions.h).
+  int year = 0;
   std::vector<LogIteration> iterations;
   // The warm-up rule: the first `warmup_records` logged iterations are left out of the medians
   // (the first includes start-up: compilation, NCCL initialisation, the first data load; a
-  // Megatron record averages a whole log interval, so one record is enough there too).
+  // Megatron record averages a whole log interval, so one record is enough there too). The HF
+  // Trainer's summary is one record over the whole run, warm-up included: 0 there.
   int warmup_records = 0;
   // Medians over the kept iterations (NaN when none gives the field).
   double median_step_time_s = NAN;
@@ -62,15 +83,16 @@ struct TrainingLogOptions {
   int64_t max_line_bytes = 1 << 20;       // longer lines are skipped (no format writes them)
 };
 
-// Reads a training log. Errors (InvalidArgument naming the file, line and field): not a regular
+// Reads a training log (one framework's, any of the formats above). Errors (InvalidArgument naming the file, line and field): not a regular
 // file, larger than max_bytes, a recognised line with a field that is not a finite number >= 0,
 // lines of two frameworks; NotFound: no file; FailedPrecondition: no iteration line of a known
 // framework (the message lists the formats read), or no iteration left after the warm-up.
 absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const TrainingLogOptions& options = {});
 
 // One line, for tests and streaming callers: true and `out` filled when the line is an iteration
-// line of a known framework (`framework` set); false when it is not one; an error when it is one
-// with a malformed field.
+// line of a known single-line format (Megatron, NeMo, torchtitan; `framework` set); false when
+// it is not one; an error when it is one with a malformed field. Composer records span lines and
+// the HF summary needs the step count from other lines: ReadTrainingLog reads those.
 absl::StatusOr<bool> ParseTrainingLogLine(const std::string& line, std::string* framework, LogIteration* out);
 
 }  // namespace stepcast::trace

@@ -31,6 +31,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -684,10 +685,13 @@ class StepcastClient:
         seconds ({"gemm_s": ..., "exposed_communication_s": ...}). Needs the token.
         log: the run's training log instead of the two measurements (Megatron-LM/-Bridge, NeMo,
         torchtitan; a torchtitan log needs gpu_count), read by the stepcast binary exactly as
-        `stepcast report --log` reads it (`stepcast report --log FILE --dry-run`; binary from
-        `stepcast`, STEPCAST_BIN or PATH): its median step time after the warm-up record, and
-        the framework's own TFLOP/s, MFU and tokens/s as the run's framework_reported. ValueError
-        with the binary's message (file, line, field) for a bad log."""
+        `stepcast report --log` reads it (`stepcast report --log FILE --dry-run [--job JOB]`;
+        binary from `stepcast`, STEPCAST_BIN or PATH): its median step time after the warm-up
+        record, and the framework's own TFLOP/s, MFU and tokens/s as the run's
+        framework_reported; with a job, also their conversion under the framework's FLOP
+        convention (framework_reported.flop_convention, converted_step_time_s, converted_mfu).
+        Logs of Megatron-LM/-Bridge, NeMo, torchtitan, llm-foundry (Composer console) and the HF
+        Trainer are read. ValueError with the binary's message (file, line, field) for a bad log."""
         log_req = None
         if log is not None:
             if measured_step_time_s or measured_tokens_per_s:
@@ -696,7 +700,15 @@ class StepcastClient:
             args = [binary, "report", "--dry-run", "--log", os.fspath(log)]
             if gpu_count:
                 args += ["--gpus", str(gpu_count)]
-            r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            with tempfile.TemporaryDirectory() as tmp:
+                if job is not None:
+                    # The job lets the binary convert the log's own TFLOP/s or MFU under the
+                    # framework's FLOP convention (framework_reported.converted_step_time_s).
+                    job_path = os.path.join(tmp, "job.json")
+                    with open(job_path, "w") as f:
+                        f.write(json_format.MessageToJson(_as_job(job), preserving_proto_field_name=True))
+                    args += ["--job", job_path]
+                r = subprocess.run(args, capture_output=True, text=True, timeout=60)
             message = r.stderr.strip().replace("stepcast: ", "")
             if r.returncode == 2:
                 raise ValueError(message)

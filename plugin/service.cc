@@ -851,11 +851,15 @@ class ServiceImpl {
     if (!queued) done(absl::UnavailableError("the store's write queue is full; retry"));
   }
 
-  absl::Status BuildRun(grpc::CallbackServerContext* ctx, const v1::ReportRunRequest& req, v1::Run& run) {
+  static absl::Status BadField(absl::string_view f, absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(f, ": ", why));
+  }
+
+  // ReportRun's request checked field by field before anything is built: the token, sizes, labels,
+  // finite non-negative measurements, timestamps (every error names the field).
+  absl::Status CheckReportRequest(grpc::CallbackServerContext* ctx, const v1::ReportRunRequest& req) const {
     if (absl::Status s = CheckToken(ctx, Scope::kReport); !s.ok()) return s;
-    auto bad = [](absl::string_view f, absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat(f, ": ", why));
-    };
+    const auto& bad = BadField;
     if (req.has_job()) {
       if (absl::Status s = CheckJobSize(req.job(), "job"); !s.ok()) return s;
     }
@@ -909,6 +913,15 @@ class ServiceImpl {
     for (const auto& [k, v] : req.labels()) {
       if (k.empty()) return bad("labels", "keys must not be empty");
     }
+    return absl::OkStatus();
+  }
+
+  // The run to store from a checked ReportRun request: the prediction it names (or one made from
+  // its job), the measured figures and what derives from them (measured MFU, error, comparison).
+  absl::Status BuildRun(grpc::CallbackServerContext* ctx, const v1::ReportRunRequest& req, v1::Run& run) {
+    if (absl::Status s = CheckReportRequest(ctx, req); !s.ok()) return s;
+    const auto& bad = BadField;
+    const double step = req.measured_step_time_s(), tps = req.measured_tokens_per_s();
     if (!req.prediction_id().empty()) {
       if (req.has_job()) return bad("job", "give prediction_id or job, not both");
       absl::StatusOr<RunStore::StoredPrediction> sp = GetPrediction(req.prediction_id());

@@ -29,6 +29,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -102,215 +104,247 @@ class HealthCaller {
   grpc::internal::RpcMethod method_;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Health check, Predict and Preflight load against a live stepcast serve"};
-  std::string server = "127.0.0.1:50051", job_path, rpcs = "health,predict,preflight";
-  int threads = 8, rounds = 1;
+// What every phase shares: the command line, the requests, the server.
+struct Config {
+  std::string server = "127.0.0.1:50051", job_path, rpcs = "health,predict,preflight", token;
+  int threads = 8, rounds = 1, writers = 0, searchers = 0, server_pid = 0;
   double seconds = 10, warmup = 2;
-  app.add_option("--server", server)->capture_default_str();
-  app.add_option("--threads", threads)->capture_default_str();
-  app.add_option("--seconds", seconds, "measured seconds per RPC kind")->capture_default_str();
-  app.add_option("--warmup", warmup, "seconds before each measurement")->capture_default_str();
-  app.add_option("--job", job_path)->required();
-  app.add_option("--rpcs", rpcs, "comma-separated, run in this order: health, predict, preflight")
-      ->capture_default_str();
-  app.add_option("--rounds", rounds, "run the sequence this many times")->capture_default_str();
-  int writers = 0;
-  std::string token;
-  app.add_option("--writers", writers, "threads issuing ReportRun beside the Predict load")->capture_default_str();
-  app.add_option("--token", token, "bearer token for ReportRun");
-  int searchers = 0;
-  app.add_option("--searchers", searchers, "threads keeping a maximal Search in flight beside the Predict load")
-      ->capture_default_str();
-  int server_pid = 0;
-  app.add_option("--server-pid", server_pid, "the server's process id: report its CPU time per request");
-  CLI11_PARSE(app, argc, argv);
-
   stepcast::v1::PredictRequest req;
-  if (absl::Status s = stepcast::ParseMessageFile(job_path, req.mutable_job()); !s.ok()) {
+  stepcast::v1::PreflightRequest preflight_req;
+  std::vector<std::string> kinds;
+};
+
+// The phase's time line: warm-up from `start`, measured from `measure_from` to `stop`.
+struct Window {
+  Clock::time_point measure_from, stop;
+};
+
+// One client's call of `kind` (health, predict or preflight): true when answered correctly. Each
+// kind the same way: a context from Client::Context() per call, the response message reused (as a
+// client in a loop would), so that the client's own work stays small beside the server's. The
+// returned function holds references to `client`, `health` and `errors`.
+std::function<bool()> MakeCall(const std::string& kind, const Config& c, stepcast::Client& client,
+                               HealthCaller& health, std::atomic<long>& errors) {
+  if (kind == "health") return [&] { return health.Call(client.Context().get()); };
+  if (kind == "predict") {
+    return [&, resp = std::make_shared<stepcast::v1::PredictResponse>()] {
+      auto ctx = client.Context();
+      const grpc::Status st = client.stub().Predict(ctx.get(), c.req, resp.get());
+      if (!st.ok() && errors.load() == 0) std::fprintf(stderr, "predict: %s\n", st.error_message().c_str());
+      return st.ok() && resp->prediction().step_time_s() > 0;
+    };
+  }
+  return [&, resp = std::make_shared<stepcast::v1::PreflightResponse>()] {
+    auto ctx = client.Context();
+    const grpc::Status st = client.stub().Preflight(ctx.get(), c.preflight_req, resp.get());
+    if (!st.ok() && errors.load() == 0) std::fprintf(stderr, "preflight: %s\n", st.error_message().c_str());
+    return st.ok() && resp->prediction().step_time_s() > 0;
+  };
+}
+
+// One load client: calls `kind` until w.stop, recording the latency of those started after
+// w.measure_from in `latencies` (microseconds) and counting failures in `errors`.
+void LoadClient(const std::string& kind, const Config& c, const Window& w, std::vector<double>& latencies,
+                std::atomic<long>& errors) {
+  stepcast::ClientOptions o;
+  o.address = c.server;
+  auto client = stepcast::Client::Connect(o);
+  if (!client.ok()) {
+    ++errors;
+    return;
+  }
+  HealthCaller health(c.server);
+  const std::function<bool()> call = MakeCall(kind, c, *client, health, errors);
+  latencies.reserve(400000);
+  while (true) {
+    const auto t0 = Clock::now();
+    if (t0 >= w.stop) break;
+    const bool ok = call();
+    const auto t1 = Clock::now();
+    if (t0 < w.measure_from) continue;
+    if (!ok) ++errors;
+    latencies.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+}
+
+// One ReportRun writer beside the Predict load: writes until w.stop, counting those of the
+// measured window in `writes` and `write_errors`.
+void ReportWriter(const Config& c, const Window& w, std::atomic<long>& writes, std::atomic<long>& write_errors) {
+  stepcast::ClientOptions o;
+  o.address = c.server;
+  o.token = c.token;
+  auto client = stepcast::Client::Connect(o);
+  if (!client.ok()) return;
+  // Reports name a stored prediction (as the probe's do), so that a write costs the store, not
+  // another prediction on the server's CPU.
+  stepcast::v1::ReportRunRequest rr;
+  {
+    stepcast::v1::PreflightResponse presp;
+    auto ctx = client->Context();
+    if (client->stub().Preflight(ctx.get(), c.preflight_req, &presp).ok() && !presp.prediction_id().empty()) {
+      rr.set_prediction_id(presp.prediction_id());
+    } else {
+      *rr.mutable_job() = c.req.job();
+    }
+  }
+  rr.set_measured_step_time_s(10);
+  while (Clock::now() < w.stop) {
+    stepcast::v1::ReportRunResponse resp;
+    auto ctx = client->Context();
+    const bool measuring = Clock::now() >= w.measure_from;
+    const grpc::Status st = client->stub().ReportRun(ctx.get(), rr, &resp);
+    if (measuring) ++(st.ok() ? writes : write_errors);
+  }
+}
+
+// Counts of the searchers' outcomes.
+struct SearchCounts {
+  std::atomic<long> ok{0}, refused{0}, errors{0};
+};
+
+// One searcher beside the Predict load: keeps a maximal Search in flight until w.stop.
+void Searcher(const Config& c, const Window& w, SearchCounts& n) {
+  stepcast::ClientOptions o;
+  o.address = c.server;
+  o.deadline_ms = 120000;
+  auto client = stepcast::Client::Connect(o);
+  if (!client.ok()) return;
+  stepcast::v1::SearchRequest sr;
+  *sr.mutable_job() = c.req.job();
+  stepcast::v1::SearchSpaceSpec* sp = sr.mutable_options()->mutable_space();
+  sp->set_min_gpus(8);
+  sp->set_max_gpus(32768);
+  sp->set_all_schedules(true);
+  sp->set_overlap_off(true);
+  sp->set_search_etp(true);
+  while (Clock::now() < w.stop) {
+    // The rest of the phase (the service caps a search at 60 s).
+    sr.mutable_options()->set_time_limit_s(std::max(0.5, std::chrono::duration<double>(w.stop - Clock::now()).count()));
+    stepcast::v1::SearchResponse resp;
+    auto ctx = client->Context();
+    const grpc::Status st = client->stub().Search(ctx.get(), sr, &resp);
+    if (st.ok()) {
+      ++n.ok;
+    } else {
+      ++(st.error_code() == grpc::RESOURCE_EXHAUSTED ? n.refused : n.errors);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+// The phase's figures from the clients' latencies and the CPU samples at the window's ends;
+// printed on one line.
+PhaseResult Summarize(const std::string& kind, const Config& c, const std::vector<std::vector<double>>& latencies,
+                      long errors, const double server_cpu[2], const double client_cpu[2]) {
+  PhaseResult r;
+  r.rpc = kind;
+  r.errors = errors;
+  std::vector<double> all;
+  for (const auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
+  if (all.empty()) return r;
+  std::sort(all.begin(), all.end());
+  auto pct = [&](double q) { return all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
+  r.requests = all.size();
+  r.req_per_s = all.size() / c.seconds;
+  r.p50_us = pct(0.50);
+  r.p90_us = pct(0.90);
+  r.p99_us = pct(0.99);
+  r.max_us = all.back();
+  if (server_cpu[0] >= 0 && server_cpu[1] >= 0) r.server_cpu_us = (server_cpu[1] - server_cpu[0]) / all.size() * 1e6;
+  if (client_cpu[0] >= 0 && client_cpu[1] >= 0) r.client_cpu_us = (client_cpu[1] - client_cpu[0]) / all.size() * 1e6;
+  std::printf("%-9s requests %zu in %.1f s: %.0f req/s, %d client threads, errors %ld; latency us: p50 %.0f  p90 %.0f  "
+              "p99 %.0f  max %.0f; CPU us per request: server %.1f, client %.1f\n",
+              kind.c_str(), r.requests, c.seconds, r.req_per_s, c.threads, r.errors, r.p50_us, r.p90_us, r.p99_us,
+              r.max_us, r.server_cpu_us, r.client_cpu_us);
+  std::fflush(stdout);
+  return r;
+}
+
+// One phase: `threads` clients issuing `kind` for warmup + seconds (and the writers and searchers
+// beside Predict when asked).
+PhaseResult RunPhase(const std::string& kind, const Config& c) {
+  Window w;
+  w.measure_from = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.warmup));
+  w.stop = w.measure_from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.seconds));
+  std::vector<std::vector<double>> latencies(c.threads);
+  std::atomic<long> errors{0}, writes{0}, write_errors{0};
+  SearchCounts searches;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < c.threads; ++t) {
+    pool.emplace_back([&, t] { LoadClient(kind, c, w, latencies[t], errors); });
+  }
+  for (int i = 0; kind == "predict" && i < c.writers; ++i) {
+    pool.emplace_back([&] { ReportWriter(c, w, writes, write_errors); });
+  }
+  for (int i = 0; kind == "predict" && i < c.searchers; ++i) pool.emplace_back([&] { Searcher(c, w, searches); });
+  // CPU of the server and of this client over the measured window (sampled at its ends).
+  double server_cpu[2] = {-1, -1}, client_cpu[2] = {-1, -1};
+  std::thread sampler([&] {
+    for (int i = 0; i < 2; ++i) {
+      std::this_thread::sleep_until(i == 0 ? w.measure_from : w.stop);
+      if (c.server_pid > 0) server_cpu[i] = ProcessCpuSeconds(c.server_pid);
+      client_cpu[i] = ProcessCpuSeconds(::getpid());
+    }
+  });
+  for (auto& th : pool) th.join();
+  sampler.join();
+  if (kind == "predict" && c.searchers > 0) {
+    std::printf("beside %d searchers: %ld searches answered, %ld refused (RESOURCE_EXHAUSTED), %ld other errors\n",
+                c.searchers, searches.ok.load(), searches.refused.load(), searches.errors.load());
+  }
+  if (kind == "predict" && c.writers > 0) {
+    std::printf("beside %d ReportRun writers: %.0f writes/s, write errors %ld\n", c.writers, writes.load() / c.seconds,
+                write_errors.load());
+  }
+  return Summarize(kind, c, latencies, errors.load(), server_cpu, client_cpu);
+}
+
+// The command line into `c` (requests read from the job file); nullopt to go on, else the exit code.
+std::optional<int> ParseArgs(int argc, char** argv, Config& c) {
+  CLI::App app{"Health check, Predict and Preflight load against a live stepcast serve"};
+  app.add_option("--server", c.server)->capture_default_str();
+  app.add_option("--threads", c.threads)->capture_default_str();
+  app.add_option("--seconds", c.seconds, "measured seconds per RPC kind")->capture_default_str();
+  app.add_option("--warmup", c.warmup, "seconds before each measurement")->capture_default_str();
+  app.add_option("--job", c.job_path)->required();
+  app.add_option("--rpcs", c.rpcs, "comma-separated, run in this order: health, predict, preflight")
+      ->capture_default_str();
+  app.add_option("--rounds", c.rounds, "run the sequence this many times")->capture_default_str();
+  app.add_option("--writers", c.writers, "threads issuing ReportRun beside the Predict load")->capture_default_str();
+  app.add_option("--token", c.token, "bearer token for ReportRun");
+  app.add_option("--searchers", c.searchers, "threads keeping a maximal Search in flight beside the Predict load")
+      ->capture_default_str();
+  app.add_option("--server-pid", c.server_pid, "the server's process id: report its CPU time per request");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (absl::Status s = stepcast::ParseMessageFile(c.job_path, c.req.mutable_job()); !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 2;
   }
-  stepcast::v1::PreflightRequest preflight_req;
-  *preflight_req.mutable_job() = req.job();
-  const std::vector<std::string> kinds = absl::StrSplit(rpcs, ',', absl::SkipWhitespace());
-  for (const std::string& k : kinds) {
+  *c.preflight_req.mutable_job() = c.req.job();
+  c.kinds = absl::StrSplit(c.rpcs, ',', absl::SkipWhitespace());
+  for (const std::string& k : c.kinds) {
     if (k != "health" && k != "predict" && k != "preflight") {
       std::fprintf(stderr, "--rpcs: '%s' is not one of health, predict, preflight\n", k.c_str());
       return 2;
     }
   }
+  return std::nullopt;
+}
 
-  // One phase: `threads` clients issuing `kind` for warmup + seconds (and the writers beside
-  // Predict when asked).
-  auto run_phase = [&](const std::string& kind) {
-    const auto start = Clock::now();
-    const auto measure_from = start + std::chrono::duration<double>(warmup);
-    const auto stop = measure_from + std::chrono::duration<double>(seconds);
-    std::vector<std::vector<double>> latencies(threads);
-    std::atomic<long> errors{0};
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        stepcast::ClientOptions o;
-        o.address = server;
-        auto client = stepcast::Client::Connect(o);
-        if (!client.ok()) {
-          ++errors;
-          return;
-        }
-        HealthCaller health(server);
-        // Each kind the same way: a context from Client::Context() per call, the response message
-        // reused (as a client in a loop would), so that the client's own work stays small beside
-        // the server's.
-        stepcast::v1::PredictResponse predict_resp;
-        stepcast::v1::PreflightResponse preflight_resp;
-        std::function<bool()> call;
-        if (kind == "health") {
-          call = [&] { return health.Call(client->Context().get()); };
-        } else if (kind == "predict") {
-          call = [&] {
-            stepcast::v1::PredictResponse& resp = predict_resp;
-            auto ctx = client->Context();
-            const grpc::Status st = client->stub().Predict(ctx.get(), req, &resp);
-            if (!st.ok() && errors.load() == 0) std::fprintf(stderr, "predict: %s\n", st.error_message().c_str());
-            return st.ok() && resp.prediction().step_time_s() > 0;
-          };
-        } else {
-          call = [&] {
-            stepcast::v1::PreflightResponse& resp = preflight_resp;
-            auto ctx = client->Context();
-            const grpc::Status st = client->stub().Preflight(ctx.get(), preflight_req, &resp);
-            if (!st.ok() && errors.load() == 0) std::fprintf(stderr, "preflight: %s\n", st.error_message().c_str());
-            return st.ok() && resp.prediction().step_time_s() > 0;
-          };
-        }
-        latencies[t].reserve(400000);
-        while (true) {
-          const auto t0 = Clock::now();
-          if (t0 >= stop) break;
-          const bool ok = call();
-          const auto t1 = Clock::now();
-          if (t0 < measure_from) continue;
-          if (!ok) ++errors;
-          latencies[t].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-        }
-      });
-    }
-    std::atomic<long> writes{0}, write_errors{0};
-    for (int w = 0; kind == "predict" && w < writers; ++w) {
-      pool.emplace_back([&] {
-        stepcast::ClientOptions o;
-        o.address = server;
-        o.token = token;
-        auto client = stepcast::Client::Connect(o);
-        if (!client.ok()) return;
-        // Reports name a stored prediction (as the probe's do), so that a write costs the store,
-        // not another prediction on the server's CPU.
-        stepcast::v1::ReportRunRequest rr;
-        {
-          stepcast::v1::PreflightResponse presp;
-          auto ctx = client->Context();
-          if (client->stub().Preflight(ctx.get(), preflight_req, &presp).ok() && !presp.prediction_id().empty()) {
-            rr.set_prediction_id(presp.prediction_id());
-          } else {
-            *rr.mutable_job() = req.job();
-          }
-        }
-        rr.set_measured_step_time_s(10);
-        while (Clock::now() < stop) {
-          stepcast::v1::ReportRunResponse resp;
-          auto ctx = client->Context();
-          const bool measuring = Clock::now() >= measure_from;
-          const grpc::Status st = client->stub().ReportRun(ctx.get(), rr, &resp);
-          if (measuring) ++(st.ok() ? writes : write_errors);
-        }
-      });
-    }
-    std::atomic<long> searches_ok{0}, searches_refused{0}, search_errors{0};
-    for (int s = 0; kind == "predict" && s < searchers; ++s) {
-      pool.emplace_back([&] {
-        stepcast::ClientOptions o;
-        o.address = server;
-        o.deadline_ms = 120000;
-        auto client = stepcast::Client::Connect(o);
-        if (!client.ok()) return;
-        stepcast::v1::SearchRequest sr;
-        *sr.mutable_job() = req.job();
-        stepcast::v1::SearchSpaceSpec* sp = sr.mutable_options()->mutable_space();
-        sp->set_min_gpus(8);
-        sp->set_max_gpus(32768);
-        sp->set_all_schedules(true);
-        sp->set_overlap_off(true);
-        sp->set_search_etp(true);
-        while (Clock::now() < stop) {
-          // The rest of the phase (the service caps a search at 60 s).
-          sr.mutable_options()->set_time_limit_s(std::max(0.5, std::chrono::duration<double>(stop - Clock::now()).count()));
-          stepcast::v1::SearchResponse resp;
-          auto ctx = client->Context();
-          const grpc::Status st = client->stub().Search(ctx.get(), sr, &resp);
-          if (st.ok()) {
-            ++searches_ok;
-          } else if (st.error_code() == grpc::RESOURCE_EXHAUSTED) {
-            ++searches_refused;
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          } else {
-            ++search_errors;
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          }
-        }
-      });
-    }
-    // CPU of the server and of this client over the measured window (sampled at its ends).
-    double server_cpu[2] = {-1, -1}, client_cpu[2] = {-1, -1};
-    std::thread sampler([&] {
-      for (int i = 0; i < 2; ++i) {
-        std::this_thread::sleep_until(i == 0 ? measure_from : stop);
-        if (server_pid > 0) server_cpu[i] = ProcessCpuSeconds(server_pid);
-        client_cpu[i] = ProcessCpuSeconds(::getpid());
-      }
-    });
-    for (auto& th : pool) th.join();
-    sampler.join();
-    if (kind == "predict" && searchers > 0) {
-      std::printf("beside %d searchers: %ld searches answered, %ld refused (RESOURCE_EXHAUSTED), %ld other errors\n",
-                  searchers, searches_ok.load(), searches_refused.load(), search_errors.load());
-    }
-    if (kind == "predict" && writers > 0) {
-      std::printf("beside %d ReportRun writers: %.0f writes/s, write errors %ld\n", writers, writes.load() / seconds,
-                  write_errors.load());
-    }
-    PhaseResult r;
-    r.rpc = kind;
-    r.errors = errors.load();
-    std::vector<double> all;
-    for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
-    if (all.empty()) return r;
-    std::sort(all.begin(), all.end());
-    auto pct = [&](double q) { return all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
-    r.requests = all.size();
-    r.req_per_s = all.size() / seconds;
-    r.p50_us = pct(0.50);
-    r.p90_us = pct(0.90);
-    r.p99_us = pct(0.99);
-    r.max_us = all.back();
-    if (server_cpu[0] >= 0 && server_cpu[1] >= 0) r.server_cpu_us = (server_cpu[1] - server_cpu[0]) / all.size() * 1e6;
-    if (client_cpu[0] >= 0 && client_cpu[1] >= 0) r.client_cpu_us = (client_cpu[1] - client_cpu[0]) / all.size() * 1e6;
-    std::printf("%-9s requests %zu in %.1f s: %.0f req/s, %d client threads, errors %ld; latency us: p50 %.0f  p90 %.0f  "
-                "p99 %.0f  max %.0f; CPU us per request: server %.1f, client %.1f\n",
-                kind.c_str(), r.requests, seconds, r.req_per_s, threads, r.errors, r.p50_us, r.p90_us, r.p99_us,
-                r.max_us, r.server_cpu_us, r.client_cpu_us);
-    std::fflush(stdout);
-    return r;
-  };
+}  // namespace
 
+int main(int argc, char** argv) {
+  Config c;
+  if (std::optional<int> rc = ParseArgs(argc, argv, c)) return *rc;
   bool failed = false;
-  for (int round = 1; round <= rounds; ++round) {
+  for (int round = 1; round <= c.rounds; ++round) {
     std::map<std::string, PhaseResult> results;
-    for (const std::string& kind : kinds) {
-      results[kind] = run_phase(kind);
+    for (const std::string& kind : c.kinds) {
+      results[kind] = RunPhase(kind, c);
       if (results[kind].requests == 0 || results[kind].errors > 0) failed = true;
     }
     if (auto h = results.find("health"); h != results.end() && h->second.req_per_s > 0) {

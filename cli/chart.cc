@@ -1,0 +1,589 @@
+#include "cli/chart.h"
+
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+
+namespace stepcast::html {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Tableau 10 (Tableau's default categorical palette since 2016; chosen for colour-blind
+// separation): blue, orange, red, teal, green, yellow, purple, pink, brown, grey.
+constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+
+// A unique id prefix per chart in this process (clip paths, gradients).
+std::string NextId(const char* kind) {
+  static std::atomic<int> n{0};
+  return absl::StrCat(kind, ++n);
+}
+
+// Relative luminance (WCAG 2.x) of "#rrggbb", to pick black or white text on a fill.
+double Luminance(const std::string& hex) {
+  if (hex.size() != 7 || hex[0] != '#') return 1;
+  auto channel = [&](int i) {
+    const double c = std::stoi(hex.substr(1 + 2 * i, 2), nullptr, 16) / 255.0;
+    return c <= 0.03928 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+  };
+  return 0.2126 * channel(0) + 0.7152 * channel(1) + 0.0722 * channel(2);
+}
+const char* TextOn(const std::string& fill) { return Luminance(fill) > 0.3 ? "#111" : "#fff"; }
+
+std::string F(double v) { return absl::StrFormat("%.1f", v); }
+
+// Viridis (matplotlib's default sequential map, perceptually uniform) at 5 stops, interpolated.
+std::string Viridis(double t) {
+  static constexpr double kStops[5][3] = {
+      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
+  t = std::clamp(t, 0.0, 1.0) * 4;
+  const int i = std::min(3, static_cast<int>(t));
+  const double f = t - i;
+  int rgb[3];
+  for (int c = 0; c < 3; ++c) rgb[c] = static_cast<int>(std::lround(kStops[i][c] + f * (kStops[i + 1][c] - kStops[i][c])));
+  return absl::StrFormat("#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+// Text that fits in about `chars` characters, with an ellipsis.
+std::string Clip(const std::string& s, size_t chars) {
+  if (s.size() <= chars) return s;
+  size_t cut = chars - 1;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+  return s.substr(0, cut) + "\xE2\x80\xA6";
+}
+
+// Approximate width of a label in px at 12 px sans-serif (DejaVu Sans / Liberation Sans metrics:
+// capitals about 8.5 px, other characters about 6.8 px).
+double TextWidth(const std::string& s) {
+  double w = 0;
+  for (char c : s) w += (c >= 'A' && c <= 'Z') ? 8.5 : 6.8;
+  return w;
+}
+
+// One axis mapped onto pixels.
+struct Scale {
+  double lo = 0, hi = 1;
+  bool log = false;
+  double px0 = 0, px1 = 1;
+  double T(double v) const {
+    return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) : (v - lo) / (hi - lo);
+  }
+  double operator()(double v) const { return px0 + T(v) * (px1 - px0); }
+  bool Drawable(double v) const { return std::isfinite(v) && (!log || v > 0); }
+};
+
+struct Tick {
+  double v;
+  bool major;  // gridline + label
+};
+
+// Linear ticks: 1, 2 or 5 x 10^k steps, about six of them.
+double NiceStep(double span) {
+  const double raw = span / 6;
+  const double mag = std::pow(10, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * mag >= raw) return m * mag;
+  }
+  return 10 * mag;
+}
+
+// Fills in an axis range from the data: log, whole decades; linear, step multiples (from 0 when
+// every value is >= 0).
+void AutoRange(const Axis& axis, const std::vector<double>& data, double* lo, double* hi) {
+  if (axis.min < axis.max && (!axis.log || axis.min > 0)) {
+    *lo = axis.min;
+    *hi = axis.max;
+    return;
+  }
+  double dmin = std::numeric_limits<double>::infinity(), dmax = -dmin;
+  for (double v : data) {
+    if (!std::isfinite(v) || (axis.log && v <= 0)) continue;
+    dmin = std::min(dmin, v);
+    dmax = std::max(dmax, v);
+  }
+  if (axis.log) {
+    if (!(dmin <= dmax)) dmin = 1, dmax = 10;
+    *lo = std::pow(10, std::floor(std::log10(dmin) + 1e-9));
+    *hi = std::pow(10, std::ceil(std::log10(dmax) - 1e-9));
+    if (*hi <= *lo) *hi = *lo * 10;
+    return;
+  }
+  if (!(dmin <= dmax)) dmin = 0, dmax = 1;
+  if (dmin >= 0) dmin = 0;
+  if (dmax <= dmin) dmax = dmin + 1;
+  const double step = NiceStep(dmax - dmin);
+  *lo = std::floor(dmin / step) * step;
+  *hi = std::ceil(dmax / step - 1e-9) * step;
+}
+
+// A tick label: Number() on linear axes; on log axes outside [1e-3, 1e4) the short exponent form
+// ("1e6", "2e-5"), which stays narrow at one label per decade.
+std::string TickLabel(const Scale& s, double v) {
+  const double a = std::abs(v);
+  if (!s.log || a == 0 || (a >= 1e-3 && a < 1e4)) return Number(v);
+  return absl::StrReplaceAll(absl::StrFormat("%g", v), {{"e+0", "e"}, {"e+", "e"}, {"e-0", "e-"}});
+}
+
+std::vector<Tick> Ticks(const Scale& s) {
+  std::vector<Tick> out;
+  if (s.log) {
+    const int k0 = static_cast<int>(std::floor(std::log10(s.lo) + 1e-9));
+    const int k1 = static_cast<int>(std::ceil(std::log10(s.hi) - 1e-9));
+    const bool few = k1 - k0 <= 2;
+    for (int k = k0; k <= k1; ++k) {
+      for (int m = 1; m <= 9; ++m) {
+        const double v = m * std::pow(10, k);
+        if (v < s.lo * (1 - 1e-9) || v > s.hi * (1 + 1e-9)) continue;
+        out.push_back({v, m == 1 || (few && (m == 2 || m == 5))});
+      }
+    }
+    return out;
+  }
+  const double step = NiceStep(s.hi - s.lo);
+  for (double v = std::ceil(s.lo / step - 1e-9) * step; v <= s.hi + step * 1e-9; v += step) {
+    out.push_back({std::abs(v) < step * 1e-9 ? 0 : v, true});
+  }
+  return out;
+}
+
+// Marker of a series: circle, square, triangle, diamond (the shape changes after each full
+// round of the palette, so 40 series stay distinguishable).
+std::string Marker(size_t shape, double x, double y, const std::string& colour, bool hollow, const std::string& title) {
+  const std::string paint = hollow ? absl::StrFormat(R"(fill="#fff" stroke="%s" stroke-width="1.8")", colour)
+                                   : absl::StrFormat(R"(fill="%s" fill-opacity="0.85" stroke="#fff" stroke-width="0.8")", colour);
+  const std::string cls = hollow ? "pt hollow" : "pt";
+  const std::string t = absl::StrCat("<title>", Escape(title), "</title>");
+  const double r = 4.5;
+  switch (shape % 4) {
+    case 0:
+      return absl::StrFormat(R"(<circle class="%s" cx="%s" cy="%s" r="%s" %s>%s</circle>)", cls, F(x), F(y), F(r), paint, t);
+    case 1:
+      return absl::StrFormat(R"(<rect class="%s" x="%s" y="%s" width="%s" height="%s" %s>%s</rect>)", cls, F(x - r),
+                             F(y - r), F(2 * r), F(2 * r), paint, t);
+    case 2:
+      return absl::StrFormat(R"(<path class="%s" d="M%s %sL%s %sL%s %sZ" %s>%s</path>)", cls, F(x), F(y - 1.2 * r),
+                             F(x + 1.1 * r), F(y + 0.8 * r), F(x - 1.1 * r), F(y + 0.8 * r), paint, t);
+    default:
+      return absl::StrFormat(R"(<path class="%s" d="M%s %sL%s %sL%s %sL%s %sZ" %s>%s</path>)", cls, F(x), F(y - 1.3 * r),
+                             F(x + 1.3 * r), F(y), F(x), F(y + 1.3 * r), F(x - 1.3 * r), F(y), paint, t);
+  }
+}
+
+// Fill opacity of one identity band; where bands overlap the shading adds up.
+constexpr double kBandOpacity = 0.12;
+
+std::string LegendSwatch(double x, double y, const std::string& colour, const std::string& kind, double opacity) {
+  if (kind == "band") {
+    return absl::StrFormat(R"(<rect x="%s" y="%s" width="18" height="10" fill="%s" fill-opacity="%.3f"/>)", F(x),
+                           F(y - 5), colour, opacity);
+  }
+  if (kind == "line" || kind == "dashed") {
+    return absl::StrFormat(R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2"%s/>)", F(x), F(y),
+                           F(x + 18), F(y), colour, kind == "dashed" ? R"( stroke-dasharray="5 3")" : "");
+  }
+  return absl::StrFormat(R"(<circle cx="%s" cy="%s" r="4.5" fill="%s"/>)", F(x + 9), F(y), colour);
+}
+
+std::string SvgOpen(int width, int height, const std::string& title) {
+  return absl::StrFormat(
+      R"(<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-family="sans-serif" font-size="12">)"
+      "\n"
+      R"(<text x="8" y="20" font-size="15" font-weight="600">%s</text>)"
+      "\n",
+      width, height, width, height, Escape(title), Escape(title));
+}
+
+const std::string& SegmentColour(std::map<std::string, std::string>& by_name, const Segment& s) {
+  auto it = by_name.find(s.name);
+  if (it != by_name.end()) return it->second;
+  return by_name.emplace(s.name, s.colour.empty() ? PaletteColour(by_name.size()) : s.colour).first->second;
+}
+
+}  // namespace
+
+std::string Escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default:
+        // Control characters other than tab and newline are not allowed in HTML text.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') {
+          out += ' ';
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+const char* PaletteColour(size_t i) { return kPalette[i % (sizeof(kPalette) / sizeof(kPalette[0]))]; }
+
+std::string Number(double v) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "n/a" : (v > 0 ? "inf" : "-inf");
+  const double a = std::abs(v);
+  if (a == 0) return "0";
+  if (a >= 1e6 || a < 1e-3) return absl::StrFormat("%.3e", v);
+  if (a >= 1000) return absl::StrFormat("%.0f", v);
+  return absl::StrFormat("%.4g", v);
+}
+
+std::string RenderXY(const XYChart& c) {
+  // Ranges from everything drawn.
+  std::vector<double> xs, ys;
+  for (const auto& s : c.series) {
+    for (const auto& p : s.points) {
+      xs.push_back(p.x);
+      ys.push_back(p.y);
+    }
+  }
+  for (const auto& r : c.reference_lines) ys.push_back(r.y);
+  for (const auto& b : c.y_bands) ys.insert(ys.end(), {b.lo, b.hi});
+  Scale sx, sy;
+  sx.log = c.x.log;
+  sy.log = c.y.log;
+  AutoRange(c.x, xs, &sx.lo, &sx.hi);
+  AutoRange(c.y, ys, &sy.lo, &sy.hi);
+
+  struct LegendItem {
+    std::string text, colour, kind;
+    double opacity = 1;
+  };
+  std::vector<LegendItem> legend;
+  {
+    std::vector<double> narrow_first = c.identity_bands;
+    std::sort(narrow_first.begin(), narrow_first.end());
+    for (size_t i = 0; i < narrow_first.size(); ++i) {
+      // A band's own area is covered by it and every wider band.
+      const double opacity = 1 - std::pow(1 - kBandOpacity, static_cast<double>(narrow_first.size() - i));
+      legend.push_back({absl::StrFormat("within %.0f%%", 100 * narrow_first[i]), "#4e79a7", "band", opacity});
+    }
+  }
+  if (c.identity_line) legend.push_back({"predicted = measured", "#333333", "line"});
+  {
+    // Bands nest (+-10% inside +-25%): the narrowest is covered by all of them.
+    std::vector<XYChart::YBand> by_width = c.y_bands;
+    std::sort(by_width.begin(), by_width.end(), [](auto& a, auto& b) { return a.hi - a.lo < b.hi - b.lo; });
+    for (size_t i = 0; i < by_width.size(); ++i) {
+      legend.push_back({by_width[i].label, "#4e79a7", "band",
+                        1 - std::pow(1 - kBandOpacity, static_cast<double>(by_width.size() - i))});
+    }
+  }
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    if (s.name.empty() || !s.legend) continue;
+    legend.push_back({s.name, s.colour.empty() ? PaletteColour(i) : s.colour,
+                      s.line ? (s.dashed ? "dashed" : "line") : "point"});
+  }
+  for (const auto& r : c.reference_lines) legend.push_back({r.label, r.colour, "dashed"});
+  // The legend is as wide as its longest entry (within 150..320 px).
+  double legend_w = 0;
+  for (auto& item : legend) {
+    item.text = Clip(item.text, 42);
+    legend_w = std::max(legend_w, std::clamp(TextWidth(item.text) + 34, 150.0, 320.0));
+  }
+  const double left = 74, top = 36, right = c.width - legend_w - 18;
+  const double bottom = std::max(top + 80.0, c.height - 56.0 - 0.0);
+  const double height = std::max<double>(c.height, top + 18 * legend.size() + 20);
+  sx.px0 = left, sx.px1 = right;
+  sy.px0 = bottom, sy.px1 = top;
+  const std::string clip = NextId("clip");
+
+  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
+  absl::StrAppendFormat(&o, R"(<defs><clipPath id="%s"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath></defs>)""\n",
+                        clip, F(left), F(top), F(right - left), F(bottom - top));
+  absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="%s" height="%s" fill="#fcfcfc" stroke="#999"/>)""\n", F(left),
+                        F(top), F(right - left), F(bottom - top));
+  // Grid and tick labels.
+  for (const Tick& t : Ticks(sx)) {
+    const double x = sx(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(x), F(top), F(x), F(bottom),
+                          t.major ? "#dddddd" : "#f0f0f0");
+    if (t.major) {
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)", F(x), F(bottom + 16),
+                            Escape(TickLabel(sx, t.v)));
+    }
+    o += "\n";
+  }
+  for (const Tick& t : Ticks(sy)) {
+    const double y = sy(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(left), F(y), F(right), F(y),
+                          t.major ? "#dddddd" : "#f0f0f0");
+    if (t.major) {
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)", F(left - 6), F(y + 4),
+                            Escape(TickLabel(sy, t.v)));
+    }
+    o += "\n";
+  }
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n", F((left + right) / 2),
+                        F(bottom + 38), Escape(c.x.label));
+  absl::StrAppendFormat(&o, R"~(<text transform="translate(%s %s) rotate(-90)" text-anchor="middle" fill="#111">%s</text>)~""\n",
+                        F(18), F((top + bottom) / 2), Escape(c.y.label));
+
+  absl::StrAppendFormat(&o, R"~(<g clip-path="url(#%s)">)~""\n", clip);
+  // Identity bands, widest first so the narrower one shades darker on top.
+  std::vector<double> bands = c.identity_bands;
+  std::sort(bands.rbegin(), bands.rend());
+  const double x0 = sx.lo, x1 = sx.hi;
+  for (double f : bands) {
+    absl::StrAppendFormat(&o, R"(<path class="band" d="M%s %sL%s %sL%s %sL%s %sZ" fill="#4e79a7" fill-opacity="%.3f"><title>%s</title></path>)""\n",
+                          F(sx(x0)), F(sy(x0 * (1 - f))), F(sx(x1)), F(sy(x1 * (1 - f))), F(sx(x1)), F(sy(x1 * (1 + f))),
+                          F(sx(x0)), F(sy(x0 * (1 + f))), kBandOpacity, Escape(absl::StrFormat("predicted within %.0f%% of measured", 100 * f)));
+  }
+  for (const auto& b : c.y_bands) {
+    if (!sy.Drawable(b.lo) || !sy.Drawable(b.hi)) continue;
+    absl::StrAppendFormat(&o, R"(<rect class="band" x="%s" y="%s" width="%s" height="%s" fill="#4e79a7" fill-opacity="%.3f"><title>%s</title></rect>)""\n",
+                          F(left), F(sy(b.hi)), F(right - left), F(sy(b.lo) - sy(b.hi)), kBandOpacity, Escape(b.label));
+  }
+  if (c.identity_line) {
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333" stroke-width="1"/>)""\n", F(sx(x0)),
+                          F(sy(x0)), F(sx(x1)), F(sy(x1)));
+  }
+  for (const auto& r : c.reference_lines) {
+    if (!sy.Drawable(r.y)) continue;
+    absl::StrAppendFormat(&o, R"(<line class="ref" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
+                          F(left), F(sy(r.y)), F(right), F(sy(r.y)), r.colour,
+                          Escape(absl::StrCat(r.label, ": ", Number(r.y))));
+  }
+  // Curves under the points.
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    if (!s.line) continue;
+    const std::string colour = s.colour.empty() ? PaletteColour(i) : s.colour;
+    std::string d;
+    for (const auto& p : s.points) {
+      if (!sx.Drawable(p.x) || !sy.Drawable(p.y)) continue;
+      absl::StrAppend(&d, d.empty() ? "M" : "L", F(sx(p.x)), " ", F(sy(p.y)));
+    }
+    if (d.empty()) continue;
+    absl::StrAppendFormat(&o, R"(<path class="curve" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>)""\n",
+                          d, colour, s.dashed ? R"( stroke-dasharray="6 4")" : "", Escape(s.name));
+  }
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    if (s.line) continue;
+    const std::string colour = s.colour.empty() ? PaletteColour(i) : s.colour;
+    for (const auto& p : s.points) {
+      if (!sx.Drawable(p.x) || !sy.Drawable(p.y)) continue;
+      o += Marker(i / 10, sx(p.x), sy(p.y), colour, p.hollow, p.title);
+      o += "\n";
+    }
+  }
+  o += "</g>\n";
+  // Legend.
+  double ly = top + 8;
+  for (const auto& item : legend) {
+    const double lx = c.width - legend_w;
+    o += LegendSwatch(lx, ly, item.colour, item.kind, item.opacity);
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#222">%s</text>)""\n", F(lx + 24), F(ly + 4), Escape(item.text));
+    ly += 18;
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+std::string RenderStackedBars(const StackedBarChart& c) {
+  double max_total = c.limit;
+  std::map<std::string, std::string> colours;
+  std::vector<std::string> names;  // legend order
+  for (const auto& b : c.bars) {
+    double total = 0;
+    for (const auto& s : b.segments) {
+      if (!(s.value > 0) || !std::isfinite(s.value)) continue;
+      total += s.value;
+      if (!colours.count(s.name)) names.push_back(s.name);
+      SegmentColour(colours, s);
+    }
+    max_total = std::max(max_total, total);
+  }
+  Axis axis;
+  Scale sx;
+  AutoRange(axis, {0.0, max_total > 0 ? max_total : 1.0}, &sx.lo, &sx.hi);
+  // A limit line's label sits between the title and the first bar.
+  const double label_w = 240, top = c.limit > 0 ? 52 : 34, bar_h = 26, gap = 12;
+  sx.px0 = label_w;
+  sx.px1 = c.width - 24;
+  const double bars_bottom = top + c.bars.size() * (bar_h + gap);
+  // Legend rows, flowing.
+  std::vector<std::pair<double, double>> legend_xy;
+  double lx = 8, lrow = 0;
+  for (const auto& n : names) {
+    const double w = 26 + TextWidth(Clip(n, 40)) + 14;
+    if (lx + w > c.width - 8 && lx > 8) lx = 8, ++lrow;
+    legend_xy.emplace_back(lx, lrow);
+    lx += w;
+  }
+  const double legend_top = bars_bottom + 56;
+  const double height = legend_top + (names.empty() ? 0 : (lrow + 1) * 20) + 8;
+
+  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
+  for (const Tick& t : Ticks(sx)) {
+    const double x = sx(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/><text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
+                          F(x), F(top - 4), F(x), F(bars_bottom), F(x), F(bars_bottom + 16), Escape(Number(t.v)));
+  }
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
+                        F((sx.px0 + sx.px1) / 2), F(bars_bottom + 33), Escape(c.unit));
+  for (size_t i = 0; i < c.bars.size(); ++i) {
+    const Bar& b = c.bars[i];
+    const double y = top + i * (bar_h + gap);
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#111">%s<title>%s</title></text>)""\n",
+                          F(label_w - 8), F(y + bar_h / 2 + 4), Escape(Clip(b.label, 30)), Escape(b.label));
+    double x = 0, total = 0;
+    for (const auto& s : b.segments) {
+      if (s.value > 0 && std::isfinite(s.value)) total += s.value;
+    }
+    for (const auto& s : b.segments) {
+      if (!(s.value > 0) || !std::isfinite(s.value)) continue;
+      const std::string& colour = SegmentColour(colours, s);
+      const double px = sx(x), w = sx(x + s.value) - sx(x);
+      const std::string title =
+          s.title.empty() ? absl::StrFormat("%s: %s %s (%.1f%% of %s)", s.name, Number(s.value), c.unit,
+                                            100 * s.value / total, Number(total))
+                          : s.title;
+      absl::StrAppendFormat(&o, R"(<rect class="bar" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="0.6"><title>%s</title></rect>)",
+                            F(px), F(y), F(std::max(w, 0.5)), F(bar_h), colour, Escape(title));
+      const std::string text = Number(s.value);
+      if (w > TextWidth(text) + 8) {
+        absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="%s" pointer-events="none">%s</text>)",
+                              F(px + w / 2), F(y + bar_h / 2 + 4), TextOn(colour), Escape(text));
+      }
+      o += "\n";
+      x += s.value;
+    }
+    if (total > 0) {
+      const double end = sx(total);
+      const std::string text = Number(total);
+      // Total after the bar, or inside its end when the bar reaches the right edge.
+      if (end + 8 + TextWidth(text) < c.width) {
+        absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#111" font-weight="600">%s</text>)""\n", F(end + 6),
+                              F(y + bar_h / 2 + 4), Escape(text));
+      }
+    }
+  }
+  if (c.limit > 0) {
+    const double x = sx(c.limit);
+    absl::StrAppendFormat(&o, R"(<line class="limit" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#c00" stroke-width="2" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
+                          F(x), F(top - 8), F(x), F(bars_bottom - gap + 4),
+                          Escape(absl::StrCat(c.limit_label, ": ", Number(c.limit), " ", c.unit)));
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#c00">%s</text>)""\n", F(x - 4), F(top - 10),
+                          Escape(c.limit_label));
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto [x, row] = legend_xy[i];
+    const double y = legend_top + row * 20;
+    absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="18" height="12" fill="%s"/><text x="%s" y="%s" fill="#222">%s</text>)""\n",
+                          F(x), F(y - 6), colours[names[i]], F(x + 24), F(y + 4), Escape(Clip(names[i], 40)));
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+std::string RenderHeatMap(const HeatMap& h) {
+  double vmin = std::numeric_limits<double>::infinity(), vmax = -vmin;
+  for (const auto& row : h.values) {
+    for (double v : row) {
+      if (std::isfinite(v)) vmin = std::min(vmin, v), vmax = std::max(vmax, v);
+    }
+  }
+  const double left = 110, top = 58;
+  const double cell_w = h.columns.empty() ? 80 : std::min(110.0, (h.width - left - 20) / h.columns.size());
+  const double cell_h = 34;
+  const double grid_bottom = top + cell_h * h.rows.size();
+  const double height = grid_bottom + 76;
+  std::string o = SvgOpen(h.width, static_cast<int>(height), h.title);
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
+                        F(left + cell_w * h.columns.size() / 2), F(top - 26), Escape(h.x_label));
+  absl::StrAppendFormat(&o, R"~(<text transform="translate(%s %s) rotate(-90)" text-anchor="middle" fill="#111">%s</text>)~""\n",
+                        F(16), F((top + grid_bottom) / 2), Escape(h.y_label));
+  for (size_t j = 0; j < h.columns.size(); ++j) {
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
+                          F(left + (j + 0.5) * cell_w), F(top - 8), Escape(Clip(h.columns[j], 14)));
+  }
+  std::string chosen;
+  for (size_t i = 0; i < h.rows.size(); ++i) {
+    const double y = top + i * cell_h;
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)""\n", F(left - 8),
+                          F(y + cell_h / 2 + 4), Escape(Clip(h.rows[i], 14)));
+    for (size_t j = 0; j < h.columns.size(); ++j) {
+      const double x = left + j * cell_w;
+      const double v = i < h.values.size() && j < h.values[i].size() ? h.values[i][j] : kNaN;
+      const std::string title = i < h.titles.size() && j < h.titles[i].size() ? h.titles[i][j] : "";
+      if (!std::isfinite(v)) {
+        absl::StrAppendFormat(&o, R"(<rect class="empty" x="%s" y="%s" width="%s" height="%s" fill="#eeeeee" stroke="#fff" stroke-width="2"><title>%s</title></rect>)""\n",
+                              F(x), F(y), F(cell_w), F(cell_h), Escape(title.empty() ? "no layout" : title));
+        continue;
+      }
+      double t = vmax > vmin ? (v - vmin) / (vmax - vmin) : 1;
+      if (!h.higher_is_better) t = 1 - t;
+      const std::string fill = Viridis(t);
+      const bool is_chosen = static_cast<int>(i) == h.chosen_row && static_cast<int>(j) == h.chosen_column;
+      absl::StrAppendFormat(&o, R"(<rect class="%s" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="2"><title>%s</title></rect>)",
+                            is_chosen ? "cell chosen" : "cell", F(x), F(y), F(cell_w), F(cell_h), fill,
+                            Escape(title.empty() ? Number(v) : title));
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="%s" pointer-events="none">%s</text>)""\n",
+                            F(x + cell_w / 2), F(y + cell_h / 2 + 4), TextOn(fill), Escape(Number(v)));
+      if (is_chosen) {
+        chosen = absl::StrFormat(R"(<rect x="%s" y="%s" width="%s" height="%s" fill="none" stroke="#d62728" stroke-width="3.5" pointer-events="none"/>)""\n",
+                                 F(x + 1.5), F(y + 1.5), F(cell_w - 3), F(cell_h - 3));
+      }
+    }
+  }
+  o += chosen;
+  // Colour scale.
+  const std::string grad = NextId("grad");
+  const double sy = grid_bottom + 22, sw = 220;
+  absl::StrAppendFormat(&o, R"(<defs><linearGradient id="%s">)", grad);
+  for (int k = 0; k <= 4; ++k) {
+    const double t = k / 4.0;
+    absl::StrAppendFormat(&o, R"(<stop offset="%s" stop-color="%s"/>)", F(100 * t) + "%",
+                          Viridis(h.higher_is_better ? t : 1 - t));
+  }
+  o += "</linearGradient></defs>\n";
+  if (vmin <= vmax) {
+    absl::StrAppendFormat(&o, R"~(<rect x="%s" y="%s" width="%s" height="12" fill="url(#%s)"/>)~""\n", F(left), F(sy), F(sw), grad);
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#333">%s</text><text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)""\n",
+                          F(left), F(sy + 26), Escape(Number(vmin)), F(left + sw), F(sy + 26), Escape(Number(vmax)));
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#111">%s%s</text>)""\n", F(left + sw + 12), F(sy + 10),
+                          Escape(h.value_label), h.chosen_row >= 0 ? "; red outline: the chosen layout" : "");
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+std::string RenderTable(const Table& t) {
+  std::string o = "<table>";
+  if (!t.caption.empty()) absl::StrAppend(&o, "<caption>", Escape(t.caption), "</caption>");
+  auto cls = [&](size_t j) { return j < t.numeric.size() && t.numeric[j] ? R"( class="num")" : ""; };
+  o += "<thead><tr>";
+  for (size_t j = 0; j < t.header.size(); ++j) absl::StrAppend(&o, "<th", cls(j), ">", Escape(t.header[j]), "</th>");
+  o += "</tr></thead>\n<tbody>\n";
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    o += i < t.flagged.size() && t.flagged[i] ? R"(<tr class="flag">)" : "<tr>";
+    for (size_t j = 0; j < t.rows[i].size(); ++j) absl::StrAppend(&o, "<td", cls(j), ">", Escape(t.rows[i][j]), "</td>");
+    o += "</tr>\n";
+  }
+  o += "</tbody></table>\n";
+  return o;
+}
+
+}  // namespace stepcast::html

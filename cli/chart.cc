@@ -247,27 +247,16 @@ std::string Number(double v) {
   return absl::StrFormat("%.4g", v);
 }
 
-std::string RenderXY(const XYChart& c) {
-  // Ranges from everything drawn.
-  std::vector<double> xs, ys;
-  for (const auto& s : c.series) {
-    for (const auto& p : s.points) {
-      xs.push_back(p.x);
-      ys.push_back(p.y);
-    }
-  }
-  for (const auto& r : c.reference_lines) ys.push_back(r.y);
-  for (const auto& b : c.y_bands) ys.insert(ys.end(), {b.lo, b.hi});
-  Scale sx, sy;
-  sx.log = c.x.log;
-  sy.log = c.y.log;
-  AutoRange(c.x, xs, &sx.lo, &sx.hi);
-  AutoRange(c.y, ys, &sy.lo, &sy.hi);
+namespace {
 
-  struct LegendItem {
-    std::string text, colour, kind;
-    double opacity = 1;
-  };
+struct LegendItem {
+  std::string text, colour, kind;
+  double opacity = 1;
+};
+
+// The legend of an XY chart: bands (narrowest darkest), the identity line, named series,
+// reference lines.
+std::vector<LegendItem> XYLegend(const XYChart& c) {
   std::vector<LegendItem> legend;
   {
     std::vector<double> narrow_first = c.identity_bands;
@@ -295,52 +284,47 @@ std::string RenderXY(const XYChart& c) {
                       s.line ? (s.dashed ? "dashed" : "line") : "point"});
   }
   for (const auto& r : c.reference_lines) legend.push_back({r.label, r.colour, "dashed"});
-  // The legend is as wide as its longest entry (within 150..320 px).
-  double legend_w = 0;
-  for (auto& item : legend) {
-    item.text = Clip(item.text, 42);
-    legend_w = std::max(legend_w, std::clamp(TextWidth(item.text) + 34, 150.0, 320.0));
-  }
-  const double left = 74, top = 36, right = c.width - legend_w - 18;
-  const double bottom = std::max(top + 80.0, c.height - 56.0 - 0.0);
-  const double height = std::max<double>(c.height, top + 18 * legend.size() + 20);
-  sx.px0 = left, sx.px1 = right;
-  sy.px0 = bottom, sy.px1 = top;
-  const std::string clip = NextId("clip");
+  return legend;
+}
 
-  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
-  absl::StrAppendFormat(&o, R"(<defs><clipPath id="%s"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath></defs>)""\n",
-                        clip, F(left), F(top), F(right - left), F(bottom - top));
-  absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="%s" height="%s" fill="#fcfcfc" stroke="#999"/>)""\n", F(left),
-                        F(top), F(right - left), F(bottom - top));
-  // Grid and tick labels.
+// The plot area of an XY chart in pixels.
+struct PlotArea {
+  double left, top, right, bottom;
+};
+
+// Frame, grid lines, tick labels and axis labels.
+void DrawXYAxes(const XYChart& c, const Scale& sx, const Scale& sy, const PlotArea& a, std::string& o) {
+  absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="%s" height="%s" fill="#fcfcfc" stroke="#999"/>)""\n", F(a.left),
+                        F(a.top), F(a.right - a.left), F(a.bottom - a.top));
   for (const Tick& t : Ticks(sx)) {
     const double x = sx(t.v);
-    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(x), F(top), F(x), F(bottom),
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(x), F(a.top), F(x), F(a.bottom),
                           t.major ? "#dddddd" : "#f0f0f0");
     if (t.major) {
-      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)", F(x), F(bottom + 16),
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)", F(x), F(a.bottom + 16),
                             Escape(TickLabel(sx, t.v)));
     }
     o += "\n";
   }
   for (const Tick& t : Ticks(sy)) {
     const double y = sy(t.v);
-    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(left), F(y), F(right), F(y),
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(a.left), F(y), F(a.right), F(y),
                           t.major ? "#dddddd" : "#f0f0f0");
     if (t.major) {
-      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)", F(left - 6), F(y + 4),
+      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)", F(a.left - 6), F(y + 4),
                             Escape(TickLabel(sy, t.v)));
     }
     o += "\n";
   }
-  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n", F((left + right) / 2),
-                        F(bottom + 38), Escape(c.x.label));
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n", F((a.left + a.right) / 2),
+                        F(a.bottom + 38), Escape(c.x.label));
   absl::StrAppendFormat(&o, R"~(<text transform="translate(%s %s) rotate(-90)" text-anchor="middle" fill="#111">%s</text>)~""\n",
-                        F(18), F((top + bottom) / 2), Escape(c.y.label));
+                        F(18), F((a.top + a.bottom) / 2), Escape(c.y.label));
+}
 
-  absl::StrAppendFormat(&o, R"~(<g clip-path="url(#%s)">)~""\n", clip);
-  // Identity bands, widest first so the narrower one shades darker on top.
+// Identity bands (widest first, so the narrower one shades darker on top), y bands, y = x and
+// the reference lines.
+void DrawXYGuides(const XYChart& c, const Scale& sx, const Scale& sy, const PlotArea& a, std::string& o) {
   std::vector<double> bands = c.identity_bands;
   std::sort(bands.rbegin(), bands.rend());
   const double x0 = sx.lo, x1 = sx.hi;
@@ -352,7 +336,7 @@ std::string RenderXY(const XYChart& c) {
   for (const auto& b : c.y_bands) {
     if (!sy.Drawable(b.lo) || !sy.Drawable(b.hi)) continue;
     absl::StrAppendFormat(&o, R"(<rect class="band" x="%s" y="%s" width="%s" height="%s" fill="#4e79a7" fill-opacity="%.3f"><title>%s</title></rect>)""\n",
-                          F(left), F(sy(b.hi)), F(right - left), F(sy(b.lo) - sy(b.hi)), kBandOpacity, Escape(b.label));
+                          F(a.left), F(sy(b.hi)), F(a.right - a.left), F(sy(b.lo) - sy(b.hi)), kBandOpacity, Escape(b.label));
   }
   if (c.identity_line) {
     absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333" stroke-width="1"/>)""\n", F(sx(x0)),
@@ -361,10 +345,13 @@ std::string RenderXY(const XYChart& c) {
   for (const auto& r : c.reference_lines) {
     if (!sy.Drawable(r.y)) continue;
     absl::StrAppendFormat(&o, R"(<line class="ref" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
-                          F(left), F(sy(r.y)), F(right), F(sy(r.y)), r.colour,
+                          F(a.left), F(sy(r.y)), F(a.right), F(sy(r.y)), r.colour,
                           Escape(absl::StrCat(r.label, ": ", Number(r.y))));
   }
-  // Curves under the points.
+}
+
+// Curves under the points, then the points.
+void DrawXYSeries(const XYChart& c, const Scale& sx, const Scale& sy, std::string& o) {
   for (size_t i = 0; i < c.series.size(); ++i) {
     const auto& s = c.series[i];
     if (!s.line) continue;
@@ -388,9 +375,49 @@ std::string RenderXY(const XYChart& c) {
       o += "\n";
     }
   }
+}
+
+}  // namespace
+
+std::string RenderXY(const XYChart& c) {
+  // Ranges from everything drawn.
+  std::vector<double> xs, ys;
+  for (const auto& s : c.series) {
+    for (const auto& p : s.points) {
+      xs.push_back(p.x);
+      ys.push_back(p.y);
+    }
+  }
+  for (const auto& r : c.reference_lines) ys.push_back(r.y);
+  for (const auto& b : c.y_bands) ys.insert(ys.end(), {b.lo, b.hi});
+  Scale sx, sy;
+  sx.log = c.x.log;
+  sy.log = c.y.log;
+  AutoRange(c.x, xs, &sx.lo, &sx.hi);
+  AutoRange(c.y, ys, &sy.lo, &sy.hi);
+  std::vector<LegendItem> legend = XYLegend(c);
+  // The legend is as wide as its longest entry (within 150..320 px).
+  double legend_w = 0;
+  for (auto& item : legend) {
+    item.text = Clip(item.text, 42);
+    legend_w = std::max(legend_w, std::clamp(TextWidth(item.text) + 34, 150.0, 320.0));
+  }
+  PlotArea area{74, 36, c.width - legend_w - 18, 0};
+  area.bottom = std::max(area.top + 80.0, c.height - 56.0 - 0.0);
+  const double height = std::max<double>(c.height, area.top + 18 * legend.size() + 20);
+  sx.px0 = area.left, sx.px1 = area.right;
+  sy.px0 = area.bottom, sy.px1 = area.top;
+  const std::string clip = NextId("clip");
+
+  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
+  absl::StrAppendFormat(&o, R"(<defs><clipPath id="%s"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath></defs>)""\n",
+                        clip, F(area.left), F(area.top), F(area.right - area.left), F(area.bottom - area.top));
+  DrawXYAxes(c, sx, sy, area, o);
+  absl::StrAppendFormat(&o, R"~(<g clip-path="url(#%s)">)~""\n", clip);
+  DrawXYGuides(c, sx, sy, area, o);
+  DrawXYSeries(c, sx, sy, o);
   o += "</g>\n";
-  // Legend.
-  double ly = top + 8;
+  double ly = area.top + 8;
   for (const auto& item : legend) {
     const double lx = c.width - legend_w;
     o += LegendSwatch(lx, ly, item.colour, item.kind, item.opacity);

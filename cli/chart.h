@@ -10,7 +10,7 @@
 // the library is ours, small, and in this one place: axes (linear and log-log), scatter series
 // with per-series colours and a <title> per point, identity bands (y = x +- 10% / 25%), curves,
 // reference lines, stacked horizontal bars with a limit line, a heat-map grid, tables, and the
-// step timeline of a pipeline (one row per stage, cli/timeline.h lays it out). All text (row
+// step timeline of a pipeline (one row per stage). All text (row
 // names, model names and sources come from user files) is escaped.
 //
 // Marks the browser test counts (tests/pages_test.py): every scatter point has class "pt", every

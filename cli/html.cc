@@ -186,8 +186,10 @@ std::vector<std::pair<std::string, std::string>> JobFacts(const Job& job) {
 
 }  // namespace
 
-std::string PredictionPage(const v1::Prediction& p, const Job* job) {
-  Page page(absl::StrCat("stepcast prediction: ", p.job_name()));
+namespace {
+
+// The prediction page's headline figures.
+std::vector<std::pair<std::string, std::string>> PredictionFacts(const v1::Prediction& p) {
   const v1::MemoryBreakdown& m = p.memory();
   const v1::StepTimeInterval& iv = p.step_time_interval();
   const char* verdict = p.memory_interval().verdict() == v1::MEMORY_VERDICT_TIGHT          ? " (TIGHT: may not fit)"
@@ -212,23 +214,11 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
     facts.emplace_back("time to train", Duration(p.cost().time_to_train_s()));
     facts.emplace_back("run cost", absl::StrCat("$", Thousands(p.cost().per_run_usd())));
   }
-  page.Facts(facts);
-  if (p.has_step_time_interval()) {
-    // How far predictions like this one have been off (docs/VALIDATION.md "Intervals").
-    page.Text(absl::StrCat("Regime: ", iv.regime(), ". ", iv.summary(), "."));
-    for (const auto& n : iv.notes()) (iv.validated() ? page.Note(n) : page.Warning(n));
-    if (p.memory_interval().available()) page.Text(absl::StrCat("Memory: ", p.memory_interval().summary(), "."));
-  }
-  page.Text(absl::StrFormat("%s (%.2fB parameters, %.2fB active) on %d x %s; profile %s; framework %s.",
-                            p.model_name(), p.parameters().total() / 1e9, p.parameters().active() / 1e9, p.gpu_count(),
-                            p.hardware_name(), p.profile_name(), p.framework()));
-  if (job != nullptr) {
-    Table t;
-    t.header = {"job", ""};
-    for (const auto& [k, v] : JobFacts(*job)) t.rows.push_back({k, v});
-    page.Add(t);
-  }
+  return facts;
+}
 
+// The step time by term as a stacked bar and a table.
+void AddStepTerms(const v1::Prediction& p, Page& page) {
   page.Heading("Step time by term (slowest pipeline stage)");
   const v1::StepBreakdown& b = p.breakdown();
   Bar bar{"one step", {}};
@@ -248,7 +238,11 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
     terms.rows.push_back({"total", Number(p.step_time_s()), "100.0%"});
     page.Add(terms);
   }
+}
 
+// Memory per GPU against the capacity.
+void AddMemory(const v1::Prediction& p, Page& page) {
+  const v1::MemoryBreakdown& m = p.memory();
   page.Heading("Memory per GPU (most loaded stage) against capacity");
   Bar mem{"per GPU", {}};
   Table items;
@@ -271,7 +265,10 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
                               820}));
   if (!m.fits()) page.Warning("The job does not fit in GPU memory: it would fail at start-up.");
   page.Add(items);
+}
 
+// The bottleneck and its evidence.
+void AddBottleneck(const v1::Prediction& p, Page& page) {
   const v1::Bottleneck& bn = p.bottleneck();
   page.Heading(absl::StrCat("Bottleneck: ", BottleneckText(bn.kind())));
   page.Text(bn.reason());
@@ -290,6 +287,33 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
     page.Note("Arithmetic intensity: executed FLOPs per HBM byte of the step; machine balance: the profile's GEMM "
               "rate / HBM bandwidth. Seed 000's test: a step below the balance is memory-bound.");
   }
+}
+
+}  // namespace
+
+std::string PredictionPage(const v1::Prediction& p, const Job* job) {
+  Page page(absl::StrCat("stepcast prediction: ", p.job_name()));
+  page.Facts(PredictionFacts(p));
+  const v1::StepTimeInterval& iv = p.step_time_interval();
+  if (p.has_step_time_interval()) {
+    // How far predictions like this one have been off (docs/VALIDATION.md "Intervals").
+    page.Text(absl::StrCat("Regime: ", iv.regime(), ". ", iv.summary(), "."));
+    for (const auto& n : iv.notes()) (iv.validated() ? page.Note(n) : page.Warning(n));
+    if (p.memory_interval().available()) page.Text(absl::StrCat("Memory: ", p.memory_interval().summary(), "."));
+  }
+  page.Text(absl::StrFormat("%s (%.2fB parameters, %.2fB active) on %d x %s; profile %s; framework %s.",
+                            p.model_name(), p.parameters().total() / 1e9, p.parameters().active() / 1e9, p.gpu_count(),
+                            p.hardware_name(), p.profile_name(), p.framework()));
+  if (job != nullptr) {
+    Table t;
+    t.header = {"job", ""};
+    for (const auto& [k, v] : JobFacts(*job)) t.rows.push_back({k, v});
+    page.Add(t);
+  }
+
+  AddStepTerms(p, page);
+  AddMemory(p, page);
+  AddBottleneck(p, page);
   for (const auto& w : p.warnings()) page.Warning(w);
   if (p.assumed_inputs_size() > 0) {
     page.Heading("Assumed inputs (not stated by the job)");
@@ -300,6 +324,136 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
   }
   return page.Html();
 }
+
+namespace {
+
+// The signed error of each point of the predicted-against-measured chart.
+XYChart ErrorChart(const XYChart& chart) {
+  XYChart errors;
+  errors.title = "Signed error of the prediction against measured step time";
+  errors.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
+  errors.y = {"(predicted - measured) / measured (%)", false};
+  errors.y_bands = {{-10, 10, "within 10%"}, {-25, 25, "within 25%"}};
+  errors.reference_lines = {{"no error", 0, "#333333"}};
+  for (const auto& series : chart.series) {
+    Series e = series;
+    for (auto& pt : e.points) pt.y = 100 * (pt.y - pt.x) / pt.x;
+    errors.series.push_back(std::move(e));
+  }
+  errors.width = 860;
+  errors.height = 420;
+  return errors;
+}
+
+// Memory per GPU against measured peaks (the memory interval's runs).
+void AddMemoryRuns(const v1::IntervalCoverage& cov, Page& page) {
+  if (cov.memory_runs_size() == 0) return;
+  page.Heading("Memory per GPU against measured peaks");
+  Table mt;
+  mt.header = {"run", "family", "metric", "measured GiB", "predicted GiB", "error", "source"};
+  mt.numeric = {false, false, false, true, true, true, false};
+  for (const auto& m : cov.memory_runs()) {
+    mt.rows.push_back({m.id(), m.family(), m.metric(), Number(m.measured_gib()), Number(m.predicted_gib()),
+                       m.skipped_reason().empty() ? absl::StrFormat("%+.1f%%", m.error_pct()) : m.skipped_reason(),
+                       m.source()});
+  }
+  page.Add(mt);
+  for (const auto& g : cov.memory_by_family()) {
+    page.Note(g.available() ? absl::StrFormat("%s: %.3g measured runs; 80%% interval of measured / predicted "
+                                              "%.3f-%.3f (the memory verdict: fits below the capacity at the upper "
+                                              "end, TIGHT when the capacity lies inside)",
+                                              g.family(), g.runs(), g.low_ratio(), g.high_ratio())
+                            : absl::StrFormat("%s: %.3g measured runs, below the minimum: no memory interval",
+                                              g.family(), g.runs()));
+  }
+}
+
+// The interval coverage plot: each row's leave-one-source-out interval against its measured
+// time, the coverage per regime and source, and the memory runs.
+void AddCoverage(const v1::ValidationReport& r, const XYChart& chart, Page& page) {
+  const v1::IntervalCoverage& cov = r.interval_coverage();
+  if (cov.rows() == 0) return;
+  // The coverage plot: each row's leave-one-source-out interval against its measured time.
+  page.Heading(absl::StrFormat("%.0f%% intervals, leave-one-source-out: coverage %.1f%% (%d of %d rows)",
+                               100 * cov.target(), 100 * cov.coverage(), cov.covered(), cov.rows()));
+  // Relative to the measured time, so that every row's interval reads on one scale: covered
+  // when its segment crosses 1.
+  XYChart ci;
+  ci.title = "Each row's 80% interval (from the other sources' residuals), relative to its measured step time";
+  ci.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
+  ci.y = {"predicted / measured: interval and point", false};
+  ci.reference_lines = {{"measured", 1.0, "#333333"}};
+  Series inside{"covered: measured inside", {}, false, false, "#59a14f"};
+  Series outside{"not covered", {}, false, false, "#e15759"};
+  for (const auto& row : r.rows()) {
+    if (!row.has_loso_interval() || !(row.measured_iter_time_s() > 0)) continue;
+    const v1::StepTimeInterval& i = row.loso_interval();
+    const std::string title = absl::StrFormat(
+        "row %s, source %s: %s on %d x %s\nmeasured %s s; predicted %s s, interval %s-%s s (%s)\nfrom %s%s",
+        row.row_id(), row.source_id(), row.model(), row.gpu_count(), row.gpu(), Number(row.measured_iter_time_s()),
+        Number(row.loso_predicted_iter_time_s()), Number(i.low_s()), Number(i.high_s()),
+        row.loso_covered() ? "inside" : "OUTSIDE", i.derived_from(), i.validated() ? "" : " (outside the validated region)");
+    const double m = row.measured_iter_time_s();
+    Series seg{title, {{m, i.low_s() / m, ""}, {m, i.high_s() / m, ""}}, true, false,
+               row.loso_covered() ? "#59a14f" : "#e15759", false};
+    ci.series.push_back(std::move(seg));
+    (row.loso_covered() ? inside : outside).points.push_back({m, row.loso_predicted_iter_time_s() / m, title, !i.validated()});
+  }
+  ci.series.push_back(std::move(inside));
+  ci.series.push_back(std::move(outside));
+  ci.width = 860;
+  ci.height = 640;
+  page.Facts({{"coverage", absl::StrFormat("%.1f%% (target %.0f%%)", 100 * cov.coverage(), 100 * cov.target())},
+              {"median half-width", absl::StrFormat("%.1f%%", cov.median_half_width_pct())},
+              {"minimum runs per regime", absl::StrFormat("%.0f", cov.minimum_runs())}});
+  page.Svg(RenderXY(ci));
+  page.Note("A row is covered when its vertical segment crosses 1 (the measured time). Hollow markers: rows outside the validated "
+            "region (the widest interval). Intervals: weighted split-conformal 80% bounds of the leave-one-source-out "
+            "residuals ln(measured / predicted) of the other sources' rows in the row's regime, or the nearest "
+            "broader regime with the minimum of validated runs (docs/VALIDATION.md \"Intervals\").");
+  Table ct;
+  ct.header = {"group", "rows", "covered", "coverage", "median half-width", "unvalidated rows"};
+  ct.numeric = {false, true, true, true, true, true};
+  auto add = [&](const std::string& name, const v1::IntervalCoverageGroup& g) {
+    ct.rows.push_back({name, absl::StrCat(g.rows()), absl::StrCat(g.covered()),
+                       absl::StrFormat("%.1f%%", 100 * g.coverage()), absl::StrFormat("%.1f%%", g.median_half_width_pct()),
+                       absl::StrCat(g.rows_unvalidated())});
+    ct.flagged.push_back(g.rows() >= cov.minimum_runs() && g.coverage() < 0.6);
+  };
+  for (const auto& g : cov.by_regime()) add(g.group(), g);
+  for (const auto& g : cov.by_source()) add(absl::StrCat("source ", g.group()), g);
+  page.Add(ct);
+  AddMemoryRuns(cov, page);
+}
+
+// |error| per source with the leave-one-source-out figures.
+void AddSourceErrors(const v1::ValidationReport& r, Page& page) {
+  const v1::ValidationSummary& s = r.summary();
+  page.Heading("|error| of the predicted step time, per source");
+  Table t;
+  t.header = {"source", "rows", "median", "p90", "mean", "max", "experiments (median)", "not fit", "not predicted",
+              "leave-one-source-out median", "LOSO p90", "choices switched off"};
+  t.numeric = {false, true, true, true, true, true, true, true, true, true, true, false};
+  auto pct = [](double v) { return absl::StrFormat("%.1f%%", v); };
+  auto row_of = [&](const std::string& name, const v1::ValidationSummary& a, const v1::ValidationSummary* loso,
+                    const std::string& choices) {
+    t.rows.push_back({name, absl::StrCat(a.n_rows()), pct(a.median_abs_error_pct()), pct(a.p90_abs_error_pct()),
+                      pct(a.mean_abs_error_pct()), pct(a.max_abs_error_pct()),
+                      absl::StrFormat("%d (%.1f%%)", a.n_experiments(), a.median_experiment_abs_error_pct()),
+                      absl::StrCat(a.n_not_fit()), absl::StrCat(a.n_skipped()),
+                      loso ? pct(loso->median_abs_error_pct()) : "", loso ? pct(loso->p90_abs_error_pct()) : "", choices});
+    t.flagged.push_back(a.n_not_fit() > 0);
+  };
+  for (const auto& bs : r.by_source()) {
+    row_of(bs.source_id(), bs.summary(), &bs.leave_one_source_out(), absl::StrJoin(bs.choices_informed(), ", "));
+  }
+  row_of("all rows", s, nullptr, "");
+  page.Add(t);
+  page.Note("Rows predicted not to fit count as failures; a weak-scaling series counts once among the experiments. "
+            "Leave-one-source-out: the source's rows predicted with every model choice its rows informed switched off.");
+}
+
+}  // namespace
 
 std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv_name) {
   Page page(absl::StrCat("stepcast validate: ", csv_name));
@@ -374,121 +528,13 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
               {"predicted not to fit", absl::StrCat(s.n_not_fit())},
               {"not predicted", absl::StrCat(s.n_skipped())}});
   page.Svg(RenderXY(chart));
-  XYChart errors;
-  errors.title = "Signed error of the prediction against measured step time";
-  errors.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
-  errors.y = {"(predicted - measured) / measured (%)", false};
-  errors.y_bands = {{-10, 10, "within 10%"}, {-25, 25, "within 25%"}};
-  errors.reference_lines = {{"no error", 0, "#333333"}};
-  for (const auto& series : chart.series) {
-    Series e = series;
-    for (auto& pt : e.points) pt.y = 100 * (pt.y - pt.x) / pt.x;
-    errors.series.push_back(std::move(e));
-  }
-  errors.width = 860;
-  errors.height = 420;
-  page.Svg(RenderXY(errors));
+  page.Svg(RenderXY(ErrorChart(chart)));
   page.Note("Each point is one published run: measured iteration time as the source defines it (docs/VALIDATION.md), "
             "predicted with no fitting on one reference profile per GPU type. Shaded: within 10% and 25%. Hollow "
             "markers: rows predicted not to fit in memory (each a failure: every published run ran). Hover a "
             "point for its row.");
-
-  const v1::IntervalCoverage& cov = r.interval_coverage();
-  if (cov.rows() > 0) {
-    // The coverage plot: each row's leave-one-source-out interval against its measured time.
-    page.Heading(absl::StrFormat("%.0f%% intervals, leave-one-source-out: coverage %.1f%% (%d of %d rows)",
-                                 100 * cov.target(), 100 * cov.coverage(), cov.covered(), cov.rows()));
-    // Relative to the measured time, so that every row's interval reads on one scale: covered
-    // when its segment crosses 1.
-    XYChart ci;
-    ci.title = "Each row's 80% interval (from the other sources' residuals), relative to its measured step time";
-    ci.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
-    ci.y = {"predicted / measured: interval and point", false};
-    ci.reference_lines = {{"measured", 1.0, "#333333"}};
-    Series inside{"covered: measured inside", {}, false, false, "#59a14f"};
-    Series outside{"not covered", {}, false, false, "#e15759"};
-    for (const auto& row : r.rows()) {
-      if (!row.has_loso_interval() || !(row.measured_iter_time_s() > 0)) continue;
-      const v1::StepTimeInterval& i = row.loso_interval();
-      const std::string title = absl::StrFormat(
-          "row %s, source %s: %s on %d x %s\nmeasured %s s; predicted %s s, interval %s-%s s (%s)\nfrom %s%s",
-          row.row_id(), row.source_id(), row.model(), row.gpu_count(), row.gpu(), Number(row.measured_iter_time_s()),
-          Number(row.loso_predicted_iter_time_s()), Number(i.low_s()), Number(i.high_s()),
-          row.loso_covered() ? "inside" : "OUTSIDE", i.derived_from(), i.validated() ? "" : " (outside the validated region)");
-      const double m = row.measured_iter_time_s();
-      Series seg{title, {{m, i.low_s() / m, ""}, {m, i.high_s() / m, ""}}, true, false,
-                 row.loso_covered() ? "#59a14f" : "#e15759", false};
-      ci.series.push_back(std::move(seg));
-      (row.loso_covered() ? inside : outside).points.push_back({m, row.loso_predicted_iter_time_s() / m, title, !i.validated()});
-    }
-    ci.series.push_back(std::move(inside));
-    ci.series.push_back(std::move(outside));
-    ci.width = 860;
-    ci.height = 640;
-    page.Facts({{"coverage", absl::StrFormat("%.1f%% (target %.0f%%)", 100 * cov.coverage(), 100 * cov.target())},
-                {"median half-width", absl::StrFormat("%.1f%%", cov.median_half_width_pct())},
-                {"minimum runs per regime", absl::StrFormat("%.0f", cov.minimum_runs())}});
-    page.Svg(RenderXY(ci));
-    page.Note("A row is covered when its vertical segment crosses 1 (the measured time). Hollow markers: rows outside the validated "
-              "region (the widest interval). Intervals: weighted split-conformal 80% bounds of the leave-one-source-out "
-              "residuals ln(measured / predicted) of the other sources' rows in the row's regime, or the nearest "
-              "broader regime with the minimum of validated runs (docs/VALIDATION.md \"Intervals\").");
-    Table ct;
-    ct.header = {"group", "rows", "covered", "coverage", "median half-width", "unvalidated rows"};
-    ct.numeric = {false, true, true, true, true, true};
-    auto add = [&](const std::string& name, const v1::IntervalCoverageGroup& g) {
-      ct.rows.push_back({name, absl::StrCat(g.rows()), absl::StrCat(g.covered()),
-                         absl::StrFormat("%.1f%%", 100 * g.coverage()), absl::StrFormat("%.1f%%", g.median_half_width_pct()),
-                         absl::StrCat(g.rows_unvalidated())});
-      ct.flagged.push_back(g.rows() >= cov.minimum_runs() && g.coverage() < 0.6);
-    };
-    for (const auto& g : cov.by_regime()) add(g.group(), g);
-    for (const auto& g : cov.by_source()) add(absl::StrCat("source ", g.group()), g);
-    page.Add(ct);
-    if (cov.memory_runs_size() > 0) {
-      page.Heading("Memory per GPU against measured peaks");
-      Table mt;
-      mt.header = {"run", "family", "metric", "measured GiB", "predicted GiB", "error", "source"};
-      mt.numeric = {false, false, false, true, true, true, false};
-      for (const auto& m : cov.memory_runs()) {
-        mt.rows.push_back({m.id(), m.family(), m.metric(), Number(m.measured_gib()), Number(m.predicted_gib()),
-                           m.skipped_reason().empty() ? absl::StrFormat("%+.1f%%", m.error_pct()) : m.skipped_reason(),
-                           m.source()});
-      }
-      page.Add(mt);
-      for (const auto& g : cov.memory_by_family()) {
-        page.Note(g.available() ? absl::StrFormat("%s: %.3g measured runs; 80%% interval of measured / predicted "
-                                                  "%.3f-%.3f (the memory verdict: fits below the capacity at the upper "
-                                                  "end, TIGHT when the capacity lies inside)",
-                                                  g.family(), g.runs(), g.low_ratio(), g.high_ratio())
-                                : absl::StrFormat("%s: %.3g measured runs, below the minimum: no memory interval",
-                                                  g.family(), g.runs()));
-      }
-    }
-  }
-
-  page.Heading("|error| of the predicted step time, per source");
-  Table t;
-  t.header = {"source", "rows", "median", "p90", "mean", "max", "experiments (median)", "not fit", "not predicted",
-              "leave-one-source-out median", "LOSO p90", "choices switched off"};
-  t.numeric = {false, true, true, true, true, true, true, true, true, true, true, false};
-  auto pct = [](double v) { return absl::StrFormat("%.1f%%", v); };
-  auto row_of = [&](const std::string& name, const v1::ValidationSummary& a, const v1::ValidationSummary* loso,
-                    const std::string& choices) {
-    t.rows.push_back({name, absl::StrCat(a.n_rows()), pct(a.median_abs_error_pct()), pct(a.p90_abs_error_pct()),
-                      pct(a.mean_abs_error_pct()), pct(a.max_abs_error_pct()),
-                      absl::StrFormat("%d (%.1f%%)", a.n_experiments(), a.median_experiment_abs_error_pct()),
-                      absl::StrCat(a.n_not_fit()), absl::StrCat(a.n_skipped()),
-                      loso ? pct(loso->median_abs_error_pct()) : "", loso ? pct(loso->p90_abs_error_pct()) : "", choices});
-    t.flagged.push_back(a.n_not_fit() > 0);
-  };
-  for (const auto& bs : r.by_source()) {
-    row_of(bs.source_id(), bs.summary(), &bs.leave_one_source_out(), absl::StrJoin(bs.choices_informed(), ", "));
-  }
-  row_of("all rows", s, nullptr, "");
-  page.Add(t);
-  page.Note("Rows predicted not to fit count as failures; a weak-scaling series counts once among the experiments. "
-            "Leave-one-source-out: the source's rows predicted with every model choice its rows informed switched off.");
+  AddCoverage(r, chart, page);
+  AddSourceErrors(r, page);
   if (!skipped.rows.empty()) {
     page.Heading("Rows the model cannot express");
     page.Add(skipped);
@@ -661,10 +707,19 @@ std::string ShapeClass(int64_t m, int64_t n, int64_t k) {
 
 }  // namespace
 
-std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardware) {
+namespace {
+
+// One measured collective curve of a calibration run: a collective on a group size.
+struct CollectiveGroup {
+  v1::Collective collective;
+  int64_t ranks = 0, ranks_per_node = 0;
+  std::vector<std::pair<double, double>> size_time;  // measured (bytes, median s)
+};
+
+// The run's conditions as headline figures, its command line and warnings.
+void AddConditions(const v1::CalibrationRun& run, Page& page) {
   const v1::CalibrationConditions& cond = run.conditions();
   const v1::RateProfile& prof = run.profile();
-  Page page(absl::StrCat("stepcast-calibrate: ", prof.name().empty() ? "rate profile" : prof.name()));
   std::vector<std::pair<std::string, std::string>> facts;
   if (!cond.gpu_name().empty()) facts.emplace_back("GPU", absl::StrCat(cond.gpu_count(), " x ", cond.gpu_name()));
   if (cond.ranks() > 0) facts.emplace_back("ranks", absl::StrCat(cond.ranks()));
@@ -677,8 +732,11 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
   if (!facts.empty()) page.Facts(facts);
   if (!cond.command_line().empty()) page.Note(absl::StrCat("command: ", cond.command_line()));
   for (const auto& w : run.warnings()) page.Warning(w);
-  // The model's collective curves: the profile's rates as core evaluates them (a partial
-  // profile, e.g. an import of collectives only, still draws).
+}
+
+// The model's collective curves: the profile's rates as core evaluates them (a partial
+// profile, e.g. an import of collectives only, still draws).
+RateProfile ModelOfProfile(const v1::RateProfile& prof) {
   RateProfile model;
   for (const auto& r : prof.collectives()) {
     CollectiveRate c;
@@ -693,101 +751,112 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
     model.collectives.push_back(std::move(c));
   }
 
-  // ---- collectives, one pair of charts per scope ----
-  struct Group {
-    v1::Collective collective;
-    int64_t ranks = 0, ranks_per_node = 0;
-    std::vector<std::pair<double, double>> size_time;  // measured (bytes, median s)
+  return model;
+}
+
+// The measured curves of one scope: the run's samples, or for an import (no samples) the
+// profile's measured points.
+std::vector<CollectiveGroup> CollectiveGroups(const v1::CalibrationRun& run, v1::Scope scope) {
+  const v1::RateProfile& prof = run.profile();
+  std::vector<CollectiveGroup> groups;
+  auto group_of = [&](v1::Collective c, int64_t ranks, int64_t per_node) -> CollectiveGroup& {
+    for (auto& g : groups) {
+      if (g.collective == c && g.ranks == ranks && g.ranks_per_node == per_node) return g;
+    }
+    groups.push_back({c, ranks, per_node, {}});
+    return groups.back();
   };
-  for (v1::Scope scope : {v1::SCOPE_INTRA_NODE, v1::SCOPE_INTER_NODE}) {
-    std::vector<Group> groups;
-    auto group_of = [&](v1::Collective c, int64_t ranks, int64_t per_node) -> Group& {
-      for (auto& g : groups) {
-        if (g.collective == c && g.ranks == ranks && g.ranks_per_node == per_node) return g;
-      }
-      groups.push_back({c, ranks, per_node, {}});
-      return groups.back();
-    };
-    for (const auto& sample : run.collectives()) {
-      if (sample.scope() != scope || !(sample.time().median_s() > 0) || !(sample.size_bytes() > 0)) continue;
-      group_of(sample.collective(), sample.ranks(), 0).size_time.emplace_back(sample.size_bytes(), sample.time().median_s());
-    }
-    if (run.collectives().empty()) {  // an import: the profile's measured curves
-      for (const auto& rate : prof.collectives()) {
-        if (rate.scope() != scope) continue;
-        for (const auto& pt : rate.points()) {
-          if (pt.time_s() > 0 && pt.size_bytes() > 0) {
-            group_of(rate.collective(), rate.group_size(), rate.ranks_per_node())
-                .size_time.emplace_back(pt.size_bytes(), pt.time_s());
-          }
-        }
-      }
-    }
-    if (groups.empty()) continue;
-    page.Heading(absl::StrCat("Collectives, ", ScopeText(scope)));
-    XYChart busbw, time;
-    busbw.title = absl::StrCat("Bus bandwidth against message size (", ScopeText(scope), ")");
-    busbw.x = {"message size (bytes, as nccl-tests counts it)", true};
-    busbw.y = {"busbw (GB/s, 1e9 bytes/s)", false};
-    time.title = absl::StrCat("Time against message size (", ScopeText(scope), ")");
-    time.x = busbw.x;
-    time.y = {"time (s)", true};
-    const Scope core_scope = scope == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      Group& g = groups[gi];
-      std::sort(g.size_time.begin(), g.size_time.end());
-      const Collective core_c = CollectiveFromProto(g.collective);
-      const int64_t n = g.ranks > 0 ? g.ranks : 2;
-      const double factor = BusBwFactor(core_c, n);
-      std::string name = absl::StrCat(CollectiveText(g.collective), " x", n);
-      if (g.ranks_per_node > 0) absl::StrAppend(&name, " (", g.ranks_per_node, "/node)");
-      const std::string colour = PaletteColour(gi);
-      Series pts_bw{absl::StrCat(name, " measured"), {}, false, false, colour};
-      Series pts_t = pts_bw;
-      for (const auto& [size, t] : g.size_time) {
-        const double bw = size * factor / t;
-        const std::string title = absl::StrFormat("%s, %s: %s, busbw %.1f GB/s", name, Bytes(size), Seconds(t), bw / 1e9);
-        pts_bw.points.push_back({size, bw / 1e9, title});
-        pts_t.points.push_back({size, t, title});
-      }
-      busbw.series.push_back(pts_bw);
-      time.series.push_back(pts_t);
-      const double lo = g.size_time.front().first, hi = g.size_time.back().first;
-      auto curve = [&](const CollectiveRate* rate, const std::string& label, bool dashed) {
-        if (rate == nullptr) return;
-        Series cb{absl::StrCat(name, " ", label), {}, true, dashed, colour};
-        Series ct = cb;
-        for (double size : LogSpace(lo, hi, 8)) {
-          const double t = EstimateCollective(*rate, n, size, g.ranks_per_node).time_s;
-          if (!(t > 0)) continue;
-          cb.points.push_back({size, size * factor / t / 1e9, ""});
-          ct.points.push_back({size, t, ""});
-        }
-        busbw.series.push_back(cb);
-        time.series.push_back(ct);
-      };
-      curve(model.FindCollective(core_c, core_scope, n, g.ranks_per_node), "model", false);
-      if (hardware != nullptr) {
-        curve(hardware->reference_profile.FindCollective(core_c, core_scope, n, g.ranks_per_node), "reference profile", true);
-      }
-    }
-    if (hardware != nullptr) {
-      const double link = scope == v1::SCOPE_INTER_NODE ? hardware->inter_node_bandwidth_bytes_per_s
-                                                        : hardware->intra_node_bandwidth_bytes_per_s;
-      if (link > 0) {
-        busbw.reference_lines.push_back(
-            {scope == v1::SCOPE_INTER_NODE ? "datasheet NIC bandwidth per GPU" : "datasheet NVLink bandwidth per GPU",
-             link / 1e9, "#c00000"});
-      }
-    }
-    page.Svg(RenderXY(busbw));
-    page.Svg(RenderXY(time));
-    page.Note(absl::StrCat(
-        "model: this profile's curve as the step model evaluates it (core/hardware.h EstimateCollective: "
-        "interpolated between measured sizes, alpha-beta beyond); reference profile: the ",
-        hardware != nullptr ? hardware->name : "hardware", " preset's; busbw as nccl-tests defines it (algbw x ",
-        "2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter, all-to-all)."));
+  for (const auto& sample : run.collectives()) {
+    if (sample.scope() != scope || !(sample.time().median_s() > 0) || !(sample.size_bytes() > 0)) continue;
+    group_of(sample.collective(), sample.ranks(), 0).size_time.emplace_back(sample.size_bytes(), sample.time().median_s());
   }
+  if (run.collectives().empty()) {  // an import: the profile's measured curves
+    for (const auto& rate : prof.collectives()) {
+      if (rate.scope() != scope) continue;
+      for (const auto& pt : rate.points()) {
+        if (pt.time_s() > 0 && pt.size_bytes() > 0) {
+          group_of(rate.collective(), rate.group_size(), rate.ranks_per_node())
+              .size_time.emplace_back(pt.size_bytes(), pt.time_s());
+        }
+      }
+    }
+  }
+  return groups;
+}
+
+// Busbw and time against size for one scope: measured points, the model's curve, the reference
+// profile's, and the datasheet link bandwidth.
+void AddCollectiveScope(const v1::CalibrationRun& run, const RateProfile& model, const Hardware* hardware,
+                        v1::Scope scope, Page& page) {
+  std::vector<CollectiveGroup> groups = CollectiveGroups(run, scope);
+  if (groups.empty()) return;
+  page.Heading(absl::StrCat("Collectives, ", ScopeText(scope)));
+  XYChart busbw, time;
+  busbw.title = absl::StrCat("Bus bandwidth against message size (", ScopeText(scope), ")");
+  busbw.x = {"message size (bytes, as nccl-tests counts it)", true};
+  busbw.y = {"busbw (GB/s, 1e9 bytes/s)", false};
+  time.title = absl::StrCat("Time against message size (", ScopeText(scope), ")");
+  time.x = busbw.x;
+  time.y = {"time (s)", true};
+  const Scope core_scope = scope == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    CollectiveGroup& g = groups[gi];
+    std::sort(g.size_time.begin(), g.size_time.end());
+    const Collective core_c = CollectiveFromProto(g.collective);
+    const int64_t n = g.ranks > 0 ? g.ranks : 2;
+    const double factor = BusBwFactor(core_c, n);
+    std::string name = absl::StrCat(CollectiveText(g.collective), " x", n);
+    if (g.ranks_per_node > 0) absl::StrAppend(&name, " (", g.ranks_per_node, "/node)");
+    const std::string colour = PaletteColour(gi);
+    Series pts_bw{absl::StrCat(name, " measured"), {}, false, false, colour};
+    Series pts_t = pts_bw;
+    for (const auto& [size, t] : g.size_time) {
+      const double bw = size * factor / t;
+      const std::string title = absl::StrFormat("%s, %s: %s, busbw %.1f GB/s", name, Bytes(size), Seconds(t), bw / 1e9);
+      pts_bw.points.push_back({size, bw / 1e9, title});
+      pts_t.points.push_back({size, t, title});
+    }
+    busbw.series.push_back(pts_bw);
+    time.series.push_back(pts_t);
+    const double lo = g.size_time.front().first, hi = g.size_time.back().first;
+    auto curve = [&](const CollectiveRate* rate, const std::string& label, bool dashed) {
+      if (rate == nullptr) return;
+      Series cb{absl::StrCat(name, " ", label), {}, true, dashed, colour};
+      Series ct = cb;
+      for (double size : LogSpace(lo, hi, 8)) {
+        const double t = EstimateCollective(*rate, n, size, g.ranks_per_node).time_s;
+        if (!(t > 0)) continue;
+        cb.points.push_back({size, size * factor / t / 1e9, ""});
+        ct.points.push_back({size, t, ""});
+      }
+      busbw.series.push_back(cb);
+      time.series.push_back(ct);
+    };
+    curve(model.FindCollective(core_c, core_scope, n, g.ranks_per_node), "model", false);
+    if (hardware != nullptr) {
+      curve(hardware->reference_profile.FindCollective(core_c, core_scope, n, g.ranks_per_node), "reference profile", true);
+    }
+  }
+  if (hardware != nullptr) {
+    const double link = scope == v1::SCOPE_INTER_NODE ? hardware->inter_node_bandwidth_bytes_per_s
+                                                      : hardware->intra_node_bandwidth_bytes_per_s;
+    if (link > 0) {
+      busbw.reference_lines.push_back(
+          {scope == v1::SCOPE_INTER_NODE ? "datasheet NIC bandwidth per GPU" : "datasheet NVLink bandwidth per GPU",
+           link / 1e9, "#c00000"});
+    }
+  }
+  page.Svg(RenderXY(busbw));
+  page.Svg(RenderXY(time));
+  page.Note(absl::StrCat(
+      "model: this profile's curve as the step model evaluates it (core/hardware.h EstimateCollective: "
+      "interpolated between measured sizes, alpha-beta beyond); reference profile: the ",
+      hardware != nullptr ? hardware->name : "hardware", " preset's; busbw as nccl-tests defines it (algbw x ",
+      "2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter, all-to-all)."));
+}
+
+// The alpha-beta fits of the run's collectives.
+void AddCollectiveFits(const v1::CalibrationRun& run, Page& page) {
   if (!run.fits().empty()) {
     Table t;
     t.caption = "Alpha-beta fits: time = alpha + size x factor / busbw, per size range";
@@ -805,6 +874,11 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
     page.Add(t);
   }
 
+}
+
+// GEMM rate against size 2mnk, coloured by shape, with the size fit and the reference lines.
+void AddGemm(const v1::CalibrationRun& run, const Hardware* hardware, Page& page) {
+  const v1::RateProfile& prof = run.profile();
   // ---- GEMM rate against size, by shape ----
   struct GemmPoint {
     v1::DType dtype;
@@ -873,6 +947,10 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
               "fit is calibrate/fits.h FitGemmRate; the reference profile's rate is its 8192^3 GEMM.");
   }
 
+}
+
+// HBM bandwidth of the stream kernels and the stragglers.
+void AddHbmAndStragglers(const v1::CalibrationRun& run, const Hardware* hardware, Page& page) {
   // ---- HBM ----
   if (!run.hbm().empty()) {
     page.Heading("HBM bandwidth");
@@ -898,6 +976,19 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
     }
     page.Add(t);
   }
+}
+
+}  // namespace
+
+std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardware) {
+  const v1::RateProfile& prof = run.profile();
+  Page page(absl::StrCat("stepcast-calibrate: ", prof.name().empty() ? "rate profile" : prof.name()));
+  AddConditions(run, page);
+  const RateProfile model = ModelOfProfile(prof);
+  for (v1::Scope scope : {v1::SCOPE_INTRA_NODE, v1::SCOPE_INTER_NODE}) AddCollectiveScope(run, model, hardware, scope, page);
+  AddCollectiveFits(run, page);
+  AddGemm(run, hardware, page);
+  AddHbmAndStragglers(run, hardware, page);
   return page.Html();
 }
 

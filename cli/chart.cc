@@ -613,4 +613,269 @@ std::string RenderTable(const Table& t) {
   return o;
 }
 
+// ---- the step timeline of a pipeline ----
+
+namespace {
+
+// One operation of a stage's list before timing.
+struct OpRef {
+  bool forward;
+  int64_t micro_batch, chunk;
+};
+
+// get_schedule_table of Megatron-LM's schedules.py: (micro-batch, chunk) of each virtual
+// micro-batch, groups of `group` micro-batches each through every chunk in turn.
+std::vector<std::pair<int64_t, int64_t>> ScheduleTable(int64_t m, int64_t vpp, int64_t group) {
+  std::vector<std::pair<int64_t, int64_t>> table;
+  for (int64_t lo = 0; lo < m; lo += group) {
+    const int64_t hi = lo + group >= m ? m : lo + group;
+    for (int64_t c = 0; c < vpp; ++c) {
+      for (int64_t mb = lo; mb < hi; ++mb) table.emplace_back(mb, c);
+    }
+  }
+  return table;
+}
+
+// The ops of stage s in Megatron's order: warm-up forwards, (forward, backward) pairs, cool-down
+// backwards (schedules.py; see LayOutPipeline).
+std::vector<OpRef> StageOrder(const PipelineStep& p, int64_t group, int64_t s) {
+  const bool interleaved = p.vpp > 1;
+  const int64_t total = p.micro_batches * p.vpp;
+  const int64_t warmup = std::min(total, interleaved ? (p.pp - s - 1) * 2 + (p.vpp - 1) * group : p.pp - s - 1);
+  const auto table = interleaved ? ScheduleTable(p.micro_batches, p.vpp, group) : ScheduleTable(p.micro_batches, 1, 1);
+  auto fwd = [&](int64_t k) { return OpRef{true, table[k].first, table[k].second}; };
+  auto bwd = [&](int64_t k) { return OpRef{false, table[k].first, p.vpp - 1 - table[k].second}; };
+  std::vector<OpRef> out;
+  out.reserve(2 * total);
+  for (int64_t k = 0; k < warmup; ++k) out.push_back(fwd(k));
+  for (int64_t i = 0; i < total - warmup; ++i) {
+    out.push_back(fwd(warmup + i));
+    out.push_back(bwd(i));
+  }
+  for (int64_t k = total - warmup; k < total; ++k) out.push_back(bwd(k));
+  return out;
+}
+
+absl::Status CheckPipelineStep(const PipelineStep& p, int64_t group) {
+  for (const auto& [name, v] : {std::pair{"pp", p.pp}, std::pair{"vpp", p.vpp}, std::pair{"micro_batches", p.micro_batches}}) {
+    if (v < 1) return absl::InvalidArgumentError(absl::StrCat("timeline: ", name, " = ", v, " must be >= 1"));
+  }
+  for (const auto& [name, v] :
+       {std::pair{"forward_s", p.forward_s}, std::pair{"forward_comm_s", p.forward_comm_s},
+        std::pair{"recompute_s", p.recompute_s}, std::pair{"backward_s", p.backward_s},
+        std::pair{"weight_gradient_s", p.weight_gradient_s}, std::pair{"backward_comm_s", p.backward_comm_s},
+        std::pair{"dp_comm_s", p.dp_comm_s}, std::pair{"optimizer_s", p.optimizer_s}}) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(absl::StrCat("timeline: ", name, " = ", v, " must be finite and >= 0"));
+    }
+  }
+  if (p.vpp > 1) {
+    // Megatron-LM schedules.py forward_backward_pipelining_with_interleaving raises the same.
+    if (group < p.pp || group > p.micro_batches) {
+      return absl::InvalidArgumentError(absl::StrCat("timeline: micro-batches per VPP group ", group, " must be in [PP = ",
+                                                     p.pp, ", micro-batches = ", p.micro_batches, "]"));
+    }
+    const int64_t last = p.micro_batches % group;
+    if (last > 0 && last < p.pp) {
+      return absl::InvalidArgumentError(absl::StrCat("timeline: micro-batches ", p.micro_batches, " leave a last group of ",
+                                                     last, " < PP = ", p.pp, " (interleaved 1F1B refuses it)"));
+    }
+  }
+  if (2 * p.micro_batches * p.vpp * p.pp > kMaxPipelineOps) {
+    return absl::InvalidArgumentError(absl::StrCat("timeline: ", 2 * p.micro_batches * p.vpp * p.pp,
+                                                   " operations, more than the ", kMaxPipelineOps, " drawn"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<PipelineOp>>> LayOutPipeline(const PipelineStep& p) {
+  const int64_t group = p.group > 0 ? p.group : p.pp;
+  if (absl::Status s = CheckPipelineStep(p, group); !s.ok()) return s;
+  const int64_t stages = p.pp * p.vpp;  // virtual stages
+  const double fwd_s = p.forward_s + p.forward_comm_s;
+  const double bwd_s = p.recompute_s + p.backward_s + p.weight_gradient_s + p.backward_comm_s;
+  // End time of each (micro-batch, virtual stage) forward and backward; NaN: not yet run.
+  std::vector<double> f_end(p.micro_batches * stages, kNaN), b_end(p.micro_batches * stages, kNaN);
+  std::vector<std::vector<OpRef>> order(p.pp);
+  for (int64_t s = 0; s < p.pp; ++s) order[s] = StageOrder(p, group, s);
+  std::vector<std::vector<PipelineOp>> out(p.pp);
+  std::vector<size_t> next(p.pp, 0);
+  std::vector<double> free_at(p.pp, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t s = 0; s < p.pp; ++s) {
+      while (next[s] < order[s].size()) {
+        const OpRef& op = order[s][next[s]];
+        const int64_t vs = op.chunk * p.pp + s;
+        const size_t at = op.micro_batch * stages + vs;
+        // What the op waits for: the neighbouring virtual stage (and, for a backward, its own forward).
+        double ready = 0;
+        if (op.forward) {
+          ready = vs > 0 ? f_end[at - 1] : 0;
+        } else {
+          const double next_b = vs + 1 < stages ? b_end[at + 1] : 0.0;
+          ready = std::isnan(next_b) ? kNaN : std::max(f_end[at], next_b);  // std::max drops a NaN second
+        }
+        if (std::isnan(ready)) break;
+        const double start = std::max(free_at[s], ready);
+        const double end = start + (op.forward ? fwd_s : bwd_s);
+        (op.forward ? f_end : b_end)[at] = end;
+        free_at[s] = end;
+        out[s].push_back({s, op.forward, op.micro_batch, op.chunk, start, end});
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  for (int64_t s = 0; s < p.pp; ++s) {
+    if (next[s] < order[s].size()) {
+      return absl::InternalError(absl::StrCat("timeline: stage ", s, " waits forever at operation ", next[s]));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Fixed colours of the timeline's kinds (the prediction page's term colours where one exists:
+// GEMM blue, communication orange, bubble grey, optimizer green).
+const char* TimelineColour(const std::string& kind) {
+  if (kind == "forward") return "#a0cbe8";
+  if (kind == "backward") return "#4e79a7";
+  if (kind == "recompute") return "#d4a6c8";
+  if (kind == "weight-gradient") return "#76b7b2";
+  if (kind == "communication") return "#f28e2b";
+  if (kind == "bubble") return "#e4e4e4";
+  if (kind == "dp-sync") return "#b07aa1";
+  if (kind == "optimizer") return "#59a14f";
+  return "";
+}
+
+std::string OpName(const PipelineOp& op) {
+  return absl::StrCat(op.forward ? "F" : "B", op.micro_batch, ".", op.chunk);
+}
+
+}  // namespace
+
+TimelineChart PipelineTimeline(const PipelineStep& p, const std::vector<std::vector<PipelineOp>>& ops) {
+  TimelineChart chart;
+  double drained = 0;
+  for (const auto& row : ops) {
+    if (!row.empty()) drained = std::max(drained, row.back().end_s);
+  }
+  for (size_t s = 0; s < ops.size(); ++s) {
+    TimelineRow row{absl::StrCat("stage ", s), {}};
+    double t = 0;
+    auto add = [&](const char* kind, double dur, const std::string& op, const std::string& title) {
+      if (dur > 0) row.segments.push_back({kind, t, t + dur, op, title});
+      t += dur;
+    };
+    for (const PipelineOp& op : ops[s]) {
+      if (op.start_s > t) add("bubble", op.start_s - t, "", "");
+      const std::string name = OpName(op);
+      const std::string title = absl::StrFormat("stage %d: %s of micro-batch %d, chunk %d, %s-%s s", s,
+                                                op.forward ? "forward" : "backward", op.micro_batch, op.chunk,
+                                                Number(op.start_s), Number(op.end_s));
+      if (op.forward) {
+        add("forward", p.forward_s, name, title);
+        add("communication", p.forward_comm_s, name, title);
+      } else {
+        add("recompute", p.recompute_s, name, title);
+        add("backward", p.backward_s, name, title);
+        add("weight-gradient", p.weight_gradient_s, name, title);
+        add("communication", p.backward_comm_s, name, title);
+      }
+      t = op.end_s;
+    }
+    if (drained > t) add("bubble", drained - t, "", "");
+    t = drained;
+    add("dp-sync", p.dp_comm_s, "", "");
+    add("optimizer", p.optimizer_s, "", "");
+    chart.rows.push_back(std::move(row));
+  }
+  return chart;
+}
+
+std::string RenderTimeline(const TimelineChart& c) {
+  double end = c.marker_s;
+  std::vector<std::string> kinds;  // legend order: first appearance
+  std::map<std::string, std::string> colours;
+  for (const auto& row : c.rows) {
+    for (const auto& seg : row.segments) {
+      end = std::max(end, seg.end_s);
+      if (colours.count(seg.kind)) continue;
+      kinds.push_back(seg.kind);
+      const char* fixed = TimelineColour(seg.kind);
+      colours[seg.kind] = !seg.colour.empty() ? seg.colour : *fixed ? fixed : PaletteColour(colours.size());
+    }
+  }
+  Scale sx;
+  AutoRange(Axis{}, {0.0, end > 0 ? end : 1.0}, &sx.lo, &sx.hi);
+  double label_w = 90;
+  for (const auto& row : c.rows) label_w = std::max(label_w, std::min(300.0, TextWidth(row.label) + 16));
+  const double top = c.marker_s > 0 ? 52 : 34, row_h = 22, gap = 6;
+  sx.px0 = label_w;
+  sx.px1 = c.width - 20;
+  const double rows_bottom = top + c.rows.size() * (row_h + gap);
+  const double legend_top = rows_bottom + 54;
+  const double height = legend_top + 20 * ((kinds.size() + 5) / 6) + 8;
+  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
+  for (const Tick& t : Ticks(sx)) {
+    const double x = sx(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/><text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
+                          F(x), F(top - 4), F(x), F(rows_bottom), F(x), F(rows_bottom + 16), Escape(Number(t.v)));
+  }
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">time in the step (s)</text>)""\n",
+                        F((sx.px0 + sx.px1) / 2), F(rows_bottom + 33));
+  for (size_t r = 0; r < c.rows.size(); ++r) {
+    const TimelineRow& row = c.rows[r];
+    const double y = top + r * (row_h + gap);
+    absl::StrAppendFormat(&o, R"(<text class="tl-row" x="%s" y="%s" text-anchor="end" fill="#111">%s</text>)""\n",
+                          F(label_w - 8), F(y + row_h / 2 + 4), Escape(Clip(row.label, 40)));
+    // Ops under 3 px wide go into one path per kind (their parts would be under a pixel each, and
+    // a rect per op makes a page of megabytes for thousands of micro-batches).
+    std::map<std::string, std::pair<std::string, int>> narrow;  // kind -> (path, ops)
+    for (size_t i = 0; i < row.segments.size(); ++i) {
+      const TimelineSegment& seg = row.segments[i];
+      if (!seg.op.empty() && sx(seg.end_s) - sx(seg.start_s) < 3) {
+        double seg_end = seg.end_s;
+        while (i + 1 < row.segments.size() && row.segments[i + 1].op == seg.op) seg_end = row.segments[++i].end_s;
+        auto& [d, n] = narrow[seg.kind];
+        absl::StrAppend(&d, "M", F(sx(seg.start_s)), " ", F(y), "h", F(std::max(sx(seg_end) - sx(seg.start_s), 0.3)), "v",
+                        F(row_h), "H", F(sx(seg.start_s)), "Z");
+        ++n;
+        continue;
+      }
+      const std::string title = seg.title.empty()
+                                    ? absl::StrFormat("%s: %s-%s s", seg.kind, Number(seg.start_s), Number(seg.end_s))
+                                    : absl::StrCat(seg.kind, ": ", seg.title);
+      absl::StrAppendFormat(&o, R"(<rect class="tl %s" data-row="%d" data-op="%s" data-start="%.6g" data-end="%.6g" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>)""\n",
+                            seg.kind, r, Escape(seg.op), seg.start_s, seg.end_s, F(sx(seg.start_s)), F(y),
+                            F(std::max(sx(seg.end_s) - sx(seg.start_s), 0.5)), F(row_h), colours[seg.kind], Escape(title));
+    }
+    for (const auto& [kind, path] : narrow) {
+      absl::StrAppendFormat(&o, R"(<path class="tl-narrow %s" data-row="%d" data-ops="%d" d="%s" fill="%s"><title>%s</title></path>)""\n",
+                            kind, r, path.second, path.first, colours[kind],
+                            Escape(absl::StrFormat("%s: %d operations, each under 3 px here", row.label, path.second)));
+    }
+  }
+  if (c.marker_s > 0) {
+    const double x = sx(c.marker_s);
+    absl::StrAppendFormat(&o, R"(<line class="marker" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#c00" stroke-width="2" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
+                          F(x), F(top - 8), F(x), F(rows_bottom - gap + 4),
+                          Escape(absl::StrCat(c.marker_label, ": ", Number(c.marker_s), " s")));
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#c00">%s</text>)""\n", F(x - 4), F(top - 10),
+                          Escape(c.marker_label));
+  }
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const double x = 8 + (i % 6) * ((c.width - 16) / 6.0), y = legend_top + (i / 6) * 20;
+    absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="18" height="12" fill="%s" stroke="#999" stroke-width="0.5"/><text x="%s" y="%s" fill="#222">%s</text>)""\n",
+                          F(x), F(y - 6), colours[kinds[i]], F(x + 24), F(y + 4), Escape(Clip(kinds[i], 24)));
+  }
+  o += "</svg>\n";
+  return o;
+}
+
 }  // namespace stepcast::html

@@ -19,10 +19,13 @@
 #ifndef STEPCAST_CLI_CHART_H_
 #define STEPCAST_CLI_CHART_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace stepcast::html {
 
@@ -108,6 +111,86 @@ struct StackedBarChart {
   int width = 820;
 };
 std::string RenderStackedBars(const StackedBarChart& chart);
+
+// ---- the step timeline of a pipeline ----
+
+// One step of a pipeline-parallel job as the timeline lays it out: the schedule's shape and what
+// one stage spends on one micro-batch of one model chunk, in seconds.
+struct PipelineStep {
+  int64_t pp = 1;             // pipeline stages (the timeline's rows)
+  int64_t vpp = 1;            // model chunks per stage; > 1: interleaved 1F1B
+  int64_t micro_batches = 1;  // per step and pipeline: global batch / (DP x micro-batch size)
+  // Megatron-Core's microbatch_group_size_per_vp_stage (interleaved only); 0: PP, its default.
+  int64_t group = 0;
+  // Per micro-batch and model chunk, on every stage.
+  double forward_s = 0, forward_comm_s = 0;  // compute, then its exposed communication
+  double recompute_s = 0;                    // the forward rerun before the backward
+  double backward_s = 0;                     // input gradient (dgrad)
+  double weight_gradient_s = 0;              // wgrad
+  double backward_comm_s = 0;                // exposed communication of the backward
+  // Per step, on every stage after the pipeline drains: exposed DP gradient sync, optimizer.
+  double dp_comm_s = 0, optimizer_s = 0;
+};
+
+// One forward or backward of one micro-batch and model chunk on one stage.
+struct PipelineOp {
+  int64_t stage = 0;
+  bool forward = true;
+  int64_t micro_batch = 0, chunk = 0;
+  double start_s = 0, end_s = 0;
+};
+
+// Per stage, its forwards and backwards in the order Megatron-Core runs them, timed by their
+// dependencies (a forward of virtual stage k waits for the same micro-batch's forward on virtual
+// stage k - 1, a backward for the backward on k + 1; virtual stage of chunk c on stage s: c x PP
+// + s). The order is Megatron-LM's megatron/core/pipeline_parallel/schedules.py:
+//   1F1B (forward_backward_pipelining_without_interleaving): stage s runs min(PP - s - 1, m)
+//     warm-up forwards, then (forward, backward) pairs, then the remaining backwards;
+//   interleaved (forward_backward_pipelining_with_interleaving, get_pp_rank_microbatches):
+//     min((PP - s - 1) x 2 + (VPP - 1) x group, m x VPP) warm-up forwards over the virtual
+//     micro-batches of get_schedule_table (groups of `group` micro-batches, each through every
+//     chunk in turn; a backward runs its chunks in reverse), then pairs, then the rest.
+// PP = 1 gives forward_backward_no_pipelining's forward, backward per micro-batch.
+// Errors (InvalidArgument, naming the field): pp, vpp or micro_batches < 1; a time that is
+// negative or not finite; interleaved with group outside [PP, m] or a last group of fewer than
+// PP micro-batches (Megatron raises the same); more than kMaxPipelineOps operations.
+inline constexpr int64_t kMaxPipelineOps = 200000;
+absl::StatusOr<std::vector<std::vector<PipelineOp>>> LayOutPipeline(const PipelineStep& step);
+
+// A timeline: one row per stream of work (a pipeline stage), segments on a shared time axis.
+// Segment kinds and their fixed colours: "forward", "backward", "recompute", "weight-gradient",
+// "communication" (exposed), "bubble", "dp-sync", "optimizer"; a measured row's kinds are its
+// categories (any name; palette colours).
+struct TimelineSegment {
+  std::string kind;
+  double start_s = 0, end_s = 0;
+  std::string op;     // the operation it belongs to ("F3.0": forward of micro-batch 3, chunk 0)
+  std::string title;  // hover text; empty: kind and times
+  std::string colour;  // "#rrggbb" of its kind; empty: the kind's fixed colour, else the palette's
+};
+struct TimelineRow {
+  std::string label;
+  std::vector<TimelineSegment> segments;
+};
+struct TimelineChart {
+  std::string title;
+  std::vector<TimelineRow> rows;
+  // A vertical line (the model's step time); <= 0: none.
+  double marker_s = 0;
+  std::string marker_label;
+  int width = 980;
+};
+// Marks: every segment has class "tl" and its kind, and attributes data-row (row index), data-op,
+// data-start and data-end (seconds, 6 significant digits) for the browser test. An op narrower
+// than 3 px is drawn whole in its first kind's colour, inside one path per row and kind (class
+// "tl-narrow", data-ops: how many).
+std::string RenderTimeline(const TimelineChart& chart);
+
+// The rows of a laid-out pipeline: per stage its ops split into their segments (forward:
+// forward, communication; backward: recompute, backward, weight-gradient, communication), idle
+// time as "bubble", then "dp-sync" and "optimizer" after the last stage drains.
+TimelineChart PipelineTimeline(const PipelineStep& step, const std::vector<std::vector<PipelineOp>>& ops);
+
 
 // A grid of cells coloured by value (sequential scale; the better end dark), one row per
 // rows[i], one column per columns[j]. NaN values are empty cells (no layout, does not fit).

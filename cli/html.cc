@@ -291,6 +291,112 @@ void AddBottleneck(const v1::Prediction& p, Page& page) {
 
 }  // namespace
 
+namespace {
+
+// The step of a prediction as the timeline lays it out. The Prediction carries the slowest
+// stage's seconds per term for the whole step (StepBreakdown), the micro-batches per step and
+// no per-stage or forward/backward split, so the timeline derives them here:
+//  * every stage runs at the slowest stage's time per micro-batch (term / (m x VPP) per chunk);
+//  * compute splits by the model's own ratio, backward = 2 x forward (dgrad + wgrad;
+//    core/step_time.h): forward 1/3 of GEMM, attention core, elementwise and launch time;
+//    weight gradient 1/3 of GEMM (the attention core and elementwise work have no weights:
+//    their 2/3 is backward); recompute runs before the backward;
+//  * communication splits as the model costs it (core/step_time.h): TP, EP and PP half
+//    forward, half backward (2 all-reduces / all-to-alls / one send-recv each way), CP 1/3
+//    forward, 2/3 backward (cp-1 ring steps forward, twice that backward);
+//  * the exposed DP gradient sync and the optimizer step follow the drained pipeline.
+PipelineStep PipelineStepOf(const v1::Prediction& p, const Parallelism& par) {
+  const v1::StepBreakdown& b = p.breakdown();
+  PipelineStep step;
+  step.pp = par.pp;
+  step.vpp = par.Schedule() == PipelineSchedule::kInterleaved1F1B ? par.vpp : 1;
+  step.micro_batches = std::max<int64_t>(1, p.micro_batches_per_step());
+  const double per = 1.0 / (step.micro_batches * step.vpp);
+  const double rest = b.attention_s() + b.elementwise_s() + b.launch_overhead_s();
+  step.forward_s = per * (b.gemm_s() + rest) / 3;
+  step.weight_gradient_s = per * b.gemm_s() / 3;
+  step.backward_s = per * (b.gemm_s() / 3 + 2 * rest / 3);
+  step.recompute_s = per * b.recompute_s();
+  const double halves = b.tp_comm_s() + b.ep_comm_s() + b.pp_comm_s();
+  step.forward_comm_s = per * (halves / 2 + b.cp_comm_s() / 3);
+  step.backward_comm_s = per * (halves / 2 + 2 * b.cp_comm_s() / 3);
+  step.dp_comm_s = b.dp_comm_s();
+  step.optimizer_s = b.optimizer_s();
+  return step;
+}
+
+// The measured step's terms laid end to end (the trace analysis keeps per-step totals per
+// category, not a per-record timeline).
+TimelineRow MeasuredRow(const v1::Comparison& c) {
+  TimelineRow row{"measured (busy per term)", {}};
+  double t = 0;
+  for (const auto& term : c.terms()) {
+    if (!(term.measured_s() > 0)) continue;
+    row.segments.push_back({term.term(), t, t + term.measured_s(), "",
+                            absl::StrFormat("%s s busy per step (measured)", Number(term.measured_s())),
+                            TermColour(term.term())});
+    t += term.measured_s();
+  }
+  return row;
+}
+
+// "Step timeline" section: the predicted step per pipeline stage (1F1B or interleaved 1F1B), and
+// `measured` (may be null) as one more row. `par` null: the layout is unknown (a note says so).
+void AddStepTimeline(const v1::Prediction& p, const Parallelism* par, const TimelineRow* measured, Page& page) {
+  page.Heading("Step timeline: one step per pipeline stage");
+  if (p.breakdown().gemm_s() <= 0) {
+    page.Note("No timeline: a quick estimate at an assumed MFU has no breakdown to lay out.");
+    return;
+  }
+  if (par == nullptr) {
+    page.Note("No timeline: the prediction does not say its pipeline layout (give the job with --job).");
+    return;
+  }
+  const PipelineSchedule schedule = par->pp > 1 ? par->Schedule() : PipelineSchedule::k1F1B;
+  if (schedule != PipelineSchedule::k1F1B && schedule != PipelineSchedule::kInterleaved1F1B) {
+    page.Note(absl::StrCat("No timeline: it lays out 1F1B and interleaved 1F1B; this job runs ",
+                           PipelineScheduleName(schedule), "."));
+    return;
+  }
+  const PipelineStep step = PipelineStepOf(p, *par);
+  absl::StatusOr<std::vector<std::vector<PipelineOp>>> ops = LayOutPipeline(step);
+  if (!ops.ok()) {
+    page.Note(absl::StrCat("No timeline: ", ops.status().message(), "."));
+    return;
+  }
+  TimelineChart chart = PipelineTimeline(step, *ops);
+  double drained = 0;
+  for (const auto& row : *ops) drained = std::max(drained, row.empty() ? 0.0 : row.back().end_s);
+  const double laid_out = drained + step.dp_comm_s + step.optimizer_s;
+  chart.title = absl::StrFormat("%s, PP %d%s, %d micro-batches: %s s laid out", PipelineScheduleName(schedule), step.pp,
+                                step.vpp > 1 ? absl::StrCat(" x VPP ", step.vpp) : "", step.micro_batches,
+                                Number(laid_out));
+  chart.marker_s = p.step_time_s();
+  chart.marker_label = "the model's step time";
+  if (measured != nullptr) chart.rows.push_back(*measured);
+  page.Svg(RenderTimeline(chart));
+  page.Note(absl::StrFormat(
+      "Order: Megatron-LM megatron/core/pipeline_parallel/schedules.py (%s): stage s runs %s warm-up forwards, then "
+      "one forward and one backward in turn, then the remaining backwards. Times: the prediction's breakdown of the "
+      "slowest stage per micro-batch%s, every stage drawn at that time (the Prediction carries no per-stage times); "
+      "backward = 2 x forward (dgrad + wgrad, core/step_time.h), weight gradient = 1/3 of the GEMM time; exposed "
+      "communication in each forward and backward; grey: the pipeline bubble as the schedule leaves it. Laid out %s s "
+      "against the model's %s s%s.",
+      step.vpp > 1 ? "forward_backward_pipelining_with_interleaving" : "forward_backward_pipelining_without_interleaving",
+      step.vpp > 1 ? "min((PP-s-1) x 2 + (VPP-1) x PP, m x VPP)" : "min(PP-s-1, m)",
+      step.vpp > 1 ? " and model chunk" : "", Number(laid_out), Number(p.step_time_s()),
+      step.pp > 1 ? absl::StrCat(": its bubble, ", Number(p.breakdown().pipeline_bubble_s()),
+                                 " s, is (PP-1)/VPP x the average stage, not the slowest")
+                  : ""));
+  if (measured != nullptr) {
+    page.Note("Measured row: the trace analysis keeps each step's busy time per category, not a per-record timeline, "
+              "so the measured step is drawn as its terms' seconds laid end to end (not in the order they ran; busy "
+              "time on two streams at once counts twice).");
+  }
+}
+
+}  // namespace
+
 std::string PredictionPage(const v1::Prediction& p, const Job* job) {
   Page page(absl::StrCat("stepcast prediction: ", p.job_name()));
   page.Facts(PredictionFacts(p));
@@ -312,6 +418,7 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
   }
 
   AddStepTerms(p, page);
+  AddStepTimeline(p, job != nullptr ? &job->parallelism : nullptr, nullptr, page);
   AddMemory(p, page);
   AddBottleneck(p, page);
   for (const auto& w : p.warnings()) page.Warning(w);
@@ -544,7 +651,7 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
   return page.Html();
 }
 
-std::string ComparisonPage(const v1::Comparison& c) {
+std::string ComparisonPage(const v1::Comparison& c, const v1::Prediction* prediction, const Parallelism* layout) {
   Page page(absl::StrCat("stepcast compare: ", c.title()));
   const double pred_s = c.predicted_step_time_s(), meas_s = c.measured_step_time_s();
   page.Facts({{"predicted step", Seconds(pred_s)},
@@ -591,6 +698,15 @@ std::string ComparisonPage(const v1::Comparison& c) {
             "the optimizer and memory copies; exposed communication is HTA's definition (not under a computation "
             "kernel); idle / bubble = the pipeline bubble predicted, no kernel running measured. Measured busy time "
             "can overlap across streams, so the measured bar may exceed the measured step.");
+  if (prediction != nullptr) {
+    // Without the job's layout, a prediction with no pipeline bubble and no PP communication is
+    // one stage.
+    Parallelism one_stage;
+    const v1::StepBreakdown& b = prediction->breakdown();
+    if (layout == nullptr && b.pipeline_bubble_s() == 0 && b.pp_comm_s() == 0) layout = &one_stage;
+    const TimelineRow measured = MeasuredRow(c);
+    AddStepTimeline(*prediction, layout, &measured, page);
+  }
   return page.Html();
 }
 

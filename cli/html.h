@@ -50,8 +50,10 @@ absl::Status WritePage(const std::string& path, const std::string& html);
 
 // ---- pages ----
 
-// `stepcast predict --html`: headline figures, the step-time breakdown as a stacked bar, memory per
-// GPU against capacity, the bottleneck and its evidence (share, arithmetic intensity against the
+// `stepcast predict --html`: headline figures, the step-time breakdown as a stacked bar, the step
+// timeline per pipeline stage (1F1B and interleaved 1F1B, with `job`; chart.h LayOutPipeline,
+// the prediction's breakdown split as html.cc PipelineStepOf says), memory per GPU against
+// capacity, the bottleneck and its evidence (share, arithmetic intensity against the
 // machine balance), warnings, and the assumed-inputs table. `job` (may be null) adds the layout.
 std::string PredictionPage(const v1::Prediction& p, const Job* job);
 
@@ -69,8 +71,13 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
 // `stepcast compare --html`: a prediction against a measurement (probe reports, Kineto traces, a
 // stored run), term by term (plugin/compare.h CompareTerms): both steps as stacked bars on one
 // scale, each term's predicted and measured seconds side by side (largest gap first), the
-// largest gap in words, warnings, and the table with each gap's likely cause.
-std::string ComparisonPage(const v1::Comparison& c);
+// largest gap in words, warnings, and the table with each gap's likely cause. With the
+// prediction (may be null): the step timeline of PredictionPage, laid out with `layout` (may be
+// null: then only a prediction with no pipeline bubble and no PP communication, one stage, is
+// drawn), and the measured step as one more row: the trace analysis keeps per-step busy time per
+// category, not a per-record timeline, so that row is the measured terms laid end to end.
+std::string ComparisonPage(const v1::Comparison& c, const v1::Prediction* prediction = nullptr,
+                           const Parallelism* layout = nullptr);
 
 // One evaluated layout of a layout search, for SearchPage.
 struct SearchCandidate {

@@ -711,7 +711,7 @@ std::string ComparisonPage(const v1::Comparison& c, const v1::Prediction* predic
 }
 
 std::string SearchPage(const std::string& title, const std::vector<SearchCandidate>& candidates,
-                       const SearchCandidate& chosen, bool by_mfu) {
+                       const SearchCandidate& chosen, bool by_mfu, const SearchCounts* search) {
   Page page(absl::StrCat("stepcast search: ", title));
   std::vector<std::string> rows, columns;
   for (const auto& c : candidates) {
@@ -758,10 +758,23 @@ std::string SearchPage(const std::string& title, const std::vector<SearchCandida
     h.y_label = rows.front().substr(0, rows.front().find('='));
     h.x_label = columns.front().substr(0, columns.front().find('='));
   }
-  page.Facts({{"chosen layout", chosen.layout},
-              {"step time", Seconds(chosen.step_time_s)},
-              {"MFU", Pct(chosen.mfu)},
-              {"layouts evaluated", absl::StrCat(candidates.size())}});
+  std::vector<std::pair<std::string, std::string>> facts = {
+      {"chosen layout", chosen.layout}, {"step time", Seconds(chosen.step_time_s)}, {"MFU", Pct(chosen.mfu)}};
+  if (search != nullptr) {
+    facts.emplace_back("layouts evaluated", absl::StrFormat("%s of %s", Thousands(search->evaluated),
+                                                            Thousands(search->enumerated)));
+    facts.emplace_back("fit in memory, ranked", Thousands(search->fitting));
+  }
+  facts.emplace_back("ranked layouts shown", Thousands(candidates.size()));
+  page.Facts(facts);
+  if (search != nullptr) {
+    page.Note(absl::StrFormat(
+        "The search enumerated %s layouts: %s pruned by the memory lower bound, %s evaluated (memory fit decided), %s "
+        "of them fit and were ranked by the objective. This page shows %s of them: the top layouts, the Pareto front "
+        "and the best per GPU count (%s rows, each layout once).",
+        Thousands(search->enumerated), Thousands(search->pruned), Thousands(search->evaluated),
+        Thousands(search->fitting), Thousands(candidates.size()), Thousands(search->listed)));
+  }
   page.Svg(RenderHeatMap(h));
   page.Note("Each cell shows the best layout with that row and column among those that fit in memory; grey cells have "
             "no valid layout or none that fits. Hover a cell for its layout.");

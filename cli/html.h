@@ -89,12 +89,21 @@ struct SearchCandidate {
   bool fits = true;
   std::string note;    // why it was rejected, etc.
 };
+// What the search did, for SearchPage's cards (core/search.h SearchStats).
+struct SearchCounts {
+  int64_t enumerated = 0;  // layouts of the space
+  int64_t pruned = 0;      // by the memory lower bound (never evaluated)
+  int64_t evaluated = 0;   // memory fit decided
+  int64_t fitting = 0;     // of those, fitting: step time estimated and ranked
+  int64_t listed = 0;      // rows of the lists the page draws from, before each layout is kept once
+};
 // `stepcast search --html`: step time (or MFU, `by_mfu`) over the layout grid; each cell is the
 // best candidate with that row/column key (fastest step, or highest MFU, among those that fit);
 // the chosen candidate's cell outlined; the top candidates as a table. Row and column order:
-// first appearance in `candidates`.
+// first appearance in `candidates`. Cards: with `counts` (may be null), the layouts evaluated,
+// those that fit, and the candidates shown, each labelled; without, the candidates shown.
 std::string SearchPage(const std::string& title, const std::vector<SearchCandidate>& candidates,
-                       const SearchCandidate& chosen, bool by_mfu);
+                       const SearchCandidate& chosen, bool by_mfu, const SearchCounts* counts = nullptr);
 
 // `stepcast-calibrate --html` and `stepcast-calibrate import --html`: per collective and scope,
 // busbw and time against message size (the measured points from run.collectives(), or the

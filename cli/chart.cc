@@ -753,6 +753,15 @@ const char* TimelineColour(const std::string& kind) {
   return "";
 }
 
+// A kind as one class token: letters and digits kept, anything else "-".
+std::string ClassName(const std::string& kind) {
+  std::string out = kind;
+  for (char& ch : out) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(ch))) ch = '-';
+  }
+  return out;
+}
+
 std::string OpName(const PipelineOp& op) {
   return absl::StrCat(op.forward ? "F" : "B", op.micro_batch, ".", op.chunk);
 }
@@ -851,13 +860,13 @@ std::string RenderTimeline(const TimelineChart& c) {
       const std::string title = seg.title.empty()
                                     ? absl::StrFormat("%s: %s-%s s", seg.kind, Number(seg.start_s), Number(seg.end_s))
                                     : absl::StrCat(seg.kind, ": ", seg.title);
-      absl::StrAppendFormat(&o, R"(<rect class="tl %s" data-row="%d" data-op="%s" data-start="%.6g" data-end="%.6g" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>)""\n",
-                            seg.kind, r, Escape(seg.op), seg.start_s, seg.end_s, F(sx(seg.start_s)), F(y),
+      absl::StrAppendFormat(&o, R"(<rect class="tl %s" data-kind="%s" data-row="%d" data-op="%s" data-start="%.6g" data-end="%.6g" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="0.6"><title>%s</title></rect>)""\n",
+                            ClassName(seg.kind), Escape(seg.kind), r, Escape(seg.op), seg.start_s, seg.end_s, F(sx(seg.start_s)), F(y),
                             F(std::max(sx(seg.end_s) - sx(seg.start_s), 0.5)), F(row_h), colours[seg.kind], Escape(title));
     }
     for (const auto& [kind, path] : narrow) {
-      absl::StrAppendFormat(&o, R"(<path class="tl-narrow %s" data-row="%d" data-ops="%d" d="%s" fill="%s"><title>%s</title></path>)""\n",
-                            kind, r, path.second, path.first, colours[kind],
+      absl::StrAppendFormat(&o, R"(<path class="tl-narrow %s" data-kind="%s" data-row="%d" data-ops="%d" d="%s" fill="%s"><title>%s</title></path>)""\n",
+                            ClassName(kind), Escape(kind), r, path.second, path.first, colours[kind],
                             Escape(absl::StrFormat("%s: %d operations, each under 3 px here", row.label, path.second)));
     }
   }

@@ -180,7 +180,8 @@ struct TimelineChart {
   std::string marker_label;
   int width = 980;
 };
-// Marks: every segment has class "tl" and its kind, and attributes data-row (row index), data-op,
+// Marks: every segment has class "tl" and its kind as a class token (non-alphanumerics "-"), and
+// attributes data-kind (the kind as given), data-row (row index), data-op,
 // data-start and data-end (seconds, 6 significant digits) for the browser test. An op narrower
 // than 3 px is drawn whole in its first kind's colour, inside one path per row and kind (class
 // "tl-narrow", data-ops: how many).

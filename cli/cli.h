@@ -179,9 +179,10 @@ int Runs(const RunsArgs& args);
 // (one per rank, merged: the slowest rank sets each step), or nothing with run:<id> when the run
 // carries a measured breakdown. Prints predicted vs measured step time, MFU and each term
 // (plugin/compare.h CompareTerms), the largest gap first; --json: stepcast.v1.Comparison.
-// html_path: also write the comparison as a page (cli/html.h ComparisonPage).
+// html_path: also write the comparison as a page (cli/html.h ComparisonPage); `layout` (may be
+// null): the predicted job's parallelism, for the page's step timeline per pipeline stage.
 int Compare(const std::string& prediction, const std::vector<std::string>& measured, const ClientOptions& client,
-            bool json = false, const std::string& html_path = "");
+            bool json = false, const std::string& html_path = "", const Parallelism* layout = nullptr);
 
 // What a client sends for a job file or a training command, as `stepcast preflight` builds it:
 // the job file read (YAML/JSON/text proto) with a local Hugging Face config.json inlined as

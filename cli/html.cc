@@ -18,574 +18,11 @@
 #include "proto/codec.h"
 
 namespace stepcast::html {
+
 namespace {
-
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Tableau 10 (Tableau's default categorical palette since 2016; chosen for colour-blind
-// separation): blue, orange, red, teal, green, yellow, purple, pink, brown, grey.
-constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-
-// A unique id prefix per chart in this process (clip paths, gradients).
-std::string NextId(const char* kind) {
-  static std::atomic<int> n{0};
-  return absl::StrCat(kind, ++n);
-}
-
-// Relative luminance (WCAG 2.x) of "#rrggbb", to pick black or white text on a fill.
-double Luminance(const std::string& hex) {
-  if (hex.size() != 7 || hex[0] != '#') return 1;
-  auto channel = [&](int i) {
-    const double c = std::stoi(hex.substr(1 + 2 * i, 2), nullptr, 16) / 255.0;
-    return c <= 0.03928 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
-  };
-  return 0.2126 * channel(0) + 0.7152 * channel(1) + 0.0722 * channel(2);
-}
-const char* TextOn(const std::string& fill) { return Luminance(fill) > 0.3 ? "#111" : "#fff"; }
-
-std::string F(double v) { return absl::StrFormat("%.1f", v); }
-
-// Viridis (matplotlib's default sequential map, perceptually uniform) at 5 stops, interpolated.
-std::string Viridis(double t) {
-  static constexpr double kStops[5][3] = {
-      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
-  t = std::clamp(t, 0.0, 1.0) * 4;
-  const int i = std::min(3, static_cast<int>(t));
-  const double f = t - i;
-  int rgb[3];
-  for (int c = 0; c < 3; ++c) rgb[c] = static_cast<int>(std::lround(kStops[i][c] + f * (kStops[i + 1][c] - kStops[i][c])));
-  return absl::StrFormat("#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
-}
-
-// Text that fits in about `chars` characters, with an ellipsis.
-std::string Clip(const std::string& s, size_t chars) {
-  if (s.size() <= chars) return s;
-  size_t cut = chars - 1;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
-  return s.substr(0, cut) + "\xE2\x80\xA6";
-}
-
-// Approximate width of a label in px at 12 px sans-serif (DejaVu Sans / Liberation Sans metrics:
-// capitals about 8.5 px, other characters about 6.8 px).
-double TextWidth(const std::string& s) {
-  double w = 0;
-  for (char c : s) w += (c >= 'A' && c <= 'Z') ? 8.5 : 6.8;
-  return w;
-}
-
-// One axis mapped onto pixels.
-struct Scale {
-  double lo = 0, hi = 1;
-  bool log = false;
-  double px0 = 0, px1 = 1;
-  double T(double v) const {
-    return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) : (v - lo) / (hi - lo);
-  }
-  double operator()(double v) const { return px0 + T(v) * (px1 - px0); }
-  bool Drawable(double v) const { return std::isfinite(v) && (!log || v > 0); }
-};
-
-struct Tick {
-  double v;
-  bool major;  // gridline + label
-};
-
-// Linear ticks: 1, 2 or 5 x 10^k steps, about six of them.
-double NiceStep(double span) {
-  const double raw = span / 6;
-  const double mag = std::pow(10, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * mag >= raw) return m * mag;
-  }
-  return 10 * mag;
-}
-
-// Fills in an axis range from the data: log, whole decades; linear, step multiples (from 0 when
-// every value is >= 0).
-void AutoRange(const Axis& axis, const std::vector<double>& data, double* lo, double* hi) {
-  if (axis.min < axis.max && (!axis.log || axis.min > 0)) {
-    *lo = axis.min;
-    *hi = axis.max;
-    return;
-  }
-  double dmin = std::numeric_limits<double>::infinity(), dmax = -dmin;
-  for (double v : data) {
-    if (!std::isfinite(v) || (axis.log && v <= 0)) continue;
-    dmin = std::min(dmin, v);
-    dmax = std::max(dmax, v);
-  }
-  if (axis.log) {
-    if (!(dmin <= dmax)) dmin = 1, dmax = 10;
-    *lo = std::pow(10, std::floor(std::log10(dmin) + 1e-9));
-    *hi = std::pow(10, std::ceil(std::log10(dmax) - 1e-9));
-    if (*hi <= *lo) *hi = *lo * 10;
-    return;
-  }
-  if (!(dmin <= dmax)) dmin = 0, dmax = 1;
-  if (dmin >= 0) dmin = 0;
-  if (dmax <= dmin) dmax = dmin + 1;
-  const double step = NiceStep(dmax - dmin);
-  *lo = std::floor(dmin / step) * step;
-  *hi = std::ceil(dmax / step - 1e-9) * step;
-}
-
-// A tick label: Number() on linear axes; on log axes outside [1e-3, 1e4) the short exponent form
-// ("1e6", "2e-5"), which stays narrow at one label per decade.
-std::string TickLabel(const Scale& s, double v) {
-  const double a = std::abs(v);
-  if (!s.log || a == 0 || (a >= 1e-3 && a < 1e4)) return Number(v);
-  return absl::StrReplaceAll(absl::StrFormat("%g", v), {{"e+0", "e"}, {"e+", "e"}, {"e-0", "e-"}});
-}
-
-std::vector<Tick> Ticks(const Scale& s) {
-  std::vector<Tick> out;
-  if (s.log) {
-    const int k0 = static_cast<int>(std::floor(std::log10(s.lo) + 1e-9));
-    const int k1 = static_cast<int>(std::ceil(std::log10(s.hi) - 1e-9));
-    const bool few = k1 - k0 <= 2;
-    for (int k = k0; k <= k1; ++k) {
-      for (int m = 1; m <= 9; ++m) {
-        const double v = m * std::pow(10, k);
-        if (v < s.lo * (1 - 1e-9) || v > s.hi * (1 + 1e-9)) continue;
-        out.push_back({v, m == 1 || (few && (m == 2 || m == 5))});
-      }
-    }
-    return out;
-  }
-  const double step = NiceStep(s.hi - s.lo);
-  for (double v = std::ceil(s.lo / step - 1e-9) * step; v <= s.hi + step * 1e-9; v += step) {
-    out.push_back({std::abs(v) < step * 1e-9 ? 0 : v, true});
-  }
-  return out;
-}
-
-// Marker of a series: circle, square, triangle, diamond (the shape changes after each full
-// round of the palette, so 40 series stay distinguishable).
-std::string Marker(size_t shape, double x, double y, const std::string& colour, bool hollow, const std::string& title) {
-  const std::string paint = hollow ? absl::StrFormat(R"(fill="#fff" stroke="%s" stroke-width="1.8")", colour)
-                                   : absl::StrFormat(R"(fill="%s" fill-opacity="0.85" stroke="#fff" stroke-width="0.8")", colour);
-  const std::string cls = hollow ? "pt hollow" : "pt";
-  const std::string t = absl::StrCat("<title>", Escape(title), "</title>");
-  const double r = 4.5;
-  switch (shape % 4) {
-    case 0:
-      return absl::StrFormat(R"(<circle class="%s" cx="%s" cy="%s" r="%s" %s>%s</circle>)", cls, F(x), F(y), F(r), paint, t);
-    case 1:
-      return absl::StrFormat(R"(<rect class="%s" x="%s" y="%s" width="%s" height="%s" %s>%s</rect>)", cls, F(x - r),
-                             F(y - r), F(2 * r), F(2 * r), paint, t);
-    case 2:
-      return absl::StrFormat(R"(<path class="%s" d="M%s %sL%s %sL%s %sZ" %s>%s</path>)", cls, F(x), F(y - 1.2 * r),
-                             F(x + 1.1 * r), F(y + 0.8 * r), F(x - 1.1 * r), F(y + 0.8 * r), paint, t);
-    default:
-      return absl::StrFormat(R"(<path class="%s" d="M%s %sL%s %sL%s %sL%s %sZ" %s>%s</path>)", cls, F(x), F(y - 1.3 * r),
-                             F(x + 1.3 * r), F(y), F(x), F(y + 1.3 * r), F(x - 1.3 * r), F(y), paint, t);
-  }
-}
-
-// Fill opacity of one identity band; where bands overlap the shading adds up.
-constexpr double kBandOpacity = 0.12;
-
-std::string LegendSwatch(double x, double y, const std::string& colour, const std::string& kind, double opacity) {
-  if (kind == "band") {
-    return absl::StrFormat(R"(<rect x="%s" y="%s" width="18" height="10" fill="%s" fill-opacity="%.3f"/>)", F(x),
-                           F(y - 5), colour, opacity);
-  }
-  if (kind == "line" || kind == "dashed") {
-    return absl::StrFormat(R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2"%s/>)", F(x), F(y),
-                           F(x + 18), F(y), colour, kind == "dashed" ? R"( stroke-dasharray="5 3")" : "");
-  }
-  return absl::StrFormat(R"(<circle cx="%s" cy="%s" r="4.5" fill="%s"/>)", F(x + 9), F(y), colour);
-}
-
-std::string SvgOpen(int width, int height, const std::string& title) {
-  return absl::StrFormat(
-      R"(<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-family="sans-serif" font-size="12">)"
-      "\n"
-      R"(<text x="8" y="20" font-size="15" font-weight="600">%s</text>)"
-      "\n",
-      width, height, width, height, Escape(title), Escape(title));
-}
-
-const std::string& SegmentColour(std::map<std::string, std::string>& by_name, const Segment& s) {
-  auto it = by_name.find(s.name);
-  if (it != by_name.end()) return it->second;
-  return by_name.emplace(s.name, s.colour.empty() ? PaletteColour(by_name.size()) : s.colour).first->second;
-}
-
 }  // namespace
 
-std::string Escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default:
-        // Control characters other than tab and newline are not allowed in HTML text.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') {
-          out += ' ';
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-const char* PaletteColour(size_t i) { return kPalette[i % (sizeof(kPalette) / sizeof(kPalette[0]))]; }
-
-std::string Number(double v) {
-  if (!std::isfinite(v)) return std::isnan(v) ? "n/a" : (v > 0 ? "inf" : "-inf");
-  const double a = std::abs(v);
-  if (a == 0) return "0";
-  if (a >= 1e6 || a < 1e-3) return absl::StrFormat("%.3e", v);
-  if (a >= 1000) return absl::StrFormat("%.0f", v);
-  return absl::StrFormat("%.4g", v);
-}
-
-std::string RenderXY(const XYChart& c) {
-  // Ranges from everything drawn.
-  std::vector<double> xs, ys;
-  for (const auto& s : c.series) {
-    for (const auto& p : s.points) {
-      xs.push_back(p.x);
-      ys.push_back(p.y);
-    }
-  }
-  for (const auto& r : c.reference_lines) ys.push_back(r.y);
-  for (const auto& b : c.y_bands) ys.insert(ys.end(), {b.lo, b.hi});
-  Scale sx, sy;
-  sx.log = c.x.log;
-  sy.log = c.y.log;
-  AutoRange(c.x, xs, &sx.lo, &sx.hi);
-  AutoRange(c.y, ys, &sy.lo, &sy.hi);
-
-  struct LegendItem {
-    std::string text, colour, kind;
-    double opacity = 1;
-  };
-  std::vector<LegendItem> legend;
-  {
-    std::vector<double> narrow_first = c.identity_bands;
-    std::sort(narrow_first.begin(), narrow_first.end());
-    for (size_t i = 0; i < narrow_first.size(); ++i) {
-      // A band's own area is covered by it and every wider band.
-      const double opacity = 1 - std::pow(1 - kBandOpacity, static_cast<double>(narrow_first.size() - i));
-      legend.push_back({absl::StrFormat("within %.0f%%", 100 * narrow_first[i]), "#4e79a7", "band", opacity});
-    }
-  }
-  if (c.identity_line) legend.push_back({"predicted = measured", "#333333", "line"});
-  {
-    // Bands nest (+-10% inside +-25%): the narrowest is covered by all of them.
-    std::vector<XYChart::YBand> by_width = c.y_bands;
-    std::sort(by_width.begin(), by_width.end(), [](auto& a, auto& b) { return a.hi - a.lo < b.hi - b.lo; });
-    for (size_t i = 0; i < by_width.size(); ++i) {
-      legend.push_back({by_width[i].label, "#4e79a7", "band",
-                        1 - std::pow(1 - kBandOpacity, static_cast<double>(by_width.size() - i))});
-    }
-  }
-  for (size_t i = 0; i < c.series.size(); ++i) {
-    const auto& s = c.series[i];
-    if (s.name.empty() || !s.legend) continue;
-    legend.push_back({s.name, s.colour.empty() ? PaletteColour(i) : s.colour,
-                      s.line ? (s.dashed ? "dashed" : "line") : "point"});
-  }
-  for (const auto& r : c.reference_lines) legend.push_back({r.label, r.colour, "dashed"});
-  // The legend is as wide as its longest entry (within 150..320 px).
-  double legend_w = 0;
-  for (auto& item : legend) {
-    item.text = Clip(item.text, 42);
-    legend_w = std::max(legend_w, std::clamp(TextWidth(item.text) + 34, 150.0, 320.0));
-  }
-  const double left = 74, top = 36, right = c.width - legend_w - 18;
-  const double bottom = std::max(top + 80.0, c.height - 56.0 - 0.0);
-  const double height = std::max<double>(c.height, top + 18 * legend.size() + 20);
-  sx.px0 = left, sx.px1 = right;
-  sy.px0 = bottom, sy.px1 = top;
-  const std::string clip = NextId("clip");
-
-  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
-  absl::StrAppendFormat(&o, R"(<defs><clipPath id="%s"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath></defs>)""\n",
-                        clip, F(left), F(top), F(right - left), F(bottom - top));
-  absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="%s" height="%s" fill="#fcfcfc" stroke="#999"/>)""\n", F(left),
-                        F(top), F(right - left), F(bottom - top));
-  // Grid and tick labels.
-  for (const Tick& t : Ticks(sx)) {
-    const double x = sx(t.v);
-    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(x), F(top), F(x), F(bottom),
-                          t.major ? "#dddddd" : "#f0f0f0");
-    if (t.major) {
-      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)", F(x), F(bottom + 16),
-                            Escape(TickLabel(sx, t.v)));
-    }
-    o += "\n";
-  }
-  for (const Tick& t : Ticks(sy)) {
-    const double y = sy(t.v);
-    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>)", F(left), F(y), F(right), F(y),
-                          t.major ? "#dddddd" : "#f0f0f0");
-    if (t.major) {
-      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)", F(left - 6), F(y + 4),
-                            Escape(TickLabel(sy, t.v)));
-    }
-    o += "\n";
-  }
-  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n", F((left + right) / 2),
-                        F(bottom + 38), Escape(c.x.label));
-  absl::StrAppendFormat(&o, R"~(<text transform="translate(%s %s) rotate(-90)" text-anchor="middle" fill="#111">%s</text>)~""\n",
-                        F(18), F((top + bottom) / 2), Escape(c.y.label));
-
-  absl::StrAppendFormat(&o, R"~(<g clip-path="url(#%s)">)~""\n", clip);
-  // Identity bands, widest first so the narrower one shades darker on top.
-  std::vector<double> bands = c.identity_bands;
-  std::sort(bands.rbegin(), bands.rend());
-  const double x0 = sx.lo, x1 = sx.hi;
-  for (double f : bands) {
-    absl::StrAppendFormat(&o, R"(<path class="band" d="M%s %sL%s %sL%s %sL%s %sZ" fill="#4e79a7" fill-opacity="%.3f"><title>%s</title></path>)""\n",
-                          F(sx(x0)), F(sy(x0 * (1 - f))), F(sx(x1)), F(sy(x1 * (1 - f))), F(sx(x1)), F(sy(x1 * (1 + f))),
-                          F(sx(x0)), F(sy(x0 * (1 + f))), kBandOpacity, Escape(absl::StrFormat("predicted within %.0f%% of measured", 100 * f)));
-  }
-  for (const auto& b : c.y_bands) {
-    if (!sy.Drawable(b.lo) || !sy.Drawable(b.hi)) continue;
-    absl::StrAppendFormat(&o, R"(<rect class="band" x="%s" y="%s" width="%s" height="%s" fill="#4e79a7" fill-opacity="%.3f"><title>%s</title></rect>)""\n",
-                          F(left), F(sy(b.hi)), F(right - left), F(sy(b.lo) - sy(b.hi)), kBandOpacity, Escape(b.label));
-  }
-  if (c.identity_line) {
-    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333" stroke-width="1"/>)""\n", F(sx(x0)),
-                          F(sy(x0)), F(sx(x1)), F(sy(x1)));
-  }
-  for (const auto& r : c.reference_lines) {
-    if (!sy.Drawable(r.y)) continue;
-    absl::StrAppendFormat(&o, R"(<line class="ref" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
-                          F(left), F(sy(r.y)), F(right), F(sy(r.y)), r.colour,
-                          Escape(absl::StrCat(r.label, ": ", Number(r.y))));
-  }
-  // Curves under the points.
-  for (size_t i = 0; i < c.series.size(); ++i) {
-    const auto& s = c.series[i];
-    if (!s.line) continue;
-    const std::string colour = s.colour.empty() ? PaletteColour(i) : s.colour;
-    std::string d;
-    for (const auto& p : s.points) {
-      if (!sx.Drawable(p.x) || !sy.Drawable(p.y)) continue;
-      absl::StrAppend(&d, d.empty() ? "M" : "L", F(sx(p.x)), " ", F(sy(p.y)));
-    }
-    if (d.empty()) continue;
-    absl::StrAppendFormat(&o, R"(<path class="curve" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>)""\n",
-                          d, colour, s.dashed ? R"( stroke-dasharray="6 4")" : "", Escape(s.name));
-  }
-  for (size_t i = 0; i < c.series.size(); ++i) {
-    const auto& s = c.series[i];
-    if (s.line) continue;
-    const std::string colour = s.colour.empty() ? PaletteColour(i) : s.colour;
-    for (const auto& p : s.points) {
-      if (!sx.Drawable(p.x) || !sy.Drawable(p.y)) continue;
-      o += Marker(i / 10, sx(p.x), sy(p.y), colour, p.hollow, p.title);
-      o += "\n";
-    }
-  }
-  o += "</g>\n";
-  // Legend.
-  double ly = top + 8;
-  for (const auto& item : legend) {
-    const double lx = c.width - legend_w;
-    o += LegendSwatch(lx, ly, item.colour, item.kind, item.opacity);
-    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#222">%s</text>)""\n", F(lx + 24), F(ly + 4), Escape(item.text));
-    ly += 18;
-  }
-  o += "</svg>\n";
-  return o;
-}
-
-std::string RenderStackedBars(const StackedBarChart& c) {
-  double max_total = c.limit;
-  std::map<std::string, std::string> colours;
-  std::vector<std::string> names;  // legend order
-  for (const auto& b : c.bars) {
-    double total = 0;
-    for (const auto& s : b.segments) {
-      if (!(s.value > 0) || !std::isfinite(s.value)) continue;
-      total += s.value;
-      if (!colours.count(s.name)) names.push_back(s.name);
-      SegmentColour(colours, s);
-    }
-    max_total = std::max(max_total, total);
-  }
-  Axis axis;
-  Scale sx;
-  AutoRange(axis, {0.0, max_total > 0 ? max_total : 1.0}, &sx.lo, &sx.hi);
-  // A limit line's label sits between the title and the first bar.
-  const double label_w = 240, top = c.limit > 0 ? 52 : 34, bar_h = 26, gap = 12;
-  sx.px0 = label_w;
-  sx.px1 = c.width - 24;
-  const double bars_bottom = top + c.bars.size() * (bar_h + gap);
-  // Legend rows, flowing.
-  std::vector<std::pair<double, double>> legend_xy;
-  double lx = 8, lrow = 0;
-  for (const auto& n : names) {
-    const double w = 26 + TextWidth(Clip(n, 40)) + 14;
-    if (lx + w > c.width - 8 && lx > 8) lx = 8, ++lrow;
-    legend_xy.emplace_back(lx, lrow);
-    lx += w;
-  }
-  const double legend_top = bars_bottom + 56;
-  const double height = legend_top + (names.empty() ? 0 : (lrow + 1) * 20) + 8;
-
-  std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
-  for (const Tick& t : Ticks(sx)) {
-    const double x = sx(t.v);
-    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/><text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
-                          F(x), F(top - 4), F(x), F(bars_bottom), F(x), F(bars_bottom + 16), Escape(Number(t.v)));
-  }
-  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
-                        F((sx.px0 + sx.px1) / 2), F(bars_bottom + 33), Escape(c.unit));
-  for (size_t i = 0; i < c.bars.size(); ++i) {
-    const Bar& b = c.bars[i];
-    const double y = top + i * (bar_h + gap);
-    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#111">%s<title>%s</title></text>)""\n",
-                          F(label_w - 8), F(y + bar_h / 2 + 4), Escape(Clip(b.label, 30)), Escape(b.label));
-    double x = 0, total = 0;
-    for (const auto& s : b.segments) {
-      if (s.value > 0 && std::isfinite(s.value)) total += s.value;
-    }
-    for (const auto& s : b.segments) {
-      if (!(s.value > 0) || !std::isfinite(s.value)) continue;
-      const std::string& colour = SegmentColour(colours, s);
-      const double px = sx(x), w = sx(x + s.value) - sx(x);
-      const std::string title =
-          s.title.empty() ? absl::StrFormat("%s: %s %s (%.1f%% of %s)", s.name, Number(s.value), c.unit,
-                                            100 * s.value / total, Number(total))
-                          : s.title;
-      absl::StrAppendFormat(&o, R"(<rect class="bar" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="0.6"><title>%s</title></rect>)",
-                            F(px), F(y), F(std::max(w, 0.5)), F(bar_h), colour, Escape(title));
-      const std::string text = Number(s.value);
-      if (w > TextWidth(text) + 8) {
-        absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="%s" pointer-events="none">%s</text>)",
-                              F(px + w / 2), F(y + bar_h / 2 + 4), TextOn(colour), Escape(text));
-      }
-      o += "\n";
-      x += s.value;
-    }
-    if (total > 0) {
-      const double end = sx(total);
-      const std::string text = Number(total);
-      // Total after the bar, or inside its end when the bar reaches the right edge.
-      if (end + 8 + TextWidth(text) < c.width) {
-        absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#111" font-weight="600">%s</text>)""\n", F(end + 6),
-                              F(y + bar_h / 2 + 4), Escape(text));
-      }
-    }
-  }
-  if (c.limit > 0) {
-    const double x = sx(c.limit);
-    absl::StrAppendFormat(&o, R"(<line class="limit" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#c00" stroke-width="2" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
-                          F(x), F(top - 8), F(x), F(bars_bottom - gap + 4),
-                          Escape(absl::StrCat(c.limit_label, ": ", Number(c.limit), " ", c.unit)));
-    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#c00">%s</text>)""\n", F(x - 4), F(top - 10),
-                          Escape(c.limit_label));
-  }
-  for (size_t i = 0; i < names.size(); ++i) {
-    const auto [x, row] = legend_xy[i];
-    const double y = legend_top + row * 20;
-    absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="18" height="12" fill="%s"/><text x="%s" y="%s" fill="#222">%s</text>)""\n",
-                          F(x), F(y - 6), colours[names[i]], F(x + 24), F(y + 4), Escape(Clip(names[i], 40)));
-  }
-  o += "</svg>\n";
-  return o;
-}
-
-std::string RenderHeatMap(const HeatMap& h) {
-  double vmin = std::numeric_limits<double>::infinity(), vmax = -vmin;
-  for (const auto& row : h.values) {
-    for (double v : row) {
-      if (std::isfinite(v)) vmin = std::min(vmin, v), vmax = std::max(vmax, v);
-    }
-  }
-  const double left = 110, top = 58;
-  const double cell_w = h.columns.empty() ? 80 : std::min(110.0, (h.width - left - 20) / h.columns.size());
-  const double cell_h = 34;
-  const double grid_bottom = top + cell_h * h.rows.size();
-  const double height = grid_bottom + 76;
-  std::string o = SvgOpen(h.width, static_cast<int>(height), h.title);
-  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
-                        F(left + cell_w * h.columns.size() / 2), F(top - 26), Escape(h.x_label));
-  absl::StrAppendFormat(&o, R"~(<text transform="translate(%s %s) rotate(-90)" text-anchor="middle" fill="#111">%s</text>)~""\n",
-                        F(16), F((top + grid_bottom) / 2), Escape(h.y_label));
-  for (size_t j = 0; j < h.columns.size(); ++j) {
-    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
-                          F(left + (j + 0.5) * cell_w), F(top - 8), Escape(Clip(h.columns[j], 14)));
-  }
-  std::string chosen;
-  for (size_t i = 0; i < h.rows.size(); ++i) {
-    const double y = top + i * cell_h;
-    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)""\n", F(left - 8),
-                          F(y + cell_h / 2 + 4), Escape(Clip(h.rows[i], 14)));
-    for (size_t j = 0; j < h.columns.size(); ++j) {
-      const double x = left + j * cell_w;
-      const double v = i < h.values.size() && j < h.values[i].size() ? h.values[i][j] : kNaN;
-      const std::string title = i < h.titles.size() && j < h.titles[i].size() ? h.titles[i][j] : "";
-      if (!std::isfinite(v)) {
-        absl::StrAppendFormat(&o, R"(<rect class="empty" x="%s" y="%s" width="%s" height="%s" fill="#eeeeee" stroke="#fff" stroke-width="2"><title>%s</title></rect>)""\n",
-                              F(x), F(y), F(cell_w), F(cell_h), Escape(title.empty() ? "no layout" : title));
-        continue;
-      }
-      double t = vmax > vmin ? (v - vmin) / (vmax - vmin) : 1;
-      if (!h.higher_is_better) t = 1 - t;
-      const std::string fill = Viridis(t);
-      const bool is_chosen = static_cast<int>(i) == h.chosen_row && static_cast<int>(j) == h.chosen_column;
-      absl::StrAppendFormat(&o, R"(<rect class="%s" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="2"><title>%s</title></rect>)",
-                            is_chosen ? "cell chosen" : "cell", F(x), F(y), F(cell_w), F(cell_h), fill,
-                            Escape(title.empty() ? Number(v) : title));
-      absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="%s" pointer-events="none">%s</text>)""\n",
-                            F(x + cell_w / 2), F(y + cell_h / 2 + 4), TextOn(fill), Escape(Number(v)));
-      if (is_chosen) {
-        chosen = absl::StrFormat(R"(<rect x="%s" y="%s" width="%s" height="%s" fill="none" stroke="#d62728" stroke-width="3.5" pointer-events="none"/>)""\n",
-                                 F(x + 1.5), F(y + 1.5), F(cell_w - 3), F(cell_h - 3));
-      }
-    }
-  }
-  o += chosen;
-  // Colour scale.
-  const std::string grad = NextId("grad");
-  const double sy = grid_bottom + 22, sw = 220;
-  absl::StrAppendFormat(&o, R"(<defs><linearGradient id="%s">)", grad);
-  for (int k = 0; k <= 4; ++k) {
-    const double t = k / 4.0;
-    absl::StrAppendFormat(&o, R"(<stop offset="%s" stop-color="%s"/>)", F(100 * t) + "%",
-                          Viridis(h.higher_is_better ? t : 1 - t));
-  }
-  o += "</linearGradient></defs>\n";
-  if (vmin <= vmax) {
-    absl::StrAppendFormat(&o, R"~(<rect x="%s" y="%s" width="%s" height="12" fill="url(#%s)"/>)~""\n", F(left), F(sy), F(sw), grad);
-    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#333">%s</text><text x="%s" y="%s" text-anchor="end" fill="#333">%s</text>)""\n",
-                          F(left), F(sy + 26), Escape(Number(vmin)), F(left + sw), F(sy + 26), Escape(Number(vmax)));
-    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" fill="#111">%s%s</text>)""\n", F(left + sw + 12), F(sy + 10),
-                          Escape(h.value_label), h.chosen_row >= 0 ? "; red outline: the chosen layout" : "");
-  }
-  o += "</svg>\n";
-  return o;
-}
-
-std::string RenderTable(const Table& t) {
-  std::string o = "<table>";
-  if (!t.caption.empty()) absl::StrAppend(&o, "<caption>", Escape(t.caption), "</caption>");
-  auto cls = [&](size_t j) { return j < t.numeric.size() && t.numeric[j] ? R"( class="num")" : ""; };
-  o += "<thead><tr>";
-  for (size_t j = 0; j < t.header.size(); ++j) absl::StrAppend(&o, "<th", cls(j), ">", Escape(t.header[j]), "</th>");
-  o += "</tr></thead>\n<tbody>\n";
-  for (size_t i = 0; i < t.rows.size(); ++i) {
-    o += i < t.flagged.size() && t.flagged[i] ? R"(<tr class="flag">)" : "<tr>";
-    for (size_t j = 0; j < t.rows[i].size(); ++j) absl::StrAppend(&o, "<td", cls(j), ">", Escape(t.rows[i][j]), "</td>");
-    o += "</tr>\n";
-  }
-  o += "</tbody></table>\n";
-  return o;
-}
 
 Page::Page(std::string title) : title_(std::move(title)) {}
 
@@ -749,8 +186,10 @@ std::vector<std::pair<std::string, std::string>> JobFacts(const Job& job) {
 
 }  // namespace
 
-std::string PredictionPage(const v1::Prediction& p, const Job* job) {
-  Page page(absl::StrCat("stepcast prediction: ", p.job_name()));
+namespace {
+
+// The prediction page's headline figures.
+std::vector<std::pair<std::string, std::string>> PredictionFacts(const v1::Prediction& p) {
   const v1::MemoryBreakdown& m = p.memory();
   const v1::StepTimeInterval& iv = p.step_time_interval();
   const char* verdict = p.memory_interval().verdict() == v1::MEMORY_VERDICT_TIGHT          ? " (TIGHT: may not fit)"
@@ -775,23 +214,11 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
     facts.emplace_back("time to train", Duration(p.cost().time_to_train_s()));
     facts.emplace_back("run cost", absl::StrCat("$", Thousands(p.cost().per_run_usd())));
   }
-  page.Facts(facts);
-  if (p.has_step_time_interval()) {
-    // How far predictions like this one have been off (docs/VALIDATION.md "Intervals").
-    page.Text(absl::StrCat("Regime: ", iv.regime(), ". ", iv.summary(), "."));
-    for (const auto& n : iv.notes()) (iv.validated() ? page.Note(n) : page.Warning(n));
-    if (p.memory_interval().available()) page.Text(absl::StrCat("Memory: ", p.memory_interval().summary(), "."));
-  }
-  page.Text(absl::StrFormat("%s (%.2fB parameters, %.2fB active) on %d x %s; profile %s; framework %s.",
-                            p.model_name(), p.parameters().total() / 1e9, p.parameters().active() / 1e9, p.gpu_count(),
-                            p.hardware_name(), p.profile_name(), p.framework()));
-  if (job != nullptr) {
-    Table t;
-    t.header = {"job", ""};
-    for (const auto& [k, v] : JobFacts(*job)) t.rows.push_back({k, v});
-    page.Add(t);
-  }
+  return facts;
+}
 
+// The step time by term as a stacked bar and a table.
+void AddStepTerms(const v1::Prediction& p, Page& page) {
   page.Heading("Step time by term (slowest pipeline stage)");
   const v1::StepBreakdown& b = p.breakdown();
   Bar bar{"one step", {}};
@@ -811,7 +238,11 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
     terms.rows.push_back({"total", Number(p.step_time_s()), "100.0%"});
     page.Add(terms);
   }
+}
 
+// Memory per GPU against the capacity.
+void AddMemory(const v1::Prediction& p, Page& page) {
+  const v1::MemoryBreakdown& m = p.memory();
   page.Heading("Memory per GPU (most loaded stage) against capacity");
   Bar mem{"per GPU", {}};
   Table items;
@@ -834,7 +265,10 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
                               820}));
   if (!m.fits()) page.Warning("The job does not fit in GPU memory: it would fail at start-up.");
   page.Add(items);
+}
 
+// The bottleneck and its evidence.
+void AddBottleneck(const v1::Prediction& p, Page& page) {
   const v1::Bottleneck& bn = p.bottleneck();
   page.Heading(absl::StrCat("Bottleneck: ", BottleneckText(bn.kind())));
   page.Text(bn.reason());
@@ -853,6 +287,140 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
     page.Note("Arithmetic intensity: executed FLOPs per HBM byte of the step; machine balance: the profile's GEMM "
               "rate / HBM bandwidth. Seed 000's test: a step below the balance is memory-bound.");
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The step of a prediction as the timeline lays it out. The Prediction carries the slowest
+// stage's seconds per term for the whole step (StepBreakdown), the micro-batches per step and
+// no per-stage or forward/backward split, so the timeline derives them here:
+//  * every stage runs at the slowest stage's time per micro-batch (term / (m x VPP) per chunk);
+//  * compute splits by the model's own ratio, backward = 2 x forward (dgrad + wgrad;
+//    core/step_time.h): forward 1/3 of GEMM, attention core, elementwise and launch time;
+//    weight gradient 1/3 of GEMM (the attention core and elementwise work have no weights:
+//    their 2/3 is backward); recompute runs before the backward;
+//  * communication splits as the model costs it (core/step_time.h): TP, EP and PP half
+//    forward, half backward (2 all-reduces / all-to-alls / one send-recv each way), CP 1/3
+//    forward, 2/3 backward (cp-1 ring steps forward, twice that backward);
+//  * the exposed DP gradient sync and the optimizer step follow the drained pipeline.
+PipelineStep PipelineStepOf(const v1::Prediction& p, const Parallelism& par) {
+  const v1::StepBreakdown& b = p.breakdown();
+  PipelineStep step;
+  step.pp = par.pp;
+  step.vpp = par.Schedule() == PipelineSchedule::kInterleaved1F1B ? par.vpp : 1;
+  step.micro_batches = std::max<int64_t>(1, p.micro_batches_per_step());
+  const double per = 1.0 / (step.micro_batches * step.vpp);
+  const double rest = b.attention_s() + b.elementwise_s() + b.launch_overhead_s();
+  step.forward_s = per * (b.gemm_s() + rest) / 3;
+  step.weight_gradient_s = per * b.gemm_s() / 3;
+  step.backward_s = per * (b.gemm_s() / 3 + 2 * rest / 3);
+  step.recompute_s = per * b.recompute_s();
+  const double halves = b.tp_comm_s() + b.ep_comm_s() + b.pp_comm_s();
+  step.forward_comm_s = per * (halves / 2 + b.cp_comm_s() / 3);
+  step.backward_comm_s = per * (halves / 2 + 2 * b.cp_comm_s() / 3);
+  step.dp_comm_s = b.dp_comm_s();
+  step.optimizer_s = b.optimizer_s();
+  return step;
+}
+
+// The measured step's terms laid end to end (the trace analysis keeps per-step totals per
+// category, not a per-record timeline).
+TimelineRow MeasuredRow(const v1::Comparison& c) {
+  TimelineRow row{"measured (busy per term)", {}};
+  double t = 0;
+  for (const auto& term : c.terms()) {
+    if (!(term.measured_s() > 0)) continue;
+    row.segments.push_back({term.term(), t, t + term.measured_s(), "",
+                            absl::StrFormat("%s s busy per step (measured)", Number(term.measured_s())),
+                            TermColour(term.term())});
+    t += term.measured_s();
+  }
+  return row;
+}
+
+// "Step timeline" section: the predicted step per pipeline stage (1F1B or interleaved 1F1B), and
+// `measured` (may be null) as one more row. `par` null: the layout is unknown (a note says so).
+void AddStepTimeline(const v1::Prediction& p, const Parallelism* par, const TimelineRow* measured, Page& page) {
+  page.Heading("Step timeline: one step per pipeline stage");
+  if (p.breakdown().gemm_s() <= 0) {
+    page.Note("No timeline: a quick estimate at an assumed MFU has no breakdown to lay out.");
+    return;
+  }
+  if (par == nullptr) {
+    page.Note("No timeline: the prediction does not say its pipeline layout (give the job with --job).");
+    return;
+  }
+  const PipelineSchedule schedule = par->pp > 1 ? par->Schedule() : PipelineSchedule::k1F1B;
+  if (schedule != PipelineSchedule::k1F1B && schedule != PipelineSchedule::kInterleaved1F1B) {
+    page.Note(absl::StrCat("No timeline: it lays out 1F1B and interleaved 1F1B; this job runs ",
+                           PipelineScheduleName(schedule), "."));
+    return;
+  }
+  const PipelineStep step = PipelineStepOf(p, *par);
+  absl::StatusOr<std::vector<std::vector<PipelineOp>>> ops = LayOutPipeline(step);
+  if (!ops.ok()) {
+    page.Note(absl::StrCat("No timeline: ", ops.status().message(), "."));
+    return;
+  }
+  TimelineChart chart = PipelineTimeline(step, *ops);
+  double drained = 0;
+  for (const auto& row : *ops) drained = std::max(drained, row.empty() ? 0.0 : row.back().end_s);
+  const double laid_out = drained + step.dp_comm_s + step.optimizer_s;
+  chart.title = absl::StrFormat("%s, PP %d%s, %d micro-batches: %s s laid out", PipelineScheduleName(schedule), step.pp,
+                                step.vpp > 1 ? absl::StrCat(" x VPP ", step.vpp) : "", step.micro_batches,
+                                Number(laid_out));
+  chart.marker_s = p.step_time_s();
+  chart.marker_label = "the model's step time";
+  if (measured != nullptr) chart.rows.push_back(*measured);
+  page.Svg(RenderTimeline(chart));
+  page.Note(absl::StrFormat(
+      "Order: Megatron-LM megatron/core/pipeline_parallel/schedules.py (%s): stage s runs %s warm-up forwards, then "
+      "one forward and one backward in turn, then the remaining backwards. Times: the prediction's breakdown of the "
+      "slowest stage per micro-batch%s, every stage drawn at that time (the Prediction carries no per-stage times); "
+      "backward = 2 x forward (dgrad + wgrad, core/step_time.h), weight gradient = 1/3 of the GEMM time; exposed "
+      "communication in each forward and backward; grey: the pipeline bubble as the schedule leaves it. Laid out %s s "
+      "against the model's %s s%s.",
+      step.vpp > 1 ? "forward_backward_pipelining_with_interleaving" : "forward_backward_pipelining_without_interleaving",
+      step.vpp > 1 ? "min((PP-s-1) x 2 + (VPP-1) x PP, m x VPP)" : "min(PP-s-1, m)",
+      step.vpp > 1 ? " and model chunk" : "", Number(laid_out), Number(p.step_time_s()),
+      step.pp > 1 ? absl::StrCat(": its bubble, ", Number(p.breakdown().pipeline_bubble_s()),
+                                 " s, is (PP-1)/VPP x the average stage, not the slowest")
+                  : ""));
+  if (measured != nullptr) {
+    page.Note("Measured row: the trace analysis keeps each step's busy time per category, not a per-record timeline, "
+              "so the measured step is drawn as its terms' seconds laid end to end (not in the order they ran; busy "
+              "time on two streams at once counts twice).");
+  }
+}
+
+}  // namespace
+
+std::string PredictionPage(const v1::Prediction& p, const Job* job) {
+  Page page(absl::StrCat("stepcast prediction: ", p.job_name()));
+  page.Facts(PredictionFacts(p));
+  const v1::StepTimeInterval& iv = p.step_time_interval();
+  if (p.has_step_time_interval()) {
+    // How far predictions like this one have been off (docs/VALIDATION.md "Intervals").
+    page.Text(absl::StrCat("Regime: ", iv.regime(), ". ", iv.summary(), "."));
+    for (const auto& n : iv.notes()) (iv.validated() ? page.Note(n) : page.Warning(n));
+    if (p.memory_interval().available()) page.Text(absl::StrCat("Memory: ", p.memory_interval().summary(), "."));
+  }
+  page.Text(absl::StrFormat("%s (%.2fB parameters, %.2fB active) on %d x %s; profile %s; framework %s.",
+                            p.model_name(), p.parameters().total() / 1e9, p.parameters().active() / 1e9, p.gpu_count(),
+                            p.hardware_name(), p.profile_name(), p.framework()));
+  if (job != nullptr) {
+    Table t;
+    t.header = {"job", ""};
+    for (const auto& [k, v] : JobFacts(*job)) t.rows.push_back({k, v});
+    page.Add(t);
+  }
+
+  AddStepTerms(p, page);
+  AddStepTimeline(p, job != nullptr ? &job->parallelism : nullptr, nullptr, page);
+  AddMemory(p, page);
+  AddBottleneck(p, page);
   for (const auto& w : p.warnings()) page.Warning(w);
   if (p.assumed_inputs_size() > 0) {
     page.Heading("Assumed inputs (not stated by the job)");
@@ -863,6 +431,136 @@ std::string PredictionPage(const v1::Prediction& p, const Job* job) {
   }
   return page.Html();
 }
+
+namespace {
+
+// The signed error of each point of the predicted-against-measured chart.
+XYChart ErrorChart(const XYChart& chart) {
+  XYChart errors;
+  errors.title = "Signed error of the prediction against measured step time";
+  errors.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
+  errors.y = {"(predicted - measured) / measured (%)", false};
+  errors.y_bands = {{-10, 10, "within 10%"}, {-25, 25, "within 25%"}};
+  errors.reference_lines = {{"no error", 0, "#333333"}};
+  for (const auto& series : chart.series) {
+    Series e = series;
+    for (auto& pt : e.points) pt.y = 100 * (pt.y - pt.x) / pt.x;
+    errors.series.push_back(std::move(e));
+  }
+  errors.width = 860;
+  errors.height = 420;
+  return errors;
+}
+
+// Memory per GPU against measured peaks (the memory interval's runs).
+void AddMemoryRuns(const v1::IntervalCoverage& cov, Page& page) {
+  if (cov.memory_runs_size() == 0) return;
+  page.Heading("Memory per GPU against measured peaks");
+  Table mt;
+  mt.header = {"run", "family", "metric", "measured GiB", "predicted GiB", "error", "source"};
+  mt.numeric = {false, false, false, true, true, true, false};
+  for (const auto& m : cov.memory_runs()) {
+    mt.rows.push_back({m.id(), m.family(), m.metric(), Number(m.measured_gib()), Number(m.predicted_gib()),
+                       m.skipped_reason().empty() ? absl::StrFormat("%+.1f%%", m.error_pct()) : m.skipped_reason(),
+                       m.source()});
+  }
+  page.Add(mt);
+  for (const auto& g : cov.memory_by_family()) {
+    page.Note(g.available() ? absl::StrFormat("%s: %.3g measured runs; 80%% interval of measured / predicted "
+                                              "%.3f-%.3f (the memory verdict: fits below the capacity at the upper "
+                                              "end, TIGHT when the capacity lies inside)",
+                                              g.family(), g.runs(), g.low_ratio(), g.high_ratio())
+                            : absl::StrFormat("%s: %.3g measured runs, below the minimum: no memory interval",
+                                              g.family(), g.runs()));
+  }
+}
+
+// The interval coverage plot: each row's leave-one-source-out interval against its measured
+// time, the coverage per regime and source, and the memory runs.
+void AddCoverage(const v1::ValidationReport& r, const XYChart& chart, Page& page) {
+  const v1::IntervalCoverage& cov = r.interval_coverage();
+  if (cov.rows() == 0) return;
+  // The coverage plot: each row's leave-one-source-out interval against its measured time.
+  page.Heading(absl::StrFormat("%.0f%% intervals, leave-one-source-out: coverage %.1f%% (%d of %d rows)",
+                               100 * cov.target(), 100 * cov.coverage(), cov.covered(), cov.rows()));
+  // Relative to the measured time, so that every row's interval reads on one scale: covered
+  // when its segment crosses 1.
+  XYChart ci;
+  ci.title = "Each row's 80% interval (from the other sources' residuals), relative to its measured step time";
+  ci.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
+  ci.y = {"predicted / measured: interval and point", false};
+  ci.reference_lines = {{"measured", 1.0, "#333333"}};
+  Series inside{"covered: measured inside", {}, false, false, "#59a14f"};
+  Series outside{"not covered", {}, false, false, "#e15759"};
+  for (const auto& row : r.rows()) {
+    if (!row.has_loso_interval() || !(row.measured_iter_time_s() > 0)) continue;
+    const v1::StepTimeInterval& i = row.loso_interval();
+    const std::string title = absl::StrFormat(
+        "row %s, source %s: %s on %d x %s\nmeasured %s s; predicted %s s, interval %s-%s s (%s)\nfrom %s%s",
+        row.row_id(), row.source_id(), row.model(), row.gpu_count(), row.gpu(), Number(row.measured_iter_time_s()),
+        Number(row.loso_predicted_iter_time_s()), Number(i.low_s()), Number(i.high_s()),
+        row.loso_covered() ? "inside" : "OUTSIDE", i.derived_from(), i.validated() ? "" : " (outside the validated region)");
+    const double m = row.measured_iter_time_s();
+    Series seg{title, {{m, i.low_s() / m, ""}, {m, i.high_s() / m, ""}}, true, false,
+               row.loso_covered() ? "#59a14f" : "#e15759", false};
+    ci.series.push_back(std::move(seg));
+    (row.loso_covered() ? inside : outside).points.push_back({m, row.loso_predicted_iter_time_s() / m, title, !i.validated()});
+  }
+  ci.series.push_back(std::move(inside));
+  ci.series.push_back(std::move(outside));
+  ci.width = 860;
+  ci.height = 640;
+  page.Facts({{"coverage", absl::StrFormat("%.1f%% (target %.0f%%)", 100 * cov.coverage(), 100 * cov.target())},
+              {"median half-width", absl::StrFormat("%.1f%%", cov.median_half_width_pct())},
+              {"minimum runs per regime", absl::StrFormat("%.0f", cov.minimum_runs())}});
+  page.Svg(RenderXY(ci));
+  page.Note("A row is covered when its vertical segment crosses 1 (the measured time). Hollow markers: rows outside the validated "
+            "region (the widest interval). Intervals: weighted split-conformal 80% bounds of the leave-one-source-out "
+            "residuals ln(measured / predicted) of the other sources' rows in the row's regime, or the nearest "
+            "broader regime with the minimum of validated runs (docs/VALIDATION.md \"Intervals\").");
+  Table ct;
+  ct.header = {"group", "rows", "covered", "coverage", "median half-width", "unvalidated rows"};
+  ct.numeric = {false, true, true, true, true, true};
+  auto add = [&](const std::string& name, const v1::IntervalCoverageGroup& g) {
+    ct.rows.push_back({name, absl::StrCat(g.rows()), absl::StrCat(g.covered()),
+                       absl::StrFormat("%.1f%%", 100 * g.coverage()), absl::StrFormat("%.1f%%", g.median_half_width_pct()),
+                       absl::StrCat(g.rows_unvalidated())});
+    ct.flagged.push_back(g.rows() >= cov.minimum_runs() && g.coverage() < 0.6);
+  };
+  for (const auto& g : cov.by_regime()) add(g.group(), g);
+  for (const auto& g : cov.by_source()) add(absl::StrCat("source ", g.group()), g);
+  page.Add(ct);
+  AddMemoryRuns(cov, page);
+}
+
+// |error| per source with the leave-one-source-out figures.
+void AddSourceErrors(const v1::ValidationReport& r, Page& page) {
+  const v1::ValidationSummary& s = r.summary();
+  page.Heading("|error| of the predicted step time, per source");
+  Table t;
+  t.header = {"source", "rows", "median", "p90", "mean", "max", "experiments (median)", "not fit", "not predicted",
+              "leave-one-source-out median", "LOSO p90", "choices switched off"};
+  t.numeric = {false, true, true, true, true, true, true, true, true, true, true, false};
+  auto pct = [](double v) { return absl::StrFormat("%.1f%%", v); };
+  auto row_of = [&](const std::string& name, const v1::ValidationSummary& a, const v1::ValidationSummary* loso,
+                    const std::string& choices) {
+    t.rows.push_back({name, absl::StrCat(a.n_rows()), pct(a.median_abs_error_pct()), pct(a.p90_abs_error_pct()),
+                      pct(a.mean_abs_error_pct()), pct(a.max_abs_error_pct()),
+                      absl::StrFormat("%d (%.1f%%)", a.n_experiments(), a.median_experiment_abs_error_pct()),
+                      absl::StrCat(a.n_not_fit()), absl::StrCat(a.n_skipped()),
+                      loso ? pct(loso->median_abs_error_pct()) : "", loso ? pct(loso->p90_abs_error_pct()) : "", choices});
+    t.flagged.push_back(a.n_not_fit() > 0);
+  };
+  for (const auto& bs : r.by_source()) {
+    row_of(bs.source_id(), bs.summary(), &bs.leave_one_source_out(), absl::StrJoin(bs.choices_informed(), ", "));
+  }
+  row_of("all rows", s, nullptr, "");
+  page.Add(t);
+  page.Note("Rows predicted not to fit count as failures; a weak-scaling series counts once among the experiments. "
+            "Leave-one-source-out: the source's rows predicted with every model choice its rows informed switched off.");
+}
+
+}  // namespace
 
 std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv_name) {
   Page page(absl::StrCat("stepcast validate: ", csv_name));
@@ -937,121 +635,13 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
               {"predicted not to fit", absl::StrCat(s.n_not_fit())},
               {"not predicted", absl::StrCat(s.n_skipped())}});
   page.Svg(RenderXY(chart));
-  XYChart errors;
-  errors.title = "Signed error of the prediction against measured step time";
-  errors.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
-  errors.y = {"(predicted - measured) / measured (%)", false};
-  errors.y_bands = {{-10, 10, "within 10%"}, {-25, 25, "within 25%"}};
-  errors.reference_lines = {{"no error", 0, "#333333"}};
-  for (const auto& series : chart.series) {
-    Series e = series;
-    for (auto& pt : e.points) pt.y = 100 * (pt.y - pt.x) / pt.x;
-    errors.series.push_back(std::move(e));
-  }
-  errors.width = 860;
-  errors.height = 420;
-  page.Svg(RenderXY(errors));
+  page.Svg(RenderXY(ErrorChart(chart)));
   page.Note("Each point is one published run: measured iteration time as the source defines it (docs/VALIDATION.md), "
             "predicted with no fitting on one reference profile per GPU type. Shaded: within 10% and 25%. Hollow "
             "markers: rows predicted not to fit in memory (each a failure: every published run ran). Hover a "
             "point for its row.");
-
-  const v1::IntervalCoverage& cov = r.interval_coverage();
-  if (cov.rows() > 0) {
-    // The coverage plot: each row's leave-one-source-out interval against its measured time.
-    page.Heading(absl::StrFormat("%.0f%% intervals, leave-one-source-out: coverage %.1f%% (%d of %d rows)",
-                                 100 * cov.target(), 100 * cov.coverage(), cov.covered(), cov.rows()));
-    // Relative to the measured time, so that every row's interval reads on one scale: covered
-    // when its segment crosses 1.
-    XYChart ci;
-    ci.title = "Each row's 80% interval (from the other sources' residuals), relative to its measured step time";
-    ci.x = {"measured step time (s)", true, chart.x.min, chart.x.max};
-    ci.y = {"predicted / measured: interval and point", false};
-    ci.reference_lines = {{"measured", 1.0, "#333333"}};
-    Series inside{"covered: measured inside", {}, false, false, "#59a14f"};
-    Series outside{"not covered", {}, false, false, "#e15759"};
-    for (const auto& row : r.rows()) {
-      if (!row.has_loso_interval() || !(row.measured_iter_time_s() > 0)) continue;
-      const v1::StepTimeInterval& i = row.loso_interval();
-      const std::string title = absl::StrFormat(
-          "row %s, source %s: %s on %d x %s\nmeasured %s s; predicted %s s, interval %s-%s s (%s)\nfrom %s%s",
-          row.row_id(), row.source_id(), row.model(), row.gpu_count(), row.gpu(), Number(row.measured_iter_time_s()),
-          Number(row.loso_predicted_iter_time_s()), Number(i.low_s()), Number(i.high_s()),
-          row.loso_covered() ? "inside" : "OUTSIDE", i.derived_from(), i.validated() ? "" : " (outside the validated region)");
-      const double m = row.measured_iter_time_s();
-      Series seg{title, {{m, i.low_s() / m, ""}, {m, i.high_s() / m, ""}}, true, false,
-                 row.loso_covered() ? "#59a14f" : "#e15759", false};
-      ci.series.push_back(std::move(seg));
-      (row.loso_covered() ? inside : outside).points.push_back({m, row.loso_predicted_iter_time_s() / m, title, !i.validated()});
-    }
-    ci.series.push_back(std::move(inside));
-    ci.series.push_back(std::move(outside));
-    ci.width = 860;
-    ci.height = 640;
-    page.Facts({{"coverage", absl::StrFormat("%.1f%% (target %.0f%%)", 100 * cov.coverage(), 100 * cov.target())},
-                {"median half-width", absl::StrFormat("%.1f%%", cov.median_half_width_pct())},
-                {"minimum runs per regime", absl::StrFormat("%.0f", cov.minimum_runs())}});
-    page.Svg(RenderXY(ci));
-    page.Note("A row is covered when its vertical segment crosses 1 (the measured time). Hollow markers: rows outside the validated "
-              "region (the widest interval). Intervals: weighted split-conformal 80% bounds of the leave-one-source-out "
-              "residuals ln(measured / predicted) of the other sources' rows in the row's regime, or the nearest "
-              "broader regime with the minimum of validated runs (docs/VALIDATION.md \"Intervals\").");
-    Table ct;
-    ct.header = {"group", "rows", "covered", "coverage", "median half-width", "unvalidated rows"};
-    ct.numeric = {false, true, true, true, true, true};
-    auto add = [&](const std::string& name, const v1::IntervalCoverageGroup& g) {
-      ct.rows.push_back({name, absl::StrCat(g.rows()), absl::StrCat(g.covered()),
-                         absl::StrFormat("%.1f%%", 100 * g.coverage()), absl::StrFormat("%.1f%%", g.median_half_width_pct()),
-                         absl::StrCat(g.rows_unvalidated())});
-      ct.flagged.push_back(g.rows() >= cov.minimum_runs() && g.coverage() < 0.6);
-    };
-    for (const auto& g : cov.by_regime()) add(g.group(), g);
-    for (const auto& g : cov.by_source()) add(absl::StrCat("source ", g.group()), g);
-    page.Add(ct);
-    if (cov.memory_runs_size() > 0) {
-      page.Heading("Memory per GPU against measured peaks");
-      Table mt;
-      mt.header = {"run", "family", "metric", "measured GiB", "predicted GiB", "error", "source"};
-      mt.numeric = {false, false, false, true, true, true, false};
-      for (const auto& m : cov.memory_runs()) {
-        mt.rows.push_back({m.id(), m.family(), m.metric(), Number(m.measured_gib()), Number(m.predicted_gib()),
-                           m.skipped_reason().empty() ? absl::StrFormat("%+.1f%%", m.error_pct()) : m.skipped_reason(),
-                           m.source()});
-      }
-      page.Add(mt);
-      for (const auto& g : cov.memory_by_family()) {
-        page.Note(g.available() ? absl::StrFormat("%s: %.3g measured runs; 80%% interval of measured / predicted "
-                                                  "%.3f-%.3f (the memory verdict: fits below the capacity at the upper "
-                                                  "end, TIGHT when the capacity lies inside)",
-                                                  g.family(), g.runs(), g.low_ratio(), g.high_ratio())
-                                : absl::StrFormat("%s: %.3g measured runs, below the minimum: no memory interval",
-                                                  g.family(), g.runs()));
-      }
-    }
-  }
-
-  page.Heading("|error| of the predicted step time, per source");
-  Table t;
-  t.header = {"source", "rows", "median", "p90", "mean", "max", "experiments (median)", "not fit", "not predicted",
-              "leave-one-source-out median", "LOSO p90", "choices switched off"};
-  t.numeric = {false, true, true, true, true, true, true, true, true, true, true, false};
-  auto pct = [](double v) { return absl::StrFormat("%.1f%%", v); };
-  auto row_of = [&](const std::string& name, const v1::ValidationSummary& a, const v1::ValidationSummary* loso,
-                    const std::string& choices) {
-    t.rows.push_back({name, absl::StrCat(a.n_rows()), pct(a.median_abs_error_pct()), pct(a.p90_abs_error_pct()),
-                      pct(a.mean_abs_error_pct()), pct(a.max_abs_error_pct()),
-                      absl::StrFormat("%d (%.1f%%)", a.n_experiments(), a.median_experiment_abs_error_pct()),
-                      absl::StrCat(a.n_not_fit()), absl::StrCat(a.n_skipped()),
-                      loso ? pct(loso->median_abs_error_pct()) : "", loso ? pct(loso->p90_abs_error_pct()) : "", choices});
-    t.flagged.push_back(a.n_not_fit() > 0);
-  };
-  for (const auto& bs : r.by_source()) {
-    row_of(bs.source_id(), bs.summary(), &bs.leave_one_source_out(), absl::StrJoin(bs.choices_informed(), ", "));
-  }
-  row_of("all rows", s, nullptr, "");
-  page.Add(t);
-  page.Note("Rows predicted not to fit count as failures; a weak-scaling series counts once among the experiments. "
-            "Leave-one-source-out: the source's rows predicted with every model choice its rows informed switched off.");
+  AddCoverage(r, chart, page);
+  AddSourceErrors(r, page);
   if (!skipped.rows.empty()) {
     page.Heading("Rows the model cannot express");
     page.Add(skipped);
@@ -1061,7 +651,7 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
   return page.Html();
 }
 
-std::string ComparisonPage(const v1::Comparison& c) {
+std::string ComparisonPage(const v1::Comparison& c, const v1::Prediction* prediction, const Parallelism* layout) {
   Page page(absl::StrCat("stepcast compare: ", c.title()));
   const double pred_s = c.predicted_step_time_s(), meas_s = c.measured_step_time_s();
   page.Facts({{"predicted step", Seconds(pred_s)},
@@ -1108,11 +698,20 @@ std::string ComparisonPage(const v1::Comparison& c) {
             "the optimizer and memory copies; exposed communication is HTA's definition (not under a computation "
             "kernel); idle / bubble = the pipeline bubble predicted, no kernel running measured. Measured busy time "
             "can overlap across streams, so the measured bar may exceed the measured step.");
+  if (prediction != nullptr) {
+    // Without the job's layout, a prediction with no pipeline bubble and no PP communication is
+    // one stage.
+    Parallelism one_stage;
+    const v1::StepBreakdown& b = prediction->breakdown();
+    if (layout == nullptr && b.pipeline_bubble_s() == 0 && b.pp_comm_s() == 0) layout = &one_stage;
+    const TimelineRow measured = MeasuredRow(c);
+    AddStepTimeline(*prediction, layout, &measured, page);
+  }
   return page.Html();
 }
 
 std::string SearchPage(const std::string& title, const std::vector<SearchCandidate>& candidates,
-                       const SearchCandidate& chosen, bool by_mfu) {
+                       const SearchCandidate& chosen, bool by_mfu, const SearchCounts* search) {
   Page page(absl::StrCat("stepcast search: ", title));
   std::vector<std::string> rows, columns;
   for (const auto& c : candidates) {
@@ -1159,10 +758,23 @@ std::string SearchPage(const std::string& title, const std::vector<SearchCandida
     h.y_label = rows.front().substr(0, rows.front().find('='));
     h.x_label = columns.front().substr(0, columns.front().find('='));
   }
-  page.Facts({{"chosen layout", chosen.layout},
-              {"step time", Seconds(chosen.step_time_s)},
-              {"MFU", Pct(chosen.mfu)},
-              {"layouts evaluated", absl::StrCat(candidates.size())}});
+  std::vector<std::pair<std::string, std::string>> facts = {
+      {"chosen layout", chosen.layout}, {"step time", Seconds(chosen.step_time_s)}, {"MFU", Pct(chosen.mfu)}};
+  if (search != nullptr) {
+    facts.emplace_back("layouts evaluated", absl::StrFormat("%s of %s", Thousands(search->evaluated),
+                                                            Thousands(search->enumerated)));
+    facts.emplace_back("fit in memory, ranked", Thousands(search->fitting));
+  }
+  facts.emplace_back("ranked layouts shown", Thousands(candidates.size()));
+  page.Facts(facts);
+  if (search != nullptr) {
+    page.Note(absl::StrFormat(
+        "The search enumerated %s layouts: %s pruned by the memory lower bound, %s evaluated (memory fit decided), %s "
+        "of them fit and were ranked by the objective. This page shows %s of them: the top layouts, the Pareto front "
+        "and the best per GPU count (%s rows, each layout once).",
+        Thousands(search->enumerated), Thousands(search->pruned), Thousands(search->evaluated),
+        Thousands(search->fitting), Thousands(candidates.size()), Thousands(search->listed)));
+  }
   page.Svg(RenderHeatMap(h));
   page.Note("Each cell shows the best layout with that row and column among those that fit in memory; grey cells have "
             "no valid layout or none that fits. Hover a cell for its layout.");
@@ -1224,10 +836,19 @@ std::string ShapeClass(int64_t m, int64_t n, int64_t k) {
 
 }  // namespace
 
-std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardware) {
+namespace {
+
+// One measured collective curve of a calibration run: a collective on a group size.
+struct CollectiveGroup {
+  v1::Collective collective;
+  int64_t ranks = 0, ranks_per_node = 0;
+  std::vector<std::pair<double, double>> size_time;  // measured (bytes, median s)
+};
+
+// The run's conditions as headline figures, its command line and warnings.
+void AddConditions(const v1::CalibrationRun& run, Page& page) {
   const v1::CalibrationConditions& cond = run.conditions();
   const v1::RateProfile& prof = run.profile();
-  Page page(absl::StrCat("stepcast-calibrate: ", prof.name().empty() ? "rate profile" : prof.name()));
   std::vector<std::pair<std::string, std::string>> facts;
   if (!cond.gpu_name().empty()) facts.emplace_back("GPU", absl::StrCat(cond.gpu_count(), " x ", cond.gpu_name()));
   if (cond.ranks() > 0) facts.emplace_back("ranks", absl::StrCat(cond.ranks()));
@@ -1240,8 +861,11 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
   if (!facts.empty()) page.Facts(facts);
   if (!cond.command_line().empty()) page.Note(absl::StrCat("command: ", cond.command_line()));
   for (const auto& w : run.warnings()) page.Warning(w);
-  // The model's collective curves: the profile's rates as core evaluates them (a partial
-  // profile, e.g. an import of collectives only, still draws).
+}
+
+// The model's collective curves: the profile's rates as core evaluates them (a partial
+// profile, e.g. an import of collectives only, still draws).
+RateProfile ModelOfProfile(const v1::RateProfile& prof) {
   RateProfile model;
   for (const auto& r : prof.collectives()) {
     CollectiveRate c;
@@ -1256,101 +880,112 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
     model.collectives.push_back(std::move(c));
   }
 
-  // ---- collectives, one pair of charts per scope ----
-  struct Group {
-    v1::Collective collective;
-    int64_t ranks = 0, ranks_per_node = 0;
-    std::vector<std::pair<double, double>> size_time;  // measured (bytes, median s)
+  return model;
+}
+
+// The measured curves of one scope: the run's samples, or for an import (no samples) the
+// profile's measured points.
+std::vector<CollectiveGroup> CollectiveGroups(const v1::CalibrationRun& run, v1::Scope scope) {
+  const v1::RateProfile& prof = run.profile();
+  std::vector<CollectiveGroup> groups;
+  auto group_of = [&](v1::Collective c, int64_t ranks, int64_t per_node) -> CollectiveGroup& {
+    for (auto& g : groups) {
+      if (g.collective == c && g.ranks == ranks && g.ranks_per_node == per_node) return g;
+    }
+    groups.push_back({c, ranks, per_node, {}});
+    return groups.back();
   };
-  for (v1::Scope scope : {v1::SCOPE_INTRA_NODE, v1::SCOPE_INTER_NODE}) {
-    std::vector<Group> groups;
-    auto group_of = [&](v1::Collective c, int64_t ranks, int64_t per_node) -> Group& {
-      for (auto& g : groups) {
-        if (g.collective == c && g.ranks == ranks && g.ranks_per_node == per_node) return g;
-      }
-      groups.push_back({c, ranks, per_node, {}});
-      return groups.back();
-    };
-    for (const auto& sample : run.collectives()) {
-      if (sample.scope() != scope || !(sample.time().median_s() > 0) || !(sample.size_bytes() > 0)) continue;
-      group_of(sample.collective(), sample.ranks(), 0).size_time.emplace_back(sample.size_bytes(), sample.time().median_s());
-    }
-    if (run.collectives().empty()) {  // an import: the profile's measured curves
-      for (const auto& rate : prof.collectives()) {
-        if (rate.scope() != scope) continue;
-        for (const auto& pt : rate.points()) {
-          if (pt.time_s() > 0 && pt.size_bytes() > 0) {
-            group_of(rate.collective(), rate.group_size(), rate.ranks_per_node())
-                .size_time.emplace_back(pt.size_bytes(), pt.time_s());
-          }
-        }
-      }
-    }
-    if (groups.empty()) continue;
-    page.Heading(absl::StrCat("Collectives, ", ScopeText(scope)));
-    XYChart busbw, time;
-    busbw.title = absl::StrCat("Bus bandwidth against message size (", ScopeText(scope), ")");
-    busbw.x = {"message size (bytes, as nccl-tests counts it)", true};
-    busbw.y = {"busbw (GB/s, 1e9 bytes/s)", false};
-    time.title = absl::StrCat("Time against message size (", ScopeText(scope), ")");
-    time.x = busbw.x;
-    time.y = {"time (s)", true};
-    const Scope core_scope = scope == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      Group& g = groups[gi];
-      std::sort(g.size_time.begin(), g.size_time.end());
-      const Collective core_c = CollectiveFromProto(g.collective);
-      const int64_t n = g.ranks > 0 ? g.ranks : 2;
-      const double factor = BusBwFactor(core_c, n);
-      std::string name = absl::StrCat(CollectiveText(g.collective), " x", n);
-      if (g.ranks_per_node > 0) absl::StrAppend(&name, " (", g.ranks_per_node, "/node)");
-      const std::string colour = PaletteColour(gi);
-      Series pts_bw{absl::StrCat(name, " measured"), {}, false, false, colour};
-      Series pts_t = pts_bw;
-      for (const auto& [size, t] : g.size_time) {
-        const double bw = size * factor / t;
-        const std::string title = absl::StrFormat("%s, %s: %s, busbw %.1f GB/s", name, Bytes(size), Seconds(t), bw / 1e9);
-        pts_bw.points.push_back({size, bw / 1e9, title});
-        pts_t.points.push_back({size, t, title});
-      }
-      busbw.series.push_back(pts_bw);
-      time.series.push_back(pts_t);
-      const double lo = g.size_time.front().first, hi = g.size_time.back().first;
-      auto curve = [&](const CollectiveRate* rate, const std::string& label, bool dashed) {
-        if (rate == nullptr) return;
-        Series cb{absl::StrCat(name, " ", label), {}, true, dashed, colour};
-        Series ct = cb;
-        for (double size : LogSpace(lo, hi, 8)) {
-          const double t = EstimateCollective(*rate, n, size, g.ranks_per_node).time_s;
-          if (!(t > 0)) continue;
-          cb.points.push_back({size, size * factor / t / 1e9, ""});
-          ct.points.push_back({size, t, ""});
-        }
-        busbw.series.push_back(cb);
-        time.series.push_back(ct);
-      };
-      curve(model.FindCollective(core_c, core_scope, n, g.ranks_per_node), "model", false);
-      if (hardware != nullptr) {
-        curve(hardware->reference_profile.FindCollective(core_c, core_scope, n, g.ranks_per_node), "reference profile", true);
-      }
-    }
-    if (hardware != nullptr) {
-      const double link = scope == v1::SCOPE_INTER_NODE ? hardware->inter_node_bandwidth_bytes_per_s
-                                                        : hardware->intra_node_bandwidth_bytes_per_s;
-      if (link > 0) {
-        busbw.reference_lines.push_back(
-            {scope == v1::SCOPE_INTER_NODE ? "datasheet NIC bandwidth per GPU" : "datasheet NVLink bandwidth per GPU",
-             link / 1e9, "#c00000"});
-      }
-    }
-    page.Svg(RenderXY(busbw));
-    page.Svg(RenderXY(time));
-    page.Note(absl::StrCat(
-        "model: this profile's curve as the step model evaluates it (core/hardware.h EstimateCollective: "
-        "interpolated between measured sizes, alpha-beta beyond); reference profile: the ",
-        hardware != nullptr ? hardware->name : "hardware", " preset's; busbw as nccl-tests defines it (algbw x ",
-        "2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter, all-to-all)."));
+  for (const auto& sample : run.collectives()) {
+    if (sample.scope() != scope || !(sample.time().median_s() > 0) || !(sample.size_bytes() > 0)) continue;
+    group_of(sample.collective(), sample.ranks(), 0).size_time.emplace_back(sample.size_bytes(), sample.time().median_s());
   }
+  if (run.collectives().empty()) {  // an import: the profile's measured curves
+    for (const auto& rate : prof.collectives()) {
+      if (rate.scope() != scope) continue;
+      for (const auto& pt : rate.points()) {
+        if (pt.time_s() > 0 && pt.size_bytes() > 0) {
+          group_of(rate.collective(), rate.group_size(), rate.ranks_per_node())
+              .size_time.emplace_back(pt.size_bytes(), pt.time_s());
+        }
+      }
+    }
+  }
+  return groups;
+}
+
+// Busbw and time against size for one scope: measured points, the model's curve, the reference
+// profile's, and the datasheet link bandwidth.
+void AddCollectiveScope(const v1::CalibrationRun& run, const RateProfile& model, const Hardware* hardware,
+                        v1::Scope scope, Page& page) {
+  std::vector<CollectiveGroup> groups = CollectiveGroups(run, scope);
+  if (groups.empty()) return;
+  page.Heading(absl::StrCat("Collectives, ", ScopeText(scope)));
+  XYChart busbw, time;
+  busbw.title = absl::StrCat("Bus bandwidth against message size (", ScopeText(scope), ")");
+  busbw.x = {"message size (bytes, as nccl-tests counts it)", true};
+  busbw.y = {"busbw (GB/s, 1e9 bytes/s)", false};
+  time.title = absl::StrCat("Time against message size (", ScopeText(scope), ")");
+  time.x = busbw.x;
+  time.y = {"time (s)", true};
+  const Scope core_scope = scope == v1::SCOPE_INTER_NODE ? Scope::kInterNode : Scope::kIntraNode;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    CollectiveGroup& g = groups[gi];
+    std::sort(g.size_time.begin(), g.size_time.end());
+    const Collective core_c = CollectiveFromProto(g.collective);
+    const int64_t n = g.ranks > 0 ? g.ranks : 2;
+    const double factor = BusBwFactor(core_c, n);
+    std::string name = absl::StrCat(CollectiveText(g.collective), " x", n);
+    if (g.ranks_per_node > 0) absl::StrAppend(&name, " (", g.ranks_per_node, "/node)");
+    const std::string colour = PaletteColour(gi);
+    Series pts_bw{absl::StrCat(name, " measured"), {}, false, false, colour};
+    Series pts_t = pts_bw;
+    for (const auto& [size, t] : g.size_time) {
+      const double bw = size * factor / t;
+      const std::string title = absl::StrFormat("%s, %s: %s, busbw %.1f GB/s", name, Bytes(size), Seconds(t), bw / 1e9);
+      pts_bw.points.push_back({size, bw / 1e9, title});
+      pts_t.points.push_back({size, t, title});
+    }
+    busbw.series.push_back(pts_bw);
+    time.series.push_back(pts_t);
+    const double lo = g.size_time.front().first, hi = g.size_time.back().first;
+    auto curve = [&](const CollectiveRate* rate, const std::string& label, bool dashed) {
+      if (rate == nullptr) return;
+      Series cb{absl::StrCat(name, " ", label), {}, true, dashed, colour};
+      Series ct = cb;
+      for (double size : LogSpace(lo, hi, 8)) {
+        const double t = EstimateCollective(*rate, n, size, g.ranks_per_node).time_s;
+        if (!(t > 0)) continue;
+        cb.points.push_back({size, size * factor / t / 1e9, ""});
+        ct.points.push_back({size, t, ""});
+      }
+      busbw.series.push_back(cb);
+      time.series.push_back(ct);
+    };
+    curve(model.FindCollective(core_c, core_scope, n, g.ranks_per_node), "model", false);
+    if (hardware != nullptr) {
+      curve(hardware->reference_profile.FindCollective(core_c, core_scope, n, g.ranks_per_node), "reference profile", true);
+    }
+  }
+  if (hardware != nullptr) {
+    const double link = scope == v1::SCOPE_INTER_NODE ? hardware->inter_node_bandwidth_bytes_per_s
+                                                      : hardware->intra_node_bandwidth_bytes_per_s;
+    if (link > 0) {
+      busbw.reference_lines.push_back(
+          {scope == v1::SCOPE_INTER_NODE ? "datasheet NIC bandwidth per GPU" : "datasheet NVLink bandwidth per GPU",
+           link / 1e9, "#c00000"});
+    }
+  }
+  page.Svg(RenderXY(busbw));
+  page.Svg(RenderXY(time));
+  page.Note(absl::StrCat(
+      "model: this profile's curve as the step model evaluates it (core/hardware.h EstimateCollective: "
+      "interpolated between measured sizes, alpha-beta beyond); reference profile: the ",
+      hardware != nullptr ? hardware->name : "hardware", " preset's; busbw as nccl-tests defines it (algbw x ",
+      "2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter, all-to-all)."));
+}
+
+// The alpha-beta fits of the run's collectives.
+void AddCollectiveFits(const v1::CalibrationRun& run, Page& page) {
   if (!run.fits().empty()) {
     Table t;
     t.caption = "Alpha-beta fits: time = alpha + size x factor / busbw, per size range";
@@ -1368,6 +1003,11 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
     page.Add(t);
   }
 
+}
+
+// GEMM rate against size 2mnk, coloured by shape, with the size fit and the reference lines.
+void AddGemm(const v1::CalibrationRun& run, const Hardware* hardware, Page& page) {
+  const v1::RateProfile& prof = run.profile();
   // ---- GEMM rate against size, by shape ----
   struct GemmPoint {
     v1::DType dtype;
@@ -1436,6 +1076,10 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
               "fit is calibrate/fits.h FitGemmRate; the reference profile's rate is its 8192^3 GEMM.");
   }
 
+}
+
+// HBM bandwidth of the stream kernels and the stragglers.
+void AddHbmAndStragglers(const v1::CalibrationRun& run, const Hardware* hardware, Page& page) {
   // ---- HBM ----
   if (!run.hbm().empty()) {
     page.Heading("HBM bandwidth");
@@ -1461,6 +1105,19 @@ std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardw
     }
     page.Add(t);
   }
+}
+
+}  // namespace
+
+std::string CalibrationPage(const v1::CalibrationRun& run, const Hardware* hardware) {
+  const v1::RateProfile& prof = run.profile();
+  Page page(absl::StrCat("stepcast-calibrate: ", prof.name().empty() ? "rate profile" : prof.name()));
+  AddConditions(run, page);
+  const RateProfile model = ModelOfProfile(prof);
+  for (v1::Scope scope : {v1::SCOPE_INTRA_NODE, v1::SCOPE_INTER_NODE}) AddCollectiveScope(run, model, hardware, scope, page);
+  AddCollectiveFits(run, page);
+  AddGemm(run, hardware, page);
+  AddHbmAndStragglers(run, hardware, page);
   return page.Html();
 }
 

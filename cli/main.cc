@@ -15,7 +15,7 @@
 //   stepcast profile list|get|put [NAME] [FILE] --server ADDR
 //   stepcast trace TRACE... [--json] [--no-markers] [--annotations] [--contention]
 //                                                        Kineto / torch.profiler traces, per step
-//   stepcast compare PREDICTION [PROBE_REPORTS... | TRACES...] [--json] [--html FILE]
+//   stepcast compare PREDICTION [PROBE_REPORTS... | TRACES...] [--json] [--html FILE [--job JOB]]
 //
 // Exit codes: 0 success; 1 an internal, I/O or connection error; 2 invalid input (the message
 // names the field and the reason); preflight adds 3 (WARN) and 4 (FAIL).
@@ -554,6 +554,7 @@ struct CompareCommand {
   std::vector<std::string> measured;
   bool json = false;
   std::string html_path;
+  std::string job_path;  // the predicted job, for the page's step timeline
 };
 
 void AddCompareCommand(CLI::App& app, CompareCommand& c, ClientFlags& client) {
@@ -563,6 +564,7 @@ void AddCompareCommand(CLI::App& app, CompareCommand& c, ClientFlags& client) {
   compare->add_option("measured", c.measured, "probe reports or Kineto traces, one per rank");
   compare->add_flag("--json", c.json, "print the comparison as JSON (stepcast.v1.Comparison)");
   compare->add_option("--html", c.html_path, "also write a static HTML page (each term predicted vs measured)");
+  compare->add_option("--job", c.job_path, "the predicted job file: the page draws its step per pipeline stage");
   AddClientFlags(compare, client);
 }
 
@@ -717,7 +719,16 @@ int main(int argc, char** argv) {
     return cli::Profile(client.client, profile_cmd.action, profile_cmd.name, profile_cmd.file, profile_cmd.version);
   }
   if (*search.cmd) return cli::Search(search.args, *catalog);
-  if (*compare.cmd) return cli::Compare(compare.prediction, compare.measured, client.client, compare.json, compare.html_path);
+  if (*compare.cmd) {
+    std::optional<Job> job;
+    if (!compare.job_path.empty()) {
+      absl::StatusOr<Job> j = LoadJob(compare.job_path, *catalog, nullptr);
+      if (!j.ok()) return Fail(absl::Status(j.status().code(), absl::StrCat("--job: ", j.status().message())));
+      job = *std::move(j);
+    }
+    return cli::Compare(compare.prediction, compare.measured, client.client, compare.json, compare.html_path,
+                        job ? &job->parallelism : nullptr);
+  }
   if (*trace_cmd.cmd) return cli::Trace(trace_cmd.args);
   if (*predict.cmd) return RunPredict(predict, training_cmd, *catalog);
   if (*plan.cmd) return RunPlan(plan, *catalog);

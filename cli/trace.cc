@@ -233,7 +233,7 @@ int Trace(const TraceArgs& a) {
 }
 
 int Compare(const std::string& prediction_arg, const std::vector<std::string>& measured, const ClientOptions& client,
-            bool json, const std::string& html_path) {
+            bool json, const std::string& html_path, const Parallelism* layout) {
   v1::Prediction pred;
   v1::StepMeasurement meas;
   std::string title, source;
@@ -287,7 +287,7 @@ int Compare(const std::string& prediction_arg, const std::vector<std::string>& m
   c.set_ranks(ranks);
   std::cout << (json ? ToJson(c) : FormatTermComparison(c));
   if (!html_path.empty()) {
-    if (absl::Status s = html::WritePage(html_path, html::ComparisonPage(c)); !s.ok()) return Fail(s);
+    if (absl::Status s = html::WritePage(html_path, html::ComparisonPage(c, &pred, layout)); !s.ok()) return Fail(s);
   }
   return 0;
 }

@@ -8,7 +8,11 @@
 //                   GEMM tables as GEMM samples (rate against 2mnk, the size fit);
 //   calibrate-import.html  CalibrationPage of what `stepcast-calibrate import` makes of the same
 //                   logs (calibrate/import.h ImportLogFiles over the H100 reference profile): the
-//                   profile alone, its measured curves and shape-specific GEMM rates drawn.
+//                   profile alone, its measured curves and shape-specific GEMM rates drawn;
+//   timeline-1f1b.html, timeline-interleaved.html  the step timeline (cli/chart.h LayOutPipeline,
+//                   RenderTimeline) of the hand-worked examples tests/pages_test.py checks: PP 4,
+//                   8 micro-batches, forward 1 s and backward 2 s per stage (1F1B), and the same
+//                   split into VPP 2 chunks of 0.5 s and 1 s (interleaved 1F1B).
 //
 //   pages_test_fixture OUT_DIR SOURCE_DIR intra:NCCL_LOG... inter:NCCL_LOG... gemm:TRACELENS_CSV...
 //
@@ -19,6 +23,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -149,6 +154,30 @@ void AddTraceLensGemms(const std::string& path, v1::CalibrationRun& run, std::ve
   }
 }
 
+// The timeline of a hand-worked pipeline: PP 4, 8 micro-batches; per micro-batch and chunk a
+// forward of `forward_s` (3/4 compute, 1/4 exposed communication) and a backward of twice that
+// (recompute none, dgrad 1/2, wgrad 3/8, communication 1/8); then 0.5 s DP sync, 0.25 s optimizer.
+absl::Status WriteTimelinePage(const std::string& path, int64_t vpp, double forward_s) {
+  html::PipelineStep step;
+  step.pp = 4;
+  step.vpp = vpp;
+  step.micro_batches = 8;
+  step.forward_s = 0.75 * forward_s;
+  step.forward_comm_s = 0.25 * forward_s;
+  step.backward_s = forward_s;
+  step.weight_gradient_s = 0.75 * forward_s;
+  step.backward_comm_s = 0.25 * forward_s;
+  step.dp_comm_s = 0.5;
+  step.optimizer_s = 0.25;
+  absl::StatusOr<std::vector<std::vector<html::PipelineOp>>> ops = html::LayOutPipeline(step);
+  if (!ops.ok()) return ops.status();
+  html::TimelineChart chart = html::PipelineTimeline(step, *ops);
+  chart.title = absl::StrCat("PP 4, VPP ", vpp, ", 8 micro-batches");
+  html::Page page(chart.title);
+  page.Svg(html::RenderTimeline(chart));
+  return html::WritePage(path, page.Html());
+}
+
 int Main(int argc, char** argv) {
   if (argc < 3) {
     std::cerr << "usage: pages_test_fixture OUT_DIR SOURCE_DIR intra:LOG inter:LOG gemm:CSV ...\n";
@@ -193,8 +222,14 @@ int Main(int argc, char** argv) {
       candidates.push_back(c);
     }
   }
-  if (absl::Status s = html::WritePage(out + "/search.html",
-                                       html::SearchPage("Llama 3 70B on 64 x H100 (TP x PP)", candidates, chosen, false));
+  html::SearchCounts counts;  // the grid above: every TP x PP pair, those that fit ranked
+  counts.enumerated = 20;
+  counts.evaluated = static_cast<int64_t>(candidates.size());
+  counts.pruned = counts.enumerated - counts.evaluated;
+  for (const auto& c : candidates) counts.fitting += c.fits;
+  counts.listed = counts.evaluated;
+  if (absl::Status s = html::WritePage(out + "/search.html", html::SearchPage("Llama 3 70B on 64 x H100 (TP x PP)",
+                                                                              candidates, chosen, false, &counts));
       !s.ok()) {
     std::cerr << s << "\n";
     return 1;
@@ -251,6 +286,12 @@ int Main(int argc, char** argv) {
       !s.ok()) {
     std::cerr << s << "\n";
     return 1;
+  }
+  for (const auto& [name, vpp, forward_s] : {std::tuple{"timeline-1f1b", 1, 1.0}, std::tuple{"timeline-interleaved", 2, 0.5}}) {
+    if (absl::Status s = WriteTimelinePage(absl::StrCat(out, "/", name, ".html"), vpp, forward_s); !s.ok()) {
+      std::cerr << s << "\n";
+      return 1;
+    }
   }
   return 0;
 }

@@ -23,6 +23,7 @@ import html
 import html.parser
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -127,6 +128,55 @@ def parse_dom(text):
         svg["fills"] = [x["fill"] for x in pts]
         svg["titles"] = [x["title"] for x in pts]
     return m
+
+
+class TimelineSegments(html.parser.HTMLParser):
+    """The step timeline's marks (cli/chart.h RenderTimeline), in document order: every element of
+    class "tl" as (row, kind, op, start, end), every "tl-narrow" path as (row, kind, ops), and the
+    row labels."""
+
+    def __init__(self):
+        super().__init__()
+        self.segments, self.narrow, self.labels = [], [], []
+        self._label = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        if "tl" in classes:
+            self.segments.append((int(a["data-row"]), a["data-kind"], a["data-op"], float(a["data-start"]),
+                                  float(a["data-end"])))
+        if "tl-narrow" in classes:
+            self.narrow.append((int(a["data-row"]), a["data-kind"], int(a["data-ops"])))
+        self._label = "tl-row" in classes
+
+    def handle_endtag(self, tag):
+        self._label = False
+
+    def handle_data(self, data):
+        if self._label:
+            self.labels.append(data)
+
+    def ops(self, row):
+        """The row's operations in order: (op, start of its first segment, end of its last)."""
+        out = []
+        for r, _, op, start, end in self.segments:
+            if r != row or not op:
+                continue
+            if out and out[-1][0] == op:
+                out[-1] = (op, out[-1][1], end)
+            else:
+                out.append((op, start, end))
+        return out
+
+    def kinds(self, row):
+        return [(k, start, end) for r, k, _, start, end in self.segments if r == row]
+
+
+def timeline(text):
+    t = TimelineSegments()
+    t.feed(text)
+    return t
 
 
 def decode_png(path):
@@ -254,9 +304,32 @@ class PredictPage(PageCase, unittest.TestCase):
         items = sum(1 for it in p["memory"]["items"] if it["bytes"] > 0)
         # Charts in order: step breakdown (one segment per non-zero term), memory items, and the
         # two bars of arithmetic intensity against machine balance.
-        self.assertEqual(self.svg_counts("bar"), [terms, items, 2])
+        # The step timeline (no bars) sits between the breakdown and the memory.
+        self.assertEqual(self.svg_counts("bar"), [terms, 0, items, 2])
         self.assertGreaterEqual(terms, 6)  # GEMM, attention, elementwise, TP, PP, bubble at least
-        self.assertEqual(self.svg_counts("limit"), [0, 1, 0])  # the capacity line
+        self.assertEqual(self.svg_counts("limit"), [0, 0, 1, 0])  # the capacity line
+
+    def test_timeline(self):
+        """One row per pipeline stage of the example (PP 8, VPP 5), each stage's forwards and
+        backwards all drawn, and the step as interleaved 1F1B lays it out with every stage at the
+        slowest stage's time: m t + (PP - 1) t / VPP + DP sync + optimizer, t the stage's seconds
+        per micro-batch (Narayanan et al. 2021 Sec. 2.2.2), here from the JSON's breakdown."""
+        p, b = self.prediction, self.prediction["breakdown"]
+        pp, vpp, m = 8, 5, p["micro_batches_per_step"]  # examples/llama3-70b-h100.yaml
+        self.assertEqual(m, 128 // 2)  # global batch 128, DP 2, micro-batch 1
+        t = timeline(self.dom_text)
+        self.assertEqual(t.labels, [f"stage {s}" for s in range(pp)])
+        for s in range(pp):
+            drawn = sum(n for r, _, n in t.narrow if r == s) + len(t.ops(s))
+            self.assertEqual(drawn, 2 * m * vpp, f"stage {s}")
+        per_mb = sum(b[k] for k in ("gemm_s", "attention_s", "elementwise_s", "recompute_s", "launch_overhead_s",
+                                    "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s")) / m
+        expected = m * per_mb + (pp - 1) * per_mb / vpp + b["dp_comm_s"] + b["optimizer_s"]
+        ends = [end for _, kind, _, _, end in t.segments if kind == "optimizer"]
+        self.assertEqual(len(ends), pp)
+        for end in ends:
+            self.assertAlmostEqual(end, expected, delta=expected * 1e-4)
+        self.assertIn("forward_backward_pipelining_with_interleaving", self.dom_text)
 
     def test_text(self):
         p = self.prediction
@@ -443,7 +516,8 @@ class ComparePage(PageCase, unittest.TestCase):
                            "steps": [{"step": s, "step_time_s": step, "busy": busy, "exposed_communication_s": 1.5,
                                       "idle_s": 0.8} for s in (2, 3)]}, f)
             ranks.append(path)
-        r = run([STEPCAST, "compare", pred, *ranks, "--html", cls.page])
+        job = os.path.join(ROOT, "examples", "llama3-70b-h100.yaml")
+        r = run([STEPCAST, "compare", pred, *ranks, "--html", cls.page, "--job", job])
         assert r.returncode == 0, r.stderr
         r = run([STEPCAST, "compare", pred, *ranks, "--json"])
         assert r.returncode == 0, r.stderr
@@ -457,8 +531,8 @@ class ComparePage(PageCase, unittest.TestCase):
         terms = self.comparison["terms"]
         self.assertGreaterEqual(len(terms), 4)
         pairs = sum(1 for t in terms if t["predicted_s"] > 0) + sum(1 for t in terms if t["measured_s"] > 0)
-        bars = self.svg_counts("bar")
-        self.assertEqual(len(bars), 2)
+        bars = self.svg_counts("bar")[:2]  # then the step timeline (no bars)
+        self.assertEqual(len(self.dom.svgs), 3)
         self.assertEqual(bars[1], pairs)
         # The two stacked steps: every non-zero term once per side, plus what the terms leave.
         self.assertGreaterEqual(bars[0], pairs)
@@ -468,6 +542,18 @@ class ComparePage(PageCase, unittest.TestCase):
         self.assertIn(html.escape(self.comparison["largest_gap"], quote=False), self.dom_text)
         self.assertEqual(self.comparison["measured_step_time_s"], 15.0)  # the slowest rank sets the step
         self.assertIn("15 s", self.dom_text)
+
+    def test_timeline_with_the_measured_step(self):
+        """--job gives the layout: 8 stage rows, then the measured terms laid end to end (the trace
+        analysis keeps no per-record timeline, and the page says so)."""
+        t = timeline(self.dom_text)
+        self.assertEqual(t.labels, [f"stage {s}" for s in range(8)] + ["measured (busy per term)"])
+        measured = [(k, end - start) for k, start, end in t.kinds(8)]
+        expected = [(x["term"], x["measured_s"]) for x in self.comparison["terms"] if x["measured_s"] > 0]
+        self.assertEqual([k for k, _ in measured], [k for k, _ in expected])
+        for (_, got), (_, want) in zip(measured, expected):
+            self.assertAlmostEqual(got, want, delta=1e-5 * want)
+        self.assertIn("not a per-record timeline", self.dom_text)
 
     def solid_colours(self):
         return [(GEMM_BLUE, 1000)]
@@ -489,6 +575,15 @@ class SearchPage(PageCase, unittest.TestCase):
         self.assertGreater(self.svg_counts("cell")[0], 4)
         chosen = [m for m in self.cells() if "chosen" in m["classes"]]
         self.assertEqual(len(chosen), 1)
+
+    def test_cards(self):
+        # The fixture's grid: 20 TP x PP pairs, each cell one layout; the valid ones evaluated,
+        # those that fit ranked (a value in the cell).
+        valid = sum(1 for m in self.cells() if "no valid layout" not in m["title"])
+        fit = self.svg_counts("cell")[0]
+        self.assertIn(f'layouts evaluated</div><div class="value">{valid} of 20<', self.dom_text)
+        self.assertIn(f'fit in memory, ranked</div><div class="value">{fit}<', self.dom_text)
+        self.assertIn(f'ranked layouts shown</div><div class="value">{valid}<', self.dom_text)
 
     def test_chosen_is_the_fastest_and_matches_the_cli(self):
         chosen = [m for m in self.cells() if "chosen" in m["classes"]][0]["title"]
@@ -512,6 +607,145 @@ class SearchPage(PageCase, unittest.TestCase):
             os.unlink(f.name)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertAlmostEqual(json.loads(r.stdout)["step_time_s"], step, delta=step * 1e-3)
+
+
+class SearchCliPage(PageCase, unittest.TestCase):
+    """`stepcast search --html` on the README's job with each overlap also off (--overlap-off): the
+    cards count the search's evaluated and fitting layouts apart from the rows shown, every layout
+    is listed once, and no two rows share a label (layouts differing only in TP overlap did)."""
+
+    name = "search-cli"
+
+    @classmethod
+    def write_page(cls):
+        job = os.path.join(ROOT, "examples", "llama3-70b-h100.yaml")
+        args = [STEPCAST, "search", job, "--overlap-off", "--top", "50", "--quiet"]
+        r = run([*args, "--html", cls.page])
+        assert r.returncode == 0, r.stderr
+        r = run([*args, "--json"])
+        assert r.returncode == 0, r.stderr
+        cls.result = json.loads(r.stdout)
+
+    def listed(self):
+        """Every distinct layout of the three lists, by its full JSON (every field)."""
+        seen = []
+        for key in ("top", "pareto", "best_per_gpu_count"):
+            for x in self.result.get(key, []):
+                layout = dict(x["layout"])
+                layout.pop("summary", None)
+                if layout not in seen:
+                    seen.append(layout)
+        return seen
+
+    def test_cards(self):
+        stats = self.result["stats"]
+        evaluated, enumerated, fitting = (int(stats[k]) for k in ("evaluated", "enumerated", "fitting"))
+        self.assertGreater(evaluated, 10000)
+        self.assertIn(f'layouts evaluated</div><div class="value">{evaluated:,} of {enumerated:,}<', self.dom_text)
+        self.assertIn(f'fit in memory, ranked</div><div class="value">{fitting:,}<', self.dom_text)
+        self.assertIn(f'ranked layouts shown</div><div class="value">{len(self.listed()):,}<', self.dom_text)
+
+    def test_labels_distinct(self):
+        rows = [html.unescape(x) for x in re.findall(r'<td class="num">\d+</td><td>([^<]*)</td>', self.dom_text)]
+        self.assertEqual(len(rows), min(20, len(self.listed())))
+        self.assertEqual(len(set(rows)), len(rows), rows)
+        # The top two differ only in TP communication overlap: the labels say which is which.
+        self.assertTrue(any(r.endswith(" tp-overlap") for r in rows), rows)
+        self.assertTrue(any(r.endswith(" no-tp-overlap") for r in rows), rows)
+
+
+class TimelineCase(PageCase):
+    """The hand-worked timelines of tests/pages_test.cc: PP 4, m 8, forward 1 s and backward 2 s
+    per micro-batch and stage, DP sync 0.5 s, optimizer 0.25 s."""
+
+    @classmethod
+    def write_page(cls):
+        write_fixture_pages()
+
+    def test_rows(self):
+        t = timeline(self.dom_text)
+        self.assertEqual(t.labels, ["stage 0", "stage 1", "stage 2", "stage 3"])
+        self.assertEqual(t.narrow, [])
+        for s in range(4):
+            self.assertEqual([op for op, _, _ in t.ops(s)], self.ORDER[s], f"stage {s}")
+
+    def test_warmup(self):
+        t = timeline(self.dom_text)
+        for s, warmup in enumerate(self.WARMUP):
+            names = [op for op, _, _ in t.ops(s)]
+            first_backward = next(i for i, op in enumerate(names) if op.startswith("B"))
+            self.assertEqual(first_backward - 1, warmup, f"stage {s}")  # the steady state starts with a forward
+
+    def test_segments_and_step(self):
+        t = timeline(self.dom_text)
+        for s in range(4):
+            kinds = t.kinds(s)
+            # Each forward: forward, communication; each backward: backward, weight-gradient,
+            # communication; idle time grey; then DP sync and optimizer once the last stage drains.
+            self.assertEqual([k for k, _, _ in kinds[-2:]], ["dp-sync", "optimizer"])
+            self.assertAlmostEqual(kinds[-2][1], self.DRAINED)
+            self.assertAlmostEqual(kinds[-1][2], self.DRAINED + 0.75)
+            body = [k for k, _, _ in kinds if k != "bubble"][:-2]
+            pattern = []
+            for op in self.ORDER[s]:
+                pattern += ["forward", "communication"] if op[0] == "F" else ["backward", "weight-gradient", "communication"]
+            self.assertEqual(body, pattern)
+            busy = sum(end - start for k, start, end in kinds if k not in ("bubble", "dp-sync", "optimizer"))
+            self.assertAlmostEqual(busy, 8 * 3)
+            self.assertAlmostEqual(sum(end - start for k, start, end in kinds if k == "bubble"), self.DRAINED - 24)
+        for (op, start, end), (want_op, want_start) in zip([t.ops(0)[0]] + [x for x in t.ops(0) if x[0][0] == "B"][:1],
+                                                           self.STAGE0_STARTS):
+            self.assertEqual(op, want_op)
+            self.assertAlmostEqual(start, want_start)
+
+
+def f1b_order(s, p=4, m=8):
+    """1F1B (Megatron-LM schedules.py forward_backward_pipelining_without_interleaving), written out."""
+    w = min(p - s - 1, m)
+    return [f"F{k}.0" for k in range(w)] + \
+        [x for i in range(m - w) for x in (f"F{w + i}.0", f"B{i}.0")] + [f"B{k}.0" for k in range(m - w, m)]
+
+
+class Timeline1F1BPage(TimelineCase, unittest.TestCase):
+    name = "timeline-1f1b"
+    # Stage 0 by hand: F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7; stage 3: F0 B0 F1 B1 ...
+    ORDER = [f1b_order(s) for s in range(4)]
+    WARMUP = [3, 2, 1, 0]
+    # (m + p - 1)(tf + tb) = 11 x 3 (Narayanan et al. 2021 Sec. 2.2.1).
+    DRAINED = 33.0
+    # Stage 0's first forward at 0; its first backward waits for B0 on stages 3, 2, 1: F0 reaches
+    # stage 3 at 3, ends at 4, then three backwards of 2 s: 4 + 2 x 3 = 10.
+    STAGE0_STARTS = [("F0.0", 0.0), ("B0.0", 10.0)]
+
+    def test_order_by_hand(self):
+        self.assertEqual(self.ORDER[0], "F0.0 F1.0 F2.0 F3.0 B0.0 F4.0 B1.0 F5.0 B2.0 F6.0 B3.0 F7.0 B4.0 B5.0 B6.0 B7.0".split())
+        self.assertEqual(self.ORDER[3], [x for k in range(8) for x in (f"F{k}.0", f"B{k}.0")])
+
+
+class TimelineInterleavedPage(TimelineCase, unittest.TestCase):
+    name = "timeline-interleaved"
+    # Stage 0 by hand (get_schedule_table with groups of PP = 4 micro-batches: chunk 0 of 0-3,
+    # chunk 1 of 0-3, chunk 0 of 4-7, chunk 1 of 4-7; a backward's chunk is reversed): 10 warm-up
+    # forwards ((4 - 0 - 1) x 2 + (2 - 1) x 4), 6 pairs, 10 cool-down backwards.
+    STAGE0 = ("F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 F4.0 F5.0 "
+              "F6.0 B0.1 F7.0 B1.1 F4.1 B2.1 F5.1 B3.1 F6.1 B0.0 F7.1 B1.0 "
+              "B2.0 B3.0 B4.1 B5.1 B6.1 B7.1 B4.0 B5.0 B6.0 B7.0").split()
+    WARMUP = [10, 8, 6, 4]
+    # m (tf + tb) + (p - 1)(tf + tb) / v = 24 + 4.5 (Narayanan et al. 2021 Sec. 2.2.2).
+    DRAINED = 28.5
+    STAGE0_STARTS = [("F0.0", 0.0)]
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        t = timeline(cls.dom_text)
+        cls.ORDER = [[op for op, _, _ in t.ops(s)] for s in range(4)]
+
+    def test_stage0_by_hand(self):
+        self.assertEqual(self.ORDER[0], self.STAGE0)
+        for s in range(4):
+            ops = self.ORDER[s]
+            self.assertEqual(sorted(ops), sorted(f"{d}{mb}.{c}" for d in "FB" for mb in range(8) for c in range(2)))
 
 
 class CalibratePage(PageCase, unittest.TestCase):

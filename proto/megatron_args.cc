@@ -873,8 +873,10 @@ absl::Status ReadMegatronNumbers(const MegatronFlags& f, MegatronNumbers& n) {
                      "only one of --swiglu, --quick-geglu, --squared-relu (arguments.py asserts not swiglu)");
   }
   // arguments.py: ffn_hidden_size defaults to 4h, or int((4h * 2 / 3) / 64) * 64 with --swiglu.
-  int64_t ffn_default = 4 * n.hidden;
-  if (n.swiglu) ffn_default = static_cast<int64_t>((4.0 * n.hidden * 2 / 3) / 64) * 64;
+  const bool swiglu = n.swiglu;
+  const int64_t hidden = n.hidden;
+  int64_t ffn_default = 4 * hidden;
+  if (swiglu) ffn_default = static_cast<int64_t>((4.0 * hidden * 2 / 3) / 64) * 64;
   if (absl::Status s = ReadMegatronInts(f, {{"ffn-hidden-size", ffn_default, &N::ffn}}, n); !s.ok()) return s;
   if (absl::Status s = ReadMegatronInts(
           f,

@@ -926,40 +926,28 @@ absl::Status ApplyHardwareOverrides(const v1::HardwareOverrides& o, Hardware& hw
 
 DType DTypeOrDie(const v1::DType d) { return FromProto(d, DType::kBF16); }
 
-}  // namespace
+// Stores `m` resolved (defaults filled) as the job's model, so the model's hot path does not
+// resolve it again.
+void SetJobModel(const ModelShape& m, Job& job) {
+  job.model = m.Resolved();
+  job.model.name = m.name;
+  job.model.source = m.source;
+}
 
-absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catalog,
-                                const std::string& base_dir, const RateProfile* profile) {
-  // Every route (binary requests included) rejects NaN and infinity before any arithmetic.
-  if (absl::Status s = CheckFiniteNumbers(spec_in, ""); !s.ok()) return s;
-  Job job;
-  v1::JobSpec spec = spec_in;
-  job.name = spec.name();
-  std::vector<AssumedInput> assumed;  // becomes job.assumed
-
-  // The framework, then the defaults of every input the spec leaves unset: the framework's
-  // documented defaults first, stepcast's fallbacks after; each recorded in job.assumed. A preset
-  // was resolved, converted and its defaults compiled when the catalog loaded: looked up here.
-  absl::StatusOr<JobFramework> fw = LookupJobFramework(spec, catalog, &assumed);
-  if (!fw.ok()) return fw.status();
-  job.framework = (*fw)->core;
-  // The model stored resolved (defaults filled) so the model's hot path does not resolve it again.
-  const auto set_model = [&job](const ModelShape& m) {
-    job.model = m.Resolved();
-    job.model.name = m.name;
-    job.model.source = m.source;
-  };
+// The job's model from spec.model: a catalog preset, an inline shape (ModelShapeFromProto), or a
+// Hugging Face config.json (LoadHfConfig; a relative path is read from `base_dir`).
+absl::Status ResolveJobModel(const v1::JobSpec& spec, const Catalog& catalog, const std::string& base_dir, Job& job) {
   switch (spec.model().source_case()) {
     case v1::ModelSpec::kPreset: {
       absl::StatusOr<const ModelShape*> m = catalog.LookupModel(spec.model().preset());
       if (!m.ok()) return FieldError("model.preset", std::string(m.status().message()));
-      set_model(**m);
+      SetJobModel(**m, job);
       break;
     }
     case v1::ModelSpec::kShape: {
       absl::StatusOr<ModelShape> m = ModelShapeFromProto(spec.model().shape(), "model.shape");
       if (!m.ok()) return m.status();
-      set_model(*m);
+      SetJobModel(*m, job);
       break;
     }
     case v1::ModelSpec::kHfConfig: {
@@ -970,12 +958,20 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
       }
       absl::StatusOr<ModelShape> m = LoadHfConfig(p.string());
       if (!m.ok()) return FieldError("model.hf_config", std::string(m.status().message()));
-      set_model(*m);
+      SetJobModel(*m, job);
       break;
     }
     case v1::ModelSpec::SOURCE_NOT_SET:
       return FieldError("model", "required: a preset name, an inline shape, or hf_config");
   }
+  return absl::OkStatus();
+}
+
+// The job's hardware from spec.hardware (a catalog preset or an inline spec), its rate profile
+// (`profile` when given, else the hardware's reference profile) and the variant's overrides
+// (ApplyHardwareOverrides).
+absl::Status ResolveJobHardware(const v1::JobSpec& spec, const Catalog& catalog, const RateProfile* profile,
+                                Job& job) {
   switch (spec.hardware().source_case()) {
     case v1::HardwareRef::kPreset: {
       absl::StatusOr<const Hardware*> h = catalog.LookupHardware(spec.hardware().preset());
@@ -1006,7 +1002,17 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
       return s;
     }
   }
+  return absl::OkStatus();
+}
 
+// Fills what `spec` leaves unset from the framework `fw`: the unfused attention path for fp32/tf32
+// GEMMs, the framework's recipe for this model (and GPU, precision; a recipe's sharding semantics
+// replace the framework's), then the framework's own defaults; each recorded in `assumed`.
+// Sources: Transformer Engine dot_product_attention/utils.py get_attention_backend "Filter: Data
+// type" and flash-attn's README "Datatype fp16 and bf16" (fused kernels take bf16/fp16 only);
+// the recipes and defaults are the framework presets' (presets/frameworks/, each cited there).
+absl::Status ApplyFrameworkDefaults(const ResolvedFramework& fw, v1::JobSpec& spec, Job& job,
+                                    std::vector<AssumedInput>& assumed) {
   // fp32 or tf32 GEMMs mean fp32 activations, so fp32 QKV, and every fused attention kernel of the
   // presets takes bf16/fp16 only (Transformer Engine dot_product_attention/utils.py
   // get_attention_backend "Filter: Data type"; flash-attn's README "Datatype fp16 and bf16"): such
@@ -1033,8 +1039,8 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     // A recipe's sharding semantics (framework.proto Recipe.sharding) replace the framework's:
     // converted when the catalog compiled the recipe.
     const RecipeSharding* recipe_sharding = nullptr;
-    if (absl::Status s = (*fw)->defaults.ApplyRecipes(spec, model_name, job.hardware.architecture, gemm, &assumed,
-                                                      hw_preset, &recipe_sharding);
+    if (absl::Status s = fw.defaults.ApplyRecipes(spec, model_name, job.hardware.architecture, gemm, &assumed,
+                                                  hw_preset, &recipe_sharding);
         !s.ok()) {
       return s;
     }
@@ -1043,86 +1049,128 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
       job.framework.sharding = *recipe_sharding->core;
     }
   }
-  if (absl::Status s = (*fw)->defaults.ApplyDefaults(spec, &assumed); !s.ok()) return s;
-  // The attention kernel the job (or a default) selects among the framework's.
-  if (const std::string& kernel = spec.training().attention_kernel();
-      !kernel.empty() && kernel != job.framework.attention.kernel) {
-    const ResolvedFramework& f = **fw;
-    bool found = false;
-    for (int i = 0; i < f.spec.alternative_attention_size() && !found; ++i) {
-      if (f.spec.alternative_attention(i).kernel() != kernel) continue;
-      const absl::StatusOr<AttentionKernel>& a = f.alternative_attention[i];
-      if (!a.ok()) return a.status();
-      job.framework.attention = *a;
-      found = true;
-    }
-    if (!found && kernel == "unfused") {
-      job.framework.attention = AttentionKernel{.kernel = "unfused", .fused = false, .rates = {}};
-      found = true;
-    }
-    if (!found) {
-      std::vector<std::string> known = {job.framework.attention.kernel};
-      for (const v1::AttentionKernel& k : f.spec.alternative_attention()) known.push_back(k.kernel());
-      return FieldError("training.attention_kernel",
-                        absl::StrCat("'", kernel, "' is not a kernel of framework ", job.framework.name,
-                                     "; known: ", absl::StrJoin(known, ", "), ", unfused"));
-    }
+  return fw.defaults.ApplyDefaults(spec, &assumed);
+}
+
+// The attention kernel spec.training.attention_kernel (or a default) selects among the
+// framework's (its preset's alternative_attention, or "unfused"); an unknown name is an error
+// listing the known ones.
+absl::Status SelectAttentionKernel(const ResolvedFramework& fw, const v1::JobSpec& spec, Job& job) {
+  const std::string& kernel = spec.training().attention_kernel();
+  if (kernel.empty() || kernel == job.framework.attention.kernel) return absl::OkStatus();
+  bool found = false;
+  for (int i = 0; i < fw.spec.alternative_attention_size() && !found; ++i) {
+    if (fw.spec.alternative_attention(i).kernel() != kernel) continue;
+    const absl::StatusOr<AttentionKernel>& a = fw.alternative_attention[i];
+    if (!a.ok()) return a.status();
+    job.framework.attention = *a;
+    found = true;
   }
+  if (!found && kernel == "unfused") {
+    job.framework.attention = AttentionKernel{.kernel = "unfused", .fused = false, .rates = {}};
+    found = true;
+  }
+  if (!found) {
+    std::vector<std::string> known = {job.framework.attention.kernel};
+    for (const v1::AttentionKernel& k : fw.spec.alternative_attention()) known.push_back(k.kernel());
+    return FieldError("training.attention_kernel",
+                      absl::StrCat("'", kernel, "' is not a kernel of framework ", job.framework.name,
+                                   "; known: ", absl::StrJoin(known, ", "), ", unfused"));
+  }
+  return absl::OkStatus();
+}
+
+// stepcast's own fallbacks for what neither the job nor its framework sets (each recorded in
+// `assumed` with the reason); the flash-attention and CUDA-graph values follow the framework's
+// kernel and launch model, the MoE ones apply to MoE models only (Megatron-Core's
+// --moe-token-dispatcher-type and --overlap-moe-expert-parallel-comm defaults).
+absl::Status ApplyStepcastFallbacks(v1::JobSpec& spec, const Job& job, std::vector<AssumedInput>& assumed) {
   const std::string& fw_name = job.framework.name;
-  {
-    // stepcast's fallbacks, compiled once; the flash-attention and CUDA-graph values follow the
-    // framework (compiled both ways).
-    struct Fallback {
-      CompiledDefault value;
-      const char* why;
+  // stepcast's fallbacks, compiled once; the flash-attention and CUDA-graph values follow the
+  // framework (compiled both ways).
+  struct Fallback {
+    CompiledDefault value;
+    const char* why;
+  };
+  static const std::vector<Fallback>* const kFallbacks = new std::vector<Fallback>{
+      {{"training.micro_batch_size", "1"}, "one sequence per micro-batch"},
+      {{"training.precision.gemm", "bf16"}, "bf16 mixed precision"},
+      {{"training.optimizer", "adamw"}, "AdamW (Adam with decoupled weight decay)"},
+      {{"training.recompute", "none"}, "no activation recomputation"},
+      {{"training.sharding", "none"}, "no optimizer/gradient/weight sharding"},
+      {{"training.overlap_dp_comm", "false"}, "no DP communication overlap"},
+      {{"training.overlap_tp_comm", "false"}, "no TP communication overlap"},
+      {{"training.dropout", "false"}, "no dropout"},
+      {{"training.fp8_param_gather", "false"}, "weights kept in the params dtype"},
+      {{"training.flash_attention", "false"}, nullptr},  // 9, 10: by the framework's kernel
+      {{"training.flash_attention", "true"}, nullptr},
+      {{"training.cuda_graphs", "false"}, "the framework preset's launch model"},  // 11, 12
+      {{"training.cuda_graphs", "true"}, "the framework preset's launch model"},
+      {{"parallelism.sequence_parallel", "false"}, "no sequence parallelism"},
+      // 14, 15: MoE models only
+      {{"training.moe_dispatcher", "alltoall"},
+       "NCCL all-to-all of the permuted tokens (Megatron-Core --moe-token-dispatcher-type default alltoall, "
+       "torchtitan's all-to-all)"},
+      {{"training.overlap_ep_comm", "false"},
+       "the all-to-all not overlapped with another micro-batch (Megatron-Core --overlap-moe-expert-parallel-comm "
+       "defaults off)"},
+  };
+  const std::vector<Fallback>& f = *kFallbacks;
+  const auto apply = [&](const Fallback& fb) {
+    const auto source = [&] {
+      if (fb.why != nullptr) return absl::StrCat("stepcast fallback (", fw_name, " documents none): ", fb.why);
+      const std::string& kernel =
+          job.framework.attention.kernel.empty() ? "its attention kernel" : job.framework.attention.kernel;
+      return absl::StrCat("stepcast fallback (", fw_name, " documents none): the framework's attention kernel (",
+                          kernel, ")");
     };
-    static const std::vector<Fallback>* const kFallbacks = new std::vector<Fallback>{
-        {{"training.micro_batch_size", "1"}, "one sequence per micro-batch"},
-        {{"training.precision.gemm", "bf16"}, "bf16 mixed precision"},
-        {{"training.optimizer", "adamw"}, "AdamW (Adam with decoupled weight decay)"},
-        {{"training.recompute", "none"}, "no activation recomputation"},
-        {{"training.sharding", "none"}, "no optimizer/gradient/weight sharding"},
-        {{"training.overlap_dp_comm", "false"}, "no DP communication overlap"},
-        {{"training.overlap_tp_comm", "false"}, "no TP communication overlap"},
-        {{"training.dropout", "false"}, "no dropout"},
-        {{"training.fp8_param_gather", "false"}, "weights kept in the params dtype"},
-        {{"training.flash_attention", "false"}, nullptr},  // 9, 10: by the framework's kernel
-        {{"training.flash_attention", "true"}, nullptr},
-        {{"training.cuda_graphs", "false"}, "the framework preset's launch model"},  // 11, 12
-        {{"training.cuda_graphs", "true"}, "the framework preset's launch model"},
-        {{"parallelism.sequence_parallel", "false"}, "no sequence parallelism"},
-        // 14, 15: MoE models only
-        {{"training.moe_dispatcher", "alltoall"},
-         "NCCL all-to-all of the permuted tokens (Megatron-Core --moe-token-dispatcher-type default alltoall, "
-         "torchtitan's all-to-all)"},
-        {{"training.overlap_ep_comm", "false"},
-         "the all-to-all not overlapped with another micro-batch (Megatron-Core --overlap-moe-expert-parallel-comm "
-         "defaults off)"},
-    };
-    const std::vector<Fallback>& f = *kFallbacks;
-    const auto apply = [&](const Fallback& fb) {
-      const auto source = [&] {
-        if (fb.why != nullptr) return absl::StrCat("stepcast fallback (", fw_name, " documents none): ", fb.why);
-        const std::string& kernel =
-            job.framework.attention.kernel.empty() ? "its attention kernel" : job.framework.attention.kernel;
-        return absl::StrCat("stepcast fallback (", fw_name, " documents none): the framework's attention kernel (",
-                            kernel, ")");
-      };
-      return fb.value.ApplyWith(spec, source, &assumed);
-    };
-    for (const Fallback* fb : {&f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8],
-                               &f[job.framework.attention.fused ? 10 : 9], &f[job.framework.launch.cuda_graphs ? 12 : 11],
-                               &f[13]}) {
+    return fb.value.ApplyWith(spec, source, &assumed);
+  };
+  for (const Fallback* fb : {&f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8],
+                             &f[job.framework.attention.fused ? 10 : 9], &f[job.framework.launch.cuda_graphs ? 12 : 11],
+                             &f[13]}) {
+    if (absl::Status s = apply(*fb); !s.ok()) return s;
+  }
+  if (job.model.moe.enabled()) {
+    for (const Fallback* fb : {&f[14], &f[15]}) {
       if (absl::Status s = apply(*fb); !s.ok()) return s;
     }
-    if (job.model.moe.enabled()) {
-      for (const Fallback* fb : {&f[14], &f[15]}) {
-        if (absl::Status s = apply(*fb); !s.ok()) return s;
-      }
-    }
   }
+  return absl::OkStatus();
+}
 
-  // Cluster and parallelism; 0 means "default" for every degree.
+// The pipeline schedule: parallelism.pp_schedule, else (PP > 1) interleaved 1F1B with virtual
+// stages and the framework's default schedule without (recorded in `assumed`).
+absl::Status ReadPipelineSchedule(const v1::ParallelismSpec& par, const std::string& default_schedule,
+                                  const std::string& fw_name, Parallelism& p, std::vector<AssumedInput>& assumed) {
+  std::string sched = par.pp_schedule();
+  if (sched.empty() && p.pp > 1) {
+    sched = p.vpp > 1 ? "interleaved-1f1b" : default_schedule;
+    if (p.vpp == 1 && sched == "interleaved-1f1b") sched = "1f1b";
+    assumed.push_back({"parallelism.pp_schedule", sched,
+                       p.vpp > 1 ? "virtual stages given: interleaved 1F1B"
+                                 : absl::StrCat("framework ", fw_name, " default schedule")});
+  }
+  if (sched.empty() || sched == "1f1b") {
+    p.schedule = p.vpp > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
+  } else if (sched == "interleaved-1f1b" || sched == "interleaved_1f1b" || sched == "interleaved") {
+    p.schedule = PipelineSchedule::kInterleaved1F1B;
+  } else if (sched == "gpipe") {
+    p.schedule = PipelineSchedule::kGPipe;
+  } else if (sched == "zero-bubble" || sched == "zb" || sched == "zbv" || sched == "zero_bubble") {
+    p.schedule = PipelineSchedule::kZeroBubble;
+  } else if (sched == "dualpipe") {
+    p.schedule = PipelineSchedule::kDualPipe;
+  } else {
+    return FieldError("parallelism.pp_schedule",
+                      absl::StrCat("'", sched, "' is not one of: 1f1b, interleaved-1f1b, gpipe, zero-bubble, dualpipe"));
+  }
+  return absl::OkStatus();
+}
+
+// The parallel layout from spec.parallelism; 0 means "default" for every degree (1; ETP: the TP
+// size, Megatron-Core's default for an unset --expert-tensor-parallel-size).
+absl::Status ReadParallelism(const v1::JobSpec& spec, Job& job, std::vector<AssumedInput>& assumed) {
   const auto& par = spec.parallelism();
   Parallelism& p = job.parallelism;
   for (auto [v, name] : {std::pair{par.tp(), "tp"}, {par.pp(), "pp"}, {par.dp(), "dp"}, {par.cp(), "cp"},
@@ -1151,32 +1199,16 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   }
   if (p.ep > 1 && par.etp() == 0) {
     assumed.push_back({"parallelism.etp", absl::StrCat(p.tp),
-                           "Megatron-Core default: --expert-tensor-parallel-size unset means the TP size"});
+                       "Megatron-Core default: --expert-tensor-parallel-size unset means the TP size"});
   }
-  {
-    std::string sched = par.pp_schedule();
-    if (sched.empty() && p.pp > 1) {
-      sched = p.vpp > 1 ? "interleaved-1f1b" : job.framework.default_schedule;
-      if (p.vpp == 1 && sched == "interleaved-1f1b") sched = "1f1b";
-      assumed.push_back({"parallelism.pp_schedule", sched,
-                             p.vpp > 1 ? "virtual stages given: interleaved 1F1B"
-                                       : absl::StrCat("framework ", fw_name, " default schedule")});
-    }
-    if (sched.empty() || sched == "1f1b") {
-      p.schedule = p.vpp > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
-    } else if (sched == "interleaved-1f1b" || sched == "interleaved_1f1b" || sched == "interleaved") {
-      p.schedule = PipelineSchedule::kInterleaved1F1B;
-    } else if (sched == "gpipe") {
-      p.schedule = PipelineSchedule::kGPipe;
-    } else if (sched == "zero-bubble" || sched == "zb" || sched == "zbv" || sched == "zero_bubble") {
-      p.schedule = PipelineSchedule::kZeroBubble;
-    } else if (sched == "dualpipe") {
-      p.schedule = PipelineSchedule::kDualPipe;
-    } else {
-      return FieldError("parallelism.pp_schedule",
-                        absl::StrCat("'", sched, "' is not one of: 1f1b, interleaved-1f1b, gpipe, zero-bubble, dualpipe"));
-    }
-  }
+  return ReadPipelineSchedule(par, job.framework.default_schedule, job.framework.name, p, assumed);
+}
+
+// The cluster from spec.cluster, and the data-parallel size: parallelism.dp when given, else
+// cluster.gpu_count / (tp x pp x cp).
+absl::Status ReadCluster(const v1::JobSpec& spec, Job& job) {
+  const auto& par = spec.parallelism();
+  Parallelism& p = job.parallelism;
   const auto& cl = spec.cluster();
   job.cluster.name = cl.name();
   job.cluster.gpus_per_node = cl.gpus_per_node();
@@ -1208,10 +1240,14 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
     p.dp = cl.gpu_count() / model_parallel;
     job.cluster.gpu_count = cl.gpu_count();
   }
+  return absl::OkStatus();
+}
 
-  // Training.
-  const auto& tr = spec.training();
-  TrainingConfig& t = job.training;
+// The batch (global_batch_size in sequences or global_batch_tokens, micro-batch) and the
+// precision of each tensor class; an unset dtype falls back as stepcast's documented cascade
+// (params in the GEMMs' 16-bit type, fp32 gradients, master weights and Adam moments), recorded
+// in `assumed`.
+absl::Status ReadBatchAndPrecision(const v1::TrainingSpec& tr, TrainingConfig& t, std::vector<AssumedInput>& assumed) {
   t.seq_length = tr.seq_length();
   t.global_batch_size = tr.global_batch_size();
   if (tr.global_batch_tokens() != 0) {
@@ -1245,6 +1281,13 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   t.precision.grad_reduce = cascade("training.precision.grad_reduce", pr.grad_reduce(), t.precision.grads,
                                     "gradients reduced in their own dtype");
   t.precision.master_weight_remainders = pr.master_weight_remainders();
+  return absl::OkStatus();
+}
+
+// The rest of spec.training: optimizer, recompute (and its modules: the framework's selective
+// set when none is given), sharding, overlaps, run length, MTP layers, MoE dispatcher.
+absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vector<AssumedInput>& assumed) {
+  TrainingConfig& t = job.training;
   switch (tr.optimizer()) {
     case v1::OPTIMIZER_ADAM: t.optimizer = Optimizer::kAdam; break;
     case v1::OPTIMIZER_SGD: t.optimizer = Optimizer::kSgd; break;
@@ -1281,7 +1324,7 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   if (t.recompute == Recompute::kSelective && t.recompute_modules.empty()) {
     t.recompute_modules = job.framework.selective_recompute_modules;
     assumed.push_back({"training.recompute_modules", absl::StrJoin(t.recompute_modules, ","),
-                           absl::StrCat("framework ", fw_name, ": what its selective recompute recomputes")});
+                       absl::StrCat("framework ", job.framework.name, ": what its selective recompute recomputes")});
   }
   t.recompute_num_layers = tr.recompute_num_layers();
   t.fp8_param_gather = tr.fp8_param_gather();
@@ -1303,6 +1346,36 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   } else {
     return FieldError("training.moe_dispatcher", absl::StrCat("'", d, "' is not one of: alltoall, deepep, deepep-fp8"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catalog,
+                                const std::string& base_dir, const RateProfile* profile) {
+  // Every route (binary requests included) rejects NaN and infinity before any arithmetic.
+  if (absl::Status s = CheckFiniteNumbers(spec_in, ""); !s.ok()) return s;
+  Job job;
+  v1::JobSpec spec = spec_in;
+  job.name = spec.name();
+  std::vector<AssumedInput> assumed;  // becomes job.assumed
+
+  // The framework, then the defaults of every input the spec leaves unset: the framework's
+  // documented defaults first, stepcast's fallbacks after; each recorded in job.assumed. A preset
+  // was resolved, converted and its defaults compiled when the catalog loaded: looked up here.
+  absl::StatusOr<JobFramework> fw = LookupJobFramework(spec, catalog, &assumed);
+  if (!fw.ok()) return fw.status();
+  job.framework = (*fw)->core;
+  if (absl::Status s = ResolveJobModel(spec, catalog, base_dir, job); !s.ok()) return s;
+  if (absl::Status s = ResolveJobHardware(spec, catalog, profile, job); !s.ok()) return s;
+  if (absl::Status s = ApplyFrameworkDefaults(**fw, spec, job, assumed); !s.ok()) return s;
+  if (absl::Status s = SelectAttentionKernel(**fw, spec, job); !s.ok()) return s;
+  if (absl::Status s = ApplyStepcastFallbacks(spec, job, assumed); !s.ok()) return s;
+
+  if (absl::Status s = ReadParallelism(spec, job, assumed); !s.ok()) return s;
+  if (absl::Status s = ReadCluster(spec, job); !s.ok()) return s;
+  if (absl::Status s = ReadBatchAndPrecision(spec.training(), job.training, assumed); !s.ok()) return s;
+  if (absl::Status s = ReadTrainingSettings(spec.training(), job, assumed); !s.ok()) return s;
 
   job.assumed = std::make_shared<const std::vector<AssumedInput>>(std::move(assumed));
   job.intervals = BuiltinIntervalTable();  // presets/intervals.yaml (proto/interval_table.h)

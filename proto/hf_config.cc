@@ -228,105 +228,136 @@ class HfReader {
     return k;
   }
 
+  // Applies the registry's key `k` (its field, or its rule) to `shape` with the config's value
+  // under `key` (presets/architectures/*.yaml HfKey.rule; each rule cites transformers' config
+  // class it follows in the method that applies it).
   absl::Status ApplyRule(const v1::HfKey& k, const std::string& key, const YAML::Node& value,
                          v1::ModelShape* shape) const {
     const std::string& rule = k.rule();
-    const v1::FamilyConventions& c = family_.conventions();
     if (rule.empty()) return SetField(key, k.field(), value, shape);
-    if (rule == "activation") {
-      if (!value.IsScalar()) return Err(key, "is not an activation name");
-      const std::string act = absl::AsciiStrToLower(value.Scalar());
-      const bool gated = c.ffn_type() == v1::FFN_TYPE_SWIGLU || c.ffn_type() == v1::FFN_TYPE_GEGLU;
-      v1::FfnType t = v1::FFN_TYPE_UNSPECIFIED;
-      if (gated) {
-        if (act == "silu" || act == "swish") t = v1::FFN_TYPE_SWIGLU;
-        else if (absl::StartsWith(act, "gelu")) t = v1::FFN_TYPE_GEGLU;
+    if (rule == "activation") return ApplyActivation(key, value, shape);
+    if (rule == "layer_types" || rule == "nope_layers") return ApplyLayerPattern(rule, key, value, shape);
+    if (rule == "moe_layer_indices") return ApplyMoeLayerIndices(key, value, shape);
+    if (rule == "shared_expert_size" || rule == "sparse_step" || rule == "plus_offset" || rule == "equals_hidden") {
+      return ApplyIntegerRule(k, key, value, shape);
+    }
+    return absl::InternalError(absl::StrCat("architecture registry: unknown rule ", rule));
+  }
+
+  std::set<std::string> family_listed_;  // keys listed by the family itself (reported as notes)
+
+ private:
+  // rule "activation": hidden_act / hidden_activation as the FFN type, gated (SwiGLU / GeGLU) or
+  // not (GELU, squared ReLU) as the family's conventions say.
+  absl::Status ApplyActivation(const std::string& key, const YAML::Node& value, v1::ModelShape* shape) const {
+    const v1::FamilyConventions& c = family_.conventions();
+    if (!value.IsScalar()) return Err(key, "is not an activation name");
+    const std::string act = absl::AsciiStrToLower(value.Scalar());
+    const bool gated = c.ffn_type() == v1::FFN_TYPE_SWIGLU || c.ffn_type() == v1::FFN_TYPE_GEGLU;
+    v1::FfnType t = v1::FFN_TYPE_UNSPECIFIED;
+    if (gated) {
+      if (act == "silu" || act == "swish") t = v1::FFN_TYPE_SWIGLU;
+      else if (absl::StartsWith(act, "gelu")) t = v1::FFN_TYPE_GEGLU;
+    } else {
+      if (act == "relu2" || act == "squared_relu" || act == "relu_squared") t = v1::FFN_TYPE_SQUARED_RELU;
+      else if (absl::StartsWith(act, "gelu") || act == "relu") t = v1::FFN_TYPE_GELU;
+    }
+    if (t == v1::FFN_TYPE_UNSPECIFIED) {
+      return Err(key, absl::StrCat("'", value.Scalar().substr(0, 64), "' is not modelled for ", Where(), " (",
+                                   gated ? "silu, swish, gelu*" : "gelu*, relu, relu2", ")"));
+    }
+    shape->set_ffn_type(t);
+    return absl::OkStatus();
+  }
+
+  // rules "layer_types" (per-layer full_attention / sliding_attention / chunked_attention) and
+  // "nope_layers" (Llama 4: 1 = a RoPE chunked layer, 0 = a NoPE full layer): the local/global
+  // attention pattern, periodic only.
+  absl::Status ApplyLayerPattern(const std::string& rule, const std::string& key, const YAML::Node& value,
+                                 v1::ModelShape* shape) const {
+    if (!value.IsSequence() || value.size() > kMaxList) return Err(key, "is not a list of per-layer entries");
+    // An empty list is falsy in the config classes: their default pattern holds
+    // (configuration_llama4.py: `self.no_rope_layers if self.no_rope_layers else default`).
+    if (value.size() == 0) return absl::OkStatus();
+    if (static_cast<int64_t>(value.size()) != shape->layers()) {
+      return Err(key, absl::StrCat("has ", value.size(), " entries for ", shape->layers(), " layers"));
+    }
+    std::vector<bool> global;
+    std::set<std::string> local_kinds;
+    for (const auto& e : value) {
+      const std::string s = e.IsScalar() ? absl::AsciiStrToLower(e.Scalar()) : "?";
+      if (rule == "nope_layers") {
+        // Llama 4: 1 = a RoPE layer (chunked attention), 0 = a NoPE layer (full attention).
+        if (s != "0" && s != "1") return Err(key, absl::StrCat("entry '", s, "' is not 0 or 1"));
+        global.push_back(s == "0");
+        continue;
+      }
+      if (s == "full_attention") {
+        global.push_back(true);
+      } else if (s == "sliding_attention" || s == "chunked_attention") {
+        global.push_back(false);
+        local_kinds.insert(s);
       } else {
-        if (act == "relu2" || act == "squared_relu" || act == "relu_squared") t = v1::FFN_TYPE_SQUARED_RELU;
-        else if (absl::StartsWith(act, "gelu") || act == "relu") t = v1::FFN_TYPE_GELU;
+        return Err(key, absl::StrCat("entry '", s.substr(0, 64),
+                                     "' is not modelled (full_attention, sliding_attention, chunked_attention)"));
       }
-      if (t == v1::FFN_TYPE_UNSPECIFIED) {
-        return Err(key, absl::StrCat("'", value.Scalar().substr(0, 64), "' is not modelled for ", Where(), " (",
-                                     gated ? "silu, swish, gelu*" : "gelu*, relu, relu2", ")"));
-      }
-      shape->set_ffn_type(t);
+    }
+    if (local_kinds.size() > 1) return Err(key, "mixes sliding and chunked layers, which is not modelled");
+    absl::StatusOr<int64_t> every = GlobalEvery(key, global);
+    if (!every.ok()) return every.status();
+    const bool any_local = std::find(global.begin(), global.end(), false) != global.end();
+    if (!any_local) {
+      shape->set_local_attention_window(0);
+      shape->set_global_attention_every(0);
       return absl::OkStatus();
     }
-    if (rule == "layer_types" || rule == "nope_layers") {
-      if (!value.IsSequence() || value.size() > kMaxList) return Err(key, "is not a list of per-layer entries");
-      // An empty list is falsy in the config classes: their default pattern holds
-      // (configuration_llama4.py: `self.no_rope_layers if self.no_rope_layers else default`).
-      if (value.size() == 0) return absl::OkStatus();
-      if (static_cast<int64_t>(value.size()) != shape->layers()) {
-        return Err(key, absl::StrCat("has ", value.size(), " entries for ", shape->layers(), " layers"));
-      }
-      std::vector<bool> global;
-      std::set<std::string> local_kinds;
-      for (const auto& e : value) {
-        const std::string s = e.IsScalar() ? absl::AsciiStrToLower(e.Scalar()) : "?";
-        if (rule == "nope_layers") {
-          // Llama 4: 1 = a RoPE layer (chunked attention), 0 = a NoPE layer (full attention).
-          if (s != "0" && s != "1") return Err(key, absl::StrCat("entry '", s, "' is not 0 or 1"));
-          global.push_back(s == "0");
-          continue;
-        }
-        if (s == "full_attention") {
-          global.push_back(true);
-        } else if (s == "sliding_attention" || s == "chunked_attention") {
-          global.push_back(false);
-          local_kinds.insert(s);
-        } else {
-          return Err(key, absl::StrCat("entry '", s.substr(0, 64),
-                                       "' is not modelled (full_attention, sliding_attention, chunked_attention)"));
-        }
-      }
-      if (local_kinds.size() > 1) return Err(key, "mixes sliding and chunked layers, which is not modelled");
-      absl::StatusOr<int64_t> every = GlobalEvery(key, global);
-      if (!every.ok()) return every.status();
-      const bool any_local = std::find(global.begin(), global.end(), false) != global.end();
-      if (!any_local) {
-        shape->set_local_attention_window(0);
-        shape->set_global_attention_every(0);
-        return absl::OkStatus();
-      }
-      if (local_kinds.count("chunked_attention")) shape->set_local_attention_kind(v1::LOCAL_ATTENTION_KIND_CHUNKED);
-      if (local_kinds.count("sliding_attention")) shape->set_local_attention_kind(v1::LOCAL_ATTENTION_KIND_SLIDING);
-      shape->set_global_attention_every(*every);
-      return absl::OkStatus();
-    }
-    if (rule == "moe_layer_indices") {
-      if (!value.IsSequence() || value.size() > kMaxList) return Err(key, "is not a list of layer indices");
-      std::vector<int64_t> idx;
-      for (const auto& e : value) {
-        absl::StatusOr<int64_t> v = Int(key, e);
-        if (!v.ok()) return v.status();
-        idx.push_back(*v);
-      }
-      if (idx.empty()) return Err(key, "is empty: an MoE model without MoE layers is not modelled");
-      std::sort(idx.begin(), idx.end());
-      const int64_t first = idx[0], freq = idx.size() > 1 ? idx[1] - idx[0] : shape->layers();
-      for (size_t i = 0; i < idx.size(); ++i) {
-        if (freq <= 0 || idx[i] != first + static_cast<int64_t>(i) * freq || idx[i] >= shape->layers()) {
-          return Err(key, "is not every k-th layer from a first one, the only MoE layout modelled");
-        }
-      }
-      if (first + static_cast<int64_t>(idx.size()) * freq < shape->layers()) {
-        return Err(key, "stops before the last layers, which is not modelled");
-      }
-      shape->mutable_moe()->set_first_dense_layers(first);
-      shape->mutable_moe()->set_layer_freq(freq);
-      return absl::OkStatus();
-    }
-    if (rule == "shared_expert_size") {
-      absl::StatusOr<int64_t> v = Int(key, value);
+    if (local_kinds.count("chunked_attention")) shape->set_local_attention_kind(v1::LOCAL_ATTENTION_KIND_CHUNKED);
+    if (local_kinds.count("sliding_attention")) shape->set_local_attention_kind(v1::LOCAL_ATTENTION_KIND_SLIDING);
+    shape->set_global_attention_every(*every);
+    return absl::OkStatus();
+  }
+
+  // rule "moe_layer_indices": the MoE layers' indices, every k-th layer from a first one to the
+  // last layers (first_dense_layers, layer_freq).
+  absl::Status ApplyMoeLayerIndices(const std::string& key, const YAML::Node& value, v1::ModelShape* shape) const {
+    if (!value.IsSequence() || value.size() > kMaxList) return Err(key, "is not a list of layer indices");
+    std::vector<int64_t> idx;
+    for (const auto& e : value) {
+      absl::StatusOr<int64_t> v = Int(key, e);
       if (!v.ok()) return v.status();
+      idx.push_back(*v);
+    }
+    if (idx.empty()) return Err(key, "is empty: an MoE model without MoE layers is not modelled");
+    std::sort(idx.begin(), idx.end());
+    const int64_t first = idx[0], freq = idx.size() > 1 ? idx[1] - idx[0] : shape->layers();
+    for (size_t i = 0; i < idx.size(); ++i) {
+      if (freq <= 0 || idx[i] != first + static_cast<int64_t>(i) * freq || idx[i] >= shape->layers()) {
+        return Err(key, "is not every k-th layer from a first one, the only MoE layout modelled");
+      }
+    }
+    if (first + static_cast<int64_t>(idx.size()) * freq < shape->layers()) {
+      return Err(key, "stops before the last layers, which is not modelled");
+    }
+    shape->mutable_moe()->set_first_dense_layers(first);
+    shape->mutable_moe()->set_layer_freq(freq);
+    return absl::OkStatus();
+  }
+
+  // The rules on one integer: "shared_expert_size" (a shared expert of that FFN size, 0: none),
+  // "sparse_step" (every step-th layer MoE, (layer_idx + 1) % step == 0), "plus_offset" (the
+  // field plus the family's learned-position offset rows; learned positions), "equals_hidden"
+  // (must equal the hidden size, else not modelled).
+  absl::Status ApplyIntegerRule(const v1::HfKey& k, const std::string& key, const YAML::Node& value,
+                                v1::ModelShape* shape) const {
+    const std::string& rule = k.rule();
+    absl::StatusOr<int64_t> v = Int(key, value);
+    if (!v.ok()) return v.status();
+    if (rule == "shared_expert_size") {
       shape->mutable_moe()->set_shared_experts(*v > 0 ? 1 : 0);
       shape->mutable_moe()->set_shared_expert_ffn_hidden_size(*v);
       return absl::OkStatus();
     }
     if (rule == "sparse_step") {
-      absl::StatusOr<int64_t> v = Int(key, value);
-      if (!v.ok()) return v.status();
       if (*v < 1) return Err(key, "must be at least 1");
       if (*v > shape->layers()) return Err(key, absl::StrCat(*v, " exceeds the ", shape->layers(), " layers"));
       // (layer_idx + 1) % step == 0: layers step-1, 2 step-1, ...
@@ -335,28 +366,19 @@ class HfReader {
       return absl::OkStatus();
     }
     if (rule == "plus_offset") {
-      absl::StatusOr<int64_t> v = Int(key, value);
-      if (!v.ok()) return v.status();
-      YAML::Node n(*v + c.learned_position_offset());
+      YAML::Node n(*v + family_.conventions().learned_position_offset());
       if (absl::Status s = SetField(key, k.field(), n, shape); !s.ok()) return s;
       shape->set_position_encoding(v1::POSITION_ENCODING_LEARNED);
       return absl::OkStatus();
     }
-    if (rule == "equals_hidden") {
-      absl::StatusOr<int64_t> v = Int(key, value);
-      if (!v.ok()) return v.status();
-      if (*v != shape->hidden_size()) {
-        return Err(key, absl::StrCat(*v, " differs from the hidden size ", shape->hidden_size(), ": ",
-                                     k.source().empty() ? "not modelled" : k.source()));
-      }
-      return absl::OkStatus();
+    // equals_hidden
+    if (*v != shape->hidden_size()) {
+      return Err(key, absl::StrCat(*v, " differs from the hidden size ", shape->hidden_size(), ": ",
+                                   k.source().empty() ? "not modelled" : k.source()));
     }
-    return absl::InternalError(absl::StrCat("architecture registry: unknown rule ", rule));
+    return absl::OkStatus();
   }
 
-  std::set<std::string> family_listed_;  // keys listed by the family itself (reported as notes)
-
- private:
   const v1::Architecture& family_;
   std::string type_;
   std::string origin_;
@@ -364,11 +386,11 @@ class HfReader {
 
 }  // namespace
 
-absl::StatusOr<HfImport> ReadHfConfig(absl::string_view text, absl::string_view origin_view) {
-  const std::string origin(origin_view);
-  absl::StatusOr<const ArchitectureRegistry*> reg = ArchitectureRegistry::Builtin();
-  if (!reg.ok()) return reg.status();
-  const ArchitectureRegistry& registry = **reg;
+namespace {
+
+// The config.json text as a YAML/JSON node (yaml-cpp reads JSON), a map or an error naming
+// `origin`.
+absl::StatusOr<YAML::Node> ParseHfRoot(absl::string_view text, const std::string& origin) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -376,19 +398,13 @@ absl::StatusOr<HfImport> ReadHfConfig(absl::string_view text, absl::string_view 
     return absl::InvalidArgumentError(absl::StrCat(origin, ": not valid JSON: line ", e.mark.line + 1, ": ", e.msg));
   }
   if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(origin, ": expected a JSON object"));
-  // Multimodal configs (Gemma 3, Llama 4) keep the language model in "text_config"; the decoder
-  // is what trains, the vision tower is not counted.
-  const YAML::Node& croot = root;
-  const YAML::Node text_node = croot["text_config"];
-  const bool nested = text_node && text_node.IsMap();
-  YAML::Node body;
-  body.reset(nested ? text_node : root);
-  auto scalar = [](const YAML::Node& n, const char* k) {
-    const YAML::Node v = n[k];
-    return v && v.IsScalar() ? v.Scalar() : std::string();
-  };
-  std::string type = absl::AsciiStrToLower(scalar(body, "model_type"));
-  if (type.empty()) type = absl::AsciiStrToLower(scalar(root, "model_type"));
+  return root;
+}
+
+// The family of a config's model_type in the architecture registry (presets/architectures/); an
+// unknown or refused (hybrid) type is an error listing what is read.
+absl::StatusOr<const v1::Architecture*> HfFamilyOf(const ArchitectureRegistry& registry, const std::string& type,
+                                                   const std::string& origin) {
   if (type.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": model_type: missing (the family decides how the file is read)"));
   }
@@ -405,33 +421,41 @@ absl::StatusOr<HfImport> ReadHfConfig(absl::string_view text, absl::string_view 
     return absl::InvalidArgumentError(absl::StrCat(origin, ": model_type: '", type, "' (", family->display_name(),
                                                    ") is refused: it ", family->refused()));
   }
-  HfReader reader(*family, type, origin);
+  return family;
+}
 
-  // What the family reads and lists, and the keys every config may carry.
-  const std::vector<v1::HfKey> keys = registry.HfKeys(*family);
+// Every key of the config is read by the family (`keys` and their aliases), listed by it or by
+// every family (registry.Common()), else an error (HfReader::CheckKeys); the listed ones go to
+// out.listed. A multimodal config's outer keys are checked too.
+absl::Status CheckHfConfigKeys(const ArchitectureRegistry& registry, const v1::Architecture& family,
+                               const std::vector<v1::HfKey>& keys, const YAML::Node& root, const YAML::Node& body,
+                               bool nested, HfReader& reader, HfImport& out) {
   KnownKeys known;
   for (const v1::HfKey& k : keys) {
     known.read.insert(k.key());
     known.read.insert(k.aliases().begin(), k.aliases().end());
   }
-  for (const v1::HfListedKey& l : registry.HfListed(*family)) {
+  for (const v1::HfListedKey& l : registry.HfListed(family)) {
     known.listed[l.key()] = l;
     reader.family_listed_.insert(l.key());
   }
   for (const v1::HfListedKey& l : registry.Common().hf().listed()) known.listed.emplace(l.key(), l);
-  HfImport out;
-  out.family = family->name();
   if (absl::Status s = reader.CheckKeys(body, "", known, &out.listed); !s.ok()) return s;
   if (nested) {
     KnownKeys outer;
-    for (const v1::HfListedKey& l : family->hf().outer_listed()) outer.listed[l.key()] = l;
+    for (const v1::HfListedKey& l : family.hf().outer_listed()) outer.listed[l.key()] = l;
     for (const v1::HfListedKey& l : registry.Common().hf().listed()) outer.listed.emplace(l.key(), l);
     outer.read = {"text_config", "tie_word_embeddings"};
     if (absl::Status s = reader.CheckKeys(root, "", outer, nullptr); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
 
-  v1::ModelShape shape;
-  ApplyConventions(family->conventions(), &shape);
+// Reads each of the family's keys (or its first alias given) into `shape`: a missing key takes the
+// registry's default, or the family's tied-embeddings convention (transformers' config class
+// default), else it is an error; the outer config's tie_word_embeddings wins for a multimodal one.
+absl::Status ReadHfKeys(const v1::Architecture& family, const std::vector<v1::HfKey>& keys, const YAML::Node& root,
+                        const YAML::Node& body, bool nested, const HfReader& reader, v1::ModelShape& shape) {
   for (const v1::HfKey& k : keys) {
     std::string used = k.key();
     YAML::Node value = At(body, k.key());
@@ -439,16 +463,16 @@ absl::StatusOr<HfImport> ReadHfConfig(absl::string_view text, absl::string_view 
       value.reset(At(body, k.aliases(i)));
       used = k.aliases(i);
     }
-    if (k.field() == "tied_embeddings" && nested && croot["tie_word_embeddings"] &&
-        !croot["tie_word_embeddings"].IsNull()) {
-      value.reset(croot["tie_word_embeddings"]);  // the outer config's key wins (Gemma3Config, Llama4Config)
+    if (k.field() == "tied_embeddings" && nested && root["tie_word_embeddings"] &&
+        !root["tie_word_embeddings"].IsNull()) {
+      value.reset(root["tie_word_embeddings"]);  // the outer config's key wins (Gemma3Config, Llama4Config)
       used = k.key();
     }
     if (!value || value.IsNull()) {
       used = k.key();
       if (k.field() == "tied_embeddings" && k.default_().empty()) {
         // transformers' default for the family's config class.
-        if (!family->conventions().has_tied_embeddings()) {
+        if (!family.conventions().has_tied_embeddings()) {
           return reader.Err(k.key(), "missing, and the family has no default: add \"tie_word_embeddings\": true or false");
         }
         continue;  // ApplyConventions set it
@@ -458,14 +482,21 @@ absl::StatusOr<HfImport> ReadHfConfig(absl::string_view text, absl::string_view 
       try {
         value.reset(YAML::Load(k.default_()));
       } catch (const YAML::Exception&) {
-        return absl::InternalError(absl::StrCat("presets/architectures/", family->name(), ".yaml: ", k.key(),
+        return absl::InternalError(absl::StrCat("presets/architectures/", family.name(), ".yaml: ", k.key(),
                                                 ": default '", k.default_(), "' is not JSON"));
       }
     }
     if (absl::Status s = reader.ApplyRule(k, used, value, &shape); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+// What the keys leave implied: learned positions when the family's table has rows, no global
+// period without a local window, an MoE family's dense FFN size as its experts', no MoE block
+// without routed experts.
+void CompleteHfShape(const v1::Architecture& family, v1::ModelShape& shape) {
   // Learned positions: the table's rows (gpt2 n_positions) make the encoding learned.
-  if (family->conventions().position_encoding() == v1::POSITION_ENCODING_LEARNED &&
+  if (family.conventions().position_encoding() == v1::POSITION_ENCODING_LEARNED &&
       shape.learned_position_embeddings() > 0) {
     shape.set_position_encoding(v1::POSITION_ENCODING_LEARNED);
   }
@@ -476,18 +507,58 @@ absl::StatusOr<HfImport> ReadHfConfig(absl::string_view text, absl::string_view 
     shape.set_ffn_hidden_size(shape.moe().expert_ffn_hidden_size());
   }
   if (shape.moe().routed_experts() == 0) shape.clear_moe();
+}
 
-  std::string name = scalar(root, "_name_or_path");
-  if (name.empty()) {
-    // The file's stem ("llama3-8b-config"), else the model type.
-    std::string stem(origin);
-    if (auto slash = stem.find_last_of('/'); slash != std::string::npos) stem = stem.substr(slash + 1);
-    if (auto dot = stem.rfind('.'); dot != std::string::npos) stem = stem.substr(0, dot);
-    name = stem.empty() || stem == "config" ? type : stem;
-  }
-  shape.set_name(name);
-  shape.set_source(absl::StrCat("Hugging Face config.json (", origin, "), read as ", family->display_name(),
-                                " (presets/architectures/", family->name(), ".yaml)"));
+// The model's name: the config's _name_or_path, else the file's stem ("llama3-8b-config"), else
+// the model type.
+std::string HfModelName(const std::string& name_or_path, const std::string& origin, const std::string& type) {
+  if (!name_or_path.empty()) return name_or_path;
+  std::string stem(origin);
+  if (auto slash = stem.find_last_of('/'); slash != std::string::npos) stem = stem.substr(slash + 1);
+  if (auto dot = stem.rfind('.'); dot != std::string::npos) stem = stem.substr(0, dot);
+  return stem.empty() || stem == "config" ? type : stem;
+}
+
+std::string ScalarAt(const YAML::Node& n, const char* k) {
+  const YAML::Node v = n[k];
+  return v && v.IsScalar() ? v.Scalar() : std::string();
+}
+
+}  // namespace
+
+absl::StatusOr<HfImport> ReadHfConfig(absl::string_view text, absl::string_view origin_view) {
+  const std::string origin(origin_view);
+  absl::StatusOr<const ArchitectureRegistry*> reg = ArchitectureRegistry::Builtin();
+  if (!reg.ok()) return reg.status();
+  const ArchitectureRegistry& registry = **reg;
+  absl::StatusOr<YAML::Node> parsed = ParseHfRoot(text, origin);
+  if (!parsed.ok()) return parsed.status();
+  const YAML::Node root = *parsed;
+  // Multimodal configs (Gemma 3, Llama 4) keep the language model in "text_config"; the decoder
+  // is what trains, the vision tower is not counted.
+  const YAML::Node text_node = root["text_config"];
+  const bool nested = text_node && text_node.IsMap();
+  YAML::Node body;
+  body.reset(nested ? text_node : root);
+  std::string type = absl::AsciiStrToLower(ScalarAt(body, "model_type"));
+  if (type.empty()) type = absl::AsciiStrToLower(ScalarAt(root, "model_type"));
+  absl::StatusOr<const v1::Architecture*> family = HfFamilyOf(registry, type, origin);
+  if (!family.ok()) return family.status();
+  HfReader reader(**family, type, origin);
+
+  // What the family reads and lists, and the keys every config may carry.
+  const std::vector<v1::HfKey> keys = registry.HfKeys(**family);
+  HfImport out;
+  out.family = (*family)->name();
+  if (absl::Status s = CheckHfConfigKeys(registry, **family, keys, root, body, nested, reader, out); !s.ok()) return s;
+
+  v1::ModelShape shape;
+  ApplyConventions((*family)->conventions(), &shape);
+  if (absl::Status s = ReadHfKeys(**family, keys, root, body, nested, reader, shape); !s.ok()) return s;
+  CompleteHfShape(**family, shape);
+  shape.set_name(HfModelName(ScalarAt(root, "_name_or_path"), origin, type));
+  shape.set_source(absl::StrCat("Hugging Face config.json (", origin, "), read as ", (*family)->display_name(),
+                                " (presets/architectures/", (*family)->name(), ".yaml)"));
   absl::StatusOr<ModelShape> m = ModelShapeFromProto(shape, "model.shape");
   if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", m.status().message()));
   out.shape = *std::move(m);

@@ -113,17 +113,35 @@ size_t SkipOptions(const std::vector<std::string>& argv, size_t i, const std::se
   return i;
 }
 
-}  // namespace
-
-LauncherPrefix ParseLauncherPrefix(const std::vector<std::string>& argv, bool shell_scripts) {
-  LauncherPrefix out;
-  out.program_index = argv.size();
+// ParseLauncherPrefix's walk over the launchers in front of the program: the GPU count each
+// launcher states, and where the program is found.
+struct PrefixScan {
+  PrefixScan(const std::vector<std::string>& a, LauncherPrefix& o) : argv(a), out(o) {}
+  const std::vector<std::string>& argv;
+  LauncherPrefix& out;
   int64_t torchrun_gpus = 0, srun_gpus = 0, other_gpus = 0;
   std::string torchrun_from, srun_from, other_from;
   bool srun_direct = false;  // srun starts the program itself (one task per GPU)
-  size_t i = 0;
-  const size_t n = argv.size();
   std::string last_launcher;
+
+  size_t n() const { return argv.size(); }
+  // The program is argv[program], its arguments start at argv[args].
+  void Finish(size_t program, size_t args, bool module) {
+    out.program_index = program;
+    out.args_index = args;
+    out.program = program < n() ? argv[program] : "";
+    out.module = module;
+  }
+};
+
+bool IsPython(const std::string& base) {
+  return base == "python" || base == "python3" || absl::StartsWith(base, "python3.");
+}
+
+// torchrun (or python -m torch.distributed.run/launch) at argv[i]: its options as
+// torch/distributed/run.py get_args_parser defines them; GPUs = --nproc-per-node x --nnodes.
+// Ends the walk at the program (a script, or -m module).
+void ScanTorchrun(PrefixScan& s, size_t i, const std::string& base) {
   // torchrun's options (torch/distributed/run.py get_args_parser): those taking a value.
   static const std::set<std::string> kTorchrunValues = {
       "--nnodes", "--nproc-per-node", "--nproc_per_node", "--node-rank", "--node_rank", "--master-addr",
@@ -134,6 +152,60 @@ LauncherPrefix ParseLauncherPrefix(const std::vector<std::string>& argv, bool sh
       "--local-addr", "--local_addr", "--logs-specs", "--logs_specs", "--event-log-handler", "--numa-binding"};
   static const std::set<std::string> kTorchrunSwitches = {"--standalone", "--no-python", "--no_python",
                                                          "--run-path", "--run_path", "--virtual-local-rank"};
+  const std::vector<std::string>& argv = s.argv;
+  const size_t n = s.n();
+  size_t j = base == "torchrun" ? i + 1 : i + 3;
+  int64_t nproc = 1, nnodes = 1;
+  bool known = true;
+  std::vector<std::string> from = {"torchrun"};
+  bool module = false;
+  while (j < n) {
+    OptionScan scan{argv, j};
+    std::string v;
+    if (scan.Take({"--nproc-per-node", "--nproc_per_node"}, &v)) {
+      nproc = CountOf(v);
+      known = known && nproc > 0;
+      from.push_back(absl::StrCat("--nproc_per_node ", v));
+      ++j;
+    } else if (scan.Take({"--nnodes"}, &v)) {
+      nnodes = CountOf(v);
+      known = known && nnodes > 0;
+      from.push_back(absl::StrCat("--nnodes ", v));
+      ++j;
+    } else if (argv[j] == "-m" || argv[j] == "--module") {
+      module = true;
+      ++j;
+    } else if (argv[j].size() > 1 && argv[j][0] == '-') {
+      j = SkipOne(argv, j, kTorchrunValues, kTorchrunSwitches);
+    } else {
+      break;
+    }
+  }
+  if (known) {
+    s.torchrun_gpus = nproc * nnodes;
+    s.torchrun_from = absl::StrJoin(from, " ");
+  }
+  s.last_launcher = "torchrun";
+  if (j < n) s.Finish(j, j + 1, module);
+}
+
+// python at argv[i]: its options (-X and -W take a value), then "-m module" or a script; "-c"
+// leaves the program unknown. Ends the walk.
+void ScanPython(PrefixScan& s, size_t i) {
+  const std::vector<std::string>& argv = s.argv;
+  const size_t n = s.n();
+  size_t j = i + 1;
+  while (j < n && argv[j].size() > 1 && argv[j][0] == '-' && argv[j] != "-m" && argv[j] != "-c") {
+    j += (argv[j] == "-X" || argv[j] == "-W") ? 2 : 1;
+  }
+  if (j < n && argv[j] == "-m" && j + 1 < n) s.Finish(j + 1, j + 2, true);
+  else if (j < n && argv[j] != "-c") s.Finish(j, j + 1, false);
+}
+
+// srun at argv[i]: its options (srun(1); those in kSrunSwitches take no value); GPUs =
+// --ntasks, else nodes x --ntasks-per-node, else nodes x --gpus-per-node, else --gpus. Returns
+// the index after its options (the walk goes on: srun may start another launcher).
+size_t ScanSrun(PrefixScan& s, size_t i) {
   // srun(1) options without a value (the rest take one).
   static const std::set<std::string> kSrunSwitches = {
       "-l", "--label", "-u", "--unbuffered", "-v", "--verbose", "-Q", "--quiet", "-K", "--kill-on-bad-exit",
@@ -142,12 +214,123 @@ LauncherPrefix ParseLauncherPrefix(const std::vector<std::string>& argv, bool sh
       "--container-remap-root", "--no-container-remap-root", "--container-writable", "--container-readonly",
       "--no-container-mount-home", "--container-mount-home", "--no-container-entrypoint", "--container-entrypoint",
       "--no-kill", "-k", "--test-only", "--spread-job", "--use-min-nodes", "--whole", "--exact", "--reboot"};
-  auto finish = [&](size_t program, size_t args, bool module) {
-    out.program_index = program;
-    out.args_index = args;
-    out.program = program < n ? argv[program] : "";
-    out.module = module;
-  };
+  const std::vector<std::string>& argv = s.argv;
+  const size_t n = s.n();
+  size_t j = i + 1;
+  int64_t nodes = 0, ntasks = 0, per_node = 0, gpus_per_node = 0, gpus = 0;
+  std::vector<std::string> from = {"srun"};
+  while (j < n && argv[j].size() > 1 && argv[j][0] == '-') {
+    OptionScan scan{argv, j};
+    std::string v;
+    auto count_after_type = [](const std::string& x) { return CountOf(x.substr(x.rfind(':') + 1)); };
+    if (scan.Take({"-N", "--nodes"}, &v)) {
+      nodes = CountOf(v), from.push_back(absl::StrCat("-N ", v));
+    } else if (scan.Take({"-n", "--ntasks"}, &v)) {
+      ntasks = CountOf(v), from.push_back(absl::StrCat("--ntasks ", v));
+    } else if (scan.Take({"--ntasks-per-node"}, &v)) {
+      per_node = CountOf(v), from.push_back(absl::StrCat("--ntasks-per-node ", v));
+    } else if (scan.Take({"--gpus-per-node"}, &v)) {
+      gpus_per_node = count_after_type(v), from.push_back(absl::StrCat("--gpus-per-node ", v));
+    } else if (scan.Take({"-G", "--gpus"}, &v)) {
+      gpus = count_after_type(v), from.push_back(absl::StrCat("--gpus ", v));
+    } else if (argv[j].find('=') != std::string::npos || kSrunSwitches.count(argv[j])) {
+      // one word
+    } else if (argv[j].size() == 2 || absl::StartsWith(argv[j], "--")) {
+      if (j + 1 < n && argv[j + 1][0] != '-' && !LooksLikeProgram(argv[j + 1])) ++j;
+    }
+    ++j;
+  }
+  const int64_t n_nodes = nodes > 0 ? nodes : 1;
+  s.srun_gpus = ntasks > 0 ? ntasks : per_node > 0 ? n_nodes * per_node : gpus_per_node > 0 ? n_nodes * gpus_per_node : gpus;
+  s.srun_from = absl::StrJoin(from, " ");
+  s.last_launcher = "srun";
+  s.srun_direct = true;
+  return j;
+}
+
+// deepspeed at argv[i]: GPUs = --num_gpus x --num_nodes. Ends the walk at the program.
+void ScanDeepspeed(PrefixScan& s, size_t i) {
+  const std::vector<std::string>& argv = s.argv;
+  const size_t n = s.n();
+  size_t j = i + 1;
+  int64_t g = 0, nn = 1;
+  std::vector<std::string> from = {"deepspeed"};
+  while (j < n && argv[j].size() > 1 && argv[j][0] == '-') {
+    OptionScan scan{argv, j};
+    std::string v;
+    if (scan.Take({"--num_gpus", "--num-gpus"}, &v)) g = CountOf(v), from.push_back(absl::StrCat("--num_gpus ", v));
+    else if (scan.Take({"--num_nodes", "--num-nodes"}, &v)) nn = CountOf(v), from.push_back(absl::StrCat("--num_nodes ", v));
+    else if (argv[j].find('=') == std::string::npos && j + 1 < n && argv[j + 1][0] != '-' && !LooksLikeProgram(argv[j + 1])) ++j;
+    ++j;
+  }
+  if (g > 0 && nn > 0) s.other_gpus = g * nn, s.other_from = absl::StrJoin(from, " ");
+  if (j < n) s.Finish(j, j + 1, false);
+}
+
+// mpirun / mpiexec at argv[i]: GPUs = -np. Returns the index after its options.
+size_t ScanMpirun(PrefixScan& s, size_t i, const std::string& base) {
+  const std::vector<std::string>& argv = s.argv;
+  const size_t n = s.n();
+  size_t j = i + 1;
+  while (j < n && argv[j].size() > 1 && argv[j][0] == '-') {
+    OptionScan scan{argv, j};
+    std::string v;
+    if (scan.Take({"-np", "-n", "--np"}, &v)) {
+      s.other_gpus = CountOf(v), s.other_from = absl::StrCat(base, " -np ", v);
+    } else if (argv[j].find('=') == std::string::npos && j + 1 < n && argv[j + 1][0] != '-' &&
+               !LooksLikeProgram(argv[j + 1])) {
+      ++j;
+    }
+    ++j;
+  }
+  s.last_launcher = "mpirun";
+  s.srun_direct = false;
+  return j;
+}
+
+// A wrapper that starts the rest of the line (nsys profile, numactl, time, nohup, stdbuf, uv run,
+// accelerate launch, nice, taskset and its CPU mask, ncu): returns the index after its options.
+size_t SkipWrapper(PrefixScan& s, size_t i, const std::string& base) {
+  const std::vector<std::string>& argv = s.argv;
+  const size_t n = s.n();
+  size_t j = i + 1;
+  // Subcommands: nsys profile, uv run, accelerate launch.
+  if (j < n && (argv[j] == "profile" || argv[j] == "run" || argv[j] == "launch")) ++j;
+  j = SkipOptions(argv, j, {}, {});
+  if (base == "taskset" && j < n && argv[j][0] != '-') ++j;  // the CPU mask
+  s.srun_direct = false;
+  return j;
+}
+
+// A program that is neither a script nor a module (a wrapper we do not know): falls back on the
+// first "*.py" (or "*.sh") or "-m module" after it.
+void FallBackOnScript(PrefixScan& s, bool shell_scripts) {
+  const std::vector<std::string>& argv = s.argv;
+  const size_t n = s.n();
+  const std::string prog = Basename(s.out.program);
+  const bool script = absl::EndsWith(prog, ".py") || (shell_scripts && absl::EndsWith(prog, ".sh")) || s.out.module;
+  if (script) return;
+  // Also when no program was found (bash -c "..." pretrain_gpt.py ...: the string's $0 args).
+  for (size_t k = s.out.program_index < n ? s.out.program_index : 0; k < n; ++k) {
+    if (absl::EndsWith(argv[k], ".py") || (shell_scripts && absl::EndsWith(argv[k], ".sh"))) {
+      s.Finish(k, k + 1, false);
+      break;
+    }
+    if (argv[k] == "-m" && k + 1 < n) {
+      s.Finish(k + 1, k + 2, true);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+LauncherPrefix ParseLauncherPrefix(const std::vector<std::string>& argv, bool shell_scripts) {
+  LauncherPrefix out;
+  out.program_index = argv.size();
+  PrefixScan s(argv, out);
+  size_t i = 0;
+  const size_t n = argv.size();
   bool done = false;
   while (i < n && !done) {
     const std::string& tok = argv[i];
@@ -156,165 +339,46 @@ LauncherPrefix ParseLauncherPrefix(const std::vector<std::string>& argv, bool sh
       ++i;
     } else if (base == "env") {
       i = SkipOptions(argv, i + 1, {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}, {"-i", "--ignore-environment", "-0"});
-    } else if (base == "torchrun" || ((base == "python" || base == "python3" || absl::StartsWith(base, "python3.")) &&
-                                       i + 2 < n && argv[i + 1] == "-m" &&
+    } else if (base == "torchrun" || (IsPython(base) && i + 2 < n && argv[i + 1] == "-m" &&
                                        (argv[i + 2] == "torch.distributed.run" || argv[i + 2] == "torch.distributed.launch"))) {
-      size_t j = base == "torchrun" ? i + 1 : i + 3;
-      int64_t nproc = 1, nnodes = 1;
-      bool known = true;
-      std::vector<std::string> from = {"torchrun"};
-      bool module = false;
-      while (j < n) {
-        OptionScan scan{argv, j};
-        std::string v;
-        if (scan.Take({"--nproc-per-node", "--nproc_per_node"}, &v)) {
-          nproc = CountOf(v);
-          known = known && nproc > 0;
-          from.push_back(absl::StrCat("--nproc_per_node ", v));
-          ++j;
-        } else if (scan.Take({"--nnodes"}, &v)) {
-          nnodes = CountOf(v);
-          known = known && nnodes > 0;
-          from.push_back(absl::StrCat("--nnodes ", v));
-          ++j;
-        } else if (argv[j] == "-m" || argv[j] == "--module") {
-          module = true;
-          ++j;
-        } else if (argv[j].size() > 1 && argv[j][0] == '-') {
-          j = SkipOne(argv, j, kTorchrunValues, kTorchrunSwitches);
-        } else {
-          break;
-        }
-      }
-      if (known) {
-        torchrun_gpus = nproc * nnodes;
-        torchrun_from = absl::StrJoin(from, " ");
-      }
-      last_launcher = "torchrun";
-      if (j < n) finish(j, j + 1, module);
+      ScanTorchrun(s, i, base);
       done = true;
-    } else if (base == "python" || base == "python3" || absl::StartsWith(base, "python3.")) {
-      size_t j = i + 1;
-      while (j < n && argv[j].size() > 1 && argv[j][0] == '-' && argv[j] != "-m" && argv[j] != "-c") {
-        j += (argv[j] == "-X" || argv[j] == "-W") ? 2 : 1;
-      }
-      if (j < n && argv[j] == "-m" && j + 1 < n) finish(j + 1, j + 2, true);
-      else if (j < n && argv[j] != "-c") finish(j, j + 1, false);
+    } else if (IsPython(base)) {
+      ScanPython(s, i);
       done = true;
     } else if (base == "srun") {
-      size_t j = i + 1;
-      int64_t nodes = 0, ntasks = 0, per_node = 0, gpus_per_node = 0, gpus = 0;
-      std::vector<std::string> from = {"srun"};
-      while (j < n && argv[j].size() > 1 && argv[j][0] == '-') {
-        OptionScan scan{argv, j};
-        std::string v;
-        auto count_after_type = [](const std::string& x) { return CountOf(x.substr(x.rfind(':') + 1)); };
-        if (scan.Take({"-N", "--nodes"}, &v)) {
-          nodes = CountOf(v), from.push_back(absl::StrCat("-N ", v));
-        } else if (scan.Take({"-n", "--ntasks"}, &v)) {
-          ntasks = CountOf(v), from.push_back(absl::StrCat("--ntasks ", v));
-        } else if (scan.Take({"--ntasks-per-node"}, &v)) {
-          per_node = CountOf(v), from.push_back(absl::StrCat("--ntasks-per-node ", v));
-        } else if (scan.Take({"--gpus-per-node"}, &v)) {
-          gpus_per_node = count_after_type(v), from.push_back(absl::StrCat("--gpus-per-node ", v));
-        } else if (scan.Take({"-G", "--gpus"}, &v)) {
-          gpus = count_after_type(v), from.push_back(absl::StrCat("--gpus ", v));
-        } else if (argv[j].find('=') != std::string::npos || kSrunSwitches.count(argv[j])) {
-          // one word
-        } else if (argv[j].size() == 2 || absl::StartsWith(argv[j], "--")) {
-          if (j + 1 < n && argv[j + 1][0] != '-' && !LooksLikeProgram(argv[j + 1])) ++j;
-        }
-        ++j;
-      }
-      const int64_t n_nodes = nodes > 0 ? nodes : 1;
-      srun_gpus = ntasks > 0 ? ntasks : per_node > 0 ? n_nodes * per_node : gpus_per_node > 0 ? n_nodes * gpus_per_node : gpus;
-      srun_from = absl::StrJoin(from, " ");
-      last_launcher = "srun";
-      srun_direct = true;
-      i = j;
-      continue;
+      i = ScanSrun(s, i);
     } else if (base == "deepspeed") {
-      size_t j = i + 1;
-      int64_t g = 0, nn = 1;
-      std::vector<std::string> from = {"deepspeed"};
-      while (j < n && argv[j].size() > 1 && argv[j][0] == '-') {
-        OptionScan scan{argv, j};
-        std::string v;
-        if (scan.Take({"--num_gpus", "--num-gpus"}, &v)) g = CountOf(v), from.push_back(absl::StrCat("--num_gpus ", v));
-        else if (scan.Take({"--num_nodes", "--num-nodes"}, &v)) nn = CountOf(v), from.push_back(absl::StrCat("--num_nodes ", v));
-        else if (argv[j].find('=') == std::string::npos && j + 1 < n && argv[j + 1][0] != '-' && !LooksLikeProgram(argv[j + 1])) ++j;
-        ++j;
-      }
-      if (g > 0 && nn > 0) other_gpus = g * nn, other_from = absl::StrJoin(from, " ");
-      if (j < n) finish(j, j + 1, false);
+      ScanDeepspeed(s, i);
       done = true;
     } else if (base == "mpirun" || base == "mpiexec") {
-      size_t j = i + 1;
-      while (j < n && argv[j].size() > 1 && argv[j][0] == '-') {
-        OptionScan scan{argv, j};
-        std::string v;
-        if (scan.Take({"-np", "-n", "--np"}, &v)) {
-          other_gpus = CountOf(v), other_from = absl::StrCat(base, " -np ", v);
-        } else if (argv[j].find('=') == std::string::npos && j + 1 < n && argv[j + 1][0] != '-' &&
-                   !LooksLikeProgram(argv[j + 1])) {
-          ++j;
-        }
-        ++j;
-      }
-      last_launcher = "mpirun";
-      srun_direct = false;
-      i = j;
-      continue;
+      i = ScanMpirun(s, i, base);
     } else if (base == "bash" || base == "sh" || base == "zsh") {
       size_t j = i + 1;
       while (j < n && argv[j].size() > 1 && argv[j][0] == '-' && argv[j] != "-c") j += (argv[j] == "-o" ? 2 : 1);
-      if (j < n && argv[j] != "-c") finish(j, j + 1, false);
+      if (j < n && argv[j] != "-c") s.Finish(j, j + 1, false);
       done = true;
     } else if (base == "nsys" || base == "numactl" || base == "time" || base == "nohup" || base == "stdbuf" ||
                base == "uv" || base == "accelerate" || base == "nice" || base == "taskset" || base == "ncu") {
-      size_t j = i + 1;
-      // Subcommands: nsys profile, uv run, accelerate launch.
-      if (j < n && (argv[j] == "profile" || argv[j] == "run" || argv[j] == "launch")) ++j;
-      j = SkipOptions(argv, j, {}, {});
-      if (base == "taskset" && j < n && argv[j][0] != '-') ++j;  // the CPU mask
-      srun_direct = false;
-      i = j;
-      continue;
+      i = SkipWrapper(s, i, base);
     } else if (tok.size() > 1 && tok[0] == '-') {
       // The line starts with options: no program (the whole line is the program's arguments).
       done = true;
     } else {
-      finish(i, i + 1, false);
+      s.Finish(i, i + 1, false);
       done = true;
     }
-    if (!done) continue;
   }
-  // A program that is neither a script nor a module (a wrapper we do not know): fall back on the
-  // first "*.py" (or "*.sh") or "-m module" after it.
-  const std::string prog = Basename(out.program);
-  const bool script = absl::EndsWith(prog, ".py") || (shell_scripts && absl::EndsWith(prog, ".sh")) || out.module;
-  if (!script) {
-    // Also when no program was found (bash -c "..." pretrain_gpt.py ...: the string's $0 args).
-    for (size_t k = out.program_index < n ? out.program_index : 0; k < n; ++k) {
-      if (absl::EndsWith(argv[k], ".py") || (shell_scripts && absl::EndsWith(argv[k], ".sh"))) {
-        finish(k, k + 1, false);
-        break;
-      }
-      if (argv[k] == "-m" && k + 1 < n) {
-        finish(k + 1, k + 2, true);
-        break;
-      }
-    }
-  }
+  FallBackOnScript(s, shell_scripts);
   if (out.program_index >= n) out.args_index = 0;
-  if (torchrun_gpus > 0) {
-    out.gpus = torchrun_gpus, out.gpus_from = torchrun_from;
-  } else if (srun_gpus > 0 && srun_direct) {
-    out.gpus = srun_gpus, out.gpus_from = srun_from;
-  } else if (other_gpus > 0) {
-    out.gpus = other_gpus, out.gpus_from = other_from;
-  } else if (srun_gpus > 0) {
-    out.gpus = srun_gpus, out.gpus_from = srun_from;
+  if (s.torchrun_gpus > 0) {
+    out.gpus = s.torchrun_gpus, out.gpus_from = s.torchrun_from;
+  } else if (s.srun_gpus > 0 && s.srun_direct) {
+    out.gpus = s.srun_gpus, out.gpus_from = s.srun_from;
+  } else if (s.other_gpus > 0) {
+    out.gpus = s.other_gpus, out.gpus_from = s.other_from;
+  } else if (s.srun_gpus > 0) {
+    out.gpus = s.srun_gpus, out.gpus_from = s.srun_from;
   }
   return out;
 }

@@ -697,21 +697,66 @@ bool IsModelledMegatronFlag(absl::string_view name) {
   return ValueFlags().count(n) || SwitchFlags().count(n) || ListFlags().count(n);
 }
 
-absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& argv) {
-  // Skip the launchers (python, torchrun, srun and their options): start after the program.
-  const LauncherPrefix launch = ParseLauncherPrefix(argv, /*shell_scripts=*/false);
-  const size_t start = launch.args_index;
-  ImportedJob out;
-  out.source = "megatron";
-  out.launcher_gpus = launch.gpus;
-  out.launcher_gpus_from = launch.gpus_from;
-  if (absl::Status s = CheckMegatronProgram(launch.program, argv, start); !s.ok()) return s;
-  std::map<std::string, std::string> vals;
-  std::map<std::string, std::vector<std::string>> lists;
-  std::set<std::string> switches;
+namespace {
+
+// The program's arguments sorted by kind (names as in megatron/training/arguments.py, '_'
+// read as '-').
+struct MegatronFlags {
+  std::map<std::string, std::string> vals;                // ValueFlags(): the last value given
+  std::map<std::string, std::vector<std::string>> lists;  // ListFlags()
+  std::set<std::string> switches;                         // SwitchFlags()
   // Flags that are not modelled, with their values: some decide whether Megatron accepts the
   // launch (--decoder-first-pipeline-num-layers, --ckpt-format, --overlap-param-gather, ...).
   std::map<std::string, std::vector<std::string>> others;
+
+  bool Has(const char* f) const { return vals.count(f) > 0; }
+  bool On(const char* f) const { return switches.count(f) > 0; }
+  // Whether the flag is on the line at all (modelled or not).
+  bool Given(const char* f) const { return others.count(f) > 0 || switches.count(f) > 0 || vals.count(f) > 0; }
+  // A value flag's text; "" when it is not given.
+  std::string Val(const char* f) const {
+    auto it = vals.find(f);
+    return it == vals.end() ? std::string() : it->second;
+  }
+  // A value flag as an integer in 0..max ("8" or "8.0"); `fallback` when not given, an error
+  // "required" when not given and fallback < 0.
+  absl::StatusOr<int64_t> Int(const char* f, int64_t fallback, int64_t max = kMaxSize) const {
+    auto it = vals.find(f);
+    if (it == vals.end()) {
+      if (fallback < 0) return FlagError(f, "required");
+      return fallback;
+    }
+    int64_t v = 0;
+    double d = 0;
+    if (absl::SimpleAtoi(it->second, &v)) {
+      // fall through to the range check
+    } else if (absl::SimpleAtod(it->second, &d) && std::isfinite(d) && d == std::floor(d) &&
+               std::fabs(d) <= static_cast<double>(max)) {
+      v = static_cast<int64_t>(d);
+    } else {
+      return FlagError(f, absl::StrCat("'", it->second, "' is not an integer of at most ", max));
+    }
+    if (v < 0 || v > max) return FlagError(f, absl::StrCat(v, " is out of range (0 to ", max, ")"));
+    return v;
+  }
+  // An unmodelled flag's single value as an integer >= 1; 0 when it is not given.
+  absl::StatusOr<int64_t> OtherInt(const char* f) const {
+    auto it = others.find(f);
+    if (it == others.end()) return int64_t{0};
+    int64_t v = 0;
+    if (it->second.size() != 1 || !absl::SimpleAtoi(it->second[0], &v) || v <= 0 || v > kMaxSize) {
+      return FlagError(f, absl::StrCat("'", absl::StrJoin(it->second, " "), "' is not an integer >= 1"));
+    }
+    return v;
+  }
+};
+
+// Reads argv[start...] (the program's arguments, after the launchers) into `f`: each flag's name
+// goes to out.flags, each token that is not a modelled flag to out.ignored with its values.
+// Reads: Megatron-LM's argparse conventions (megatron/training/arguments.py: "--flag value",
+// "--flag=value", nargs '*' lists, store_true switches; no positional arguments).
+absl::Status SortMegatronFlags(const std::vector<std::string>& argv, size_t start, MegatronFlags& f,
+                               ImportedJob& out) {
   auto is_flag = [](const std::string& t) { return absl::StartsWith(t, "--"); };
   for (size_t i = start; i < argv.size(); ++i) {
     const std::string& tok = argv[i];
@@ -733,20 +778,20 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
         if (i + 1 >= argv.size() || is_flag(argv[i + 1])) return FlagError(name, "needs a value");
         value = argv[++i];
       }
-      vals[name] = value;
+      f.vals[name] = value;
     } else if (ListFlags().count(name)) {
-      std::vector<std::string>& l = lists[name];
+      std::vector<std::string>& l = f.lists[name];
       l.clear();
       if (has_inline) l.push_back(value);
       while (i + 1 < argv.size() && !is_flag(argv[i + 1])) l.push_back(argv[++i]);
     } else if (SwitchFlags().count(name)) {
       if (has_inline) return FlagError(name, "is a switch and takes no value");
-      switches.insert(name);
+      f.switches.insert(name);
     } else {
       // Not modelled: keep it with all its values (Megatron has no positional arguments, so
       // every token up to the next flag belongs to it: nargs '*' lists such as --data-path).
       std::string entry = tok;
-      std::vector<std::string>& values = others[name];
+      std::vector<std::string>& values = f.others[name];
       values.clear();
       if (has_inline) values.push_back(value);
       while (!has_inline && i + 1 < argv.size() && !is_flag(argv[i + 1])) {
@@ -756,288 +801,346 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
       out.ignored.push_back(entry);
     }
   }
-  auto has = [&](const char* f) { return vals.count(f) > 0; };
-  auto int_of = [&](const char* f, int64_t fallback, int64_t max = kMaxSize) -> absl::StatusOr<int64_t> {
-    auto it = vals.find(f);
-    if (it == vals.end()) {
-      if (fallback < 0) return FlagError(f, "required");
-      return fallback;
-    }
-    int64_t v = 0;
-    double d = 0;
-    if (absl::SimpleAtoi(it->second, &v)) {
-      // fall through to the range check
-    } else if (absl::SimpleAtod(it->second, &d) && std::isfinite(d) && d == std::floor(d) &&
-               std::fabs(d) <= static_cast<double>(max)) {
-      v = static_cast<int64_t>(d);
-    } else {
-      return FlagError(f, absl::StrCat("'", it->second, "' is not an integer of at most ", max));
-    }
-    if (v < 0 || v > max) return FlagError(f, absl::StrCat(v, " is out of range (0 to ", max, ")"));
-    return v;
-  };
-#define GET(var, flag, fallback, ...)              \
-  int64_t var = 0;                                 \
-  {                                                \
-    auto _v = int_of(flag, fallback, ##__VA_ARGS__); \
-    if (!_v.ok()) return _v.status();              \
-    var = *_v;                                     \
+  return absl::OkStatus();
+}
+
+// The integer flags and the FFN activation of a launch line, Megatron's defaults where a flag is
+// not given.
+struct MegatronNumbers {
+  int64_t layers = 0, hidden = 0, heads = 0, seq = 0, mbs = 0, gbs = 0;
+  int64_t tp = 0, pp = 0, cp = 0, ep = 0, etp = 0;
+  int64_t kv_channels = 0, experts = 0, topk = 0, train_iters = 0, train_samples = 0;
+  int64_t divisible = 0, padded_vocab = 0;
+  int64_t ffn = 0, moe_ffn = 0, shared_ffn = 0, query_groups = 0, max_pos = 0;
+  int64_t layers_per_vstage = 0, vstages_per_rank = 0, recompute_layers = 0;
+  int64_t q_lora = 0, kv_lora = 0, qk_head_dim = 0, qk_pos_dim = 0, v_head_dim = 0;
+  bool swiglu = false, quick_geglu = false, squared_relu = false;
+};
+
+// One integer flag: its name, its default (-1: required), the field it fills, its upper bound.
+struct MegatronIntFlag {
+  const char* flag;
+  int64_t fallback;
+  int64_t MegatronNumbers::*field;
+  int64_t max = kMaxSize;
+};
+
+absl::Status ReadMegatronInts(const MegatronFlags& f, std::initializer_list<MegatronIntFlag> flags, MegatronNumbers& n) {
+  for (const MegatronIntFlag& i : flags) {
+    absl::StatusOr<int64_t> v = f.Int(i.flag, i.fallback, i.max);
+    if (!v.ok()) return v.status();
+    n.*(i.field) = *v;
   }
-  GET(layers, "num-layers", -1);
-  GET(hidden, "hidden-size", -1);
-  GET(heads, "num-attention-heads", -1);
-  GET(seq, "seq-length", -1);
-  GET(mbs, "micro-batch-size", 1);
-  GET(gbs, "global-batch-size", 0);  // 0: micro-batch x DP (arguments.py), resolved by Finalize
-  GET(tp, "tensor-model-parallel-size", 1);
-  GET(pp, "pipeline-model-parallel-size", 1);
-  GET(cp, "context-parallel-size", 1);
-  GET(ep, "expert-model-parallel-size", 1);
-  GET(etp, "expert-tensor-parallel-size", 0);
-  GET(kv_channels, "kv-channels", 0);
-  GET(experts, "num-experts", 0);
-  GET(topk, "moe-router-topk", 2);
-  GET(train_iters, "train-iters", 0, kMaxCount);
-  GET(train_samples, "train-samples", 0, kMaxCount);
-  GET(divisible, "make-vocab-size-divisible-by", 128);
-  GET(padded_vocab, "padded-vocab-size", 0);
-  const bool swiglu = switches.count("swiglu") > 0;
-  const bool quick_geglu = switches.count("quick-geglu") > 0;
-  const bool squared_relu = switches.count("squared-relu") > 0;
-  if (int(swiglu) + int(quick_geglu) + int(squared_relu) > 1) {
-    return FlagError(swiglu ? "swiglu" : "quick-geglu",
+  return absl::OkStatus();
+}
+
+// Reads the integer flags in Megatron-LM's order of checks, with the defaults of
+// megatron/training/arguments.py (required: num_layers, hidden_size, num_attention_heads,
+// max_position_embeddings, seq_length; ffn_hidden_size 4h, or int((4h * 2 / 3) / 64) * 64 with
+// --swiglu; MLA: q_lora_rank None, kv_lora_rank 32, qk_head_dim 128, qk_pos_emb_head_dim 64,
+// v_head_dim 128), and refuses a 0 where Megatron takes only >= 1.
+absl::Status ReadMegatronNumbers(const MegatronFlags& f, MegatronNumbers& n) {
+  using N = MegatronNumbers;
+  if (absl::Status s = ReadMegatronInts(
+          f,
+          {{"num-layers", -1, &N::layers},
+           {"hidden-size", -1, &N::hidden},
+           {"num-attention-heads", -1, &N::heads},
+           {"seq-length", -1, &N::seq},
+           {"micro-batch-size", 1, &N::mbs},
+           {"global-batch-size", 0, &N::gbs},  // 0: micro-batch x DP (arguments.py), resolved by Finalize
+           {"tensor-model-parallel-size", 1, &N::tp},
+           {"pipeline-model-parallel-size", 1, &N::pp},
+           {"context-parallel-size", 1, &N::cp},
+           {"expert-model-parallel-size", 1, &N::ep},
+           {"expert-tensor-parallel-size", 0, &N::etp},
+           {"kv-channels", 0, &N::kv_channels},
+           {"num-experts", 0, &N::experts},
+           {"moe-router-topk", 2, &N::topk},
+           {"train-iters", 0, &N::train_iters, kMaxCount},
+           {"train-samples", 0, &N::train_samples, kMaxCount},
+           {"make-vocab-size-divisible-by", 128, &N::divisible},
+           {"padded-vocab-size", 0, &N::padded_vocab}},
+          n);
+      !s.ok()) {
+    return s;
+  }
+  n.swiglu = f.On("swiglu");
+  n.quick_geglu = f.On("quick-geglu");
+  n.squared_relu = f.On("squared-relu");
+  if (int(n.swiglu) + int(n.quick_geglu) + int(n.squared_relu) > 1) {
+    return FlagError(n.swiglu ? "swiglu" : "quick-geglu",
                      "only one of --swiglu, --quick-geglu, --squared-relu (arguments.py asserts not swiglu)");
   }
   // arguments.py: ffn_hidden_size defaults to 4h, or int((4h * 2 / 3) / 64) * 64 with --swiglu.
+  const bool swiglu = n.swiglu;
+  const int64_t hidden = n.hidden;
   int64_t ffn_default = 4 * hidden;
   if (swiglu) ffn_default = static_cast<int64_t>((4.0 * hidden * 2 / 3) / 64) * 64;
-  GET(ffn, "ffn-hidden-size", ffn_default);
-  GET(moe_ffn, "moe-ffn-hidden-size", ffn);
-  GET(shared_ffn, "moe-shared-expert-intermediate-size", 0);
-  GET(query_groups, "num-query-groups", heads);
-  // Required by arguments.py validate_args (required_args: num_layers, hidden_size,
-  // num_attention_heads, max_position_embeddings).
-  GET(max_pos, "max-position-embeddings", -1);
-  GET(layers_per_vstage, "num-layers-per-virtual-pipeline-stage", 0);
-  GET(vstages_per_rank, "num-virtual-stages-per-pipeline-rank", 0);
-  GET(recompute_layers, "recompute-num-layers", 0);
-  // MLA (arguments.py _add_mla_args defaults: q_lora_rank None, kv_lora_rank 32, qk_head_dim
-  // 128, qk_pos_emb_head_dim 64, v_head_dim 128).
-  GET(q_lora, "q-lora-rank", 0);
-  GET(kv_lora, "kv-lora-rank", 32);
-  GET(qk_head_dim, "qk-head-dim", 128);
-  GET(qk_pos_dim, "qk-pos-emb-head-dim", 64);
-  GET(v_head_dim, "v-head-dim", 128);
-#undef GET
+  if (absl::Status s = ReadMegatronInts(f, {{"ffn-hidden-size", ffn_default, &N::ffn}}, n); !s.ok()) return s;
+  if (absl::Status s = ReadMegatronInts(
+          f,
+          {{"moe-ffn-hidden-size", n.ffn, &N::moe_ffn},
+           {"moe-shared-expert-intermediate-size", 0, &N::shared_ffn},
+           {"num-query-groups", n.heads, &N::query_groups},
+           // Required by arguments.py validate_args (required_args: num_layers, hidden_size,
+           // num_attention_heads, max_position_embeddings).
+           {"max-position-embeddings", -1, &N::max_pos},
+           {"num-layers-per-virtual-pipeline-stage", 0, &N::layers_per_vstage},
+           {"num-virtual-stages-per-pipeline-rank", 0, &N::vstages_per_rank},
+           {"recompute-num-layers", 0, &N::recompute_layers},
+           // MLA (arguments.py _add_mla_args defaults: q_lora_rank None, kv_lora_rank 32,
+           // qk_head_dim 128, qk_pos_emb_head_dim 64, v_head_dim 128).
+           {"q-lora-rank", 0, &N::q_lora},
+           {"kv-lora-rank", 32, &N::kv_lora},
+           {"qk-head-dim", 128, &N::qk_head_dim},
+           {"qk-pos-emb-head-dim", 64, &N::qk_pos_dim},
+           {"v-head-dim", 128, &N::v_head_dim}},
+          n);
+      !s.ok()) {
+    return s;
+  }
   // Sizes and degrees that Megatron takes only >= 1 when given (issue 26 N8: 0 was replaced by
   // the default in silence). arguments.py validate_args asserts micro_batch_size > 0 and
   // global_batch_size > 0; parallel_state.initialize_model_parallel divides by the degrees;
   // TransformerConfig raises for num_moe_experts <= 0; a virtual stage of 0 layers divides by 0.
-  for (const char* f : {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "micro-batch-size",
-                        "global-batch-size", "tensor-model-parallel-size", "pipeline-model-parallel-size",
-                        "context-parallel-size", "expert-model-parallel-size", "expert-tensor-parallel-size",
-                        "kv-channels", "num-experts", "moe-router-topk", "ffn-hidden-size", "moe-ffn-hidden-size",
-                        "num-query-groups", "max-position-embeddings", "num-layers-per-virtual-pipeline-stage",
-                        "num-virtual-stages-per-pipeline-rank", "make-vocab-size-divisible-by", "q-lora-rank",
-                        "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim", "padded-vocab-size",
-                        "vocab-size"}) {
-    auto it = vals.find(f);
-    if (it == vals.end()) continue;
-    auto v = int_of(f, 0);
+  for (const char* flag : {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "micro-batch-size",
+                           "global-batch-size", "tensor-model-parallel-size", "pipeline-model-parallel-size",
+                           "context-parallel-size", "expert-model-parallel-size", "expert-tensor-parallel-size",
+                           "kv-channels", "num-experts", "moe-router-topk", "ffn-hidden-size", "moe-ffn-hidden-size",
+                           "num-query-groups", "max-position-embeddings", "num-layers-per-virtual-pipeline-stage",
+                           "num-virtual-stages-per-pipeline-rank", "make-vocab-size-divisible-by", "q-lora-rank",
+                           "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim", "padded-vocab-size",
+                           "vocab-size"}) {
+    if (!f.Has(flag)) continue;
+    auto v = f.Int(flag, 0);
     if (!v.ok()) return v.status();
-    if (*v == 0) return FlagError(f, "0 is not accepted (it must be >= 1)");
+    if (*v == 0) return FlagError(flag, "0 is not accepted (it must be >= 1)");
   }
+  return absl::OkStatus();
+}
 
-  // Vocabulary: --padded-vocab-size, --vocab-size, else the tokenizer's, padded to
-  // --make-vocab-size-divisible-by x TP as Megatron's _vocab_size_with_padding does
-  // (megatron/training/tokenizer/tokenizer.py).
+// The vocabulary (embedding rows): --padded-vocab-size, --vocab-size, else the tokenizer's,
+// padded to --make-vocab-size-divisible-by x TP as Megatron's _vocab_size_with_padding does
+// (megatron/training/tokenizer/tokenizer.py). `program`: the script the launchers start.
+absl::StatusOr<int64_t> MegatronVocab(const MegatronFlags& f, const MegatronNumbers& n, const std::string& program) {
+  if (n.padded_vocab > 0) return n.padded_vocab;
   int64_t vocab = 0;
   // No --tokenizer-type: pretrain_gpt.py's args_defaults {'tokenizer_type': 'GPT2BPETokenizer'}
   // (the GPT-2 BPE of --vocab-file/--merge-file); another script has no such default unless it
   // passes the GPT-2 files.
-  std::string tok_type = vals["tokenizer-type"];
-  if (tok_type.empty() && (Basename(launch.program) == "pretrain_gpt.py" || others.count("merge-file"))) {
+  std::string tok_type = f.Val("tokenizer-type");
+  if (tok_type.empty() && (Basename(program) == "pretrain_gpt.py" || f.others.count("merge-file"))) {
     tok_type = "GPT2BPETokenizer";
   }
-  const std::string tok_model = vals["tokenizer-model"];
-  if (padded_vocab > 0) {
-    vocab = padded_vocab;
+  const std::string tok_model = f.Val("tokenizer-model");
+  if (f.Has("vocab-size")) {
+    auto v = f.Int("vocab-size", -1);
+    if (!v.ok()) return v.status();
+    vocab = *v;
+    if (vocab <= 0) return FlagError("vocab-size", "must be > 0");
   } else {
-    if (has("vocab-size")) {
-      auto v = int_of("vocab-size", -1);
-      if (!v.ok()) return v.status();
-      vocab = *v;
-      if (vocab <= 0) return FlagError("vocab-size", "must be > 0");
-    } else {
-      const std::string model_lower = absl::AsciiStrToLower(tok_model);
-      // GPT2BPETokenizer: len(encoder) of GPT-2's gpt2-vocab.json, 50,257 entries
-      // (megatron/training/tokenizer/tokenizer.py _GPT2BPETokenizer.vocab_size; the gpt2
-      // config.json's vocab_size).
-      if (tok_type == "GPT2BPETokenizer") vocab = 50257;
-      else if (tok_type == "Llama2Tokenizer") vocab = 32000;
-      if (vocab == 0) vocab = LocalTokenizerVocab(tok_model);
-      if (vocab == 0) vocab = KnownTokenizerVocab(model_lower);
-      if (vocab == 0) {
-        return FlagError("vocab-size", absl::StrCat(
-            "required: the vocabulary of --tokenizer-type ", tok_type.empty() ? "(none)" : tok_type,
-            tok_model.empty() ? "" : absl::StrCat(" --tokenizer-model ", tok_model),
-            " is not known here (not a local directory with a config.json, not a known model name); "
-            "add --vocab-size N"));
-      }
+    const std::string model_lower = absl::AsciiStrToLower(tok_model);
+    // GPT2BPETokenizer: len(encoder) of GPT-2's gpt2-vocab.json, 50,257 entries
+    // (megatron/training/tokenizer/tokenizer.py _GPT2BPETokenizer.vocab_size; the gpt2
+    // config.json's vocab_size).
+    if (tok_type == "GPT2BPETokenizer") vocab = 50257;
+    else if (tok_type == "Llama2Tokenizer") vocab = 32000;
+    if (vocab == 0) vocab = LocalTokenizerVocab(tok_model);
+    if (vocab == 0) vocab = KnownTokenizerVocab(model_lower);
+    if (vocab == 0) {
+      return FlagError("vocab-size", absl::StrCat(
+          "required: the vocabulary of --tokenizer-type ", tok_type.empty() ? "(none)" : tok_type,
+          tok_model.empty() ? "" : absl::StrCat(" --tokenizer-model ", tok_model),
+          " is not known here (not a local directory with a config.json, not a known model name); "
+          "add --vocab-size N"));
     }
-    const int64_t multiple = divisible * std::max<int64_t>(tp, 1);
-    if (multiple > 0) vocab = (vocab + multiple - 1) / multiple * multiple;
   }
+  const int64_t multiple = n.divisible * std::max<int64_t>(n.tp, 1);
+  if (multiple > 0) vocab = (vocab + multiple - 1) / multiple * multiple;
+  return vocab;
+}
 
-  v1::ModelShape& m = *out.spec.mutable_model()->mutable_shape();
-  m.set_name(absl::StrCat("megatron-", layers, "L-", hidden, "h"));
+// --position-embedding-type, arguments.py's default learned_absolute when not given.
+std::string MegatronPositionEmbedding(const MegatronFlags& f) {
+  return f.Has("position-embedding-type") ? f.Val("position-embedding-type") : "learned_absolute";
+}
+
+// --moe-layer-freq: an integer k (every k-th layer MoE) or a list pattern, 1 for an MoE layer and
+// 0 for a dense one, of --num-layers entries (arguments.py moe_freq_type). The shape models "N
+// leading dense layers, then every k-th layer MoE"; any other pattern is an error.
+absl::Status SetMoeLayerFreq(const std::string& f, int64_t layers, v1::MoeShape& moe) {
+  int64_t freq = 0;
+  if (f.find('[') == std::string::npos) {
+    if (!absl::SimpleAtoi(f, &freq) || freq <= 0 || freq > layers) {
+      return FlagError("moe-layer-freq", absl::StrCat("'", f, "' is not an integer in 1..num-layers"));
+    }
+    moe.set_layer_freq(freq);
+    return absl::OkStatus();
+  }
+  // A list pattern (1: MoE layer, 0: dense), its length num-layers (arguments.py).
+  auto pattern = PatternParser(f, static_cast<size_t>(layers)).Parse();
+  if (!pattern.ok()) return FlagError("moe-layer-freq", absl::StrCat("'", f, "': ", pattern.status().message()));
+  if (static_cast<int64_t>(pattern->size()) != layers) {
+    return FlagError("moe-layer-freq", absl::StrCat("'", f, "' has ", pattern->size(), " entries, not num-layers (",
+                                                    layers, ")"));
+  }
+  int64_t first = 0;
+  while (first < layers && (*pattern)[first] == 0) ++first;
+  if (first == layers) return FlagError("moe-layer-freq", absl::StrCat("'", f, "' has no MoE layer"));
+  // The shape models "first_dense_layers dense, then every layer_freq-th layer MoE".
+  bool matched = false;
+  for (int64_t fq = 1; fq <= layers - first && !matched; ++fq) {
+    bool ok = true;
+    for (int64_t i = 0; i < layers && ok; ++i) {
+      const int64_t want = (i >= first && (i - first) % fq == 0) ? 1 : 0;
+      ok = (*pattern)[i] == want;
+    }
+    if (ok) {
+      moe.set_first_dense_layers(first);
+      moe.set_layer_freq(fq);
+      matched = true;
+    }
+  }
+  if (!matched) {
+    return FlagError("moe-layer-freq", absl::StrCat("'", f, "' is not modelled: only N leading dense layers "
+                                                    "followed by every k-th layer MoE"));
+  }
+  return absl::OkStatus();
+}
+
+// The model shape from the model flags: layers, sizes, attention (GQA --group-query-attention,
+// MLA --multi-latent-attention), FFN activation, embeddings, norm, MoE. Reads arguments.py
+// core_transformer_config_from_args.
+absl::Status SetMegatronModel(const MegatronFlags& f, const MegatronNumbers& n, int64_t vocab, v1::ModelShape& m) {
+  m.set_name(absl::StrCat("megatron-", n.layers, "L-", n.hidden, "h"));
   m.set_source("Megatron-LM arguments");
-  m.set_layers(layers);
-  m.set_hidden_size(hidden);
-  m.set_attention_heads(heads);
-  if (switches.count("group-query-attention")) m.set_kv_heads(query_groups);
-  m.set_head_dim(kv_channels);
-  m.set_ffn_hidden_size(ffn);
+  m.set_layers(n.layers);
+  m.set_hidden_size(n.hidden);
+  m.set_attention_heads(n.heads);
+  if (f.On("group-query-attention")) m.set_kv_heads(n.query_groups);
+  m.set_head_dim(n.kv_channels);
+  m.set_ffn_hidden_size(n.ffn);
   // arguments.py core_transformer_config_from_args: --swiglu (SiLU GLU), --quick-geglu (gated
   // quick-GELU, gpt-oss), --squared-relu; else GELU.
-  m.set_ffn_type(swiglu ? v1::FFN_TYPE_SWIGLU
-                 : quick_geglu ? v1::FFN_TYPE_GEGLU
-                 : squared_relu ? v1::FFN_TYPE_SQUARED_RELU
-                                : v1::FFN_TYPE_GELU);
+  m.set_ffn_type(n.swiglu ? v1::FFN_TYPE_SWIGLU
+                 : n.quick_geglu ? v1::FFN_TYPE_GEGLU
+                 : n.squared_relu ? v1::FFN_TYPE_SQUARED_RELU
+                                  : v1::FFN_TYPE_GELU);
   m.set_vocab_size(vocab);
-  m.set_tied_embeddings(!switches.count("untie-embeddings-and-output-weights"));
-  m.set_linear_bias(!switches.count("disable-bias-linear"));
-  const std::string pos = vals.count("position-embedding-type") ? vals["position-embedding-type"] : "learned_absolute";
-  m.set_learned_position_embeddings(pos == "learned_absolute" ? max_pos : 0);
-  m.set_norm_type(vals["normalization"] == "RMSNorm" ? v1::NORM_TYPE_RMSNORM : v1::NORM_TYPE_LAYERNORM);
-  if (switches.count("multi-latent-attention")) {
+  m.set_tied_embeddings(!f.On("untie-embeddings-and-output-weights"));
+  m.set_linear_bias(!f.On("disable-bias-linear"));
+  m.set_learned_position_embeddings(MegatronPositionEmbedding(f) == "learned_absolute" ? n.max_pos : 0);
+  m.set_norm_type(f.Val("normalization") == "RMSNorm" ? v1::NORM_TYPE_RMSNORM : v1::NORM_TYPE_LAYERNORM);
+  if (f.On("multi-latent-attention")) {
     v1::MlaShape& mla = *m.mutable_mla();
-    mla.set_q_lora_rank(q_lora);
-    mla.set_kv_lora_rank(kv_lora);
-    mla.set_qk_nope_head_dim(qk_head_dim);
-    mla.set_qk_rope_head_dim(qk_pos_dim);
-    mla.set_v_head_dim(v_head_dim);
-    if (kv_lora <= 0) return FlagError("kv-lora-rank", "must be > 0 with --multi-latent-attention");
+    mla.set_q_lora_rank(n.q_lora);
+    mla.set_kv_lora_rank(n.kv_lora);
+    mla.set_qk_nope_head_dim(n.qk_head_dim);
+    mla.set_qk_rope_head_dim(n.qk_pos_dim);
+    mla.set_v_head_dim(n.v_head_dim);
+    if (n.kv_lora <= 0) return FlagError("kv-lora-rank", "must be > 0 with --multi-latent-attention");
   }
-  if (experts > 0) {
-    m.mutable_moe()->set_routed_experts(experts);
-    m.mutable_moe()->set_top_k(topk);
-    m.mutable_moe()->set_expert_ffn_hidden_size(moe_ffn);
-    if (shared_ffn > 0) {
-      m.mutable_moe()->set_shared_experts(1);
-      m.mutable_moe()->set_shared_expert_ffn_hidden_size(shared_ffn);
+  if (n.experts > 0) {
+    v1::MoeShape& moe = *m.mutable_moe();
+    moe.set_routed_experts(n.experts);
+    moe.set_top_k(n.topk);
+    moe.set_expert_ffn_hidden_size(n.moe_ffn);
+    if (n.shared_ffn > 0) {
+      moe.set_shared_experts(1);
+      moe.set_shared_expert_ffn_hidden_size(n.shared_ffn);
     }
-    if (has("moe-layer-freq")) {
-      const std::string& f = vals["moe-layer-freq"];
-      int64_t freq = 0;
-      if (f.find('[') == std::string::npos) {
-        if (!absl::SimpleAtoi(f, &freq) || freq <= 0 || freq > layers) {
-          return FlagError("moe-layer-freq", absl::StrCat("'", f, "' is not an integer in 1..num-layers"));
-        }
-        m.mutable_moe()->set_layer_freq(freq);
-      } else {
-        // A list pattern (1: MoE layer, 0: dense), its length num-layers (arguments.py).
-        auto pattern = PatternParser(f, static_cast<size_t>(layers)).Parse();
-        if (!pattern.ok()) return FlagError("moe-layer-freq", absl::StrCat("'", f, "': ", pattern.status().message()));
-        if (static_cast<int64_t>(pattern->size()) != layers) {
-          return FlagError("moe-layer-freq", absl::StrCat("'", f, "' has ", pattern->size(), " entries, not num-layers (",
-                                                          layers, ")"));
-        }
-        int64_t first = 0;
-        while (first < layers && (*pattern)[first] == 0) ++first;
-        if (first == layers) return FlagError("moe-layer-freq", absl::StrCat("'", f, "' has no MoE layer"));
-        // The shape models "first_dense_layers dense, then every layer_freq-th layer MoE".
-        bool matched = false;
-        for (int64_t fq = 1; fq <= layers - first && !matched; ++fq) {
-          bool ok = true;
-          for (int64_t i = 0; i < layers && ok; ++i) {
-            const int64_t want = (i >= first && (i - first) % fq == 0) ? 1 : 0;
-            ok = (*pattern)[i] == want;
-          }
-          if (ok) {
-            m.mutable_moe()->set_first_dense_layers(first);
-            m.mutable_moe()->set_layer_freq(fq);
-            matched = true;
-          }
-        }
-        if (!matched) {
-          return FlagError("moe-layer-freq", absl::StrCat("'", f, "' is not modelled: only N leading dense layers "
-                                                          "followed by every k-th layer MoE"));
-        }
-      }
+    if (f.Has("moe-layer-freq")) {
+      if (absl::Status s = SetMoeLayerFreq(f.Val("moe-layer-freq"), n.layers, moe); !s.ok()) return s;
     }
   }
+  return absl::OkStatus();
+}
 
-  v1::TrainingSpec& t = *out.spec.mutable_training();
-  t.set_seq_length(seq);
-  t.set_global_batch_size(gbs);
-  t.set_micro_batch_size(mbs);
+// Precision from --bf16 / --fp16 (else fp32), --fp8-format, --grad-reduce-in-bf16 and
+// --fp8-param-gather (arguments.py validate_args and its mixed-precision arguments).
+absl::Status SetMegatronPrecision(const MegatronFlags& f, v1::TrainingSpec& t) {
   auto* prec = t.mutable_precision();
   // megatron/training/arguments.py validate_args: "if args.fp16: assert not args.bf16".
-  if (switches.count("bf16") && switches.count("fp16")) {
+  if (f.On("bf16") && f.On("fp16")) {
     return FlagError("fp16", "and --bf16 are both given; Megatron refuses both (arguments.py validate_args)");
   }
-  if (switches.count("bf16")) prec->set_params(v1::D_TYPE_BF16), prec->set_gemm(v1::D_TYPE_BF16);
-  else if (switches.count("fp16")) prec->set_params(v1::D_TYPE_FP16), prec->set_gemm(v1::D_TYPE_FP16);
+  if (f.On("bf16")) prec->set_params(v1::D_TYPE_BF16), prec->set_gemm(v1::D_TYPE_BF16);
+  else if (f.On("fp16")) prec->set_params(v1::D_TYPE_FP16), prec->set_gemm(v1::D_TYPE_FP16);
   else prec->set_params(v1::D_TYPE_FP32), prec->set_gemm(v1::D_TYPE_FP32), prec->set_grads(v1::D_TYPE_FP32);
-  if (has("fp8-format")) prec->set_gemm(v1::D_TYPE_FP8);
+  if (f.Has("fp8-format")) prec->set_gemm(v1::D_TYPE_FP8);
   // --grad-reduce-in-bf16: the DP gradient reduction in bf16 (arguments.py mixed precision).
   // With --bf16 it also turns accumulate_allreduce_grads_in_fp32 off (arguments.py
   // validate_args), so the DDP gradient buffer is in the parameter dtype
   // (megatron/core/distributed/distributed_data_parallel.py: grad_dtype = torch.float if
   // grad_reduce_in_fp32 else param.dtype): bf16 gradients, half the fp32 buffer.
-  if (switches.count("grad-reduce-in-bf16")) {
+  if (f.On("grad-reduce-in-bf16")) {
     prec->set_grad_reduce(v1::D_TYPE_BF16);
-    if (switches.count("bf16")) prec->set_grads(v1::D_TYPE_BF16);
+    if (f.On("bf16")) prec->set_grads(v1::D_TYPE_BF16);
   }
   // --fp8-param-gather: weights kept and all-gathered in fp8 (TransformerConfig.fp8_param).
-  if (switches.count("fp8-param-gather")) {
-    if (!has("fp8-format")) return FlagError("fp8-param-gather", "needs --fp8-format");
+  if (f.On("fp8-param-gather")) {
+    if (!f.Has("fp8-format")) return FlagError("fp8-param-gather", "needs --fp8-format");
     t.set_fp8_param_gather(true);
   }
-  const std::string gran = vals["recompute-granularity"];
-  if (gran == "full" || switches.count("checkpoint-activations")) t.set_recompute(v1::RECOMPUTE_FULL);
-  else if (gran == "selective" || switches.count("recompute-activations")) t.set_recompute(v1::RECOMPUTE_SELECTIVE);
+  return absl::OkStatus();
+}
+
+// Activation recomputation from --recompute-granularity (or the older --recompute-activations /
+// --checkpoint-activations), --recompute-method, --recompute-num-layers and --recompute-modules
+// (arguments.py). Modules given without selective recompute are listed in `ignored`.
+absl::Status SetMegatronRecompute(const MegatronFlags& f, const MegatronNumbers& n, v1::TrainingSpec& t,
+                                  std::vector<std::string>& ignored) {
+  const std::string gran = f.Val("recompute-granularity");
+  if (gran == "full" || f.On("checkpoint-activations")) t.set_recompute(v1::RECOMPUTE_FULL);
+  else if (gran == "selective" || f.On("recompute-activations")) t.set_recompute(v1::RECOMPUTE_SELECTIVE);
   else if (!gran.empty()) return FlagError("recompute-granularity", absl::StrCat("'", gran, "' is not full or selective"));
   else t.set_recompute(v1::RECOMPUTE_NONE);
   if (t.recompute() == v1::RECOMPUTE_FULL) {
     // --recompute-method block: recompute-num-layers layers per stage; uniform (or none):
     // every layer (in chunks of recompute-num-layers).
-    const std::string method = vals["recompute-method"];
+    const std::string method = f.Val("recompute-method");
     if (!method.empty() && method != "uniform" && method != "block") {
       return FlagError("recompute-method", absl::StrCat("'", method, "' is not uniform or block"));
     }
-    if (method == "block") t.set_recompute_num_layers(recompute_layers);
+    if (method == "block") t.set_recompute_num_layers(n.recompute_layers);
   }
-  if (lists.count("recompute-modules")) {
-    static const std::set<std::string> kModules = {"core_attn", "moe_act", "layernorm", "mla_up_proj",
-                                                   "mlp", "moe", "shared_experts"};
-    for (const std::string& raw : lists["recompute-modules"]) {
-      // Accepts the argparse form (core_attn mlp) and a Python-list-looking form
-      // ("[core_attn,mlp]" or "core_attn,mlp") written by YAML-to-argv converters.
-      std::string s = raw;
-      for (char& c : s) {
-        if (c == '[' || c == ']' || c == '\'' || c == '"' || c == ',') c = ' ';
-      }
-      for (absl::string_view part : absl::StrSplit(s, ' ', absl::SkipEmpty())) {
-        if (!kModules.count(std::string(part))) {
-          return FlagError("recompute-modules", absl::StrCat("'", part, "' is not one of core_attn, moe_act, "
-                                                             "layernorm, mla_up_proj, mlp, moe, shared_experts"));
-        }
-        t.add_recompute_modules(std::string(part));
-      }
+  auto modules = f.lists.find("recompute-modules");
+  if (modules == f.lists.end()) return absl::OkStatus();
+  static const std::set<std::string> kModules = {"core_attn", "moe_act", "layernorm", "mla_up_proj",
+                                                 "mlp", "moe", "shared_experts"};
+  for (const std::string& raw : modules->second) {
+    // Accepts the argparse form (core_attn mlp) and a Python-list-looking form
+    // ("[core_attn,mlp]" or "core_attn,mlp") written by YAML-to-argv converters.
+    std::string s = raw;
+    for (char& c : s) {
+      if (c == '[' || c == ']' || c == '\'' || c == '"' || c == ',') c = ' ';
     }
-    if (t.recompute() == v1::RECOMPUTE_NONE && t.recompute_modules_size() > 0) {
-      // Megatron applies --recompute-modules only with --recompute-granularity selective.
-      out.ignored.push_back(absl::StrCat("--recompute-modules ", absl::StrJoin(t.recompute_modules(), " "),
-                                         " (without --recompute-granularity selective: no effect)"));
-      t.clear_recompute_modules();
+    for (absl::string_view part : absl::StrSplit(s, ' ', absl::SkipEmpty())) {
+      if (!kModules.count(std::string(part))) {
+        return FlagError("recompute-modules", absl::StrCat("'", part, "' is not one of core_attn, moe_act, "
+                                                           "layernorm, mla_up_proj, mlp, moe, shared_experts"));
+      }
+      t.add_recompute_modules(std::string(part));
     }
   }
-  const std::string strategy = vals["data-parallel-sharding-strategy"];
-  if (switches.count("use-torch-fsdp2")) {
+  if (t.recompute() == v1::RECOMPUTE_NONE && t.recompute_modules_size() > 0) {
+    // Megatron applies --recompute-modules only with --recompute-granularity selective.
+    ignored.push_back(absl::StrCat("--recompute-modules ", absl::StrJoin(t.recompute_modules(), " "),
+                                   " (without --recompute-granularity selective: no effect)"));
+    t.clear_recompute_modules();
+  }
+  return absl::OkStatus();
+}
+
+// Optimizer sharding (--use-distributed-optimizer, --use-torch-fsdp2, --use-megatron-fsdp with
+// --data-parallel-sharding-strategy) and the overlaps (--overlap-grad-reduce, --tp-comm-overlap)
+// as arguments.py defines them.
+absl::Status SetMegatronSharding(const MegatronFlags& f, v1::TrainingSpec& t) {
+  const std::string strategy = f.Val("data-parallel-sharding-strategy");
+  if (f.On("use-torch-fsdp2")) {
     t.set_sharding(v1::SHARDING_ZERO3);
-  } else if (switches.count("use-megatron-fsdp")) {
+  } else if (f.On("use-megatron-fsdp")) {
     // Megatron-FSDP --data-parallel-sharding-strategy (arguments.py choices no_shard, optim,
     // optim_grads, optim_grads_params). Not given: optim_grads_params, the strategy that
     // Megatron-FSDP is used for (docs/FRAMEWORKS.md), so that the flag alone still reads as FSDP.
@@ -1046,20 +1149,27 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
     else if (strategy == "optim_grads_params" || strategy.empty()) t.set_sharding(v1::SHARDING_ZERO3);
     else if (strategy == "no_shard") t.set_sharding(v1::SHARDING_NONE);
     else return FlagError("data-parallel-sharding-strategy", absl::StrCat("'", strategy, "' is not modelled"));
-  } else if (switches.count("use-distributed-optimizer")) {
+  } else if (f.On("use-distributed-optimizer")) {
     t.set_sharding(v1::SHARDING_ZERO1);
   } else {
     t.set_sharding(v1::SHARDING_NONE);
   }
-  t.set_overlap_dp_comm(switches.count("overlap-grad-reduce") > 0);
-  t.set_overlap_tp_comm(switches.count("tp-comm-overlap") > 0);
-  const std::string backend = vals["attention-backend"];
+  t.set_overlap_dp_comm(f.On("overlap-grad-reduce"));
+  t.set_overlap_tp_comm(f.On("tp-comm-overlap"));
+  return absl::OkStatus();
+}
+
+// The attention backend (--attention-backend), CUDA graphs (--cuda-graph-impl,
+// --enable-cuda-graph, --external-cuda-graph), dropout (--hidden-dropout, --attention-dropout,
+// Megatron's defaults 0.1) and the run length (--train-iters, --train-samples).
+absl::Status SetMegatronKernelsAndLength(const MegatronFlags& f, const MegatronNumbers& n, v1::TrainingSpec& t) {
+  const std::string backend = f.Val("attention-backend");
   // Transformer Engine's flash and fused (cuDNN) attention take bf16/fp16 QKV only
   // (transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend,
   // "Filter: Data type"): naming either in an fp32 run (neither --bf16 nor --fp16) leaves TE no
   // backend. Under "auto" an fp32 run is left unstated: the job reader's default gives fp32 GEMMs
   // the unfused path and says why (proto/codec.cc).
-  const bool fp32_activations = !switches.count("bf16") && !switches.count("fp16");
+  const bool fp32_activations = !f.On("bf16") && !f.On("fp16");
   if (fp32_activations && (backend == "flash" || backend == "fused")) {
     return FlagError("attention-backend", absl::StrCat("'", backend, "' needs --bf16 or --fp16 (Transformer Engine's ",
                                                        backend, " attention takes bf16/fp16 only)"));
@@ -1069,57 +1179,47 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   } else if (!fp32_activations) {
     t.set_flash_attention(true);
   }
-  const std::string graphs = vals["cuda-graph-impl"];
+  const std::string graphs = f.Val("cuda-graph-impl");
   if (!graphs.empty() && graphs != "none" && graphs != "local" && graphs != "transformer_engine") {
     return FlagError("cuda-graph-impl", absl::StrCat("'", graphs, "' is not none, local or transformer_engine"));
   }
-  if ((!graphs.empty() && graphs != "none") || switches.count("enable-cuda-graph") || switches.count("external-cuda-graph")) {
+  if ((!graphs.empty() && graphs != "none") || f.On("enable-cuda-graph") || f.On("external-cuda-graph")) {
     t.set_cuda_graphs(true);
   }
   double hd = 0.1, ad = 0.1;  // Megatron's default dropouts
-  if (has("hidden-dropout") && (!absl::SimpleAtod(vals["hidden-dropout"], &hd) || !(hd >= 0 && hd <= 1))) {
+  if (f.Has("hidden-dropout") && (!absl::SimpleAtod(f.Val("hidden-dropout"), &hd) || !(hd >= 0 && hd <= 1))) {
     return FlagError("hidden-dropout", "not a probability");
   }
-  if (has("attention-dropout") && (!absl::SimpleAtod(vals["attention-dropout"], &ad) || !(ad >= 0 && ad <= 1))) {
+  if (f.Has("attention-dropout") && (!absl::SimpleAtod(f.Val("attention-dropout"), &ad) || !(ad >= 0 && ad <= 1))) {
     return FlagError("attention-dropout", "not a probability");
   }
   t.set_dropout(hd > 0 || ad > 0);
-  t.set_train_iters(train_iters);
-  if (train_samples > 0) t.set_dataset_tokens(static_cast<double>(train_samples) * static_cast<double>(seq));
+  t.set_train_iters(n.train_iters);
+  if (n.train_samples > 0) t.set_dataset_tokens(static_cast<double>(n.train_samples) * static_cast<double>(n.seq));
+  return absl::OkStatus();
+}
 
-  v1::ParallelismSpec& p = *out.spec.mutable_parallelism();
-  p.set_tp(tp);
-  p.set_pp(pp);
-  p.set_cp(cp);
-  p.set_ep(ep);
-  if (etp > 0) p.set_etp(etp);
-  // ---- What Megatron-LM asserts before it trains (arguments.py validate_args and
-  // TransformerConfig.__post_init__, NVIDIA/Megatron-LM commit 000c4ac2): a launch it refuses is
-  // an error naming the flag, never a prediction.
-  auto other_int = [&](const char* f) -> absl::StatusOr<int64_t> {
-    auto it = others.find(f);
-    if (it == others.end()) return int64_t{0};
-    int64_t v = 0;
-    if (it->second.size() != 1 || !absl::SimpleAtoi(it->second[0], &v) || v <= 0 || v > kMaxSize) {
-      return FlagError(f, absl::StrCat("'", absl::StrJoin(it->second, " "), "' is not an integer >= 1"));
-    }
-    return v;
-  };
-  auto given = [&](const char* f) { return others.count(f) > 0 || switches.count(f) > 0 || vals.count(f) > 0; };
+// The virtual pipeline size and the uneven split: --pipeline-model-parallel-layout,
+// --num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank, with
+// --decoder-first/last-pipeline-num-layers and --account-for-embedding/loss-in-pipeline-split, as
+// Megatron-LM asserts them before it trains (arguments.py validate_args and
+// TransformerConfig.__post_init__, NVIDIA/Megatron-LM commit 000c4ac2; layouts as
+// pipeline_parallel_layer_layout.py reads them). A launch it refuses is an error naming the flag.
+absl::Status SetMegatronPipeline(const MegatronFlags& f, const MegatronNumbers& n, v1::ParallelismSpec& p) {
   MegatronUnevenPipeline uneven;
   {
-    auto first = other_int("decoder-first-pipeline-num-layers");
+    auto first = f.OtherInt("decoder-first-pipeline-num-layers");
     if (!first.ok()) return first.status();
-    auto last = other_int("decoder-last-pipeline-num-layers");
+    auto last = f.OtherInt("decoder-last-pipeline-num-layers");
     if (!last.ok()) return last.status();
     uneven.first = *first;
     uneven.last = *last;
-    uneven.account_embedding = given("account-for-embedding-in-pipeline-split");
-    uneven.account_loss = given("account-for-loss-in-pipeline-split");
-    uneven.layout = given("pipeline-model-parallel-layout");
+    uneven.account_embedding = f.Given("account-for-embedding-in-pipeline-split");
+    uneven.account_loss = f.Given("account-for-loss-in-pipeline-split");
+    uneven.layout = f.Given("pipeline-model-parallel-layout");
   }
-  if (int(layers_per_vstage > 0) + int(vstages_per_rank > 0) + int(uneven.layout) > 1) {
-    return FlagError(layers_per_vstage > 0 ? "num-layers-per-virtual-pipeline-stage" : "num-virtual-stages-per-pipeline-rank",
+  if (int(n.layers_per_vstage > 0) + int(n.vstages_per_rank > 0) + int(uneven.layout) > 1) {
+    return FlagError(n.layers_per_vstage > 0 ? "num-layers-per-virtual-pipeline-stage" : "num-virtual-stages-per-pipeline-rank",
                      "no more than one of --num-layers-per-virtual-pipeline-stage, "
                      "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout (arguments.py asserts)");
   }
@@ -1127,111 +1227,124 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   if (uneven.layout) {
     // The layout fixes the stages: PP x VPP of them, holding exactly --num-layers decoder
     // layers (arguments.py validate_args; TransformerConfig validate_layer_layout).
-    const std::string layout = absl::StrJoin(others["pipeline-model-parallel-layout"], " ");
+    const std::string layout = absl::StrJoin(f.others.at("pipeline-model-parallel-layout"), " ");
     auto counts = PipelineLayoutCounts(layout);
     if (!counts.ok()) return FlagError("pipeline-model-parallel-layout", absl::StrCat("'", layout, "': ", counts.status().message()));
-    if (counts->first % pp != 0) {
+    if (counts->first % n.pp != 0) {
       return FlagError("pipeline-model-parallel-layout",
                        absl::StrCat("'", layout, "' has ", counts->first, " stages, not a multiple of "
-                                    "--pipeline-model-parallel-size ", pp, " (arguments.py asserts it)"));
+                                    "--pipeline-model-parallel-size ", n.pp, " (arguments.py asserts it)"));
     }
-    if (counts->second != layers) {
+    if (counts->second != n.layers) {
       return FlagError("pipeline-model-parallel-layout",
                        absl::StrCat("'", layout, "' places ", counts->second, " decoder layers ('t'), not --num-layers ",
-                                    layers, " (pipeline_parallel_layer_layout.py validate_layer_layout)"));
+                                    n.layers, " (pipeline_parallel_layer_layout.py validate_layer_layout)"));
     }
-    vpp = counts->first / pp;
-  } else if (layers_per_vstage > 0) {
+    vpp = counts->first / n.pp;
+  } else if (n.layers_per_vstage > 0) {
     if (uneven.first > 0 || uneven.last > 0) {
       return FlagError("num-layers-per-virtual-pipeline-stage",
                        "with --decoder-first/last-pipeline-num-layers Megatron asks for "
                        "--num-virtual-stages-per-pipeline-rank instead (arguments.py validate_args)");
     }
-    const int64_t counted = layers + (uneven.account_embedding ? 1 : 0) + (uneven.account_loss ? 1 : 0);
-    if (counted % pp != 0 || (counted / pp) % layers_per_vstage != 0) {
+    const int64_t counted = n.layers + (uneven.account_embedding ? 1 : 0) + (uneven.account_loss ? 1 : 0);
+    if (counted % n.pp != 0 || (counted / n.pp) % n.layers_per_vstage != 0) {
       return FlagError("num-layers-per-virtual-pipeline-stage",
-                       absl::StrCat(layers_per_vstage, " must divide num-layers / pipeline size (", counted, " / ", pp,
-                                    "); arguments.py validate_args asserts it"));
+                       absl::StrCat(n.layers_per_vstage, " must divide num-layers / pipeline size (", counted, " / ",
+                                    n.pp, "); arguments.py validate_args asserts it"));
     }
-    vpp = (counted / pp) / layers_per_vstage;
-  } else if (vstages_per_rank > 0) {
-    vpp = vstages_per_rank;
+    vpp = (counted / n.pp) / n.layers_per_vstage;
+  } else if (n.vstages_per_rank > 0) {
+    vpp = n.vstages_per_rank;
   }
-  if (vpp > 1 || layers_per_vstage > 0 || vstages_per_rank > 0) p.set_vpp(vpp);
-  if (absl::Status st = CheckMegatronPipelineSplit(layers, pp, vpp, uneven); !st.ok()) return st;
+  if (vpp > 1 || n.layers_per_vstage > 0 || n.vstages_per_rank > 0) p.set_vpp(vpp);
+  if (absl::Status st = CheckMegatronPipelineSplit(n.layers, n.pp, vpp, uneven); !st.ok()) return st;
   if (vpp > 1) {
     // arguments.py: the interleaved schedule needs PP > 1, and PP > 2 when p2p overlap is off.
-    const bool p2p_overlap = !given("no-overlap-p2p-communication");
-    if (pp <= (p2p_overlap ? 1 : 2)) {
-      return FlagError(layers_per_vstage > 0 ? "num-layers-per-virtual-pipeline-stage" : "num-virtual-stages-per-pipeline-rank",
+    const bool p2p_overlap = !f.Given("no-overlap-p2p-communication");
+    if (n.pp <= (p2p_overlap ? 1 : 2)) {
+      return FlagError(n.layers_per_vstage > 0 ? "num-layers-per-virtual-pipeline-stage" : "num-virtual-stages-per-pipeline-rank",
                        absl::StrCat("virtual pipeline stages need --pipeline-model-parallel-size > ", p2p_overlap ? 1 : 2,
                                     " (arguments.py validate_args: the interleaved schedule)"));
     }
   }
+  return absl::OkStatus();
+}
+
+// What Megatron-LM asserts of the shape, the sequence and the run length before it trains
+// (TransformerConfig.__post_init__: heads and query groups split over TP; arguments.py
+// validate_args: head size, CP, positions, iteration- or sample-based, recompute method).
+absl::Status CheckMegatronShapeAsserts(const MegatronFlags& f, const MegatronNumbers& n) {
   // TransformerConfig.__post_init__: attention heads and query groups are split over TP.
-  if (heads % tp != 0) {
+  if (n.heads % n.tp != 0) {
     return FlagError("tensor-model-parallel-size",
-                     absl::StrCat(tp, " does not divide --num-attention-heads ", heads,
+                     absl::StrCat(n.tp, " does not divide --num-attention-heads ", n.heads,
                                   " (transformer_config.py: num_attention_heads must be a multiple of "
                                   "tensor_model_parallel_size)"));
   }
-  if (switches.count("group-query-attention") && query_groups % tp != 0) {
+  if (f.On("group-query-attention") && n.query_groups % n.tp != 0) {
     return FlagError("tensor-model-parallel-size",
-                     absl::StrCat(tp, " does not divide --num-query-groups ", query_groups,
+                     absl::StrCat(n.tp, " does not divide --num-query-groups ", n.query_groups,
                                   " (transformer_config.py: num_query_groups must be a multiple of "
                                   "tensor_model_parallel_size)"));
   }
-  if (kv_channels == 0 && hidden % heads != 0) {
-    return FlagError("num-attention-heads", absl::StrCat(heads, " does not divide --hidden-size ", hidden,
+  if (n.kv_channels == 0 && n.hidden % n.heads != 0) {
+    return FlagError("num-attention-heads", absl::StrCat(n.heads, " does not divide --hidden-size ", n.hidden,
                                                          " (arguments.py asserts it when --kv-channels is not given)"));
   }
-  if (cp > 1 && seq % (2 * cp) != 0) {
-    return FlagError("seq-length", absl::StrCat(seq, " must be a multiple of 2 x --context-parallel-size = ", 2 * cp,
+  if (n.cp > 1 && n.seq % (2 * n.cp) != 0) {
+    return FlagError("seq-length", absl::StrCat(n.seq, " must be a multiple of 2 x --context-parallel-size = ", 2 * n.cp,
                                                 " (arguments.py validate_args)"));
   }
-  if (max_pos < seq) {
-    return FlagError("max-position-embeddings", absl::StrCat(max_pos, " is below --seq-length ", seq,
+  if (n.max_pos < n.seq) {
+    return FlagError("max-position-embeddings", absl::StrCat(n.max_pos, " is below --seq-length ", n.seq,
                                                              " (arguments.py validate_args asserts >=)"));
   }
-  if (train_iters > 0 && train_samples > 0) {
+  if (n.train_iters > 0 && n.train_samples > 0) {
     return FlagError("train-samples", "and --train-iters are both given (arguments.py: iteration- or sample-based)");
   }
-  if (gran == "selective" && !vals["recompute-method"].empty()) {
+  if (f.Val("recompute-granularity") == "selective" && !f.Val("recompute-method").empty()) {
     return FlagError("recompute-method", "is not supported with selective recompute (arguments.py validate_args)");
   }
+  return absl::OkStatus();
+}
+
+// What Megatron-LM asserts of the overlaps, the sharding, the checkpoint format, expert
+// parallelism, MTP and CUDA graphs before it trains (arguments.py validate_args).
+absl::Status CheckMegatronRuntimeAsserts(const MegatronFlags& f, const MegatronNumbers& n) {
   // Sequence parallelism is switched off at TP 1 (arguments.py), and TP communication overlap
   // needs it: 'Tensor parallel communication/GEMM overlap can happen only when sequence
   // parallelism is enabled'.
-  if (switches.count("tp-comm-overlap")) {
-    if (tp == 1) {
+  if (f.On("tp-comm-overlap")) {
+    if (n.tp == 1) {
       return FlagError("tp-comm-overlap", "needs --tensor-model-parallel-size > 1: Megatron turns sequence parallelism "
                                           "off at TP 1 and then asserts it for TP overlap (arguments.py validate_args)");
     }
-    if (!switches.count("sequence-parallel")) {
+    if (!f.On("sequence-parallel")) {
       return FlagError("tp-comm-overlap", "needs --sequence-parallel (arguments.py validate_args asserts it)");
     }
   }
-  const bool dist_opt = switches.count("use-distributed-optimizer") > 0;
-  const bool mfsdp = switches.count("use-megatron-fsdp") > 0;
-  const bool fsdp2 = switches.count("use-torch-fsdp2") > 0;
-  if (given("overlap-param-gather")) {
+  const bool dist_opt = f.On("use-distributed-optimizer");
+  const bool mfsdp = f.On("use-megatron-fsdp");
+  const bool fsdp2 = f.On("use-torch-fsdp2");
+  if (f.Given("overlap-param-gather")) {
     if (!dist_opt && !mfsdp) {
       return FlagError("overlap-param-gather", "needs --use-distributed-optimizer or --use-megatron-fsdp "
                                                "(arguments.py validate_args)");
     }
-    if (!switches.count("overlap-grad-reduce")) {
+    if (!f.On("overlap-grad-reduce")) {
       return FlagError("overlap-param-gather", "needs --overlap-grad-reduce (arguments.py validate_args)");
     }
   }
-  const std::string ckpt = others.count("ckpt-format") && !others["ckpt-format"].empty() ? others["ckpt-format"][0]
-                                                                                          : "torch_dist";
+  auto ckpt_it = f.others.find("ckpt-format");
+  const std::string ckpt = ckpt_it != f.others.end() && !ckpt_it->second.empty() ? ckpt_it->second[0] : "torch_dist";
   if (fsdp2) {
     const char* why = nullptr;
-    if (pp > 1) why = "is not supported with pipeline parallelism";
-    else if (ep > 1) why = "is not supported with expert parallelism";
+    if (n.pp > 1) why = "is not supported with pipeline parallelism";
+    else if (n.ep > 1) why = "is not supported with expert parallelism";
     else if (dist_opt) why = "is not supported with --use-distributed-optimizer";
-    else if (!switches.count("untie-embeddings-and-output-weights")) why = "needs --untie-embeddings-and-output-weights";
-    else if (switches.count("fp16")) why = "is not supported with --fp16";
+    else if (!f.On("untie-embeddings-and-output-weights")) why = "needs --untie-embeddings-and-output-weights";
+    else if (f.On("fp16")) why = "is not supported with --fp16";
     else if (ckpt != "torch_dist" && ckpt != "torch_dcp") why = "needs --ckpt-format torch_dist or torch_dcp";
     if (why) return FlagError("use-torch-fsdp2", absl::StrCat(why, " (arguments.py validate_args)"));
   }
@@ -1239,32 +1352,74 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
     return FlagError("use-megatron-fsdp", "needs --ckpt-format fsdp_dtensor (arguments.py validate_args: 'Megatron FSDP "
                                           "only supports fsdp_dtensor checkpoint format')");
   }
-  if (switches.count("fp8-param-gather") && !dist_opt && !fsdp2 && !mfsdp) {
+  if (f.On("fp8-param-gather") && !dist_opt && !fsdp2 && !mfsdp) {
     return FlagError("fp8-param-gather", "needs --use-distributed-optimizer, --use-torch-fsdp2 or --use-megatron-fsdp "
                                          "(arguments.py validate_args)");
   }
-  if (ep > 1) {
-    if (experts == 0) return FlagError("expert-model-parallel-size", "needs --num-experts (arguments.py validate_args)");
-    if (experts % ep != 0) {
-      return FlagError("expert-model-parallel-size", absl::StrCat(ep, " does not divide --num-experts ", experts,
+  if (n.ep > 1) {
+    if (n.experts == 0) return FlagError("expert-model-parallel-size", "needs --num-experts (arguments.py validate_args)");
+    if (n.experts % n.ep != 0) {
+      return FlagError("expert-model-parallel-size", absl::StrCat(n.ep, " does not divide --num-experts ", n.experts,
                                                                   " (arguments.py validate_args)"));
     }
-    if (switches.count("fp16")) {
+    if (f.On("fp16")) {
       return FlagError("expert-model-parallel-size", "is not supported with --fp16 (arguments.py validate_args)");
     }
   }
-  if (given("moe-grouped-gemm") && !switches.count("bf16")) {
+  if (f.Given("moe-grouped-gemm") && !f.On("bf16")) {
     return FlagError("moe-grouped-gemm", "needs --bf16 (arguments.py validate_args: 'GroupedGEMM for MoE only supports "
                                          "bf16')");
   }
-  if (given("mtp-num-layers") && pos != "rope" && pos != "none") {
+  const std::string pos = MegatronPositionEmbedding(f);
+  if (f.Given("mtp-num-layers") && pos != "rope" && pos != "none") {
     return FlagError("mtp-num-layers", "needs --position-embedding-type rope or none (arguments.py validate_args)");
   }
-  if ((switches.count("enable-cuda-graph") || switches.count("external-cuda-graph")) && !graphs.empty() &&
-      graphs != "none") {
+  const std::string graphs = f.Val("cuda-graph-impl");
+  if ((f.On("enable-cuda-graph") || f.On("external-cuda-graph")) && !graphs.empty() && graphs != "none") {
     return FlagError("cuda-graph-impl", "with --enable-cuda-graph or --external-cuda-graph (arguments.py asserts)");
   }
-  p.set_sequence_parallel(switches.count("sequence-parallel") > 0);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& argv) {
+  // Skip the launchers (python, torchrun, srun and their options): start after the program.
+  const LauncherPrefix launch = ParseLauncherPrefix(argv, /*shell_scripts=*/false);
+  ImportedJob out;
+  out.source = "megatron";
+  out.launcher_gpus = launch.gpus;
+  out.launcher_gpus_from = launch.gpus_from;
+  if (absl::Status s = CheckMegatronProgram(launch.program, argv, launch.args_index); !s.ok()) return s;
+  MegatronFlags f;
+  if (absl::Status s = SortMegatronFlags(argv, launch.args_index, f, out); !s.ok()) return s;
+  MegatronNumbers n;
+  if (absl::Status s = ReadMegatronNumbers(f, n); !s.ok()) return s;
+  absl::StatusOr<int64_t> vocab = MegatronVocab(f, n, launch.program);
+  if (!vocab.ok()) return vocab.status();
+  if (absl::Status s = SetMegatronModel(f, n, *vocab, *out.spec.mutable_model()->mutable_shape()); !s.ok()) return s;
+
+  v1::TrainingSpec& t = *out.spec.mutable_training();
+  t.set_seq_length(n.seq);
+  t.set_global_batch_size(n.gbs);
+  t.set_micro_batch_size(n.mbs);
+  if (absl::Status s = SetMegatronPrecision(f, t); !s.ok()) return s;
+  if (absl::Status s = SetMegatronRecompute(f, n, t, out.ignored); !s.ok()) return s;
+  if (absl::Status s = SetMegatronSharding(f, t); !s.ok()) return s;
+  if (absl::Status s = SetMegatronKernelsAndLength(f, n, t); !s.ok()) return s;
+
+  v1::ParallelismSpec& p = *out.spec.mutable_parallelism();
+  p.set_tp(n.tp);
+  p.set_pp(n.pp);
+  p.set_cp(n.cp);
+  p.set_ep(n.ep);
+  if (n.etp > 0) p.set_etp(n.etp);
+  // What Megatron-LM asserts before it trains: a launch it refuses is an error naming the flag,
+  // never a prediction.
+  if (absl::Status s = SetMegatronPipeline(f, n, p); !s.ok()) return s;
+  if (absl::Status s = CheckMegatronShapeAsserts(f, n); !s.ok()) return s;
+  if (absl::Status s = CheckMegatronRuntimeAsserts(f, n); !s.ok()) return s;
+  p.set_sequence_parallel(f.On("sequence-parallel"));
   return out;
 }
 

@@ -221,15 +221,11 @@ bool IsNemoCommand(const std::vector<std::string>& argv) {
   return false;
 }
 
-absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& argv) {
-  ImportedJob out;
-  const LauncherPrefix launch = ParseLauncherPrefix(argv, /*shell_scripts=*/false);
-  out.launcher_gpus = launch.gpus;
-  out.launcher_gpus_from = launch.gpus_from;
-  std::string factory, recipe_flag, model_stem, mode;
-  std::vector<std::pair<std::string, std::string>> overrides;
-  // run_recipe.py's convenience options (scripts/training/run_recipe.py _build_parser at
-  // kBridgeCommit) and the ConfigContainer override they stand for.
+namespace {
+
+// run_recipe.py's convenience options (scripts/training/run_recipe.py _build_parser at
+// kBridgeCommit) and the ConfigContainer override they stand for.
+const std::map<std::string, std::string>& RunRecipeShortOptions() {
   static const std::map<std::string, std::string> kShort = {
       {"-ms", "train.train_iters"},
       {"--max_steps", "train.train_iters"},
@@ -251,28 +247,43 @@ absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& a
       {"--expert_model_parallel_size", "model.expert_model_parallel_size"},
       {"-etp", "model.expert_tensor_parallel_size"},
       {"--expert_tensor_parallel_size", "model.expert_tensor_parallel_size"}};
+  return kShort;
+}
+
+// What a NeMo 2 (nemo llm pretrain --factory) or Megatron-Bridge (run_recipe.py --recipe, or
+// --model STEM --mode) line says.
+struct NemoLine {
+  std::string factory, recipe_flag, model_stem, mode;
+  std::vector<std::pair<std::string, std::string>> overrides;        // KEY=VALUE, in order
   std::vector<std::pair<std::string, std::string>> short_overrides;  // applied before KEY=VALUE ones
+};
+
+// Reads argv[start...] (after the launchers, whose own flags are not the recipe's): the recipe
+// options, run_recipe.py's short options and the KEY=VALUE overrides after the program's
+// --factory/--recipe/--model (NeMo-Run and run_recipe.py's override syntax); flags go to
+// out.flags, the rest to out.ignored.
+absl::Status ParseNemoLine(const std::vector<std::string>& argv, size_t start, NemoLine& line, ImportedJob& out) {
+  const std::map<std::string, std::string>& kShort = RunRecipeShortOptions();
   bool after_program = false;
-  // The launcher's own flags (torchrun --nproc_per_node ...) are not the recipe's.
-  for (size_t i = launch.args_index; i < argv.size(); ++i) {
+  for (size_t i = start; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     std::string* target = nullptr;
     std::string value;
     if (a == "--factory" || a == "--recipe" || a == "--model" || a == "--mode") {
-      target = a == "--factory" ? &factory : a == "--recipe" ? &recipe_flag : a == "--model" ? &model_stem : &mode;
+      target = a == "--factory" ? &line.factory : a == "--recipe" ? &line.recipe_flag : a == "--model" ? &line.model_stem : &line.mode;
       if (i + 1 >= argv.size()) return Bad(a, "needs a value");
       value = argv[++i];
     } else if (absl::StartsWith(a, "--factory=") || absl::StartsWith(a, "--recipe=") || absl::StartsWith(a, "--model=") ||
                absl::StartsWith(a, "--mode=")) {
-      target = absl::StartsWith(a, "--factory=") ? &factory
-               : absl::StartsWith(a, "--recipe=") ? &recipe_flag
-               : absl::StartsWith(a, "--model=")  ? &model_stem
-                                                  : &mode;
+      target = absl::StartsWith(a, "--factory=") ? &line.factory
+               : absl::StartsWith(a, "--recipe=") ? &line.recipe_flag
+               : absl::StartsWith(a, "--model=")  ? &line.model_stem
+                                                  : &line.mode;
       value = a.substr(a.find('=') + 1);
     }
     if (target) {
       *target = value;
-      if (target != &mode) after_program = true;
+      if (target != &line.mode) after_program = true;
       continue;
     }
     const std::string name = a.substr(0, a.find('='));
@@ -280,39 +291,28 @@ absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& a
       std::string v;
       if (a.find('=') != std::string::npos) v = a.substr(a.find('=') + 1);
       else if (i + 1 < argv.size()) v = argv[++i];
-      short_overrides.push_back({kShort.at(name), v});
+      line.short_overrides.push_back({kShort.at(name), v});
       out.flags.push_back(name);
       continue;
     }
     const size_t eq = a.find('=');
     if (after_program && eq != std::string::npos && !absl::StartsWith(a, "-")) {
-      overrides.push_back({a.substr(0, eq), a.substr(eq + 1)});
+      line.overrides.push_back({a.substr(0, eq), a.substr(eq + 1)});
       out.flags.push_back(CanonicalKey(a.substr(0, eq)));
     } else if (after_program || absl::StartsWith(a, "--")) {
       out.ignored.push_back(a);
     }
   }
-  const bool nemo = !factory.empty();
-  if (!nemo && recipe_flag.empty() && !model_stem.empty()) {
-    // run_recipe.py: --model STEM --mode pretrain -> STEM_pretrain_config
-    // (scripts/training/run_recipe.py _selected_recipe_name).
-    if (!mode.empty() && mode != "pretrain") {
-      return Bad("--mode", absl::StrCat("'", mode, "': only pre-training (--mode pretrain) is modelled"));
-    }
-    recipe_flag = absl::StrCat(model_stem, "_pretrain_config");
-  }
-  std::string name = nemo ? factory : recipe_flag;
-  out.source = nemo ? "nemo" : "megatron-bridge";
-  out.spec.mutable_framework()->set_preset(out.source);
-  // "llama3_70b(num_nodes=8, name='x')": the factory's arguments are listed.
-  if (size_t paren = name.find('('); paren != std::string::npos) {
-    out.ignored.push_back(absl::StrCat("--factory ", name, " (the factory's arguments; the GPU count comes from the "
-                                       "allocation or --gpus)"));
-    name = name.substr(0, paren);
-  }
-  // The recipe's values (presets/launchers/*.toml).
-  Values values;
-  std::string model_id, recipe_source;
+  return absl::OkStatus();
+}
+
+// The recipe's values (presets/launchers/nemo.toml for a NeMo 2 factory, megatron-bridge.toml for
+// a Megatron-Bridge recipe; read from the recipe files at kNemoCommit / kBridgeCommit) into
+// `values`; returns the model id the recipe names (its config class, HF id or provider). An
+// unknown recipe is an error listing the known ones (or this model's).
+absl::StatusOr<std::string> LoadRecipeValues(bool nemo, const std::string& name, const std::string& recipe_flag,
+                                             Values& values) {
+  std::string model_id;
   if (nemo) {
     std::string key = absl::AsciiStrToLower(name);
     for (const char* suffix : {"_pretrain", "_pretrain_recipe"}) {
@@ -350,41 +350,45 @@ absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& a
       model_id = "gpt3_175b";
     }
   }
-  recipe_source = values["source"];
-  absl::StatusOr<v1::ModelSpec> model = RecipeModel(model_id.empty() ? name : model_id);
-  if (!model.ok()) {
-    return Bad(nemo ? "--factory" : "--recipe", absl::StrCat("'", name, "' (", recipe_source, "): ", model.status().message()));
-  }
-  *out.spec.mutable_model() = *model;
-  // Overrides: the runner's short options first, then KEY=VALUE (run_recipe.py: the trailing
-  // KEY=VALUE wins where both set a field).
-  const std::string prefix = nemo ? "trainer.strategy." : "model.";
-  for (const auto& [k, v] : short_overrides) values[k] = v;
-  for (const auto& kv : overrides) {
+  return model_id;
+}
+
+// The layout fields (NeMo's MegatronStrategy trainer.strategy.*, Megatron-Bridge's model.*).
+bool IsLayoutLeaf(const std::string& leaf) {
+  static const std::set<std::string> kLayout = {
+      "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+      "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel"};
+  return kLayout.count(leaf) > 0;
+}
+
+// Lays the overrides over the recipe's values: the runner's short options first, then KEY=VALUE
+// (run_recipe.py: the trailing KEY=VALUE wins where both set a field), each at the one path the
+// job reads it from (`prefix` + a layout field, the framework's sequence-length key).
+void ApplyNemoOverrides(const NemoLine& line, bool nemo, const std::string& prefix, Values& values) {
+  for (const auto& [k, v] : line.short_overrides) values[k] = v;
+  for (const auto& kv : line.overrides) {
     const std::string key = CanonicalKey(kv.first);
     std::string field = key;
     // NeMo's MegatronStrategy fields may also be written on model.* (and Bridge's on trainer.*):
     // one place each.
     const std::string leaf = key.substr(key.rfind('.') + 1);
-    static const std::set<std::string> kLayout = {
-        "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
-        "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel"};
-    if (kLayout.count(leaf) && (absl::StartsWith(key, "trainer.") || absl::StartsWith(key, "model."))) {
+    if (IsLayoutLeaf(leaf) && (absl::StartsWith(key, "trainer.") || absl::StartsWith(key, "model."))) {
       field = prefix + leaf;
     }
     if (nemo && (key == "data.seq_length" || key == "model.seq_length")) field = "data.seq_length";
     if (!nemo && (key == "dataset.seq_length" || key == "model.seq_length")) field = "dataset.seq_length";
     values[field] = kv.second;
   }
-  // Which overrides are read (the rest are listed).
-  static const std::set<std::string> kRead = {
-      "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
-      "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel"};
-  for (const auto& kv : overrides) {
+}
+
+// Lists in out.ignored the KEY=VALUE overrides the job does not read (the GPU count ones saying
+// where the count comes from).
+void ListUnreadOverrides(const NemoLine& line, ImportedJob& out) {
+  for (const auto& kv : line.overrides) {
     const std::string key = CanonicalKey(kv.first);
     const std::string leaf = key.substr(key.rfind('.') + 1);
     const bool read =
-        kRead.count(leaf) || key == "data.seq_length" || key == "dataset.seq_length" || key == "model.seq_length" ||
+        IsLayoutLeaf(leaf) || key == "data.seq_length" || key == "dataset.seq_length" || key == "model.seq_length" ||
         key == "data.global_batch_size" || key == "train.global_batch_size" || key == "data.micro_batch_size" ||
         key == "train.micro_batch_size" || key == "trainer.max_steps" || key == "train.train_iters" ||
         leaf == "recompute_granularity" || leaf == "recompute_modules" || key == "trainer.plugins" ||
@@ -397,49 +401,68 @@ absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& a
       out.ignored.push_back(absl::StrCat(kv.first, "=", kv.second));
     }
   }
-  // ---- The job from the values.
-  auto get = [&](const std::string& k) -> std::string {
-    auto it = values.find(k);
-    return it == values.end() ? "None" : it->second;
-  };
-  auto source_of = [&](const std::string& k) {
-    // The override key the user wrote for a field, for errors.
-    for (const auto& kv : overrides) {
+}
+
+// Typed reads of the recipe's values with the overrides laid over them; an error names the
+// override key the user wrote (else the field's path).
+class NemoValues {
+ public:
+  NemoValues(const Values& values, const NemoLine& line) : values_(values), line_(line) {}
+  const Values& all() const { return values_; }
+  bool Has(const std::string& k) const { return values_.count(k) > 0; }
+  // The value's text; "None" when neither the recipe nor an override sets it.
+  std::string Get(const std::string& k) const {
+    auto it = values_.find(k);
+    return it == values_.end() ? "None" : it->second;
+  }
+  // The override key the user wrote for a field, for errors.
+  std::string SourceOf(const std::string& k) const {
+    for (const auto& kv : line_.overrides) {
       if (CanonicalKey(kv.first) == k || absl::EndsWith(CanonicalKey(kv.first), k.substr(k.rfind('.')))) return kv.first;
     }
     return k;
-  };
-  auto int_of = [&](const std::string& k, int64_t fallback, int64_t lo) -> absl::StatusOr<int64_t> {
-    const std::string v = get(k);
+  }
+  absl::StatusOr<int64_t> Int(const std::string& k, int64_t fallback, int64_t lo) const {
+    const std::string v = Get(k);
     if (IsNone(v)) return fallback;
     int64_t x = 0;
     if (!absl::SimpleAtoi(v, &x) || x < lo || x > kMaxLaunchSize) {
-      return Bad(source_of(k), absl::StrCat("'", v, "' is not an integer >= ", lo));
+      return Bad(SourceOf(k), absl::StrCat("'", v, "' is not an integer >= ", lo));
     }
     return x;
-  };
-  auto bool_of = [&](const std::string& k, bool fallback) -> absl::StatusOr<bool> {
-    const std::string v = absl::AsciiStrToLower(get(k));
+  }
+  absl::StatusOr<bool> Bool(const std::string& k, bool fallback) const {
+    const std::string v = absl::AsciiStrToLower(Get(k));
     if (IsNone(v)) return fallback;
-    if (v != "true" && v != "false") return Bad(source_of(k), absl::StrCat("'", get(k), "' is not true or false"));
+    if (v != "true" && v != "false") return Bad(SourceOf(k), absl::StrCat("'", Get(k), "' is not true or false"));
     return v == "true";
-  };
+  }
+
+ private:
+  const Values& values_;
+  const NemoLine& line_;
+};
+
 #define NEMO_INT(var, key, fallback, lo)      \
   int64_t var = 0;                            \
   {                                           \
-    auto _v = int_of(key, fallback, lo);      \
+    auto _v = v.Int(key, fallback, lo);       \
     if (!_v.ok()) return _v.status();         \
     var = *_v;                                \
   }
 #define NEMO_BOOL(var, key, fallback)         \
   bool var = false;                           \
   {                                           \
-    auto _v = bool_of(key, fallback);         \
+    auto _v = v.Bool(key, fallback);          \
     if (!_v.ok()) return _v.status();         \
     var = *_v;                                \
   }
-  v1::TrainingSpec& t = *out.spec.mutable_training();
-  v1::ParallelismSpec& p = *out.spec.mutable_parallelism();
+
+// The layout (`prefix`: trainer.strategy. for NeMo's MegatronStrategy, model. for Megatron-Bridge)
+// and the batch and run length (NeMo's data.* / trainer.max_steps, Bridge's dataset.* / train.*);
+// the sequence length and global batch are required of the recipe.
+absl::Status SetNemoLayoutAndBatch(const NemoValues& v, bool nemo, const std::string& prefix,
+                                   const std::string& recipe_source, v1::ParallelismSpec& p, v1::TrainingSpec& t) {
   NEMO_INT(tp, prefix + "tensor_model_parallel_size", 1, 1);
   NEMO_INT(pp, prefix + "pipeline_model_parallel_size", 1, 1);
   NEMO_INT(vpp, prefix + "virtual_pipeline_model_parallel_size", 0, 1);
@@ -468,16 +491,20 @@ absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& a
     NEMO_INT(steps, k, 0, 0);
     if (steps > 0) t.set_train_iters(steps);
   }
-  // Precision: the recipe's mixed-precision config (bf16_mixed, bf16_with_fp8_*_mixed,
-  // bf16_with_mxfp8_mixed; NeMo's trainer.plugins) or an override naming one.
+  return absl::OkStatus();
+}
+
+// Precision: the recipe's mixed-precision config (bf16_mixed, bf16_with_fp8_*_mixed,
+// bf16_with_mxfp8_mixed; NeMo's trainer.plugins) or an override naming one; NVFP4 is refused.
+absl::Status SetNemoPrecision(const NemoValues& v, bool nemo, v1::TrainingSpec& t) {
   t.mutable_precision()->set_params(v1::D_TYPE_BF16);
   t.mutable_precision()->set_gemm(v1::D_TYPE_BF16);
-  std::string precision = absl::AsciiStrToLower(get("trainer.plugins"));
-  for (const auto& [k, v] : values) {
+  std::string precision = absl::AsciiStrToLower(v.Get("trainer.plugins"));
+  for (const auto& [k, val] : v.all()) {
     if (k == "mixed_precision" || absl::StartsWith(k, "mixed_precision.")) {
-      if (k == "mixed_precision.fp8" && (IsNone(v) || v == "false")) continue;
+      if (k == "mixed_precision.fp8" && (IsNone(val) || val == "false")) continue;
       if (absl::StrContains(k, "fp8_param") || absl::StrContains(k, "in_bf16") || absl::StrContains(k, "fp8_recipe")) continue;
-      absl::StrAppend(&precision, " ", absl::AsciiStrToLower(v));
+      absl::StrAppend(&precision, " ", absl::AsciiStrToLower(val));
     }
   }
   if (absl::StrContains(precision, "nvfp4") || absl::StrContains(precision, "fp4")) {
@@ -485,17 +512,22 @@ absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& a
                absl::StrCat("'", absl::StripAsciiWhitespace(precision), "': NVFP4 is not modelled (no fp4 GEMM dtype)"));
   }
   if (absl::StrContains(precision, "fp8")) t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
-  // Recompute (model.recompute_granularity / _modules / _method / _num_layers).
-  const std::string gran = absl::AsciiStrToLower(get("model.recompute_granularity"));
+  return absl::OkStatus();
+}
+
+// Recompute (model.recompute_granularity / _modules / _method / _num_layers, Megatron-Core's
+// TransformerConfig fields).
+absl::Status SetNemoRecompute(const NemoValues& v, v1::TrainingSpec& t) {
+  const std::string gran = absl::AsciiStrToLower(v.Get("model.recompute_granularity"));
   if (gran == "full") {
     t.set_recompute(v1::RECOMPUTE_FULL);
-    if (get("model.recompute_method") == "block") {
+    if (v.Get("model.recompute_method") == "block") {
       NEMO_INT(n, "model.recompute_num_layers", 0, 0);
       t.set_recompute_num_layers(n);
     }
   } else if (gran == "selective") {
     t.set_recompute(v1::RECOMPUTE_SELECTIVE);
-    const std::string mods = get("model.recompute_modules");
+    const std::string mods = v.Get("model.recompute_modules");
     if (!IsNone(mods)) {
       std::string m = mods;
       for (char& c : m) {
@@ -506,59 +538,125 @@ absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& a
       }
     }
   } else if (IsNone(gran)) {
-    if (values.count("model.recompute_granularity")) t.set_recompute(v1::RECOMPUTE_NONE);
+    if (v.Has("model.recompute_granularity")) t.set_recompute(v1::RECOMPUTE_NONE);
   } else {
-    return Bad(source_of("model.recompute_granularity"), absl::StrCat("'", gran, "' is not full, selective or null"));
+    return Bad(v.SourceOf("model.recompute_granularity"), absl::StrCat("'", gran, "' is not full, selective or null"));
   }
-  // Sharding and overlaps (Megatron-Bridge's ddp / comm_overlap; NeMo 2's distributed optimizer
-  // default, MegatronStrategy with distributed_fused_adam).
-  t.set_sharding(v1::SHARDING_ZERO1);
-  if (!nemo) {
-    NEMO_BOOL(mfsdp, "ddp.use_megatron_fsdp", false);
-    NEMO_BOOL(dist, "ddp.use_distributed_optimizer", true);
-    const std::string strategy = get("ddp.data_parallel_sharding_strategy");
-    if (mfsdp) {
-      t.set_sharding(strategy == "optim" ? v1::SHARDING_ZERO1
-                     : strategy == "optim_grads" ? v1::SHARDING_ZERO2
-                     : strategy == "no_shard" ? v1::SHARDING_NONE
-                                              : v1::SHARDING_ZERO3);
-    } else {
-      t.set_sharding(dist ? v1::SHARDING_ZERO1 : v1::SHARDING_NONE);
-    }
-    if (values.count("ddp.overlap_grad_reduce")) {
-      NEMO_BOOL(ov, "ddp.overlap_grad_reduce", true);
-      t.set_overlap_dp_comm(ov);
-    }
-    if (values.count("ddp.grad_reduce_in_fp32")) {
-      NEMO_BOOL(fp32, "ddp.grad_reduce_in_fp32", true);
-      t.mutable_precision()->set_grad_reduce(fp32 ? v1::D_TYPE_FP32 : v1::D_TYPE_BF16);
-      if (!fp32) t.mutable_precision()->set_grads(v1::D_TYPE_BF16);
-    }
-    if (values.count("comm_overlap.tp_comm_overlap")) {
-      NEMO_BOOL(tpo, "comm_overlap.tp_comm_overlap", false);
-      t.set_overlap_tp_comm(tpo && tp > 1);
-    }
-    // CUDA graphs: cuda_graph_impl "local" with scope "full_iteration" captures the whole step
-    // (scripts/performance/utils/overrides.py); "none" none; a partial transformer_engine
-    // capture is not expressible (left to the preset).
-    const std::string graphs = get("model.cuda_graph_impl");
-    if (graphs == "none") t.set_cuda_graphs(false);
-    else if (graphs == "local" && absl::StrContains(get("model.cuda_graph_scope"), "full_iteration")) t.set_cuda_graphs(true);
-    else if (graphs == "full_iteration") t.set_cuda_graphs(true);
+  return absl::OkStatus();
+}
+
+// Megatron-Bridge's sharding and overlaps (ddp.use_megatron_fsdp, ddp.use_distributed_optimizer,
+// ddp.data_parallel_sharding_strategy, ddp.overlap_grad_reduce, ddp.grad_reduce_in_fp32,
+// comm_overlap.tp_comm_overlap) and CUDA graphs (model.cuda_graph_impl / _scope).
+absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::TrainingSpec& t) {
+  NEMO_BOOL(mfsdp, "ddp.use_megatron_fsdp", false);
+  NEMO_BOOL(dist, "ddp.use_distributed_optimizer", true);
+  const std::string strategy = v.Get("ddp.data_parallel_sharding_strategy");
+  if (mfsdp) {
+    t.set_sharding(strategy == "optim" ? v1::SHARDING_ZERO1
+                   : strategy == "optim_grads" ? v1::SHARDING_ZERO2
+                   : strategy == "no_shard" ? v1::SHARDING_NONE
+                                            : v1::SHARDING_ZERO3);
+  } else {
+    t.set_sharding(dist ? v1::SHARDING_ZERO1 : v1::SHARDING_NONE);
   }
-  // An uneven pipeline placed by the recipe (a layout, first/last stage layers): listed; the
-  // model puts ceil(layers / stages) on the slowest stage.
+  if (v.Has("ddp.overlap_grad_reduce")) {
+    NEMO_BOOL(ov, "ddp.overlap_grad_reduce", true);
+    t.set_overlap_dp_comm(ov);
+  }
+  if (v.Has("ddp.grad_reduce_in_fp32")) {
+    NEMO_BOOL(fp32, "ddp.grad_reduce_in_fp32", true);
+    t.mutable_precision()->set_grad_reduce(fp32 ? v1::D_TYPE_FP32 : v1::D_TYPE_BF16);
+    if (!fp32) t.mutable_precision()->set_grads(v1::D_TYPE_BF16);
+  }
+  if (v.Has("comm_overlap.tp_comm_overlap")) {
+    NEMO_BOOL(tpo, "comm_overlap.tp_comm_overlap", false);
+    t.set_overlap_tp_comm(tpo && tp > 1);
+  }
+  // CUDA graphs: cuda_graph_impl "local" with scope "full_iteration" captures the whole step
+  // (scripts/performance/utils/overrides.py); "none" none; a partial transformer_engine
+  // capture is not expressible (left to the preset).
+  const std::string graphs = v.Get("model.cuda_graph_impl");
+  if (graphs == "none") t.set_cuda_graphs(false);
+  else if (graphs == "local" && absl::StrContains(v.Get("model.cuda_graph_scope"), "full_iteration")) t.set_cuda_graphs(true);
+  else if (graphs == "full_iteration") t.set_cuda_graphs(true);
+  return absl::OkStatus();
+}
+
+#undef NEMO_INT
+#undef NEMO_BOOL
+
+// Lists in out.ignored what the recipe sets and the job does not model: an uneven pipeline placed
+// by the recipe (a layout, first/last stage layers; the model puts ceil(layers / stages) on the
+// slowest stage), and the recipe itself with what of it is read.
+void ListRecipeNotes(const NemoValues& v, bool nemo, const std::string& name, const std::string& recipe_source,
+                     ImportedJob& out) {
   for (const char* k : {"model.pipeline_model_parallel_layout", "model.num_layers_in_first_pipeline_stage",
                         "model.num_layers_in_last_pipeline_stage"}) {
-    if (!IsNone(get(k))) out.ignored.push_back(absl::StrCat(k, "=", get(k), " (the recipe's uneven pipeline split)"));
+    if (!IsNone(v.Get(k))) out.ignored.push_back(absl::StrCat(k, "=", v.Get(k), " (the recipe's uneven pipeline split)"));
   }
   out.ignored.push_back(absl::StrCat(nemo ? "--factory " : "--recipe ", name, " (", recipe_source, " at ",
                                      nemo ? "NVIDIA/NeMo " : "NVIDIA-NeMo/Megatron-Bridge ",
                                      std::string(nemo ? kNemoCommit : kBridgeCommit).substr(0, 8),
                                      "; its layout, batch, precision, recompute, sharding and overlaps are read, the "
                                      "optimizer, data and checkpoint settings are not)"));
-#undef NEMO_INT
-#undef NEMO_BOOL
+}
+
+}  // namespace
+
+absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& argv) {
+  ImportedJob out;
+  const LauncherPrefix launch = ParseLauncherPrefix(argv, /*shell_scripts=*/false);
+  out.launcher_gpus = launch.gpus;
+  out.launcher_gpus_from = launch.gpus_from;
+  NemoLine line;
+  // The launcher's own flags (torchrun --nproc_per_node ...) are not the recipe's.
+  if (absl::Status s = ParseNemoLine(argv, launch.args_index, line, out); !s.ok()) return s;
+  const bool nemo = !line.factory.empty();
+  if (!nemo && line.recipe_flag.empty() && !line.model_stem.empty()) {
+    // run_recipe.py: --model STEM --mode pretrain -> STEM_pretrain_config
+    // (scripts/training/run_recipe.py _selected_recipe_name).
+    if (!line.mode.empty() && line.mode != "pretrain") {
+      return Bad("--mode", absl::StrCat("'", line.mode, "': only pre-training (--mode pretrain) is modelled"));
+    }
+    line.recipe_flag = absl::StrCat(line.model_stem, "_pretrain_config");
+  }
+  std::string name = nemo ? line.factory : line.recipe_flag;
+  out.source = nemo ? "nemo" : "megatron-bridge";
+  out.spec.mutable_framework()->set_preset(out.source);
+  // "llama3_70b(num_nodes=8, name='x')": the factory's arguments are listed.
+  if (size_t paren = name.find('('); paren != std::string::npos) {
+    out.ignored.push_back(absl::StrCat("--factory ", name, " (the factory's arguments; the GPU count comes from the "
+                                       "allocation or --gpus)"));
+    name = name.substr(0, paren);
+  }
+  // The recipe's values (presets/launchers/*.toml).
+  Values values;
+  absl::StatusOr<std::string> model_id = LoadRecipeValues(nemo, name, line.recipe_flag, values);
+  if (!model_id.ok()) return model_id.status();
+  const std::string recipe_source = values["source"];
+  absl::StatusOr<v1::ModelSpec> model = RecipeModel(model_id->empty() ? name : *model_id);
+  if (!model.ok()) {
+    return Bad(nemo ? "--factory" : "--recipe", absl::StrCat("'", name, "' (", recipe_source, "): ", model.status().message()));
+  }
+  *out.spec.mutable_model() = *model;
+  const std::string prefix = nemo ? "trainer.strategy." : "model.";
+  ApplyNemoOverrides(line, nemo, prefix, values);
+  ListUnreadOverrides(line, out);
+  // ---- The job from the values.
+  const NemoValues v(values, line);
+  v1::TrainingSpec& t = *out.spec.mutable_training();
+  v1::ParallelismSpec& p = *out.spec.mutable_parallelism();
+  if (absl::Status s = SetNemoLayoutAndBatch(v, nemo, prefix, recipe_source, p, t); !s.ok()) return s;
+  if (absl::Status s = SetNemoPrecision(v, nemo, t); !s.ok()) return s;
+  if (absl::Status s = SetNemoRecompute(v, t); !s.ok()) return s;
+  // Sharding and overlaps (Megatron-Bridge's ddp / comm_overlap; NeMo 2's distributed optimizer
+  // default, MegatronStrategy with distributed_fused_adam).
+  t.set_sharding(v1::SHARDING_ZERO1);
+  if (!nemo) {
+    if (absl::Status s = SetBridgeShardingAndOverlaps(v, p.tp(), t); !s.ok()) return s;
+  }
+  ListRecipeNotes(v, nemo, name, recipe_source, out);
   return out;
 }
 

@@ -166,30 +166,45 @@ absl::StatusOr<ConvertedRate> StepTimeFromStatedRate(const PublishedRow& r, cons
   return out;
 }
 
-absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Catalog& catalog) {
-  PublishedRun out;
-  v1::JobSpec& spec = out.spec;
-  spec.set_name(absl::StrCat("row ", Str(r, "row_id"), ": ", Str(r, "model")));
+namespace {
 
-  // Framework: named in the row's framework text; its era from a version or year there, else
-  // the publication year of the row's source.
-  const std::string fw_text = Str(r, "framework");
-  int year = YearInText(fw_text);
-  if (year == 0) year = YearInText(Str(r, "source"));
-  absl::StatusOr<Catalog::FrameworkMatch> fw = catalog.FrameworkForTextOrGeneric(fw_text, year);
-  if (!fw.ok()) return absl::InvalidArgumentError(absl::StrCat("framework: ", fw.status().message()));
-  spec.mutable_framework()->set_preset(fw->name);
-  out.framework_fallback = fw->fallback;
-  if (fw->fallback) out.assumed.push_back(Catalog::GenericFrameworkAssumed(fw_text));
-  absl::StatusOr<v1::FrameworkSpec> fw_spec = catalog.FindFramework(fw->name);
-  if (!fw_spec.ok()) return fw_spec.status();
+// The framework a row ran: the preset its framework column names, and its era.
+struct RowFramework {
+  std::string text;  // the row's framework column
+  int year = 0;      // from a version or year in that text, else the source's publication year
+  std::string name;  // the framework preset
+  v1::FrameworkSpec spec;
+};
 
-  // Model: the row's dimensions; what they leave open from its family's entry in the
-  // architecture registry (presets/architectures/), found by the model name.
+// Reads the row's framework and source columns: Catalog::FrameworkForTextOrGeneric picks the
+// preset (the generic one, recorded in out.assumed, when none is named).
+absl::StatusOr<RowFramework> RowFrameworkOf(const PublishedRow& r, const Catalog& catalog, PublishedRun& out) {
+  RowFramework fw;
+  fw.text = Str(r, "framework");
+  fw.year = YearInText(fw.text);
+  if (fw.year == 0) fw.year = YearInText(Str(r, "source"));
+  absl::StatusOr<Catalog::FrameworkMatch> match = catalog.FrameworkForTextOrGeneric(fw.text, fw.year);
+  if (!match.ok()) return absl::InvalidArgumentError(absl::StrCat("framework: ", match.status().message()));
+  out.spec.mutable_framework()->set_preset(match->name);
+  out.framework_fallback = match->fallback;
+  if (match->fallback) out.assumed.push_back(Catalog::GenericFrameworkAssumed(fw.text));
+  absl::StatusOr<v1::FrameworkSpec> spec = catalog.FindFramework(match->name);
+  if (!spec.ok()) return spec.status();
+  fw.name = match->name;
+  fw.spec = *std::move(spec);
+  return fw;
+}
+
+// The architecture family of the row's model (presets/architectures/, found by the model name),
+// and the text that cites it.
+struct RowFamily {
+  const v1::Architecture* family = nullptr;
+  std::string source;
+};
+
+absl::StatusOr<RowFamily> RowFamilyOf(const std::string& model_name, bool row_moe) {
   absl::StatusOr<const ArchitectureRegistry*> registry = ArchitectureRegistry::Builtin();
   if (!registry.ok()) return registry.status();
-  const std::string model_name = Str(r, "model");
-  const bool row_moe = NumOr(r, "moe_routed_experts", 0) > 0;
   const v1::Architecture* family = (*registry)->ForModelName(model_name, row_moe);
   if (family == nullptr) {
     return absl::InvalidArgumentError(
@@ -199,123 +214,145 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
     return absl::InvalidArgumentError(
         absl::StrCat("model: '", model_name, "' is ", family->display_name(), ", refused: it ", family->refused()));
   }
-  const std::string family_source =
-      absl::StrCat(family->display_name(), " (presets/architectures/", family->name(), ".yaml: ",
-                   family->sources_size() ? family->sources(0) : "", ")");
-  const std::string notes = Lower(r, "notes") + " " + Lower(r, "framework");
-  absl::StatusOr<int64_t> layers = Int(r, "n_layers", false);
-  if (!layers.ok()) return layers.status();
-  if (const v1::FamilyModel* named = ArchitectureRegistry::ModelOf(*family, model_name); named != nullptr) {
-    // A row naming a model whose shape the family's conventions cannot fix (DeepSeek-V3's MLA and
-    // dense first layers, Llama 4 Maverick's alternating dense/MoE layers) runs its preset,
-    // checked against every dimension the row gives.
-    absl::StatusOr<ModelShape> preset = catalog.FindModel(named->preset());
-    if (!preset.ok()) return preset.status();
-    const ModelShape p = preset->Resolved();
-    for (auto [col, want] : std::initializer_list<std::pair<const char*, int64_t>>{
-             {"n_layers", p.layers},
-             {"d_model", p.hidden_size},
-             {"n_heads", p.attention_heads},
-             {"n_kv_heads", p.kv_heads},
-             {"ffn_hidden", p.ffn_hidden_size},
-             {"vocab", p.vocab_size},
-             {"moe_routed_experts", p.moe.routed_experts},
-             {"moe_topk", p.moe.top_k},
-             {"moe_shared_experts", p.moe.shared_experts},
-             {"moe_expert_ffn", p.moe.expert_ffn_hidden_size}}) {
-      absl::StatusOr<int64_t> v = Int(r, col, false);
-      if (!v.ok()) return v.status();
-      if (*v != 0 && *v != want) {
-        return absl::InvalidArgumentError(absl::StrCat(col, ": ", *v, " differs from ", preset->name, "'s ", want,
-                                                       " (", named->preset(), " preset)"));
-      }
+  return RowFamily{family, absl::StrCat(family->display_name(), " (presets/architectures/", family->name(), ".yaml: ",
+                                        family->sources_size() ? family->sources(0) : "", ")")};
+}
+
+// A row naming a model whose shape the family's conventions cannot fix (DeepSeek-V3's MLA and
+// dense first layers, Llama 4 Maverick's alternating dense/MoE layers) runs its preset, checked
+// against every dimension the row gives (n_layers, d_model, n_heads, n_kv_heads, ffn_hidden,
+// vocab, moe_*).
+absl::Status SetRowModelPreset(const PublishedRow& r, const Catalog& catalog, const v1::FamilyModel& named,
+                               const std::string& family_source, PublishedRun& out) {
+  absl::StatusOr<ModelShape> preset = catalog.FindModel(named.preset());
+  if (!preset.ok()) return preset.status();
+  const ModelShape p = preset->Resolved();
+  for (auto [col, want] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"n_layers", p.layers},
+           {"d_model", p.hidden_size},
+           {"n_heads", p.attention_heads},
+           {"n_kv_heads", p.kv_heads},
+           {"ffn_hidden", p.ffn_hidden_size},
+           {"vocab", p.vocab_size},
+           {"moe_routed_experts", p.moe.routed_experts},
+           {"moe_topk", p.moe.top_k},
+           {"moe_shared_experts", p.moe.shared_experts},
+           {"moe_expert_ffn", p.moe.expert_ffn_hidden_size}}) {
+    absl::StatusOr<int64_t> v = Int(r, col, false);
+    if (!v.ok()) return v.status();
+    if (*v != 0 && *v != want) {
+      return absl::InvalidArgumentError(absl::StrCat(col, ": ", *v, " differs from ", preset->name, "'s ", want,
+                                                     " (", named.preset(), " preset)"));
     }
-    spec.mutable_model()->set_preset(named->preset());
-    out.assumed.push_back({"model", named->preset(),
-                           absl::StrCat("the row names ", preset->name, ": its architecture from ", preset->source,
-                                        "; family ", family_source)});
-  } else {
-    v1::ModelShape* s = spec.mutable_model()->mutable_shape();
-    s->set_name(model_name);
-    s->set_source(absl::StrCat("published run ", Str(r, "row_id"), "; conventions: ", family_source));
-    ApplyConventions(family->conventions(), s);
-    for (auto [col, setter] : std::initializer_list<std::pair<const char*, void (v1::ModelShape::*)(int64_t)>>{
-             {"n_layers", &v1::ModelShape::set_layers},
-             {"d_model", &v1::ModelShape::set_hidden_size},
-             {"n_heads", &v1::ModelShape::set_attention_heads},
-             {"n_kv_heads", &v1::ModelShape::set_kv_heads},
-             {"ffn_hidden", &v1::ModelShape::set_ffn_hidden_size}}) {
-      absl::StatusOr<int64_t> v = Int(r, col, std::string(col) != "n_kv_heads" && std::string(col) != "ffn_hidden");
-      if (!v.ok()) return v.status();
-      (s->*setter)(*v);
-    }
-    if (family->conventions().head_dim() > 0) {
-      out.assumed.push_back({"model.shape.head_dim", absl::StrCat(family->conventions().head_dim()),
-                             absl::StrCat("every ", family->display_name(), " model's head size: ", family_source)});
-    }
-    // The FFN type a row's notes state wins over the family's.
-    if (absl::StrContains(notes, "squared-relu") || absl::StrContains(notes, "squared relu")) {
-      s->set_ffn_type(v1::FFN_TYPE_SQUARED_RELU);
-    }
-    if (absl::StrContains(notes, "geglu")) s->set_ffn_type(v1::FFN_TYPE_GEGLU);
-    if (absl::StrContains(notes, "swiglu")) s->set_ffn_type(v1::FFN_TYPE_SWIGLU);
-    absl::StatusOr<int64_t> seq = Int(r, "seq_len", true);
-    if (!seq.ok()) return seq.status();
-    if (family->conventions().position_encoding() == v1::POSITION_ENCODING_LEARNED) {
-      // A learned table of the run's sequence length (+ the family's offset rows: OPT 2).
-      s->set_learned_position_embeddings(*seq + family->conventions().learned_position_offset());
-    }
-    if (row_moe) {
-      auto* moe = s->mutable_moe();
-      for (auto [col, setter] : std::initializer_list<std::pair<const char*, void (v1::MoeShape::*)(int64_t)>>{
-               {"moe_routed_experts", &v1::MoeShape::set_routed_experts},
-               {"moe_topk", &v1::MoeShape::set_top_k},
-               {"moe_shared_experts", &v1::MoeShape::set_shared_experts},
-               {"moe_expert_ffn", &v1::MoeShape::set_expert_ffn_hidden_size}}) {
-        absl::StatusOr<int64_t> v = Int(r, col, false);
-        if (!v.ok()) return v.status();
-        (moe->*setter)(*v);
-      }
-      if (moe->expert_ffn_hidden_size() == 0) moe->set_expert_ffn_hidden_size(s->ffn_hidden_size());
-      if (moe->top_k() == 0) return absl::InvalidArgumentError("moe_topk: not given for an MoE row");
-    }
-    // Vocabulary: the row's, else the family tokenizer's; padded as the framework pads it.
-    absl::StatusOr<int64_t> vocab = Int(r, "vocab", false);
-    if (!vocab.ok()) return vocab.status();
-    int64_t v = *vocab;
-    if (v == 0) {
-      if (family->conventions().vocab_size() == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("vocab: not given and no tokenizer is known for the ", family->display_name(), " family"));
-      }
-      v = family->conventions().vocab_size();
-      out.assumed.push_back({"model.shape.vocab_size", absl::StrCat(v),
-                             absl::StrCat("the ", family->display_name(), " family's tokenizer (",
-                                          family->conventions().tokenizer(), "): ", family_source)});
-    }
-    // Int(), not a cast of NumOr(): tp "1e300" is an error naming the column (the cast was UB).
-    absl::StatusOr<int64_t> tp_col = Int(r, "tp", false, 1);
-    if (!tp_col.ok()) return tp_col.status();
-    const int64_t tp = std::max<int64_t>(1, *tp_col);
-    if (fw_spec->vocab_pad_multiple() > 0) {
-      const int64_t multiple = fw_spec->vocab_pad_multiple() * (fw_spec->vocab_pad_times_tp() ? tp : 1);
-      const int64_t padded = (v + multiple - 1) / multiple * multiple;
-      if (padded != v) {
-        out.assumed.push_back({"model.shape.vocab_size", absl::StrCat(padded),
-                               absl::StrCat(v, " padded to a multiple of ", multiple, " as ", fw->name,
-                                            " pads the embedding table")});
-      }
-      v = padded;
-    }
-    s->set_vocab_size(v);
   }
+  out.spec.mutable_model()->set_preset(named.preset());
+  out.assumed.push_back({"model", named.preset(),
+                         absl::StrCat("the row names ", preset->name, ": its architecture from ", preset->source,
+                                      "; family ", family_source)});
+  return absl::OkStatus();
+}
 
-  // Hardware.
-  absl::StatusOr<std::string> hw = HardwarePresetForGpuName(Str(r, "gpu"));
-  if (!hw.ok()) return absl::InvalidArgumentError(absl::StrCat("gpu: ", hw.status().message()));
-  spec.mutable_hardware()->set_preset(*hw);
+// The MoE columns (moe_routed_experts, moe_topk, moe_shared_experts, moe_expert_ffn; the expert
+// FFN defaults to the dense one).
+absl::Status SetRowMoe(const PublishedRow& r, v1::ModelShape* s) {
+  auto* moe = s->mutable_moe();
+  for (auto [col, setter] : std::initializer_list<std::pair<const char*, void (v1::MoeShape::*)(int64_t)>>{
+           {"moe_routed_experts", &v1::MoeShape::set_routed_experts},
+           {"moe_topk", &v1::MoeShape::set_top_k},
+           {"moe_shared_experts", &v1::MoeShape::set_shared_experts},
+           {"moe_expert_ffn", &v1::MoeShape::set_expert_ffn_hidden_size}}) {
+    absl::StatusOr<int64_t> v = Int(r, col, false);
+    if (!v.ok()) return v.status();
+    (moe->*setter)(*v);
+  }
+  if (moe->expert_ffn_hidden_size() == 0) moe->set_expert_ffn_hidden_size(s->ffn_hidden_size());
+  if (moe->top_k() == 0) return absl::InvalidArgumentError("moe_topk: not given for an MoE row");
+  return absl::OkStatus();
+}
 
-  // Layout.
+// Vocabulary: the row's vocab column, else the family tokenizer's (presets/architectures/);
+// padded as the framework pads it (its preset's vocab_pad_multiple, times TP where it says so).
+absl::Status SetRowVocab(const PublishedRow& r, const v1::Architecture& family, const std::string& family_source,
+                         const RowFramework& fw, v1::ModelShape* s, PublishedRun& out) {
+  absl::StatusOr<int64_t> vocab = Int(r, "vocab", false);
+  if (!vocab.ok()) return vocab.status();
+  int64_t v = *vocab;
+  if (v == 0) {
+    if (family.conventions().vocab_size() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("vocab: not given and no tokenizer is known for the ", family.display_name(), " family"));
+    }
+    v = family.conventions().vocab_size();
+    out.assumed.push_back({"model.shape.vocab_size", absl::StrCat(v),
+                           absl::StrCat("the ", family.display_name(), " family's tokenizer (",
+                                        family.conventions().tokenizer(), "): ", family_source)});
+  }
+  // Int(), not a cast of NumOr(): tp "1e300" is an error naming the column (the cast was UB).
+  absl::StatusOr<int64_t> tp_col = Int(r, "tp", false, 1);
+  if (!tp_col.ok()) return tp_col.status();
+  const int64_t tp = std::max<int64_t>(1, *tp_col);
+  if (fw.spec.vocab_pad_multiple() > 0) {
+    const int64_t multiple = fw.spec.vocab_pad_multiple() * (fw.spec.vocab_pad_times_tp() ? tp : 1);
+    const int64_t padded = (v + multiple - 1) / multiple * multiple;
+    if (padded != v) {
+      out.assumed.push_back({"model.shape.vocab_size", absl::StrCat(padded),
+                             absl::StrCat(v, " padded to a multiple of ", multiple, " as ", fw.name,
+                                          " pads the embedding table")});
+    }
+    v = padded;
+  }
+  s->set_vocab_size(v);
+  return absl::OkStatus();
+}
+
+// The model shape from the row's dimensions (n_layers, d_model, n_heads, n_kv_heads, ffn_hidden,
+// seq_len, the MoE columns, vocab); what they leave open from the family's conventions, the FFN
+// type a row's notes state winning over the family's.
+absl::Status SetRowModelShape(const PublishedRow& r, const std::string& model_name, const RowFamily& rf,
+                              const RowFramework& fw, bool row_moe, PublishedRun& out) {
+  const v1::Architecture& family = *rf.family;
+  v1::ModelShape* s = out.spec.mutable_model()->mutable_shape();
+  s->set_name(model_name);
+  s->set_source(absl::StrCat("published run ", Str(r, "row_id"), "; conventions: ", rf.source));
+  ApplyConventions(family.conventions(), s);
+  for (auto [col, setter] : std::initializer_list<std::pair<const char*, void (v1::ModelShape::*)(int64_t)>>{
+           {"n_layers", &v1::ModelShape::set_layers},
+           {"d_model", &v1::ModelShape::set_hidden_size},
+           {"n_heads", &v1::ModelShape::set_attention_heads},
+           {"n_kv_heads", &v1::ModelShape::set_kv_heads},
+           {"ffn_hidden", &v1::ModelShape::set_ffn_hidden_size}}) {
+    absl::StatusOr<int64_t> v = Int(r, col, std::string(col) != "n_kv_heads" && std::string(col) != "ffn_hidden");
+    if (!v.ok()) return v.status();
+    (s->*setter)(*v);
+  }
+  if (family.conventions().head_dim() > 0) {
+    out.assumed.push_back({"model.shape.head_dim", absl::StrCat(family.conventions().head_dim()),
+                           absl::StrCat("every ", family.display_name(), " model's head size: ", rf.source)});
+  }
+  // The FFN type a row's notes state wins over the family's.
+  const std::string notes = Lower(r, "notes") + " " + Lower(r, "framework");
+  if (absl::StrContains(notes, "squared-relu") || absl::StrContains(notes, "squared relu")) {
+    s->set_ffn_type(v1::FFN_TYPE_SQUARED_RELU);
+  }
+  if (absl::StrContains(notes, "geglu")) s->set_ffn_type(v1::FFN_TYPE_GEGLU);
+  if (absl::StrContains(notes, "swiglu")) s->set_ffn_type(v1::FFN_TYPE_SWIGLU);
+  absl::StatusOr<int64_t> seq = Int(r, "seq_len", true);
+  if (!seq.ok()) return seq.status();
+  if (family.conventions().position_encoding() == v1::POSITION_ENCODING_LEARNED) {
+    // A learned table of the run's sequence length (+ the family's offset rows: OPT 2).
+    s->set_learned_position_embeddings(*seq + family.conventions().learned_position_offset());
+  }
+  if (row_moe) {
+    if (absl::Status st = SetRowMoe(r, s); !st.ok()) return st;
+  }
+  return SetRowVocab(r, family, rf.source, fw, s, out);
+}
+
+// The layout columns (tp, pp, cp, ep, vpp, dp, num_gpus, sp; ETP as the notes or framework text
+// state it "ETP=1"); returns the GPU count. A DP that does not multiply out to the GPUs is
+// derived instead, and a VPP printed beside PP 1 dropped (Megatron-Core refuses it).
+absl::StatusOr<int64_t> SetRowLayout(const PublishedRow& r, const std::string& fw_text, PublishedRun& out) {
+  v1::JobSpec& spec = out.spec;
   auto* par = spec.mutable_parallelism();
   for (auto [col, setter] : std::initializer_list<std::pair<const char*, void (v1::ParallelismSpec::*)(int64_t)>>{
            {"tp", &v1::ParallelismSpec::set_tp},
@@ -361,9 +398,12 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   const std::string sp = Lower(r, "sp");
   if (absl::StartsWith(sp, "yes")) par->set_sequence_parallel(true);
   if (absl::StartsWith(sp, "no")) par->set_sequence_parallel(false);
+  return *gpus;
+}
 
-  // Batch.
-  auto* tr = spec.mutable_training();
+// The batch columns (seq_len, global_batch_seqs or global_batch_tokens, micro_batch), and MTP off
+// for a model named "w/o MTP".
+absl::Status SetRowBatch(const PublishedRow& r, const std::string& model_name, v1::TrainingSpec* tr) {
   // A row whose model says it ran without multi-token prediction ("DeepSeekV3 (w/o MTP)") states
   // mtp_layers 0, whatever the framework's recipe trains.
   {
@@ -388,8 +428,12 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   absl::StatusOr<int64_t> mbs = Int(r, "micro_batch", false);
   if (!mbs.ok()) return mbs.status();
   if (*mbs > 0) tr->set_micro_batch_size(*mbs);
+  return absl::OkStatus();
+}
 
-  // Precision.
+// The precision column (fp8, fp8 params, bf16, fp16) and the recompute column (full, selective,
+// none, and Megatron's --recompute-modules as a row states them).
+void SetRowPrecisionAndRecompute(const PublishedRow& r, v1::TrainingSpec* tr) {
   const std::string prec = Lower(r, "precision");
   if (absl::StrContains(prec, "fp8")) {
     tr->mutable_precision()->set_gemm(v1::D_TYPE_FP8);
@@ -406,26 +450,31 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   if (absl::StartsWith(rc, "none")) tr->set_recompute(v1::RECOMPUTE_NONE);
   // Megatron's --recompute-modules as a row states them ("selective (recompute_modules
   // layernorm, moe_act)"): the module names that follow the word.
-  {
-    std::vector<std::string> words;
-    std::string w;
-    for (char c : rc + " ") {
-      if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
-        w += c;
-      } else if (!w.empty()) {
-        words.push_back(w);
-        w.clear();
-      }
-    }
-    for (size_t i = 0; i < words.size(); ++i) {
-      if (words[i] != "recompute_modules") continue;
-      for (size_t j = i + 1; j < words.size() && RecomputeModuleBit(words[j]) != 0; ++j) {
-        tr->add_recompute_modules(words[j]);
-      }
-      break;
+  std::vector<std::string> words;
+  std::string w;
+  for (char c : rc + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      w += c;
+    } else if (!w.empty()) {
+      words.push_back(w);
+      w.clear();
     }
   }
-  // Sharding, in the terms the sources use.
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] != "recompute_modules") continue;
+    for (size_t j = i + 1; j < words.size() && RecomputeModuleBit(words[j]) != 0; ++j) {
+      tr->add_recompute_modules(words[j]);
+    }
+    break;
+  }
+}
+
+// The optimizer_sharding column in the terms the sources use (FSDP full_shard / shard_grad_op,
+// ZeRO-1/2/3, the distributed optimizer), and for HSDP the data-parallel replicas over the FSDP
+// group it names ("x N data-parallel replicas", "over N GPUs", "within each node").
+absl::Status SetRowSharding(const PublishedRow& r, const Catalog& catalog, const std::string& hw, int64_t gpus,
+                            v1::JobSpec& spec) {
+  auto* tr = spec.mutable_training();
   const std::string shard = Lower(r, "optimizer_sharding");
   const bool fsdp_off = absl::StrContains(shard, "fsdp=0");
   if (!fsdp_off && (absl::StrContains(shard, "full_shard") || absl::StrContains(shard, "zero-3") ||
@@ -439,35 +488,38 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   }
   if (absl::StartsWith(shard, "none")) tr->set_sharding(v1::SHARDING_NONE);
   // HSDP: the FSDP group a row names, and the data-parallel replicas over it.
-  if (tr->sharding() == v1::SHARDING_ZERO3) {
-    int64_t replicas = 0;
-    // absl::SimpleAtoi, not std::stoll (which threw on a 30-digit count): an error naming the column.
-    auto count = [&](const std::string& t, int64_t* v) -> absl::Status {
-      if (!absl::SimpleAtoi(t, v)) {
-        return absl::InvalidArgumentError(absl::StrCat("optimizer_sharding: count '", t.substr(0, 24),
-                                                       t.size() > 24 ? "...' is out of range" : "' is out of range"));
-      }
-      return absl::OkStatus();
-    };
-    if (const std::string n = DigitsBetween(shard, "x ", " data-parallel replica"); !n.empty()) {
-      if (absl::Status s = count(n, &replicas); !s.ok()) return s;
+  if (tr->sharding() != v1::SHARDING_ZERO3) return absl::OkStatus();
+  int64_t replicas = 0;
+  // absl::SimpleAtoi, not std::stoll (which threw on a 30-digit count): an error naming the column.
+  auto count = [&](const std::string& t, int64_t* v) -> absl::Status {
+    if (!absl::SimpleAtoi(t, v)) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer_sharding: count '", t.substr(0, 24),
+                                                     t.size() > 24 ? "...' is out of range" : "' is out of range"));
     }
-    if (const std::string n = DigitsBetween(shard, "over ", " gpus"); replicas == 0 && !n.empty()) {
-      int64_t group = 0;
-      if (absl::Status s = count(n, &group); !s.ok()) return s;
-      if (group > 0 && *gpus % group == 0) replicas = *gpus / group;
-    }
-    if (replicas == 0 && absl::StrContains(shard, "within each node")) {
-      absl::StatusOr<Hardware> h = catalog.FindHardware(*hw);
-      if (h.ok() && h->gpus_per_node > 0 && *gpus % h->gpus_per_node == 0) replicas = *gpus / h->gpus_per_node;
-    }
-    if (replicas > 1) par->set_dp_replicate(replicas);
+    return absl::OkStatus();
+  };
+  if (const std::string n = DigitsBetween(shard, "x ", " data-parallel replica"); !n.empty()) {
+    if (absl::Status s = count(n, &replicas); !s.ok()) return s;
   }
+  if (const std::string n = DigitsBetween(shard, "over ", " gpus"); replicas == 0 && !n.empty()) {
+    int64_t group = 0;
+    if (absl::Status s = count(n, &group); !s.ok()) return s;
+    if (group > 0 && gpus % group == 0) replicas = gpus / group;
+  }
+  if (replicas == 0 && absl::StrContains(shard, "within each node")) {
+    absl::StatusOr<Hardware> h = catalog.FindHardware(hw);
+    if (h.ok() && h->gpus_per_node > 0 && gpus % h->gpus_per_node == 0) replicas = gpus / h->gpus_per_node;
+  }
+  if (replicas > 1) spec.mutable_parallelism()->set_dp_replicate(replicas);
+  return absl::OkStatus();
+}
 
-  // Named settings of the framework stated anywhere in the row's text (flags, config values).
+// Named settings of the framework (its preset's settings: flags, config values) stated anywhere
+// in the row's text; a row's own explicit column wins over a setting inferred from free text.
+absl::Status ApplyRowStatedSettings(const PublishedRow& r, const RowFramework& fw, v1::JobSpec& spec) {
   const std::string text = Squash(absl::StrCat(Str(r, "precision"), " ", Str(r, "recompute"), " ",
-                                               Str(r, "optimizer_sharding"), " ", fw_text, " ", Str(r, "notes")));
-  for (const v1::NamedSetting& ns : fw_spec->settings()) {
+                                               Str(r, "optimizer_sharding"), " ", fw.text, " ", Str(r, "notes")));
+  for (const v1::NamedSetting& ns : fw.spec.settings()) {
     bool stated = false;
     for (const std::string& n : ns.names()) stated |= !Squash(n).empty() && absl::StrContains(text, Squash(n));
     if (!stated) continue;
@@ -483,7 +535,15 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
       }
     }
   }
+  return absl::OkStatus();
+}
 
+// The measured step time: the row's iteration time or throughput (MeasuredIterTime), else a
+// TFLOP/s or MFU figure under the FLOP convention its flops_definition names, from the row's own
+// model and batch (StepTimeFromStatedRate, core/flop_conventions.h).
+absl::Status SetRowMeasuredTime(const PublishedRow& r, const Catalog& catalog, const std::string& family_name,
+                                int year, const std::string& hw, PublishedRun& out) {
+  const v1::JobSpec& spec = out.spec;
   absl::StatusOr<std::pair<double, std::string>> measured = MeasuredIterTime(r);
   if (!measured.ok()) {
     // A TFLOP/s or MFU figure under the FLOP convention the row's flops_definition names, from
@@ -491,11 +551,12 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
     absl::StatusOr<ModelShape> model = spec.model().has_shape() ? ModelShapeFromProto(spec.model().shape(), "model.shape")
                                                                 : catalog.FindModel(spec.model().preset());
     if (!model.ok()) return model.status();
-    absl::StatusOr<Hardware> h = catalog.FindHardware(*hw);
+    absl::StatusOr<Hardware> h = catalog.FindHardware(hw);
     if (!h.ok()) return h.status();
+    const v1::TrainingSpec& tr = spec.training();
     absl::StatusOr<ConvertedRate> conv = StepTimeFromStatedRate(
-        r, *model, family->name(), year, h->PeakFlops(DTypeFromProto(tr->precision().gemm())), DTypeName(
-            DTypeFromProto(tr->precision().gemm())));
+        r, *model, family_name, year, h->PeakFlops(DTypeFromProto(tr.precision().gemm())), DTypeName(
+            DTypeFromProto(tr.precision().gemm())));
     if (!conv.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(measured.status().message(), "; ", conv.status().message()));
     }
@@ -504,6 +565,44 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   }
   out.measured_iter_time_s = measured->first;
   out.measured_from = measured->second;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Catalog& catalog) {
+  PublishedRun out;
+  v1::JobSpec& spec = out.spec;
+  spec.set_name(absl::StrCat("row ", Str(r, "row_id"), ": ", Str(r, "model")));
+  absl::StatusOr<RowFramework> fw = RowFrameworkOf(r, catalog, out);
+  if (!fw.ok()) return fw.status();
+
+  // Model: the row's dimensions; what they leave open from its family's entry in the
+  // architecture registry (presets/architectures/), found by the model name.
+  const std::string model_name = Str(r, "model");
+  const bool row_moe = NumOr(r, "moe_routed_experts", 0) > 0;
+  absl::StatusOr<RowFamily> family = RowFamilyOf(model_name, row_moe);
+  if (!family.ok()) return family.status();
+  absl::StatusOr<int64_t> layers = Int(r, "n_layers", false);
+  if (!layers.ok()) return layers.status();
+  if (const v1::FamilyModel* named = ArchitectureRegistry::ModelOf(*family->family, model_name); named != nullptr) {
+    if (absl::Status s = SetRowModelPreset(r, catalog, *named, family->source, out); !s.ok()) return s;
+  } else {
+    if (absl::Status s = SetRowModelShape(r, model_name, *family, *fw, row_moe, out); !s.ok()) return s;
+  }
+
+  // Hardware.
+  absl::StatusOr<std::string> hw = HardwarePresetForGpuName(Str(r, "gpu"));
+  if (!hw.ok()) return absl::InvalidArgumentError(absl::StrCat("gpu: ", hw.status().message()));
+  spec.mutable_hardware()->set_preset(*hw);
+
+  absl::StatusOr<int64_t> gpus = SetRowLayout(r, fw->text, out);
+  if (!gpus.ok()) return gpus.status();
+  if (absl::Status s = SetRowBatch(r, model_name, spec.mutable_training()); !s.ok()) return s;
+  SetRowPrecisionAndRecompute(r, spec.mutable_training());
+  if (absl::Status s = SetRowSharding(r, catalog, *hw, *gpus, spec); !s.ok()) return s;
+  if (absl::Status s = ApplyRowStatedSettings(r, *fw, spec); !s.ok()) return s;
+  if (absl::Status s = SetRowMeasuredTime(r, catalog, family->family->name(), fw->year, *hw, out); !s.ok()) return s;
 
   // A weak-scaling series: same source, model, GPU, precision and layout except DP.
   out.experiment = absl::StrJoin({Str(r, "source_id"), model_name, *hw, Str(r, "precision"), Str(r, "tp"), Str(r, "pp"),

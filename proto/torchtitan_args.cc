@@ -244,17 +244,89 @@ void ErasePath(toml::table& tbl, const std::string& path) {
   if (toml::table* sec = tbl[path.substr(0, dot)].as_table()) sec->erase(path.substr(dot + 1));
 }
 
-// Reads a torchtitan config table (TOML file, config registry entry, command-line overrides).
-// `current`: the table comes from the current config registry (presets/torchtitan_configs), whose
-// defaults and rules are those of kTorchtitanCommit (CUDA graphs on unless disabled, ETP gone).
-absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl::string_view origin,
-                                                   std::vector<std::string> extra_ignored, bool current = false) {
-  ImportedJob out;
-  out.source = "torchtitan";
-  out.ignored = std::move(extra_ignored);
-  auto err = [&](const std::string& key, const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", key, ": ", why));
-  };
+// Typed reads of a torchtitan config table: an absent key gives torchtitan's default, a key of
+// another type an error naming it ("origin: section.key: why"), never the default in silence.
+class TorchtitanReader {
+ public:
+  TorchtitanReader(const toml::table& tbl, absl::string_view origin) : tbl_(tbl), origin_(origin) {}
+  const toml::table& tbl() const { return tbl_; }
+  bool Has(const std::string& path) const { return HasPath(tbl_, path); }
+  absl::Status Err(const std::string& key, const std::string& why) const {
+    return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": ", why));
+  }
+  // An integer in [lo, hi].
+  absl::Status Int(const char* section, const char* key, int64_t fallback, int64_t lo, int64_t hi, int64_t* v) const {
+    const toml::node_view<const toml::node> n = tbl_[section][key];
+    if (!n) {
+      *v = fallback;
+      return absl::OkStatus();
+    }
+    std::optional<int64_t> x = TomlInteger(*n.node());
+    if (!x) return Err(absl::StrCat(section, ".", key), "must be an integer");
+    if (*x < lo || *x > hi) return Err(absl::StrCat(section, ".", key), absl::StrCat(*x, " is out of range (", lo, " to ", hi, ")"));
+    *v = *x;
+    return absl::OkStatus();
+  }
+  absl::Status Str(const char* section, const char* key, const char* fallback, std::string* v) const {
+    const toml::node_view<const toml::node> n = tbl_[section][key];
+    if (!n) {
+      *v = fallback;
+      return absl::OkStatus();
+    }
+    if (!n.is_string()) return Err(absl::StrCat(section, ".", key), "must be a string");
+    *v = *n.value<std::string>();
+    return absl::OkStatus();
+  }
+  absl::Status Bool(const char* section, const char* key, bool* v, bool fallback = false) const {
+    const toml::node_view<const toml::node> n = tbl_[section][key];
+    if (!n) {
+      *v = fallback;
+      return absl::OkStatus();
+    }
+    if (!n.is_boolean()) return Err(absl::StrCat(section, ".", key), "must be true or false");
+    *v = *n.value<bool>();
+    return absl::OkStatus();
+  }
+  // A list of strings; empty when absent.
+  absl::Status Strings(const char* section, const char* key, std::vector<std::string>* v) const {
+    v->clear();
+    const toml::node_view<const toml::node> n = tbl_[section][key];
+    if (!n) return absl::OkStatus();
+    const toml::array* arr = n.as_array();
+    if (!arr) return Err(absl::StrCat(section, ".", key), "must be a list of strings");
+    for (const auto& c : *arr) {
+      if (!c.is_string()) return Err(absl::StrCat(section, ".", key), "must be a list of strings");
+      v->push_back(*c.value<std::string>());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const toml::table& tbl_;
+  std::string origin_;
+};
+
+#define TT_STR(var, section, key, fallback)                                              \
+  std::string var;                                                                      \
+  if (absl::Status _s = r.Str(section, key, fallback, &var); !_s.ok()) return _s;
+#define TT_BOOL(var, section, key, ...)                                                  \
+  bool var = false;                                                                     \
+  if (absl::Status _s = r.Bool(section, key, &var, ##__VA_ARGS__); !_s.ok()) return _s;
+#define TT_INT(var, section, key, fallback, lo, hi)                                      \
+  int64_t var = 0;                                                                      \
+  if (absl::Status _s = r.Int(section, key, fallback, lo, hi, &var); !_s.ok()) return _s;
+
+// Which generation of torchtitan's config keys a table uses.
+struct TorchtitanKeys {
+  bool current = false;        // from the current config registry (presets/torchtitan_configs)
+  bool current_keys = false;   // current, or a key only the current configs have
+  bool previous_keys = false;  // a key only the previous configs (before torchtitan #4121) have
+};
+
+// Lists in out.ignored every leaf key the importer does not read (torchtitan/config/job_config.py,
+// and torchtitan/config/configs.py at kTorchtitanCommit), tells the key generations apart
+// (kAliases), and refuses a table giving both names of one setting.
+absl::Status ListUnreadTorchtitanKeys(const TorchtitanReader& r, TorchtitanKeys& keys, ImportedJob& out) {
   // Keys read below (torchtitan/config/job_config.py, and torchtitan/config/configs.py at
   // kTorchtitanCommit). Everything else is listed.
   static const std::set<std::string> kUsed = {
@@ -274,79 +346,28 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
       "training.disable_cuda_graphs", "training.dtype", "compile.enable", "compile.components",
       "compile.enable_async_tensor_parallel", "model.moe_comm_backend", "model.non_blocking_capacity_factor"};
   std::vector<std::string> paths;
-  LeafPaths(tbl, "", paths);
-  bool current_keys = current, previous_keys = false;
+  LeafPaths(r.tbl(), "", paths);
+  keys.current_keys = keys.current;
   for (const std::string& path : paths) {
     if (!kUsed.count(path)) out.ignored.push_back(path);
     for (const KeyAlias& a : kAliases) {
-      current_keys = current_keys || path == a.current;
-      previous_keys = previous_keys || path == a.previous;
+      keys.current_keys = keys.current_keys || path == a.current;
+      keys.previous_keys = keys.previous_keys || path == a.previous;
     }
-    previous_keys = previous_keys || path == "parallelism.expert_tensor_parallel_degree";
+    keys.previous_keys = keys.previous_keys || path == "parallelism.expert_tensor_parallel_degree";
   }
   for (const KeyAlias& a : kAliases) {
-    if (HasPath(tbl, a.previous) && HasPath(tbl, a.current)) {
-      return err(a.current, absl::StrCat("and ", a.previous, " are both given (the previous and the current name; "
-                                                             "give one)"));
+    if (r.Has(a.previous) && r.Has(a.current)) {
+      return r.Err(a.current, absl::StrCat("and ", a.previous, " are both given (the previous and the current name; "
+                                                               "give one)"));
     }
   }
-  auto int_at = [&](const char* section, const char* key, int64_t fallback, int64_t lo, int64_t hi,
-                    int64_t* v) -> absl::Status {
-    const toml::node_view<const toml::node> n = tbl[section][key];
-    if (!n) {
-      *v = fallback;
-      return absl::OkStatus();
-    }
-    std::optional<int64_t> x = TomlInteger(*n.node());
-    if (!x) return err(absl::StrCat(section, ".", key), "must be an integer");
-    if (*x < lo || *x > hi) return err(absl::StrCat(section, ".", key), absl::StrCat(*x, " is out of range (", lo, " to ", hi, ")"));
-    *v = *x;
-    return absl::OkStatus();
-  };
-  // A string or boolean key: absent -> the torchtitan default; present with another type -> an
-  // error naming the key (never the default in silence).
-  auto str_at = [&](const char* section, const char* key, const char* fallback, std::string* v) -> absl::Status {
-    const toml::node_view<const toml::node> n = tbl[section][key];
-    if (!n) {
-      *v = fallback;
-      return absl::OkStatus();
-    }
-    if (!n.is_string()) return err(absl::StrCat(section, ".", key), "must be a string");
-    *v = *n.value<std::string>();
-    return absl::OkStatus();
-  };
-  auto bool_at = [&](const char* section, const char* key, bool* v, bool fallback = false) -> absl::Status {
-    const toml::node_view<const toml::node> n = tbl[section][key];
-    if (!n) {
-      *v = fallback;
-      return absl::OkStatus();
-    }
-    if (!n.is_boolean()) return err(absl::StrCat(section, ".", key), "must be true or false");
-    *v = *n.value<bool>();
-    return absl::OkStatus();
-  };
-  auto strings_at = [&](const char* section, const char* key, std::vector<std::string>* v) -> absl::Status {
-    v->clear();
-    const toml::node_view<const toml::node> n = tbl[section][key];
-    if (!n) return absl::OkStatus();
-    const toml::array* arr = n.as_array();
-    if (!arr) return err(absl::StrCat(section, ".", key), "must be a list of strings");
-    for (const auto& c : *arr) {
-      if (!c.is_string()) return err(absl::StrCat(section, ".", key), "must be a list of strings");
-      v->push_back(*c.value<std::string>());
-    }
-    return absl::OkStatus();
-  };
-#define TT_STR(var, section, key, fallback)                                              \
-  std::string var;                                                                      \
-  if (absl::Status _s = str_at(section, key, fallback, &var); !_s.ok()) return _s;
-#define TT_BOOL(var, section, key, ...)                                                  \
-  bool var = false;                                                                     \
-  if (absl::Status _s = bool_at(section, key, &var, ##__VA_ARGS__); !_s.ok()) return _s;
-#define TT_INT(var, section, key, fallback, lo, hi)                                      \
-  int64_t var = 0;                                                                      \
-  if (absl::Status _s = int_at(section, key, fallback, lo, hi, &var); !_s.ok()) return _s;
+  return absl::OkStatus();
+}
 
+// The model from model.name and model.flavor (the flavors of torchtitan/models/*/__init__.py):
+// a model preset or the flavor's shape; an unknown or unexpressible flavor is an error.
+absl::Status SetTorchtitanModel(const TorchtitanReader& r, ImportedJob& out) {
   TT_STR(name, "model", "name", "");
   TT_STR(flavor, "model", "flavor", "");
   const auto& flavors = TorchtitanFlavors();
@@ -354,37 +375,45 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   if (it == flavors.end()) {
     std::vector<std::string> known;
     for (const auto& [k, f] : flavors) known.push_back(k);
-    return err("model.flavor", absl::StrCat("'", name, "' '", flavor, "' is not a torchtitan flavor known here (",
-                                            absl::StrJoin(known, ", "), ")"));
+    return r.Err("model.flavor", absl::StrCat("'", name, "' '", flavor, "' is not a torchtitan flavor known here (",
+                                              absl::StrJoin(known, ", "), ")"));
   }
-  if (!it->second.refusal.empty()) return err("model.flavor", absl::StrCat("'", name, "' '", flavor, "': ", it->second.refusal));
+  if (!it->second.refusal.empty()) return r.Err("model.flavor", absl::StrCat("'", name, "' '", flavor, "': ", it->second.refusal));
   if (!it->second.preset.empty()) {
     out.spec.mutable_model()->set_preset(it->second.preset);
   } else {
     *out.spec.mutable_model()->mutable_shape() = ModelShapeToProto(it->second.shape);
   }
-  v1::TrainingSpec& t = *out.spec.mutable_training();
-  v1::ParallelismSpec& p = *out.spec.mutable_parallelism();
+  return absl::OkStatus();
+}
+
+// The context length, the batch per data-parallel rank and per step, and the run length
+// (training.* and parallelism.num_pp_microbatches / pipeline_parallel_microbatch_size, in the
+// current and the previous key names; job_config.py / configs.py defaults). Sets *pp from
+// parallelism.pipeline_parallel_degree.
+absl::Status SetTorchtitanBatch(const TorchtitanReader& r, const TorchtitanKeys& keys, int64_t* pp_out,
+                                v1::TrainingSpec& t, ImportedJob& out) {
   // Context length: training.max_context_length (current; default 2048), training.seq_len
   // (previous; default 2048). Positions reset every max_context_length tokens and at document
   // boundaries (#4121), so attention spans at most that many tokens: the modelled sequence.
   TT_INT(seq_prev, "training", "seq_len", 2048, 1, kMaxSize);
   TT_INT(seq, "training", "max_context_length", seq_prev, 1, kMaxSize);
   t.set_seq_length(seq);
-  const char* seq_key = HasPath(tbl, "training.max_context_length") || current_keys ? "training.max_context_length"
-                                                                                   : "training.seq_len";
+  const char* seq_key = r.Has("training.max_context_length") || keys.current_keys ? "training.max_context_length"
+                                                                                  : "training.seq_len";
   TT_INT(pp, "parallelism", "pipeline_parallel_degree", 1, 1, 65536);
+  *pp_out = pp;
   // The batch per data-parallel rank: the current configs give token slots per micro-batch
   // (default 16384) and the number of PP micro-batches (default 1, one when PP is off); the
   // previous ones sequences (local_batch_size, default 8) and the PP micro-batch in sequences.
   int64_t micro_sequences = 0, local_sequences = 0;
-  if (HasPath(tbl, "training.num_tokens_per_microbatch_per_dp_rank") ||
-      (current_keys && !HasPath(tbl, "training.local_batch_size") && !HasPath(tbl, "training.batch_size"))) {
+  if (r.Has("training.num_tokens_per_microbatch_per_dp_rank") ||
+      (keys.current_keys && !r.Has("training.local_batch_size") && !r.Has("training.batch_size"))) {
     TT_INT(tokens, "training", "num_tokens_per_microbatch_per_dp_rank", 16384, 1, kMaxCount);
     if (tokens % seq != 0) {
-      return err("training.num_tokens_per_microbatch_per_dp_rank",
-                 absl::StrCat(tokens, " is not a multiple of ", seq_key, " ", seq,
-                              ": a partial attention span per micro-batch is not modelled"));
+      return r.Err("training.num_tokens_per_microbatch_per_dp_rank",
+                   absl::StrCat(tokens, " is not a multiple of ", seq_key, " ", seq,
+                                ": a partial attention span per micro-batch is not modelled"));
     }
     micro_sequences = tokens / seq;
     TT_INT(pp_micro, "parallelism", "num_pp_microbatches", 1, 1, kMaxSize);
@@ -403,27 +432,34 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   TT_INT(global, "training", "global_batch_size", -1, -1, kMaxSize);
   if (global > 0) t.set_global_batch_size(global);
   TT_INT(step_tokens, "training", "num_tokens_per_train_step", -1, -1, kMaxCount);
-  if (step_tokens == 0) return err("training.num_tokens_per_train_step", "must be -1 or > 0");
+  if (step_tokens == 0) return r.Err("training.num_tokens_per_train_step", "must be -1 or > 0");
   if (step_tokens > 0) {
     if (step_tokens % seq != 0) {
-      return err("training.num_tokens_per_train_step",
-                 absl::StrCat(step_tokens, " is not a multiple of ", seq_key, " ", seq));
+      return r.Err("training.num_tokens_per_train_step",
+                   absl::StrCat(step_tokens, " is not a multiple of ", seq_key, " ", seq));
     }
     t.set_global_batch_size(step_tokens / seq);
   }
-  TT_INT(steps, "training", "steps", current ? 10000 : 0, 0, kMaxCount);
+  TT_INT(steps, "training", "steps", keys.current ? 10000 : 0, 0, kMaxCount);
   t.set_train_iters(steps);
+  return absl::OkStatus();
+}
+
+// Precision: training.mixed_precision_param / _reduce (FSDP2's MixedPrecisionPolicy),
+// training.dtype (bf16 everything, configs.py), fp8 GEMMs from a float8 / mx converter
+// (model.converters), float8.enable_fsdp_float8_all_gather.
+absl::Status SetTorchtitanPrecision(const TorchtitanReader& r, v1::TrainingSpec& t) {
   TT_STR(mp, "training", "mixed_precision_param", "bfloat16");
-  if (mp != "bfloat16" && mp != "float32") return err("training.mixed_precision_param", "must be bfloat16 or float32");
+  if (mp != "bfloat16" && mp != "float32") return r.Err("training.mixed_precision_param", "must be bfloat16 or float32");
   t.mutable_precision()->set_gemm(mp == "float32" ? v1::D_TYPE_FP32 : v1::D_TYPE_BF16);
   t.mutable_precision()->set_params(mp == "float32" ? v1::D_TYPE_FP32 : v1::D_TYPE_BF16);
   TT_STR(mr, "training", "mixed_precision_reduce", "float32");
-  if (mr != "bfloat16" && mr != "float32") return err("training.mixed_precision_reduce", "must be bfloat16 or float32");
+  if (mr != "bfloat16" && mr != "float32") return r.Err("training.mixed_precision_reduce", "must be bfloat16 or float32");
   t.mutable_precision()->set_grad_reduce(mr == "bfloat16" ? v1::D_TYPE_BF16 : v1::D_TYPE_FP32);
   // training.dtype "bfloat16" (configs.py): parameters, gradients and optimizer states all in
   // bf16, no fp32 copy.
   TT_STR(dtype, "training", "dtype", "float32");
-  if (dtype != "bfloat16" && dtype != "float32") return err("training.dtype", "must be bfloat16 or float32");
+  if (dtype != "bfloat16" && dtype != "float32") return r.Err("training.dtype", "must be bfloat16 or float32");
   if (dtype == "bfloat16") {
     auto* pr = t.mutable_precision();
     pr->set_params(v1::D_TYPE_BF16), pr->set_grads(v1::D_TYPE_BF16), pr->set_master_weights(v1::D_TYPE_BF16);
@@ -433,29 +469,42 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   // "quantize.linear.float8", "mx"; the config registry's Float8LinearConverter, MXFP8...).
   bool fp8 = false;
   std::vector<std::string> converters;
-  if (absl::Status st = strings_at("model", "converters", &converters); !st.ok()) return st;
+  if (absl::Status st = r.Strings("model", "converters", &converters); !st.ok()) return st;
   for (const std::string& v : converters) {
     if (v == "nvfp4" || absl::StrContains(v, "nvfp4")) {
-      return err("model.converters", "NVFP4 (NVFP4LinearConverter) is not modelled: stepcast has no fp4 GEMM dtype");
+      return r.Err("model.converters", "NVFP4 (NVFP4LinearConverter) is not modelled: stepcast has no fp4 GEMM dtype");
     }
-    if (v == "lora") return err("model.converters", "LoRA (LoRAConverter) fine-tuning is not modelled (frozen base weights)");
+    if (v == "lora") return r.Err("model.converters", "LoRA (LoRAConverter) fine-tuning is not modelled (frozen base weights)");
     fp8 = fp8 || absl::StrContains(v, "float8") || absl::StrContains(v, "mx");
   }
   if (fp8) t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
   TT_BOOL(fp8_gather, "float8", "enable_fsdp_float8_all_gather");
   if (fp8 && fp8_gather) t.set_fp8_param_gather(true);
-  // Activation checkpointing: mode (TOML [activation_checkpoint]; the registry's FullAC /
-  // SelectiveAC / None, SelectiveAC by default in Trainer.Config at kTorchtitanCommit).
+  return absl::OkStatus();
+}
+
+// Activation checkpointing: mode (TOML [activation_checkpoint]; the registry's FullAC /
+// SelectiveAC / None, SelectiveAC by default in Trainer.Config at kTorchtitanCommit).
+absl::Status SetTorchtitanRecompute(const TorchtitanReader& r, v1::TrainingSpec& t) {
   TT_STR(mode, "activation_checkpoint", "mode", "selective");
   if (mode == "full") t.set_recompute(v1::RECOMPUTE_FULL);
   else if (mode == "selective") t.set_recompute(v1::RECOMPUTE_SELECTIVE);
   else if (mode == "none") t.set_recompute(v1::RECOMPUTE_NONE);
   else if (mode == "memory_budget" || mode == "memory-budget") {
-    return err("activation_checkpoint.mode", "memory-budget (MemoryBudgetAC, the compiler's min-cut) is not modelled");
+    return r.Err("activation_checkpoint.mode", "memory-budget (MemoryBudgetAC, the compiler's min-cut) is not modelled");
   } else {
-    return err("activation_checkpoint.mode", absl::StrCat("'", mode, "' is not none, selective or full"));
+    return r.Err("activation_checkpoint.mode", absl::StrCat("'", mode, "' is not none, selective or full"));
   }
-  t.set_overlap_dp_comm(true);
+  return absl::OkStatus();
+}
+
+// The parallel degrees (parallelism.*: TP, CP, EP, ETP of the previous configs, SP, async TP,
+// the PP schedule, FSDP / HSDP from data_parallel_shard/replicate_degree) and the framework
+// preset (torchtitan-compile when compile.enable covers the model).
+absl::Status SetTorchtitanParallelism(const TorchtitanReader& r, const TorchtitanKeys& keys, int64_t pp,
+                                      ImportedJob& out) {
+  v1::TrainingSpec& t = *out.spec.mutable_training();
+  v1::ParallelismSpec& p = *out.spec.mutable_parallelism();
   TT_INT(tp, "parallelism", "tensor_parallel_degree", 1, 1, 65536);
   TT_INT(cp, "parallelism", "context_parallel_degree", 1, 1, 65536);
   TT_INT(ep, "parallelism", "expert_parallel_degree", 1, 1, 65536);
@@ -466,7 +515,7 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   p.set_ep(ep);
   // ETP: the key of the previous configs; the current torchtitan has none (#3167 deprecated it):
   // "EP borrows ranks from FSDP and TP" (configs.py expert_parallel_degree), experts unsplit by TP.
-  if (ep > 1) p.set_etp(HasPath(tbl, "parallelism.expert_tensor_parallel_degree") ? etp : (current_keys ? 1 : etp));
+  if (ep > 1) p.set_etp(r.Has("parallelism.expert_tensor_parallel_degree") ? etp : (keys.current_keys ? 1 : etp));
   TT_BOOL(sp, "parallelism", "enable_sequence_parallel", true);
   p.set_sequence_parallel(tp > 1 && sp);  // torchtitan's TP plan shards norms/dropout (SP) unless disabled
   TT_BOOL(async_tp_prev, "parallelism", "enable_async_tensor_parallel");
@@ -474,53 +523,82 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   if (async_tp) t.set_overlap_tp_comm(true);
   TT_BOOL(compile, "compile", "enable");
   std::vector<std::string> components;
-  if (absl::Status st = strings_at("compile", "components", &components); !st.ok()) return st;
-  if (!HasPath(tbl, "compile.components")) components = {"model", "loss"};  // CompileConfig default
+  if (absl::Status st = r.Strings("compile", "components", &components); !st.ok()) return st;
+  if (!r.Has("compile.components")) components = {"model", "loss"};  // CompileConfig default
   const bool compiled_model = compile && std::find(components.begin(), components.end(), "model") != components.end();
   out.spec.mutable_framework()->set_preset(compiled_model ? "torchtitan-compile" : "torchtitan");
   TT_STR(schedule, "parallelism", "pipeline_parallel_schedule", "1F1B");
   if (pp > 1) {
     const std::string sch = PpSchedule(schedule);
-    if (sch.empty()) return err("parallelism.pipeline_parallel_schedule", absl::StrCat("'", schedule, "' is not modelled"));
+    if (sch.empty()) return r.Err("parallelism.pipeline_parallel_schedule", absl::StrCat("'", schedule, "' is not modelled"));
     p.set_pp_schedule(sch);
   }
   TT_INT(replicate, "parallelism", "data_parallel_replicate_degree", 1, 1, kMaxSize);
   TT_INT(shard, "parallelism", "data_parallel_shard_degree", -1, std::numeric_limits<int64_t>::min(),
          std::numeric_limits<int64_t>::max());
   if (shard == 0 || shard < -1 || shard > kMaxSize) {
-    return err("parallelism.data_parallel_shard_degree", "must be -1 or 1 to 2^31-1");
+    return r.Err("parallelism.data_parallel_shard_degree", "must be -1 or 1 to 2^31-1");
   }
   if (shard != 1) t.set_sharding(v1::SHARDING_ZERO3);  // FSDP2 (HSDP when replicate > 1)
   else t.set_sharding(v1::SHARDING_NONE);  // DDP only
   if (replicate > 1 && shard != 1) p.set_dp_replicate(replicate);
   if (shard > 0) p.set_dp(replicate * shard);
-  // CUDA graphs (torchtitan #3559, the current trainer): the forward+backward step is captured
-  // unless training.disable_cuda_graphs; trainer.py _validate_cuda_graphs refuses pipeline
-  // parallelism, and expert parallelism with a token dispatcher that synchronizes with the host
-  // (all but MinimalAsyncEP and HybridEP with non_blocking_capacity_factor).
-  // A key of the previous configs on the command line means a torchtitan from before #4121,
-  // whose rules are not the pinned commit's: the CUDA graph rules are not applied then.
-  if (current_keys && !previous_keys) {
-    TT_BOOL(no_graphs, "training", "disable_cuda_graphs");
-    if (!no_graphs) {
-      if (pp > 1) {
-        return err("training.disable_cuda_graphs",
+  return absl::OkStatus();
+}
+
+// CUDA graphs (torchtitan #3559, the current trainer): the forward+backward step is captured
+// unless training.disable_cuda_graphs; trainer.py _validate_cuda_graphs refuses pipeline
+// parallelism, and expert parallelism with a token dispatcher that synchronizes with the host
+// (all but MinimalAsyncEP and HybridEP with non_blocking_capacity_factor).
+// A key of the previous configs on the command line means a torchtitan from before #4121,
+// whose rules are not the pinned commit's: the CUDA graph rules are not applied then.
+absl::Status SetTorchtitanCudaGraphs(const TorchtitanReader& r, const TorchtitanKeys& keys, int64_t pp, int64_t ep,
+                                     v1::TrainingSpec& t) {
+  if (!keys.current_keys || keys.previous_keys) return absl::OkStatus();
+  TT_BOOL(no_graphs, "training", "disable_cuda_graphs");
+  if (!no_graphs) {
+    if (pp > 1) {
+      return r.Err("training.disable_cuda_graphs",
                    "torchtitan refuses CUDA graphs with pipeline parallelism (trainer.py _validate_cuda_graphs: "
                    "'CUDA graphs do not support pipeline parallelism yet'); add --training.disable_cuda_graphs");
-      }
-      TT_STR(backend, "model", "moe_comm_backend", "standard");
-      const bool capacity = static_cast<bool>(tbl["model"]["non_blocking_capacity_factor"]);
-      if (ep > 1 && !(backend == "minimal_async_ep" || (backend == "hybridep" && capacity))) {
-        return err("training.disable_cuda_graphs",
+    }
+    TT_STR(backend, "model", "moe_comm_backend", "standard");
+    const bool capacity = static_cast<bool>(r.tbl()["model"]["non_blocking_capacity_factor"]);
+    if (ep > 1 && !(backend == "minimal_async_ep" || (backend == "hybridep" && capacity))) {
+      return r.Err("training.disable_cuda_graphs",
                    "torchtitan refuses CUDA graphs with expert parallelism over a dispatcher that synchronizes with "
                    "the host (trainer.py _validate_cuda_graphs); add --training.disable_cuda_graphs");
-      }
     }
-    t.set_cuda_graphs(!no_graphs);
   }
+  t.set_cuda_graphs(!no_graphs);
+  return absl::OkStatus();
+}
+
 #undef TT_INT
 #undef TT_STR
 #undef TT_BOOL
+
+// Reads a torchtitan config table (TOML file, config registry entry, command-line overrides).
+// `current`: the table comes from the current config registry (presets/torchtitan_configs), whose
+// defaults and rules are those of kTorchtitanCommit (CUDA graphs on unless disabled, ETP gone).
+absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl::string_view origin,
+                                                   std::vector<std::string> extra_ignored, bool current = false) {
+  ImportedJob out;
+  out.source = "torchtitan";
+  out.ignored = std::move(extra_ignored);
+  const TorchtitanReader r(tbl, origin);
+  TorchtitanKeys keys;
+  keys.current = current;
+  if (absl::Status s = ListUnreadTorchtitanKeys(r, keys, out); !s.ok()) return s;
+  if (absl::Status s = SetTorchtitanModel(r, out); !s.ok()) return s;
+  v1::TrainingSpec& t = *out.spec.mutable_training();
+  int64_t pp = 1;
+  if (absl::Status s = SetTorchtitanBatch(r, keys, &pp, t, out); !s.ok()) return s;
+  if (absl::Status s = SetTorchtitanPrecision(r, t); !s.ok()) return s;
+  if (absl::Status s = SetTorchtitanRecompute(r, t); !s.ok()) return s;
+  t.set_overlap_dp_comm(true);
+  if (absl::Status s = SetTorchtitanParallelism(r, keys, pp, out); !s.ok()) return s;
+  if (absl::Status s = SetTorchtitanCudaGraphs(r, keys, pp, out.spec.parallelism().ep(), t); !s.ok()) return s;
   return out;
 }
 
@@ -721,6 +799,99 @@ std::map<std::string, std::string> Assignments(const std::vector<std::string>& a
   return out;
 }
 
+
+// The value of `flag` in `args` ("--flag value" or "--flag=value"), the first one given.
+std::optional<std::string> ValueOf(const std::vector<std::string>& args, const std::string& flag) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) return args[i + 1];
+    if (absl::StartsWith(args[i], flag + "=")) return args[i].substr(flag.size() + 1);
+  }
+  return std::nullopt;
+}
+
+// run_train.sh (pytorch/torchtitan run_train.sh at kTorchtitanCommit): NGPU (default 8),
+// MODULE (default llama3), CONFIG (default llama3_debugmodel); before the config registry,
+// CONFIG_FILE (a TOML). Its torchrun line passes them as --module/--config and "$@": put in
+// front of `args`; the GPU count is NGPU's.
+absl::Status ApplyRunTrainSh(const std::vector<std::string>& argv, size_t program_index, std::vector<std::string>& args,
+                             int64_t& gpus, std::string& gpus_from) {
+  const std::map<std::string, std::string> env = Assignments(argv, program_index);
+  auto get = [&](const char* k, const char* d) { auto it = env.find(k); return it == env.end() ? std::string(d) : it->second; };
+  const std::string ngpu = get("NGPU", "8");
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(ngpu, &n) || n <= 0 || n > kMaxSize) {
+    return absl::InvalidArgumentError(absl::StrCat("NGPU: '", ngpu, "' is not a GPU count"));
+  }
+  gpus = n;
+  gpus_from = absl::StrCat("run_train.sh NGPU=", ngpu);
+  if (env.count("CONFIG_FILE")) {
+    args.insert(args.begin(), {"--job.config_file", env.at("CONFIG_FILE")});
+  } else {
+    args.insert(args.begin(), {"--module", get("MODULE", "llama3"), "--config", get("CONFIG", "llama3_debugmodel")});
+  }
+  return absl::OkStatus();
+}
+
+// torchtitan before its move to Python configs: --job.config_file X.toml (relative to
+// `base_dir`, a regular file of at most 16 MiB) plus the command line's overrides.
+absl::StatusOr<ImportedJob> ImportTorchtitanConfigFile(const std::string& path, const std::string& base_dir,
+                                                       const std::vector<std::string>& args) {
+  std::filesystem::path p(path);
+  if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+  std::error_code ec;
+  if (std::filesystem::exists(p, ec) &&
+      (!std::filesystem::is_regular_file(p, ec) || std::filesystem::file_size(p, ec) > (uintmax_t{16} << 20))) {
+    return absl::InvalidArgumentError(absl::StrCat("--job.config_file: ", p.string(),
+                                                   " is not a regular file of at most 16 MiB"));
+  }
+  std::ifstream in(p);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--job.config_file: cannot read ", p.string()));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return JobFromTorchtitanCommand(ss.str(), p.string(), args);
+}
+
+// torchtitan now: --module <model> --config <registry function> (plus overrides): the function's
+// values as data (presets/torchtitan_configs/<module>.toml, read from torchtitan at
+// kTorchtitanCommit), then the command line's overrides, as torchtitan applies them. A module
+// the current torchtitan does not ship but an earlier config registry did (llama4): its flavor
+// from the config name, the rest of the Python settings not read.
+absl::StatusOr<ImportedJob> ImportTorchtitanModule(const std::string& module, const std::vector<std::string>& args) {
+  const std::string config = ValueOf(args, "--config").value_or("");
+  const std::string origin = absl::StrCat("torchtitan --module ", module, " --config ", config);
+  absl::StatusOr<toml::table> entry = RegistryConfig(module, config);
+  if (entry.ok()) {
+    std::vector<std::string> ignored;
+    ApplyTorchtitanOverrides(*entry, args, ignored);
+    absl::StatusOr<ImportedJob> job = JobFromTorchtitanTable(*entry, origin, std::move(ignored), /*current=*/true);
+    if (job.ok()) {
+      job->ignored.push_back(absl::StrCat("--config ", config, " (its values read from torchtitan commit ",
+                                          std::string(kTorchtitanCommit).substr(0, 8),
+                                          " config_registry.py; optimizer, data and checkpoint settings not modelled)"));
+    }
+    return job;
+  }
+  if (entry.status().code() != absl::StatusCode::kNotFound) return entry.status();
+  // A module the current torchtitan does not ship but an earlier config registry did
+  // (llama4): its flavor from the config name; the rest of the Python settings not read.
+  std::vector<std::string> with_model = args;
+  if (!ValueOf(args, "--model.name")) with_model.insert(with_model.end(), {"--model.name", module});
+  if (!ValueOf(args, "--model.flavor")) {
+    const std::string flavor = FlavorOfConfig(module, config);
+    if (flavor.empty()) return entry.status();
+    with_model.insert(with_model.end(), {"--model.flavor", flavor});
+  }
+  auto job = JobFromTorchtitanCommand("", origin, with_model);
+  if (job.ok()) {
+    job->ignored.push_back(absl::StrCat("--config ", config, " (module ", module,
+                                        " is not in torchtitan's registry at commit ",
+                                        std::string(kTorchtitanCommit).substr(0, 8),
+                                        "; its Python settings other than the model flavor are not read; torchtitan "
+                                        "defaults assumed unless overridden)"));
+  }
+  return job;
+}
+
 }  // namespace
 
 bool IsTorchtitanCommand(const std::vector<std::string>& argv) {
@@ -751,33 +922,10 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanLaunch(const std::vector<std::strin
   std::vector<std::string> args(argv.begin() + static_cast<std::ptrdiff_t>(std::min(start, argv.size())), argv.end());
   int64_t gpus = launch.gpus;
   std::string gpus_from = launch.gpus_from;
-  // run_train.sh (pytorch/torchtitan run_train.sh at kTorchtitanCommit): NGPU (default 8),
-  // MODULE (default llama3), CONFIG (default llama3_debugmodel); before the config registry,
-  // CONFIG_FILE (a TOML). Its torchrun line passes them as --module/--config and "$@".
   const std::string program = launch.program.substr(launch.program.rfind('/') + 1);
   if (program == "run_train.sh") {
-    const std::map<std::string, std::string> env = Assignments(argv, launch.program_index);
-    auto get = [&](const char* k, const char* d) { auto it = env.find(k); return it == env.end() ? std::string(d) : it->second; };
-    const std::string ngpu = get("NGPU", "8");
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(ngpu, &n) || n <= 0 || n > kMaxSize) {
-      return absl::InvalidArgumentError(absl::StrCat("NGPU: '", ngpu, "' is not a GPU count"));
-    }
-    gpus = n;
-    gpus_from = absl::StrCat("run_train.sh NGPU=", ngpu);
-    if (env.count("CONFIG_FILE")) {
-      args.insert(args.begin(), {"--job.config_file", env.at("CONFIG_FILE")});
-    } else {
-      args.insert(args.begin(), {"--module", get("MODULE", "llama3"), "--config", get("CONFIG", "llama3_debugmodel")});
-    }
+    if (absl::Status s = ApplyRunTrainSh(argv, launch.program_index, args, gpus, gpus_from); !s.ok()) return s;
   }
-  auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (args[i] == flag && i + 1 < args.size()) return args[i + 1];
-      if (absl::StartsWith(args[i], flag + "=")) return args[i].substr(flag.size() + 1);
-    }
-    return std::nullopt;
-  };
   auto finish = [&](absl::StatusOr<ImportedJob> job) {
     if (job.ok()) {
       job->launcher_gpus = gpus;
@@ -788,62 +936,11 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanLaunch(const std::vector<std::strin
     }
     return job;
   };
-  // torchtitan before its move to Python configs: --job.config_file X.toml plus overrides.
-  if (auto path = value_of("--job.config_file")) {
-    std::filesystem::path p(*path);
-    if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
-    std::error_code ec;
-    if (std::filesystem::exists(p, ec) &&
-        (!std::filesystem::is_regular_file(p, ec) || std::filesystem::file_size(p, ec) > (uintmax_t{16} << 20))) {
-      return absl::InvalidArgumentError(absl::StrCat("--job.config_file: ", p.string(),
-                                                     " is not a regular file of at most 16 MiB"));
-    }
-    std::ifstream in(p);
-    if (!in) return absl::InvalidArgumentError(absl::StrCat("--job.config_file: cannot read ", p.string()));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return finish(JobFromTorchtitanCommand(ss.str(), p.string(), args));
-  }
-  // torchtitan now: --module <model> --config <registry function> (plus overrides): the
-  // function's values as data (presets/torchtitan_configs/<module>.toml, read from torchtitan at
-  // kTorchtitanCommit), then the command line's overrides, as torchtitan applies them.
-  if (auto module = value_of("--module")) {
-    const std::string config = value_of("--config").value_or("");
-    const std::string origin = absl::StrCat("torchtitan --module ", *module, " --config ", config);
-    absl::StatusOr<toml::table> entry = RegistryConfig(*module, config);
-    if (entry.ok()) {
-      std::vector<std::string> ignored;
-      ApplyTorchtitanOverrides(*entry, args, ignored);
-      absl::StatusOr<ImportedJob> job = JobFromTorchtitanTable(*entry, origin, std::move(ignored), /*current=*/true);
-      if (job.ok()) {
-        job->ignored.push_back(absl::StrCat("--config ", config, " (its values read from torchtitan commit ",
-                                            std::string(kTorchtitanCommit).substr(0, 8),
-                                            " config_registry.py; optimizer, data and checkpoint settings not modelled)"));
-      }
-      return finish(std::move(job));
-    }
-    if (entry.status().code() != absl::StatusCode::kNotFound) return entry.status();
-    // A module the current torchtitan does not ship but an earlier config registry did
-    // (llama4): its flavor from the config name; the rest of the Python settings not read.
-    std::vector<std::string> with_model = args;
-    if (!value_of("--model.name")) with_model.insert(with_model.end(), {"--model.name", *module});
-    if (!value_of("--model.flavor")) {
-      const std::string flavor = FlavorOfConfig(*module, config);
-      if (flavor.empty()) return entry.status();
-      with_model.insert(with_model.end(), {"--model.flavor", flavor});
-    }
-    auto job = JobFromTorchtitanCommand("", origin, with_model);
-    if (job.ok()) {
-      job->ignored.push_back(absl::StrCat("--config ", config, " (module ", *module,
-                                          " is not in torchtitan's registry at commit ",
-                                          std::string(kTorchtitanCommit).substr(0, 8),
-                                          "; its Python settings other than the model flavor are not read; torchtitan "
-                                          "defaults assumed unless overridden)"));
-    }
-    return finish(std::move(job));
-  }
+  // finish() leaves an error as it is.
+  if (auto path = ValueOf(args, "--job.config_file")) return finish(ImportTorchtitanConfigFile(*path, base_dir, args));
+  if (auto module = ValueOf(args, "--module")) return finish(ImportTorchtitanModule(*module, args));
   // torchtitan overrides alone (--model.name ... --model.flavor ...).
-  if (value_of("--model.name") && value_of("--model.flavor")) {
+  if (ValueOf(args, "--model.name") && ValueOf(args, "--model.flavor")) {
     return finish(JobFromTorchtitanCommand("", "torchtitan command line", args));
   }
   return absl::InvalidArgumentError(

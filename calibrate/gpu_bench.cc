@@ -180,95 +180,134 @@ absl::StatusOr<std::vector<GpuInfo>> ListCudaGpus() {
   return out;
 }
 
-absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const GemmShape& sh, const BenchOptions& o,
-                                         CuptiTimer* cupti) {
-  RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));
-  const GemmRun how = RunFor(dtype, sh);
-  cudaDataType_t ab, cd;
+namespace {
+
+// BenchGemm in steps, in the order it runs them (the CUDA and cuBLASLt calls in the same order as
+// when it was one function): the dtype's CUDA types, the buffers, the cuBLASLt matmul and its
+// heuristic's candidates, the fastest candidate, the timed runs, the sample.
+
+// The CUDA types of a dtype's GEMM and VerifyGemm's tolerance for its products' rounding.
+struct GemmTypes {
+  cudaDataType_t ab, cd;  // A and B; C and D
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   kernels::FillType fill;
   size_t ab_bytes, cd_bytes;
   double product_share = 2e-4;
+};
+
+// Step 1: the types of `dtype` (fp8: e4m3 inputs, bf16 output; tf32: fp32 data, the FAST_TF32
+// compute type). FailedPrecondition for fp8 below compute capability 8.9.
+absl::StatusOr<GemmTypes> GemmTypesFor(const GpuInfo& gpu, DType dtype, const GemmRun& how) {
+  GemmTypes ty;
   switch (dtype) {
-    case DType::kBF16: ab = cd = CUDA_R_16BF; fill = kernels::FillType::kBFloat16; ab_bytes = cd_bytes = 2; break;
-    case DType::kFP16: ab = cd = CUDA_R_16F; fill = kernels::FillType::kFloat16; ab_bytes = cd_bytes = 2; break;
+    case DType::kBF16: ty.ab = ty.cd = CUDA_R_16BF; ty.fill = kernels::FillType::kBFloat16; ty.ab_bytes = ty.cd_bytes = 2; break;
+    case DType::kFP16: ty.ab = ty.cd = CUDA_R_16F; ty.fill = kernels::FillType::kFloat16; ty.ab_bytes = ty.cd_bytes = 2; break;
     case DType::kFP8:
       // cuBLASLt FP8 runs on compute capability 8.9 (Ada) and 9.0+ (cuBLASLt documentation).
       if (!(gpu.cc_major > 8 || (gpu.cc_major == 8 && gpu.cc_minor >= 9))) {
         return absl::FailedPreconditionError("fp8 GEMMs need compute capability 8.9+");
       }
-      ab = CUDA_R_8F_E4M3;
-      cd = CUDA_R_16BF;
-      fill = kernels::FillType::kFp8E4M3;
-      ab_bytes = 1;
-      cd_bytes = 2;
-      product_share = how.fast_accum ? 4e-3 : 2e-3;
+      ty.ab = CUDA_R_8F_E4M3;
+      ty.cd = CUDA_R_16BF;
+      ty.fill = kernels::FillType::kFp8E4M3;
+      ty.ab_bytes = 1;
+      ty.cd_bytes = 2;
+      ty.product_share = how.fast_accum ? 4e-3 : 2e-3;
       break;
     case DType::kTF32:
-      ab = cd = CUDA_R_32F;
-      compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-      fill = kernels::FillType::kFloat32;
-      ab_bytes = cd_bytes = 4;
-      product_share = 2e-3;
+      ty.ab = ty.cd = CUDA_R_32F;
+      ty.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      ty.fill = kernels::FillType::kFloat32;
+      ty.ab_bytes = ty.cd_bytes = 4;
+      ty.product_share = 2e-3;
       break;
-    default: ab = cd = CUDA_R_32F; fill = kernels::FillType::kFloat32; ab_bytes = cd_bytes = 4; break;
+    default: ty.ab = ty.cd = CUDA_R_32F; ty.fill = kernels::FillType::kFloat32; ty.ab_bytes = ty.cd_bytes = 4; break;
   }
-  const int64_t m = sh.m, n = sh.n, k = sh.k;
-  DeviceBuffer A, B, C, work, flush;
-  const size_t workspace = gpu.cc_major >= 9 ? (32u << 20) : (4u << 20);
-  const size_t flush_bytes = std::max<size_t>(2 * gpu.l2_bytes, 64u << 20);
-  RETURN_IF_ERROR(A.Alloc(m * k * ab_bytes));
-  RETURN_IF_ERROR(B.Alloc(k * n * ab_bytes));
-  RETURN_IF_ERROR(C.Alloc(m * n * cd_bytes));
-  RETURN_IF_ERROR(work.Alloc(workspace));
-  RETURN_IF_ERROR(flush.Alloc(flush_bytes));
-  // Random inputs, filled before the flush (DeepGEMM's note: flush after creating inputs).
-  RETURN_IF_ERROR(Cuda(kernels::LaunchFillRandom(A.p, m * k, fill, 1, nullptr), "fill A"));
-  RETURN_IF_ERROR(Cuda(kernels::LaunchFillRandom(B.p, k * n, fill, 2, nullptr), "fill B"));
+  return ty;
+}
 
+// The GEMM's device memory: A, B, C, the cuBLASLt workspace and the L2 flush buffer (freed in
+// the reverse order, as locals declared in this order were).
+struct GemmBuffers {
+  DeviceBuffer A, B, C, work, flush;
+  size_t workspace = 0, flush_bytes = 0;
+};
+
+// Step 2: the buffers (workspace 32 MiB on Hopper and later, 4 MiB before, as cuBLAS's
+// documentation recommends; flush: twice the L2, at least 64 MiB), then A and B filled with random
+// values before the flush (DeepGEMM's note: flush after creating inputs).
+absl::Status AllocGemmBuffers(const GpuInfo& gpu, const GemmTypes& ty, int64_t m, int64_t n, int64_t k,
+                              GemmBuffers* b) {
+  b->workspace = gpu.cc_major >= 9 ? (32u << 20) : (4u << 20);
+  b->flush_bytes = std::max<size_t>(2 * gpu.l2_bytes, 64u << 20);
+  RETURN_IF_ERROR(b->A.Alloc(m * k * ty.ab_bytes));
+  RETURN_IF_ERROR(b->B.Alloc(k * n * ty.ab_bytes));
+  RETURN_IF_ERROR(b->C.Alloc(m * n * ty.cd_bytes));
+  RETURN_IF_ERROR(b->work.Alloc(b->workspace));
+  RETURN_IF_ERROR(b->flush.Alloc(b->flush_bytes));
+  // Random inputs, filled before the flush (DeepGEMM's note: flush after creating inputs).
+  RETURN_IF_ERROR(Cuda(kernels::LaunchFillRandom(b->A.p, m * k, ty.fill, 1, nullptr), "fill A"));
+  RETURN_IF_ERROR(Cuda(kernels::LaunchFillRandom(b->B.p, k * n, ty.fill, 2, nullptr), "fill B"));
+  return absl::OkStatus();
+}
+
+void DestroyLtHandle(cublasLtHandle_t h) { cublasLtDestroy(h); }
+
+// A cuBLASLt matmul (cuBLASLt documentation: handle, operation descriptor, matrix layouts,
+// preference, heuristic): the handle is destroyed with this object, the rest by Cleanup().
+struct LtGemm {
+  std::unique_ptr<cublasLtContext, void (*)(cublasLtHandle_t)> lt_guard{nullptr, DestroyLtHandle};
   cublasLtHandle_t lt = nullptr;
-  RETURN_IF_ERROR(Lt(cublasLtCreate(&lt), "cublasLtCreate"));
-  std::unique_ptr<cublasLtContext, void (*)(cublasLtHandle_t)> lt_guard(lt, [](cublasLtHandle_t h) { cublasLtDestroy(h); });
   cublasLtMatmulDesc_t desc = nullptr;
-  RETURN_IF_ERROR(Lt(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F), "MatmulDescCreate"));
-  const bool a_t = how.layout == GemmLayout::kTN, b_t = how.layout == GemmLayout::kNT;
-  const cublasOperation_t opA = a_t ? CUBLAS_OP_T : CUBLAS_OP_N, opB = b_t ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
-  if (how.fast_accum) {
-    const int8_t on = 1;
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on));
-  }
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  if (a_t) cublasLtMatrixLayoutCreate(&la, ab, k, m, k); else cublasLtMatrixLayoutCreate(&la, ab, m, k, m);
-  if (b_t) cublasLtMatrixLayoutCreate(&lb, ab, n, k, n); else cublasLtMatrixLayoutCreate(&lb, ab, k, n, k);
-  cublasLtMatrixLayoutCreate(&lc, cd, m, n, m);
   cublasLtMatmulPreference_t pref = nullptr;
-  cublasLtMatmulPreferenceCreate(&pref);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
   cublasLtMatmulHeuristicResult_t heur[4] = {};
   int found = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 4, heur, &found);
-  auto cleanup = [&] {
+  void Cleanup() const {
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
     cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(desc);
-  };
-  if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cleanup();
+  }
+};
+
+// Step 3: the matmul of the layout's op(A), op(B) (column-major: A stored k x m for T, m x k for N;
+// B stored k x n for N, n x k for T), fp8's fast accumulation when the run asks for it, and up to
+// 4 candidates of cuBLASLt's heuristic within the workspace. Unavailable (after Cleanup) when the
+// heuristic has none.
+absl::Status CreateLtGemm(const GemmTypes& ty, const GemmRun& how, DType dtype, int64_t m, int64_t n, int64_t k,
+                          const size_t& workspace, LtGemm* g) {
+  RETURN_IF_ERROR(Lt(cublasLtCreate(&g->lt), "cublasLtCreate"));
+  g->lt_guard.reset(g->lt);
+  RETURN_IF_ERROR(Lt(cublasLtMatmulDescCreate(&g->desc, ty.compute, CUDA_R_32F), "MatmulDescCreate"));
+  const bool a_t = how.layout == GemmLayout::kTN, b_t = how.layout == GemmLayout::kNT;
+  const cublasOperation_t opA = a_t ? CUBLAS_OP_T : CUBLAS_OP_N, opB = b_t ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
+  cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
+  if (how.fast_accum) {
+    const int8_t on = 1;
+    cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on));
+  }
+  if (a_t) cublasLtMatrixLayoutCreate(&g->la, ty.ab, k, m, k); else cublasLtMatrixLayoutCreate(&g->la, ty.ab, m, k, m);
+  if (b_t) cublasLtMatrixLayoutCreate(&g->lb, ty.ab, n, k, n); else cublasLtMatrixLayoutCreate(&g->lb, ty.ab, k, n, k);
+  cublasLtMatrixLayoutCreate(&g->lc, ty.cd, m, n, m);
+  cublasLtMatmulPreferenceCreate(&g->pref);
+  cublasLtMatmulPreferenceSetAttribute(g->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+  const cublasStatus_t hs =
+      cublasLtMatmulAlgoGetHeuristic(g->lt, g->desc, g->la, g->lb, g->lc, g->lc, g->pref, 4, g->heur, &g->found);
+  if (hs != CUBLAS_STATUS_SUCCESS || g->found == 0) {
+    g->Cleanup();
     return absl::UnavailableError(absl::StrFormat("no cuBLASLt algorithm for %s %s %dx%dx%d", DTypeName(dtype),
                                                   GemmLayoutName(how.layout), m, n, k));
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  Events ev;
-  auto run = [&](int a) {
-    return cublasLtMatmul(lt, desc, &alpha, A.p, la, B.p, lb, &beta, C.p, lc, C.p, lc, &heur[a].algo, work.p, workspace,
-                          nullptr);
-  };
-  // The fastest of the heuristic's candidates: one untimed run each, then one timed run (3 while
-  // the best is under 5 ms).
+  return absl::OkStatus();
+}
+
+// Step 4: the fastest of the heuristic's candidates: one untimed run each, then one timed run (3
+// while the best is under 5 ms), between two events. Returns (candidate, seconds per run).
+template <typename Run>
+std::pair<int, double> FastestAlgorithm(const Run& run, int found, Events& ev) {
   int best_algo = 0;
   double best_time = 1e30;
   for (int a = 0; a < found; ++a) {
@@ -283,33 +322,52 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
       best_algo = a;
     }
   }
-  const int warmup = WarmupIterations(o, best_time), iters = TimedIterations(o, best_time);
-  for (int i = 0; i < warmup; ++i) run(best_algo);
-  QueuedEvents timed(iters);
+  return {best_algo, best_time};
+}
+
+// What the timed runs give: each run's seconds by its events, and CUPTI's kernel records.
+struct GemmTimes {
+  std::vector<double> times, cupti_times;
+};
+
+// Step 5: `iters` timed runs of the chosen candidate, each after an L2 flush, their events queued
+// (QueuedEvents), inside a CUPTI window when `cupti` is given. On an error, the matmul's Cleanup()
+// and the CUPTI window's end are done here.
+template <typename Run>
+absl::StatusOr<GemmTimes> TimeGemm(const Run& run, int best_algo, int iters, const GemmBuffers& buf, const LtGemm& g,
+                                   CuptiTimer* cupti, QueuedEvents* timed) {
   if (cupti) cupti->Begin();
   for (int i = 0; i < iters; ++i) {
-    if (absl::Status s = Cuda(kernels::LaunchFlush(flush.p, flush_bytes, nullptr), "L2 flush"); !s.ok()) {
-      cleanup();
+    if (absl::Status s = Cuda(kernels::LaunchFlush(buf.flush.p, buf.flush_bytes, nullptr), "L2 flush"); !s.ok()) {
+      g.Cleanup();
       if (cupti) cupti->End("");
       return s;
     }
-    timed.Start(i);
+    timed->Start(i);
     const cublasStatus_t s = run(best_algo);
-    timed.Stop(i);
+    timed->Stop(i);
     if (s != CUBLAS_STATUS_SUCCESS) {
       cudaDeviceSynchronize();
-      cleanup();
+      g.Cleanup();
       if (cupti) cupti->End("");
       return Lt(s, "cublasLtMatmul");
     }
   }
-  const std::vector<double> times = timed.Seconds();
+  GemmTimes out;
+  out.times = timed->Seconds();
   // The flush is a cudaMemsetAsync (a MEMSET record, not a kernel), so every kernel record of the
   // window belongs to the GEMM.
-  std::vector<double> cupti_times = cupti ? cupti->End("") : std::vector<double>{};
-  cleanup();
-  RETURN_IF_ERROR(Cuda(cudaGetLastError(), "GEMM benchmark"));
-  RETURN_IF_ERROR(VerifyGemm(A.p, B.p, C.p, ab, cd, product_share, ab_bytes, cd_bytes, m, n, k, how.layout));
+  out.cupti_times = cupti ? cupti->End("") : std::vector<double>{};
+  return out;
+}
+
+// Step 6: the sample: the shape, the layout, the time summary (calibrate/fits.h Summarize), the
+// rates at 2mnk FLOPs per run, the chosen candidate, and CUPTI's median (a GEMM may run as several
+// kernels, split-K: the kernels of each run summed). Unavailable when CUPTI was asked for and
+// recorded nothing.
+absl::StatusOr<v1::GemmSample> GemmSampleFrom(const GpuInfo& gpu, DType dtype, const GemmShape& sh, const GemmRun& how,
+                                              const GemmTimes& t, int iters, int best_algo, CuptiTimer* cupti) {
+  const int64_t m = sh.m, n = sh.n, k = sh.k;
   v1::GemmSample out;
   out.set_gpu(gpu.index);
   out.set_dtype(DTypeToProto(dtype));
@@ -319,11 +377,12 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   out.set_layout(GemmLayoutName(how.layout));
   out.set_what(sh.what);
   out.set_fast_accum(how.fast_accum);
-  *out.mutable_time() = Summarize(times);
+  *out.mutable_time() = Summarize(t.times);
   const double flops = 2.0 * m * n * k;
   out.set_median_flops_per_s(flops / out.time().median_s());
   out.set_best_flops_per_s(flops / out.time().best_s());
   out.set_algorithm_index(best_algo);
+  const std::vector<double>& cupti_times = t.cupti_times;
   if (!cupti_times.empty()) {
     // A GEMM may run as several kernels (split-K): sum the kernels of each run.
     const size_t per_run = std::max<size_t>(1, cupti_times.size() / iters);
@@ -338,6 +397,40 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
     return absl::UnavailableError(cupti->enabled() ? "CUPTI recorded no kernel" : cupti->why_disabled());
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const GemmShape& sh, const BenchOptions& o,
+                                         CuptiTimer* cupti) {
+  RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));
+  const GemmRun how = RunFor(dtype, sh);
+  absl::StatusOr<GemmTypes> ty = GemmTypesFor(gpu, dtype, how);
+  if (!ty.ok()) return ty.status();
+  const int64_t m = sh.m, n = sh.n, k = sh.k;
+  // Declared in this order, destroyed in the reverse: the timed events, the candidates' events, the
+  // cuBLASLt handle, then the buffers.
+  GemmBuffers buf;
+  RETURN_IF_ERROR(AllocGemmBuffers(gpu, *ty, m, n, k, &buf));
+  LtGemm g;
+  RETURN_IF_ERROR(CreateLtGemm(*ty, how, dtype, m, n, k, buf.workspace, &g));
+  const float alpha = 1.0f, beta = 0.0f;
+  Events ev;
+  auto run = [&](int a) {
+    return cublasLtMatmul(g.lt, g.desc, &alpha, buf.A.p, g.la, buf.B.p, g.lb, &beta, buf.C.p, g.lc, buf.C.p, g.lc,
+                          &g.heur[a].algo, buf.work.p, buf.workspace, nullptr);
+  };
+  const auto [best_algo, best_time] = FastestAlgorithm(run, g.found, ev);
+  const int warmup = WarmupIterations(o, best_time), iters = TimedIterations(o, best_time);
+  for (int i = 0; i < warmup; ++i) run(best_algo);
+  QueuedEvents timed(iters);
+  absl::StatusOr<GemmTimes> t = TimeGemm(run, best_algo, iters, buf, g, cupti, &timed);
+  if (!t.ok()) return t.status();
+  g.Cleanup();
+  RETURN_IF_ERROR(Cuda(cudaGetLastError(), "GEMM benchmark"));
+  RETURN_IF_ERROR(VerifyGemm(buf.A.p, buf.B.p, buf.C.p, ty->ab, ty->cd, ty->product_share, ty->ab_bytes, ty->cd_bytes,
+                             m, n, k, how.layout));
+  return GemmSampleFrom(gpu, dtype, sh, how, *t, iters, best_algo, cupti);
 }
 
 // Bytes of each STREAM array: at least 8x the L2 (BabelStream's rule that the arrays dwarf the last

@@ -283,17 +283,29 @@ std::vector<CollectiveRate> MergeCollectives(const std::vector<CollectiveRate>& 
   return out;
 }
 
-absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::string, std::string>>& logs,
-                                            const Hardware& hw, const RateProfile& base, bool base_is_reference,
-                                            const ImportOptions& o) {
-  ImportResult result;
+namespace {
+
+// ImportLogTexts in steps, in the order it runs them; each step's messages go to `notes` (said
+// after the values, and kept in the profile) or to the result's summary (one line per imported
+// value), in the order the steps run.
+
+// The logs of one import, parsed, by tool.
+struct ParsedLogs {
   std::vector<NcclTestsLog> nccl;
   std::vector<MamfLog> mamf;
   std::vector<BabelStreamLog> babel;
   std::vector<NvbandwidthLog> nvbw;
   std::vector<std::pair<std::string, std::vector<TraceLensGemm>>> tracelens;
-  std::vector<std::string> notes;
   std::string gpu_name;  // the first GPU the logs name
+};
+
+// Step 1: each log parsed by the kind its content shows (DetectLogKind), with its tool's importer
+// (import_nccl_tests.h, import_mamf.h, import_babelstream.h, import_nvbandwidth.h,
+// import_tracelens.h), and the GPU it names checked against --hardware (CheckGpu). The first log
+// that cannot be read, or names another GPU, is the error.
+absl::StatusOr<ParsedLogs> ParseLogs(const std::vector<std::pair<std::string, std::string>>& logs, const Hardware& hw,
+                                     const ImportOptions& o, std::vector<std::string>* notes) {
+  ParsedLogs parsed;
   NcclTestsOptions no;
   no.binary = o.collective;
   no.ranks = o.ranks;
@@ -307,49 +319,55 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
         absl::StatusOr<std::vector<NcclTestsLog>> l = ParseNcclTestsLogs(text, path, no);
         if (!l.ok()) return l.status();
         for (NcclTestsLog& x : *l) {
-          if (absl::Status s = CheckGpu(x.Name(), "nccl-tests", x.hardware, x.hardware_is_gpu_name, o, &notes); !s.ok()) {
+          if (absl::Status s = CheckGpu(x.Name(), "nccl-tests", x.hardware, x.hardware_is_gpu_name, o, notes); !s.ok()) {
             return s;
           }
-          if (x.hardware_is_gpu_name && gpu_name.empty()) gpu_name = x.hardware;
-          nccl.push_back(std::move(x));
+          if (x.hardware_is_gpu_name && parsed.gpu_name.empty()) parsed.gpu_name = x.hardware;
+          parsed.nccl.push_back(std::move(x));
         }
         break;
       }
       case LogKind::kMamfFinder: {
         absl::StatusOr<MamfLog> l = ParseMamfFinderLog(text, path);
         if (!l.ok()) return l.status();
-        if (absl::Status s = CheckGpu(path, "mamf-finder", l->device_name, true, o, &notes); !s.ok()) return s;
-        if (gpu_name.empty()) gpu_name = l->device_name;
-        mamf.push_back(*std::move(l));
+        if (absl::Status s = CheckGpu(path, "mamf-finder", l->device_name, true, o, notes); !s.ok()) return s;
+        if (parsed.gpu_name.empty()) parsed.gpu_name = l->device_name;
+        parsed.mamf.push_back(*std::move(l));
         break;
       }
       case LogKind::kBabelStream: {
         absl::StatusOr<BabelStreamLog> l = ParseBabelStreamLog(text, path);
         if (!l.ok()) return l.status();
-        if (absl::Status s = CheckGpu(path, "BabelStream", l->device, true, o, &notes); !s.ok()) return s;
-        if (gpu_name.empty()) gpu_name = l->device;
-        babel.push_back(*std::move(l));
+        if (absl::Status s = CheckGpu(path, "BabelStream", l->device, true, o, notes); !s.ok()) return s;
+        if (parsed.gpu_name.empty()) parsed.gpu_name = l->device;
+        parsed.babel.push_back(*std::move(l));
         break;
       }
       case LogKind::kNvbandwidth: {
         absl::StatusOr<NvbandwidthLog> l = ParseNvbandwidthLog(text, path);
         if (!l.ok()) return l.status();
-        nvbw.push_back(*std::move(l));
+        parsed.nvbw.push_back(*std::move(l));
         break;
       }
       case LogKind::kTraceLensGemm: {
         absl::StatusOr<std::vector<TraceLensGemm>> l = ParseTraceLensGemmCsv(text, path);
         if (!l.ok()) return l.status();
-        tracelens.push_back({path, *std::move(l)});
+        parsed.tracelens.push_back({path, *std::move(l)});
         break;
       }
     }
   }
+  return parsed;
+}
 
+// Step 2: the profile the logs update: the base, named (--name, else "<hardware>-imported"), for
+// --hardware; a preset's reference profile has every value's source prefixed "reference profile
+// (<hardware>): " and its origin set to reference (core/hardware.h RateOrigin), and no provenance.
+RateProfile StartProfile(const RateProfile& base, bool base_is_reference, const ImportOptions& o,
+                         const std::string& hw_name) {
   RateProfile p = base;
   p.name = o.name.empty() ? (o.hardware.empty() ? std::string("imported") : o.hardware + "-imported") : o.name;
   if (!o.hardware.empty()) p.hardware = o.hardware;
-  const std::string hw_name = o.hardware.empty() ? hw.name : o.hardware;
   if (base_is_reference) {
     const std::string pre = absl::StrCat("reference profile (", hw_name, "): ");
     for (auto& g : p.gemm) {
@@ -366,72 +384,102 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
     p.hbm_origin = p.attention_origin = RateOrigin::kReference;
     p.provenance = ProfileProvenance{};
   }
+  return p;
+}
 
-  // Collectives from nccl-tests.
+// The nccl-tests curves of step 3, with what MergeCollectives and the summary need of each.
+struct NcclCurves {
+  std::vector<CollectiveRate> curves;
+  std::vector<double> spreads;           // per curve: its logs' own repeat spread (MergeCollectives' tolerance)
+  std::vector<std::string> curve_lines;  // per curve: its summary line
+  int64_t most_ranks = 0, most_nodes = 0;  // over the logs, for the provenance
+};
+
+// One curve from the logs of one (collective, scope, ranks, ranks per node): a point's time is the
+// mean of its out-of-place and in-place columns (both time the same collective at that size), the
+// median over the logs at each size (import.h). `spread` receives the largest relative difference
+// of a row's two columns, `line` the curve's summary line.
+CollectiveRate CurveFromNcclLogs(Collective c, Scope s, int64_t ranks, int64_t rpn,
+                                 const std::vector<const NcclTestsLog*>& ls, double* spread, std::string* line) {
+  std::map<double, std::vector<double>> per_size;  // size -> one value per log
+  std::vector<std::string> files;
+  *spread = 0;  // the logs' own repeat spread: out-of-place vs in-place time of one size
+  for (const NcclTestsLog* l : ls) {
+    std::map<double, std::vector<double>> mine;
+    for (const NcclTestsRow& r : l->rows) {
+      mine[r.size_bytes].push_back(r.out_of_place_time_s);
+      if (r.has_in_place) {
+        mine[r.size_bytes].push_back(r.in_place_time_s);
+        *spread = std::max(*spread, std::fabs(r.out_of_place_time_s - r.in_place_time_s) /
+                                        std::min(r.out_of_place_time_s, r.in_place_time_s));
+      }
+    }
+    for (const auto& [size, v] : mine) {
+      double sum = 0;
+      for (double x : v) sum += x;
+      per_size[size].push_back(sum / v.size());
+    }
+    files.push_back(absl::StrCat(l->path, " lines ", l->rows.front().line, "-", l->rows.back().line));
+  }
+  std::vector<CollectivePoint> pts;
+  for (const auto& [size, v] : per_size) pts.push_back({size, Median(v), RateOrigin::kImported});
+  const NcclTestsLog& first = *ls.front();
+  std::string layout = s == Scope::kInterNode
+                           ? absl::StrCat(first.nodes, " nodes x ", rpn, " (ranks per node from ", first.ranks_per_node_from, ")")
+                           : absl::StrCat("one node (ranks per node from ", first.ranks_per_node_from, ")");
+  const std::string source = absl::StrCat(
+      "nccl-tests ", first.binary, " (from ", first.binary_from, "): ", absl::StrJoin(files, "; "), "; ", ranks,
+      " ranks (from ", first.ranks_from, "), ", layout, "; time = mean of the out-of-place and in-place columns",
+      ls.size() > 1 ? absl::StrCat(", median over ", ls.size(), " logs at each size") : "");
+  CollectiveRate r = CurveFromPoints(c, s, ranks, rpn, pts, source);
+  *line = absl::StrFormat("%s %s x%d%s: %d sizes %s..%s from %d log(s) (binary from %s); busbw %.1f GB/s at %s",
+                          CollectiveName(c), ScopeName(s), ranks,
+                          s == Scope::kInterNode ? absl::StrCat(" (", rpn, " per node)") : "", pts.size(),
+                          Bytes(pts.front().size_bytes), Bytes(pts.back().size_bytes), ls.size(), first.binary_from,
+                          r.busbw_bytes_per_s / 1e9, Bytes(pts.back().size_bytes));
+  return r;
+}
+
+// Step 3: the collectives of the nccl-tests logs: the logs grouped by (collective, scope, ranks,
+// ranks per node, inter-node only), one curve per group (CurveFromNcclLogs); a log of a binary the
+// profile has no rate for (broadcast_perf, ...) is noted.
+NcclCurves CurvesFromNcclTests(const std::vector<NcclTestsLog>& nccl, std::vector<std::string>* notes) {
+  NcclCurves out;
   std::map<std::tuple<int, int, int64_t, int64_t>, std::vector<const NcclTestsLog*>> by_key;
-  int64_t most_ranks = 0, most_nodes = 0;
   for (const NcclTestsLog& l : nccl) {
     if (!l.collective) {
-      notes.push_back(absl::StrCat(l.Name(), ": ", l.binary, " parsed (", l.rows.size(),
-                                   " sizes); the profile has no rate for this collective"));
+      notes->push_back(absl::StrCat(l.Name(), ": ", l.binary, " parsed (", l.rows.size(),
+                                    " sizes); the profile has no rate for this collective"));
       continue;
     }
-    most_ranks = std::max(most_ranks, l.ranks);
-    most_nodes = std::max(most_nodes, l.nodes);
+    out.most_ranks = std::max(out.most_ranks, l.ranks);
+    out.most_nodes = std::max(out.most_nodes, l.nodes);
     const int64_t rpn = l.scope() == Scope::kInterNode ? l.ranks_per_node : 0;
     by_key[{static_cast<int>(*l.collective), static_cast<int>(l.scope()), l.ranks, rpn}].push_back(&l);
   }
-  std::vector<CollectiveRate> curves;
-  std::vector<double> spreads;
-  std::vector<std::string> curve_lines;
   for (const auto& [k, ls] : by_key) {
     const auto [c_int, s_int, ranks, rpn] = k;
-    const Collective c = static_cast<Collective>(c_int);
-    const Scope s = static_cast<Scope>(s_int);
-    std::map<double, std::vector<double>> per_size;  // size -> one value per log
-    std::vector<std::string> files;
-    double spread = 0;  // the logs' own repeat spread: out-of-place vs in-place time of one size
-    for (const NcclTestsLog* l : ls) {
-      std::map<double, std::vector<double>> mine;
-      for (const NcclTestsRow& r : l->rows) {
-        mine[r.size_bytes].push_back(r.out_of_place_time_s);
-        if (r.has_in_place) {
-          mine[r.size_bytes].push_back(r.in_place_time_s);
-          spread = std::max(spread, std::fabs(r.out_of_place_time_s - r.in_place_time_s) /
-                                        std::min(r.out_of_place_time_s, r.in_place_time_s));
-        }
-      }
-      for (const auto& [size, v] : mine) {
-        double sum = 0;
-        for (double x : v) sum += x;
-        per_size[size].push_back(sum / v.size());
-      }
-      files.push_back(absl::StrCat(l->path, " lines ", l->rows.front().line, "-", l->rows.back().line));
-    }
-    std::vector<CollectivePoint> pts;
-    for (const auto& [size, v] : per_size) pts.push_back({size, Median(v), RateOrigin::kImported});
-    const NcclTestsLog& first = *ls.front();
-    std::string layout = s == Scope::kInterNode
-                             ? absl::StrCat(first.nodes, " nodes x ", rpn, " (ranks per node from ", first.ranks_per_node_from, ")")
-                             : absl::StrCat("one node (ranks per node from ", first.ranks_per_node_from, ")");
-    const std::string source = absl::StrCat(
-        "nccl-tests ", first.binary, " (from ", first.binary_from, "): ", absl::StrJoin(files, "; "), "; ", ranks,
-        " ranks (from ", first.ranks_from, "), ", layout, "; time = mean of the out-of-place and in-place columns",
-        ls.size() > 1 ? absl::StrCat(", median over ", ls.size(), " logs at each size") : "");
-    CollectiveRate r = CurveFromPoints(c, s, ranks, rpn, pts, source);
-    curve_lines.push_back(absl::StrFormat("%s %s x%d%s: %d sizes %s..%s from %d log(s) (binary from %s); busbw %.1f GB/s at %s",
-                                          CollectiveName(c), ScopeName(s), ranks,
-                                          s == Scope::kInterNode ? absl::StrCat(" (", rpn, " per node)") : "", pts.size(),
-                                          Bytes(pts.front().size_bytes), Bytes(pts.back().size_bytes), ls.size(),
-                                          first.binary_from, r.busbw_bytes_per_s / 1e9, Bytes(pts.back().size_bytes)));
-    curves.push_back(std::move(r));
-    spreads.push_back(spread);
+    double spread = 0;
+    std::string line;
+    out.curves.push_back(
+        CurveFromNcclLogs(static_cast<Collective>(c_int), static_cast<Scope>(s_int), ranks, rpn, ls, &spread, &line));
+    out.curve_lines.push_back(std::move(line));
+    out.spreads.push_back(spread);
   }
+  return out;
+}
 
-  // Send/recv from nvbandwidth's P2P copies, when no nccl-tests sendrecv log gives it.
+// Step 4: the intra-node send/recv rate from nvbandwidth's device_to_device_memcpy_write_ce (the
+// median off-diagonal cell: a copy-engine P2P write over the same NVLink), when no nccl-tests
+// sendrecv log gives a curve: it replaces the busbw of the base's intra-node send/recv alpha-beta
+// entry, whose alpha is kept. Returns the base's collectives so updated.
+std::vector<CollectiveRate> SendRecvFromNvbandwidth(const std::vector<CollectiveRate>& base,
+                                                    const std::vector<NvbandwidthLog>& nvbw,
+                                                    const std::vector<CollectiveRate>& curves,
+                                                    std::vector<std::string>* summary) {
   bool have_sendrecv_intra = false;
   for (const auto& c : curves) have_sendrecv_intra |= c.collective == Collective::kSendRecv && c.scope == Scope::kIntraNode;
-  std::vector<CollectiveRate> base_collectives = p.collectives;
+  std::vector<CollectiveRate> base_collectives = base;
   for (const NvbandwidthLog& l : nvbw) {
     auto it = l.tests.find("device_to_device_memcpy_write_ce");
     if (have_sendrecv_intra || it == l.tests.end() || !(it->second.MedianCellBytesPerS() > 0)) continue;
@@ -443,25 +491,25 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
             "busbw: nvbandwidth %s line %d, device_to_device_memcpy_write_ce, median off-diagonal cell %.1f GB/s (a "
             "copy-engine P2P write over the same NVLink); alpha kept: %s",
             l.path, it->second.line, b.busbw_bytes_per_s / 1e9, b.source);
-        result.summary.push_back(absl::StrFormat("send_recv intra_node busbw %.1f GB/s from nvbandwidth %s",
-                                                 b.busbw_bytes_per_s / 1e9, l.path));
+        summary->push_back(absl::StrFormat("send_recv intra_node busbw %.1f GB/s from nvbandwidth %s",
+                                           b.busbw_bytes_per_s / 1e9, l.path));
         have_sendrecv_intra = true;
       }
     }
   }
-  std::vector<std::string> merge_lines;
-  p.collectives = MergeCollectives(base_collectives, curves, &merge_lines, spreads);
-  for (size_t i = 0; i < curve_lines.size(); ++i) {
-    result.summary.push_back(curve_lines[i]);
-    if (i < merge_lines.size()) result.summary.push_back("  " + merge_lines[i]);
-  }
+  return base_collectives;
+}
 
-  // GEMM.
+// Step 5a: the GEMM points of the mamf-finder logs (mean TFLOPS of torch.mm, 2mnk FLOPs; the
+// slowest of several logs of one shape: a synchronous job runs at its slowest GPU; a log whose
+// rows a terminal copy cut gives its summary's best shape only) and of the TraceLens GEMM.csv
+// files (import_tracelens.h; rows of a dtype stepcast does not model are skipped, noted).
+std::vector<GemmRatePoint> GemmPointsFromLogs(const ParsedLogs& parsed, std::vector<std::string>* notes) {
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::pair<double, std::vector<std::string>>> mamf_points;
-  for (const MamfLog& l : mamf) {
+  for (const MamfLog& l : parsed.mamf) {
     std::vector<MamfShape> shapes = l.use_summary ? std::vector<MamfShape>{l.headline} : l.shapes;
     if (l.use_summary && !l.shapes.empty()) {
-      notes.push_back(absl::StrFormat(
+      notes->push_back(absl::StrFormat(
           "%s: %d of the %d shapes tried are in the log (a terminal copy keeps the last row only): the summary's "
           "best shape (%s, line %d) used, not the rows",
           l.path, l.shapes.size(), l.tried_shapes, l.headline_kind, l.headline.line));
@@ -481,14 +529,21 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
                                      v.second.size() > 1 ? "; the slowest of the logs" : ""),
                         RateOrigin::kImported});
   }
-  for (const auto& [path, rows] : tracelens) {
+  for (const auto& [path, rows] : parsed.tracelens) {
     std::vector<GemmRatePoint> pts = GemmPointsFromTraceLens(rows, path);
     const size_t skipped = rows.size() - pts.size();
-    if (skipped > 0) notes.push_back(absl::StrCat(path, ": ", skipped, " rows of a dtype stepcast does not model skipped"));
+    if (skipped > 0) notes->push_back(absl::StrCat(path, ": ", skipped, " rows of a dtype stepcast does not model skipped"));
     for (auto& g : pts) g.origin = RateOrigin::kImported;
     imported.insert(imported.end(), pts.begin(), pts.end());
   }
-  // Impossible GEMM rates: above the datasheet's dense peak, or operands larger than the memory.
+  return imported;
+}
+
+// Step 5b: impossible GEMM rates refused (import.h; reliability review 2, N9): above the
+// datasheet's dense peak of the dtype (x 1.02), or operands (m k + k n + m n elements, 1 byte each
+// at least) larger than the GPU's memory.
+absl::Status CheckGemmPoints(const std::vector<GemmRatePoint>& imported, const Hardware& hw,
+                             const std::string& hw_name) {
   for (const auto& g : imported) {
     const double peak = hw.PeakFlops(g.dtype);
     if (peak > 0 && g.flops_per_s > 1.02 * peak) {
@@ -506,59 +561,72 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
           g.source.substr(0, 300), g.m, g.n, g.k, operand_bytes, hw_name, hw.hbm_capacity_bytes / 1e9));
     }
   }
-  if (!imported.empty()) {
-    std::set<int> dtypes;
-    std::set<std::tuple<int, int64_t, int64_t, int64_t>> shapes;
-    for (const auto& g : imported) {
-      dtypes.insert(static_cast<int>(g.dtype));
-      shapes.insert({static_cast<int>(g.dtype), g.m, g.n, g.k});
-    }
-    std::set<int> flat_dtypes;
-    for (const auto& g : p.gemm) {
-      if (g.m == 0 && g.n == 0 && g.k == 0) flat_dtypes.insert(static_cast<int>(g.dtype));
-    }
-    std::map<int, int> kept, replaced;
-    std::vector<GemmRatePoint> gemm;
-    for (const auto& g : p.gemm) {
-      const int d = static_cast<int>(g.dtype);
-      if (dtypes.count(d) && (flat_dtypes.count(d) || shapes.count({d, g.m, g.n, g.k}))) {
-        ++replaced[d];
-        continue;
-      }
-      if (dtypes.count(d)) ++kept[d];
-      gemm.push_back(g);
-    }
-    gemm.insert(gemm.end(), imported.begin(), imported.end());
-    p.gemm = std::move(gemm);
-    for (int d : dtypes) {
-      int count = 0;
-      double best = 0;
-      for (const auto& g : imported) {
-        if (static_cast<int>(g.dtype) == d) {
-          ++count;
-          best = std::max(best, g.flops_per_s);
-        }
-      }
-      const char* dn = DTypeName(static_cast<DType>(d));
-      std::string how;
-      if (flat_dtypes.count(d)) {
-        how = absl::StrCat("the base's flat ", dn, " rate replaced (it would answer every shape)");
-      } else {
-        how = absl::StrCat("merged with the base's ", kept[d], " other ", dn, " shapes (", replaced[d],
-                           " of the same shape replaced)");
-      }
-      result.summary.push_back(
-          absl::StrFormat("GEMM %s: %d shapes, fastest %.1f TFLOP/s; %s", dn, count, best / 1e12, how));
-    }
-  }
+  return absl::OkStatus();
+}
 
-  // HBM.
+// Step 5c: the imported GEMM points merged into the profile's (import.h, "merge, never shrink"):
+// they join the base's points of their dtype, replacing a point of the same shape, or the base's
+// flat rate of the dtype (m = n = k = 0, which would answer every shape); one summary line per
+// dtype.
+void MergeGemmPoints(const std::vector<GemmRatePoint>& imported, RateProfile* p, std::vector<std::string>* summary) {
+  if (imported.empty()) return;
+  std::set<int> dtypes;
+  std::set<std::tuple<int, int64_t, int64_t, int64_t>> shapes;
+  for (const auto& g : imported) {
+    dtypes.insert(static_cast<int>(g.dtype));
+    shapes.insert({static_cast<int>(g.dtype), g.m, g.n, g.k});
+  }
+  std::set<int> flat_dtypes;
+  for (const auto& g : p->gemm) {
+    if (g.m == 0 && g.n == 0 && g.k == 0) flat_dtypes.insert(static_cast<int>(g.dtype));
+  }
+  std::map<int, int> kept, replaced;
+  std::vector<GemmRatePoint> gemm;
+  for (const auto& g : p->gemm) {
+    const int d = static_cast<int>(g.dtype);
+    if (dtypes.count(d) && (flat_dtypes.count(d) || shapes.count({d, g.m, g.n, g.k}))) {
+      ++replaced[d];
+      continue;
+    }
+    if (dtypes.count(d)) ++kept[d];
+    gemm.push_back(g);
+  }
+  gemm.insert(gemm.end(), imported.begin(), imported.end());
+  p->gemm = std::move(gemm);
+  for (int d : dtypes) {
+    int count = 0;
+    double best = 0;
+    for (const auto& g : imported) {
+      if (static_cast<int>(g.dtype) == d) {
+        ++count;
+        best = std::max(best, g.flops_per_s);
+      }
+    }
+    const char* dn = DTypeName(static_cast<DType>(d));
+    std::string how;
+    if (flat_dtypes.count(d)) {
+      how = absl::StrCat("the base's flat ", dn, " rate replaced (it would answer every shape)");
+    } else {
+      how = absl::StrCat("merged with the base's ", kept[d], " other ", dn, " shapes (", replaced[d],
+                         " of the same shape replaced)");
+    }
+    summary->push_back(absl::StrFormat("GEMM %s: %d shapes, fastest %.1f TFLOP/s; %s", dn, count, best / 1e12, how));
+  }
+}
+
+// Step 6: the HBM bandwidth: BabelStream's Copy (2 arrays moved, its fastest run; the slowest of
+// several logs), else nvbandwidth's device_local_copy median x 2 (nvbandwidth counts a local
+// copy's bytes once, nvbandwidth #48). Refused when above the datasheet (x 1.02: the arrays fit in
+// a cache, BabelStream's README) or below 1% of it (import.h). Then nvbandwidth's host copies,
+// noted (not a profile rate).
+absl::Status ImportHbm(const ParsedLogs& parsed, const Hardware& hw, const std::string& hw_name, RateProfile* p,
+                       std::vector<std::string>* summary, std::vector<std::string>* notes) {
   double hbm = 0;
   std::vector<std::string> hbm_src;
-  for (const BabelStreamLog& l : babel) {
+  for (const BabelStreamLog& l : parsed.babel) {
     auto it = l.bytes_per_s.find("copy");
     if (it == l.bytes_per_s.end()) {
-      notes.push_back(absl::StrCat(l.path, ": no Copy row (BabelStream --triad-only?): not used for HBM"));
+      notes->push_back(absl::StrCat(l.path, ": no Copy row (BabelStream --triad-only?): not used for HBM"));
       continue;
     }
     if (hbm == 0 || it->second < hbm) hbm = it->second;
@@ -569,7 +637,7 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
     hbm_source = absl::StrCat("BabelStream Copy (2 arrays moved, fastest run): ", absl::StrJoin(hbm_src, ", "),
                               hbm_src.size() > 1 ? "; the slowest of the logs" : "");
   } else {
-    for (const NvbandwidthLog& l : nvbw) {
+    for (const NvbandwidthLog& l : parsed.nvbw) {
       auto it = l.tests.find("device_local_copy");
       if (it == l.tests.end()) continue;
       const double v = 2 * it->second.MedianCellBytesPerS();
@@ -591,36 +659,77 @@ absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::str
           hbm > spec ? "the arrays fit in a cache (BabelStream's README: arrays far larger than the caches)"
                      : "not a memory measurement (a unit, or a broken run)"));
     }
-    p.hbm_bandwidth_bytes_per_s = hbm;
-    p.hbm_source = hbm_source;
-    p.hbm_origin = RateOrigin::kImported;
-    result.summary.push_back(absl::StrFormat("HBM %.1f GB/s: %s", hbm / 1e9, p.hbm_source));
+    p->hbm_bandwidth_bytes_per_s = hbm;
+    p->hbm_source = hbm_source;
+    p->hbm_origin = RateOrigin::kImported;
+    summary->push_back(absl::StrFormat("HBM %.1f GB/s: %s", hbm / 1e9, p->hbm_source));
   }
-  for (const NvbandwidthLog& l : nvbw) {
+  for (const NvbandwidthLog& l : parsed.nvbw) {
     for (const char* t : {"host_to_device_memcpy_ce", "device_to_host_memcpy_ce"}) {
       auto it = l.tests.find(t);
       if (it != l.tests.end() && it->second.MedianCellBytesPerS() > 0) {
-        notes.push_back(absl::StrFormat("%s line %d: %s %.1f GB/s (not a profile rate)", l.path, it->second.line, t,
-                                        it->second.MedianCellBytesPerS() / 1e9));
+        notes->push_back(absl::StrFormat("%s line %d: %s %.1f GB/s (not a profile rate)", l.path, it->second.line, t,
+                                         it->second.MedianCellBytesPerS() / 1e9));
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  // Provenance: what the profile was made from.
-  ProfileProvenance& prov = p.provenance;
+// Step 7: the provenance (core/hardware.h ProfileProvenance): the tool, its version, the date, the
+// logs' GPU, ranks and nodes (the most of any log, or the base's when more), the base, and every
+// imported file, also listed in the profile's notes.
+void RecordProvenance(const std::vector<std::pair<std::string, std::string>>& logs, const ParsedLogs& parsed,
+                      const NcclCurves& nccl, bool base_is_reference, const ImportOptions& o,
+                      const std::string& hw_name, RateProfile* p) {
+  ProfileProvenance& prov = p->provenance;
   prov.tool = "stepcast-calibrate import";
   prov.tool_version = STEPCAST_VERSION;
   prov.created_utc = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
-  if (prov.gpu_name.empty()) prov.gpu_name = gpu_name;
-  prov.gpu_count = std::max(prov.gpu_count, most_ranks);
-  prov.host_count = std::max(prov.host_count, most_nodes);
+  if (prov.gpu_name.empty()) prov.gpu_name = parsed.gpu_name;
+  prov.gpu_count = std::max(prov.gpu_count, nccl.most_ranks);
+  prov.host_count = std::max(prov.host_count, nccl.most_nodes);
   if (base_is_reference || prov.base.empty()) {
     prov.base = base_is_reference ? absl::StrCat("reference profile ", hw_name) : o.base_name;
   }
   for (const auto& [path, text] : logs) {
-    p.notes.push_back(absl::StrCat("imported: ", path));
+    p->notes.push_back(absl::StrCat("imported: ", path));
     prov.imported_files.push_back(path);
   }
+}
+
+}  // namespace
+
+absl::StatusOr<ImportResult> ImportLogTexts(const std::vector<std::pair<std::string, std::string>>& logs,
+                                            const Hardware& hw, const RateProfile& base, bool base_is_reference,
+                                            const ImportOptions& o) {
+  ImportResult result;
+  std::vector<std::string> notes;
+  absl::StatusOr<ParsedLogs> parsed = ParseLogs(logs, hw, o, &notes);
+  if (!parsed.ok()) return parsed.status();
+  const std::string hw_name = o.hardware.empty() ? hw.name : o.hardware;
+  RateProfile p = StartProfile(base, base_is_reference, o, hw_name);
+
+  // Collectives: the nccl-tests curves and nvbandwidth's send/recv, merged over the base's.
+  const NcclCurves nccl = CurvesFromNcclTests(parsed->nccl, &notes);
+  const std::vector<CollectiveRate> base_collectives =
+      SendRecvFromNvbandwidth(p.collectives, parsed->nvbw, nccl.curves, &result.summary);
+  std::vector<std::string> merge_lines;
+  p.collectives = MergeCollectives(base_collectives, nccl.curves, &merge_lines, nccl.spreads);
+  for (size_t i = 0; i < nccl.curve_lines.size(); ++i) {
+    result.summary.push_back(nccl.curve_lines[i]);
+    if (i < merge_lines.size()) result.summary.push_back("  " + merge_lines[i]);
+  }
+
+  // GEMM.
+  const std::vector<GemmRatePoint> imported = GemmPointsFromLogs(*parsed, &notes);
+  if (absl::Status s = CheckGemmPoints(imported, hw, hw_name); !s.ok()) return s;
+  MergeGemmPoints(imported, &p, &result.summary);
+
+  // HBM.
+  if (absl::Status s = ImportHbm(*parsed, hw, hw_name, &p, &result.summary, &notes); !s.ok()) return s;
+
+  RecordProvenance(logs, *parsed, nccl, base_is_reference, o, hw_name, &p);
   p.notes.insert(p.notes.end(), notes.begin(), notes.end());
   result.summary.insert(result.summary.end(), notes.begin(), notes.end());
   result.profile = RateProfileToProto(p);

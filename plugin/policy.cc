@@ -50,36 +50,59 @@ absl::Status CheckPredictionFinite(const v1::Prediction& p) {
   return absl::OkStatus();
 }
 
-PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& policy) {
-  PolicyResult out;
-  auto add = [&](const char* rule, v1::Verdict v, std::string msg, double value, double limit) {
+namespace {
+
+// EvaluatePolicy's rules (policy.h), one function each, in the order they are checked (the order
+// of the reasons).
+
+// Adds a reason to the result; the verdict is the worst reason's.
+class AddReason {
+ public:
+  explicit AddReason(PolicyResult* out) : out_(out) {}
+  void operator()(const char* rule, v1::Verdict v, std::string msg, double value, double limit) const {
     v1::PreflightReason r;
     r.set_rule(rule);
     r.set_verdict(v);
     r.set_message(std::move(msg));
     r.set_value(value);
     r.set_limit(limit);
-    out.reasons.push_back(std::move(r));
-    if (v > out.verdict) out.verdict = v;
-  };
-  // NaN compares false with every limit below: a prediction that is not finite FAILs outright.
-  if (absl::Status s = CheckPredictionFinite(p); !s.ok()) {
-    add("non_finite", v1::VERDICT_FAIL, std::string(s.message()), 0, 0);
-    return out;
+    out_->reasons.push_back(std::move(r));
+    if (v > out_->verdict) out_->verdict = v;
   }
-  const v1::Verdict breach = policy.limits_warn_only() ? v1::VERDICT_WARN : v1::VERDICT_FAIL;
-  const auto& m = p.memory();
-  const double gib = 1024.0 * 1024 * 1024;
-  // The intervals (docs/VALIDATION.md "Intervals"): a limit inside an interval WARNs with both
-  // numbers; only a limit the whole interval breaks gives the breach verdict.
-  const bool step_interval = p.has_step_time_interval() && p.step_time_interval().high_s() > 0 &&
-                             std::isfinite(p.step_time_interval().low_s()) &&
-                             std::isfinite(p.step_time_interval().high_s());
-  const double step_lo = step_interval ? p.step_time_interval().low_s() : p.step_time_s();
-  const double step_hi = step_interval ? p.step_time_interval().high_s() : p.step_time_s();
+
+ private:
+  PolicyResult* out_;
+};
+
+// The prediction's intervals (docs/VALIDATION.md "Intervals"), when usable (present, finite, upper
+// end above 0): a limit inside an interval WARNs with both numbers; only a limit the whole
+// interval breaks gives the breach verdict. Without a step-time interval, both step ends are the
+// point estimate.
+struct Intervals {
+  bool step_interval = false;
+  double step_lo = 0, step_hi = 0;
+  bool memory_interval = false;
+};
+Intervals IntervalsOf(const v1::Prediction& p) {
+  Intervals iv;
+  iv.step_interval = p.has_step_time_interval() && p.step_time_interval().high_s() > 0 &&
+                     std::isfinite(p.step_time_interval().low_s()) && std::isfinite(p.step_time_interval().high_s());
+  iv.step_lo = iv.step_interval ? p.step_time_interval().low_s() : p.step_time_s();
+  iv.step_hi = iv.step_interval ? p.step_time_interval().high_s() : p.step_time_s();
   const auto& mi = p.memory_interval();
-  const bool memory_interval = p.has_memory_interval() && mi.available() && std::isfinite(mi.low_bytes()) &&
-                               std::isfinite(mi.high_bytes()) && mi.high_bytes() > 0;
+  iv.memory_interval = p.has_memory_interval() && mi.available() && std::isfinite(mi.low_bytes()) &&
+                       std::isfinite(mi.high_bytes()) && mi.high_bytes() > 0;
+  return iv;
+}
+
+// memory_tight / memory_fit: the memory interval's verdict (TIGHT -> WARN, does not fit even at
+// its lower end -> FAIL); without it, the point estimate's (over the capacity within the memory
+// model's uncertainty, core/memory.h -> WARN; beyond it -> FAIL).
+void MemoryFitRule(const v1::Prediction& p, const Intervals& iv, const AddReason& add) {
+  const auto& m = p.memory();
+  const auto& mi = p.memory_interval();
+  const bool memory_interval = iv.memory_interval;
+  const double gib = 1024.0 * 1024 * 1024;
   if (memory_interval && mi.verdict() == v1::MEMORY_VERDICT_TIGHT) {
     add("memory_tight", v1::VERDICT_WARN,
         absl::StrFormat("the %.1f GiB capacity lies inside the %.0f%% interval %.1f-%.1f GiB of the memory per GPU "
@@ -109,10 +132,19 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
                         -m.headroom_bytes() / gib, m.capacity_bytes() / gib),
         m.total_bytes(), m.capacity_bytes());
   }
+}
+
+// max_memory_fraction: memory / capacity above the limit; with the memory interval, the breach
+// only when its lower end is above the limit (and the job fits at it: memory_fit already FAILs),
+// WARN when the limit lies inside it.
+void MaxMemoryFractionRule(const v1::Prediction& p, const v1::PreflightPolicy& policy, const Intervals& iv,
+                           v1::Verdict breach, const AddReason& add) {
+  const auto& m = p.memory();
+  const auto& mi = p.memory_interval();
   if (policy.max_memory_fraction() > 0 && m.capacity_bytes() > 0) {
     const double frac = m.total_bytes() / m.capacity_bytes();
     const double lim = policy.max_memory_fraction();
-    if (memory_interval) {
+    if (iv.memory_interval) {
       const double lo = mi.low_bytes() / m.capacity_bytes(), hi = mi.high_bytes() / m.capacity_bytes();
       if (lo > lim && mi.verdict() != v1::MEMORY_VERDICT_DOES_NOT_FIT) {
         add("max_memory_fraction", breach,
@@ -132,9 +164,16 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
           absl::StrFormat("uses %.0f%% of GPU memory, above the %.0f%% limit", 100 * frac, 100 * lim), frac, lim);
     }
   }
+}
+
+// min_mfu: predicted MFU below the limit; MFU scales as 1 / step time, so the step-time
+// interval's upper end is the MFU interval's lower end.
+void MinMfuRule(const v1::Prediction& p, const v1::PreflightPolicy& policy, const Intervals& iv, v1::Verdict breach,
+                const AddReason& add) {
+  const bool step_interval = iv.step_interval;
   if (policy.min_mfu() > 0) {
     // MFU scales as 1 / step time: the interval's upper step end is its lower MFU end.
-    const double mfu_lo = p.mfu() * p.step_time_s() / step_hi, mfu_hi = p.mfu() * p.step_time_s() / step_lo;
+    const double mfu_lo = p.mfu() * p.step_time_s() / iv.step_hi, mfu_hi = p.mfu() * p.step_time_s() / iv.step_lo;
     const double lim = policy.min_mfu();
     if (step_interval && mfu_hi < lim) {
       add("min_mfu", breach,
@@ -153,6 +192,11 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
           absl::StrFormat("predicted MFU %.1f%% is below %.1f%%", 100 * p.mfu(), 100 * lim), p.mfu(), lim);
     }
   }
+}
+
+// max_cost_per_run_usd (WARNs that it cannot be checked when the job gives neither dataset_tokens
+// nor train_iters) and max_cost_per_hour_usd.
+void CostRules(const v1::Prediction& p, const v1::PreflightPolicy& policy, v1::Verdict breach, const AddReason& add) {
   if (policy.max_cost_per_run_usd() > 0) {
     if (p.cost().steps_per_run() <= 0) {
       add("max_cost_per_run_usd", v1::VERDICT_WARN,
@@ -169,6 +213,14 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
         absl::StrFormat("costs $%.2f per hour, above $%.2f", p.cost().per_hour_usd(), policy.max_cost_per_hour_usd()),
         p.cost().per_hour_usd(), policy.max_cost_per_hour_usd());
   }
+}
+
+// max_step_time_s: with the step-time interval, the breach only when its lower end is above the
+// limit, WARN when the limit lies inside it.
+void MaxStepTimeRule(const v1::Prediction& p, const v1::PreflightPolicy& policy, const Intervals& iv,
+                     v1::Verdict breach, const AddReason& add) {
+  const bool step_interval = iv.step_interval;
+  const double step_lo = iv.step_lo, step_hi = iv.step_hi;
   if (policy.max_step_time_s() > 0) {
     const double lim = policy.max_step_time_s();
     if (step_interval && step_lo > lim) {
@@ -188,6 +240,10 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
           absl::StrFormat("step time %.3f s is above %.3f s", p.step_time_s(), lim), p.step_time_s(), lim);
     }
   }
+}
+
+// bottleneck: the prediction's bottleneck is one of warn_on_bottlenecks -> WARN.
+void BottleneckRule(const v1::Prediction& p, const v1::PreflightPolicy& policy, const AddReason& add) {
   for (int k : policy.warn_on_bottlenecks()) {
     if (k == p.bottleneck().kind()) {
       add("bottleneck", v1::VERDICT_WARN,
@@ -196,6 +252,26 @@ PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& 
           p.bottleneck().share(), 0);
     }
   }
+}
+
+}  // namespace
+
+PolicyResult EvaluatePolicy(const v1::Prediction& p, const v1::PreflightPolicy& policy) {
+  PolicyResult out;
+  const AddReason add(&out);
+  // NaN compares false with every limit below: a prediction that is not finite FAILs outright.
+  if (absl::Status s = CheckPredictionFinite(p); !s.ok()) {
+    add("non_finite", v1::VERDICT_FAIL, std::string(s.message()), 0, 0);
+    return out;
+  }
+  const v1::Verdict breach = policy.limits_warn_only() ? v1::VERDICT_WARN : v1::VERDICT_FAIL;
+  const Intervals iv = IntervalsOf(p);
+  MemoryFitRule(p, iv, add);
+  MaxMemoryFractionRule(p, policy, iv, breach, add);
+  MinMfuRule(p, policy, iv, breach, add);
+  CostRules(p, policy, breach, add);
+  MaxStepTimeRule(p, policy, iv, breach, add);
+  BottleneckRule(p, policy, add);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <climits>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -258,34 +259,32 @@ bool IsStepRangeName(absl::string_view name, absl::string_view pattern) {
   return false;
 }
 
-absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord>& k, const PeriodOptions& o) {
-  // The stream with the most (non-memcpy) records.
+namespace {
+
+// StepStartsFromPeriod in steps (trace_analysis.h): the stream, the period, the phase (anchor),
+// the step starts found period by period.
+
+// Step 1: the stream with the most (non-memcpy) records, the lowest id among equals; nullopt when
+// there is no such record.
+std::optional<int32_t> BusiestStream(const std::vector<KernelRecord>& k) {
   std::map<int32_t, int64_t> per_stream;
   for (const KernelRecord& r : k) {
     if (r.category != KernelCategory::kMemory) ++per_stream[r.stream];
   }
-  if (per_stream.empty()) return absl::NotFoundError("no kernel records");
+  if (per_stream.empty()) return std::nullopt;
   int32_t stream = per_stream.begin()->first;
   for (const auto& [s, c] : per_stream) {
     if (c > per_stream[stream]) stream = s;
   }
-  std::vector<size_t> idx;
-  for (size_t i = 0; i < k.size(); ++i) {
-    if (k[i].stream == stream && k[i].category != KernelCategory::kMemory) idx.push_back(i);
-  }
-  const int64_t n = static_cast<int64_t>(idx.size());
-  std::vector<uint32_t> seq(n);
-  for (int64_t i = 0; i < n; ++i) seq[i] = k[idx[i]].name_id;
-  // Judge periods on the last two thirds (past warm-up, autotuning and first-step allocations),
-  // with at least two periods in it.
-  const int64_t tail = n / 3;
-  const int64_t min_p = std::max<int64_t>(o.min_period, 1);
-  const int64_t max_p = std::min(o.max_period, (n - tail) / 2);
-  const auto not_found = absl::NotFoundError(
-      "no repeating kernel sequence (steps cannot be found without a ProfilerStep or NVTX step range)");
-  if (max_p < min_p) return not_found;
-  const int64_t candidates = max_p - min_p + 1;
-  const int64_t samples = std::max<int64_t>(64, o.max_comparisons / candidates);
+  return stream;
+}
+
+// Step 2: the period, judged on seq[tail, n): the candidate in [min_p, max_p] with the highest
+// share of name[i] == name[i + P], each on at most `samples` positions (reliability review M5);
+// the smallest candidate dividing it within 1 point of it wins (a multiple of the step is not
+// taken). 0 when no candidate reaches 90%.
+int64_t BestPeriod(const std::vector<uint32_t>& seq, int64_t tail, int64_t min_p, int64_t max_p, int64_t samples) {
+  const int64_t n = static_cast<int64_t>(seq.size());
   std::vector<double> score(max_p + 1, 0.0);
   double best = -1;
   int64_t best_p = 0;
@@ -304,7 +303,7 @@ absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord
       best_p = p;
     }
   }
-  if (best < 0.9) return not_found;
+  if (best < 0.9) return 0;
   int64_t period = best_p;
   for (int64_t p = min_p; p < best_p; ++p) {
     if (best_p % p == 0 && score[p] >= best - 0.01) {
@@ -312,16 +311,27 @@ absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord
       break;
     }
   }
-  // Idle gap of the whole GPU before each record of the stream.
+  return period;
+}
+
+// Step 3a: the idle gap of the whole GPU (all streams) before each record idx[i] of the stream:
+// its start minus the latest end of the records before it (0 for the first).
+std::vector<int64_t> IdleGaps(const std::vector<KernelRecord>& k, const std::vector<size_t>& idx) {
+  const int64_t n = static_cast<int64_t>(idx.size());
   std::vector<int64_t> gap(n, 0);
-  {
-    int64_t max_end = INT64_MIN;
-    size_t j = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      for (; j < idx[i]; ++j) max_end = std::max(max_end, k[j].end_ns);
-      gap[i] = max_end == INT64_MIN ? 0 : k[idx[i]].start_ns - max_end;
-    }
+  int64_t max_end = INT64_MIN;
+  size_t j = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (; j < idx[i]; ++j) max_end = std::max(max_end, k[j].end_ns);
+    gap[i] = max_end == INT64_MIN ? 0 : k[idx[i]].start_ns - max_end;
   }
+  return gap;
+}
+
+// Step 3b: the phase: the position in [tail, tail + period) whose smallest gap over every period
+// (at least two) is the largest (the step's synchronisation); -1 when none has two periods.
+int64_t AnchorOf(const std::vector<int64_t>& gap, int64_t tail, int64_t period) {
+  const int64_t n = static_cast<int64_t>(gap.size());
   int64_t anchor = -1, anchor_gap = INT64_MIN;
   for (int64_t j = 0; j < period && tail + j < n; ++j) {
     int64_t worst = INT64_MAX, count = 0;
@@ -331,7 +341,14 @@ absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord
       anchor = tail + j;
     }
   }
-  if (anchor < 0) return not_found;
+  return anchor;
+}
+
+// Step 4: the step positions: the anchor, then every period from it forwards and backwards, each
+// found within +-period/10 (at least 1) where the next min(32, period) names match the anchor's
+// for at least 90% (so a warm-up step with extra kernels does not shift the rest). Sorted.
+std::vector<int64_t> FollowPeriods(const std::vector<uint32_t>& seq, int64_t anchor, int64_t period) {
+  const int64_t n = static_cast<int64_t>(seq.size());
   const int64_t context = std::min<int64_t>(32, period);
   auto same_context = [&](int64_t c) {
     if (c < 0 || c + context > n) return false;
@@ -356,6 +373,37 @@ absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord
     }
   }
   std::sort(found.begin(), found.end());
+  return found;
+}
+
+}  // namespace
+
+absl::StatusOr<PeriodResult> StepStartsFromPeriod(const std::vector<KernelRecord>& k, const PeriodOptions& o) {
+  const std::optional<int32_t> busiest = BusiestStream(k);
+  if (!busiest) return absl::NotFoundError("no kernel records");
+  const int32_t stream = *busiest;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < k.size(); ++i) {
+    if (k[i].stream == stream && k[i].category != KernelCategory::kMemory) idx.push_back(i);
+  }
+  const int64_t n = static_cast<int64_t>(idx.size());
+  std::vector<uint32_t> seq(n);
+  for (int64_t i = 0; i < n; ++i) seq[i] = k[idx[i]].name_id;
+  // Judge periods on the last two thirds (past warm-up, autotuning and first-step allocations),
+  // with at least two periods in it.
+  const int64_t tail = n / 3;
+  const int64_t min_p = std::max<int64_t>(o.min_period, 1);
+  const int64_t max_p = std::min(o.max_period, (n - tail) / 2);
+  const auto not_found = absl::NotFoundError(
+      "no repeating kernel sequence (steps cannot be found without a ProfilerStep or NVTX step range)");
+  if (max_p < min_p) return not_found;
+  const int64_t candidates = max_p - min_p + 1;
+  const int64_t samples = std::max<int64_t>(64, o.max_comparisons / candidates);
+  const int64_t period = BestPeriod(seq, tail, min_p, max_p, samples);
+  if (period == 0) return not_found;
+  const int64_t anchor = AnchorOf(IdleGaps(k, idx), tail, period);
+  if (anchor < 0) return not_found;
+  const std::vector<int64_t> found = FollowPeriods(seq, anchor, period);
   PeriodResult r;
   r.period = period;
   r.stream = stream;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <optional>
 #include <vector>
 
@@ -298,23 +300,34 @@ class StepModel {
   // job's GEMM dtype).
   const GemmEstimate& EstimateGemmAs(GemmShape s) {
     s.dtype = t_.precision.gemm;
-    // Dense and MoE layers share their attention projections: estimates are memoized.
-    for (int i = 0; i < cached_; ++i) {
-      const GemmMemo& c = memo_[i];
-      // n first: most GEMMs of a layer share m (the tokens) and differ in n.
-      if (c.s.n == s.n && c.s.k == s.k && c.s.m == s.m && c.s.batch == s.batch &&
+    // Dense and MoE layers share their attention projections, and every linear layer asks for
+    // its forward, dgrad and wgrad: estimates are memoized in an open-addressed table (a layer
+    // has up to ~40 distinct shapes; a linear scan of them cost more than the estimates).
+    uint64_t h = 0;
+    for (double v : {s.m, s.n, s.k, s.batch, s.c_bytes_per_element}) {
+      uint64_t bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      h = (h ^ bits) * 0x9E3779B97F4A7C15ull;
+    }
+    h = (h ^ static_cast<uint64_t>(s.split_accumulation)) * 0x9E3779B97F4A7C15ull;
+    for (uint32_t probe = 0; probe < kMemo; ++probe) {
+      const uint32_t i = static_cast<uint32_t>((h >> 58) + probe) & (kMemo - 1);
+      if (!(memo_used_ >> i & 1)) {
+        if (cached_ >= kMemo * 3 / 4) break;  // at most 3/4 full: short probes; past it unmemoized
+        ++cached_;
+        memo_used_ |= uint64_t{1} << i;
+        GemmMemo* c = new (&memo_[i].memo) GemmMemo{s, {}};
+        EstimateGemmUncached(s, &c->estimate);
+        return c->estimate;
+      }
+      const GemmMemo& c = memo_[i].memo;
+      if (c.s.m == s.m && c.s.n == s.n && c.s.k == s.k && c.s.batch == s.batch &&
           c.s.split_accumulation == s.split_accumulation && c.s.c_bytes_per_element == s.c_bytes_per_element) {
         return c.estimate;
       }
     }
-    GemmEstimate* slot = &overflow_;
-    if (cached_ < kMemo) {
-      GemmMemo& c = memo_[cached_++];
-      c.s = s;
-      slot = &c.estimate;
-    }
-    EstimateGemmUncached(s, slot);
-    return *slot;
+    EstimateGemmUncached(s, &overflow_);
+    return overflow_;
   }
   void EstimateGemmUncached(const GemmShape& s, GemmEstimate* out) {
     const double m = s.m, n = s.n, k = s.k, batch = s.batch;
@@ -578,9 +591,15 @@ class StepModel {
     GemmShape s;
     GemmEstimate estimate;
   };
-  static constexpr int kMemo = 48;  // forward, dgrad and wgrad shapes of a layer
-  GemmMemo memo_[kMemo];
-  int cached_ = 0;
+  // Left uninitialized until used (memo_used_ says which): a model is built per prediction.
+  union MemoSlot {
+    MemoSlot() {}
+    GemmMemo memo;
+  };
+  static constexpr uint32_t kMemo = 64;  // a power of two: forward, dgrad and wgrad shapes of the layers
+  MemoSlot memo_[kMemo];
+  uint64_t memo_used_ = 0;  // bit i: memo_[i] holds an estimate
+  uint32_t cached_ = 0;
   GemmEstimate overflow_;  // the estimate of a shape past the memo's kMemo
   ParameterCounts pc_;
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;

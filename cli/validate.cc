@@ -299,153 +299,166 @@ struct CoverageAcc {
   }
 };
 
-}  // namespace
+using InformedChoices = std::map<std::string, std::vector<std::string>>;
+using SourceTables = std::map<std::string, std::shared_ptr<const IntervalTable>>;
 
-absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog,
-                                              const std::string& informed_path, const std::string& memory_runs_path,
-                                              std::shared_ptr<const IntervalTable>* table_out) {
-  absl::StatusOr<std::vector<Row>> rows = ReadCsv(csv_path);
-  if (!rows.ok()) return rows.status();
-  absl::StatusOr<std::map<std::string, std::vector<std::string>>> informed = ReadInformed(informed_path);
-  if (!informed.ok()) return informed.status();
-  v1::ValidationReport report;
-  v1::IntervalCoverage* cov = report.mutable_interval_coverage();
-  std::vector<MemoryResidualRun> memory;
-  if (absl::Status s = PredictMemoryRuns(memory_runs_path, catalog, &memory, cov); !s.ok()) return s;
-
-  // Every row with all choices, and leave-one-source-out (its source's informed choices off).
-  std::vector<RowPrediction> full, loso;
-  for (const Row& r : *rows) {
-    full.push_back(PredictOne(r, catalog, ModelChoices{}));
-    auto it = informed->find(Str(r, "source_id"));
-    if (it == informed->end() || it->second.empty()) {
-      loso.push_back(full.back());
+// Every row predicted with all model choices (`full`), and leave-one-source-out (`loso`: the
+// row's source's informed choices off; the same prediction when it informed none).
+void PredictRows(const std::vector<Row>& rows, const Catalog& catalog, const InformedChoices& informed,
+                 std::vector<RowPrediction>* full, std::vector<RowPrediction>* loso) {
+  for (const Row& r : rows) {
+    full->push_back(PredictOne(r, catalog, ModelChoices{}));
+    auto it = informed.find(Str(r, "source_id"));
+    if (it == informed.end() || it->second.empty()) {
+      loso->push_back(full->back());
       continue;
     }
     ModelChoices without;
     for (const std::string& c : it->second) without.Disable(c);
-    loso.push_back(PredictOne(r, catalog, without));
+    loso->push_back(PredictOne(r, catalog, without));
   }
+}
 
-  // The residual table: every row's leave-one-source-out residual, and the memory runs.
+// The residual table of every row's leave-one-source-out residual and the memory runs
+// (IntervalTable::Build), and the same without each source (`without_source`), for that
+// source's coverage.
+std::shared_ptr<const IntervalTable> BuildIntervalTables(const std::vector<Row>& rows,
+                                                         const std::vector<RowPrediction>& loso,
+                                                         const std::vector<MemoryResidualRun>& memory,
+                                                         SourceTables* without_source) {
   std::vector<ResidualRun> residuals;
-  for (size_t i = 0; i < rows->size(); ++i) {
+  for (size_t i = 0; i < rows.size(); ++i) {
     const RowPrediction& x = loso[i];
     if (!x.ok()) continue;
-    residuals.push_back({absl::StrCat("row ", Str((*rows)[i], "row_id")), Str((*rows)[i], "source_id"), x.run.experiment,
+    residuals.push_back({absl::StrCat("row ", Str(rows[i], "row_id")), Str(rows[i], "source_id"), x.run.experiment,
                          RegimeOf(x.job), x.p.step_time_s, x.run.measured_iter_time_s});
   }
   auto table = std::make_shared<const IntervalTable>(IntervalTable::Build(residuals, memory));
-  if (table_out != nullptr) *table_out = table;
-  // The same without each source, for that source's coverage.
-  std::map<std::string, std::shared_ptr<const IntervalTable>> without_source;
   for (const ResidualRun& r : residuals) {
-    if (without_source.count(r.source)) continue;
+    if (without_source->count(r.source)) continue;
     std::vector<ResidualRun> others;
     for (const ResidualRun& o : residuals) {
       if (o.source != r.source) others.push_back(o);
     }
-    without_source[r.source] = std::make_shared<const IntervalTable>(IntervalTable::Build(others, memory));
+    (*without_source)[r.source] = std::make_shared<const IntervalTable>(IntervalTable::Build(others, memory));
   }
+  return table;
+}
 
+// One report row: the row's fields, its full prediction `x` with the memory verdict from
+// `table`, and its leave-one-source-out prediction `l` with the interval from the other sources'
+// residuals. `fits` / `loso_fits`: the memory verdicts the tallies count (true when not predicted).
+void FillRow(const Row& r, const RowPrediction& x, const RowPrediction& l, const IntervalTable& table,
+             SourceTables& without_source, v1::ValidationRow* out, bool* fits, bool* loso_fits) {
+  out->set_row_id(Str(r, "row_id"));
+  out->set_source_id(Str(r, "source_id"));
+  out->set_model(Str(r, "model"));
+  out->set_gpu(Str(r, "gpu"));
+  double gpus = 0;
+  if (absl::SimpleAtod(Str(r, "num_gpus"), &gpus) && gpus >= 0 && gpus < 1e9) {
+    out->set_gpu_count(static_cast<int32_t>(gpus));
+  }
+  *fits = true;
+  *loso_fits = true;
+  if (!x.run.experiment.empty()) {
+    out->set_measured_iter_time_s(x.run.measured_iter_time_s);
+    out->set_measured_from(x.run.measured_from);
+    out->set_experiment(x.run.experiment);
+  }
+  if (!x.ok()) {
+    out->set_skipped_reason(x.skip);
+  } else {
+    // The memory verdict from the memory interval of the table built here.
+    const MemoryInterval mi = EstimateMemoryInterval(x.p.memory.total_bytes, x.p.memory.capacity_bytes,
+                                                     RegimeOf(x.job).family, &table, kMemoryUncertainty);
+    *fits = mi.verdict != MemoryVerdict::kDoesNotFit;
+    out->set_framework(x.job.framework.name);
+    out->set_framework_fallback(x.run.framework_fallback);
+    out->set_predicted_iter_time_s(x.p.step_time_s);
+    out->set_predicted_mfu(x.p.mfu);
+    out->set_bottleneck(std::string(BottleneckName(x.p.bottleneck.kind)));
+    out->set_error_pct(ErrorPct(x));
+    out->set_fits(x.p.memory.fits);
+    out->set_tight(mi.verdict == MemoryVerdict::kTight);
+    out->set_memory_verdict(MemoryVerdictToProto(mi.verdict));
+    out->set_memory_total_bytes(x.p.memory.total_bytes);
+    out->set_memory_capacity_bytes(x.p.memory.capacity_bytes);
+    for (const AssumedInput& a : *x.p.assumed_inputs) {
+      auto* y = out->add_assumed_inputs();
+      y->set_field(a.field);
+      y->set_value(a.value);
+      y->set_source(a.source);
+    }
+  }
+  if (l.ok()) {
+    *loso_fits = EstimateMemoryInterval(l.p.memory.total_bytes, l.p.memory.capacity_bytes, RegimeOf(l.job).family,
+                                        &table, kMemoryUncertainty)
+                     .verdict != MemoryVerdict::kDoesNotFit;
+    // Its interval from the other sources' residuals.
+    const StepTimeInterval iv = EstimateStepTimeInterval(l.job, l.p.step_time_s, *without_source[Str(r, "source_id")]);
+    out->set_loso_predicted_iter_time_s(l.p.step_time_s);
+    *out->mutable_loso_interval() = StepTimeIntervalToProto(iv);
+    out->set_loso_covered(l.run.measured_iter_time_s >= iv.low_s && l.run.measured_iter_time_s <= iv.high_s);
+  }
+}
+
+// Every row into the report, and the summaries: all rows, and by source (all choices and
+// leave-one-source-out, with the choices the source informed).
+void AddRowsAndSummaries(const std::vector<Row>& rows, const std::vector<RowPrediction>& full,
+                         const std::vector<RowPrediction>& loso, const InformedChoices& informed,
+                         const IntervalTable& table, SourceTables& without_source, v1::ValidationReport* report) {
   Tally all;
   std::map<std::string, Tally> by_source, loso_by_source;
-  for (size_t i = 0; i < rows->size(); ++i) {
-    const Row& r = (*rows)[i];
-    const RowPrediction& x = full[i];
-    v1::ValidationRow* out = report.add_rows();
-    out->set_row_id(Str(r, "row_id"));
-    out->set_source_id(Str(r, "source_id"));
-    out->set_model(Str(r, "model"));
-    out->set_gpu(Str(r, "gpu"));
-    double gpus = 0;
-    if (absl::SimpleAtod(Str(r, "num_gpus"), &gpus) && gpus >= 0 && gpus < 1e9) {
-      out->set_gpu_count(static_cast<int32_t>(gpus));
-    }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    v1::ValidationRow* out = report->add_rows();
     bool fits = true, loso_fits = true;
-    if (!x.run.experiment.empty()) {
-      out->set_measured_iter_time_s(x.run.measured_iter_time_s);
-      out->set_measured_from(x.run.measured_from);
-      out->set_experiment(x.run.experiment);
-    }
-    if (!x.ok()) {
-      out->set_skipped_reason(x.skip);
-    } else {
-      // The memory verdict from the memory interval of the table built here.
-      const MemoryInterval mi = EstimateMemoryInterval(x.p.memory.total_bytes, x.p.memory.capacity_bytes,
-                                                       RegimeOf(x.job).family, table.get(), kMemoryUncertainty);
-      fits = mi.verdict != MemoryVerdict::kDoesNotFit;
-      out->set_framework(x.job.framework.name);
-      out->set_framework_fallback(x.run.framework_fallback);
-      out->set_predicted_iter_time_s(x.p.step_time_s);
-      out->set_predicted_mfu(x.p.mfu);
-      out->set_bottleneck(std::string(BottleneckName(x.p.bottleneck.kind)));
-      out->set_error_pct(ErrorPct(x));
-      out->set_fits(x.p.memory.fits);
-      out->set_tight(mi.verdict == MemoryVerdict::kTight);
-      out->set_memory_verdict(MemoryVerdictToProto(mi.verdict));
-      out->set_memory_total_bytes(x.p.memory.total_bytes);
-      out->set_memory_capacity_bytes(x.p.memory.capacity_bytes);
-      for (const AssumedInput& a : *x.p.assumed_inputs) {
-        auto* y = out->add_assumed_inputs();
-        y->set_field(a.field);
-        y->set_value(a.value);
-        y->set_source(a.source);
-      }
-    }
-    const RowPrediction& l = loso[i];
-    if (l.ok()) {
-      loso_fits = EstimateMemoryInterval(l.p.memory.total_bytes, l.p.memory.capacity_bytes, RegimeOf(l.job).family,
-                                         table.get(), kMemoryUncertainty)
-                      .verdict != MemoryVerdict::kDoesNotFit;
-      // Its interval from the other sources' residuals.
-      const StepTimeInterval iv =
-          EstimateStepTimeInterval(l.job, l.p.step_time_s, *without_source[Str(r, "source_id")]);
-      out->set_loso_predicted_iter_time_s(l.p.step_time_s);
-      *out->mutable_loso_interval() = StepTimeIntervalToProto(iv);
-      out->set_loso_covered(l.run.measured_iter_time_s >= iv.low_s && l.run.measured_iter_time_s <= iv.high_s);
-    }
-    all.Add(x, fits);
-    by_source[out->source_id()].Add(x, fits);
-    loso_by_source[out->source_id()].Add(l, loso_fits);
+    FillRow(rows[i], full[i], loso[i], table, without_source, out, &fits, &loso_fits);
+    all.Add(full[i], fits);
+    by_source[out->source_id()].Add(full[i], fits);
+    loso_by_source[out->source_id()].Add(loso[i], loso_fits);
   }
-  *report.mutable_summary() = all.Summary();
+  *report->mutable_summary() = all.Summary();
   for (const auto& [id, tally] : by_source) {
-    v1::SourceSummary* s = report.add_by_source();
+    v1::SourceSummary* s = report->add_by_source();
     s->set_source_id(id);
     *s->mutable_summary() = tally.Summary();
     *s->mutable_leave_one_source_out() = loso_by_source[id].Summary();
-    auto it = informed->find(id);
-    if (it != informed->end()) {
+    auto it = informed.find(id);
+    if (it != informed.end()) {
       for (const std::string& c : it->second) s->add_choices_informed(c);
     }
   }
+}
 
-  // Coverage of the leave-one-source-out intervals: overall, by regime (framework family /
-  // dense-MoE, and with the sharding), by source.
-  cov->set_target(table->coverage());
-  cov->set_minimum_runs(MinimumWeight(table->coverage()));
+// The memory intervals by framework family (ratios measured / predicted: exp of the conformal
+// bounds on the log ratio, IntervalTable).
+void AddMemoryCoverage(const IntervalTable& table, v1::IntervalCoverage* cov) {
   for (int f = 0; f < 5; ++f) {
     const FrameworkFamily family = static_cast<FrameworkFamily>(f);
-    if (table->memory_rows(family) == 0) continue;
-    const ConformalBounds& b = table->memory_bounds(family);
+    if (table.memory_rows(family) == 0) continue;
+    const ConformalBounds& b = table.memory_bounds(family);
     v1::MemoryIntervalGroup* g = cov->add_memory_by_family();
     g->set_family(FrameworkFamilyName(family));
     g->set_runs(b.weight);
-    g->set_rows(table->memory_rows(family));
+    g->set_rows(table.memory_rows(family));
     g->set_available(b.finite);
     if (b.finite) {
       g->set_low_ratio(std::exp(b.lo));
       g->set_high_ratio(std::exp(b.hi));
     }
   }
+}
 
+// Coverage of the leave-one-source-out step-time intervals: overall, by regime (framework family
+// / dense-MoE, and with the sharding), by source; and the table's validated regions.
+void AddStepTimeCoverage(const v1::ValidationReport& report, const std::vector<RowPrediction>& loso,
+                         const IntervalTable& table, v1::IntervalCoverage* cov) {
   CoverageAcc total;
   std::map<std::string, CoverageAcc> regimes, sources;
   std::vector<std::string> regime_order;
   // Regimes at two levels: framework family / dense-MoE, then with the sharding.
   for (int level : {6, 5}) {
-    for (size_t i = 0; i < rows->size(); ++i) {
+    for (size_t i = 0; i < loso.size(); ++i) {
       const v1::ValidationRow& r = report.rows(static_cast<int>(i));
       if (!r.has_loso_interval()) continue;
       const std::string g = RegimeText(RegimeOf(loso[i].job), level);
@@ -457,7 +470,7 @@ absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const
       }
     }
   }
-  for (const IntervalTable::Node& n : table->nodes()) {
+  for (const IntervalTable::Node& n : table.nodes()) {
     if (n.level < kValidatedRegionLevel) continue;
     v1::RegimeIntervalEntry* e = cov->add_table();
     e->set_regime(RegimeText(Regime::FromKey(n.key), n.level));
@@ -477,6 +490,34 @@ absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const
   cov->set_median_half_width_pct(Median(total.half_widths));
   for (const std::string& g : regime_order) regimes[g].To(g, cov->add_by_regime());
   for (const auto& [id, acc] : sources) acc.To(id, cov->add_by_source());
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const Catalog& catalog,
+                                              const std::string& informed_path, const std::string& memory_runs_path,
+                                              std::shared_ptr<const IntervalTable>* table_out) {
+  absl::StatusOr<std::vector<Row>> rows = ReadCsv(csv_path);
+  if (!rows.ok()) return rows.status();
+  absl::StatusOr<InformedChoices> informed = ReadInformed(informed_path);
+  if (!informed.ok()) return informed.status();
+  v1::ValidationReport report;
+  v1::IntervalCoverage* cov = report.mutable_interval_coverage();
+  std::vector<MemoryResidualRun> memory;
+  if (absl::Status s = PredictMemoryRuns(memory_runs_path, catalog, &memory, cov); !s.ok()) return s;
+
+  std::vector<RowPrediction> full, loso;
+  PredictRows(*rows, catalog, *informed, &full, &loso);
+  SourceTables without_source;
+  const std::shared_ptr<const IntervalTable> table = BuildIntervalTables(*rows, loso, memory, &without_source);
+  if (table_out != nullptr) *table_out = table;
+  AddRowsAndSummaries(*rows, full, loso, *informed, *table, without_source, &report);
+
+  // Coverage of the leave-one-source-out intervals.
+  cov->set_target(table->coverage());
+  cov->set_minimum_runs(MinimumWeight(table->coverage()));
+  AddMemoryCoverage(*table, cov);
+  AddStepTimeCoverage(report, loso, *table, cov);
   return report;
 }
 

@@ -750,11 +750,16 @@ absl::Status CheckSearchCaps(const Job& base, const SearchOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions& options) {
-  const Clock::time_point start = Clock::now();
-  Plan plan;
-  plan.base = &base;
-  plan.opt = options;
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// SearchLayouts' steps: the checks and the plan, the enumeration of work units, the workers'
+// run, the merge and pruning of their findings, and the ranking of what is reported.
+
+// The options, and the base job's own fields checked on a one-GPU layout (ValidateJob), then the
+// inputs that drive the enumeration's work against their caps (CheckSearchCaps: reliability
+// review 2, N1).
+absl::Status CheckSearchOptions(const Job& base, const SearchOptions& options) {
   const SearchSpace& sp = options.space;
   if (options.top_n < 1) return Bad("top_n", absl::StrCat(options.top_n, " must be >= 1"));
   if (options.max_pareto < 0) return Bad("max_pareto", "must be >= 0");
@@ -765,8 +770,6 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
   }
   if (sp.shardings.empty()) return Bad("space.shardings", "give at least one sharding");
   if (!(options.budget_usd >= 0)) return Bad("budget_usd", "must be >= 0");
-
-  // The base job's own fields, checked on a one-GPU layout.
   {
     Job probe = base;
     probe.parallelism = Parallelism{};
@@ -775,27 +778,33 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
     probe.training.micro_batch_size = 1;
     if (absl::Status s = ValidateJob(probe); !s.ok()) return s;
   }
-  plan.m = base.model.Resolved();
-  plan.gbs = base.training.global_batch_size;
-  // The inputs that drive the enumeration's work, capped (reliability review 2, N1).
-  if (absl::Status s = CheckSearchCaps(base, options); !s.ok()) return s;
+  return CheckSearchCaps(base, options);
+}
+
+// The plan's job-wide inputs: the divisors the enumeration walks, the figures the objectives
+// need (tokens and model FLOPs per step: ModelFlopsPerStep; steps per run: dataset_tokens /
+// tokens per step, else train_iters), the objective's own checks, and TP's cap (the node).
+absl::Status PlanInputs(const Job& base, const SearchOptions& options, Plan* plan) {
+  const SearchSpace& sp = options.space;
+  plan->m = base.model.Resolved();
+  plan->gbs = base.training.global_batch_size;
   {
-    const ModelShape& m = plan.m;
-    plan.layer_divisors = Divisors(m.layers);
-    plan.batch_divisors = Divisors(plan.gbs);
+    const ModelShape& m = plan->m;
+    plan->layer_divisors = Divisors(m.layers);
+    plan->batch_divisors = Divisors(plan->gbs);
     if (m.moe.enabled()) {
-      plan.expert_divisors = Divisors(m.moe.routed_experts);
-      if (sp.etp) plan.expert_ffn_divisors = Divisors(m.moe.expert_ffn_hidden_size);
+      plan->expert_divisors = Divisors(m.moe.routed_experts);
+      if (sp.etp) plan->expert_ffn_divisors = Divisors(m.moe.expert_ffn_hidden_size);
     }
   }
-  plan.capacity_bytes = base.hardware.hbm_capacity_bytes;
-  plan.tokens_per_step = base.TokensPerStep();
-  plan.model_flops_per_step =
+  plan->capacity_bytes = base.hardware.hbm_capacity_bytes;
+  plan->tokens_per_step = base.TokensPerStep();
+  plan->model_flops_per_step =
       ModelFlopsPerStep(base.model, base.training.seq_length, static_cast<double>(base.training.global_batch_size));
-  plan.price_per_gpu_hour = base.PricePerGpuHourUsd();
-  plan.steps_per_run = base.training.dataset_tokens > 0 ? base.training.dataset_tokens / plan.tokens_per_step
-                                                        : static_cast<double>(base.training.train_iters);
-  if (options.objective == SearchObjective::kTimeToTrain && !(plan.steps_per_run > 0)) {
+  plan->price_per_gpu_hour = base.PricePerGpuHourUsd();
+  plan->steps_per_run = base.training.dataset_tokens > 0 ? base.training.dataset_tokens / plan->tokens_per_step
+                                                         : static_cast<double>(base.training.train_iters);
+  if (options.objective == SearchObjective::kTimeToTrain && !(plan->steps_per_run > 0)) {
     return Bad("training.dataset_tokens", "the time_to_train objective needs dataset_tokens or train_iters");
   }
   if (options.budget_usd > 0 && options.objective != SearchObjective::kTimeToTrain) {
@@ -805,27 +814,32 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
     if (!base.intervals) {
       return Bad("objective", "step_time_p90 needs the interval table (presets/intervals.yaml), which this job has not");
     }
-    plan.intervals = base.intervals.get();
-    plan.regime = RegimeOf(base);
+    plan->intervals = base.intervals.get();
+    plan->regime = RegimeOf(base);
   }
   const int64_t gpn = base.GpusPerNode();
-  plan.max_tp = sp.max_tp > 0 ? sp.max_tp : std::max<int64_t>(1, gpn);
+  plan->max_tp = sp.max_tp > 0 ? sp.max_tp : std::max<int64_t>(1, gpn);
+  return absl::OkStatus();
+}
 
-  // Option lists.
-  plan.precisions.push_back({base.training.precision.gemm, base.training.fp8_param_gather,
-                             base.hardware.PeakFlops(base.training.precision.gemm)});
+// The option lists a layout picks from: precisions (the job's, and FP8 where the hardware has an
+// FP8 peak and the profile an FP8 GEMM rate), recomputation, schedules (the job's family first),
+// shardings, sequence parallelism and communication overlap.
+absl::Status PlanOptionLists(const Job& base, const SearchSpace& sp, Plan* plan) {
+  plan->precisions.push_back({base.training.precision.gemm, base.training.fp8_param_gather,
+                              base.hardware.PeakFlops(base.training.precision.gemm)});
   if (sp.fp8 && base.training.precision.gemm != DType::kFP8 && base.hardware.PeakFlops(DType::kFP8) > 0 &&
       base.profile.GemmRate(DType::kFP8, 4096, 4096, 4096).found) {
-    plan.precisions.push_back({DType::kFP8, base.training.fp8_param_gather, base.hardware.PeakFlops(DType::kFP8)});
+    plan->precisions.push_back({DType::kFP8, base.training.fp8_param_gather, base.hardware.PeakFlops(DType::kFP8)});
   }
-  plan.recomputes = sp.recompute;
-  if (plan.recomputes.empty()) {
-    plan.recomputes = {{Recompute::kNone, {}, 0},
-                       {Recompute::kSelective, base.framework.selective_recompute_modules, 0},
-                       {Recompute::kFull, {}, 0}};
+  plan->recomputes = sp.recompute;
+  if (plan->recomputes.empty()) {
+    plan->recomputes = {{Recompute::kNone, {}, 0},
+                        {Recompute::kSelective, base.framework.selective_recompute_modules, 0},
+                        {Recompute::kFull, {}, 0}};
   }
-  for (size_t i = 0; i < plan.recomputes.size(); ++i) {
-    RecomputeOption& r = plan.recomputes[i];
+  for (size_t i = 0; i < plan->recomputes.size(); ++i) {
+    RecomputeOption& r = plan->recomputes[i];
     if (r.recompute == Recompute::kSelective && r.modules.empty()) r.modules = base.framework.selective_recompute_modules;
     if (r.recompute != Recompute::kSelective) r.modules.clear();
     if (r.num_layers < 0) return Bad(absl::StrCat("space.recompute[", i, "].num_layers"), "must be >= 0");
@@ -836,22 +850,26 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
     const PipelineSchedule own = base.parallelism.Schedule() == PipelineSchedule::kInterleaved1F1B
                                      ? PipelineSchedule::k1F1B
                                      : base.parallelism.Schedule();
-    plan.schedules.push_back(own);
+    plan->schedules.push_back(own);
     if (sp.all_schedules) {
       for (PipelineSchedule s : {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe, PipelineSchedule::kZeroBubble,
                                  PipelineSchedule::kDualPipe}) {
-        if (s != own) plan.schedules.push_back(s);
+        if (s != own) plan->schedules.push_back(s);
       }
     }
   }
-  plan.shardings = sp.shardings;
-  plan.sps_tp1 = {false};
-  plan.sps = sp.sequence_parallel ? std::vector<bool>{false, true} : std::vector<bool>{base.parallelism.sequence_parallel};
+  plan->shardings = sp.shardings;
+  plan->sps_tp1 = {false};
+  plan->sps = sp.sequence_parallel ? std::vector<bool>{false, true} : std::vector<bool>{base.parallelism.sequence_parallel};
   const bool tp_overlap = base.framework.overlap.tp_comm.supported;
-  plan.otps = sp.overlap_off && tp_overlap ? std::vector<bool>{false, true} : std::vector<bool>{tp_overlap};
-  plan.odps = sp.overlap_off ? std::vector<bool>{false, true} : std::vector<bool>{true};
+  plan->otps = sp.overlap_off && tp_overlap ? std::vector<bool>{false, true} : std::vector<bool>{tp_overlap};
+  plan->odps = sp.overlap_off ? std::vector<bool>{false, true} : std::vector<bool>{true};
+  return absl::OkStatus();
+}
 
-  // GPU counts.
+// The GPU counts searched, ascending and distinct (the job's own when none given), each in
+// [1, kSearchMaxGpuCount].
+absl::StatusOr<std::vector<int64_t>> SearchGpuCounts(const Job& base, const SearchSpace& sp) {
   std::vector<int64_t> counts = sp.gpu_counts;
   if (counts.empty()) counts.push_back(base.cluster.gpu_count);
   std::sort(counts.begin(), counts.end());
@@ -861,9 +879,20 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
       return Bad("cluster.gpu_count", absl::StrCat(g, " must be in [1, 2^24]"));  // kSearchMaxGpuCount
     }
   }
+  return counts;
+}
 
-  // Work units. The deadline and cancellation are checked here too (a wide space over 4096 GPU
-  // counts takes a while to enumerate), and the plan's size is capped.
+// Enumeration: the work units (GPU count x precision x TP x CP x PP x (EP, ETP), DP what is
+// left) into plan.units. TP divides the attention heads and the FFN (and the KV heads, or they
+// it, without MLA); CP needs seq_length % (2 CP) == 0 (Megatron-LM's load-balanced CP splits
+// each sequence into 2 CP chunks); PP at most the layers (dividing them unless uneven pipelines
+// are searched); DP divides the global batch; EP divides the routed experts and ETP x EP the
+// expert-parallel group. The deadline and cancellation are checked here too (a wide space over
+// 4096 GPU counts takes a while to enumerate), and the plan's size is capped. `any_structure`:
+// some TP x CP x PP x DP before the batch split; `stop_reason`: 1 deadline, 2 cancelled.
+absl::Status EnumerateUnits(const Job& base, const SearchOptions& options, const std::vector<int64_t>& counts,
+                            Plan& plan, bool* any_structure_out, int* stop_reason_out) {
+  const SearchSpace& sp = options.space;
   const ModelShape& m = plan.m;
   bool any_structure = false;  // some TP x CP x PP x DP before the batch split
   int enum_checks = 0;
@@ -937,39 +966,44 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
       }
     }
   }
+  *any_structure_out = any_structure;
+  *stop_reason_out = stop_reason;
+  return absl::OkStatus();
+}
 
+// Why the enumeration left nothing to run: stopped by the deadline or cancellation, no DP that
+// divides the global batch, or no valid TP x CP x PP at all. OK when there are work units.
+absl::Status CheckEnumeration(const Job& base, const Plan& plan, bool any_structure, int stop_reason,
+                              const std::string& counts_text) {
   if (stop_reason != 0) {
     const std::string why = absl::StrCat("search stopped (", stop_reason == 2 ? "cancelled" : "deadline reached",
                                          " while enumerating the layouts, ", plan.units.size(),
                                          " work units so far) before any layout that fits");
     return stop_reason == 2 ? absl::CancelledError(why) : absl::DeadlineExceededError(why);
   }
-
-  SearchResult result;
-  result.objective = options.objective;
-  result.gpu_counts = counts;
-  const std::string counts_text = counts.size() == 1 ? absl::StrCat(counts[0])
-                                                     : absl::StrCat(counts.front(), "..", counts.back());
-  if (plan.units.empty()) {
-    if (any_structure) {
-      return Bad("training.global_batch_size",
-                 absl::StrCat(plan.gbs, " sequences cannot be split over ", counts_text,
-                              " GPUs: no data-parallel size of a valid TP x CP x PP layout divides it"));
-    }
-    return Bad("cluster.gpu_count",
-               absl::StrCat(counts_text, " GPUs admit no valid layout of ", base.model.name.empty() ? "the model" : base.model.name,
-                            ": TP (at most ", plan.max_tp, ") must divide attention_heads ", m.attention_heads,
-                            ", kv_heads ", m.kv_heads, " and ffn_hidden_size ", m.ffn_hidden_size,
-                            "; CP must divide seq_length/2; PP at most layers ", m.layers));
+  if (!plan.units.empty()) return absl::OkStatus();
+  const ModelShape& m = plan.m;
+  if (any_structure) {
+    return Bad("training.global_batch_size",
+               absl::StrCat(plan.gbs, " sequences cannot be split over ", counts_text,
+                            " GPUs: no data-parallel size of a valid TP x CP x PP layout divides it"));
   }
+  return Bad("cluster.gpu_count",
+             absl::StrCat(counts_text, " GPUs admit no valid layout of ", base.model.name.empty() ? "the model" : base.model.name,
+                          ": TP (at most ", plan.max_tp, ") must divide attention_heads ", m.attention_heads,
+                          ", kv_heads ", m.kv_heads, " and ffn_hidden_size ", m.ffn_hidden_size,
+                          "; CP must divide seq_length/2; PP at most layers ", m.layers));
+}
 
-  // Run.
+// Runs the work units on `threads` workers (options.threads, else one per core; at most one per
+// unit) and waits for them: every 100 ms, or at the deadline when it comes sooner, it stops them
+// past the deadline or when cancelled, and reports progress. Returns the thread count.
+int RunWorkers(const Plan& plan, const SearchOptions& options, Clock::time_point start, Shared& shared,
+               std::vector<std::unique_ptr<Worker>>& workers) {
   const int hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, std::min<int>(options.threads > 0 ? options.threads : hw_threads,
                                                 static_cast<int>(plan.units.size())));
-  Shared shared;
   shared.workers_left = threads;
-  std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < threads; ++i) workers.push_back(std::make_unique<Worker>(plan, shared));
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i) {
@@ -1012,42 +1046,51 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
     }
   }
   for (std::thread& th : pool) th.join();
+  return threads;
+}
 
-  // Merge.
-  std::vector<Entry> top;
-  std::map<int64_t, std::vector<Entry>> fronts;
-  std::map<int64_t, Entry> best;
-  Partial total;
+// The workers' findings merged: every worker's top entries (unsorted), the Pareto fronts by GPU
+// count (ParetoInsert), the best by GPU count (Better), the counters and the smallest memory /
+// cheapest run for the errors (ties broken by the layout's fields).
+void MergeWorkers(std::vector<std::unique_ptr<Worker>>& workers, std::vector<Entry>* top,
+                  std::map<int64_t, std::vector<Entry>>* fronts, std::map<int64_t, Entry>* best, Partial* total) {
   for (auto& w : workers) {
     Partial& p = w->result();
-    top.insert(top.end(), p.top.begin(), p.top.end());
+    top->insert(top->end(), p.top.begin(), p.top.end());
     for (auto& [g, f] : p.fronts) {
-      for (const Entry& e : f) ParetoInsert(fronts[g], e);
+      for (const Entry& e : f) ParetoInsert((*fronts)[g], e);
     }
     for (auto& [g, e] : p.best) {
-      auto [it, inserted] = best.try_emplace(g, e);
+      auto [it, inserted] = best->try_emplace(g, e);
       if (!inserted && Better(e, it->second)) it->second = e;
     }
-    total.enumerated += p.enumerated;
-    total.pruned += p.pruned;
-    total.evaluated += p.evaluated;
-    total.fitting += p.fitting;
-    total.over_budget += p.over_budget;
-    if (p.min_total_bytes < total.min_total_bytes ||
-        (p.min_total_bytes == total.min_total_bytes && p.min_total_cand.Tie() < total.min_total_cand.Tie())) {
-      total.min_total_bytes = p.min_total_bytes;
-      total.min_total_cand = p.min_total_cand;
+    total->enumerated += p.enumerated;
+    total->pruned += p.pruned;
+    total->evaluated += p.evaluated;
+    total->fitting += p.fitting;
+    total->over_budget += p.over_budget;
+    if (p.min_total_bytes < total->min_total_bytes ||
+        (p.min_total_bytes == total->min_total_bytes && p.min_total_cand.Tie() < total->min_total_cand.Tie())) {
+      total->min_total_bytes = p.min_total_bytes;
+      total->min_total_cand = p.min_total_cand;
     }
-    if (p.min_run_usd < total.min_run_usd) {
-      total.min_run_usd = p.min_run_usd;
-      total.min_run_cand = p.min_run_cand;
+    if (p.min_run_usd < total->min_run_usd) {
+      total->min_run_usd = p.min_run_usd;
+      total->min_run_cand = p.min_run_cand;
     }
-    if (p.min_bound_bytes < total.min_bound_bytes) {
-      total.min_bound_bytes = p.min_bound_bytes;
-      total.min_bound_cand = p.min_bound_cand;
+    if (p.min_bound_bytes < total->min_bound_bytes) {
+      total->min_bound_bytes = p.min_bound_bytes;
+      total->min_bound_cand = p.min_bound_cand;
     }
   }
-  std::sort(top.begin(), top.end(), Better);
+}
+
+// Pruning by options.accept (the framework's launch rules): the top_n best it starts (an error
+// when it starts none of the sorted `top`), and the best by GPU count and the fronts it starts;
+// then `top` cut to top_n.
+absl::Status KeepAccepted(const Job& base, const Plan& plan, const SearchOptions& options, std::vector<Entry>* top,
+                          std::map<int64_t, std::vector<Entry>>* fronts, std::map<int64_t, Entry>* best,
+                          SearchResult* result) {
   auto accepted = [&](const Entry& e) {
     return !options.accept || options.accept(WithLayout(base, ToLayout(plan, e.c)));
   };
@@ -1055,7 +1098,7 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
   if (options.accept) {
     std::vector<Entry> kept;
     int64_t rejected = 0;
-    for (const Entry& e : top) {
+    for (const Entry& e : *top) {
       if (kept.size() >= static_cast<size_t>(options.top_n)) break;
       if (accepted(e)) {
         kept.push_back(e);
@@ -1064,17 +1107,169 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
         ++rejected;
       }
     }
-    result.stats.rejected_by_framework = rejected;
-    if (kept.empty() && !top.empty()) {
+    result->stats.rejected_by_framework = rejected;
+    if (kept.empty() && !top->empty()) {
       return Bad("framework", absl::StrFormat("the framework starts none of the %d best layouts that fit (the best, %s, "
                                               "among them); its launch rules refuse them",
-                                              static_cast<int>(top.size()), first_rejected));
+                                              static_cast<int>(top->size()), first_rejected));
     }
-    top = std::move(kept);
-    for (auto it = best.begin(); it != best.end();) it = accepted(it->second) ? std::next(it) : best.erase(it);
-    for (auto& [g, f] : fronts) f.erase(std::remove_if(f.begin(), f.end(), [&](const Entry& e) { return !accepted(e); }), f.end());
+    *top = std::move(kept);
+    for (auto it = best->begin(); it != best->end();) it = accepted(it->second) ? std::next(it) : best->erase(it);
+    for (auto& [g, f] : *fronts) f.erase(std::remove_if(f.begin(), f.end(), [&](const Entry& e) { return !accepted(e); }), f.end());
   }
-  if (top.size() > static_cast<size_t>(options.top_n)) top.resize(options.top_n);
+  if (top->size() > static_cast<size_t>(options.top_n)) top->resize(options.top_n);
+  return absl::OkStatus();
+}
+
+// Why no layout is reported: the search stopped first, none within the budget (the cheapest run
+// named), none fits the memory (the smallest evaluated named), or the memory lower bound
+// (weights, gradients and optimizer states) rules out every layout (the smallest bound named).
+absl::Status NoLayoutError(const Job& base, const Plan& plan, const SearchOptions& options, const Partial& total,
+                           const SearchResult& result, int stop_reason, const std::string& counts_text) {
+  if (result.partial) {
+    const std::string why = absl::StrCat("search stopped (", result.partial_reason, ") before any layout that fits");
+    return stop_reason == 2 ? absl::CancelledError(why) : absl::DeadlineExceededError(why);
+  }
+  const double gib = 1024.0 * 1024 * 1024;
+  const std::string where = absl::StrCat(counts_text, " x ", base.hardware.name, " (",
+                                         absl::StrFormat("%.1f", plan.capacity_bytes / gib), " GiB per GPU)");
+  if (total.fitting > 0) {
+    return Bad("budget_usd",
+               absl::StrFormat("no layout on %s trains within $%.0f: %d layouts fit, the cheapest run costs $%.0f (%s)",
+                               where, options.budget_usd, total.fitting, total.min_run_usd,
+                               LayoutSummary(ToLayout(plan, total.min_run_cand))));
+  }
+  const std::string model_name = base.model.name.empty() ? "the model" : base.model.name;
+  if (total.evaluated > 0) {
+    const Layout l = ToLayout(plan, total.min_total_cand);
+    return Bad("cluster.gpu_count",
+               absl::StrFormat("no layout of %s fits on %s: the smallest needs %.1f GiB per GPU (%s); "
+                               "use more GPUs or GPUs with more memory",
+                               model_name, where, total.min_total_bytes / gib, LayoutSummary(l)));
+  }
+  const Layout l = ToLayout(plan, total.min_bound_cand);
+  return Bad("cluster.gpu_count",
+             absl::StrFormat("no layout of %s fits on %s: weights, gradients and optimizer states alone need "
+                             "at least %.1f GiB per GPU (%s); use more GPUs or GPUs with more memory",
+                             model_name, where, total.min_bound_bytes / gib, LayoutSummary(l)));
+}
+
+// Pareto across GPU counts: drop points another dominates with fewer GPUs (some o with
+// o.gpus < e.gpus, o.step_time_s <= e.step_time_s, o.headroom_bytes >= e.headroom_bytes). One
+// sweep by GPU count over a staircase of the points with fewer GPUs (step time ascending,
+// headroom strictly ascending: the most headroom at or below each step time), O(n log n)
+// instead of the O(n^2) pairs over up to 4096 counts' fronts; the same points, in the same order.
+std::vector<Entry> ParetoAcrossCounts(const std::map<int64_t, std::vector<Entry>>& fronts) {
+  std::vector<Entry> front;
+  std::map<double, double> stair;  // step_time_s -> the most headroom at or below it
+  for (auto& [g, f] : fronts) {    // by GPUs, then step time
+    for (const Entry& e : f) {
+      auto it = stair.upper_bound(e.step_time_s);
+      const bool dominated = it != stair.begin() && std::prev(it)->second >= e.headroom_bytes;
+      if (!dominated) front.push_back(e);
+    }
+    for (const Entry& e : f) {  // now "fewer GPUs" for the counts that follow
+      auto it = stair.upper_bound(e.step_time_s);
+      if (it != stair.begin() && std::prev(it)->second >= e.headroom_bytes) continue;  // adds nothing
+      it = stair.insert_or_assign(e.step_time_s, e.headroom_bytes).first;
+      auto next = std::next(it);
+      while (next != stair.end() && next->second <= e.headroom_bytes) next = stair.erase(next);
+    }
+  }
+  return front;
+}
+
+// A reported layout: its full prediction (Predict) and the objective's value (the key, its sign
+// turned back for the objectives maximised).
+absl::StatusOr<RankedLayout> Ranked(const Job& base, const Plan& plan, const SearchOptions& options, const Entry& e,
+                                    int rank) {
+  RankedLayout r;
+  r.rank = rank;
+  r.layout = ToLayout(plan, e.c);
+  r.objective_value = e.key;
+  if (options.objective == SearchObjective::kTokensPerSPerGpu || options.objective == SearchObjective::kMfu) {
+    r.objective_value = -e.key;
+  }
+  absl::StatusOr<Prediction> p = Predict(WithLayout(base, r.layout));
+  if (!p.ok()) {
+    return absl::InternalError(absl::StrCat("search produced an invalid layout (", LayoutSummary(r.layout),
+                                            "): ", p.status().message()));
+  }
+  r.prediction = *std::move(p);
+  return r;
+}
+
+// Ranking: full predictions of what is reported (the top layouts ranked 1.., the Pareto front
+// across GPU counts, evenly along it up to max_pareto, and the best on each GPU count), the
+// runner-up's reason and the top layouts' interval flags.
+absl::Status FillRanked(const Job& base, const Plan& plan, const SearchOptions& options, const std::vector<Entry>& top,
+                        const std::map<int64_t, std::vector<Entry>>& fronts, const std::map<int64_t, Entry>& best,
+                        SearchResult* result) {
+  for (size_t i = 0; i < top.size(); ++i) {
+    absl::StatusOr<RankedLayout> r = Ranked(base, plan, options, top[i], static_cast<int>(i) + 1);
+    if (!r.ok()) return r.status();
+    result->top.push_back(*std::move(r));
+  }
+  const std::vector<Entry> front = ParetoAcrossCounts(fronts);
+  result->stats.pareto_size = static_cast<int64_t>(front.size());
+  const size_t listed = options.max_pareto > 0 ? std::min<size_t>(front.size(), options.max_pareto) : front.size();
+  for (size_t i = 0; i < listed; ++i) {
+    // Evenly along the front, its first and last kept.
+    const size_t k = listed == 1 ? 0 : (i * (front.size() - 1) + (listed - 1) / 2) / (listed - 1);
+    absl::StatusOr<RankedLayout> r = Ranked(base, plan, options, front[k], 0);
+    if (!r.ok()) return r.status();
+    result->pareto.push_back(*std::move(r));
+  }
+  for (auto& [g, e] : best) {
+    absl::StatusOr<RankedLayout> r = Ranked(base, plan, options, e, 0);
+    if (!r.ok()) return r.status();
+    result->best_per_gpu_count.push_back(*std::move(r));
+  }
+  result->runner_up_reason = RunnerUpReason(*result);
+  for (const RankedLayout& r : result->top) {
+    const StepTimeInterval& i = r.prediction.interval;
+    if (!i.available) continue;
+    result->top_outside_validated += i.validated ? 0 : 1;
+    result->top_below_minimum += i.below_minimum ? 1 : 0;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions& options) {
+  const Clock::time_point start = Clock::now();
+  Plan plan;
+  plan.base = &base;
+  plan.opt = options;
+  if (absl::Status s = CheckSearchOptions(base, options); !s.ok()) return s;
+  if (absl::Status s = PlanInputs(base, options, &plan); !s.ok()) return s;
+  if (absl::Status s = PlanOptionLists(base, options.space, &plan); !s.ok()) return s;
+  absl::StatusOr<std::vector<int64_t>> counts = SearchGpuCounts(base, options.space);
+  if (!counts.ok()) return counts.status();
+
+  // Enumeration.
+  bool any_structure = false;
+  int stop_reason = 0;
+  if (absl::Status s = EnumerateUnits(base, options, *counts, plan, &any_structure, &stop_reason); !s.ok()) return s;
+  SearchResult result;
+  result.objective = options.objective;
+  result.gpu_counts = *counts;
+  const std::string counts_text = counts->size() == 1 ? absl::StrCat((*counts)[0])
+                                                      : absl::StrCat(counts->front(), "..", counts->back());
+  if (absl::Status s = CheckEnumeration(base, plan, any_structure, stop_reason, counts_text); !s.ok()) return s;
+
+  // Run, then merge and prune.
+  Shared shared;
+  std::vector<std::unique_ptr<Worker>> workers;
+  const int threads = RunWorkers(plan, options, start, shared, workers);
+  std::vector<Entry> top;
+  std::map<int64_t, std::vector<Entry>> fronts;
+  std::map<int64_t, Entry> best;
+  Partial total;
+  MergeWorkers(workers, &top, &fronts, &best, &total);
+  std::sort(top.begin(), top.end(), Better);
+  if (absl::Status s = KeepAccepted(base, plan, options, &top, &fronts, &best, &result); !s.ok()) return s;
 
   result.partial = shared.stop.load();
   if (result.partial) {
@@ -1088,102 +1283,12 @@ absl::StatusOr<SearchResult> SearchLayouts(const Job& base, const SearchOptions&
   result.stats.fitting = total.fitting;
   result.stats.over_budget = total.over_budget;
   result.stats.threads = threads;
-
   if (top.empty()) {
-    if (result.partial) {
-      const std::string why = absl::StrCat("search stopped (", result.partial_reason, ") before any layout that fits");
-      return shared.stop_reason.load() == 2 ? absl::CancelledError(why) : absl::DeadlineExceededError(why);
-    }
-    const double gib = 1024.0 * 1024 * 1024;
-    const std::string where = absl::StrCat(counts_text, " x ", base.hardware.name, " (",
-                                           absl::StrFormat("%.1f", plan.capacity_bytes / gib), " GiB per GPU)");
-    if (total.fitting > 0) {
-      return Bad("budget_usd",
-                 absl::StrFormat("no layout on %s trains within $%.0f: %d layouts fit, the cheapest run costs $%.0f (%s)",
-                                 where, options.budget_usd, total.fitting, total.min_run_usd,
-                                 LayoutSummary(ToLayout(plan, total.min_run_cand))));
-    }
-    const std::string model_name = base.model.name.empty() ? "the model" : base.model.name;
-    if (total.evaluated > 0) {
-      const Layout l = ToLayout(plan, total.min_total_cand);
-      return Bad("cluster.gpu_count",
-                 absl::StrFormat("no layout of %s fits on %s: the smallest needs %.1f GiB per GPU (%s); "
-                                 "use more GPUs or GPUs with more memory",
-                                 model_name, where, total.min_total_bytes / gib, LayoutSummary(l)));
-    }
-    const Layout l = ToLayout(plan, total.min_bound_cand);
-    return Bad("cluster.gpu_count",
-               absl::StrFormat("no layout of %s fits on %s: weights, gradients and optimizer states alone need "
-                               "at least %.1f GiB per GPU (%s); use more GPUs or GPUs with more memory",
-                               model_name, where, total.min_bound_bytes / gib, LayoutSummary(l)));
+    return NoLayoutError(base, plan, options, total, result, shared.stop_reason.load(), counts_text);
   }
 
-  // Full predictions of what is reported.
-  auto ranked = [&](const Entry& e, int rank) -> absl::StatusOr<RankedLayout> {
-    RankedLayout r;
-    r.rank = rank;
-    r.layout = ToLayout(plan, e.c);
-    r.objective_value = e.key;
-    if (options.objective == SearchObjective::kTokensPerSPerGpu || options.objective == SearchObjective::kMfu) {
-      r.objective_value = -e.key;
-    }
-    absl::StatusOr<Prediction> p = Predict(WithLayout(base, r.layout));
-    if (!p.ok()) {
-      return absl::InternalError(absl::StrCat("search produced an invalid layout (", LayoutSummary(r.layout),
-                                              "): ", p.status().message()));
-    }
-    r.prediction = *std::move(p);
-    return r;
-  };
-  for (size_t i = 0; i < top.size(); ++i) {
-    absl::StatusOr<RankedLayout> r = ranked(top[i], static_cast<int>(i) + 1);
-    if (!r.ok()) return r.status();
-    result.top.push_back(*std::move(r));
-  }
-  // Pareto across GPU counts: drop points another dominates with fewer GPUs (some o with
-  // o.gpus < e.gpus, o.step_time_s <= e.step_time_s, o.headroom_bytes >= e.headroom_bytes). One
-  // sweep by GPU count over a staircase of the points with fewer GPUs (step time ascending,
-  // headroom strictly ascending: the most headroom at or below each step time), O(n log n)
-  // instead of the O(n^2) pairs over up to 4096 counts' fronts; the same points, in the same order.
-  std::vector<Entry> front;
-  {
-    std::map<double, double> stair;  // step_time_s -> the most headroom at or below it
-    for (auto& [g, f] : fronts) {    // by GPUs, then step time
-      for (const Entry& e : f) {
-        auto it = stair.upper_bound(e.step_time_s);
-        const bool dominated = it != stair.begin() && std::prev(it)->second >= e.headroom_bytes;
-        if (!dominated) front.push_back(e);
-      }
-      for (const Entry& e : f) {  // now "fewer GPUs" for the counts that follow
-        auto it = stair.upper_bound(e.step_time_s);
-        if (it != stair.begin() && std::prev(it)->second >= e.headroom_bytes) continue;  // adds nothing
-        it = stair.insert_or_assign(e.step_time_s, e.headroom_bytes).first;
-        auto next = std::next(it);
-        while (next != stair.end() && next->second <= e.headroom_bytes) next = stair.erase(next);
-      }
-    }
-  }
-  result.stats.pareto_size = static_cast<int64_t>(front.size());
-  const size_t listed = options.max_pareto > 0 ? std::min<size_t>(front.size(), options.max_pareto) : front.size();
-  for (size_t i = 0; i < listed; ++i) {
-    // Evenly along the front, its first and last kept.
-    const size_t k = listed == 1 ? 0 : (i * (front.size() - 1) + (listed - 1) / 2) / (listed - 1);
-    absl::StatusOr<RankedLayout> r = ranked(front[k], 0);
-    if (!r.ok()) return r.status();
-    result.pareto.push_back(*std::move(r));
-  }
-  for (auto& [g, e] : best) {
-    absl::StatusOr<RankedLayout> r = ranked(e, 0);
-    if (!r.ok()) return r.status();
-    result.best_per_gpu_count.push_back(*std::move(r));
-  }
-  result.runner_up_reason = RunnerUpReason(result);
-  for (const RankedLayout& r : result.top) {
-    const StepTimeInterval& i = r.prediction.interval;
-    if (!i.available) continue;
-    result.top_outside_validated += i.validated ? 0 : 1;
-    result.top_below_minimum += i.below_minimum ? 1 : 0;
-  }
+  // Ranking.
+  if (absl::Status s = FillRanked(base, plan, options, top, fronts, best, &result); !s.ok()) return s;
   result.stats.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }

@@ -277,7 +277,11 @@ absl::StatusOr<bool> ParseTrainingLogLine(const std::string& raw, std::string* f
   return true;
 }
 
-absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const TrainingLogOptions& o) {
+namespace {
+
+// The file itself, before a byte is read: it exists, is a regular file within max_bytes, and the
+// options are valid (the file's size can change while it is read: LogReader::ReadAll checks again).
+absl::Status CheckLogFile(const std::string& path, const TrainingLogOptions& o) {
   struct stat sb {};
   if (::stat(path.c_str(), &sb) != 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   if (!S_ISREG(sb.st_mode)) {
@@ -287,41 +291,119 @@ absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const Train
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", sb.st_size, " bytes, more than max_bytes ", o.max_bytes));
   }
   if (o.warmup_records < 0) return absl::InvalidArgumentError("warmup_records: must be >= 0");
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  TrainingLog log;
-  log.path = path;
-  log.warmup_records = o.warmup_records;
-  std::string line;
-  bool too_long = false;
-  int64_t number = 0, read = 0;
+  return absl::OkStatus();
+}
+
+// Reads a log line by line: the one-line formats (ParseTrainingLogLine: Megatron, NeMo,
+// torchtitan), Composer's multi-line records and the HF Trainer's summary dict with the step
+// counts the log states.
+class LogReader {
+ public:
+  LogReader(const std::string& path, const TrainingLogOptions& o) : path_(path), o_(o) {
+    log_.path = path;
+    log_.warmup_records = o.warmup_records;
+  }
+
+  // Every byte of `f`, split at '\n' and '\r' (tqdm redraws its bar with \r); a line over
+  // max_line_bytes is skipped whole; the last record is closed at the end.
+  absl::Status ReadAll(FILE* f) {
+    char buf[1 << 16];
+    size_t n = 0;
+    int64_t read = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
+      read += static_cast<int64_t>(n);
+      if (read > o_.max_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(path_, ": more than max_bytes ", o_.max_bytes, " bytes"));
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const char c = buf[i];
+        if (c == '\n' || c == '\r') {  // tqdm redraws its bar with \r
+          if (absl::Status s = FinishLine(); !s.ok()) return s;
+          continue;
+        }
+        if (too_long_) continue;
+        if (static_cast<int64_t>(line_.size()) >= o_.max_line_bytes) {
+          too_long_ = true;
+          line_.clear();
+          continue;
+        }
+        line_.push_back(c);
+      }
+    }
+    if (!line_.empty() || too_long_) {
+      if (absl::Status s = FinishLine(); !s.ok()) return s;
+    }
+    if (absl::Status s = FinishComposerRecord(); !s.ok()) return s;
+    log_.lines = number_;
+    return absl::OkStatus();
+  }
+
+  // The HF Trainer's summary as one record over the whole run. Its step count: the first stated
+  // count ('Total optimization steps = N', then 'TrainOutput(global_step=N', then a tqdm bar's
+  // total, the last of each first) within the rounding of train_runtime x train_steps_per_second
+  // (steps/s printed to 3 decimals: +-0.0005 steps/s, so +-runtime x 0.0005 steps); else 1 /
+  // train_steps_per_second.
+  absl::Status AddHfSummary() {
+    if (!hf_) return absl::OkStatus();
+    LogIteration it;
+    it.line = hf_->line;
+    const double implied = hf_->runtime_s * hf_->steps_per_s;
+    const double tolerance = hf_->runtime_s * 0.0005 + 1e-9;
+    int64_t steps = 0;
+    for (const std::vector<int64_t>* c : {&header_steps_, &output_steps_, &tqdm_steps_}) {
+      for (auto i = c->rbegin(); i != c->rend() && steps == 0; ++i) {
+        if (hf_->steps_per_s <= 0 || std::fabs(static_cast<double>(*i) - implied) <= tolerance) steps = *i;
+      }
+      if (steps > 0) break;
+    }
+    if (steps > 0) {
+      it.iteration = steps;
+      it.step_time_s = hf_->runtime_s / static_cast<double>(steps);
+    } else if (hf_->steps_per_s > 0) {
+      it.step_time_s = 1.0 / hf_->steps_per_s;  // no step count stated: the rounded rate
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path_, ": line ", hf_->line, ": the HF Trainer summary states no train_steps_per_second and the log no step "
+                 "count ('Total optimization steps = N', 'TrainOutput(global_step=N', a tqdm bar 'N/N [')"));
+    }
+    log_.iterations.push_back(it);
+    log_.warmup_records = 0;  // one record over the whole run, warm-up included
+    return absl::OkStatus();
+  }
+
+  TrainingLog& log() { return log_; }
+
+ private:
   // Composer's record under way (its header line, batch number and metrics).
   struct ComposerRecord {
     int64_t line = 0, batch = -1;
     std::vector<std::pair<std::string, std::string>> metrics;
   };
-  std::optional<ComposerRecord> record;
-  // The HF Trainer's last summary and the step counts the log states, in the order tried.
+  // The HF Trainer's last summary.
   struct HfSummary {
     int64_t line = 0;
     double runtime_s = 0, steps_per_s = 0;
   };
-  std::optional<HfSummary> hf;
-  std::vector<int64_t> header_steps, output_steps, tqdm_steps;
-  auto add = [&](const std::string& framework, LogIteration it, absl::string_view text) -> absl::Status {
-    if (!log.framework.empty() && log.framework != framework) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": line ", it.line, ": a ", framework, " line in a ",
-                                                     log.framework, " log"));
+
+  // One iteration of `framework`; a log is of one framework.
+  absl::Status Add(const std::string& framework, LogIteration it, absl::string_view text) {
+    if (!log_.framework.empty() && log_.framework != framework) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": line ", it.line, ": a ", framework, " line in a ",
+                                                     log_.framework, " log"));
     }
-    log.framework = framework;
-    if (log.year == 0) log.year = YearOf(text);
-    log.iterations.push_back(it);
+    log_.framework = framework;
+    if (log_.year == 0) log_.year = YearOf(text);
+    log_.iterations.push_back(it);
     return absl::OkStatus();
-  };
-  auto finish_record = [&]() -> absl::Status {
-    if (!record) return absl::OkStatus();
-    ComposerRecord r = std::move(*record);
-    record.reset();
+  }
+
+  // Closes Composer's record under way: an iteration when it carries SpeedMonitor's
+  // throughput/batches_per_sec (step time = 1 / batches_per_sec; device flops_per_sec in FLOP/s
+  // -> TFLOP/s), none while the monitor's window is not full.
+  absl::Status FinishComposerRecord() {
+    if (!record_) return absl::OkStatus();
+    ComposerRecord r = std::move(*record_);
+    record_.reset();
     LogIteration it;
     it.line = r.line;
     it.iteration = r.batch;
@@ -331,7 +413,7 @@ absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const Train
       double scale = 1;
       if (name == "throughput/batches_per_sec") {
         absl::StatusOr<double> v = Number(name, value);
-        if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", r.line, ": ", v.status().message()));
+        if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": line ", r.line, ": ", v.status().message()));
         // Printed to 4 decimals: 0.0000 (a step of over 5.5 hours) states no rate.
         if (*v > 0) {
           it.step_time_s = 1.0 / *v;
@@ -341,7 +423,7 @@ absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const Train
       }
       if (name == "time/batch") {
         absl::StatusOr<int64_t> v = Integer(name, value);
-        if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", r.line, ": ", v.status().message()));
+        if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": line ", r.line, ": ", v.status().message()));
         it.iteration = *v;
         continue;
       }
@@ -350,132 +432,108 @@ absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const Train
       if (name == "throughput/device/mfu") target = &it.mfu;
       if (target == nullptr) continue;
       absl::StatusOr<double> v = Number(name, value);
-      if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", r.line, ": ", v.status().message()));
+      if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": line ", r.line, ": ", v.status().message()));
       *target = *v * scale;
     }
     if (!throughput) return absl::OkStatus();  // SpeedMonitor's window not full yet
-    return add("llm-foundry", it, "");
-  };
-  auto finish = [&]() -> absl::Status {
-    ++number;
-    if (too_long) {
-      too_long = false;
-      line.clear();
-      return finish_record();
-    }
-    const std::string clean = StripAnsi(line);
-    line.clear();
-    int64_t batch = -1;
-    absl::string_view name, value;
-    if (ComposerHeader(clean, &batch)) {
-      if (absl::Status s = finish_record(); !s.ok()) return s;
-      record = ComposerRecord{number, batch, {}};
-      return absl::OkStatus();
-    }
-    if (record && ComposerMetric(clean, &name, &value)) {
-      record->metrics.emplace_back(std::string(name), std::string(value));
-      return absl::OkStatus();
-    }
-    if (record && !absl::StripAsciiWhitespace(clean).empty()) {
-      if (absl::Status s = finish_record(); !s.ok()) return s;
-    }
-    // The HF Trainer: its summary dict and the lines stating the step count.
-    if (absl::StrContains(clean, "'train_runtime':")) {
-      HfSummary h{number, 0, 0};
-      for (auto [key, target] : {std::pair{"train_runtime", &h.runtime_s}, std::pair{"train_steps_per_second", &h.steps_per_s}}) {
-        const absl::string_view v = HfValue(clean, key);
-        if (v.empty()) {
-          if (std::string(key) == "train_runtime") {
-            return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": train_runtime: no value"));
-          }
-          continue;
+    return Add("llm-foundry", it, "");
+  }
+
+  // The HF Trainer's summary dict "{'train_runtime': ..., 'train_steps_per_second': ...}" on
+  // line `clean` (kept until the end: the last one counts).
+  absl::Status HfSummaryLine(const std::string& clean) {
+    HfSummary h{number_, 0, 0};
+    for (auto [key, target] : {std::pair{"train_runtime", &h.runtime_s}, std::pair{"train_steps_per_second", &h.steps_per_s}}) {
+      const absl::string_view v = HfValue(clean, key);
+      if (v.empty()) {
+        if (std::string(key) == "train_runtime") {
+          return absl::InvalidArgumentError(absl::StrCat(path_, ": line ", number_, ": train_runtime: no value"));
         }
-        absl::StatusOr<double> x = Number(key, v);
-        if (!x.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": ", x.status().message()));
-        *target = *x;
+        continue;
       }
-      if (!(h.runtime_s > 0)) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": train_runtime: must be > 0"));
-      }
-      if (!log.framework.empty() && log.framework != "hf-trainer") {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": a hf-trainer line in a ",
-                                                       log.framework, " log"));
-      }
-      log.framework = "hf-trainer";
-      if (log.year == 0) log.year = YearOf(clean);
-      hf = h;
+      absl::StatusOr<double> x = Number(key, v);
+      if (!x.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": line ", number_, ": ", x.status().message()));
+      *target = *x;
     }
+    if (!(h.runtime_s > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": line ", number_, ": train_runtime: must be > 0"));
+    }
+    if (!log_.framework.empty() && log_.framework != "hf-trainer") {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": line ", number_, ": a hf-trainer line in a ",
+                                                     log_.framework, " log"));
+    }
+    log_.framework = "hf-trainer";
+    if (log_.year == 0) log_.year = YearOf(clean);
+    hf_ = h;
+    return absl::OkStatus();
+  }
+
+  // The step counts a line states, for the HF Trainer's summary: "Total optimization steps = N",
+  // "TrainOutput(global_step=N" and tqdm bars' totals.
+  void StepCounts(const std::string& clean) {
     if (const size_t p = clean.find("Total optimization steps ="); p != std::string::npos) {
       absl::StatusOr<double> v = Number("Total optimization steps", absl::string_view(clean).substr(p + 26));
-      if (v.ok() && *v > 0) header_steps.push_back(static_cast<int64_t>(*v));
+      if (v.ok() && *v > 0) header_steps_.push_back(static_cast<int64_t>(*v));
     }
     if (const size_t p = clean.find("TrainOutput(global_step="); p != std::string::npos) {
       absl::StatusOr<int64_t> v = IntegerAfter(absl::string_view(clean).substr(p), "global_step=");
-      if (v.ok() && *v > 0) output_steps.push_back(*v);
+      if (v.ok() && *v > 0) output_steps_.push_back(*v);
     }
-    TqdmTotals(clean, &tqdm_steps);
+    TqdmTotals(clean, &tqdm_steps_);
+  }
+
+  // The line read so far, complete: a Composer header or metric, the HF Trainer's lines, or one
+  // of ParseTrainingLogLine's formats.
+  absl::Status FinishLine() {
+    ++number_;
+    if (too_long_) {
+      too_long_ = false;
+      line_.clear();
+      return FinishComposerRecord();
+    }
+    const std::string clean = StripAnsi(line_);
+    line_.clear();
+    int64_t batch = -1;
+    absl::string_view name, value;
+    if (ComposerHeader(clean, &batch)) {
+      if (absl::Status s = FinishComposerRecord(); !s.ok()) return s;
+      record_ = ComposerRecord{number_, batch, {}};
+      return absl::OkStatus();
+    }
+    if (record_ && ComposerMetric(clean, &name, &value)) {
+      record_->metrics.emplace_back(std::string(name), std::string(value));
+      return absl::OkStatus();
+    }
+    if (record_ && !absl::StripAsciiWhitespace(clean).empty()) {
+      if (absl::Status s = FinishComposerRecord(); !s.ok()) return s;
+    }
+    // The HF Trainer: its summary dict and the lines stating the step count.
+    if (absl::StrContains(clean, "'train_runtime':")) {
+      if (absl::Status s = HfSummaryLine(clean); !s.ok()) return s;
+    }
+    StepCounts(clean);
     std::string framework;
     LogIteration it;
     absl::StatusOr<bool> got = ParseTrainingLogLine(clean, &framework, &it);
-    if (!got.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": line ", number, ": ", got.status().message()));
+    if (!got.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": line ", number_, ": ", got.status().message()));
     if (!*got) return absl::OkStatus();
-    it.line = number;
-    return add(framework, it, clean);
-  };
-  char buf[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) {
-    read += static_cast<int64_t>(n);
-    if (read > o.max_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": more than max_bytes ", o.max_bytes, " bytes"));
-    }
-    for (size_t i = 0; i < n; ++i) {
-      const char c = buf[i];
-      if (c == '\n' || c == '\r') {  // tqdm redraws its bar with \r
-        if (absl::Status s = finish(); !s.ok()) return s;
-        continue;
-      }
-      if (too_long) continue;
-      if (static_cast<int64_t>(line.size()) >= o.max_line_bytes) {
-        too_long = true;
-        line.clear();
-        continue;
-      }
-      line.push_back(c);
-    }
+    it.line = number_;
+    return Add(framework, it, clean);
   }
-  if (!line.empty() || too_long) {
-    if (absl::Status s = finish(); !s.ok()) return s;
-  }
-  if (absl::Status s = finish_record(); !s.ok()) return s;
-  log.lines = number;
-  if (hf) {
-    // The summary's step count: the first stated count within the rounding of
-    // train_runtime x train_steps_per_second (steps/s printed to 3 decimals: +-0.0005).
-    LogIteration it;
-    it.line = hf->line;
-    const double implied = hf->runtime_s * hf->steps_per_s;
-    const double tolerance = hf->runtime_s * 0.0005 + 1e-9;
-    int64_t steps = 0;
-    for (const std::vector<int64_t>* c : {&header_steps, &output_steps, &tqdm_steps}) {
-      for (auto i = c->rbegin(); i != c->rend() && steps == 0; ++i) {
-        if (hf->steps_per_s <= 0 || std::fabs(static_cast<double>(*i) - implied) <= tolerance) steps = *i;
-      }
-      if (steps > 0) break;
-    }
-    if (steps > 0) {
-      it.iteration = steps;
-      it.step_time_s = hf->runtime_s / static_cast<double>(steps);
-    } else if (hf->steps_per_s > 0) {
-      it.step_time_s = 1.0 / hf->steps_per_s;  // no step count stated: the rounded rate
-    } else {
-      return absl::FailedPreconditionError(absl::StrCat(
-          path, ": line ", hf->line, ": the HF Trainer summary states no train_steps_per_second and the log no step "
-                "count ('Total optimization steps = N', 'TrainOutput(global_step=N', a tqdm bar 'N/N [')"));
-    }
-    log.iterations.push_back(it);
-    log.warmup_records = 0;  // one record over the whole run, warm-up included
-  }
+
+  const std::string& path_;
+  const TrainingLogOptions& o_;
+  TrainingLog log_;
+  std::string line_;
+  bool too_long_ = false;
+  int64_t number_ = 0;
+  std::optional<ComposerRecord> record_;
+  std::optional<HfSummary> hf_;
+  std::vector<int64_t> header_steps_, output_steps_, tqdm_steps_;  // the step counts stated, in the order tried
+};
+
+// Some iteration, and some after the warm-up records.
+absl::Status CheckIterations(const std::string& path, const TrainingLog& log) {
   if (log.iterations.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, ": no iteration line of Megatron-LM / Megatron-Bridge ('elapsed time per iteration (ms):'), NeMo "
@@ -487,19 +545,38 @@ absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const Train
                                                       " logged iterations, none after the ", log.warmup_records,
                                                       " warm-up record(s)"));
   }
+  return absl::OkStatus();
+}
+
+// The medians of the iterations after the warm-up records (values not stated, NaN, left out).
+void SetMedians(TrainingLog* log) {
   std::vector<double> t, tf, mfu, tps;
-  for (size_t i = static_cast<size_t>(log.warmup_records); i < log.iterations.size(); ++i) {
-    const LogIteration& it = log.iterations[i];
+  for (size_t i = static_cast<size_t>(log->warmup_records); i < log->iterations.size(); ++i) {
+    const LogIteration& it = log->iterations[i];
     t.push_back(it.step_time_s);
     tf.push_back(it.tflops_per_gpu);
     mfu.push_back(it.mfu);
     tps.push_back(it.tokens_per_s_per_gpu);
   }
-  log.median_step_time_s = Median(t);
-  log.median_tflops_per_gpu = Median(tf);
-  log.median_mfu = Median(mfu);
-  log.median_tokens_per_s_per_gpu = Median(tps);
-  return log;
+  log->median_step_time_s = Median(t);
+  log->median_tflops_per_gpu = Median(tf);
+  log->median_mfu = Median(mfu);
+  log->median_tokens_per_s_per_gpu = Median(tps);
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingLog> ReadTrainingLog(const std::string& path, const TrainingLogOptions& o) {
+  if (absl::Status s = CheckLogFile(path, o); !s.ok()) return s;
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  LogReader reader(path, o);
+  if (absl::Status s = reader.ReadAll(f.get()); !s.ok()) return s;
+  if (absl::Status s = reader.AddHfSummary(); !s.ok()) return s;
+  TrainingLog& log = reader.log();
+  if (absl::Status s = CheckIterations(path, log); !s.ok()) return s;
+  SetMedians(&log);
+  return std::move(log);
 }
 
 }  // namespace stepcast::trace

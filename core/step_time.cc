@@ -569,7 +569,52 @@ class StepModel {
            (o.chunks_per_group_rank ? static_cast<double>(std::max<int64_t>(1, group)) : 1.0);
   }
   // Add one layer's (one output layer's) per-micro-batch costs to `c`, which starts at zero.
+  // The steps below, in this order.
   void Layer(bool moe, LayerCost& c);
+  // A forward GEMM of the layer, m x n x k (for Transformer Engine userbuffers' chunking).
+  struct LayerGemmShape {
+    double m, n, k;
+  };
+  // What Layer()'s steps share: the GEMMs beside the TP collectives, those fed by an all-gather
+  // (QKV, FC1) and those whose output is reduce-scattered (proj, FC2); the layer's dimensions
+  // (tokens T, hidden h, TP t, heads a, KV heads kv, head dims dqk / dv, micro-batch b, the
+  // per-CP-rank sequence sq); the forward / backward time of the attention part and its GEMMs.
+  struct LayerScratch {
+    absl::InlinedVector<LayerGemmShape, 3> tp_ag_gemms, tp_rs_gemms;
+    double T = 0, h = 0, t = 0, a = 0, kv = 0, dqk = 0, dv = 0;
+    bool gated = false;
+    int fm = 2;
+    double b = 0, sq = 0;
+    double attn_part_f = 0, attn_part_b = 0, attn_gemm_f = 0, attn_gemm_b = 0;
+  };
+  static double LayerFwdS(const LayerCost& c) { return c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s; }
+  static double LayerBwdS(const LayerCost& c) { return c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s; }
+  // QKV (or MLA down / up) and output projections: GEMMs by the shape model, DeepSeek-V2 Sec.
+  // 2.1 and Megatron-Core multi_latent_attention.py for MLA's TP split.
+  void AttentionProjections(LayerCost& c, LayerScratch& s);
+  // Attention core: a fused kernel's roofline at the measured attention rate (causal half), or
+  // batched QK^T / AV GEMMs plus scale-mask-softmax and dropout bytes.
+  void AttentionCore(LayerCost& c, LayerScratch& s);
+  // An MoE layer's router, routed and shared experts, activations, routing and permute bytes
+  // (Megatron-Core router.py / token_dispatcher.py, TE permutation.py).
+  void MoeBlock(LayerCost& c, LayerScratch& s);
+  // A dense layer's MLP GEMMs and activation (torchtitan FeedForward for the SAC module split).
+  void DenseMlp(LayerCost& c, LayerScratch& s);
+  // Norms, residual adds, dropout masks and RoPE (MLA's query/key assembly) as memory-bound
+  // bytes; the attention / MLP split of the layer's time into modules_.
+  void NormsAndElementwise(LayerCost& c, const LayerScratch& s);
+  // TP all-gather / reduce-scatter (or all-reduce), overlapped as the framework's mechanism does
+  // (Megatron-LM 2022; TE userbuffers).
+  void TpComm(bool moe, LayerCost& c, const LayerScratch& s);
+  // CP ring exchange of K and V behind the attention core (TE context_parallel.py p2p).
+  void CpComm(LayerCost& c, const LayerScratch& s);
+  // MoE dispatch / combine over EP and ETP (Megatron-Core MoEAlltoAllTokenDispatcher, DeepEP).
+  void EpComm(bool moe, LayerCost& c, const LayerScratch& s);
+  // The communication part of modules_ (EstimateLayerModules).
+  void FillModuleComm(bool moe, const LayerCost& c);
+  // Host launch floor of an eager framework (framework preset's kernels per layer x launch
+  // overhead; backward ~2x).
+  void LaunchFloor(LayerCost& c);
   void Logits(LayerCost& c);
   // Attention-kernel rates of the framework on this GPU, or the profile's.
   void AttentionRates(double* fwd, double* bwd);
@@ -684,21 +729,34 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
 }
 
 void StepModel::Layer(bool moe, LayerCost& c) {
-  ModuleForward& mod = c.module;
-  // The GEMMs beside the TP collectives (for Transformer Engine userbuffers' chunking): those fed
-  // by an all-gather (QKV, FC1) and those whose output is reduce-scattered (proj, FC2); forward
-  // shapes m x n x k.
-  struct Shape {
-    double m, n, k;
-  };
-  absl::InlinedVector<Shape, 3> tp_ag_gemms, tp_rs_gemms;
-  const double T = tokens_, h = m_.hidden_size, t = p_.tp;
-  const double a = m_.attention_heads, kv = m_.kv_heads;
-  const double dqk = m_.QkHeadDim(), dv = m_.VHeadDim();
-  const ParameterCounts& pc = pc_;
   const bool gated = m_.ffn_type == FfnType::kSwiGlu || m_.ffn_type == FfnType::kGeGlu;
-  const int fm = gated ? 3 : 2;
+  LayerScratch s;
+  s.T = tokens_, s.h = m_.hidden_size, s.t = p_.tp;
+  s.a = m_.attention_heads, s.kv = m_.kv_heads;
+  s.dqk = m_.QkHeadDim(), s.dv = m_.VHeadDim();
+  s.gated = gated;
+  s.fm = gated ? 3 : 2;
+  AttentionProjections(c, s);
+  AttentionCore(c, s);
+  s.attn_part_f = LayerFwdS(c), s.attn_part_b = LayerBwdS(c);
+  s.attn_gemm_f = c.gemm_fwd.time_s, s.attn_gemm_b = c.gemm_bwd.time_s;
+  if (moe) {
+    MoeBlock(c, s);
+  } else {
+    DenseMlp(c, s);
+  }
+  NormsAndElementwise(c, s);
+  TpComm(moe, c, s);
+  CpComm(c, s);
+  EpComm(moe, c, s);
+  if (modules_ != nullptr) FillModuleComm(moe, c);
+  LaunchFloor(c);
+}
 
+void StepModel::AttentionProjections(LayerCost& c, LayerScratch& s) {
+  ModuleForward& mod = c.module;
+  const double T = s.T, h = s.h, t = s.t, a = s.a, kv = s.kv, dqk = s.dqk, dv = s.dv;
+  const ParameterCounts& pc = pc_;
   // Attention projections: input side (QKV or MLA down/up) and output.
   const double attn_in = pc.attention_gemm - a * dv * h;
   if (m_.mla.enabled()) {
@@ -718,7 +776,7 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     (void)attn_in;
   } else {
     Gemm(T, attn_in / (h * t), h, c);
-    tp_ag_gemms.push_back({T, attn_in / (h * t), h});
+    s.tp_ag_gemms.push_back({T, attn_in / (h * t), h});
     // torchtitan's Attention runs wq, wk, wv, wo as separate mm calls: wk (2nd) and wo (4th)
     // are recomputed by its op SAC.
     // Layer costs are shared across recompute settings (the layout search caches them), so this
@@ -727,10 +785,15 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     mod.every_second_mm += GemmForward(T, h, a * dv / t);
   }
   Gemm(T, h, a * dv / t, c);
-  tp_rs_gemms.push_back({T, h, a * dv / t});
+  s.tp_rs_gemms.push_back({T, h, a * dv / t});
+}
 
+void StepModel::AttentionCore(LayerCost& c, LayerScratch& s) {
+  ModuleForward& mod = c.module;
+  const double t = s.t, a = s.a, dqk = s.dqk, dv = s.dv;
   // Attention core.
   const double b = t_.micro_batch_size, sq = static_cast<double>(t_.seq_length) / p_.cp;
+  s.b = b, s.sq = sq;
   const double skv = static_cast<double>(t_.seq_length);
   const double heads = a / t;
   const double scores = b * heads * sq * skv;
@@ -759,95 +822,104 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     c.attn_bwd.Bytes(scores * (3 * e_act_ + drop) * elem_factor_, bw_);
     mod.core_attn += c.attn_fwd;
   }
+}
 
-  // FFN.
-  auto fwd_now = [&] { return c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s; };
-  auto bwd_now = [&] { return c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s; };
-  const double attn_part_f = fwd_now(), attn_part_b = bwd_now();
-  const double attn_gemm_f = c.gemm_fwd.time_s, attn_gemm_b = c.gemm_bwd.time_s;
-  if (moe) {
-    const double E = m_.moe.routed_experts, k = m_.moe.top_k, fe = m_.moe.expert_ffn_hidden_size;
-    const double etp = static_cast<double>(p_.Etp());
-    Work moe_fwd_before = c.gemm_fwd;
-    moe_fwd_before += c.elem_fwd;
-    // Router on the rank's sequence-parallel share of the tokens (Megatron-Core's MoE layer input
-    // is [s/tp, b, h] with SP; router.py TopKRouter: gating GEMM, then scores (softmax or
-    // sigmoid), top-k, the probabilities and the auxiliary loss, in fp32 over T x E).
-    const double t_local = T / t;
-    Gemm(t_local, E, h, c);
-    // Tokens each GPU dispatches: its T/tp sequence-parallel share, gathered over ETP
-    // (Megatron-Core's MoE layer runs with sequence parallelism when TP > 1).
-    const double t_rank = T * etp / t;
-    const double per_expert_tokens = t_rank * k * p_.ep / E;
-    const double local_experts = E / p_.ep;
-    Gemm(per_expert_tokens, (fm - 1) * fe / etp, h, c, local_experts);
-    Gemm(per_expert_tokens, h, fe / etp, c, local_experts);
-    if (m_.moe.shared_experts > 0) {
-      const double fs = m_.moe.shared_expert_ffn_hidden_size * m_.moe.shared_experts;
-      Gemm(T, (fm - 1) * fs / t, h, c, 1, &mod.shared_experts);
-      Gemm(T, h, fs / t, c, 1, &mod.shared_experts);
-      tp_ag_gemms.push_back({T, (fm - 1) * fs / t, h});
-      tp_rs_gemms.push_back({T, h, fs / t});
-    }
-    const double routed_act = (gated ? 3 : 2) * e_act_ * t_rank * k * fe / etp;
-    const double shared_act = (gated ? 3 : 2) * e_act_ * T * m_.moe.shared_experts *
-                              m_.moe.shared_expert_ffn_hidden_size / t;
-    // Routing: the routing map Transformer Engine's fused permute builds (make_row_id_map: about
-    // 17 T E + 4 T (2k + 1) bytes) and four fp32 passes over the T x E scores (logits read, scores
-    // written, probabilities written, top-k read): 16 T E bytes (TE transformer_engine/common/
-    // triton/permutation.py; Megatron-Core moe/router.py, moe_utils.py).
-    const double routing = t_local * (33 * E + 4 * (2 * k + 1));
-    // Rows this rank's experts receive (balanced routing).
-    const double rows = t_rank * k;
-    double permute = 0;
-    if (t_.moe_dispatcher == MoeDispatcher::kAllToAll) {
-      // TE fused permute / unpermute around the all-to-all (token_dispatcher.py with
-      // moe_permute_fusion; the unfused torch path moves the same token rows): forward, permute
-      // reads each local row once and writes its k copies, the chunk sort by local expert reads
-      // and writes every received row (only with more than one local expert), and the combine
-      // side mirrors it: e h (2 T + 2 T k + 4 N) bytes (TE permutation.py _permute_kernel,
-      // _unpermute_kernel, sort_chunks_by_map).
-      permute = e_act_ * h * (2 * t_local + 2 * t_local * k + (local_experts > 1 ? 4 * rows : 0.0));
-      // fp8 GEMMs: each expert's rows padded to the fp8 alignment and unpadded after (TE
-      // Fp8Padding / Fp8Unpadding, one read and write of [N, h] each).
-      if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * h;
-    }
-    // DeepEP fuses the permute into its dispatch / combine kernels (deepseek-ai/DeepEP).
-    Elementwise(routed_act, c, &mod.moe_act);
-    Elementwise(shared_act, c, &mod.shared_experts);
-    Elementwise(routing + permute, c);
-    Work moe_fwd = c.gemm_fwd;
-    moe_fwd += c.elem_fwd;
-    // Everything the MoE block added to the forward.
-    mod.moe = moe_fwd.Scaled(1.0);
-    mod.moe.time_s -= moe_fwd_before.time_s;
-    mod.moe.compute_s -= moe_fwd_before.compute_s;
-    mod.moe.memory_s -= moe_fwd_before.memory_s;
-    mod.moe.flops -= moe_fwd_before.flops;
-    mod.moe.bytes -= moe_fwd_before.bytes;
-  } else {
-    const double f = m_.ffn_hidden_size;
-    Work mlp_up;
-    Gemm(T, (fm - 1) * f / t, h, c, 1, &mlp_up);
-    mod.mlp += mlp_up;
-    mod.mlp_up += mlp_up;
-    Gemm(T, h, f / t, c, 1, &mod.mlp);
-    tp_ag_gemms.push_back({T, (fm - 1) * f / t, h});
-    tp_rs_gemms.push_back({T, h, f / t});
-    // torchtitan's FeedForward: w2(silu(w1(x)) * w3(x)), mm calls 5 (w1), 6 (w3), 7 (w2): w3 is
-    // recomputed; without a gate (w1, w2: calls 5, 6) w2 is.
-    if (!m_.mla.enabled()) mod.every_second_mm += gated ? GemmForward(T, f / t, h) : GemmForward(T, h, f / t);
-    const double act = (gated ? 3 : 2) * e_act_ * T * f / t;
-    Work before = c.elem_fwd;
-    Elementwise(act, c, &mod.mlp, &mod.mlp_up);
-    mod.mlp_act = c.elem_fwd;
-    mod.mlp_act.time_s -= before.time_s;
-    mod.mlp_act.memory_s -= before.memory_s;
-    mod.mlp_act.bytes -= before.bytes;
+void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
+  ModuleForward& mod = c.module;
+  const double T = s.T, h = s.h, t = s.t;
+  const bool gated = s.gated;
+  const int fm = s.fm;
+  const double E = m_.moe.routed_experts, k = m_.moe.top_k, fe = m_.moe.expert_ffn_hidden_size;
+  const double etp = static_cast<double>(p_.Etp());
+  Work moe_fwd_before = c.gemm_fwd;
+  moe_fwd_before += c.elem_fwd;
+  // Router on the rank's sequence-parallel share of the tokens (Megatron-Core's MoE layer input
+  // is [s/tp, b, h] with SP; router.py TopKRouter: gating GEMM, then scores (softmax or
+  // sigmoid), top-k, the probabilities and the auxiliary loss, in fp32 over T x E).
+  const double t_local = T / t;
+  Gemm(t_local, E, h, c);
+  // Tokens each GPU dispatches: its T/tp sequence-parallel share, gathered over ETP
+  // (Megatron-Core's MoE layer runs with sequence parallelism when TP > 1).
+  const double t_rank = T * etp / t;
+  const double per_expert_tokens = t_rank * k * p_.ep / E;
+  const double local_experts = E / p_.ep;
+  Gemm(per_expert_tokens, (fm - 1) * fe / etp, h, c, local_experts);
+  Gemm(per_expert_tokens, h, fe / etp, c, local_experts);
+  if (m_.moe.shared_experts > 0) {
+    const double fs = m_.moe.shared_expert_ffn_hidden_size * m_.moe.shared_experts;
+    Gemm(T, (fm - 1) * fs / t, h, c, 1, &mod.shared_experts);
+    Gemm(T, h, fs / t, c, 1, &mod.shared_experts);
+    s.tp_ag_gemms.push_back({T, (fm - 1) * fs / t, h});
+    s.tp_rs_gemms.push_back({T, h, fs / t});
   }
+  const double routed_act = (gated ? 3 : 2) * e_act_ * t_rank * k * fe / etp;
+  const double shared_act = (gated ? 3 : 2) * e_act_ * T * m_.moe.shared_experts *
+                            m_.moe.shared_expert_ffn_hidden_size / t;
+  // Routing: the routing map Transformer Engine's fused permute builds (make_row_id_map: about
+  // 17 T E + 4 T (2k + 1) bytes) and four fp32 passes over the T x E scores (logits read, scores
+  // written, probabilities written, top-k read): 16 T E bytes (TE transformer_engine/common/
+  // triton/permutation.py; Megatron-Core moe/router.py, moe_utils.py).
+  const double routing = t_local * (33 * E + 4 * (2 * k + 1));
+  // Rows this rank's experts receive (balanced routing).
+  const double rows = t_rank * k;
+  double permute = 0;
+  if (t_.moe_dispatcher == MoeDispatcher::kAllToAll) {
+    // TE fused permute / unpermute around the all-to-all (token_dispatcher.py with
+    // moe_permute_fusion; the unfused torch path moves the same token rows): forward, permute
+    // reads each local row once and writes its k copies, the chunk sort by local expert reads
+    // and writes every received row (only with more than one local expert), and the combine
+    // side mirrors it: e h (2 T + 2 T k + 4 N) bytes (TE permutation.py _permute_kernel,
+    // _unpermute_kernel, sort_chunks_by_map).
+    permute = e_act_ * h * (2 * t_local + 2 * t_local * k + (local_experts > 1 ? 4 * rows : 0.0));
+    // fp8 GEMMs: each expert's rows padded to the fp8 alignment and unpadded after (TE
+    // Fp8Padding / Fp8Unpadding, one read and write of [N, h] each).
+    if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * h;
+  }
+  // DeepEP fuses the permute into its dispatch / combine kernels (deepseek-ai/DeepEP).
+  Elementwise(routed_act, c, &mod.moe_act);
+  Elementwise(shared_act, c, &mod.shared_experts);
+  Elementwise(routing + permute, c);
+  Work moe_fwd = c.gemm_fwd;
+  moe_fwd += c.elem_fwd;
+  // Everything the MoE block added to the forward.
+  mod.moe = moe_fwd.Scaled(1.0);
+  mod.moe.time_s -= moe_fwd_before.time_s;
+  mod.moe.compute_s -= moe_fwd_before.compute_s;
+  mod.moe.memory_s -= moe_fwd_before.memory_s;
+  mod.moe.flops -= moe_fwd_before.flops;
+  mod.moe.bytes -= moe_fwd_before.bytes;
+}
 
-  const double ffn_part_f = fwd_now() - attn_part_f, ffn_part_b = bwd_now() - attn_part_b;
-  const double ffn_gemm_f = c.gemm_fwd.time_s - attn_gemm_f, ffn_gemm_b = c.gemm_bwd.time_s - attn_gemm_b;
+void StepModel::DenseMlp(LayerCost& c, LayerScratch& s) {
+  ModuleForward& mod = c.module;
+  const double T = s.T, h = s.h, t = s.t;
+  const bool gated = s.gated;
+  const int fm = s.fm;
+  const double f = m_.ffn_hidden_size;
+  Work mlp_up;
+  Gemm(T, (fm - 1) * f / t, h, c, 1, &mlp_up);
+  mod.mlp += mlp_up;
+  mod.mlp_up += mlp_up;
+  Gemm(T, h, f / t, c, 1, &mod.mlp);
+  s.tp_ag_gemms.push_back({T, (fm - 1) * f / t, h});
+  s.tp_rs_gemms.push_back({T, h, f / t});
+  // torchtitan's FeedForward: w2(silu(w1(x)) * w3(x)), mm calls 5 (w1), 6 (w3), 7 (w2): w3 is
+  // recomputed; without a gate (w1, w2: calls 5, 6) w2 is.
+  if (!m_.mla.enabled()) mod.every_second_mm += gated ? GemmForward(T, f / t, h) : GemmForward(T, h, f / t);
+  const double act = (gated ? 3 : 2) * e_act_ * T * f / t;
+  Work before = c.elem_fwd;
+  Elementwise(act, c, &mod.mlp, &mod.mlp_up);
+  mod.mlp_act = c.elem_fwd;
+  mod.mlp_act.time_s -= before.time_s;
+  mod.mlp_act.memory_s -= before.memory_s;
+  mod.mlp_act.bytes -= before.bytes;
+}
+
+void StepModel::NormsAndElementwise(LayerCost& c, const LayerScratch& s) {
+  ModuleForward& mod = c.module;
+  const double T = s.T, h = s.h, t = s.t, a = s.a, kv = s.kv, dqk = s.dqk, dv = s.dv;
+  const double ffn_part_f = LayerFwdS(c) - s.attn_part_f, ffn_part_b = LayerBwdS(c) - s.attn_part_b;
+  const double ffn_gemm_f = c.gemm_fwd.time_s - s.attn_gemm_f, ffn_gemm_b = c.gemm_bwd.time_s - s.attn_gemm_b;
   // Norms and residual adds (+ dropout masks) on h-wide activations.
   const double xh = T * h / (sp_ ? t : 1);
   const double norms = 2 * (2 * e_act_ * xh);
@@ -870,16 +942,21 @@ void StepModel::Layer(bool moe, LayerCost& c) {
   if (modules_ != nullptr) {
     // Norms and residual adds: one of each per sub-layer, half to each; RoPE to attention.
     const double shared_f = (norms + elem - rope) * elem_factor_ / bw_, rope_f = rope * elem_factor_ / bw_;
-    modules_->attention_fwd_s = attn_part_f + shared_f / 2 + rope_f;
-    modules_->attention_bwd_s = attn_part_b + shared_f + 2 * rope_f;
+    modules_->attention_fwd_s = s.attn_part_f + shared_f / 2 + rope_f;
+    modules_->attention_bwd_s = s.attn_part_b + shared_f + 2 * rope_f;
     modules_->mlp_fwd_s = ffn_part_f + shared_f / 2;
     modules_->mlp_bwd_s = ffn_part_b + shared_f;
-    modules_->attention_gemm_fwd_s = attn_gemm_f;
-    modules_->attention_gemm_bwd_s = attn_gemm_b;
+    modules_->attention_gemm_fwd_s = s.attn_gemm_f;
+    modules_->attention_gemm_bwd_s = s.attn_gemm_b;
     modules_->mlp_gemm_fwd_s = ffn_gemm_f;
     modules_->mlp_gemm_bwd_s = ffn_gemm_b;
   }
+}
 
+void StepModel::TpComm(bool moe, LayerCost& c, const LayerScratch& s) {
+  const double T = s.T, h = s.h;
+  const auto& tp_ag_gemms = s.tp_ag_gemms;
+  const auto& tp_rs_gemms = s.tp_rs_gemms;
   // Tensor parallel communication, overlapped with the GEMMs when the framework does it
   // (overlap efficiency from the framework preset).
   if (p_.tp > 1) {
@@ -922,6 +999,10 @@ void StepModel::Layer(bool moe, LayerCost& c) {
       c.tp_bwd.Contention(b.contention_s);
     }
   }
+}
+
+void StepModel::CpComm(LayerCost& c, const LayerScratch& s) {
+  const double t = s.t, a = s.a, kv = s.kv, dqk = s.dqk, dv = s.dv, b = s.b, sq = s.sq;
   // Context parallel ring exchange of K and V, hidden under the attention core as far as the
   // framework's ring overlap does.
   if (p_.cp > 1) {
@@ -948,6 +1029,11 @@ void StepModel::Layer(bool moe, LayerCost& c) {
       c.cp.Comm(o.Exposed(fwd, c.attn_fwd.time_s) + o.Exposed(bwd, c.attn_bwd.time_s), place_.cp.scope);
     }
   }
+}
+
+void StepModel::EpComm(bool moe, LayerCost& c, const LayerScratch& s) {
+  ModuleForward& mod = c.module;
+  const double T = s.T, h = s.h;
   // MoE token dispatch and combine, forward and backward (Megatron-Core
   // MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/token_dispatcher.py): each rank
   // all-to-alls its T/tp sequence-parallel tokens x top-k over EP, then all-gathers the received
@@ -981,20 +1067,24 @@ void StepModel::Layer(bool moe, LayerCost& c) {
     expose(c.ep_bwd, c.gemm_bwd.time_s);
     mod.moe += c.ep_fwd;
   }
-  if (modules_ != nullptr) {
-    if (p_.Schedule() == PipelineSchedule::kDualPipe && moe) {
-      Work f, b;
-      DualPipeExposeEp(c, &f, &b);
-      modules_->ep_fwd_s = f.time_s;
-      modules_->ep_bwd_s = b.time_s;
-    } else {
-      modules_->ep_fwd_s = c.ep_fwd.time_s;
-      modules_->ep_bwd_s = c.ep_bwd.time_s;
-    }
-    modules_->tp_fwd_s = c.tp_fwd.time_s;
-    modules_->tp_bwd_s = c.tp_bwd.time_s;
-    modules_->cp_s = c.cp.time_s;
+}
+
+void StepModel::FillModuleComm(bool moe, const LayerCost& c) {
+  if (p_.Schedule() == PipelineSchedule::kDualPipe && moe) {
+    Work f, b;
+    DualPipeExposeEp(c, &f, &b);
+    modules_->ep_fwd_s = f.time_s;
+    modules_->ep_bwd_s = b.time_s;
+  } else {
+    modules_->ep_fwd_s = c.ep_fwd.time_s;
+    modules_->ep_bwd_s = c.ep_bwd.time_s;
   }
+  modules_->tp_fwd_s = c.tp_fwd.time_s;
+  modules_->tp_bwd_s = c.tp_bwd.time_s;
+  modules_->cp_s = c.cp.time_s;
+}
+
+void StepModel::LaunchFloor(LayerCost& c) {
   // Host launch floor: an eager framework cannot run a layer faster than it launches its
   // kernels (forward n kernels, backward ~2n), unless CUDA graphs replay them.
   if (launch_floor_) {

@@ -615,6 +615,71 @@ class StepModel {
   // Host launch floor of an eager framework (framework preset's kernels per layer x launch
   // overhead; backward ~2x).
   void LaunchFloor(LayerCost& c);
+  // What Run()'s steps share: micro-batches m, pp, vpp v, the slowest stage's layers and MoE
+  // share, and per micro-batch of that stage the work by term (forward and backward apart where
+  // the bubble and the DP overlap windows read them), the last stage's extra work, the average
+  // stage's time.
+  struct RunScratch {
+    double m = 0, pp = 0, v = 0, layers_per_stage = 0, moe_frac = 0;
+    bool uneven = false, last_is_slowest = true;
+    int64_t mtp_layers = 0;
+    Work gemm_f, gemm_b, attn_f, attn_b, elem_f, elem_b, gemm, attn, elem, tp, cp, ep, launch, recompute, pp_comm;
+    Work last_extra_gemm, last_extra_elem, last_extra_tp, last_extra_attn, last_extra_ep;
+    Work stage_common, last_extra;
+    double stage_avg_s = 0;
+  };
+  // What the DP steps of Run() share: the local parameter counts, grad-reduce and param-gather
+  // bytes per element, HSDP replicas, the sharding group, the dense and expert DP groups, the
+  // HSDP replica all-reduce time, one micro-batch's backward / forward time (the overlap
+  // windows), and the exposed and contention seconds summed so far.
+  struct DpScratch {
+    LocalParameters local;
+    double eg = 0, e_gather = 0;
+    int64_t replicas = 1, shard = 1;
+    GroupPlacement dense_group, expert_group;
+    double replica_ar = 0, bwd_mb_s = 0, fwd_mb_s = 0, exp_s = 0, contention_s = 0;
+  };
+  // Layers of the slowest stage, even split: ceil(layers / (pp * vpp)) per chunk (Megatron-Core
+  // chunk assignment), warning when uneven.
+  void ChunkLayers(RunScratch& r);
+  // Uneven first / last stage (Megatron-Core --decoder-first/last-pipeline-num-layers): which
+  // stage is the slowest, and its layers.
+  void SlowestStage(const StepLayerCosts& layers, RunScratch& r);
+  // Per micro-batch work of the slowest stage's layers by term, the EP overlap with another
+  // micro-batch (DeepSeek-V3 DualPipe) and the recomputation (full or selective, Korthikanti et
+  // al. 2022).
+  void StageSums(const StepLayerCosts& layers, RunScratch& r);
+  // PP send/recv of the activations, its overlap in the interleaved schedule's steady state
+  // (Megatron-Core schedules.py).
+  void PipelineComm(RunScratch& r);
+  // The last stage's output layer, loss and MTP modules (DeepSeek-V3 report Sec. 2.2); the
+  // stage sums and the average stage's time.
+  void LastStageExtra(const StepLayerCosts& layers, RunScratch& r);
+  // Per-step breakdown of the stage terms and the pipeline bubble per schedule (DeepSeek-V3
+  // report Table 2; Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023).
+  void StageBreakdown(const RunScratch& r, StepBreakdown& br);
+  // Dense and expert DP group collective of `c` on the given bytes.
+  double DpReduce(const DpScratch& d, Collective c, double dense_bytes, double expert_bytes) {
+    return Comm(c, d.dense_group, dense_bytes) + Comm(c, d.expert_group, expert_bytes);
+  }
+  // What `comm` costs behind `window` under mechanism `mech` in `chunks` pieces (all exposed
+  // when the job does not overlap DP communication).
+  OverlapCost DpOverlapped(const OverlapMechanism& mech, double comm, double window, double chunks) {
+    return t_.overlap_dp_comm ? Overlap(mech, comm, window, chunks) : OverlapCost{comm, 0};
+  }
+  static void DpAdd(DpScratch& d, const OverlapCost& c, double times = 1) {
+    d.exp_s += times * c.exposed_s;
+    d.contention_s += times * c.contention_s;
+  }
+  // DP groups, HSDP replica all-reduce and overlap windows.
+  void DpSetup(const RunScratch& r, DpScratch& d);
+  // FSDP / ZeRO-3 gathers and reduce-scatters (Zhao et al. 2023 Sec. 3) and FSDP2's copies
+  // (pytorch _fsdp_collectives.py) into `fsdp_copy`.
+  void FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy);
+  // DDP all-reduce or ZeRO-1/2 reduce-scatter + all-gather in buckets.
+  void DdpZeroComm(DpScratch& d);
+  // Optimizer step bytes per parameter (Megatron optimizer.py), memory-bound.
+  Work OptimizerStep(const DpScratch& d);
   void Logits(LayerCost& c);
   // Attention-kernel rates of the framework on this GPU, or the profile's.
   void AttentionRates(double* fwd, double* bwd);
@@ -1154,54 +1219,51 @@ Work Recomputed(const LayerCost& c, const TrainingConfig& t) {
   return w;
 }
 
-StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
-  StepTimeEstimate out;
-  const double m = static_cast<double>(job_.MicroBatchesPerStep());
-  const double pp = p_.pp, v = p_.vpp;
+void StepModel::ChunkLayers(RunScratch& r) {
+  const double pp = r.pp, v = r.v;
   // Slowest stage: ceil(layers / (pp * vpp)) layers in each of its vpp chunks; with an uneven
   // first / last stage (Megatron-Core --decoder-first/last-pipeline-num-layers), the first, a
   // middle and the last stage's layer counts, the last one also carrying the output layer, its
   // loss and any MTP module (chosen below, once those costs are known).
   const double chunks = pp * v;
-  double layers_per_stage = std::ceil(m_.layers / chunks) * v;
-  const bool uneven = p_.pp > 1 && (p_.first_stage_layers > 0 || p_.last_stage_layers > 0);
-  if (!uneven && m_.layers % static_cast<int64_t>(chunks) != 0) {
+  r.layers_per_stage = std::ceil(m_.layers / chunks) * v;
+  r.uneven = p_.pp > 1 && (p_.first_stage_layers > 0 || p_.last_stage_layers > 0);
+  if (!r.uneven && m_.layers % static_cast<int64_t>(chunks) != 0) {
     warnings_.push_back(absl::StrCat("layers ", m_.layers, " do not divide evenly into pp*vpp = ",
                                      static_cast<int64_t>(chunks), " chunks; the slowest stage has ",
-                                     static_cast<int64_t>(layers_per_stage), " layers"));
+                                     static_cast<int64_t>(r.layers_per_stage), " layers"));
   }
-  const double moe_frac = static_cast<double>(m_.MoeLayerCount()) / m_.layers;
+  r.moe_frac = static_cast<double>(m_.MoeLayerCount()) / m_.layers;
+}
 
-  std::optional<StepLayerCosts> own;
-  if (layers == nullptr) {
-    FillLayers(own.emplace());
-    layers = &*own;
-  }
-  const LayerCost& dense = layers->dense;
-  const LayerCost& moe = layers->moe;
-  const LayerCost& logits = layers->logits;
-  const int64_t mtp_layers = t_.mtp_layers >= 0 ? t_.mtp_layers : m_.mtp_layers;
-
+void StepModel::SlowestStage(const StepLayerCosts& layers, RunScratch& r) {
+  const LayerCost& dense = layers.dense;
+  const LayerCost& moe = layers.moe;
+  const LayerCost& logits = layers.logits;
+  const double moe_frac = r.moe_frac;
+  const int64_t mtp_layers = r.mtp_layers;
   // Uneven pipeline: which stage is the slowest. A layer's time per micro-batch (forward,
   // backward, its communication), the last stage's extra (output layer, loss, MTP modules).
-  bool last_is_slowest = true;
-  if (uneven) {
-    auto layer_s = [](const LayerCost& c) {
-      return c.gemm_fwd.time_s + c.gemm_bwd.time_s + c.attn_fwd.time_s + c.attn_bwd.time_s + c.elem_fwd.time_s +
-             c.elem_bwd.time_s + c.tp_fwd.time_s + c.tp_bwd.time_s + c.ep_fwd.time_s + c.ep_bwd.time_s + c.cp.time_s;
-    };
-    const double per_layer = layer_s(dense) * (1 - moe_frac) + (moe_frac > 0 ? layer_s(moe) * moe_frac : 0.0);
-    const double logits_s = layer_s(logits);
-    const double extra = logits_s * (1 + mtp_layers) + mtp_layers * layer_s(m_.MoeLayerCount() > 0 ? moe : dense);
-    const int64_t given_f = p_.first_stage_layers, given_l = p_.last_stage_layers;
-    const int64_t middle_stages = p_.pp - (given_f > 0 ? 1 : 0) - (given_l > 0 ? 1 : 0);
-    const double mid = middle_stages > 0 ? static_cast<double>(m_.layers - given_f - given_l) / middle_stages : 0.0;
-    const double f = given_f > 0 ? given_f : mid, l = given_l > 0 ? given_l : mid;
-    const double last_load = l * per_layer + extra, other_layers = std::max(f, mid);
-    last_is_slowest = last_load >= other_layers * per_layer;
-    layers_per_stage = last_is_slowest ? l : other_layers;
-  }
+  auto layer_s = [](const LayerCost& c) {
+    return c.gemm_fwd.time_s + c.gemm_bwd.time_s + c.attn_fwd.time_s + c.attn_bwd.time_s + c.elem_fwd.time_s +
+           c.elem_bwd.time_s + c.tp_fwd.time_s + c.tp_bwd.time_s + c.ep_fwd.time_s + c.ep_bwd.time_s + c.cp.time_s;
+  };
+  const double per_layer = layer_s(dense) * (1 - moe_frac) + (moe_frac > 0 ? layer_s(moe) * moe_frac : 0.0);
+  const double logits_s = layer_s(logits);
+  const double extra = logits_s * (1 + mtp_layers) + mtp_layers * layer_s(m_.MoeLayerCount() > 0 ? moe : dense);
+  const int64_t given_f = p_.first_stage_layers, given_l = p_.last_stage_layers;
+  const int64_t middle_stages = p_.pp - (given_f > 0 ? 1 : 0) - (given_l > 0 ? 1 : 0);
+  const double mid = middle_stages > 0 ? static_cast<double>(m_.layers - given_f - given_l) / middle_stages : 0.0;
+  const double f = given_f > 0 ? given_f : mid, l = given_l > 0 ? given_l : mid;
+  const double last_load = l * per_layer + extra, other_layers = std::max(f, mid);
+  r.last_is_slowest = last_load >= other_layers * per_layer;
+  r.layers_per_stage = r.last_is_slowest ? l : other_layers;
+}
 
+void StepModel::StageSums(const StepLayerCosts& layers, RunScratch& r) {
+  const LayerCost& dense = layers.dense;
+  const LayerCost& moe = layers.moe;
+  const double m = r.m, v = r.v, layers_per_stage = r.layers_per_stage, moe_frac = r.moe_frac;
   // Per micro-batch work of one stage's layers, by term.
   auto layers_sum = [&](auto member) {
     Work w = (dense.*member).Scaled(layers_per_stage * (1 - moe_frac));
@@ -1210,48 +1272,49 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   };
   // Forward and backward kept apart too: the bubble's forward share and the DP overlap windows
   // read them.
-  const Work gemm_f = layers_sum(&LayerCost::gemm_fwd), gemm_b = layers_sum(&LayerCost::gemm_bwd);
-  const Work attn_f = layers_sum(&LayerCost::attn_fwd), attn_b = layers_sum(&LayerCost::attn_bwd);
-  const Work elem_f = layers_sum(&LayerCost::elem_fwd), elem_b = layers_sum(&LayerCost::elem_bwd);
-  Work gemm = gemm_f;
-  gemm += gemm_b;
-  Work attn = attn_f;
-  attn += attn_b;
-  Work elem = elem_f;
-  elem += elem_b;
-  Work tp = layers_sum(&LayerCost::tp_fwd);
-  tp += layers_sum(&LayerCost::tp_bwd);
-  Work cp = layers_sum(&LayerCost::cp);
-  Work ep = layers_sum(&LayerCost::ep_fwd);
-  ep += layers_sum(&LayerCost::ep_bwd);
+  r.gemm_f = layers_sum(&LayerCost::gemm_fwd), r.gemm_b = layers_sum(&LayerCost::gemm_bwd);
+  r.attn_f = layers_sum(&LayerCost::attn_fwd), r.attn_b = layers_sum(&LayerCost::attn_bwd);
+  r.elem_f = layers_sum(&LayerCost::elem_fwd), r.elem_b = layers_sum(&LayerCost::elem_bwd);
+  r.gemm = r.gemm_f;
+  r.gemm += r.gemm_b;
+  r.attn = r.attn_f;
+  r.attn += r.attn_b;
+  r.elem = r.elem_f;
+  r.elem += r.elem_b;
+  r.tp = layers_sum(&LayerCost::tp_fwd);
+  r.tp += layers_sum(&LayerCost::tp_bwd);
+  r.cp = layers_sum(&LayerCost::cp);
+  r.ep = layers_sum(&LayerCost::ep_fwd);
+  r.ep += layers_sum(&LayerCost::ep_bwd);
   const OverlapMechanism& ep_overlap = fw_.overlap.ep_all_to_all;
   if (moe_frac > 0 && (p_.Schedule() == PipelineSchedule::kDualPipe ||
                        (t_.overlap_ep_comm && ep_overlap.supported && ep_overlap.Structured()))) {
     Work f, b;
     DualPipeExposeEp(moe, &f, &b, p_.Schedule() == PipelineSchedule::kDualPipe ? 0.0 : 1.0 / m);
     f += b;
-    ep = f.Scaled(layers_per_stage * moe_frac);
+    r.ep = f.Scaled(layers_per_stage * moe_frac);
   }
-  Work launch = layers_sum(&LayerCost::launch);
+  r.launch = layers_sum(&LayerCost::launch);
   // Recomputation: full recompute of recompute_num_layers layers per stage (all when 0), or
   // the selected modules of every layer.
-  Work recompute;
-  {
-    double recomputed_layers = layers_per_stage;
-    if (t_.recompute == Recompute::kFull && t_.recompute_num_layers > 0) {
-      recomputed_layers = std::min(layers_per_stage, static_cast<double>(t_.recompute_num_layers) * v);
-    }
-    recompute = Recomputed(dense, t_).Scaled(recomputed_layers * (1 - moe_frac));
-    if (moe_frac > 0) recompute += Recomputed(moe, t_).Scaled(recomputed_layers * moe_frac);
+  double recomputed_layers = layers_per_stage;
+  if (t_.recompute == Recompute::kFull && t_.recompute_num_layers > 0) {
+    recomputed_layers = std::min(layers_per_stage, static_cast<double>(t_.recompute_num_layers) * v);
   }
-  Work pp_comm;
+  r.recompute = Recomputed(dense, t_).Scaled(recomputed_layers * (1 - moe_frac));
+  if (moe_frac > 0) r.recompute += Recomputed(moe, t_).Scaled(recomputed_layers * moe_frac);
+}
+
+void StepModel::PipelineComm(RunScratch& r) {
+  const double m = r.m, pp = r.pp, v = r.v;
+  Work& pp_comm = r.pp_comm;
   if (p_.pp > 1) {
     const double S = tokens_ * m_.hidden_size * e_act_ / p_.tp;  // scatter-gather optimisation
     const double p2p = 2 * v * Comm(Collective::kSendRecv, place_.pp, S);
     const Work fwd_bwd = [&] {
-      Work w = gemm;
-      w += attn;
-      w += elem;
+      Work w = r.gemm;
+      w += r.attn;
+      w += r.elem;
       return w;
     }();
     const OverlapMechanism& o = fw_.overlap.pp_p2p;
@@ -1273,14 +1336,26 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
       pp_comm.Comm(o.Exposed(p2p, fwd_bwd.time_s), place_.pp.scope);
     }
   }
+}
+
+void StepModel::LastStageExtra(const StepLayerCosts& layers, RunScratch& r) {
+  const LayerCost& dense = layers.dense;
+  const LayerCost& moe = layers.moe;
+  const LayerCost& logits = layers.logits;
+  const int64_t mtp_layers = r.mtp_layers;
+  const double pp = r.pp;
   // The last stage also runs the output layer and the loss.
-  Work last_extra_gemm = logits.gemm_fwd;
+  Work& last_extra_gemm = r.last_extra_gemm;
+  Work& last_extra_elem = r.last_extra_elem;
+  Work& last_extra_tp = r.last_extra_tp;
+  Work& last_extra_attn = r.last_extra_attn;
+  Work& last_extra_ep = r.last_extra_ep;
+  last_extra_gemm = logits.gemm_fwd;
   last_extra_gemm += logits.gemm_bwd;
-  Work last_extra_elem = logits.elem_fwd;
+  last_extra_elem = logits.elem_fwd;
   last_extra_elem += logits.elem_bwd;
-  Work last_extra_tp = logits.tp_fwd;
+  last_extra_tp = logits.tp_fwd;
   last_extra_tp += logits.tp_bwd;
-  Work last_extra_attn, last_extra_ep;
   if (mtp_layers > 0) {
     // Multi-token prediction (DeepSeek-V3 report Sec. 2.2; Megatron-Core --mtp-num-layers puts
     // the MTP modules on the last pipeline stage): each module is one more transformer block of
@@ -1303,32 +1378,36 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
     last_extra_ep = both(block.ep_fwd, block.ep_bwd).Scaled(k);
   }
 
-  Work stage_common = gemm;
-  stage_common += attn; stage_common += elem; stage_common += recompute; stage_common += launch;
-  stage_common += tp; stage_common += cp; stage_common += ep; stage_common += pp_comm;
-  Work last_extra = last_extra_gemm;
+  Work& stage_common = r.stage_common;
+  stage_common = r.gemm;
+  stage_common += r.attn; stage_common += r.elem; stage_common += r.recompute; stage_common += r.launch;
+  stage_common += r.tp; stage_common += r.cp; stage_common += r.ep; stage_common += r.pp_comm;
+  Work& last_extra = r.last_extra;
+  last_extra = last_extra_gemm;
   last_extra += last_extra_elem;
   last_extra += last_extra_tp;
   last_extra += last_extra_attn;
   last_extra += last_extra_ep;
   // The last stage's extra work, averaged over the stages for the bubble either way.
   const double last_extra_avg_s = last_extra.time_s / pp;
-  if (!last_is_slowest) {
+  if (!r.last_is_slowest) {
     // A middle or the first stage sets the pace: the output layer's work is not on it.
     last_extra_gemm = last_extra_elem = last_extra_tp = last_extra_attn = last_extra_ep = last_extra = Work{};
   }
-  const double stage_avg_s = stage_common.time_s * (m_.layers / pp) / layers_per_stage + last_extra_avg_s;
+  r.stage_avg_s = stage_common.time_s * (m_.layers / pp) / r.layers_per_stage + last_extra_avg_s;
+}
 
-  StepBreakdown& br = out.breakdown;
-  br.gemm_s = m * (gemm.time_s + last_extra_gemm.time_s);
-  br.attention_s = m * (attn.time_s + last_extra_attn.time_s);
-  br.elementwise_s = m * (elem.time_s + last_extra_elem.time_s);
-  br.recompute_s = m * recompute.time_s;
-  br.launch_overhead_s = m * launch.time_s;
-  br.tp_comm_s = m * (tp.time_s + last_extra_tp.time_s);
-  br.cp_comm_s = m * cp.time_s;
-  br.ep_comm_s = m * (ep.time_s + last_extra_ep.time_s);
-  br.pp_comm_s = m * pp_comm.time_s;
+void StepModel::StageBreakdown(const RunScratch& r, StepBreakdown& br) {
+  const double m = r.m, pp = r.pp, v = r.v, stage_avg_s = r.stage_avg_s;
+  br.gemm_s = m * (r.gemm.time_s + r.last_extra_gemm.time_s);
+  br.attention_s = m * (r.attn.time_s + r.last_extra_attn.time_s);
+  br.elementwise_s = m * (r.elem.time_s + r.last_extra_elem.time_s);
+  br.recompute_s = m * r.recompute.time_s;
+  br.launch_overhead_s = m * r.launch.time_s;
+  br.tp_comm_s = m * (r.tp.time_s + r.last_extra_tp.time_s);
+  br.cp_comm_s = m * r.cp.time_s;
+  br.ep_comm_s = m * (r.ep.time_s + r.last_extra_ep.time_s);
+  br.pp_comm_s = m * r.pp_comm.time_s;
   // Pipeline bubble per schedule, in units of one micro-batch's forward F and backward B on the
   // average stage (DeepSeek-V3 report Table 2; Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023):
   //   1F1B / GPipe: (p-1)(F+B); interleaved 1F1B: (p-1)(F+B)/v; zero-bubble ZB-H1:
@@ -1336,10 +1415,10 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   //   DualPipe: (p/2-1)(F&B+B-3W) with F&B = F+B: (p/2-1)(F+B/2).
   if (p_.pp > 1) {
     const double fwd_share = [&] {
-      Work f = gemm_f;
-      f += attn_f;
-      f += elem_f;
-      const double all = gemm.time_s + attn.time_s + elem.time_s;
+      Work f = r.gemm_f;
+      f += r.attn_f;
+      f += r.elem_f;
+      const double all = r.gemm.time_s + r.attn.time_s + r.elem.time_s;
       return all > 0 ? f.time_s / all : 1.0 / 3;
     }();
     const double F = stage_avg_s * fwd_share, B = stage_avg_s - F;
@@ -1351,181 +1430,213 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
       case PipelineSchedule::kDualPipe: br.pipeline_bubble_s = std::max(0.0, pp / 2 - 1) * (F + B / 2); break;
     }
   }
+}
+
+void StepModel::DpSetup(const RunScratch& r, DpScratch& d) {
+  // The counts made for the layers when there are any (not when Run was given layer costs).
+  d.local = LocalParameterCount(job_, false, layers_needed_ ? pc_ : CountParameters(m_));
+  d.eg = BytesPerElement(t_.precision.grad_reduce);
+  d.e_gather = t_.fp8_param_gather ? 1.0 : e_act_;
+  d.replicas = std::max<int64_t>(1, p_.dp_replicate);
+  d.shard = p_.ShardGroup();
+  const int64_t replicas = d.replicas, shard = d.shard;
+  d.dense_group = PlaceGroups({.tp = p_.tp, .dp = shard}, job_.GpusPerNode()).dp;
+  d.expert_group =
+      PlaceGroups({.tp = p_.Etp() * p_.ep, .dp = std::max<int64_t>(1, p_.Edp() / replicas)}, job_.GpusPerNode()).dp;
+  // HSDP: the gradient shards are all-reduced across the replicas.
+  if (replicas > 1 && t_.sharding != Sharding::kNone) {
+    const GroupPlacement rep =
+        PlaceGroups({.tp = p_.tp * shard, .dp = replicas}, job_.GpusPerNode()).dp;
+    d.replica_ar = Comm(Collective::kAllReduce, rep, d.local.total() / shard * d.eg);
+  }
+  const Work bwd_mb = [&] {
+    Work w = r.gemm_b;
+    w += r.attn_b;
+    w += r.elem_b;
+    return w;
+  }();
+  const Work fwd_mb = [&] {
+    Work w = r.gemm_f;
+    w += r.attn_f;
+    w += r.elem_f;
+    return w;
+  }();
+  d.bwd_mb_s = bwd_mb.time_s;
+  d.fwd_mb_s = fwd_mb.time_s;
+}
+
+void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy) {
+  const double m = run.m, layers_per_stage = run.layers_per_stage;
+  const LocalParameters& local = d.local;
+  const double eg = d.eg, ep_ = d.e_gather, replica_ar = d.replica_ar;
+  const int64_t shard = d.shard;
+  const OverlapModel& o = fw_.overlap;
+  // FSDP / ZeRO-3 (FSDP paper, Zhao et al. 2023, arXiv:2304.11277 Sec. 3): parameters
+  // gathered before each forward (and again before the backward when resharded after the
+  // forward), gradients reduce-scattered after each backward. With PP and the framework's
+  // gather-once semantics: one gather and one reduce-scatter per step.
+  const double ag = DpReduce(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_);
+  const double rs = DpReduce(d, Collective::kReduceScatter, local.dense * eg, local.expert * eg);
+  const bool once_pp = p_.pp > 1 && fw_.sharding.gather_once_per_step_with_pp;
+  const bool once_rs = once_pp || fw_.sharding.reduce_once_per_step_with_accumulation;
+  const double gathers_per_mb = fw_.sharding.reshard_after_forward && !once_pp ? 2 : 1;
+  // Units the collectives are issued in: one per layer of the stage (FSDP wrapping each
+  // block), or the mechanism's buckets (DeepSpeed ZeRO-3 prefetch buckets).
+  const OverlapMechanism& og = o.fsdp_param_gather;
+  const double units = og.per_layer ? layers_per_stage : og.Buckets(local.total(), ep_, shard);
+  // The backward's gathers and reduce-scatters cross the same links (NCCL on the same NICs /
+  // NVLinks): structured, they are one pipelined stream per unit behind the backward (the
+  // first unit's gather and the last unit's reduce-scatter exposed); legacy, each hidden
+  // behind its share of the window at its mechanism's efficiency.
+  auto pair = [&](double ag_s, double rs_s, double window_s) {
+    const double total = ag_s + rs_s;
+    if (total <= 0) return OverlapCost{};
+    if (og.Structured() && fw_.sharding.backward_gathers_exposed) {
+      // FSDP1 BACKWARD_POST: each unit waits for its own gather; the reduce-scatters are
+      // pipelined behind the backward.
+      OverlapCost c = DpOverlapped(og, rs_s, window_s, units);
+      c.exposed_s += ag_s;
+      return c;
+    }
+    if (og.Structured()) return DpOverlapped(og, total, window_s, units);
+    const double ag_window = window_s * ag_s / total, rs_window = window_s * rs_s / total;
+    const OverlapCost a = DpOverlapped(og, ag_s, ag_window, 1), r = DpOverlapped(o.dp_grad_reduce, rs_s, rs_window, 1);
+    return OverlapCost{a.exposed_s + r.exposed_s, a.contention_s + r.contention_s};
+  };
+  // FSDP2's copies on the compute stream around its collectives (framework.proto
+  // ShardingModel.gather_copy_out / reduce_scatter_copy_in): per all-gather the gathered
+  // parameters are read and written once (split_with_sizes_copy); per reduce-scatter the
+  // unsharded gradients (parameter dtype, at least 2 bytes) are read and written at the
+  // reduce dtype (chunk_cat). pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py.
+  // No sharding group (one rank): nothing is gathered (torchtitan applies fully_shard only
+  // when FSDP is enabled, dp_shard > 1).
+  if (shard > 1) {
+    const double gathers = once_pp ? 1.0 : m * gathers_per_mb;
+    const double reduces = once_rs ? 1.0 : m;
+    const double e_grad = std::max(2.0, BytesPerElement(t_.precision.params));
+    double copy_bytes = 0;
+    if (fw_.sharding.gather_copy_out) copy_bytes += gathers * 2 * ep_ * local.total();
+    if (fw_.sharding.reduce_scatter_copy_in) copy_bytes += reduces * (e_grad + eg) * local.total();
+    fsdp_copy.Bytes(copy_bytes, bw_);
+  }
+  if (once_pp) {
+    DpAdd(d, DpOverlapped(og, ag, d.fwd_mb_s, units));
+    DpAdd(d, pair(0, rs + replica_ar, d.bwd_mb_s));
+  } else {
+    DpAdd(d, DpOverlapped(og, ag, d.fwd_mb_s, units), m);
+    const double bwd_ag = gathers_per_mb > 1 ? ag : 0.0;
+    if (once_rs) {
+      // Gradients reduced once, after the last micro-batch's backward.
+      DpAdd(d, pair(bwd_ag, 0, d.bwd_mb_s), m - 1);
+      DpAdd(d, pair(bwd_ag, rs + replica_ar, d.bwd_mb_s));
+    } else {
+      DpAdd(d, pair(bwd_ag, rs, d.bwd_mb_s), m - 1);
+      DpAdd(d, pair(bwd_ag, rs + replica_ar, d.bwd_mb_s));
+    }
+  }
+}
+
+void StepModel::DdpZeroComm(DpScratch& d) {
+  const LocalParameters& local = d.local;
+  const double eg = d.eg, ep_ = d.e_gather;
+  const int64_t shard = d.shard;
+  const OverlapModel& o = fw_.overlap;
+  // DDP (all-reduce) or ZeRO-1/2 / Megatron distributed optimizer: gradients reduced in
+  // buckets during the last micro-batch's backward (the last bucket exposed), updated
+  // parameters all-gathered in buckets during the next forward (the first bucket exposed).
+  const double params = local.total();
+  const double grad_buckets = o.dp_grad_reduce.Buckets(params, eg, shard);
+  if (t_.sharding == Sharding::kNone) {
+    const double ar = DpReduce(d, Collective::kAllReduce, local.dense * eg, local.expert * eg);
+    DpAdd(d, DpOverlapped(o.dp_grad_reduce, ar, d.bwd_mb_s, grad_buckets));
+  } else {
+    const double rs = DpReduce(d, Collective::kReduceScatter, local.dense * eg, local.expert * eg);
+    const double ag = DpReduce(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_);
+    DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs + d.replica_ar, d.bwd_mb_s, grad_buckets));
+    DpAdd(d, DpOverlapped(o.dp_param_gather, ag, d.fwd_mb_s, o.dp_param_gather.Buckets(params, ep_, shard)));
+  }
+}
+
+Work StepModel::OptimizerStep(const DpScratch& d) {
+  const LocalParameters& local = d.local;
+  const double ep_ = d.e_gather;
+  // Optimizer step: memory-bound over the local (sharded) parameters.
+  const double opt_params = t_.sharding == Sharding::kNone
+                                ? local.total()
+                                : local.dense / d.shard + local.expert / std::max<int64_t>(1, p_.Edp() / d.replicas);
+  // Bytes per parameter of Megatron's mixed-precision optimizer step (optimizer.py,
+  // FP16OptimizerWithFP16Params / DistributedOptimizer): copy model grads to fp32 main grads
+  // when they are narrower (read eg, write 4); fp16 loss scaling: unscale + inf check (read 4,
+  // write 4); gradient-norm clip (read 4); Adam/SGD update (read master, grad, states; write
+  // master, states); copy master back to the model params (read master, write params).
+  const double gb = BytesPerElement(t_.precision.grads);
+  const double mb = BytesPerElement(t_.precision.master_weights);
+  double sb = BytesPerElement(t_.precision.optimizer_states);
+  int states = 2;
+  if (t_.optimizer == Optimizer::kAdamW8bit) sb = 1;
+  if (t_.optimizer == Optimizer::kSgd) states = 1;
+  double per_param = 0;
+  if (gb < 4) per_param += gb + 4;
+  if (t_.precision.params == DType::kFP16) per_param += 8;
+  per_param += 4;                                  // grad-norm
+  per_param += 2 * mb + 2 * states * sb + 4;       // update
+  if (t_.precision.master_weights != t_.precision.params) per_param += mb + ep_;  // copy back
+  Work opt;
+  opt.Bytes(opt_params * per_param, bw_);
+  return opt;
+}
+
+StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
+  StepTimeEstimate out;
+  RunScratch r;
+  r.m = static_cast<double>(job_.MicroBatchesPerStep());
+  r.pp = p_.pp, r.v = p_.vpp;
+  ChunkLayers(r);
+  std::optional<StepLayerCosts> own;
+  if (layers == nullptr) {
+    FillLayers(own.emplace());
+    layers = &*own;
+  }
+  r.mtp_layers = t_.mtp_layers >= 0 ? t_.mtp_layers : m_.mtp_layers;
+  if (r.uneven) SlowestStage(*layers, r);
+  StageSums(*layers, r);
+  PipelineComm(r);
+  LastStageExtra(*layers, r);
+  StepBreakdown& br = out.breakdown;
+  StageBreakdown(r, br);
 
   // Data-parallel gradient reduction and parameter gathers (ZeRO / FSDP), with the overlap the
   // framework achieves.
   Work dp;
   Work fsdp_copy;  // memory-bound copies around FSDP's collectives, on the compute stream
-  {
-    // The counts made for the layers when there are any (not when Run was given layer costs).
-    const LocalParameters local = LocalParameterCount(job_, false, layers_needed_ ? pc_ : CountParameters(m_));
-    const double eg = BytesPerElement(t_.precision.grad_reduce);
-    const double ep_ = t_.fp8_param_gather ? 1.0 : e_act_;
-    const int64_t replicas = std::max<int64_t>(1, p_.dp_replicate);
-    const int64_t shard = p_.ShardGroup();
-    const GroupPlacement dense_group = PlaceGroups({.tp = p_.tp, .dp = shard}, job_.GpusPerNode()).dp;
-    GroupPlacement expert_group =
-        PlaceGroups({.tp = p_.Etp() * p_.ep, .dp = std::max<int64_t>(1, p_.Edp() / replicas)}, job_.GpusPerNode()).dp;
-    auto reduce = [&](Collective c, double dense_bytes, double expert_bytes) {
-      return Comm(c, dense_group, dense_bytes) + Comm(c, expert_group, expert_bytes);
-    };
-    // HSDP: the gradient shards are all-reduced across the replicas.
-    double replica_ar = 0;
-    if (replicas > 1 && t_.sharding != Sharding::kNone) {
-      const GroupPlacement rep =
-          PlaceGroups({.tp = p_.tp * shard, .dp = replicas}, job_.GpusPerNode()).dp;
-      replica_ar = Comm(Collective::kAllReduce, rep, local.total() / shard * eg);
-    }
-    const Work bwd_mb = [&] {
-      Work w = gemm_b;
-      w += attn_b;
-      w += elem_b;
-      return w;
-    }();
-    const Work fwd_mb = [&] {
-      Work w = gemm_f;
-      w += attn_f;
-      w += elem_f;
-      return w;
-    }();
-    const Scope scope = dense_group.scope;
-    const OverlapModel& o = fw_.overlap;
-    const bool overlap = t_.overlap_dp_comm;
-    // What `comm` costs behind `window` under mechanism `mech` in `chunks` pieces (all exposed
-    // when the job does not overlap DP communication).
-    auto overlapped = [&](const OverlapMechanism& mech, double comm, double window, double chunks) {
-      return overlap ? Overlap(mech, comm, window, chunks) : OverlapCost{comm, 0};
-    };
-    double exp_s = 0, contention_s = 0;
-    auto add = [&](const OverlapCost& c, double times = 1) {
-      exp_s += times * c.exposed_s;
-      contention_s += times * c.contention_s;
-    };
-    if (t_.sharding == Sharding::kZero3) {
-      // FSDP / ZeRO-3 (FSDP paper, Zhao et al. 2023, arXiv:2304.11277 Sec. 3): parameters
-      // gathered before each forward (and again before the backward when resharded after the
-      // forward), gradients reduce-scattered after each backward. With PP and the framework's
-      // gather-once semantics: one gather and one reduce-scatter per step.
-      const double ag = reduce(Collective::kAllGather, local.dense * ep_, local.expert * ep_);
-      const double rs = reduce(Collective::kReduceScatter, local.dense * eg, local.expert * eg);
-      const bool once_pp = p_.pp > 1 && fw_.sharding.gather_once_per_step_with_pp;
-      const bool once_rs = once_pp || fw_.sharding.reduce_once_per_step_with_accumulation;
-      const double gathers_per_mb = fw_.sharding.reshard_after_forward && !once_pp ? 2 : 1;
-      // Units the collectives are issued in: one per layer of the stage (FSDP wrapping each
-      // block), or the mechanism's buckets (DeepSpeed ZeRO-3 prefetch buckets).
-      const OverlapMechanism& og = o.fsdp_param_gather;
-      const double units = og.per_layer ? layers_per_stage : og.Buckets(local.total(), ep_, shard);
-      // The backward's gathers and reduce-scatters cross the same links (NCCL on the same NICs /
-      // NVLinks): structured, they are one pipelined stream per unit behind the backward (the
-      // first unit's gather and the last unit's reduce-scatter exposed); legacy, each hidden
-      // behind its share of the window at its mechanism's efficiency.
-      auto pair = [&](double ag_s, double rs_s, double window_s) {
-        const double total = ag_s + rs_s;
-        if (total <= 0) return OverlapCost{};
-        if (og.Structured() && fw_.sharding.backward_gathers_exposed) {
-          // FSDP1 BACKWARD_POST: each unit waits for its own gather; the reduce-scatters are
-          // pipelined behind the backward.
-          OverlapCost c = overlapped(og, rs_s, window_s, units);
-          c.exposed_s += ag_s;
-          return c;
-        }
-        if (og.Structured()) return overlapped(og, total, window_s, units);
-        const double ag_window = window_s * ag_s / total, rs_window = window_s * rs_s / total;
-        const OverlapCost a = overlapped(og, ag_s, ag_window, 1), r = overlapped(o.dp_grad_reduce, rs_s, rs_window, 1);
-        return OverlapCost{a.exposed_s + r.exposed_s, a.contention_s + r.contention_s};
-      };
-      // FSDP2's copies on the compute stream around its collectives (framework.proto
-      // ShardingModel.gather_copy_out / reduce_scatter_copy_in): per all-gather the gathered
-      // parameters are read and written once (split_with_sizes_copy); per reduce-scatter the
-      // unsharded gradients (parameter dtype, at least 2 bytes) are read and written at the
-      // reduce dtype (chunk_cat). pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py.
-      // No sharding group (one rank): nothing is gathered (torchtitan applies fully_shard only
-      // when FSDP is enabled, dp_shard > 1).
-      if (shard > 1) {
-        const double gathers = once_pp ? 1.0 : m * gathers_per_mb;
-        const double reduces = once_rs ? 1.0 : m;
-        const double e_grad = std::max(2.0, BytesPerElement(t_.precision.params));
-        double copy_bytes = 0;
-        if (fw_.sharding.gather_copy_out) copy_bytes += gathers * 2 * ep_ * local.total();
-        if (fw_.sharding.reduce_scatter_copy_in) copy_bytes += reduces * (e_grad + eg) * local.total();
-        fsdp_copy.Bytes(copy_bytes, bw_);
-      }
-      if (once_pp) {
-        add(overlapped(og, ag, fwd_mb.time_s, units));
-        add(pair(0, rs + replica_ar, bwd_mb.time_s));
-      } else {
-        add(overlapped(og, ag, fwd_mb.time_s, units), m);
-        const double bwd_ag = gathers_per_mb > 1 ? ag : 0.0;
-        if (once_rs) {
-          // Gradients reduced once, after the last micro-batch's backward.
-          add(pair(bwd_ag, 0, bwd_mb.time_s), m - 1);
-          add(pair(bwd_ag, rs + replica_ar, bwd_mb.time_s));
-        } else {
-          add(pair(bwd_ag, rs, bwd_mb.time_s), m - 1);
-          add(pair(bwd_ag, rs + replica_ar, bwd_mb.time_s));
-        }
-      }
-    } else {
-      // DDP (all-reduce) or ZeRO-1/2 / Megatron distributed optimizer: gradients reduced in
-      // buckets during the last micro-batch's backward (the last bucket exposed), updated
-      // parameters all-gathered in buckets during the next forward (the first bucket exposed).
-      const double params = local.total();
-      const double grad_buckets = o.dp_grad_reduce.Buckets(params, eg, shard);
-      if (t_.sharding == Sharding::kNone) {
-        const double ar = reduce(Collective::kAllReduce, local.dense * eg, local.expert * eg);
-        add(overlapped(o.dp_grad_reduce, ar, bwd_mb.time_s, grad_buckets));
-      } else {
-        const double rs = reduce(Collective::kReduceScatter, local.dense * eg, local.expert * eg);
-        const double ag = reduce(Collective::kAllGather, local.dense * ep_, local.expert * ep_);
-        add(overlapped(o.dp_grad_reduce, rs + replica_ar, bwd_mb.time_s, grad_buckets));
-        add(overlapped(o.dp_param_gather, ag, fwd_mb.time_s, o.dp_param_gather.Buckets(params, ep_, shard)));
-      }
-    }
-    dp.Comm(exp_s, scope);
-    dp.Contention(contention_s);
-    br.dp_comm_s = dp.time_s;
-    br.elementwise_s += fsdp_copy.time_s;
-
-    // Optimizer step: memory-bound over the local (sharded) parameters.
-    const double opt_params = t_.sharding == Sharding::kNone
-                                  ? local.total()
-                                  : local.dense / shard + local.expert / std::max<int64_t>(1, p_.Edp() / replicas);
-    // Bytes per parameter of Megatron's mixed-precision optimizer step (optimizer.py,
-    // FP16OptimizerWithFP16Params / DistributedOptimizer): copy model grads to fp32 main grads
-    // when they are narrower (read eg, write 4); fp16 loss scaling: unscale + inf check (read 4,
-    // write 4); gradient-norm clip (read 4); Adam/SGD update (read master, grad, states; write
-    // master, states); copy master back to the model params (read master, write params).
-    const double gb = BytesPerElement(t_.precision.grads);
-    const double mb = BytesPerElement(t_.precision.master_weights);
-    double sb = BytesPerElement(t_.precision.optimizer_states);
-    int states = 2;
-    if (t_.optimizer == Optimizer::kAdamW8bit) sb = 1;
-    if (t_.optimizer == Optimizer::kSgd) states = 1;
-    double per_param = 0;
-    if (gb < 4) per_param += gb + 4;
-    if (t_.precision.params == DType::kFP16) per_param += 8;
-    per_param += 4;                                  // grad-norm
-    per_param += 2 * mb + 2 * states * sb + 4;       // update
-    if (t_.precision.master_weights != t_.precision.params) per_param += mb + ep_;  // copy back
-    Work opt;
-    opt.Bytes(opt_params * per_param, bw_);
-    br.optimizer_s = opt.time_s;
-
-    // Split of the step by limiting resource.
-    Work per_mb_last = stage_common;
-    per_mb_last += last_extra;
-    Work all = per_mb_last.Scaled(m);
-    all += dp;
-    all += fsdp_copy;
-    all += opt;
-    out.compute_bound_s = all.compute_s;
-    out.memory_bound_s = all.memory_s;
-    out.network_intra_node_s = all.intra_s;
-    out.network_inter_node_s = all.inter_s;
-    out.bubble_s = br.pipeline_bubble_s;
-    out.executed_flops = all.flops;
-    out.hbm_bytes = all.bytes;
+  DpScratch d;
+  DpSetup(r, d);
+  if (t_.sharding == Sharding::kZero3) {
+    FsdpComm(r, d, fsdp_copy);
+  } else {
+    DdpZeroComm(d);
   }
+  dp.Comm(d.exp_s, d.dense_group.scope);
+  dp.Contention(d.contention_s);
+  br.dp_comm_s = dp.time_s;
+  br.elementwise_s += fsdp_copy.time_s;
+  const Work opt = OptimizerStep(d);
+  br.optimizer_s = opt.time_s;
+
+  // Split of the step by limiting resource.
+  Work per_mb_last = r.stage_common;
+  per_mb_last += r.last_extra;
+  Work all = per_mb_last.Scaled(r.m);
+  all += dp;
+  all += fsdp_copy;
+  all += opt;
+  out.compute_bound_s = all.compute_s;
+  out.memory_bound_s = all.memory_s;
+  out.network_intra_node_s = all.intra_s;
+  out.network_inter_node_s = all.inter_s;
+  out.bubble_s = br.pipeline_bubble_s;
+  out.executed_flops = all.flops;
+  out.hbm_bytes = all.bytes;
   out.step_time_s = br.Total();
   const double big_rate = job_.profile.GemmRate(t_.precision.gemm, 8192, 8192, 8192).flops_per_s;
   out.machine_balance_flops_per_byte = big_rate / bw_;

@@ -206,6 +206,18 @@ std::string SvgOpen(int width, int height, const std::string& title) {
       width, height, width, height, Escape(title), Escape(title));
 }
 
+// The value axis of a horizontal chart (stacked bars, the step timeline): a grid line per tick from
+// just above `top` to `bottom`, its label under it, and the axis label centred below.
+void DrawHorizontalAxis(const Scale& sx, double top, double bottom, const std::string& label, std::string& o) {
+  for (const Tick& t : Ticks(sx)) {
+    const double x = sx(t.v);
+    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/><text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
+                          F(x), F(top - 4), F(x), F(bottom), F(x), F(bottom + 16), Escape(Number(t.v)));
+  }
+  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
+                        F((sx.px0 + sx.px1) / 2), F(bottom + 33), Escape(label));
+}
+
 const std::string& SegmentColour(std::map<std::string, std::string>& by_name, const Segment& s) {
   auto it = by_name.find(s.name);
   if (it != by_name.end()) return it->second;
@@ -463,13 +475,7 @@ std::string RenderStackedBars(const StackedBarChart& c) {
   const double height = legend_top + (names.empty() ? 0 : (lrow + 1) * 20) + 8;
 
   std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
-  for (const Tick& t : Ticks(sx)) {
-    const double x = sx(t.v);
-    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/><text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
-                          F(x), F(top - 4), F(x), F(bars_bottom), F(x), F(bars_bottom + 16), Escape(Number(t.v)));
-  }
-  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">%s</text>)""\n",
-                        F((sx.px0 + sx.px1) / 2), F(bars_bottom + 33), Escape(c.unit));
+  DrawHorizontalAxis(sx, top, bars_bottom, c.unit, o);
   for (size_t i = 0; i < c.bars.size(); ++i) {
     const Bar& b = c.bars[i];
     const double y = top + i * (bar_h + gap);
@@ -778,7 +784,7 @@ TimelineChart PipelineTimeline(const PipelineStep& p, const std::vector<std::vec
     TimelineRow row{absl::StrCat("stage ", s), {}};
     double t = 0;
     auto add = [&](const char* kind, double dur, const std::string& op, const std::string& title) {
-      if (dur > 0) row.segments.push_back({kind, t, t + dur, op, title});
+      if (dur > 0) row.segments.push_back({kind, t, t + dur, op, title, ""});
       t += dur;
     };
     for (const PipelineOp& op : ops[s]) {
@@ -831,13 +837,7 @@ std::string RenderTimeline(const TimelineChart& c) {
   const double legend_top = rows_bottom + 54;
   const double height = legend_top + 20 * ((kinds.size() + 5) / 6) + 8;
   std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
-  for (const Tick& t : Ticks(sx)) {
-    const double x = sx(t.v);
-    absl::StrAppendFormat(&o, R"(<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/><text x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>)""\n",
-                          F(x), F(top - 4), F(x), F(rows_bottom), F(x), F(rows_bottom + 16), Escape(Number(t.v)));
-  }
-  absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="middle" fill="#111">time in the step (s)</text>)""\n",
-                        F((sx.px0 + sx.px1) / 2), F(rows_bottom + 33));
+  DrawHorizontalAxis(sx, top, rows_bottom, "time in the step (s)", o);
   for (size_t r = 0; r < c.rows.size(); ++r) {
     const TimelineRow& row = c.rows[r];
     const double y = top + r * (row_h + gap);

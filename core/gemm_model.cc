@@ -232,9 +232,8 @@ absl::StatusOr<GemmModel> GemmModel::Create(const Hardware& hw, const RateProfil
     return absl::InvalidArgumentError(absl::StrCat(
         "profile.fp8_split_accumulation_fraction: must be in (0, 1], or 0 for none (got ", split, ")"));
   }
-  bool fp8_points = false;
-  for (const GemmMeasurement& p : points) fp8_points = fp8_points || p.shape.dtype == DType::kFP8;
-  model.inv_fp8_split_ = split > 0 && !fp8_points ? 1.0 / split : 1.0;
+  model.inv_fp8_split_profile_ = split > 0 ? 1.0 / split : 1.0;
+  model.inv_fp8_split_ = model.inv_fp8_split_profile_;  // WithTable: 1 once fp8 shapes are measured
   model.inv_hbm_ = 1.0 / model.hbm_bytes_per_s_;
   model.inv_hbm_unaligned_ = 1.0 / (model.hbm_bytes_per_s_ * c.unaligned_bandwidth_fraction);
   model.inv_sms_ = model.sm_count_ > 0 ? 1.0 / static_cast<double>(model.sm_count_) : 0.0;
@@ -244,7 +243,9 @@ absl::StatusOr<GemmModel> GemmModel::Create(const Hardware& hw, const RateProfil
 
 absl::StatusOr<GemmModel> GemmModel::WithTable(std::span<const GemmMeasurement> points) const {
   GemmModel out = *this;
-  // Measured fp8 shapes carry their own accumulation mode (GemmShape::split_accumulation).
+  // Measured fp8 shapes carry their own accumulation mode (GemmShape::split_accumulation); without
+  // them the profile's fraction applies to the flat rate.
+  out.inv_fp8_split_ = out.inv_fp8_split_profile_;
   for (const GemmMeasurement& p : points) {
     if (p.shape.dtype == DType::kFP8) out.inv_fp8_split_ = 1;
   }

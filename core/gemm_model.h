@@ -189,7 +189,8 @@ class GemmModel {
   std::array<double, kDTypes> flat_{};  // flat rate per dtype (0: none)
   std::array<bool, kDTypes> flat_borrowed_{};
   std::array<double, kDTypes> inv_flat_{};  // 1 / flat_ (0: none)
-  double inv_fp8_split_ = 1;                // 1 / fp8_split_accumulation_fraction (1: none)
+  double inv_fp8_split_ = 1;          // 1 / the fraction in use (1: none, or fp8 shapes measured)
+  double inv_fp8_split_profile_ = 1;  // 1 / the profile's fp8_split_accumulation_fraction (1: none)
   double hbm_bytes_per_s_ = 0;
   double inv_hbm_ = 0, inv_hbm_unaligned_ = 0, inv_sms_ = 0;
   int64_t sm_count_ = 0;

@@ -218,15 +218,21 @@ TEST(Flow, StragglersNamedByIndexBusIdAndUuid) {
 // The CUPTI cross-check compares the two timers over the same runs. On an H100 (2026-11-25) the
 // CUPTI pass, run after the sweep, timed a bf16 8192^3 GEMM 10% faster than the sweep had (another
 // power state): a pass 10% faster with timers that agree is no warning; timers 10% apart are.
+// One GPU, no collectives; the CUPTI pass's events take 0.9x the sweep's time and its CUPTI kernel
+// times (1 - gap) x its events.
+Outcome MeasureWithCuptiGap(double gap) {
+  FakeConfig c;
+  c.cupti_pass_scale = 0.9;
+  c.cupti_event_gap = gap;
+  MeasureOptions o = Quick();
+  o.gpus = "0";
+  o.skip_collectives = true;
+  return Measure(c, o);
+}
+
 TEST(Flow, CuptiCrossCheckComparesTheTimersOverTheSameRuns) {
   for (const double gap : {0.0, 0.1}) {
-    FakeConfig c;
-    c.cupti_pass_scale = 0.9;
-    c.cupti_event_gap = gap;
-    MeasureOptions o = Quick();
-    o.gpus = "0";
-    o.skip_collectives = true;
-    Outcome r = Measure(c, o);
+    Outcome r = MeasureWithCuptiGap(gap);
     ASSERT_EQ(r.code, kExitOk);
     int warned = 0, checked = 0;
     for (const auto& w : r.run.warnings()) warned += absl::StrContains(w, "over the same runs");
@@ -237,7 +243,9 @@ TEST(Flow, CuptiCrossCheckComparesTheTimersOverTheSameRuns) {
       EXPECT_NEAR(g.cupti_median_s(), g.time().median_s() * 0.9 * (1 - gap), 1e-12) << g.what();
     }
     for (const auto& h : r.run.hbm()) {
-      if (h.kernel() == "copy") EXPECT_NEAR(h.cupti_event_disagreement(), gap, 1e-9);
+      if (h.kernel() == "copy") {
+        EXPECT_NEAR(h.cupti_event_disagreement(), gap, 1e-9);
+      }
     }
     EXPECT_GT(checked, 0);
     EXPECT_EQ(warned > 0, gap > 0) << "gap " << gap;
@@ -250,13 +258,7 @@ TEST(Flow, ProfileKeepsKernelTimesWithoutTheEventOverhead) {
   // events - CUPTI difference (over the same runs of its CUPTI-checked squares) out of every
   // GEMM point's time; without a difference the rates are the sweep's.
   for (const double gap : {0.0, 0.1}) {
-    FakeConfig c;
-    c.cupti_pass_scale = 0.9;
-    c.cupti_event_gap = gap;
-    MeasureOptions o = Quick();
-    o.gpus = "0";
-    o.skip_collectives = true;
-    Outcome r = Measure(c, o);
+    Outcome r = MeasureWithCuptiGap(gap);
     ASSERT_EQ(r.code, kExitOk);
     // By hand from the run: the checked samples' events - CUPTI, their median.
     std::vector<double> d;

@@ -374,8 +374,8 @@ class StepModel {
     // fuse_wgrad_accumulation, beta = 1) reads and writes it in the gradient dtype in the GEMM's
     // epilogue; frameworks without the fusion move at least those bytes in autograd's .grad add.
     const bool split = t_.precision.gemm == DType::kFP8;
-    const GemmEstimate dgrad = EstimateGemmAs({DType::kBF16, 1, m, k, n, split, 0});
-    const GemmEstimate& wgrad = EstimateGemmAs({DType::kBF16, 1, n, k, m, split, 2 * e_grad_});
+    const GemmEstimate dgrad = EstimateGemmAs({t_.precision.gemm, 1, m, k, n, split, 0});
+    const GemmEstimate& wgrad = EstimateGemmAs({t_.precision.gemm, 1, n, k, m, split, 2 * e_grad_});
     c.gemm_bwd.Gemm(dgrad, count, f, ((m * n + n * k) * e_in_ + m * k * e_act_) * count);
     c.gemm_bwd.Gemm(wgrad, count, f, ((n * m + m * k) * e_in_ + 2 * n * k * e_grad_) * count);
     if (t_.precision.gemm == DType::kFP8) {

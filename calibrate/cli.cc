@@ -105,16 +105,17 @@ int CalibrateMain(int argc, char** argv, const std::function<std::unique_ptr<Gpu
   app.add_flag("--mpi", m.mpi, "one rank per GPU under mpirun/srun: collectives across ranks and nodes");
   app.add_option("--backend", m.backend, "collectives over nccl, or mpi (host memory; kept in the run only)")
       ->check(CLI::IsMember({"nccl", "mpi"}));
-  app.add_flag("--skip-gemm", m.skip_gemm, "no GEMM sweep");
+  app.add_flag("--skip-gemm", m.skip_gemm, "no GEMM sweep (and no contention sweep)");
   app.add_flag("--skip-hbm", m.skip_hbm, "no HBM kernels");
   app.add_flag("--skip-collectives", m.skip_collectives, "no collective sweep");
+  app.add_flag("--skip-contention", m.skip_contention, "no contention sweep (GEMMs beside a communication-shaped kernel; --skip-gemm skips it too)");
   app.add_option("--max-collective-bytes", m.max_collective_bytes, "largest collective (default 4 GiB, --quick 256 MiB)");
   app.add_option("--warmup-s", m.warmup_s, "sustained warm-up before the sweeps (default 30 s, --quick 5 s)");
   app.add_option("--timeout-s", m.timeout_s, "a collective not done after this long is aborted (exit 4); ranks wait 2x for each other, "
                  "then end the job (exit 6)")
       ->capture_default_str();
   app.add_option("--hardware", m.hardware, "hardware preset to compare with (default: from the GPU name)");
-  app.add_option("--inject-failure", m.inject, "test hook: RANK:collective|hang[:BYTES], RANK:gemm|hbm|list")
+  app.add_option("--inject-failure", m.inject, "test hook: RANK:collective|hang[:BYTES], RANK:gemm|hbm|contention|list")
       ->group("");
   app.add_option("--nvml-library", m.nvml_library, "NVML library to load")->group("");
   ImportArgs ia;

@@ -38,6 +38,10 @@ class CudaGpuSystem final : public GpuSystem {
   absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& o) override {
     return calibrate::BenchHbm(gpu, o);
   }
+  absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo& gpu, const ContentionPlan& plan,
+                                                                    const BenchOptions& o) override {
+    return calibrate::BenchContention(gpu, plan, o);
+  }
   absl::StatusOr<CuptiCheck> CuptiGemmCheck(const GpuInfo& gpu, DType d, const GemmShape& sh) override {
     std::lock_guard<std::mutex> l(cupti_mu_);  // CUPTI activity is process-wide: one window at a time
     CuptiTimer& c = Cupti();

@@ -44,10 +44,10 @@ absl::StatusOr<Injection> ParseInjection(const std::string& s) {
   if (s.empty()) return in;
   std::vector<std::string> p = absl::StrSplit(s, ':');
   if (p.size() < 2 || p.size() > 3 || !absl::SimpleAtoi(p[0], &in.rank) ||
-      !(p[1] == "collective" || p[1] == "hang" || p[1] == "gemm" || p[1] == "hbm" || p[1] == "list") ||
+      !(p[1] == "collective" || p[1] == "hang" || p[1] == "gemm" || p[1] == "hbm" || p[1] == "contention" || p[1] == "list") ||
       (p.size() == 3 && !absl::SimpleAtod(p[2], &in.size_bytes))) {
     return absl::InvalidArgumentError(absl::StrCat("--inject-failure: '", s,
-                                                   "' is not RANK:WHAT[:SIZE] with WHAT collective, hang, gemm, hbm or list"));
+                                                   "' is not RANK:WHAT[:SIZE] with WHAT collective, hang, gemm, hbm, contention or list"));
   }
   in.what = p[1];
   return in;
@@ -75,6 +75,11 @@ class InjectingGpuSystem final : public GpuSystem {
     return inner_.CuptiGemmCheck(g, d, sh);
   }
   absl::StatusOr<CuptiCheck> CuptiHbmCopyCheck(const GpuInfo& g) override { return inner_.CuptiHbmCopyCheck(g); }
+  absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo& g, const ContentionPlan& p,
+                                                                    const BenchOptions& o) override {
+    if (me_ && in_.what == "contention") return absl::InternalError("injected failure");
+    return inner_.BenchContention(g, p, o);
+  }
   absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>& g, double m,
                                                                       double t) override {
     return inner_.LocalCollectives(g, m, t);
@@ -201,6 +206,137 @@ double KernelFlopsPerS(const v1::GemmSample& s, const std::map<std::string, doub
   return flops / std::max(t - it->second, 0.5 * t);
 }
 
+// The contention sweep's CTA counts of the competitor (docs/CALIBRATION.md "Contention"), one CTA
+// per SM held. NCCL: a ring all-gather / reduce-scatter inside an 8-GPU Hopper NVSwitch node runs
+// 24 channels, one CTA each (NCCL_DEBUG=INFO of 8 x H100: "24 coll channels", NVIDIA/nccl#1906
+// "Algo RING ... channel{Lo..Hi}={0..23}", an H100 trace of the ring kernel with grid 24 in
+// NVIDIA/Fuser#4627; src/graph/search.cc and connect.cc double the search's 6 channels twice), of
+// 544 threads (NCCL_SIMPLE_MAX_NTHREADS 512 + a sync warp) and 82,240 B of dynamic shared memory
+// with 96 registers a thread, so no GEMM CTA shares its SM. DeepEP: deep_ep/buffer.py
+// `Buffer.num_sms = 20` (Megatron-Core's `moe_deepep_num_sms = 20`). 8, 16 (NVLS's
+// NCCL_NVLS_NCHANNELS on sm90) and 32 (NCCL's p2p channels: all-to-all) complete the curve.
+// The profile's "nccl" and "deepep" figures are read at 24 and 20.
+constexpr int kNcclCollectiveCtas = 24;
+constexpr int kDeepEpCtas = 20;
+constexpr int kNcclThreadsPerCta = 544;
+// NCCL launches its kernels in thread-block clusters of 4 on sm_90+ (NCCL_CGA_CLUSTER_SIZE's
+// default; src/init.cc). DeepEP's are swept without clusters (not checked).
+constexpr int kNcclClusterSize = 4;
+
+// The sweep: three bf16 GEMMs (a square at the profile's reference shape, a smaller square, a
+// flat one of a TP-sharded layer), competitors of 8, 16, 20, 24 and 32 CTAs of 544 threads,
+// copying at the reference profile's fastest intra-node all-gather bus
+// bandwidth (the rate an NCCL collective moves data through each GPU), or 360 GB/s (the H100
+// all-gather busbw of nccl-tests, docs/CALIBRATION.md) where the reference has none.
+ContentionPlan PlanContention(const RateProfile& ref) {
+  ContentionPlan p;
+  p.shapes = {{8192, 8192, 8192, GemmPass::kSquare, "contention 8192^3"},
+              {4096, 4096, 4096, GemmPass::kSquare, "contention 4096^3"},
+              {8192, 4096, 2048, GemmPass::kForward, "contention 8192x4096x2048"}};
+  p.ctas = {8, 16, kDeepEpCtas, kNcclCollectiveCtas, 32};
+  p.threads_per_cta = kNcclThreadsPerCta;
+  p.cluster_sizes = {1, kNcclClusterSize};
+  for (const CollectiveRate& c : ref.collectives) {
+    if (c.collective == Collective::kAllGather && c.scope == Scope::kIntraNode) {
+      p.target_bytes_per_s = std::max(p.target_bytes_per_s, c.busbw_bytes_per_s);
+    }
+  }
+  if (p.target_bytes_per_s <= 0) p.target_bytes_per_s = 360e9;
+  return p;
+}
+
+// The profile's contention (hardware.proto ComputeContention): GEMM beside NCCL and beside
+// DeepEP, each the median over the swept shapes of the slowest GPU's slowdown at that
+// communication's CTA count, with cuBLASLt's default kernel (no SM target: PyTorch and Megatron's
+// DP / FSDP overlap run their GEMMs so). Never below 0 (a GEMM is not faster beside work that
+// takes its SMs: a negative median is noise). Every pair not measured keeps the reference
+// profile's figure, marked so.
+std::vector<RateProfile::Contention> ContentionOf(const v1::CalibrationRun& run, const RateProfile& ref) {
+  std::vector<RateProfile::Contention> out;
+  struct Footprint {
+    const char* communication;
+    int ctas, cluster;
+  };
+  for (const Footprint& f : {Footprint{"nccl", kNcclCollectiveCtas, kNcclClusterSize}, Footprint{"deepep", kDeepEpCtas, 1}}) {
+    const char* communication = f.communication;
+    const int ctas = f.ctas;
+    // The footprint's cluster size where the GPU ran it (sm_90+), else without clusters.
+    int cluster = 1;
+    for (const auto& c : run.contention()) {
+      if (c.ctas() == ctas && c.cluster_size() == f.cluster) cluster = f.cluster;
+    }
+    std::map<std::tuple<int64_t, int64_t, int64_t>, double> slowest;  // per shape, over GPUs
+    std::set<std::string> gpus;
+    double target = 0, achieved = 1e300;
+    for (const auto& c : run.contention()) {
+      if (c.compute() != "gemm" || c.ctas() != ctas || c.sm_count_target() || std::max(1, c.cluster_size()) != cluster) {
+        continue;
+      }
+      auto [it, fresh] = slowest.try_emplace({c.m(), c.n(), c.k()}, c.slowdown());
+      if (!fresh) it->second = std::max(it->second, c.slowdown());
+      gpus.insert(GpuName(c.gpu_id()));
+      target = c.target_bytes_per_s();
+      achieved = std::min(achieved, c.achieved_bytes_per_s());
+    }
+    if (slowest.empty()) continue;
+    std::vector<double> v;
+    for (const auto& [shape, x] : slowest) v.push_back(x);
+    std::sort(v.begin(), v.end());
+    const double median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    RateProfile::Contention c;
+    c.compute = "gemm";
+    c.communication = communication;
+    c.slowdown = std::max(0.0, median);
+    c.samples = static_cast<int64_t>(v.size() * gpus.size());
+    c.source = absl::StrFormat(
+        "stepcast-calibrate contention sweep: bf16 GEMMs (%d shapes, median; slowest of %d GPUs) beside %d CTAs "
+        "of 544 threads, one per SM, in clusters of %d, copying %.0f GB/s (achieved %.0f GB/s at least), the %s "
+        "footprint (docs/CALIBRATION.md \"Contention\")",
+        static_cast<int>(v.size()), static_cast<int>(gpus.size()), ctas, cluster, target / 1e9, achieved / 1e9,
+        communication == std::string("nccl") ? "NCCL collective's" : "DeepEP dispatch/combine's");
+    out.push_back(c);
+  }
+  for (const RateProfile::Contention& r : ref.contention) {
+    bool measured = false;
+    for (const auto& c : out) measured |= c.compute == r.compute && c.communication == r.communication;
+    if (measured) continue;
+    RateProfile::Contention x = r;
+    x.source = "not measured; reference profile: " + r.source;
+    out.push_back(x);
+  }
+  return out;
+}
+
+// The summary's contention lines: per GPU, shape and competitor cluster size, the GEMM alone and
+// its slowdown beside each CTA count (with the SM target in brackets); then the profile's figures.
+std::vector<std::string> DescribeContention(const v1::CalibrationRun& run) {
+  std::vector<std::string> lines;
+  std::map<std::pair<std::string, std::string>, std::string> by_shape;  // (gpu, shape) -> line
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const auto& c : run.contention()) {
+    const int cluster = std::max(1, c.cluster_size());
+    const std::pair<std::string, std::string> key{
+        GpuName(c.gpu_id()), absl::StrFormat("%dx%dx%d%s", c.m(), c.n(), c.k(),
+                                             cluster > 1 ? absl::StrFormat(" (competitor in clusters of %d)", cluster) : "")};
+    auto [it, fresh] = by_shape.try_emplace(key);
+    if (fresh) {
+      order.push_back(key);
+      it->second = absl::StrFormat("contention %s bf16 %s on %s: alone %.3f ms;", key.second, c.compute(), key.first,
+                                   c.alone().median_s() * 1e3);
+    }
+    it->second += c.sm_count_target() ? absl::StrFormat(" (SM target %+.1f%%)", 100 * c.slowdown())
+                                      : absl::StrFormat(" %d CTAs %+.1f%%", c.ctas(), 100 * c.slowdown());
+  }
+  for (const auto& k : order) lines.push_back(by_shape[k]);
+  for (const auto& c : run.profile().contention()) {
+    if (absl::StartsWith(c.source(), "stepcast-calibrate")) {
+      lines.push_back(absl::StrFormat("contention in the profile: %s beside %s %+.1f%%", c.compute(), c.communication(),
+                                      100 * c.slowdown()));
+    }
+  }
+  return lines;
+}
+
 // The rate profile from what was measured, the rest from the hardware's reference (marked).
 v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, const std::string& hardware,
                              const std::string& name, const std::vector<CollectiveRate>& measured) {
@@ -258,6 +394,7 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
   // Used only while fp8 has no measured shapes (the sweep's backward shapes carry it).
   p.fp8_split_accumulation_fraction = ref.fp8_split_accumulation_fraction;
   p.fp8_split_accumulation_source = ref.fp8_split_accumulation_source;
+  p.contention = ContentionOf(run, ref);
   p.attention_flops_per_s = ref.attention_flops_per_s;
   p.attention_source = "not measured; reference profile: " + ref.attention_source;
   p.attention_origin = RateOrigin::kReference;
@@ -404,6 +541,7 @@ struct Measurement {
   void WarmUp();                             // 3. sustained warm-up on every GPU at once
   std::optional<int> MeasureGemm();          // 4. GEMM sweep, CUPTI cross-check
   std::optional<int> MeasureHbm();           // 5. HBM kernels, CUPTI cross-check
+  std::optional<int> MeasureContention();    //    GEMMs beside a communication-shaped kernel
   std::optional<int> GatherGpuConditions();  //    every rank's GPU conditions to rank 0
   void FindStragglersAndFitGemm();           //    rank 0: stragglers, GEMM rate by size
   void MeasureCollectives();                 // 6. collective sweep (and inside each host)
@@ -463,6 +601,9 @@ int Measurement::Run() {
   }
   if (!o.skip_hbm && need_gpu) {
     if (std::optional<int> exit = MeasureHbm()) return *exit;
+  }
+  if (!o.skip_gemm && !o.skip_contention && need_gpu) {  // its GEMMs are part of the GEMM sweep
+    if (std::optional<int> exit = MeasureContention()) return *exit;
   }
   sampler->Stop();
   if (std::optional<int> exit = GatherGpuConditions()) return *exit;
@@ -634,6 +775,7 @@ absl::Status Measurement::Gather(v1::CalibrationRun mine) {
     if (!other.ParseFromString((*all_parts)[r])) return absl::DataLossError(absl::StrCat("rank ", r, "'s samples"));
     for (const auto& s : other.gemm()) *run.add_gemm() = s;
     for (const auto& s : other.hbm()) *run.add_hbm() = s;
+    for (const auto& s : other.contention()) *run.add_contention() = s;
     for (const auto& w : other.warnings()) run.add_warnings(w);
     for (const auto& g : other.conditions().gpus()) *cond.add_gpus() = g;
   }
@@ -806,6 +948,45 @@ std::optional<int> Measurement::MeasureHbm() {
   return std::nullopt;
 }
 
+std::optional<int> Measurement::MeasureContention() {
+  const ContentionPlan plan = PlanContention(hw->reference_profile);
+  Progress(absl::StrFormat("contention: %d bf16 GEMMs alone and beside %d CTA counts at %.0f GB/s on %d GPU(s) at once",
+                           static_cast<int>(plan.shapes.size()), static_cast<int>(plan.ctas.size()),
+                           plan.target_bytes_per_s / 1e9, static_cast<int>(local.size())));
+  std::vector<std::vector<v1::ContentionSample>> samples(local.size());
+  ForEachConcurrently(local.size(), [&](size_t i) {
+    const double t0 = NvmlSampler::Now();
+    absl::StatusOr<std::vector<v1::ContentionSample>> c = gpus.BenchContention(local[i], plan, bo);
+    watchdog.Beat("the contention sweep");
+    const v1::ClockWindow w = sampler->Window(buses[i], t0, NvmlSampler::Now());
+    if (!c.ok()) {
+      Warn(absl::StrCat("contention on ", GpuName(ids[i]), ": ", c.status().message()));
+      return;
+    }
+    for (auto& s : *c) {
+      *s.mutable_gpu_id() = ids[i];
+      *s.mutable_conditions() = w;
+      samples[i].push_back(std::move(s));
+    }
+  });
+  int n = 0;
+  v1::CalibrationRun part;
+  for (auto& v : samples) {
+    for (auto& s : v) {
+      ++n;
+      *part.add_contention() = s;
+      if (root) *run.add_contention() = s;
+    }
+  }
+  MoveWarningsInto(part);
+  if (!Gather(part).ok()) return FinishWith(kExitTimeout);
+  if (!AnySample(n)) {
+    run.add_failures("contention: no GPU measured the contention sweep (see the warnings)");
+    nothing_measured = true;
+  }
+  return std::nullopt;
+}
+
 std::optional<int> Measurement::GatherGpuConditions() {
   v1::CalibrationRun part;
   for (const auto& g : gpu_cond) {
@@ -967,6 +1148,7 @@ int Measurement::WriteAndSummarize() {
     std::printf("%-30s %14s %14s %14s\n", "HBM copy", cell(have_hbm, run.profile().hbm_bandwidth_bytes_per_s() / 1e9, "GB/s").c_str(),
                 cell(true, hw->hbm_bandwidth_bytes_per_s / 1e9, "GB/s").c_str(),
                 cell(true, ref.hbm_bandwidth_bytes_per_s / 1e9, "GB/s").c_str());
+    for (const std::string& line : DescribeContention(run)) std::printf("%s\n", line.c_str());
     for (const auto& r : measured_rates) {
       const CollectiveRate* rr = ref.FindCollective(r.collective, r.scope);
       std::printf("%-30s %9.1f GB/s %14s %9.1f GB/s\n",

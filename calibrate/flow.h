@@ -9,7 +9,8 @@
 //  3. A sustained warm-up (30 s, --quick 5 s) on every GPU at once.
 //  4. GEMM sweep (calibrate/gemm_shapes.h) on every local GPU at once, one thread per GPU; then a
 //     CUPTI cross-check pass on a few GEMMs and the HBM copy (CUPTI off during timing).
-//  5. HBM kernels on every GPU at once.
+//  5. HBM kernels on every GPU at once; then the contention sweep (bf16 GEMMs alone and beside a
+//     communication-shaped kernel, ContentionPlan) on every GPU at once.
 //  6. Under --mpi every rank's GEMM and HBM samples are gathered to rank 0, which finds the
 //     stragglers among all GPUs and writes the profile from the slowest GPU per shape.
 //  7. Collectives (calibrate/collective_harness.h): NCCL over the local GPUs or one GPU per rank;
@@ -51,14 +52,14 @@ struct MeasureOptions {
   std::string backend = "nccl";  // or "mpi" (host memory)
   bool quick = false;
   bool mpi = false;
-  bool skip_gemm = false, skip_hbm = false, skip_collectives = false;
+  bool skip_gemm = false, skip_hbm = false, skip_collectives = false, skip_contention = false;
   double max_collective_bytes = 0;  // 0: 4 GiB, --quick 256 MiB
   double warmup_s = -1;             // < 0: 30 s, --quick 5 s
   // A collective not done after timeout_s is aborted (ncclCommAbort; exit 4 on every rank); MPI
   // calls wait 2 x timeout_s for the other ranks, and a rank with no progress for 3 x timeout_s
   // ends the whole job (MPI_Abort, exit 6): a dead or hung rank never hangs the others.
   double timeout_s = 600;
-  std::string inject;               // test hook "RANK:WHAT[:SIZE]", WHAT = collective|hang|gemm|hbm|list
+  std::string inject;               // test hook "RANK:WHAT[:SIZE]", WHAT = collective|hang|gemm|hbm|contention|list
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string command_line;
   std::string cuda_architectures;

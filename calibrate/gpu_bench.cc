@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "calibrate/fits.h"
+#include "kernels/comm_like.h"
 #include "kernels/stream.h"
 #include "proto/codec.h"
 
@@ -275,9 +276,10 @@ struct LtGemm {
 // Step 3: the matmul of the layout's op(A), op(B) (column-major: A stored k x m for T, m x k for N;
 // B stored k x n for N, n x k for T), fp8's fast accumulation when the run asks for it, and up to
 // 4 candidates of cuBLASLt's heuristic within the workspace. Unavailable (after Cleanup) when the
-// heuristic has none.
+// heuristic has none. `sm_count_target` > 0: cuBLASLt sizes the kernel for that many SMs
+// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, Transformer Engine's sm_margin; the contention sweep).
 absl::Status CreateLtGemm(const GemmTypes& ty, const GemmRun& how, DType dtype, int64_t m, int64_t n, int64_t k,
-                          const size_t& workspace, LtGemm* g) {
+                          const size_t& workspace, LtGemm* g, int32_t sm_count_target = 0) {
   RETURN_IF_ERROR(Lt(cublasLtCreate(&g->lt), "cublasLtCreate"));
   g->lt_guard.reset(g->lt);
   RETURN_IF_ERROR(Lt(cublasLtMatmulDescCreate(&g->desc, ty.compute, CUDA_R_32F), "MatmulDescCreate"));
@@ -288,6 +290,10 @@ absl::Status CreateLtGemm(const GemmTypes& ty, const GemmRun& how, DType dtype, 
   if (how.fast_accum) {
     const int8_t on = 1;
     cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on));
+  }
+  if (sm_count_target > 0) {
+    cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_count_target,
+                                   sizeof(sm_count_target));
   }
   if (a_t) cublasLtMatrixLayoutCreate(&g->la, ty.ab, k, m, k); else cublasLtMatrixLayoutCreate(&g->la, ty.ab, m, k, m);
   if (b_t) cublasLtMatrixLayoutCreate(&g->lb, ty.ab, n, k, n); else cublasLtMatrixLayoutCreate(&g->lb, ty.ab, k, n, k);
@@ -431,6 +437,207 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   RETURN_IF_ERROR(VerifyGemm(buf.A.p, buf.B.p, buf.C.p, ty->ab, ty->cd, ty->product_share, ty->ab_bytes, ty->cd_bytes,
                              m, n, k, how.layout));
   return GemmSampleFrom(gpu, dtype, sh, how, *t, iters, best_algo, cupti);
+}
+
+namespace {
+
+// The contention sweep in steps: the streams and the competitor's buffers and flags, one GEMM's
+// queued runs on a stream, the competitor launched and resident, one sample.
+
+// Two non-blocking streams (neither waits on the legacy default stream nor on the other), the
+// competitor's 256 MiB source and destination, its mapped-host flags and its device counter.
+struct ContentionRig {
+  cudaStream_t gemm = nullptr, comm = nullptr;
+  DeviceBuffer src, dst, copied;
+  int* flags = nullptr;  // mapped host memory: [0] stop, [1] timed_out, [2..] started per CTA
+  int max_ctas = 0;
+  size_t bytes = size_t{256} << 20;
+  ~ContentionRig() {
+    if (gemm) cudaStreamDestroy(gemm);
+    if (comm) cudaStreamDestroy(comm);
+    if (flags) cudaFreeHost(flags);
+  }
+  absl::Status Init(int ctas) {
+    max_ctas = ctas;
+    RETURN_IF_ERROR(Cuda(cudaStreamCreateWithFlags(&gemm, cudaStreamNonBlocking), "cudaStreamCreate"));
+    RETURN_IF_ERROR(Cuda(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking), "cudaStreamCreate"));
+    RETURN_IF_ERROR(src.Alloc(bytes));
+    RETURN_IF_ERROR(dst.Alloc(bytes));
+    RETURN_IF_ERROR(copied.Alloc(sizeof(unsigned long long)));
+    RETURN_IF_ERROR(Cuda(cudaHostAlloc(reinterpret_cast<void**>(&flags), (2 + ctas) * sizeof(int), cudaHostAllocMapped),
+                         "cudaHostAlloc"));
+    return Cuda(kernels::LaunchFillRandom(src.p, bytes / 4, kernels::FillType::kFloat32, 6, nullptr), "fill");
+  }
+  int* Device(int* host) const {
+    int* d = nullptr;
+    cudaHostGetDevicePointer(reinterpret_cast<void**>(&d), host, 0);
+    return d;
+  }
+};
+
+// `iters` runs of `run` queued on `stream`, each between its own events, synchronised once.
+template <typename Run>
+absl::StatusOr<std::vector<double>> QueuedRuns(const Run& run, int iters, cudaStream_t stream) {
+  std::vector<Events> ev(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    cudaEventRecord(ev[i].start, stream);
+    const cublasStatus_t st = run(stream);
+    cudaEventRecord(ev[i].stop, stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      cudaStreamSynchronize(stream);
+      return Lt(st, "cublasLtMatmul");
+    }
+  }
+  RETURN_IF_ERROR(Cuda(cudaEventSynchronize(ev.back().stop), "GEMM runs"));
+  std::vector<double> t;
+  for (Events& e : ev) t.push_back(e.Seconds());
+  return t;
+}
+
+// The competitor of `ctas` CTAs launched on the rig's comm stream; returns once every CTA holds
+// its SM (FailedPrecondition after a second: the GPU is busy with other work, or the CTAs do not
+// fit). It stops itself after 60 s whatever happens (kernels/comm_like.h).
+absl::Status StartCompetitor(ContentionRig& rig, const GpuInfo& gpu, const ContentionPlan& plan, int ctas, int cluster,
+                             Events& span) {
+  for (int i = 0; i < 2 + rig.max_ctas; ++i) rig.flags[i] = 0;
+  RETURN_IF_ERROR(Cuda(cudaMemsetAsync(rig.copied.p, 0, sizeof(unsigned long long), rig.comm), "memset"));
+  kernels::CommLikeArgs a;
+  a.src = rig.src.p;
+  a.dst = rig.dst.p;
+  a.bytes = rig.bytes;
+  a.ctas = ctas;
+  a.threads = plan.threads_per_cta;
+  int smem_per_sm = 0;
+  cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, gpu.index);
+  a.smem_bytes = smem_per_sm / 2 + 1024;  // more than half an SM's: one CTA per SM
+  a.bytes_per_s = plan.target_bytes_per_s;
+  a.stop = rig.Device(&rig.flags[0]);
+  a.timed_out = rig.Device(&rig.flags[1]);
+  a.started = rig.Device(&rig.flags[2]);
+  a.copied_bytes = static_cast<unsigned long long*>(rig.copied.p);
+  a.timeout_ns = 60'000'000'000ull;
+  a.cluster_size = cluster;
+  cudaEventRecord(span.start, rig.comm);
+  RETURN_IF_ERROR(Cuda(kernels::LaunchCommLike(a, rig.comm), "communication-shaped kernel"));
+  cudaEventRecord(span.stop, rig.comm);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    int resident = 0;
+    for (int i = 0; i < ctas; ++i) resident += reinterpret_cast<volatile int*>(rig.flags)[2 + i];
+    if (resident == ctas) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() > until) {
+      reinterpret_cast<volatile int*>(rig.flags)[0] = 1;
+      cudaStreamSynchronize(rig.comm);
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%d of %d CTAs of the communication-shaped kernel resident after 1 s", resident, ctas));
+    }
+  }
+}
+
+// Stops the competitor; its copy rate over its whole run (bytes copied / its span).
+absl::StatusOr<double> StopCompetitor(ContentionRig& rig, Events& span) {
+  reinterpret_cast<volatile int*>(rig.flags)[0] = 1;
+  RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(rig.comm), "communication-shaped kernel"));
+  if (reinterpret_cast<volatile int*>(rig.flags)[1]) {
+    return absl::DeadlineExceededError("the communication-shaped kernel ran into its 60 s timeout");
+  }
+  unsigned long long copied = 0;
+  RETURN_IF_ERROR(Cuda(cudaMemcpy(&copied, rig.copied.p, sizeof(copied), cudaMemcpyDeviceToHost), "copy back"));
+  return static_cast<double>(copied) / span.Seconds();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo& gpu, const ContentionPlan& plan,
+                                                                  const BenchOptions& o) {
+  RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));
+  int max_ctas = 0;
+  for (int c : plan.ctas) {
+    if (c <= 0 || c >= gpu.sm_count) {
+      return absl::InvalidArgumentError(absl::StrFormat("contention: %d CTAs on a GPU of %d SMs", c, gpu.sm_count));
+    }
+    max_ctas = std::max(max_ctas, c);
+  }
+  ContentionRig rig;
+  RETURN_IF_ERROR(rig.Init(max_ctas));
+  const DType dtype = DType::kBF16;
+  std::vector<v1::ContentionSample> out;
+  for (const GemmShape& sh : plan.shapes) {
+    const GemmRun how = RunFor(dtype, sh);
+    absl::StatusOr<GemmTypes> ty = GemmTypesFor(gpu, dtype, how);
+    if (!ty.ok()) return ty.status();
+    GemmBuffers buf;
+    RETURN_IF_ERROR(AllocGemmBuffers(gpu, *ty, sh.m, sh.n, sh.k, &buf));
+    RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "fill"));
+    // The GEMM with cuBLASLt's default kernel (sm_target 0), and sized for the SMs left.
+    auto time_variant = [&](int sm_target, int ctas, int cluster) -> absl::StatusOr<std::pair<std::vector<double>, double>> {
+      LtGemm g;
+      RETURN_IF_ERROR(CreateLtGemm(*ty, how, dtype, sh.m, sh.n, sh.k, buf.workspace, &g, sm_target));
+      const float alpha = 1.0f, beta = 0.0f;
+      auto run = [&](cudaStream_t s) {
+        return cublasLtMatmul(g.lt, g.desc, &alpha, buf.A.p, g.la, buf.B.p, g.lb, &beta, buf.C.p, g.lc, buf.C.p, g.lc,
+                              &g.heur[0].algo, buf.work.p, buf.workspace, s);
+      };
+      absl::StatusOr<std::vector<double>> probe = QueuedRuns(run, 3, rig.gemm);
+      if (!probe.ok()) {
+        g.Cleanup();
+        return probe.status();
+      }
+      const double one_s = Summarize(*probe).median_s();
+      const int iters = std::max(TimedIterations(o, one_s), o.min_iters), warm = WarmupIterations(o, one_s);
+      double achieved = 0;
+      Events span;
+      if (ctas > 0) {
+        if (absl::Status st = StartCompetitor(rig, gpu, plan, ctas, cluster, span); !st.ok()) {
+          g.Cleanup();
+          return st;
+        }
+      }
+      absl::StatusOr<std::vector<double>> w = QueuedRuns(run, warm, rig.gemm);
+      absl::StatusOr<std::vector<double>> t = w.ok() ? QueuedRuns(run, iters, rig.gemm) : w;
+      if (ctas > 0) {
+        absl::StatusOr<double> a = StopCompetitor(rig, span);
+        if (a.ok()) achieved = *a;
+        if (t.ok() && !a.ok()) t = a.status();
+      }
+      g.Cleanup();
+      if (!t.ok()) return t.status();
+      return std::make_pair(*t, achieved);
+    };
+    for (int ctas : plan.ctas) {
+      for (int cluster : plan.cluster_sizes) {
+        for (bool target : {false, true}) {
+          if (target && !plan.with_sm_count_target) continue;
+          if (cluster > 1 && (gpu.cc_major < 9 || ctas % cluster != 0)) continue;  // clusters: sm_90+
+          // Alone right before beside, so that both see the same clocks (at the power cap they drift
+          // by several percent over a sweep: 1.38 and 1.47 ms for bf16 8192^3 on one H100).
+          absl::StatusOr<std::pair<std::vector<double>, double>> alone = time_variant(0, 0, 1);
+          if (!alone.ok()) return alone.status();
+          const v1::SampleSummary alone_s = Summarize(alone->first);
+          absl::StatusOr<std::pair<std::vector<double>, double>> beside =
+              time_variant(target ? gpu.sm_count - ctas : 0, ctas, cluster);
+          if (!beside.ok()) return beside.status();
+          v1::ContentionSample c;
+          c.set_compute("gemm");
+          c.set_dtype(DTypeToProto(dtype));
+          c.set_m(sh.m);
+          c.set_n(sh.n);
+          c.set_k(sh.k);
+          c.set_ctas(ctas);
+          c.set_threads_per_cta(plan.threads_per_cta);
+          c.set_target_bytes_per_s(plan.target_bytes_per_s);
+          c.set_achieved_bytes_per_s(beside->second);
+          c.set_sm_count_target(target);
+          c.set_cluster_size(cluster);
+          *c.mutable_alone() = alone_s;
+          *c.mutable_beside() = Summarize(beside->first);
+          c.set_slowdown(c.beside().median_s() / alone_s.median_s() - 1);
+          out.push_back(std::move(c));
+        }
+      }
+    }
+  }
+  return out;
 }
 
 // Bytes of each STREAM array: at least 8x the L2 (BabelStream's rule that the arrays dwarf the last

@@ -10,6 +10,7 @@
 //    run; warm-up; per-run CUDA events with CUPTI off; median and best; 16 outputs verified.
 //  * HBM: copy and triad with 16-byte vectors over arrays of max(8 x L2, 256 MiB), bytes read plus
 //    bytes written; pinned host<->device copies.
+//  * Contention: a bf16 GEMM alone and beside a communication-shaped kernel (kernels/comm_like.h).
 //  * A sustained warm-up (a bf16 8192^3 GEMM back to back).
 #ifndef STEPCAST_CALIBRATE_GPU_BENCH_H_
 #define STEPCAST_CALIBRATE_GPU_BENCH_H_
@@ -38,6 +39,16 @@ absl::StatusOr<std::vector<GpuInfo>> ListCudaGpus();
 absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const GemmShape& shape,
                                          const BenchOptions& o, CuptiTimer* cupti);
 absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const BenchOptions& o);
+// The contention sweep (gpu_system.h ContentionPlan). The GEMM and the competitor run on two
+// non-blocking streams; per shape: cuBLASLt's first heuristic algorithm (as cublasGemmEx and
+// torch.mm run it; with the SM target, the first for that target), warm-up, then TimedIterations
+// runs alone; then, right after, the competitor is launched (per CTA count, cluster size and SM
+// target), the host waits until every CTA holds its SM (at most 1 s), the same runs are queued
+// beside it and the competitor is stopped after them. No L2 flush between runs (a training stream's GEMMs
+// run back to back). Each sample: the alone and beside time summaries, the slowdown, the
+// competitor's achieved copy rate over its whole run.
+absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo& gpu, const ContentionPlan& plan,
+                                                                  const BenchOptions& o);
 // The copy kernel's CUPTI kernel time and CUDA-event time over the same o.iters runs (medians).
 absl::StatusOr<CuptiCheck> CuptiHbmCopy(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer& cupti);
 absl::Status SustainedWarmup(const GpuInfo& gpu, double seconds);

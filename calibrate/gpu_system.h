@@ -49,6 +49,20 @@ struct CuptiCheck {
   double events_median_s = 0;
 };
 
+// The contention sweep of one GPU (docs/CALIBRATION.md "Contention"; hardware.proto
+// ComputeContention): each bf16 GEMM shape timed alone, then beside a communication-shaped kernel
+// (kernels/comm_like.h) of each CTA count, with cuBLASLt's default kernel and, where
+// `with_sm_count_target`, with the GEMM sized for the SMs left.
+struct ContentionPlan {
+  std::vector<GemmShape> shapes;
+  std::vector<int> ctas;
+  int threads_per_cta = 544;
+  double target_bytes_per_s = 0;  // copied by the competitor's CTAs together
+  bool with_sm_count_target = true;
+  // The competitor's thread-block cluster sizes, each swept (kernels/comm_like.h; 1: none).
+  std::vector<int> cluster_sizes = {1};
+};
+
 class GpuSystem {
  public:
   virtual ~GpuSystem() = default;
@@ -71,6 +85,12 @@ class GpuSystem {
   // be used (the reason).
   virtual absl::StatusOr<CuptiCheck> CuptiGemmCheck(const GpuInfo& gpu, DType dtype, const GemmShape& shape) = 0;
   virtual absl::StatusOr<CuptiCheck> CuptiHbmCopyCheck(const GpuInfo& gpu) = 0;
+  // The contention sweep (ContentionPlan): one sample per (shape, CTA count, cluster size, SM
+  // target or not).
+  // Errors: CUDA / cuBLASLt failures, the competitor not resident within a second, its timeout.
+  virtual absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo& gpu,
+                                                                            const ContentionPlan& plan,
+                                                                            const BenchOptions& options) = 0;
   // Collectives between this process's GPUs (one process, every local GPU).
   virtual absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>& gpus,
                                                                               double max_bytes, double timeout_s) = 0;

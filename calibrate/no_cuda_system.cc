@@ -22,6 +22,10 @@ class NoCudaGpuSystem final : public GpuSystem {
   absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo&, const BenchOptions&) override { return NoCuda(); }
   absl::StatusOr<CuptiCheck> CuptiGemmCheck(const GpuInfo&, DType, const GemmShape&) override { return NoCuda(); }
   absl::StatusOr<CuptiCheck> CuptiHbmCopyCheck(const GpuInfo&) override { return NoCuda(); }
+  absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo&, const ContentionPlan&,
+                                                                    const BenchOptions&) override {
+    return NoCuda();
+  }
   absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>&, double,
                                                                       double) override {
     return NoCuda();

@@ -28,7 +28,11 @@ struct FakeConfig {
   double f_half_flops = 2e9;
   double hbm_bytes_per_s = 3.0e12;
   std::map<int, double> gemm_scale, hbm_scale;  // CUDA index -> rate multiplier
-  std::set<int> fail_gemm, fail_hbm;
+  std::set<int> fail_gemm, fail_hbm, fail_contention;
+  // Contention: a GEMM of m rows beside c CTAs in clusters of l takes (1 + contention_per_cta x c
+  // x 8192 / m x the GPU's contention_scale / l) its time alone; with the SM target c / (SMs - c).
+  double contention_per_cta = 0.01;
+  std::map<int, double> contention_scale;
   double coll_alpha_s = 10e-6, coll_busbw_bytes_per_s = 300e9;
   double coll_fail_at_bytes = 0;  // the local backend's Check fails from this size on (0: never)
   bool cupti = true;
@@ -125,6 +129,40 @@ class FakeGpuSystem final : public GpuSystem {
       s.set_median_bytes_per_s(c_.hbm_bytes_per_s * scale);
       s.set_best_bytes_per_s(c_.hbm_bytes_per_s * scale);
       out.push_back(s);
+    }
+    return out;
+  }
+  absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo& g, const ContentionPlan& plan,
+                                                                    const BenchOptions&) override {
+    if (c_.fail_contention.count(g.index)) return absl::InternalError("communication-shaped kernel: out of memory");
+    const double scale = c_.contention_scale.count(g.index) ? c_.contention_scale.at(g.index) : 1.0;
+    std::vector<v1::ContentionSample> out;
+    for (const GemmShape& sh : plan.shapes) {
+      const double alone = 2.0 * sh.m * sh.n * sh.k / c_.r_max_flops_per_s;
+      for (int ctas : plan.ctas) {
+        for (int cluster : plan.cluster_sizes) {
+          for (bool target : {false, true}) {
+            const double s = target ? static_cast<double>(ctas) / (g.sm_count - ctas)
+                                    : c_.contention_per_cta * ctas * 8192.0 / sh.m * scale / cluster;
+            v1::ContentionSample c;
+            c.set_compute("gemm");
+            c.set_dtype(v1::D_TYPE_BF16);
+            c.set_m(sh.m);
+            c.set_n(sh.n);
+            c.set_k(sh.k);
+            c.set_ctas(ctas);
+            c.set_threads_per_cta(plan.threads_per_cta);
+            c.set_target_bytes_per_s(plan.target_bytes_per_s);
+            c.set_achieved_bytes_per_s(plan.target_bytes_per_s * 0.99);
+            c.set_sm_count_target(target);
+            c.set_cluster_size(cluster);
+            *c.mutable_alone() = Summarize({alone});
+            *c.mutable_beside() = Summarize({alone * (1 + s)});
+            c.set_slowdown(s);
+            out.push_back(c);
+          }
+        }
+      }
     }
     return out;
   }

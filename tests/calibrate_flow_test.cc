@@ -361,6 +361,94 @@ TEST(Flow, ExitCodesOfTheOtherPaths) {
   EXPECT_TRUE(warned);
 }
 
+// The contention sweep (docs/CALIBRATION.md "Contention"): per communication, the profile holds
+// the median over the swept shapes of the slowest GPU's slowdown at that communication's CTA
+// count and cluster size, with cuBLASLt's default kernel. Worked by hand from the fake's model
+// (slowdown = 0.01 x CTAs x 8192 / m x the GPU's scale / cluster size; GPU 2 runs 1.5x worse):
+// NCCL's ring all-gather holds 24 SMs in clusters of 4, so per shape the slowest GPU gives
+// 0.01 x 24 x {1, 2, 1} x 1.5 / 4 = {0.09, 0.18, 0.09}, median 0.09; DeepEP's 20 SMs without
+// clusters give {0.30, 0.60, 0.30}, median 0.30. Attention was not swept: the reference's figure,
+// marked.
+TEST(Flow, ContentionSweepWritesTheSlowestGpusMedianIntoTheProfile) {
+  FakeConfig c;
+  c.contention_scale = {{2, 1.5}};
+  MeasureOptions o = Quick();
+  o.skip_collectives = true;
+  Outcome r = Measure(c, o);
+  ASSERT_EQ(r.code, kExitOk);
+  // 4 GPUs x 3 shapes x 5 CTA counts x (no clusters, clusters of 4) x (default, SM target).
+  EXPECT_EQ(r.run.contention_size(), 4 * 3 * 5 * 2 * 2);
+  for (const auto& s : r.run.contention()) {
+    EXPECT_FALSE(s.gpu_id().uuid().empty());
+    EXPECT_EQ(s.threads_per_cta(), 544);
+  }
+  absl::StatusOr<RateProfile> p = RateProfileFromProto(r.profile, "p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  RateProfile::ContentionLookup nccl = p->FindContention("gemm", "nccl");
+  RateProfile::ContentionLookup deepep = p->FindContention("gemm", "deepep");
+  ASSERT_TRUE(nccl.found && deepep.found);
+  EXPECT_NEAR(nccl.slowdown, 0.09, 1e-12);
+  EXPECT_NEAR(deepep.slowdown, 0.30, 1e-12);
+  for (const auto& x : p->contention) {
+    if (x.compute == "gemm") {
+      EXPECT_TRUE(absl::StartsWith(x.source, "stepcast-calibrate contention sweep")) << x.source;
+      EXPECT_EQ(x.samples, 12);
+    } else {
+      EXPECT_EQ(x.compute, "attention");
+      EXPECT_TRUE(absl::StartsWith(x.source, "not measured; reference profile: H100 SXM")) << x.source;
+      EXPECT_DOUBLE_EQ(x.slowdown, 0.14);
+    }
+  }
+}
+
+// Without the sweep a calibrated profile keeps the reference's contention, marked (it had none:
+// the model then hid communication at no cost on every calibrated cluster).
+TEST(Flow, ProfileKeepsTheReferenceContentionWithoutTheSweep) {
+  MeasureOptions o = Quick();
+  o.skip_collectives = true;
+  o.skip_contention = true;
+  Outcome r = Measure({}, o);
+  ASSERT_EQ(r.code, kExitOk);
+  EXPECT_EQ(r.run.contention_size(), 0);
+  absl::StatusOr<RateProfile> p = RateProfileFromProto(r.profile, "p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->contention.size(), 2u);  // h100-sxm: gemm and attention beside nccl
+  for (const auto& x : p->contention) {
+    EXPECT_DOUBLE_EQ(x.slowdown, 0.14);
+    EXPECT_TRUE(absl::StartsWith(x.source, "not measured; reference profile: H100 SXM")) << x.source;
+  }
+  // --skip-gemm skips the sweep too (its GEMMs are part of the GEMM sweep).
+  o.skip_contention = false;
+  o.skip_gemm = true;
+  EXPECT_EQ(Measure({}, o).run.contention_size(), 0);
+}
+
+// A negative median (noise: a GEMM is not faster beside work that takes its SMs) is written as 0;
+// a GPU whose sweep fails is a warning, the others are measured; every GPU failing is exit 3.
+TEST(Flow, ContentionNeverNegativeAndFailuresKeepTheRest) {
+  FakeConfig c;
+  c.contention_per_cta = -0.001;
+  c.fail_contention = {1};
+  MeasureOptions o = Quick();
+  o.skip_collectives = true;
+  Outcome r = Measure(c, o);
+  ASSERT_EQ(r.code, kExitOk);
+  EXPECT_EQ(r.run.contention_size(), 3 * 3 * 5 * 2 * 2);
+  bool warned = false;
+  for (const auto& w : r.run.warnings()) warned |= absl::StrContains(w, "contention on") && absl::StrContains(w, "out of memory");
+  EXPECT_TRUE(warned);
+  absl::StatusOr<RateProfile> p = RateProfileFromProto(r.profile, "p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->FindContention("gemm", "nccl").slowdown, 0.0);
+  EXPECT_TRUE(p->FindContention("gemm", "nccl").found);
+  c.fail_contention = {0, 1, 2, 3};
+  Outcome all = Measure(c, o);
+  EXPECT_EQ(all.code, kExitNothingMeasured);
+  ASSERT_EQ(all.run.failures_size(), 1);
+  EXPECT_TRUE(absl::StartsWith(all.run.failures(0), "contention: no GPU measured")) << all.run.failures(0);
+  EXPECT_TRUE(absl::StartsWith(all.profile.contention(0).source(), "not measured; reference profile"));
+}
+
 TEST(GemmShapes, ThreePassesOfEachLinearLayer) {
   const std::vector<GemmShape> q = TransformerShapes(true);
   // Quick: 1 hidden x 1 tokens x 2 TP x 4 linears x 3 passes + 2 squares.

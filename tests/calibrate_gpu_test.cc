@@ -11,6 +11,7 @@
 #include "calibrate/gpu_bench.h"
 #include "calibrate/nccl_backend.h"
 #include "gtest/gtest.h"
+#include "kernels/comm_like.h"
 #include "kernels/stream.h"
 
 namespace stepcast::calibrate {
@@ -106,6 +107,77 @@ TEST(CalibrateGpu, GateHoldsTheStreamUntilOpenedAndTimesOut) {
   EXPECT_EQ(v[1], 1);
   cudaStreamDestroy(s);
   cudaFreeHost(flag);
+}
+
+// The contention sweep on a GPU: the communication-shaped kernel copies what it was asked to
+// (its destination equals its source), paces itself to the target rate (within 15%: the sleep
+// granularity and the last round), holds its SMs (every CTA resident before the GEMM starts) and
+// stops when told; the GEMM's times are finite and its slowdown beside 24 CTAs is above what
+// losing nothing would give, and the SM-target variant ran.
+TEST(CalibrateGpu, ContentionSweepPacesTheCopyAndTimesTheGemmBesideIt) {
+  const auto gpus = GpusOrSkip();
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListCudaGpus().status().message();
+  ContentionPlan plan;
+  plan.shapes = {{4096, 4096, 4096, GemmPass::kSquare, "test"}};
+  plan.ctas = {24};
+  plan.cluster_sizes = {4};  // as NCCL launches on sm_90+
+  plan.target_bytes_per_s = 200e9;
+  BenchOptions o;
+  absl::StatusOr<std::vector<v1::ContentionSample>> s = BenchContention(gpus[0], plan, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 2u);
+  for (const auto& c : *s) {
+    EXPECT_GT(c.alone().median_s(), 0);
+    EXPECT_TRUE(std::isfinite(c.slowdown()));
+    EXPECT_GT(c.slowdown(), -0.05) << c.ShortDebugString();
+    EXPECT_NEAR(c.achieved_bytes_per_s(), 200e9, 0.15 * 200e9) << c.ShortDebugString();
+    EXPECT_EQ(c.ctas(), 24);
+  }
+  EXPECT_FALSE((*s)[0].sm_count_target());
+  EXPECT_TRUE((*s)[1].sm_count_target());
+  // The copy itself: one paced kernel of 8 CTAs over 64 MiB, stopped after it ran a while.
+  const size_t bytes = size_t{64} << 20;
+  void *src = nullptr, *dst = nullptr, *copied = nullptr;
+  int* flags = nullptr;
+  ASSERT_EQ(cudaMalloc(&src, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dst, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&copied, 8), cudaSuccess);
+  ASSERT_EQ(cudaMemset(copied, 0, 8), cudaSuccess);
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&flags), 10 * sizeof(int), cudaHostAllocMapped), cudaSuccess);
+  for (int i = 0; i < 10; ++i) flags[i] = 0;
+  ASSERT_EQ(kernels::LaunchFillRandom(src, bytes / 4, kernels::FillType::kFloat32, 9, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  int* dflags = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflags), flags, 0), cudaSuccess);
+  kernels::CommLikeArgs a;
+  a.src = src;
+  a.dst = dst;
+  a.bytes = bytes;
+  a.ctas = 8;
+  a.smem_bytes = 1024;
+  a.bytes_per_s = 0;  // unpaced
+  a.stop = dflags;
+  a.timed_out = dflags + 1;
+  a.started = dflags + 2;
+  a.copied_bytes = static_cast<unsigned long long*>(copied);
+  a.timeout_ns = 2'000'000'000ull;  // stops itself: nobody sets `stop`
+  ASSERT_EQ(kernels::LaunchCommLike(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(flags[1], 1);  // it timed out, as asked
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(flags[2 + i], 1) << i;
+  std::vector<float> hs(bytes / 4), hd(bytes / 4);
+  cudaMemcpy(hs.data(), src, bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(hd.data(), dst, bytes, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(hs, hd);
+  unsigned long long n = 0;
+  cudaMemcpy(&n, copied, 8, cudaMemcpyDeviceToHost);
+  EXPECT_GE(n, bytes);
+  a.bytes = 1024;  // less than one round per CTA
+  EXPECT_EQ(kernels::LaunchCommLike(a, nullptr), cudaErrorInvalidValue);
+  cudaFreeHost(flags);
+  cudaFree(src);
+  cudaFree(dst);
+  cudaFree(copied);
 }
 
 TEST(CalibrateGpu, CublasLtMatchesACpuReference) {

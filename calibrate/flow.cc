@@ -263,13 +263,14 @@ std::vector<RateProfile::Contention> ContentionOf(const v1::CalibrationRun& run,
     // The footprint's cluster size where the GPU ran it (sm_90+), else without clusters.
     int cluster = 1;
     for (const auto& c : run.contention()) {
-      if (c.ctas() == ctas && c.cluster_size() == f.cluster) cluster = f.cluster;
+      if (c.ctas() == ctas && c.cluster_size() == f.cluster && c.error().empty()) cluster = f.cluster;
     }
     std::map<std::tuple<int64_t, int64_t, int64_t>, double> slowest;  // per shape, over GPUs
     std::set<std::string> gpus;
     double target = 0, achieved = 1e300;
     for (const auto& c : run.contention()) {
-      if (c.compute() != "gemm" || c.ctas() != ctas || c.sm_count_target() || std::max(1, c.cluster_size()) != cluster) {
+      if (c.compute() != "gemm" || c.ctas() != ctas || c.sm_count_target() || std::max(1, c.cluster_size()) != cluster ||
+          !c.error().empty()) {
         continue;
       }
       auto [it, fresh] = slowest.try_emplace({c.m(), c.n(), c.k()}, c.slowdown());
@@ -323,6 +324,10 @@ std::vector<std::string> DescribeContention(const v1::CalibrationRun& run) {
       order.push_back(key);
       it->second = absl::StrFormat("contention %s bf16 %s on %s: alone %.3f ms;", key.second, c.compute(), key.first,
                                    c.alone().median_s() * 1e3);
+    }
+    if (!c.error().empty()) {
+      it->second += absl::StrFormat(" %d CTAs%s not run: %s", c.ctas(), c.sm_count_target() ? " (SM target)" : "", c.error());
+      continue;
     }
     it->second += c.sm_count_target() ? absl::StrFormat(" (SM target %+.1f%%)", 100 * c.slowdown())
                                       : absl::StrFormat(" %d CTAs %+.1f%%", c.ctas(), 100 * c.slowdown());

@@ -616,8 +616,17 @@ absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo&
           const v1::SampleSummary alone_s = Summarize(alone->first);
           absl::StatusOr<std::pair<std::vector<double>, double>> beside =
               time_variant(target ? gpu.sm_count - ctas : 0, ctas, cluster);
-          if (!beside.ok()) return beside.status();
           v1::ContentionSample c;
+          if (!beside.ok() && cluster > 1) {  // clusters refused: the sample says so, the sweep goes on
+            c.set_compute("gemm");
+            c.set_ctas(ctas);
+            c.set_cluster_size(cluster);
+            c.set_sm_count_target(target);
+            c.set_error(std::string(beside.status().message()));
+            out.push_back(std::move(c));
+            continue;
+          }
+          if (!beside.ok()) return beside.status();
           c.set_compute("gemm");
           c.set_dtype(DTypeToProto(dtype));
           c.set_m(sh.m);

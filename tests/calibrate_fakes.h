@@ -32,6 +32,7 @@ struct FakeConfig {
   // Contention: a GEMM of m rows beside c CTAs in clusters of l takes (1 + contention_per_cta x c
   // x 8192 / m x the GPU's contention_scale / l) its time alone; with the SM target c / (SMs - c).
   double contention_per_cta = 0.01;
+  bool refuse_clusters = false;  // the competitor's clusters refused (a sample with its error)
   std::map<int, double> contention_scale;
   double coll_alpha_s = 10e-6, coll_busbw_bytes_per_s = 300e9;
   double coll_fail_at_bytes = 0;  // the local backend's Check fails from this size on (0: never)
@@ -146,6 +147,14 @@ class FakeGpuSystem final : public GpuSystem {
                                     : c_.contention_per_cta * ctas * 8192.0 / sh.m * scale / cluster;
             v1::ContentionSample c;
             c.set_compute("gemm");
+            if (cluster > 1 && c_.refuse_clusters) {
+              c.set_ctas(ctas);
+              c.set_cluster_size(cluster);
+              c.set_sm_count_target(target);
+              c.set_error("communication-shaped kernel: cluster misconfiguration");
+              out.push_back(c);
+              continue;
+            }
             c.set_dtype(v1::D_TYPE_BF16);
             c.set_m(sh.m);
             c.set_n(sh.n);

@@ -393,10 +393,10 @@ TEST(Flow, ContentionSweepWritesTheSlowestGpusMedianIntoTheProfile) {
     if (x.compute == "gemm") {
       EXPECT_TRUE(absl::StartsWith(x.source, "stepcast-calibrate contention sweep")) << x.source;
       EXPECT_EQ(x.samples, 12);
-    } else {
+    } else {  // the reference's (the H100's own sweep of 2026-11-27), marked
       EXPECT_EQ(x.compute, "attention");
       EXPECT_TRUE(absl::StartsWith(x.source, "not measured; reference profile: H100 SXM")) << x.source;
-      EXPECT_DOUBLE_EQ(x.slowdown, 0.14);
+      EXPECT_DOUBLE_EQ(x.slowdown, x.communication == "nccl" ? 0.389 : 0.399);
     }
   }
 }
@@ -412,9 +412,9 @@ TEST(Flow, ProfileKeepsTheReferenceContentionWithoutTheSweep) {
   EXPECT_EQ(r.run.contention_size(), 0);
   absl::StatusOr<RateProfile> p = RateProfileFromProto(r.profile, "p");
   ASSERT_TRUE(p.ok()) << p.status();
-  ASSERT_EQ(p->contention.size(), 2u);  // h100-sxm: gemm and attention beside nccl
+  ASSERT_EQ(p->contention.size(), 4u);  // h100-sxm: gemm and attention beside nccl and deepep
   for (const auto& x : p->contention) {
-    EXPECT_DOUBLE_EQ(x.slowdown, 0.14);
+    EXPECT_DOUBLE_EQ(x.slowdown, x.communication == "nccl" ? 0.389 : 0.399);
     EXPECT_TRUE(absl::StartsWith(x.source, "not measured; reference profile: H100 SXM")) << x.source;
   }
   // --skip-gemm skips the sweep too (its GEMMs are part of the GEMM sweep).
@@ -424,7 +424,8 @@ TEST(Flow, ProfileKeepsTheReferenceContentionWithoutTheSweep) {
 }
 
 // A negative median (noise: a GEMM is not faster beside work that takes its SMs) is written as 0;
-// a GPU whose sweep fails is a warning, the others are measured; every GPU failing is exit 3.
+// a GPU whose sweep fails is a warning, the others are measured; a refused cluster launch is a
+// sample with its error; every GPU failing is exit 3.
 TEST(Flow, ContentionNeverNegativeAndFailuresKeepTheRest) {
   FakeConfig c;
   c.contention_per_cta = -0.001;
@@ -441,6 +442,18 @@ TEST(Flow, ContentionNeverNegativeAndFailuresKeepTheRest) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->FindContention("gemm", "nccl").slowdown, 0.0);
   EXPECT_TRUE(p->FindContention("gemm", "nccl").found);
+  // A GPU that refuses the competitor's clusters: those samples carry the error, the profile
+  // falls back to the competitor without clusters (0.01 x 24 x {1, 2, 1}: median 0.24).
+  FakeConfig refused;
+  refused.refuse_clusters = true;
+  Outcome fallback = Measure(refused, o);
+  ASSERT_EQ(fallback.code, kExitOk);
+  int errors = 0;
+  for (const auto& s : fallback.run.contention()) errors += !s.error().empty();
+  EXPECT_EQ(errors, 4 * 3 * 5 * 2);
+  absl::StatusOr<RateProfile> fp = RateProfileFromProto(fallback.profile, "p");
+  ASSERT_TRUE(fp.ok()) << fp.status();
+  EXPECT_NEAR(fp->FindContention("gemm", "nccl").slowdown, 0.24, 1e-12);
   c.fail_contention = {0, 1, 2, 3};
   Outcome all = Measure(c, o);
   EXPECT_EQ(all.code, kExitNothingMeasured);

@@ -521,7 +521,8 @@ class StepModel {
   // pairs the same way in the 1F1B steady state: one micro-batch's forward beside another's
   // backward; the first forward and the last backward of the step run alone, so their share
   // (1/m of each direction) stays exposed (`unpaired_share`). Its all-to-all is NCCL's (the
-  // profile's measured contention) unless the dispatcher is DeepEP (its 20 SMs).
+  // profile's measured contention) unless the dispatcher is DeepEP (the profile's contention
+  // beside DeepEP; under DualPipe, or without one, its 20 SMs' share).
   void DualPipeExposeEp(const LayerCost& c, Work* ep_fwd, Work* ep_bwd, double unpaired_share = 0) const {
     *ep_fwd = Work{};
     *ep_bwd = Work{};
@@ -532,9 +533,18 @@ class StepModel {
     const double paired = comm * (1 - unpaired_share);
     const double exposed = std::max(0.0, paired - window * (1 - unpaired_share)) + comm * unpaired_share;
     const double sms = job_.hardware.sm_count > 0 ? static_cast<double>(job_.hardware.sm_count) : 132.0;
+    // DeepEP under DualPipe (DeepSeek's own stack): its GEMMs are launched on the SMs DeepEP
+    // leaves (DeepGEMM's num_sms; the DeepSeek-V3 trace's GEMMs run on 112 of 132 SMs and only
+    // 1.05x as long beside DeepEP, docs/TRACES.md "Contention"), so the cost is the 20 SMs' share,
+    // sms / (sms - 20) - 1. Beside Megatron-Core's EP overlap the GEMMs take every SM (TE sets no
+    // SM margin by default): the profile's measured contention beside DeepEP's footprint, where
+    // it has one.
+    const RateProfile::ContentionLookup deepep = job_.profile.FindContention("gemm", "deepep");
+    const bool sm_partitioned = p_.Schedule() == PipelineSchedule::kDualPipe || !deepep.found;
     const double measured = t_.moe_dispatcher == MoeDispatcher::kAllToAll
                                 ? job_.profile.FindContention("gemm", "nccl").slowdown
-                                : sms / std::max(1.0, sms - kDeepEpSms) - 1;
+                            : sm_partitioned ? sms / std::max(1.0, sms - kDeepEpSms) - 1
+                                             : deepep.slowdown;
     const double slowdown = fw_.overlap.ep_all_to_all.Slowdown(measured);
     const double contention = ContentionCost(comm - exposed, slowdown);
     for (Work* w : {ep_fwd, ep_bwd}) {

@@ -592,12 +592,12 @@ TEST(IntervalTable, PublishedRunsCoverageAndMemoryVerdicts) {
   EXPECT_EQ(covered, c.covered());
   // The dense rows of NVIDIA's frameworks (Megatron-LM, NeMo, Megatron-Bridge: the Megatron
   // family, read from the job): issue 22 asks a median half-width of at most 12%. Measured on
-  // the 158 rows: 12.2% on their replicated-weight rows (82 of 83), 12.7% on all 83 (the one
-  // ZeRO-3 row lies outside the validated region, with the widest interval); the test holds
-  // both as measured (12.5%, 13.0%). It was 11.8% / 12.9% before the backward GEMMs were costed
-  // at their own shapes with fp8 split accumulation (docs/MODEL.md "Backward GEMMs"): the fp8
-  // rows moved up by 3-7% and the residuals' spread grew, so the 12% target is missed by 0.2
-  // points (docs/VALIDATION.md). No regime with at least the minimum of rows covered below 60%.
+  // the 158 rows: 11.9% on their replicated-weight rows (82 of 83), 12.4% on all 83 (the one
+  // ZeRO-3 row lies outside the validated region, with the widest interval); the test holds the
+  // issue's 12% target on the first and 13% on the second. History: 11.8% / 12.9%, then 12.2% /
+  // 12.7% after the backward GEMMs were costed at their own shapes (the test then allowed 12.5%),
+  // 11.9% / 12.4% since the Hopper contention is the H100's own measurement (docs/CALIBRATION.md,
+  // 2026-11-27). No regime with at least the minimum of rows covered below 60%.
   bool megatron_dense = false, megatron_dense_replicated = false;
   for (const auto& g : c.by_regime()) {
     if (g.group() == "Megatron-family / dense") {
@@ -606,7 +606,7 @@ TEST(IntervalTable, PublishedRunsCoverageAndMemoryVerdicts) {
     }
     if (g.group() == "Megatron-family / dense / replicated weights") {
       megatron_dense_replicated = true;
-      EXPECT_LE(g.median_half_width_pct(), 12.5);
+      EXPECT_LE(g.median_half_width_pct(), 12.0);
     }
     if (g.rows() >= c.minimum_runs()) EXPECT_GE(g.coverage(), 0.6) << g.group();
   }

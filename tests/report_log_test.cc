@@ -119,6 +119,10 @@ TEST(ReportRequestFromLog, RealLogsByHand) {
       // SkyPilot, 1 x 4 L40S; Ray's "(pretraining, pid=4112) " prefix): global_step 45, 46, 48,
       // train_step_timing in s 47.12 | 47.15, 46.81 (lines 5, 7).
       {"real_nemo2_aws_skypilot_l40s.log", 0, "nemo", (47.15 + 46.81) / 2, 0, 0, 0, 0, 2, 1},
+      // amanshanbhag/NeMo-AWS PERF_README.md (NeMo 2 performance scripts, v2.5.0rc0): the first
+      // real NeMo log with the TFLOP/s field: global_step 74, 75, 76; train_step_timing in s
+      // 8.768 | 8.748, 8.756 and TFLOPS_per_GPU 865.7 | 867.7, 866.9 (lines 3, 4).
+      {"real_nemo2_nemo_aws_perf_tflops.log", 0, "nemo", (8.748 + 8.756) / 2, 0, (867.7 + 866.9) / 2, 0, 0, 2, 1},
       // ROCm/rocm-blogs mosaicml-composer (llm-foundry 0.7.0, Composer 0.21.3, MPT-30B, 2 x 8
       // MI300X): one SpeedMonitor record, line 29 "Train throughput/batches_per_sec: 0.0027",
       // line 34 "Train throughput/device/tokens_per_sec: 1255.1776"; no MFU printed. SpeedMonitor's

@@ -109,13 +109,34 @@ TEST(ReportRequestFromLog, RealLogsByHand) {
       // ..., 'train_steps_per_second': '0.185'" and no step count in the excerpt (2219 x 0.185 =
       // 410.5): the step time is 1 / 0.185 s.
       {"real_hf_trainer_llamafactory_pr10488.log", 0, "hf-trainer", 1 / 0.185, 0, 0, 0, 0, 1, 0},
+      // aws-samples/awsome-distributed-training megatron-lm/slurm/gpt3 README, srun --label
+      // prefix "1:  iteration 25/...": 87.0 | 86.5, 88.4 ms (lines 2, 3); no TFLOP/s printed.
+      {"real_megatron_lm_aws_gpt3_srun_label.log", 0, "megatron", (0.0865 + 0.0884) / 2, 0, 0, 0, 0, 2, 1},
+      // The same README's TP=8 run from iteration 1: 255940.5 (start-up) | 243438.3, 243344.4 ms
+      // (lines 12, 13).
+      {"real_megatron_lm_aws_gpt3_tp8.log", 0, "megatron", (243.4383 + 243.3444) / 2, 0, 0, 0, 0, 2, 1},
+      // aws-samples/awsome-distributed-training megatron/nemo/kubernetes README (NeMo 2 under
+      // SkyPilot, 1 x 4 L40S; Ray's "(pretraining, pid=4112) " prefix): global_step 45, 46, 48,
+      // train_step_timing in s 47.12 | 47.15, 46.81 (lines 5, 7).
+      {"real_nemo2_aws_skypilot_l40s.log", 0, "nemo", (47.15 + 46.81) / 2, 0, 0, 0, 0, 2, 1},
+      // amanshanbhag/NeMo-AWS PERF_README.md (NeMo 2 performance scripts, v2.5.0rc0): the first
+      // real NeMo log with the TFLOP/s field: global_step 74, 75, 76; train_step_timing in s
+      // 8.768 | 8.748, 8.756 and TFLOPS_per_GPU 865.7 | 867.7, 866.9 (lines 3, 4).
+      {"real_nemo2_nemo_aws_perf_tflops.log", 0, "nemo", (8.748 + 8.756) / 2, 0, (867.7 + 866.9) / 2, 0, 0, 2, 1},
+      // ROCm/rocm-blogs mosaicml-composer (llm-foundry 0.7.0, Composer 0.21.3, MPT-30B, 2 x 8
+      // MI300X): one SpeedMonitor record, line 29 "Train throughput/batches_per_sec: 0.0027",
+      // line 34 "Train throughput/device/tokens_per_sec: 1255.1776"; no MFU printed. SpeedMonitor's
+      // window never holds batch 1 (its first time is batch 1's end): no record left out.
+      {"real_llm_foundry_rocm_mpt30b_mi300x_x16.log", 0, "llm-foundry", 1 / 0.0027, 0, 0, 0, 1255.1776, 1, 0},
+      // The same blog's 1 x 8 MI300X run: line 28 "0.0014", line 33 "1293.4943".
+      {"real_llm_foundry_rocm_mpt30b_mi300x_x8.log", 0, "llm-foundry", 1 / 0.0014, 0, 0, 0, 1293.4943, 1, 0},
       // Written from Composer's console format (values constructed): records at batch 101, 201,
-      // 300 carry SpeedMonitor's throughput (batch 1's window is not full); the first (101) is the
-      // warm-up; batches_per_sec 0.1000, 0.0800 -> 10 s, 12.5 s (median 11.25); device mfu 0.4205,
-      // 0.3364; device flops_per_sec 131194265600000.0000, 104955412480000.0000 (TFLOP/s 131.19..,
-      // 104.96..); device tokens_per_sec 6553.6000, 5242.8800.
-      {"llm_foundry_console.log", 0, "llm-foundry", 11.25, 0, (131.1942656 + 104.95541248) / 2,
-       (0.4205 + 0.3364) / 2, (6553.6 + 5242.88) / 2, 2, 1},
+      // 300 carry SpeedMonitor's throughput (batch 1's record does not: the window is not full);
+      // none holds batch 1, so none is left out: batches_per_sec 0.1250, 0.1000, 0.0800 -> 8, 10,
+      // 12.5 s (median 10); device mfu 0.5256, 0.4205, 0.3364; device flops_per_sec
+      // 163992832000000.0000, 131194265600000.0000, 104955412480000.0000 (median TFLOP/s
+      // 131.1942656); device tokens_per_sec 8192.0000, 6553.6000, 5242.8800.
+      {"llm_foundry_console.log", 0, "llm-foundry", 10, 0, 131.1942656, 0.4205, 6553.6, 3, 0},
       // Written from the newer HF Trainer's quoted values: 'train_runtime': '2500.4' over "Total
       // optimization steps = 1,000" (2500.4 x 0.4 = 1000.16, consistent).
       {"hf_trainer_quoted.log", 0, "hf-trainer", 2.5004, 0, 0, 0, 0, 1, 0},

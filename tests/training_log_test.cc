@@ -103,6 +103,75 @@ std::string Write(const std::string& name, const std::string& text) {
   return p;
 }
 
+// Real logs whose layout the reader once misread (tests/data/training_logs/README.md gives each
+// source); every expected value read by hand from the file, the line named.
+
+// aws-samples/awsome-distributed-training torchtitan/slurm/README.md: Llama 3 8B on 4 x 8 H100,
+// srun --label output, so one logged step (1990) appears once per rank that printed it: 9
+// lines, all "tps: 6,785  mfu: 39.73%". One record, not nine.
+TEST(TrainingLog, OneStepPrintedByEveryRankCountsOnce) {
+  const TrainingLog l = Read("real_torchtitan_aws_llama3_8b_h100x32_ranks.log", 0);
+  EXPECT_EQ(l.framework, "torchtitan");
+  ASSERT_EQ(l.iterations.size(), 1u);
+  EXPECT_EQ(l.duplicate_records, 8);
+  EXPECT_EQ(l.iterations[0].iteration, 1990);
+  EXPECT_EQ(l.iterations[0].line, 1);
+  EXPECT_DOUBLE_EQ(l.median_tokens_per_s_per_gpu, 6785);
+  EXPECT_DOUBLE_EQ(l.median_mfu, 0.3973);
+  EXPECT_EQ(l.year, 2025);  // "2025-03-04 00:44:44,441"
+  // With the default warm-up record there is nothing left: said, not read from a rank's copy.
+  absl::StatusOr<TrainingLog> d = ReadTrainingLog(kLogs + "real_torchtitan_aws_llama3_8b_h100x32_ranks.log");
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), ::testing::HasSubstr("1 logged iterations, none after the 1 warm-up record"));
+  // Ranks interleaved over several steps: each step once, the first rank's line kept.
+  const std::string ranks =
+      "[rank0]:step: 10  loss: 2.0  tps: 100  mfu: 10.00%\n[rank1]:step: 10  loss: 2.0  tps: 101  mfu: 10.10%\n"
+      "[rank1]:step: 20  loss: 1.9  tps: 300  mfu: 30.00%\n[rank0]:step: 20  loss: 1.9  tps: 299  mfu: 29.90%\n"
+      "[rank0]:step: 30  loss: 1.8  tps: 200  mfu: 20.00%\n[rank1]:step: 30  loss: 1.8  tps: 201  mfu: 20.10%\n";
+  absl::StatusOr<TrainingLog> r = ReadTrainingLog(Write("ranks.log", ranks));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->iterations.size(), 3u);
+  EXPECT_EQ(r->duplicate_records, 3);
+  EXPECT_DOUBLE_EQ(r->iterations[1].tokens_per_s_per_gpu, 300);  // rank 1's line came first
+  EXPECT_DOUBLE_EQ(r->median_tokens_per_s_per_gpu, 250);        // 300, 200 after the warm-up
+  // A count that starts over is not a copy: NeMo lines without global_step number iterations per
+  // epoch (0, 1 of epoch 0, then 0, 1 of epoch 1): four records.
+  absl::StatusOr<TrainingLog> e = ReadTrainingLog(Write(
+      "epochs.log",
+      "Training epoch 0, iteration 0/2 | train_step_timing in s: 5.0\nTraining epoch 0, iteration 1/2 | train_step_timing "
+      "in s: 1.0\nTraining epoch 1, iteration 0/2 | train_step_timing in s: 1.2\nTraining epoch 1, iteration 1/2 | "
+      "train_step_timing in s: 1.1\n"));
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->iterations.size(), 4u);
+  EXPECT_EQ(e->duplicate_records, 0);
+  EXPECT_DOUBLE_EQ(e->median_step_time_s, 1.1);
+}
+
+// Composer's SpeedMonitor (composer/callbacks/speed_monitor.py batch_end) keeps window_size + 1
+// batch-end times of state.timestamp.total_wct and logs window_size / (last - first): its first
+// time is batch 1's end, so no throughput record holds batch 1 (the start-up the warm-up rule
+// leaves out elsewhere). ROCm/rocm-blogs mosaicml-composer: MPT-30B fine-tuning with
+// llm-foundry 0.7.0 / Composer 0.21.3 on 2 x 8 MI300X, one throughput record ("[epoch=1]
+// [batch=5/5]:", line 17): "Train throughput/batches_per_sec: 0.0027" (line 29),
+// "Train throughput/device/tokens_per_sec: 1255.1776" (line 34), "Train time/batch: 4" (line 18).
+TEST(TrainingLog, ComposerThroughputHoldsNoStartUp) {
+  const TrainingLog l = Read("real_llm_foundry_rocm_mpt30b_mi300x_x16.log");
+  EXPECT_EQ(l.framework, "llm-foundry");
+  EXPECT_EQ(l.warmup_records, 0);
+  ASSERT_EQ(l.iterations.size(), 1u);
+  EXPECT_EQ(l.iterations[0].line, 17);
+  EXPECT_EQ(l.iterations[0].iteration, 4);
+  EXPECT_DOUBLE_EQ(l.median_step_time_s, 1 / 0.0027);
+  EXPECT_DOUBLE_EQ(l.median_tokens_per_s_per_gpu, 1255.1776);
+  EXPECT_TRUE(std::isnan(l.median_mfu));  // MFU not printed (no gpu_flops_available for MI300X then)
+  // Two records asked for: one Composer record left out (records at batches 101, 201, 300 of the
+  // written log: batches_per_sec 0.1250, 0.1000, 0.0800 -> 8, 10, 12.5 s).
+  const TrainingLog two = Read("llm_foundry_console.log", 2);
+  EXPECT_EQ(two.warmup_records, 1);
+  EXPECT_DOUBLE_EQ(two.median_step_time_s, (10 + 12.5) / 2);
+  EXPECT_DOUBLE_EQ(Read("llm_foundry_console.log").median_step_time_s, 10);
+}
+
 TEST(TrainingLog, BadInputIsRefusedWithLineAndField) {
   // A recognised line with a number that is not one: the line and the field named.
   absl::StatusOr<TrainingLog> l = ReadTrainingLog(Write(

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -393,6 +394,22 @@ class LogReader {
     }
     log_.framework = framework;
     if (log_.year == 0) log_.year = YearOf(text);
+    // Another rank's copy of a step already read (srun --label, torchrun's [rankN]: prefixes):
+    // the step counts once, its first line kept. A number below every one read, or equal to the
+    // lowest once higher ones were read, means the count started over (a NeMo line without
+    // global_step counts iterations per epoch): a new set.
+    if (it.iteration >= 0) {
+      if (!seen_.empty() && (it.iteration < min_seen_ || (it.iteration == min_seen_ && max_seen_ > min_seen_))) {
+        seen_.clear();
+      }
+      if (seen_.empty()) min_seen_ = max_seen_ = it.iteration;
+      min_seen_ = std::min(min_seen_, it.iteration);
+      max_seen_ = std::max(max_seen_, it.iteration);
+      if (!seen_.insert(it.iteration).second) {
+        ++log_.duplicate_records;
+        return absl::OkStatus();
+      }
+    }
     log_.iterations.push_back(it);
     return absl::OkStatus();
   }
@@ -436,6 +453,11 @@ class LogReader {
       *target = *v * scale;
     }
     if (!throughput) return absl::OkStatus();  // SpeedMonitor's window not full yet
+    // SpeedMonitor keeps window_size + 1 batch-end times of state.timestamp.total_wct (the sum of
+    // the batches' wall-clock times, composer/trainer/trainer.py _train_loop) and logs
+    // window_size / (last - first): its first time is batch 1's end, so no throughput record
+    // holds batch 1, the start-up the warm-up rule leaves out: one record fewer is left out.
+    log_.warmup_records = std::max(0, o_.warmup_records - 1);
     return Add("llm-foundry", it, "");
   }
 
@@ -530,6 +552,8 @@ class LogReader {
   std::optional<ComposerRecord> record_;
   std::optional<HfSummary> hf_;
   std::vector<int64_t> header_steps_, output_steps_, tqdm_steps_;  // the step counts stated, in the order tried
+  std::unordered_set<int64_t> seen_;  // the iteration numbers read (since the count last started over)
+  int64_t min_seen_ = 0, max_seen_ = 0;  // the lowest and highest of them
 };
 
 // Some iteration, and some after the warm-up records.

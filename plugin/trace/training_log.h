@@ -21,7 +21,8 @@
 //       their wall-clock seconds, logged only once the window is full), with
 //       "throughput/device/tokens_per_sec", "throughput/device/flops_per_sec" and
 //       "throughput/device/mfu" (device FLOP/s / gpu_flops_available) when the model states
-//       flops_per_batch (llm-foundry's ComposerMPTCausalLM and HF wrappers do);
+//       flops_per_batch (llm-foundry's ComposerMPTCausalLM and HF wrappers do); the window's
+//       first time is batch 1's end, so no record holds batch 1 (no record is a warm-up record);
 //   the Hugging Face Trainer  the summary dict it prints at the end of train()
 //       "{'train_runtime': 1891.9246, 'train_samples_per_second': 5.816, 'train_steps_per_second':
 //       0.365, ...}" (transformers trainer_utils.py speed_metrics: runtime rounded to 4 decimals,
@@ -29,6 +30,8 @@
 //       "Total optimization steps = N" header, "TrainOutput(global_step=N" or a tqdm bar total
 //       "N/N [", the first one consistent with train_runtime x train_steps_per_second within that
 //       rounding (the per-step {'loss': ...} dicts carry no time);
+// a step printed again (the same step number: other ranks' copies under srun --label or
+// torchrun's [rankN]: prefixes) counts once, the first line kept (TrainingLog::duplicate_records);
 // each number as the framework printed it, under the framework's own FLOP convention (the
 // conversion to stepcast's is the report path's, not this reader's). A plain line parser: no
 // regular expression on untrusted text (issue 26).
@@ -67,8 +70,14 @@ struct TrainingLog {
   // The warm-up rule: the first `warmup_records` logged iterations are left out of the medians
   // (the first includes start-up: compilation, NCCL initialisation, the first data load; a
   // Megatron record averages a whole log interval, so one record is enough there too). The HF
-  // Trainer's summary is one record over the whole run, warm-up included: 0 there.
+  // Trainer's summary is one record over the whole run, warm-up included: 0 there. Composer's
+  // SpeedMonitor rates never hold batch 1 (its window starts at batch 1's end,
+  // composer/callbacks/speed_monitor.py batch_end): one record fewer there (0 by default).
   int warmup_records = 0;
+  // Lines repeating an iteration already read (the same step number): other ranks' copies of a
+  // logged step (srun --label / torchrun prefixes interleave every rank's output). Counted once:
+  // the first line read is kept; these are the others.
+  int duplicate_records = 0;
   // Medians over the kept iterations (NaN when none gives the field).
   double median_step_time_s = NAN;
   double median_tflops_per_gpu = NAN;

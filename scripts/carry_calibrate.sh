@@ -9,6 +9,8 @@
 # The binaries find .carry/lib through their RUNPATH ($ORIGIN/../lib); .carry/env.sh adds the CUDA
 # libraries for them only (stepcast_env CMD...), never for python3 / torch.
 # Usage: scripts/carry_calibrate.sh [BUILD_DIR [OUT_DIR]]   (default build/ and .carry/)
+# CARRY_LEAN=1: stepcast-calibrate and calibrate_gpu_test only, stripped (39 MiB instead of 52 on
+# 2026-11-27): the device tool carries at most 64 MiB with the working tree (18 MiB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -17,6 +19,9 @@ rm -rf "$out"; mkdir -p "$out/bin" "$out/lib"
 bins=(stepcast-calibrate stepcast)
 optional_bins=(calibrate_gpu_test probe_gpu_program probe_gpu_test)
 libs=(libstepcast_calibrate_mpi.so libstepcast_probe.so)
+if [ "${CARRY_LEAN:-0}" = 1 ]; then
+  bins=(stepcast-calibrate); optional_bins=(calibrate_gpu_test); libs=(libstepcast_calibrate_mpi.so)
+fi
 for b in "${bins[@]}"; do
   [ -x "$build/bin/$b" ] || { echo "carry_calibrate: $build/bin/$b not built (run scripts/setup.sh first)" >&2; exit 1; }
   cp "$build/bin/$b" "$out/bin/"
@@ -47,4 +52,5 @@ STEPCAST_LD_LIBRARY_PATH="$here/lib:${CUDA_HOME:-/usr/local/cuda}/lib64:${CUDA_H
 stepcast_env() { LD_LIBRARY_PATH="$STEPCAST_LD_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 STEPCAST_BIN="$here/bin"
 ENV
+if [ "${CARRY_LEAN:-0}" = 1 ]; then strip --strip-unneeded "$out"/bin/* "$out"/lib/*.so* 2>/dev/null || true; fi
 echo "carry_calibrate: $(du -sm "$out" | cut -f1) MiB in $out (name it in the device call's carry)"

@@ -9,7 +9,7 @@
 # The binaries find .carry/lib through their RUNPATH ($ORIGIN/../lib); .carry/env.sh adds the CUDA
 # libraries for them only (stepcast_env CMD...), never for python3 / torch.
 # Usage: scripts/carry_calibrate.sh [BUILD_DIR [OUT_DIR]]   (default build/ and .carry/)
-# CARRY_LEAN=1: stepcast-calibrate and calibrate_gpu_test only, stripped (39 MiB instead of 52 on
+# CARRY_LEAN=1: stepcast-calibrate and calibrate_gpu_test only, stripped (15 MiB instead of 52 on
 # 2026-11-27): the device tool carries at most 64 MiB with the working tree (18 MiB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -39,7 +39,7 @@ for f in "$out"/bin/* "$out"/lib/libstepcast_probe.so; do
 done | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] || cp -L "$path" "$out/lib/$name"
 done
-cp "$root/scripts/device_calibrate.sh" "$root/scripts/device_contention.sh" "$root/scripts/torch_reference.py" "$root/scripts/attention_bench.py" "$out/"
+cp "$root/scripts/device_calibrate.sh" "$root/scripts/device_contention.sh" "$root/scripts/compare_profiles.py" "$root/scripts/torch_reference.py" "$root/scripts/attention_bench.py" "$out/"
 # The previous measured profiles, for device_calibrate.sh's comparison with the new one.
 mkdir -p "$out/profiles"; cp "$root"/examples/profiles/*.json "$out/profiles/"
 cat > "$out/env.sh" <<'ENV'

@@ -27,20 +27,4 @@ printf 'wall time: --quick %s s (exit %d), full %s s (exit %d)\n' "$(elapsed "$t
 python3 .carry/attention_bench.py --json "$out/attention.json" | tee "$out/attention.txt"
 # The new profile against the previous measured one of the same hardware (issue 25): per GEMM
 # shape both have, new/old rate (median, min, max over the shapes, per dtype); HBM new/old.
-python3 - "$out/profile.json" .carry/profiles/*.json <<'PY' | tee "$out/against_previous.txt"
-import json, statistics, sys
-new = json.load(open(sys.argv[1]))
-olds = [p for p in (json.load(open(f)) | {"_file": f} for f in sys.argv[2:]) if p.get("hardware") == new.get("hardware")]
-if not olds:
-    print("against the previous profile: none of hardware", new.get("hardware")); sys.exit(0)
-old = sorted(olds, key=lambda p: p["_file"])[-1]
-key = lambda g: (g["dtype"], g.get("m", "0"), g.get("n", "0"), g.get("k", "0"))
-o = {key(g): g["flops_per_s"] for g in old["gemm"]}
-by = {}
-for g in new["gemm"]:
-    if key(g) in o and o[key(g)] > 0: by.setdefault(g["dtype"], []).append(g["flops_per_s"] / o[key(g)])
-print("against", old["_file"], "(new / old)")
-for d, r in sorted(by.items()):
-    print(f"  GEMM {d}: {len(r)} shapes, median {statistics.median(r):.3f}, min {min(r):.3f}, max {max(r):.3f}")
-print(f"  HBM: {new['hbm_bandwidth_bytes_per_s'] / old['hbm_bandwidth_bytes_per_s']:.3f}")
-PY
+python3 .carry/compare_profiles.py "$out/profile.json" .carry/profiles/*.json | tee "$out/against_previous.txt"

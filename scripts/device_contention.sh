@@ -19,21 +19,4 @@ echo "quick exit $?" | tee -a "$log"; grep -E "^contention|^GEMM|^HBM|warning|FA
 rm -f "$out/quick.json"
 timeout 300 bash -c "source .carry/env.sh; stepcast_env $STEPCAST_BIN/stepcast-calibrate --skip-collectives --out $out/profile.json" >"$out/full.txt" 2>&1
 echo "full exit $?" | tee -a "$log"; grep -E "^contention|^GEMM|^HBM|warning|FAILED|half rate" "$out/full.txt" | tee -a "$log"
-python3 - "$out/profile.json" .carry/profiles/*.json <<'PY' 2>&1 | tee -a "$log"
-import json, statistics, sys
-new = json.load(open(sys.argv[1]))
-olds = [p for p in (json.load(open(f)) | {"_file": f} for f in sys.argv[2:]) if p.get("hardware") == new.get("hardware")]
-for c in new.get("contention", []): print("profile contention", c["compute"], c["communication"], c["slowdown"], c["source"][:90])
-if not olds:
-    print("against the previous profile: none of hardware", new.get("hardware")); sys.exit(0)
-old = sorted(olds, key=lambda p: p["_file"])[-1]
-key = lambda g: (g["dtype"], g.get("m", "0"), g.get("n", "0"), g.get("k", "0"))
-o = {key(g): g["flops_per_s"] for g in old["gemm"]}
-by = {}
-for g in new["gemm"]:
-    if key(g) in o and o[key(g)] > 0: by.setdefault(g["dtype"], []).append(g["flops_per_s"] / o[key(g)])
-print("against", old["_file"], "(new / old)")
-for d, r in sorted(by.items()):
-    print(f"  GEMM {d}: {len(r)} shapes, median {statistics.median(r):.3f}, min {min(r):.3f}, max {max(r):.3f}")
-print(f"  HBM: {new['hbm_bandwidth_bytes_per_s'] / old['hbm_bandwidth_bytes_per_s']:.3f}")
-PY
+python3 .carry/compare_profiles.py "$out/profile.json" .carry/profiles/*.json 2>&1 | tee -a "$log"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -111,11 +112,84 @@ struct LayerCost {
   }
 };
 
-// The GEMM model (GemmModel::Create, default constants) of `hw` and `profile`: the last one built
-// on this thread when every input Create reads is unchanged, else a new one (nullptr when the
-// inputs are refused). A prediction would otherwise rebuild the same model each time, and a
-// measured per-shape table makes that the costliest step of a prediction.
-std::shared_ptr<const GemmModel> ThreadGemmModel(const Hardware& hw, const RateProfile& profile) {
+// An open-addressed table of GEMM estimates by shape (dtype, batch, m, n, k, split accumulation,
+// C bytes): a prediction asks for up to ~40 distinct shapes (the forward, dgrad and wgrad of every
+// linear layer; dense and MoE layers share their attention projections), many of them several
+// times, and a linear scan of them had cost more than the estimates. kSlots is a power of two; the
+// table is kept at most 3/4 full (short probes). Slots are left uninitialized until used.
+struct GemmMemoEntry {
+  GemmShape s;
+  GemmEstimate estimate;
+  bool modelled = false;  // the GEMM model estimated it (false: it refused the shape)
+};
+template <uint32_t kSlots>
+class GemmMemoTable {
+ public:
+  static_assert((kSlots & (kSlots - 1)) == 0 && kSlots % 64 == 0);
+  static constexpr int kLog2Slots = std::countr_zero(kSlots);
+  using Entry = GemmMemoEntry;
+  GemmMemoTable() {}
+  GemmMemoTable(const GemmMemoTable&) = delete;
+  GemmMemoTable& operator=(const GemmMemoTable&) = delete;
+  // The entry of `s`; a new one (*added true, its estimate to be filled by the caller) when `s`
+  // was not in the table. A full table is emptied first when `clear_when_full`, else nullptr.
+  Entry* FindOrAdd(const GemmShape& s, bool clear_when_full, bool* added) {
+    uint64_t h = static_cast<uint64_t>(s.dtype) * 0x9E3779B97F4A7C15ull;
+    for (double v : {s.m, s.n, s.k, s.batch, s.c_bytes_per_element}) {
+      uint64_t bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      h = (h ^ bits) * 0x9E3779B97F4A7C15ull;
+    }
+    h = (h ^ static_cast<uint64_t>(s.split_accumulation)) * 0x9E3779B97F4A7C15ull;
+    for (uint32_t probe = 0; probe < kSlots; ++probe) {
+      // The top bits: a product's low bits see only the low bits of the doubles, zero for most shapes.
+      const uint32_t i = static_cast<uint32_t>((h >> (64 - kLog2Slots)) + probe) & (kSlots - 1);
+      if (!(used_[i / 64] >> (i % 64) & 1)) {
+        if (count_ >= kSlots * 3 / 4) {
+          if (!clear_when_full) return nullptr;
+          used_.fill(0);
+          count_ = 0;
+          return FindOrAdd(s, false, added);
+        }
+        ++count_;
+        used_[i / 64] |= uint64_t{1} << (i % 64);
+        *added = true;
+        return new (&slots_[i].entry) Entry{s, {}, false};
+      }
+      Entry& c = slots_[i].entry;
+      if (c.s.m == s.m && c.s.n == s.n && c.s.k == s.k && c.s.batch == s.batch && c.s.dtype == s.dtype &&
+          c.s.split_accumulation == s.split_accumulation && c.s.c_bytes_per_element == s.c_bytes_per_element) {
+        *added = false;
+        return &c;
+      }
+    }
+    return nullptr;  // not reached: the table is never full
+  }
+
+ private:
+  union Slot {
+    Slot() {}
+    Entry entry;
+  };
+  Slot slots_[kSlots];
+  std::array<uint64_t, kSlots / 64> used_{};  // bit i: slots_[i] holds an entry
+  uint32_t count_ = 0;
+};
+
+// A GEMM model and the estimates it made on this thread (its memo outlives a prediction: every
+// estimate depends only on the model and the shape).
+struct ThreadGemm {
+  explicit ThreadGemm(GemmModel m) : model(std::move(m)) {}
+  GemmModel model;
+  GemmMemoTable<128> memo;  // emptied when 3/4 full
+};
+
+// The GEMM model (GemmModel::Create, default constants) of `hw` and `profile` with its memo of
+// estimates: the last one built on this thread when every input Create reads is unchanged, else a
+// new one (nullptr when the inputs are refused). A prediction would otherwise rebuild the same
+// model each time (a measured per-shape table makes that the costliest step of a prediction) and
+// re-estimate the same shapes (~290 instructions each, 20-40 shapes a prediction).
+std::shared_ptr<ThreadGemm> ThreadGemmModel(const Hardware& hw, const RateProfile& profile) {
   struct Point {
     DType dtype;
     int64_t m, n, k;
@@ -129,7 +203,7 @@ std::shared_ptr<const GemmModel> ThreadGemmModel(const Hardware& hw, const RateP
     std::vector<Point> gemm;
   };
   thread_local Key last_key;
-  thread_local std::shared_ptr<const GemmModel> last_model;
+  thread_local std::shared_ptr<ThreadGemm> last_model;
   const std::array<double, 5> peaks = {hw.peak_bf16_flops_per_s, hw.peak_fp16_flops_per_s, hw.peak_fp8_flops_per_s,
                                        hw.peak_tf32_flops_per_s, hw.peak_fp32_flops_per_s};
   auto same = [&] {
@@ -151,7 +225,7 @@ std::shared_ptr<const GemmModel> ThreadGemmModel(const Hardware& hw, const RateP
   key.gemm.reserve(profile.gemm.size());
   for (const GemmRatePoint& g : profile.gemm) key.gemm.push_back({g.dtype, g.m, g.n, g.k, g.flops_per_s});
   last_key = std::move(key);
-  last_model = std::make_shared<const GemmModel>(*std::move(gm));
+  last_model = std::make_shared<ThreadGemm>(*std::move(gm));
   return last_model;
 }
 
@@ -247,8 +321,11 @@ class StepModel {
     if (gemm_model != nullptr) {
       gm_ = gemm_model;
     } else {
-      gemm_model_ = ThreadGemmModel(job.hardware, job.profile);
-      gm_ = gemm_model_.get();
+      thread_gemm_ = ThreadGemmModel(job.hardware, job.profile);
+      if (thread_gemm_ != nullptr) {
+        gm_ = &thread_gemm_->model;
+        memo_ = &thread_gemm_->memo;
+      }
     }
     pc_ = CountParameters(m_);
     if (t_.flash_attention) AttentionRates(&attn_rate_fwd_, &attn_rate_bwd_);
@@ -297,55 +374,43 @@ class StepModel {
     return EstimateGemmAs({t_.precision.gemm, batch, m, n, k});
   }
   // The same for a shape with its accumulation mode and C traffic (GemmShape; dtype ignored: the
-  // job's GEMM dtype).
+  // job's GEMM dtype). Memoized: in the thread's memo of the model when the model is the
+  // thread's (ThreadGemmModel), else in this prediction's.
   const GemmEstimate& EstimateGemmAs(GemmShape s) {
     s.dtype = t_.precision.gemm;
-    // Dense and MoE layers share their attention projections, and every linear layer asks for
-    // its forward, dgrad and wgrad: estimates are memoized in an open-addressed table (a layer
-    // has up to ~40 distinct shapes; a linear scan of them cost more than the estimates).
-    uint64_t h = 0;
-    for (double v : {s.m, s.n, s.k, s.batch, s.c_bytes_per_element}) {
-      uint64_t bits;
-      std::memcpy(&bits, &v, sizeof bits);
-      h = (h ^ bits) * 0x9E3779B97F4A7C15ull;
+    bool added = false;
+    GemmMemoEntry* c = memo_ != nullptr ? memo_->FindOrAdd(s, true, &added) : own_memo_.FindOrAdd(s, false, &added);
+    if (c == nullptr) {  // this prediction's memo is full
+      EstimateGemmUncached(s, &overflow_);
+      return overflow_;
     }
-    h = (h ^ static_cast<uint64_t>(s.split_accumulation)) * 0x9E3779B97F4A7C15ull;
-    for (uint32_t probe = 0; probe < kMemo; ++probe) {
-      const uint32_t i = static_cast<uint32_t>((h >> 58) + probe) & (kMemo - 1);
-      if (!(memo_used_ >> i & 1)) {
-        if (cached_ >= kMemo * 3 / 4) break;  // at most 3/4 full: short probes; past it unmemoized
-        ++cached_;
-        memo_used_ |= uint64_t{1} << i;
-        GemmMemo* c = new (&memo_[i].memo) GemmMemo{s, {}};
-        EstimateGemmUncached(s, &c->estimate);
-        return c->estimate;
-      }
-      const GemmMemo& c = memo_[i].memo;
-      if (c.s.m == s.m && c.s.n == s.n && c.s.k == s.k && c.s.batch == s.batch &&
-          c.s.split_accumulation == s.split_accumulation && c.s.c_bytes_per_element == s.c_bytes_per_element) {
-        return c.estimate;
-      }
+    if (added) c->modelled = gm_ != nullptr && gm_->TryEstimate(s, &c->estimate);
+    if (!c->modelled) {  // the flat profile rate (job-dependent: never in the thread's memo)
+      EstimateGemmFlat(s, &overflow_);
+      return overflow_;
     }
-    EstimateGemmUncached(s, &overflow_);
-    return overflow_;
+    if (c->estimate.extrapolated() && !warned_gemm_) WarnGemmExtrapolated(s, c->estimate);
+    return c->estimate;
   }
   void EstimateGemmUncached(const GemmShape& s, GemmEstimate* out) {
-    const double m = s.m, n = s.n, k = s.k, batch = s.batch;
-    if (gm_ != nullptr) {
-      GemmEstimate& e = *out;
-      if (gm_->TryEstimate(s, &e)) {
-        if (e.extrapolated() && !warned_gemm_) {
-          warned_gemm_ = true;
-          warnings_.push_back(absl::StrCat(
-              "GEMM ", static_cast<int64_t>(m), "x", static_cast<int64_t>(n), "x", static_cast<int64_t>(k), " ",
-              DTypeName(t_.precision.gemm), ": ",
-              e.dtype_borrowed ? "rate borrowed from another dtype" : e.unaligned_fallback
-                                                                           ? "unaligned shape (fallback kernel)"
-                                                                           : "outside the profile's measured shapes"));
-        }
-        return;
-      }
+    if (gm_ != nullptr && gm_->TryEstimate(s, out)) {
+      if (out->extrapolated() && !warned_gemm_) WarnGemmExtrapolated(s, *out);
+      return;
     }
+    EstimateGemmFlat(s, out);
+  }
+  void WarnGemmExtrapolated(const GemmShape& s, const GemmEstimate& e) {
+    warned_gemm_ = true;
+    warnings_.push_back(absl::StrCat(
+        "GEMM ", static_cast<int64_t>(s.m), "x", static_cast<int64_t>(s.n), "x", static_cast<int64_t>(s.k), " ",
+        DTypeName(t_.precision.gemm), ": ",
+        e.dtype_borrowed       ? "rate borrowed from another dtype"
+        : e.unaligned_fallback ? "unaligned shape (fallback kernel)"
+                               : "outside the profile's measured shapes"));
+  }
+  // The flat profile rate's roofline, when the GEMM model cannot be built or refuses the shape.
+  void EstimateGemmFlat(const GemmShape& s, GemmEstimate* out) {
+    const double m = s.m, n = s.n, k = s.k, batch = s.batch;
     GemmEstimate& e = *out;
     e = GemmEstimate{};
     const double f = 2 * m * n * k * batch;
@@ -695,22 +760,11 @@ class StepModel {
   double bw_ = 0, e_act_ = 2, e_in_ = 2, e_grad_ = 4, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false, layers_needed_ = true;
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
-  std::shared_ptr<const GemmModel> gemm_model_;  // built (or reused) here when none was given
+  std::shared_ptr<ThreadGemm> thread_gemm_;  // the thread's model and memo, when none was given
   const GemmModel* gm_ = nullptr;
-  struct GemmMemo {
-    GemmShape s;
-    GemmEstimate estimate;
-  };
-  // Left uninitialized until used (memo_used_ says which): a model is built per prediction.
-  union MemoSlot {
-    MemoSlot() {}
-    GemmMemo memo;
-  };
-  static constexpr uint32_t kMemo = 64;  // a power of two: forward, dgrad and wgrad shapes of the layers
-  MemoSlot memo_[kMemo];
-  uint64_t memo_used_ = 0;  // bit i: memo_[i] holds an estimate
-  uint32_t cached_ = 0;
-  GemmEstimate overflow_;  // the estimate of a shape past the memo's kMemo
+  GemmMemoTable<128>* memo_ = nullptr;  // the thread's memo (thread_gemm_), or nullptr: own_memo_
+  GemmMemoTable<64> own_memo_;          // this prediction's memo when the model is not the thread's
+  GemmEstimate overflow_;  // a flat-rate estimate, or one past a full own_memo_
   ParameterCounts pc_;
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;

@@ -112,67 +112,76 @@ struct LayerCost {
   }
 };
 
-// An open-addressed table of GEMM estimates by shape (dtype, batch, m, n, k, split accumulation,
-// C bytes): a prediction asks for up to ~40 distinct shapes (the forward, dgrad and wgrad of every
-// linear layer; dense and MoE layers share their attention projections), many of them several
-// times, and a linear scan of them had cost more than the estimates. kSlots is a power of two; the
-// table is kept at most 3/4 full (short probes). Slots are left uninitialized until used.
+// A GEMM shape as the memo below tells shapes apart: the bits of its doubles (a +0/-0 pair would
+// take two entries, each with its own estimate), its dtype and accumulation mode.
+struct GemmMemoKey {
+  uint64_t m, n, k, batch, c, dtype_split;
+  static GemmMemoKey Of(DType dtype, double batch, double m, double n, double k, bool split, double c_bytes) {
+    return {std::bit_cast<uint64_t>(m),     std::bit_cast<uint64_t>(n),
+            std::bit_cast<uint64_t>(k),     std::bit_cast<uint64_t>(batch),
+            std::bit_cast<uint64_t>(c_bytes), static_cast<uint64_t>(dtype) << 1 | static_cast<uint64_t>(split)};
+  }
+  GemmShape Shape() const {
+    return {static_cast<DType>(dtype_split >> 1), std::bit_cast<double>(batch), std::bit_cast<double>(m),
+            std::bit_cast<double>(n),           std::bit_cast<double>(k),     (dtype_split & 1) != 0,
+            std::bit_cast<double>(c)};
+  }
+  bool operator==(const GemmMemoKey&) const = default;
+};
 struct GemmMemoEntry {
-  GemmShape s;
   GemmEstimate estimate;
   bool modelled = false;  // the GEMM model estimated it (false: it refused the shape)
+  bool plain = false;     // modelled and not extrapolated: nothing to do but return it
 };
-template <uint32_t kSlots>
-class GemmMemoTable {
+
+// An open-addressed table of GEMM estimates by shape: a prediction asks for up to ~40 distinct
+// shapes (the forward, dgrad and wgrad of every linear layer, the split GEMMs of TP overlap; dense
+// and MoE layers share their attention projections), most of them several times, and a linear
+// scan of them had cost more than the estimates. Kept at most 3/4 full (short probes), emptied
+// when a new shape would pass that; entries are left uninitialized until used.
+class GemmMemo {
  public:
-  static_assert((kSlots & (kSlots - 1)) == 0 && kSlots % 64 == 0);
-  static constexpr int kLog2Slots = std::countr_zero(kSlots);
-  using Entry = GemmMemoEntry;
-  GemmMemoTable() {}
-  GemmMemoTable(const GemmMemoTable&) = delete;
-  GemmMemoTable& operator=(const GemmMemoTable&) = delete;
-  // The entry of `s`; a new one (*added true, its estimate to be filled by the caller) when `s`
-  // was not in the table. A full table is emptied first when `clear_when_full`, else nullptr.
-  Entry* FindOrAdd(const GemmShape& s, bool clear_when_full, bool* added) {
-    uint64_t h = static_cast<uint64_t>(s.dtype) * 0x9E3779B97F4A7C15ull;
-    for (double v : {s.m, s.n, s.k, s.batch, s.c_bytes_per_element}) {
-      uint64_t bits;
-      std::memcpy(&bits, &v, sizeof bits);
-      h = (h ^ bits) * 0x9E3779B97F4A7C15ull;
+  GemmMemo() {}
+  GemmMemo(const GemmMemo&) = delete;
+  GemmMemo& operator=(const GemmMemo&) = delete;
+  // The entry of `key`, or nullptr.
+  const GemmMemoEntry* Find(const GemmMemoKey& key) const {
+    for (uint32_t i = Home(key);; i = (i + 1) & (kSlots - 1)) {
+      if (!(used_[i / 64] >> (i % 64) & 1)) return nullptr;  // the table is never full: this ends
+      if (keys_[i] == key) return &entries_[i].entry;
     }
-    h = (h ^ static_cast<uint64_t>(s.split_accumulation)) * 0x9E3779B97F4A7C15ull;
-    for (uint32_t probe = 0; probe < kSlots; ++probe) {
-      // The top bits: a product's low bits see only the low bits of the doubles, zero for most shapes.
-      const uint32_t i = static_cast<uint32_t>((h >> (64 - kLog2Slots)) + probe) & (kSlots - 1);
-      if (!(used_[i / 64] >> (i % 64) & 1)) {
-        if (count_ >= kSlots * 3 / 4) {
-          if (!clear_when_full) return nullptr;
-          used_.fill(0);
-          count_ = 0;
-          return FindOrAdd(s, false, added);
-        }
-        ++count_;
-        used_[i / 64] |= uint64_t{1} << (i % 64);
-        *added = true;
-        return new (&slots_[i].entry) Entry{s, {}, false};
-      }
-      Entry& c = slots_[i].entry;
-      if (c.s.m == s.m && c.s.n == s.n && c.s.k == s.k && c.s.batch == s.batch && c.s.dtype == s.dtype &&
-          c.s.split_accumulation == s.split_accumulation && c.s.c_bytes_per_element == s.c_bytes_per_element) {
-        *added = false;
-        return &c;
-      }
+  }
+  // A new entry for `key` (not in the table), its estimate to be filled by the caller. May empty
+  // the table first: an entry found earlier is valid only until the next Add.
+  GemmMemoEntry* Add(const GemmMemoKey& key) {
+    if (count_ >= kSlots * 3 / 4) {
+      used_.fill(0);
+      count_ = 0;
     }
-    return nullptr;  // not reached: the table is never full
+    uint32_t i = Home(key);
+    while (used_[i / 64] >> (i % 64) & 1) i = (i + 1) & (kSlots - 1);
+    used_[i / 64] |= uint64_t{1} << (i % 64);
+    ++count_;
+    keys_[i] = key;
+    return new (&entries_[i].entry) GemmMemoEntry{};
   }
 
  private:
+  static constexpr uint32_t kSlots = 128;  // a power of two, a multiple of 64
+  // The home slot: one multiply of the folded bits (a double's information is in its top ~24
+  // bits, so each is rotated to its own place first); the slot from the product's top bits.
+  static uint32_t Home(const GemmMemoKey& key) {
+    const uint64_t x = std::rotl(key.m, 24) ^ std::rotl(key.n, 48) ^ key.k ^ std::rotl(key.batch, 12) ^
+                       std::rotl(key.c, 36) ^ key.dtype_split;
+    return static_cast<uint32_t>(((x ^ (x >> 29)) * 0x9E3779B97F4A7C15ull) >> (64 - std::countr_zero(kSlots)));
+  }
   union Slot {
     Slot() {}
-    Entry entry;
+    GemmMemoEntry entry;
   };
-  Slot slots_[kSlots];
-  std::array<uint64_t, kSlots / 64> used_{};  // bit i: slots_[i] holds an entry
+  GemmMemoKey keys_[kSlots];  // keys_[i]: the key of entries_[i] (when used)
+  Slot entries_[kSlots];
+  std::array<uint64_t, kSlots / 64> used_{};  // bit i: entries_[i] holds an entry
   uint32_t count_ = 0;
 };
 
@@ -181,7 +190,7 @@ class GemmMemoTable {
 struct ThreadGemm {
   explicit ThreadGemm(GemmModel m) : model(std::move(m)) {}
   GemmModel model;
-  GemmMemoTable<128> memo;  // emptied when 3/4 full
+  GemmMemo memo;
 };
 
 // The GEMM model (GemmModel::Create, default constants) of `hw` and `profile` with its memo of
@@ -368,36 +377,36 @@ class StepModel {
   }
   // The GEMM shape model's estimate of one m x k by k x n product (batch of them), or the flat
   // profile rate when the model cannot be built. Flags extrapolation once.
-  // The reference stays valid until the next call (a memo slot, or the overflow slot once the
-  // memo is full).
+  // The reference stays valid until the next call (a memo entry, or the overflow slot).
   const GemmEstimate& EstimateGemm(double m, double n, double k, double batch = 1) {
-    return EstimateGemmAs({t_.precision.gemm, batch, m, n, k});
+    return EstimateGemmAs(batch, m, n, k, false, 0);
   }
-  // The same for a shape with its accumulation mode and C traffic (GemmShape; dtype ignored: the
-  // job's GEMM dtype). Memoized: in the thread's memo of the model when the model is the
-  // thread's (ThreadGemmModel), else in this prediction's.
-  const GemmEstimate& EstimateGemmAs(GemmShape s) {
-    s.dtype = t_.precision.gemm;
-    bool added = false;
-    GemmMemoEntry* c = memo_ != nullptr ? memo_->FindOrAdd(s, true, &added) : own_memo_.FindOrAdd(s, false, &added);
-    if (c == nullptr) {  // this prediction's memo is full
-      EstimateGemmUncached(s, &overflow_);
-      return overflow_;
+  // The same with the accumulation mode and C traffic (GemmShape), in the job's GEMM dtype.
+  // Memoized: in the thread's memo of the model when the model is the thread's
+  // (ThreadGemmModel), else in this prediction's; a shape found with nothing to flag returns
+  // at once.
+  const GemmEstimate& EstimateGemmAs(double batch, double m, double n, double k, bool split, double c_bytes) {
+    const GemmMemoKey key = GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes);
+    const GemmMemoEntry* e = memo_->Find(key);
+    if (e != nullptr && e->plain) return e->estimate;
+    return EstimateGemmSlow(key, e);
+  }
+  // EstimateGemmAs for a shape not yet in the memo (`found` nullptr), refused by the model, or
+  // extrapolated (flagged once per prediction).
+  [[gnu::noinline]] const GemmEstimate& EstimateGemmSlow(const GemmMemoKey& key, const GemmMemoEntry* found) {
+    const GemmShape s = key.Shape();
+    if (found == nullptr) {
+      GemmMemoEntry* added = memo_->Add(key);
+      added->modelled = gm_ != nullptr && gm_->TryEstimate(s, &added->estimate);
+      added->plain = added->modelled && !added->estimate.extrapolated();
+      found = added;
     }
-    if (added) c->modelled = gm_ != nullptr && gm_->TryEstimate(s, &c->estimate);
-    if (!c->modelled) {  // the flat profile rate (job-dependent: never in the thread's memo)
+    if (!found->modelled) {  // the flat profile rate (job-dependent: never in the thread's memo)
       EstimateGemmFlat(s, &overflow_);
       return overflow_;
     }
-    if (c->estimate.extrapolated() && !warned_gemm_) WarnGemmExtrapolated(s, c->estimate);
-    return c->estimate;
-  }
-  void EstimateGemmUncached(const GemmShape& s, GemmEstimate* out) {
-    if (gm_ != nullptr && gm_->TryEstimate(s, out)) {
-      if (out->extrapolated() && !warned_gemm_) WarnGemmExtrapolated(s, *out);
-      return;
-    }
-    EstimateGemmFlat(s, out);
+    if (found->estimate.extrapolated() && !warned_gemm_) WarnGemmExtrapolated(s, found->estimate);
+    return found->estimate;
   }
   void WarnGemmExtrapolated(const GemmShape& s, const GemmEstimate& e) {
     warned_gemm_ = true;
@@ -439,8 +448,8 @@ class StepModel {
     // fuse_wgrad_accumulation, beta = 1) reads and writes it in the gradient dtype in the GEMM's
     // epilogue; frameworks without the fusion move at least those bytes in autograd's .grad add.
     const bool split = t_.precision.gemm == DType::kFP8;
-    const GemmEstimate dgrad = EstimateGemmAs({t_.precision.gemm, 1, m, k, n, split, 0});
-    const GemmEstimate& wgrad = EstimateGemmAs({t_.precision.gemm, 1, n, k, m, split, 2 * e_grad_});
+    const GemmEstimate dgrad = EstimateGemmAs(1, m, k, n, split, 0);
+    const GemmEstimate& wgrad = EstimateGemmAs(1, n, k, m, split, 2 * e_grad_);
     c.gemm_bwd.Gemm(dgrad, count, f, ((m * n + n * k) * e_in_ + m * k * e_act_) * count);
     c.gemm_bwd.Gemm(wgrad, count, f, ((n * m + m * k) * e_in_ + 2 * n * k * e_grad_) * count);
     if (t_.precision.gemm == DType::kFP8) {
@@ -762,9 +771,9 @@ class StepModel {
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
   std::shared_ptr<ThreadGemm> thread_gemm_;  // the thread's model and memo, when none was given
   const GemmModel* gm_ = nullptr;
-  GemmMemoTable<128>* memo_ = nullptr;  // the thread's memo (thread_gemm_), or nullptr: own_memo_
-  GemmMemoTable<64> own_memo_;          // this prediction's memo when the model is not the thread's
-  GemmEstimate overflow_;  // a flat-rate estimate, or one past a full own_memo_
+  GemmMemo own_memo_;          // this prediction's memo when the model is not the thread's
+  GemmMemo* memo_ = &own_memo_;  // the thread's (thread_gemm_->memo), or own_memo_
+  GemmEstimate overflow_;        // a flat-rate estimate
   ParameterCounts pc_;
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;

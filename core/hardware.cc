@@ -47,16 +47,17 @@ double BusBwFactor(Collective c, int64_t n) {
 
 namespace {
 
-// The curve's time at S (same group): interpolated, or held / continued at its ends (the reason
-// written only when `explain`).
-CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_bytes, bool explain) {
+// The curve's time at S (same group): interpolated, or held / continued at its ends (the reason,
+// after `reason_prefix`, written only when `explain`).
+CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_bytes, bool explain,
+                             absl::string_view reason_prefix) {
   const auto& pts = rate.points;
   CollectiveEstimate e;
   if (size_bytes < pts.front().size_bytes) {
     e.time_s = pts.front().time_s;
     e.extrapolated = true;
     if (!explain) return e;
-    e.reason = absl::StrCat("below the smallest measured size (", pts.front().size_bytes,
+    e.reason = absl::StrCat(reason_prefix, "below the smallest measured size (", pts.front().size_bytes,
                             " B): its time, the latency floor, holds");
     return e;
   }
@@ -74,7 +75,7 @@ CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_
   e.time_s = last.time_s + (size_bytes - last.size_bytes) * factor / busbw;
   e.extrapolated = true;
   if (!explain) return e;
-  e.reason = absl::StrCat("above the largest measured size (", last.size_bytes, " B): continued at busbw ",
+  e.reason = absl::StrCat(reason_prefix, "above the largest measured size (", last.size_bytes, " B): continued at busbw ",
                           busbw / 1e9, " GB/s");
   return e;
 }
@@ -82,7 +83,7 @@ CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_
 }  // namespace
 
 CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, double size_bytes,
-                                      int64_t members_per_node, bool explain) {
+                                      int64_t members_per_node, bool explain, absl::string_view reason_prefix) {
   CollectiveEstimate e;
   if (n <= 1 || !(size_bytes > 0)) return e;
   const auto& pts = rate.points;
@@ -91,7 +92,7 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
     e.time_s = AlphaForGroup(rate, n) + (busbw > 0 ? size_bytes * BusBwFactor(rate.collective, n) / busbw : 0.0);
     e.extrapolated = true;
     if (!explain) return e;
-    e.reason = "no measured curve: alpha-beta form";
+    e.reason = absl::StrCat(reason_prefix, "no measured curve: alpha-beta form");
     if (rate.group_size > 1 && rate.group_size != n) {
       absl::StrAppend(&e.reason, " with alpha scaled by ring steps from ", rate.group_size, " to ", n, " ranks");
     }
@@ -100,13 +101,13 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
   const int64_t g0 = rate.group_size > 0 ? rate.group_size : n;
   const bool layout_known = rate.scope == Scope::kInterNode && rate.ranks_per_node > 0 && members_per_node > 0;
   const bool same_layout = !layout_known || members_per_node == rate.ranks_per_node;
-  if (g0 == n && same_layout) return CurveTime(rate, n, size_bytes, explain);
+  if (g0 == n && same_layout) return CurveTime(rate, n, size_bytes, explain, reason_prefix);
   // Another group size or layout: scale the curve (busbw held, latency by ring steps, NICs in use).
   const double f_n = BusBwFactor(rate.collective, n), f_0 = BusBwFactor(rate.collective, g0);
   const double scaled = f_0 > 0 ? size_bytes * f_n / f_0 : size_bytes;
   double floor = pts.front().time_s;
   for (const auto& p : pts) floor = std::min(floor, p.time_s);
-  const CollectiveEstimate at0 = CurveTime(rate, g0, scaled, explain);
+  const CollectiveEstimate at0 = CurveTime(rate, g0, scaled, explain, {});
   const double steps0 = RingSteps(rate.collective, g0);
   const double latency = steps0 > 0 ? floor * RingSteps(rate.collective, n) / steps0 : floor;
   double bandwidth = std::max(0.0, at0.time_s - floor);
@@ -116,8 +117,14 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
   e.time_s = latency + bandwidth;
   e.extrapolated = true;
   if (!explain) return e;
+  if (!layout_known) {  // one append (one allocation) for the common case
+    absl::StrAppend(&e.reason, reason_prefix, "curve measured at ", g0, " ranks, asked for ", n,
+                    ": busbw held, latency scaled by ring steps");
+    if (at0.extrapolated) absl::StrAppend(&e.reason, "; ", at0.reason);
+    return e;
+  }
   e.reason.reserve(256);  // the appends below without reallocating
-  absl::StrAppend(&e.reason, "curve measured at ", g0, " ranks");
+  absl::StrAppend(&e.reason, reason_prefix, "curve measured at ", g0, " ranks");
   if (layout_known) absl::StrAppend(&e.reason, " (", rate.ranks_per_node, " per node)");
   absl::StrAppend(&e.reason, ", asked for ", n);
   if (layout_known) absl::StrAppend(&e.reason, " (", members_per_node, " per node)");

@@ -820,11 +820,24 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
   }
   // The reason is written only while the curve warning has not been given (once per prediction).
   const bool explain = !warned_curve_ && !r->points.empty();
-  const CollectiveEstimate e = EstimateCollective(*r, g.size, size_bytes, g.members_per_node, explain);
+  // The warning's own words lead the reason, so that the warning is built in one string: joined
+  // in a buffer on the stack (names of at most 14 characters and an int64: under 64 bytes).
+  char prefix[64];
+  size_t prefix_len = 0;
+  if (explain) {
+    const absl::AlphaNum ranks(g.size);
+    for (absl::string_view piece : {absl::string_view(CollectiveName(coll)), absl::string_view(" "),
+                                    absl::string_view(ScopeName(g.scope)), absl::string_view(" over "), ranks.Piece(),
+                                    absl::string_view(" ranks: ")}) {
+      std::memcpy(prefix + prefix_len, piece.data(), piece.size());
+      prefix_len += piece.size();
+    }
+  }
+  CollectiveEstimate e = EstimateCollective(*r, g.size, size_bytes, g.members_per_node, explain,
+                                            absl::string_view(prefix, prefix_len));
   if (e.extrapolated && explain) {
     warned_curve_ = true;
-    warnings_.push_back(absl::StrCat(CollectiveName(coll), " ", ScopeName(g.scope), " over ", g.size, " ranks: ",
-                                     e.reason));
+    warnings_.push_back(std::move(e.reason));
   }
   return e.time_s;
 }

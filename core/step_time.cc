@@ -126,6 +126,11 @@ struct GemmMemoKey {
             std::bit_cast<double>(n),           std::bit_cast<double>(k),     (dtype_split & 1) != 0,
             std::bit_cast<double>(c)};
   }
+  // Folded bits (a double's information is in its top ~24 bits, so each is rotated to its own
+  // place first): OpenMemo takes the slot from the top bits of one multiply.
+  uint64_t Bits() const {
+    return std::rotl(m, 24) ^ std::rotl(n, 48) ^ k ^ std::rotl(batch, 12) ^ std::rotl(c, 36) ^ dtype_split;
+  }
   bool operator==(const GemmMemoKey&) const = default;
 };
 struct GemmMemoEntry {
@@ -134,26 +139,41 @@ struct GemmMemoEntry {
   bool plain = false;     // modelled and not extrapolated: nothing to do but return it
 };
 
-// An open-addressed table of GEMM estimates by shape: a prediction asks for up to ~40 distinct
-// shapes (the forward, dgrad and wgrad of every linear layer, the split GEMMs of TP overlap; dense
-// and MoE layers share their attention projections), most of them several times, and a linear
-// scan of them had cost more than the estimates. Kept at most 3/4 full (short probes), emptied
-// when a new shape would pass that; entries are left uninitialized until used.
-class GemmMemo {
+// A linear layer's three GEMMs (StepModel::Gemm: forward m x n x k, dgrad m x k x n, wgrad
+// n x k x m accumulating into the gradient dtype), told apart by the job's GEMM dtype, m, n, k and
+// the gradient's bytes per element.
+struct GemmPassesKey {
+  uint64_t m, n, k, grad_bytes, dtype;
+  uint64_t Bits() const { return std::rotl(m, 24) ^ std::rotl(n, 48) ^ k ^ std::rotl(grad_bytes, 12) ^ dtype; }
+  bool operator==(const GemmPassesKey&) const = default;
+};
+struct GemmPassesEntry {
+  GemmEstimate fwd, dgrad, wgrad;
+};
+
+// An open-addressed table of GEMM estimates: a prediction asks for up to ~40 distinct shapes (the
+// forward, dgrad and wgrad of every linear layer, the split GEMMs of TP overlap; dense and MoE
+// layers share their attention projections), most of them several times, and a linear scan of
+// them had cost more than the estimates. kSlots a power of two and a multiple of 64; kept at most
+// 3/4 full (short probes), emptied when a new key would pass that; entries are left
+// uninitialized until used.
+template <typename Key, typename Entry, uint32_t kSlots>
+class OpenMemo {
  public:
-  GemmMemo() {}
-  GemmMemo(const GemmMemo&) = delete;
-  GemmMemo& operator=(const GemmMemo&) = delete;
+  static_assert((kSlots & (kSlots - 1)) == 0 && kSlots % 64 == 0);
+  OpenMemo() {}
+  OpenMemo(const OpenMemo&) = delete;
+  OpenMemo& operator=(const OpenMemo&) = delete;
   // The entry of `key`, or nullptr.
-  const GemmMemoEntry* Find(const GemmMemoKey& key) const {
+  const Entry* Find(const Key& key) const {
     for (uint32_t i = Home(key);; i = (i + 1) & (kSlots - 1)) {
       if (!(used_[i / 64] >> (i % 64) & 1)) return nullptr;  // the table is never full: this ends
       if (keys_[i] == key) return &entries_[i].entry;
     }
   }
-  // A new entry for `key` (not in the table), its estimate to be filled by the caller. May empty
-  // the table first: an entry found earlier is valid only until the next Add.
-  GemmMemoEntry* Add(const GemmMemoKey& key) {
+  // A new entry for `key` (not in the table), value-initialized, to be filled by the caller. May
+  // empty the table first: an entry found earlier is valid only until the next Add.
+  Entry* Add(const Key& key) {
     if (count_ >= kSlots * 3 / 4) {
       used_.fill(0);
       count_ = 0;
@@ -163,27 +183,26 @@ class GemmMemo {
     used_[i / 64] |= uint64_t{1} << (i % 64);
     ++count_;
     keys_[i] = key;
-    return new (&entries_[i].entry) GemmMemoEntry{};
+    return new (&entries_[i].entry) Entry{};
   }
 
  private:
-  static constexpr uint32_t kSlots = 128;  // a power of two, a multiple of 64
-  // The home slot: one multiply of the folded bits (a double's information is in its top ~24
-  // bits, so each is rotated to its own place first); the slot from the product's top bits.
-  static uint32_t Home(const GemmMemoKey& key) {
-    const uint64_t x = std::rotl(key.m, 24) ^ std::rotl(key.n, 48) ^ key.k ^ std::rotl(key.batch, 12) ^
-                       std::rotl(key.c, 36) ^ key.dtype_split;
+  static uint32_t Home(const Key& key) {
+    const uint64_t x = key.Bits();
     return static_cast<uint32_t>(((x ^ (x >> 29)) * 0x9E3779B97F4A7C15ull) >> (64 - std::countr_zero(kSlots)));
   }
   union Slot {
     Slot() {}
-    GemmMemoEntry entry;
+    Entry entry;
   };
-  GemmMemoKey keys_[kSlots];  // keys_[i]: the key of entries_[i] (when used)
+  Key keys_[kSlots];  // keys_[i]: the key of entries_[i] (when used)
   Slot entries_[kSlots];
   std::array<uint64_t, kSlots / 64> used_{};  // bit i: entries_[i] holds an entry
   uint32_t count_ = 0;
 };
+using GemmMemo = OpenMemo<GemmMemoKey, GemmMemoEntry, 128>;
+// Only the passes whose three estimates are plain (GemmMemoEntry::plain) are kept.
+using GemmPassesMemo = OpenMemo<GemmPassesKey, GemmPassesEntry, 64>;
 
 // A GEMM model and the estimates it made on this thread (its memo outlives a prediction: every
 // estimate depends only on the model and the shape).
@@ -191,6 +210,7 @@ struct ThreadGemm {
   explicit ThreadGemm(GemmModel m) : model(std::move(m)) {}
   GemmModel model;
   GemmMemo memo;
+  GemmPassesMemo passes;
 };
 
 // The GEMM model (GemmModel::Create, default constants) of `hw` and `profile` with its memo of
@@ -334,6 +354,7 @@ class StepModel {
       if (thread_gemm_ != nullptr) {
         gm_ = &thread_gemm_->model;
         memo_ = &thread_gemm_->memo;
+        passes_ = &thread_gemm_->passes;
       }
     }
     pc_ = CountParameters(m_);
@@ -430,28 +451,46 @@ class StepModel {
     e.time_s = std::max(e.compute_s, e.memory_s);
     e.bound = e.compute_s >= e.memory_s ? GemmBound::kCompute : GemmBound::kMemory;
   }
+  // The forward, dgrad and wgrad estimates of a linear layer's m x k by k x n GEMM. Backward at
+  // its own shapes (the calibration sweep's three passes, calibrate/gemm_shapes.h): dgrad
+  // dX[m, k] = dY[m, n] W (m, k, n) and wgrad dW[n, k] = dY^T X (n, k, m), fp8 with split
+  // accumulation (GemmShape::split_accumulation). The wgrad accumulates into the gradient buffer
+  // across micro-batches: Megatron-Core's gradient_accumulation_fusion (TE
+  // fuse_wgrad_accumulation, beta = 1) reads and writes it in the gradient dtype in the GEMM's
+  // epilogue; frameworks without the fusion move at least those bytes in autograd's .grad add.
+  // Memoized as one entry when all three are plain, else the three estimates in turn (their
+  // warnings in that order). Valid until the next call.
+  const GemmPassesEntry& GemmPasses(double m, double n, double k) {
+    const GemmPassesKey key{std::bit_cast<uint64_t>(m), std::bit_cast<uint64_t>(n), std::bit_cast<uint64_t>(k),
+                            std::bit_cast<uint64_t>(e_grad_), static_cast<uint64_t>(t_.precision.gemm)};
+    if (const GemmPassesEntry* e = passes_->Find(key); e != nullptr) return *e;
+    const bool split = t_.precision.gemm == DType::kFP8;
+    bool plain = true;
+    auto take = [&](const GemmEstimate& e, GemmEstimate* out) {
+      *out = e;
+      plain = plain && &e != &overflow_ && !e.extrapolated();
+    };
+    GemmPassesEntry t;
+    take(EstimateGemm(m, n, k), &t.fwd);
+    take(EstimateGemmAs(1, m, k, n, split, 0), &t.dgrad);
+    take(EstimateGemmAs(1, n, k, m, split, 2 * e_grad_), &t.wgrad);
+    GemmPassesEntry* out = plain ? passes_->Add(key) : &passes_scratch_;
+    *out = t;
+    return *out;
+  }
   // Forward GEMM m x k by k x n by the GEMM shape model; backward (dgrad + wgrad: the same FLOPs
   // twice) 2x. `into` (optional) also receives the forward work, for the module it belongs to.
   void Gemm(double m, double n, double k, LayerCost& c, double count = 1, Work* into = nullptr) {
     if (m <= 0 || n <= 0 || k <= 0) return;
-    const GemmEstimate& est = EstimateGemm(m, n, k);
+    const GemmPassesEntry& est = GemmPasses(m, n, k);
     const double f = 2 * m * n * k * count;
     const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * count;
     // The forward work is added to each Work that receives it (the same sums as adding one
     // forward Work to each: its other terms are zero).
-    c.gemm_fwd.Gemm(est, count, f, b);
-    if (into != nullptr) into->Gemm(est, count, f, b);
-    // Backward at its own shapes (the calibration sweep's three passes, calibrate/gemm_shapes.h):
-    // dgrad dX[m, k] = dY[m, n] W (m, k, n) and wgrad dW[n, k] = dY^T X (n, k, m), fp8 with split
-    // accumulation (GemmShape::split_accumulation). The wgrad accumulates into the gradient buffer
-    // across micro-batches: Megatron-Core's gradient_accumulation_fusion (TE
-    // fuse_wgrad_accumulation, beta = 1) reads and writes it in the gradient dtype in the GEMM's
-    // epilogue; frameworks without the fusion move at least those bytes in autograd's .grad add.
-    const bool split = t_.precision.gemm == DType::kFP8;
-    const GemmEstimate dgrad = EstimateGemmAs(1, m, k, n, split, 0);
-    const GemmEstimate& wgrad = EstimateGemmAs(1, n, k, m, split, 2 * e_grad_);
-    c.gemm_bwd.Gemm(dgrad, count, f, ((m * n + n * k) * e_in_ + m * k * e_act_) * count);
-    c.gemm_bwd.Gemm(wgrad, count, f, ((n * m + m * k) * e_in_ + 2 * n * k * e_grad_) * count);
+    c.gemm_fwd.Gemm(est.fwd, count, f, b);
+    if (into != nullptr) into->Gemm(est.fwd, count, f, b);
+    c.gemm_bwd.Gemm(est.dgrad, count, f, ((m * n + n * k) * e_in_ + m * k * e_act_) * count);
+    c.gemm_bwd.Gemm(est.wgrad, count, f, ((n * m + m * k) * e_in_ + 2 * n * k * e_grad_) * count);
     if (t_.precision.gemm == DType::kFP8) {
       // Transformer Engine fp8 with current scaling: an amax pass (read), the cast (read, write)
       // and the transposed copy Hopper/Blackwell fp8 GEMMs need for wgrad/dgrad (write), of the
@@ -771,9 +810,12 @@ class StepModel {
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
   std::shared_ptr<ThreadGemm> thread_gemm_;  // the thread's model and memo, when none was given
   const GemmModel* gm_ = nullptr;
-  GemmMemo own_memo_;          // this prediction's memo when the model is not the thread's
+  GemmMemo own_memo_;          // this prediction's memos when the model is not the thread's
+  GemmPassesMemo own_passes_;
   GemmMemo* memo_ = &own_memo_;  // the thread's (thread_gemm_->memo), or own_memo_
-  GemmEstimate overflow_;        // a flat-rate estimate
+  GemmPassesMemo* passes_ = &own_passes_;
+  GemmEstimate overflow_;           // a flat-rate estimate
+  GemmPassesEntry passes_scratch_;  // passes not kept (one estimate not plain)
   ParameterCounts pc_;
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;

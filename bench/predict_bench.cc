@@ -2,6 +2,8 @@
 // the whole request path a Predict RPC runs around it (spec message in, Prediction message out).
 // Reproduce: build/bin/predict_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // Figures: docs/PERFORMANCE.md.
+#include <vector>
+
 #include "benchmark/benchmark.h"
 #include "core/gemm_model.h"
 #include "core/predict.h"
@@ -51,6 +53,33 @@ void BM_PredictMoE(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PredictMoE);
+
+// Predictions of jobs whose GEMM shapes change every time: Llama 3 70B and DeepSeek-V3, each at
+// micro-batch sizes 1, 2, 4, 8 and sequence lengths 4096, 8192 in turn (every shape's m differs),
+// some 16 x 25 distinct GEMM shapes per round, more than the step model's per-thread memo of
+// estimates keeps (96 before it is emptied): the cost of a prediction whose estimates are not yet
+// memoized (the first of a new job), where BM_PredictDense and BM_PredictMoE ask for the same
+// shapes every time.
+void BM_PredictNewShapes(benchmark::State& state) {
+  std::vector<stepcast::Job> jobs;
+  for (const char* yaml : {kLlama70B, kDeepSeekV3}) {
+    for (int64_t mbs : {1, 2, 4, 8}) {
+      for (int64_t seq : {4096, 8192}) {
+        jobs.push_back(MakeJob(yaml));
+        jobs.back().training.micro_batch_size = mbs;
+        jobs.back().training.seq_length = seq;
+        if (!stepcast::Predict(jobs.back()).ok()) std::abort();
+      }
+    }
+  }
+  size_t i = 0;
+  for (auto _ : state) {
+    auto p = stepcast::Predict(jobs[i]);
+    benchmark::DoNotOptimize(p);
+    i = (i + 1) % jobs.size();
+  }
+}
+BENCHMARK(BM_PredictNewShapes);
 
 void BM_StepTimeOnly(benchmark::State& state) {
   const stepcast::Job job = MakeJob(kLlama70B);

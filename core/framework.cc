@@ -44,10 +44,16 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
     const AttentionRate* any = nullptr;    // a rate without a length
     bool found = false;
   };
+  // The architecture compared by length and first character before its bytes (most rates are of
+  // another GPU, often of a name as long: "ampere", "hopper").
+  const char first = architecture.empty() ? '\0' : architecture[0];
   auto scan = [&](DType d, bool want_causal) {
     Pick p;
     for (const AttentionRate& r : rates) {
-      if (r.dtype != d || r.causal != want_causal || r.architecture != architecture) continue;  // cheap tests first
+      if (r.dtype != d || r.causal != want_causal || r.architecture.size() != architecture.size() ||
+          (!architecture.empty() && r.architecture[0] != first) || r.architecture != architecture) {
+        continue;  // cheap tests first
+      }
       p.found = true;
       if (r.seq_length <= 0) {
         if (p.any == nullptr) p.any = &r;

@@ -32,7 +32,11 @@ const char* RateOriginName(RateOrigin o) {
   return "?";
 }
 
-double BusBwFactor(Collective c, int64_t n) {
+namespace {
+
+// The bodies of BusBwFactor, RingSteps and AlphaForGroup, inlined into EstimateCollective (the
+// step model asks for ~10 collectives per prediction); the public functions call them.
+inline double BusBwFactorOf(Collective c, int64_t n) {
   if (n <= 1) return 0.0;
   const double nn = static_cast<double>(n);
   switch (c) {
@@ -45,18 +49,41 @@ double BusBwFactor(Collective c, int64_t n) {
   return 1.0;
 }
 
+inline double RingStepsOf(Collective c, int64_t n) {
+  if (n <= 1) return 0;
+  switch (c) {
+    case Collective::kAllReduce: return 2.0 * (n - 1);
+    case Collective::kSendRecv: return 1.0;
+    default: return static_cast<double>(n - 1);
+  }
+}
+
+inline double AlphaForGroupOf(const CollectiveRate& rate, int64_t n) {
+  if (rate.group_size <= 1 || n == rate.group_size) return rate.alpha_s;
+  return rate.alpha_s * RingStepsOf(rate.collective, n) / RingStepsOf(rate.collective, rate.group_size);
+}
+
+}  // namespace
+
+double BusBwFactor(Collective c, int64_t n) { return BusBwFactorOf(c, n); }
+
+double RingSteps(Collective c, int64_t n) { return RingStepsOf(c, n); }
+
+double AlphaForGroup(const CollectiveRate& rate, int64_t n) { return AlphaForGroupOf(rate, n); }
+
 namespace {
 
-// The curve's time at S (same group): interpolated, or held / continued at its ends (the reason
-// written only when `explain`).
-CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_bytes, bool explain) {
+// The curve's time at S (same group): interpolated, or held / continued at its ends (the reason,
+// after `reason_prefix`, written only when `explain`).
+CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_bytes, bool explain,
+                             absl::string_view reason_prefix) {
   const auto& pts = rate.points;
   CollectiveEstimate e;
   if (size_bytes < pts.front().size_bytes) {
     e.time_s = pts.front().time_s;
     e.extrapolated = true;
     if (!explain) return e;
-    e.reason = absl::StrCat("below the smallest measured size (", pts.front().size_bytes,
+    e.reason = absl::StrCat(reason_prefix, "below the smallest measured size (", pts.front().size_bytes,
                             " B): its time, the latency floor, holds");
     return e;
   }
@@ -68,13 +95,13 @@ CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_
     }
   }
   const CollectivePoint& last = pts.back();
-  const double factor = BusBwFactor(rate.collective, std::max<int64_t>(n, 2));
+  const double factor = BusBwFactorOf(rate.collective, std::max<int64_t>(n, 2));
   double busbw = rate.busbw_bytes_per_s;
   if (!(busbw > 0)) busbw = last.size_bytes * factor / last.time_s;  // the last point's busbw
   e.time_s = last.time_s + (size_bytes - last.size_bytes) * factor / busbw;
   e.extrapolated = true;
   if (!explain) return e;
-  e.reason = absl::StrCat("above the largest measured size (", last.size_bytes, " B): continued at busbw ",
+  e.reason = absl::StrCat(reason_prefix, "above the largest measured size (", last.size_bytes, " B): continued at busbw ",
                           busbw / 1e9, " GB/s");
   return e;
 }
@@ -82,16 +109,16 @@ CollectiveEstimate CurveTime(const CollectiveRate& rate, int64_t n, double size_
 }  // namespace
 
 CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, double size_bytes,
-                                      int64_t members_per_node, bool explain) {
+                                      int64_t members_per_node, bool explain, absl::string_view reason_prefix) {
   CollectiveEstimate e;
   if (n <= 1 || !(size_bytes > 0)) return e;
   const auto& pts = rate.points;
   if (pts.size() < 2) {
     const double busbw = rate.busbw_bytes_per_s;
-    e.time_s = AlphaForGroup(rate, n) + (busbw > 0 ? size_bytes * BusBwFactor(rate.collective, n) / busbw : 0.0);
+    e.time_s = AlphaForGroupOf(rate, n) + (busbw > 0 ? size_bytes * BusBwFactorOf(rate.collective, n) / busbw : 0.0);
     e.extrapolated = true;
     if (!explain) return e;
-    e.reason = "no measured curve: alpha-beta form";
+    e.reason = absl::StrCat(reason_prefix, "no measured curve: alpha-beta form");
     if (rate.group_size > 1 && rate.group_size != n) {
       absl::StrAppend(&e.reason, " with alpha scaled by ring steps from ", rate.group_size, " to ", n, " ranks");
     }
@@ -100,15 +127,15 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
   const int64_t g0 = rate.group_size > 0 ? rate.group_size : n;
   const bool layout_known = rate.scope == Scope::kInterNode && rate.ranks_per_node > 0 && members_per_node > 0;
   const bool same_layout = !layout_known || members_per_node == rate.ranks_per_node;
-  if (g0 == n && same_layout) return CurveTime(rate, n, size_bytes, explain);
+  if (g0 == n && same_layout) return CurveTime(rate, n, size_bytes, explain, reason_prefix);
   // Another group size or layout: scale the curve (busbw held, latency by ring steps, NICs in use).
-  const double f_n = BusBwFactor(rate.collective, n), f_0 = BusBwFactor(rate.collective, g0);
+  const double f_n = BusBwFactorOf(rate.collective, n), f_0 = BusBwFactorOf(rate.collective, g0);
   const double scaled = f_0 > 0 ? size_bytes * f_n / f_0 : size_bytes;
   double floor = pts.front().time_s;
   for (const auto& p : pts) floor = std::min(floor, p.time_s);
-  const CollectiveEstimate at0 = CurveTime(rate, g0, scaled, explain);
-  const double steps0 = RingSteps(rate.collective, g0);
-  const double latency = steps0 > 0 ? floor * RingSteps(rate.collective, n) / steps0 : floor;
+  const CollectiveEstimate at0 = CurveTime(rate, g0, scaled, explain, {});
+  const double steps0 = RingStepsOf(rate.collective, g0);
+  const double latency = steps0 > 0 ? floor * RingStepsOf(rate.collective, n) / steps0 : floor;
   double bandwidth = std::max(0.0, at0.time_s - floor);
   if (layout_known && members_per_node != rate.ranks_per_node) {
     bandwidth *= static_cast<double>(rate.ranks_per_node) / static_cast<double>(members_per_node);
@@ -116,8 +143,14 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
   e.time_s = latency + bandwidth;
   e.extrapolated = true;
   if (!explain) return e;
+  if (!layout_known) {  // one append (one allocation) for the common case
+    absl::StrAppend(&e.reason, reason_prefix, "curve measured at ", g0, " ranks, asked for ", n,
+                    ": busbw held, latency scaled by ring steps");
+    if (at0.extrapolated) absl::StrAppend(&e.reason, "; ", at0.reason);
+    return e;
+  }
   e.reason.reserve(256);  // the appends below without reallocating
-  absl::StrAppend(&e.reason, "curve measured at ", g0, " ranks");
+  absl::StrAppend(&e.reason, reason_prefix, "curve measured at ", g0, " ranks");
   if (layout_known) absl::StrAppend(&e.reason, " (", rate.ranks_per_node, " per node)");
   absl::StrAppend(&e.reason, ", asked for ", n);
   if (layout_known) absl::StrAppend(&e.reason, " (", members_per_node, " per node)");
@@ -131,20 +164,6 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
 
 double CollectiveTime(const CollectiveRate& rate, int64_t n, double size_bytes) {
   return EstimateCollective(rate, n, size_bytes).time_s;
-}
-
-double RingSteps(Collective c, int64_t n) {
-  if (n <= 1) return 0;
-  switch (c) {
-    case Collective::kAllReduce: return 2.0 * (n - 1);
-    case Collective::kSendRecv: return 1.0;
-    default: return static_cast<double>(n - 1);
-  }
-}
-
-double AlphaForGroup(const CollectiveRate& rate, int64_t n) {
-  if (rate.group_size <= 1 || n == rate.group_size) return rate.alpha_s;
-  return rate.alpha_s * RingSteps(rate.collective, n) / RingSteps(rate.collective, rate.group_size);
 }
 
 RateProfile::GemmLookup RateProfile::GemmRate(DType dtype, double m, double n, double k) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/dtype.h"
 
 namespace stepcast {
@@ -191,9 +192,12 @@ double AlphaForGroup(const CollectiveRate& rate, int64_t n);
 //    count (NCCL src/graph/tuning.cc), and r0/m the NICs in use across nodes (r0 ranks per node
 //    measured, m asked; only for inter-node curves with both known).
 //  * No curve: the alpha-beta form with AlphaForGroup, flagged ("no measured curve").
-// `explain` false leaves `reason` empty (the model's hot path asks for it once, for a warning).
+// `explain` false leaves `reason` empty (the model's hot path asks for it once, for a warning);
+// when explaining, `reason` starts with `reason_prefix` (the warning's own words, so that the
+// warning is built in one string).
 CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, double size_bytes,
-                                      int64_t members_per_node = 0, bool explain = true);
+                                      int64_t members_per_node = 0, bool explain = true,
+                                      absl::string_view reason_prefix = {});
 
 // EstimateCollective(rate, n, size_bytes).time_s (members per node not known).
 double CollectiveTime(const CollectiveRate& rate, int64_t n, double size_bytes);

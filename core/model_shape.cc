@@ -1,6 +1,7 @@
 #include "core/model_shape.h"
 
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -155,34 +156,38 @@ absl::Status ValidateModelShape(const ModelShape& in) {
 namespace {
 
 // Every field CountParameters() reads (all but the name and source), trivially copyable so that
-// the per-thread memo below needs no thread-exit destructor.
+// the per-thread memo below needs no thread-exit destructor. Every member is 8 bytes (enums and
+// flags widened), so the struct has no padding and the memo compares it with one memcmp: equal
+// bytes are equal fields (two doubles equal as numbers but not as bits, 0 and -0, only miss).
 struct Dimensions {
   int64_t layers, hidden_size, attention_heads, kv_heads, head_dim, ffn_hidden_size;
-  FfnType ffn_type;
+  int64_t ffn_type;
   int64_t vocab_size;
-  bool tied_embeddings, linear_bias;
+  int64_t tied_embeddings, linear_bias;
   int64_t learned_position_embeddings;
-  NormType norm_type;
+  int64_t norm_type;
   MoeShape moe;
   MlaShape mla;
   int64_t local_attention_window;
-  LocalAttentionKind local_attention_kind;
+  int64_t local_attention_kind;
   int64_t global_attention_every;
-  bool attention_sinks;
+  int64_t attention_sinks;
   double attention_logit_softcap, final_logit_softcap;
-  PositionEncoding position_encoding;
-  bool embedding_norm;
+  int64_t position_encoding;
+  int64_t embedding_norm;
   int64_t mtp_layers;
-  bool resolved;
-  bool operator==(const Dimensions&) const = default;
+  int64_t resolved;
 };
+static_assert(sizeof(MoeShape) % 8 == 0 && sizeof(MlaShape) % 8 == 0 &&
+              sizeof(Dimensions) == 8 * 22 + sizeof(MoeShape) + sizeof(MlaShape));
 
 Dimensions DimensionsOf(const ModelShape& s) {
   return {s.layers, s.hidden_size, s.attention_heads, s.kv_heads, s.head_dim, s.ffn_hidden_size,
-          s.ffn_type, s.vocab_size, s.tied_embeddings, s.linear_bias, s.learned_position_embeddings,
-          s.norm_type, s.moe, s.mla, s.local_attention_window, s.local_attention_kind, s.global_attention_every,
-          s.attention_sinks, s.attention_logit_softcap, s.final_logit_softcap, s.position_encoding, s.embedding_norm,
-          s.mtp_layers, s.resolved};
+          static_cast<int64_t>(s.ffn_type), s.vocab_size, s.tied_embeddings, s.linear_bias,
+          s.learned_position_embeddings, static_cast<int64_t>(s.norm_type), s.moe, s.mla, s.local_attention_window,
+          static_cast<int64_t>(s.local_attention_kind), s.global_attention_every, s.attention_sinks,
+          s.attention_logit_softcap, s.final_logit_softcap, static_cast<int64_t>(s.position_encoding),
+          s.embedding_norm, s.mtp_layers, s.resolved};
 }
 
 ParameterCounts CountParametersUncached(const ModelShape& in);
@@ -198,7 +203,7 @@ ParameterCounts CountParameters(const ModelShape& in) {
     ParameterCounts counts;
   } last;
   const Dimensions dims = DimensionsOf(in);
-  if (last.valid && last.dims == dims) return last.counts;
+  if (last.valid && std::memcmp(&last.dims, &dims, sizeof dims) == 0) return last.counts;
   last.counts = CountParametersUncached(in);
   last.dims = dims;
   last.valid = true;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -111,11 +112,113 @@ struct LayerCost {
   }
 };
 
-// The GEMM model (GemmModel::Create, default constants) of `hw` and `profile`: the last one built
-// on this thread when every input Create reads is unchanged, else a new one (nullptr when the
-// inputs are refused). A prediction would otherwise rebuild the same model each time, and a
-// measured per-shape table makes that the costliest step of a prediction.
-std::shared_ptr<const GemmModel> ThreadGemmModel(const Hardware& hw, const RateProfile& profile) {
+// A GEMM shape as the memo below tells shapes apart: the bits of its doubles (a +0/-0 pair would
+// take two entries, each with its own estimate), its dtype and accumulation mode.
+struct GemmMemoKey {
+  uint64_t m, n, k, batch, c, dtype_split;
+  static GemmMemoKey Of(DType dtype, double batch, double m, double n, double k, bool split, double c_bytes) {
+    return {std::bit_cast<uint64_t>(m),     std::bit_cast<uint64_t>(n),
+            std::bit_cast<uint64_t>(k),     std::bit_cast<uint64_t>(batch),
+            std::bit_cast<uint64_t>(c_bytes), static_cast<uint64_t>(dtype) << 1 | static_cast<uint64_t>(split)};
+  }
+  GemmShape Shape() const {
+    return {static_cast<DType>(dtype_split >> 1), std::bit_cast<double>(batch), std::bit_cast<double>(m),
+            std::bit_cast<double>(n),           std::bit_cast<double>(k),     (dtype_split & 1) != 0,
+            std::bit_cast<double>(c)};
+  }
+  // Folded bits (a double's information is in its top ~24 bits, so each is rotated to its own
+  // place first): OpenMemo takes the slot from the top bits of one multiply.
+  uint64_t Bits() const {
+    return std::rotl(m, 24) ^ std::rotl(n, 48) ^ k ^ std::rotl(batch, 12) ^ std::rotl(c, 36) ^ dtype_split;
+  }
+  bool operator==(const GemmMemoKey&) const = default;
+};
+struct GemmMemoEntry {
+  GemmEstimate estimate;
+  bool modelled = false;  // the GEMM model estimated it (false: it refused the shape)
+  bool plain = false;     // modelled and not extrapolated: nothing to do but return it
+};
+
+// A linear layer's three GEMMs (StepModel::Gemm: forward m x n x k, dgrad m x k x n, wgrad
+// n x k x m accumulating into the gradient dtype), told apart by the job's GEMM dtype, m, n, k and
+// the gradient's bytes per element.
+struct GemmPassesKey {
+  uint64_t m, n, k, grad_bytes, dtype;
+  uint64_t Bits() const { return std::rotl(m, 24) ^ std::rotl(n, 48) ^ k ^ std::rotl(grad_bytes, 12) ^ dtype; }
+  bool operator==(const GemmPassesKey&) const = default;
+};
+struct GemmPassesEntry {
+  GemmEstimate fwd, dgrad, wgrad;
+};
+
+// An open-addressed table of GEMM estimates: a prediction asks for up to ~40 distinct shapes (the
+// forward, dgrad and wgrad of every linear layer, the split GEMMs of TP overlap; dense and MoE
+// layers share their attention projections), most of them several times, and a linear scan of
+// them had cost more than the estimates. kSlots a power of two and a multiple of 64; kept at most
+// 3/4 full (short probes), emptied when a new key would pass that; entries are left
+// uninitialized until used.
+template <typename Key, typename Entry, uint32_t kSlots>
+class OpenMemo {
+ public:
+  static_assert((kSlots & (kSlots - 1)) == 0 && kSlots % 64 == 0);
+  OpenMemo() {}
+  OpenMemo(const OpenMemo&) = delete;
+  OpenMemo& operator=(const OpenMemo&) = delete;
+  // The entry of `key`, or nullptr.
+  const Entry* Find(const Key& key) const {
+    for (uint32_t i = Home(key);; i = (i + 1) & (kSlots - 1)) {
+      if (!(used_[i / 64] >> (i % 64) & 1)) return nullptr;  // the table is never full: this ends
+      if (keys_[i] == key) return &entries_[i].entry;
+    }
+  }
+  // A new entry for `key` (not in the table), value-initialized, to be filled by the caller. May
+  // empty the table first: an entry found earlier is valid only until the next Add.
+  Entry* Add(const Key& key) {
+    if (count_ >= kSlots * 3 / 4) {
+      used_.fill(0);
+      count_ = 0;
+    }
+    uint32_t i = Home(key);
+    while (used_[i / 64] >> (i % 64) & 1) i = (i + 1) & (kSlots - 1);
+    used_[i / 64] |= uint64_t{1} << (i % 64);
+    ++count_;
+    keys_[i] = key;
+    return new (&entries_[i].entry) Entry{};
+  }
+
+ private:
+  static uint32_t Home(const Key& key) {
+    const uint64_t x = key.Bits();
+    return static_cast<uint32_t>(((x ^ (x >> 29)) * 0x9E3779B97F4A7C15ull) >> (64 - std::countr_zero(kSlots)));
+  }
+  union Slot {
+    Slot() {}
+    Entry entry;
+  };
+  Key keys_[kSlots];  // keys_[i]: the key of entries_[i] (when used)
+  Slot entries_[kSlots];
+  std::array<uint64_t, kSlots / 64> used_{};  // bit i: entries_[i] holds an entry
+  uint32_t count_ = 0;
+};
+using GemmMemo = OpenMemo<GemmMemoKey, GemmMemoEntry, 128>;
+// Only the passes whose three estimates are plain (GemmMemoEntry::plain) are kept.
+using GemmPassesMemo = OpenMemo<GemmPassesKey, GemmPassesEntry, 64>;
+
+// A GEMM model and the estimates it made on this thread (its memo outlives a prediction: every
+// estimate depends only on the model and the shape).
+struct ThreadGemm {
+  explicit ThreadGemm(GemmModel m) : model(std::move(m)) {}
+  GemmModel model;
+  GemmMemo memo;
+  GemmPassesMemo passes;
+};
+
+// The GEMM model (GemmModel::Create, default constants) of `hw` and `profile` with its memo of
+// estimates: the last one built on this thread when every input Create reads is unchanged, else a
+// new one (nullptr when the inputs are refused). A prediction would otherwise rebuild the same
+// model each time (a measured per-shape table makes that the costliest step of a prediction) and
+// re-estimate the same shapes (~290 instructions each, 20-40 shapes a prediction).
+std::shared_ptr<ThreadGemm> ThreadGemmModel(const Hardware& hw, const RateProfile& profile) {
   struct Point {
     DType dtype;
     int64_t m, n, k;
@@ -129,7 +232,7 @@ std::shared_ptr<const GemmModel> ThreadGemmModel(const Hardware& hw, const RateP
     std::vector<Point> gemm;
   };
   thread_local Key last_key;
-  thread_local std::shared_ptr<const GemmModel> last_model;
+  thread_local std::shared_ptr<ThreadGemm> last_model;
   const std::array<double, 5> peaks = {hw.peak_bf16_flops_per_s, hw.peak_fp16_flops_per_s, hw.peak_fp8_flops_per_s,
                                        hw.peak_tf32_flops_per_s, hw.peak_fp32_flops_per_s};
   auto same = [&] {
@@ -151,7 +254,7 @@ std::shared_ptr<const GemmModel> ThreadGemmModel(const Hardware& hw, const RateP
   key.gemm.reserve(profile.gemm.size());
   for (const GemmRatePoint& g : profile.gemm) key.gemm.push_back({g.dtype, g.m, g.n, g.k, g.flops_per_s});
   last_key = std::move(key);
-  last_model = std::make_shared<const GemmModel>(*std::move(gm));
+  last_model = std::make_shared<ThreadGemm>(*std::move(gm));
   return last_model;
 }
 
@@ -247,8 +350,12 @@ class StepModel {
     if (gemm_model != nullptr) {
       gm_ = gemm_model;
     } else {
-      gemm_model_ = ThreadGemmModel(job.hardware, job.profile);
-      gm_ = gemm_model_.get();
+      thread_gemm_ = ThreadGemmModel(job.hardware, job.profile);
+      if (thread_gemm_ != nullptr) {
+        gm_ = &thread_gemm_->model;
+        memo_ = &thread_gemm_->memo;
+        passes_ = &thread_gemm_->passes;
+      }
     }
     pc_ = CountParameters(m_);
     if (t_.flash_attention) AttentionRates(&attn_rate_fwd_, &attn_rate_bwd_);
@@ -291,61 +398,49 @@ class StepModel {
   }
   // The GEMM shape model's estimate of one m x k by k x n product (batch of them), or the flat
   // profile rate when the model cannot be built. Flags extrapolation once.
-  // The reference stays valid until the next call (a memo slot, or the overflow slot once the
-  // memo is full).
+  // The reference stays valid until the next call (a memo entry, or the overflow slot).
   const GemmEstimate& EstimateGemm(double m, double n, double k, double batch = 1) {
-    return EstimateGemmAs({t_.precision.gemm, batch, m, n, k});
+    return EstimateGemmAs(batch, m, n, k, false, 0);
   }
-  // The same for a shape with its accumulation mode and C traffic (GemmShape; dtype ignored: the
-  // job's GEMM dtype).
-  const GemmEstimate& EstimateGemmAs(GemmShape s) {
-    s.dtype = t_.precision.gemm;
-    // Dense and MoE layers share their attention projections, and every linear layer asks for
-    // its forward, dgrad and wgrad: estimates are memoized in an open-addressed table (a layer
-    // has up to ~40 distinct shapes; a linear scan of them cost more than the estimates).
-    uint64_t h = 0;
-    for (double v : {s.m, s.n, s.k, s.batch, s.c_bytes_per_element}) {
-      uint64_t bits;
-      std::memcpy(&bits, &v, sizeof bits);
-      h = (h ^ bits) * 0x9E3779B97F4A7C15ull;
-    }
-    h = (h ^ static_cast<uint64_t>(s.split_accumulation)) * 0x9E3779B97F4A7C15ull;
-    for (uint32_t probe = 0; probe < kMemo; ++probe) {
-      const uint32_t i = static_cast<uint32_t>((h >> 58) + probe) & (kMemo - 1);
-      if (!(memo_used_ >> i & 1)) {
-        if (cached_ >= kMemo * 3 / 4) break;  // at most 3/4 full: short probes; past it unmemoized
-        ++cached_;
-        memo_used_ |= uint64_t{1} << i;
-        GemmMemo* c = new (&memo_[i].memo) GemmMemo{s, {}};
-        EstimateGemmUncached(s, &c->estimate);
-        return c->estimate;
-      }
-      const GemmMemo& c = memo_[i].memo;
-      if (c.s.m == s.m && c.s.n == s.n && c.s.k == s.k && c.s.batch == s.batch &&
-          c.s.split_accumulation == s.split_accumulation && c.s.c_bytes_per_element == s.c_bytes_per_element) {
-        return c.estimate;
-      }
-    }
-    EstimateGemmUncached(s, &overflow_);
-    return overflow_;
+  // The same with the accumulation mode and C traffic (GemmShape), in the job's GEMM dtype.
+  // Memoized: in the thread's memo of the model when the model is the thread's
+  // (ThreadGemmModel), else in this prediction's; a shape found with nothing to flag returns
+  // at once.
+  const GemmEstimate& EstimateGemmAs(double batch, double m, double n, double k, bool split, double c_bytes) {
+    const GemmMemoKey key = GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes);
+    const GemmMemoEntry* e = memo_->Find(key);
+    if (e != nullptr && e->plain) return e->estimate;
+    return EstimateGemmSlow(key, e);
   }
-  void EstimateGemmUncached(const GemmShape& s, GemmEstimate* out) {
+  // EstimateGemmAs for a shape not yet in the memo (`found` nullptr), refused by the model, or
+  // extrapolated (flagged once per prediction).
+  [[gnu::noinline]] const GemmEstimate& EstimateGemmSlow(const GemmMemoKey& key, const GemmMemoEntry* found) {
+    const GemmShape s = key.Shape();
+    if (found == nullptr) {
+      GemmMemoEntry* added = memo_->Add(key);
+      added->modelled = gm_ != nullptr && gm_->TryEstimate(s, &added->estimate);
+      added->plain = added->modelled && !added->estimate.extrapolated();
+      found = added;
+    }
+    if (!found->modelled) {  // the flat profile rate (job-dependent: never in the thread's memo)
+      EstimateGemmFlat(s, &overflow_);
+      return overflow_;
+    }
+    if (found->estimate.extrapolated() && !warned_gemm_) WarnGemmExtrapolated(s, found->estimate);
+    return found->estimate;
+  }
+  void WarnGemmExtrapolated(const GemmShape& s, const GemmEstimate& e) {
+    warned_gemm_ = true;
+    warnings_.push_back(absl::StrCat(
+        "GEMM ", static_cast<int64_t>(s.m), "x", static_cast<int64_t>(s.n), "x", static_cast<int64_t>(s.k), " ",
+        DTypeName(t_.precision.gemm), ": ",
+        e.dtype_borrowed       ? "rate borrowed from another dtype"
+        : e.unaligned_fallback ? "unaligned shape (fallback kernel)"
+                               : "outside the profile's measured shapes"));
+  }
+  // The flat profile rate's roofline, when the GEMM model cannot be built or refuses the shape.
+  void EstimateGemmFlat(const GemmShape& s, GemmEstimate* out) {
     const double m = s.m, n = s.n, k = s.k, batch = s.batch;
-    if (gm_ != nullptr) {
-      GemmEstimate& e = *out;
-      if (gm_->TryEstimate(s, &e)) {
-        if (e.extrapolated() && !warned_gemm_) {
-          warned_gemm_ = true;
-          warnings_.push_back(absl::StrCat(
-              "GEMM ", static_cast<int64_t>(m), "x", static_cast<int64_t>(n), "x", static_cast<int64_t>(k), " ",
-              DTypeName(t_.precision.gemm), ": ",
-              e.dtype_borrowed ? "rate borrowed from another dtype" : e.unaligned_fallback
-                                                                           ? "unaligned shape (fallback kernel)"
-                                                                           : "outside the profile's measured shapes"));
-        }
-        return;
-      }
-    }
     GemmEstimate& e = *out;
     e = GemmEstimate{};
     const double f = 2 * m * n * k * batch;
@@ -356,28 +451,46 @@ class StepModel {
     e.time_s = std::max(e.compute_s, e.memory_s);
     e.bound = e.compute_s >= e.memory_s ? GemmBound::kCompute : GemmBound::kMemory;
   }
+  // The forward, dgrad and wgrad estimates of a linear layer's m x k by k x n GEMM. Backward at
+  // its own shapes (the calibration sweep's three passes, calibrate/gemm_shapes.h): dgrad
+  // dX[m, k] = dY[m, n] W (m, k, n) and wgrad dW[n, k] = dY^T X (n, k, m), fp8 with split
+  // accumulation (GemmShape::split_accumulation). The wgrad accumulates into the gradient buffer
+  // across micro-batches: Megatron-Core's gradient_accumulation_fusion (TE
+  // fuse_wgrad_accumulation, beta = 1) reads and writes it in the gradient dtype in the GEMM's
+  // epilogue; frameworks without the fusion move at least those bytes in autograd's .grad add.
+  // Memoized as one entry when all three are plain, else the three estimates in turn (their
+  // warnings in that order). Valid until the next call.
+  const GemmPassesEntry& GemmPasses(double m, double n, double k) {
+    const GemmPassesKey key{std::bit_cast<uint64_t>(m), std::bit_cast<uint64_t>(n), std::bit_cast<uint64_t>(k),
+                            std::bit_cast<uint64_t>(e_grad_), static_cast<uint64_t>(t_.precision.gemm)};
+    if (const GemmPassesEntry* e = passes_->Find(key); e != nullptr) return *e;
+    const bool split = t_.precision.gemm == DType::kFP8;
+    bool plain = true;
+    auto take = [&](const GemmEstimate& e, GemmEstimate* out) {
+      *out = e;
+      plain = plain && &e != &overflow_ && !e.extrapolated();
+    };
+    GemmPassesEntry t;
+    take(EstimateGemm(m, n, k), &t.fwd);
+    take(EstimateGemmAs(1, m, k, n, split, 0), &t.dgrad);
+    take(EstimateGemmAs(1, n, k, m, split, 2 * e_grad_), &t.wgrad);
+    GemmPassesEntry* out = plain ? passes_->Add(key) : &passes_scratch_;
+    *out = t;
+    return *out;
+  }
   // Forward GEMM m x k by k x n by the GEMM shape model; backward (dgrad + wgrad: the same FLOPs
   // twice) 2x. `into` (optional) also receives the forward work, for the module it belongs to.
   void Gemm(double m, double n, double k, LayerCost& c, double count = 1, Work* into = nullptr) {
     if (m <= 0 || n <= 0 || k <= 0) return;
-    const GemmEstimate& est = EstimateGemm(m, n, k);
+    const GemmPassesEntry& est = GemmPasses(m, n, k);
     const double f = 2 * m * n * k * count;
     const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * count;
     // The forward work is added to each Work that receives it (the same sums as adding one
     // forward Work to each: its other terms are zero).
-    c.gemm_fwd.Gemm(est, count, f, b);
-    if (into != nullptr) into->Gemm(est, count, f, b);
-    // Backward at its own shapes (the calibration sweep's three passes, calibrate/gemm_shapes.h):
-    // dgrad dX[m, k] = dY[m, n] W (m, k, n) and wgrad dW[n, k] = dY^T X (n, k, m), fp8 with split
-    // accumulation (GemmShape::split_accumulation). The wgrad accumulates into the gradient buffer
-    // across micro-batches: Megatron-Core's gradient_accumulation_fusion (TE
-    // fuse_wgrad_accumulation, beta = 1) reads and writes it in the gradient dtype in the GEMM's
-    // epilogue; frameworks without the fusion move at least those bytes in autograd's .grad add.
-    const bool split = t_.precision.gemm == DType::kFP8;
-    const GemmEstimate dgrad = EstimateGemmAs({t_.precision.gemm, 1, m, k, n, split, 0});
-    const GemmEstimate& wgrad = EstimateGemmAs({t_.precision.gemm, 1, n, k, m, split, 2 * e_grad_});
-    c.gemm_bwd.Gemm(dgrad, count, f, ((m * n + n * k) * e_in_ + m * k * e_act_) * count);
-    c.gemm_bwd.Gemm(wgrad, count, f, ((n * m + m * k) * e_in_ + 2 * n * k * e_grad_) * count);
+    c.gemm_fwd.Gemm(est.fwd, count, f, b);
+    if (into != nullptr) into->Gemm(est.fwd, count, f, b);
+    c.gemm_bwd.Gemm(est.dgrad, count, f, ((m * n + n * k) * e_in_ + m * k * e_act_) * count);
+    c.gemm_bwd.Gemm(est.wgrad, count, f, ((n * m + m * k) * e_in_ + 2 * n * k * e_grad_) * count);
     if (t_.precision.gemm == DType::kFP8) {
       // Transformer Engine fp8 with current scaling: an amax pass (read), the cast (read, write)
       // and the transposed copy Hopper/Blackwell fp8 GEMMs need for wgrad/dgrad (write), of the
@@ -705,22 +818,14 @@ class StepModel {
   double bw_ = 0, e_act_ = 2, e_in_ = 2, e_grad_ = 4, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false, layers_needed_ = true;
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
-  std::shared_ptr<const GemmModel> gemm_model_;  // built (or reused) here when none was given
+  std::shared_ptr<ThreadGemm> thread_gemm_;  // the thread's model and memo, when none was given
   const GemmModel* gm_ = nullptr;
-  struct GemmMemo {
-    GemmShape s;
-    GemmEstimate estimate;
-  };
-  // Left uninitialized until used (memo_used_ says which): a model is built per prediction.
-  union MemoSlot {
-    MemoSlot() {}
-    GemmMemo memo;
-  };
-  static constexpr uint32_t kMemo = 64;  // a power of two: forward, dgrad and wgrad shapes of the layers
-  MemoSlot memo_[kMemo];
-  uint64_t memo_used_ = 0;  // bit i: memo_[i] holds an estimate
-  uint32_t cached_ = 0;
-  GemmEstimate overflow_;  // the estimate of a shape past the memo's kMemo
+  GemmMemo own_memo_;          // this prediction's memos when the model is not the thread's
+  GemmPassesMemo own_passes_;
+  GemmMemo* memo_ = &own_memo_;  // the thread's (thread_gemm_->memo), or own_memo_
+  GemmPassesMemo* passes_ = &own_passes_;
+  GemmEstimate overflow_;           // a flat-rate estimate
+  GemmPassesEntry passes_scratch_;  // passes not kept (one estimate not plain)
   ParameterCounts pc_;
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;
@@ -767,11 +872,24 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
   }
   // The reason is written only while the curve warning has not been given (once per prediction).
   const bool explain = !warned_curve_ && !r->points.empty();
-  const CollectiveEstimate e = EstimateCollective(*r, g.size, size_bytes, g.members_per_node, explain);
+  // The warning's own words lead the reason, so that the warning is built in one string: joined
+  // in a buffer on the stack (names of at most 14 characters and an int64: under 64 bytes).
+  char prefix[64];
+  size_t prefix_len = 0;
+  if (explain) {
+    const absl::AlphaNum ranks(g.size);
+    for (absl::string_view piece : {absl::string_view(CollectiveName(coll)), absl::string_view(" "),
+                                    absl::string_view(ScopeName(g.scope)), absl::string_view(" over "), ranks.Piece(),
+                                    absl::string_view(" ranks: ")}) {
+      std::memcpy(prefix + prefix_len, piece.data(), piece.size());
+      prefix_len += piece.size();
+    }
+  }
+  CollectiveEstimate e = EstimateCollective(*r, g.size, size_bytes, g.members_per_node, explain,
+                                            absl::string_view(prefix, prefix_len));
   if (e.extrapolated && explain) {
     warned_curve_ = true;
-    warnings_.push_back(absl::StrCat(CollectiveName(coll), " ", ScopeName(g.scope), " over ", g.size, " ranks: ",
-                                     e.reason));
+    warnings_.push_back(std::move(e.reason));
   }
   return e.time_s;
 }

@@ -1,5 +1,11 @@
 // Step-time model: structure and hand-computed terms.
 #include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 #include "core/predict.h"
 #include "core/step_time.h"
@@ -63,6 +69,53 @@ TEST(StepTime, ReusedGemmModelFollowsEveryChangeOfTheProfile) {
   EXPECT_DOUBLE_EQ(EstimateStepTime(job).breakdown.gemm_s, slow_s);
   for (auto& g : job.profile.gemm) g.flops_per_s = 700e12;
   EXPECT_DOUBLE_EQ(EstimateStepTime(job).breakdown.gemm_s, fast_s);
+}
+
+TEST(StepTime, ThreadMemoOfGemmEstimatesGivesEachJobItsFreshAnswer) {
+  // GEMM estimates are kept on the thread across predictions (core/step_time.cc ThreadGemm),
+  // keyed by dtype and shape, and the memo is emptied when 3/4 full. Each job, predicted after
+  // others on the same thread (different dtypes and shapes, enough to fill the memo), must give
+  // the same step time and the same warnings (the unaligned-shape warning included) as on a
+  // fresh thread with an empty memo.
+  std::vector<Job> jobs;
+  for (int tp : {1, 2, 4, 8}) {
+    for (const char* gemm : {"bf16", "fp8"}) {
+      auto job = testing::JobFromYaml(absl::StrCat(R"(
+model: llama3-70b
+hardware: h100-sxm
+cluster: {gpu_count: 64}
+parallelism: {tp: )", tp, R"(, pp: 8, sequence_parallel: true}
+training: {seq_length: 8192, global_batch_size: 128, precision: {gemm: )", gemm, "}}"));
+      ASSERT_TRUE(job.ok()) << job.status();
+      jobs.push_back(*job);
+    }
+  }
+  auto odd = testing::JobFromYaml(R"(
+model:
+  shape: {name: odd, layers: 4, hidden_size: 2052, attention_heads: 18, ffn_hidden_size: 5470,
+          vocab_size: 50257, ffn_type: gelu}
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+parallelism: {tp: 2}
+training: {seq_length: 2048, global_batch_size: 64})");
+  ASSERT_TRUE(odd.ok()) << odd.status();
+  jobs.push_back(*odd);
+  std::vector<StepTimeEstimate> fresh(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::thread([&] { fresh[i] = EstimateStepTime(jobs[i]); }).join();
+  }
+  bool warned_unaligned = false;
+  for (const std::string& w : fresh.back().warnings) warned_unaligned |= absl::StrContains(w, "unaligned shape");
+  EXPECT_TRUE(warned_unaligned);
+  for (int round = 0; round < 3; ++round) {
+    for (size_t n = 0; n < jobs.size(); ++n) {
+      const size_t i = round == 1 ? jobs.size() - 1 - n : n;
+      const StepTimeEstimate st = EstimateStepTime(jobs[i]);
+      EXPECT_EQ(st.step_time_s, fresh[i].step_time_s) << "job " << i << ", round " << round;
+      EXPECT_EQ(st.breakdown.gemm_s, fresh[i].breakdown.gemm_s) << "job " << i << ", round " << round;
+      EXPECT_EQ(st.warnings, fresh[i].warnings) << "job " << i << ", round " << round;
+    }
+  }
 }
 
 TEST(StepTime, InterleavingDividesTheBubble) {

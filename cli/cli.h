@@ -17,6 +17,10 @@
 #include "stepcast/v1/trace.pb.h"
 #include "stepcast/v1/validation.pb.h"
 
+namespace stepcast::trace {
+struct StepTimeline;  // plugin/trace/kineto_trace.h
+}  // namespace stepcast::trace
+
 namespace stepcast::cli {
 
 // Human-readable prediction: headline, breakdown table, memory table, bottleneck and why.
@@ -207,7 +211,9 @@ struct Measured {
   v1::ProbeReport merged;
   std::string source;  // "probe" or "trace"
 };
-absl::StatusOr<Measured> ReadMeasured(const std::vector<std::string>& paths);
+// `timeline` (may be null): with traces, filled with the first file's median-length step
+// (trace::AnalyzeKinetoTraces); untouched with probe reports (they keep no per-record times).
+absl::StatusOr<Measured> ReadMeasured(const std::vector<std::string>& paths, trace::StepTimeline* timeline = nullptr);
 
 // `stepcast trace TRACE... [--json] [--no-markers] [--warmup N]`: per-step breakdown of Kineto /
 // torch.profiler traces (one per rank); --json prints stepcast.v1.TraceReport.

@@ -184,7 +184,9 @@ int Runs(const RunsArgs& args);
 // carries a measured breakdown. Prints predicted vs measured step time, MFU and each term
 // (plugin/compare.h CompareTerms), the largest gap first; --json: stepcast.v1.Comparison.
 // html_path: also write the comparison as a page (cli/html.h ComparisonPage); `layout` (may be
-// null): the predicted job's parallelism, for the page's step timeline per pipeline stage.
+// null): the predicted job's parallelism, for the page's step timeline per pipeline stage. With
+// traces and html_path, the page also draws the first file's median-length step, one lane per
+// GPU stream (trace::StepTimelineOf, html::LayOutStreamLanes).
 int Compare(const std::string& prediction, const std::vector<std::string>& measured, const ClientOptions& client,
             bool json = false, const std::string& html_path = "", const Parallelism* layout = nullptr);
 

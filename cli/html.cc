@@ -381,11 +381,12 @@ void AddStreamLanes(const MeasuredStep& m, TimelineChart& chart, Page& page, boo
   if (!notes) return;
   page.Note(absl::StrFormat(
       "Measured lanes: %s%s, step %d (numbered from 0; %d steps measured, steps by %s), the median-length step (of the steps sorted by length, the "
-      "one at (n-1)/2): %s ms from its first GPU record to the next step's. One lane per GPU stream (compute, "
+      "one at (n-1)/2%s): %s ms from its first GPU record to the next step's. One lane per GPU stream (compute, "
       "communication, copy: the category with the most busy time on it); each kernel, memcpy and memset drawn from "
       "its start to its end in its category's colour (plugin/probe/trace_analysis.h ClassifyKernel), empty where the "
       "stream is idle; %d GPU records in the step (one running across the step's start clipped to it).",
       m.path, m.rank >= 0 ? absl::StrCat(" (rank ", m.rank, ")") : "", m.step, m.steps, m.step_source,
+      m.steps % 2 == 0 ? "; an even count: the shorter of the two middle ones, whose mean is the median step time" : "",
       Number(m.step_time_s * 1e3), m.kernels.size()));
 }
 

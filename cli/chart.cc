@@ -813,31 +813,56 @@ TimelineChart PipelineTimeline(const PipelineStep& p, const std::vector<std::vec
   return chart;
 }
 
-std::string RenderTimeline(const TimelineChart& c) {
-  double end = c.marker_s;
-  std::vector<std::string> kinds;  // legend order: first appearance
+namespace {
+
+// The axis of a timeline (RenderTimeline, TimelineScaleOf) and the kinds' colours in legend order.
+struct TimelineAxis {
+  Scale sx;          // in display units (s, or ms with milliseconds)
+  double unit = 1;   // seconds per display unit
+  double label_w = 90;
+  std::vector<std::string> kinds;
   std::map<std::string, std::string> colours;
+  double X(double t_s) const { return sx(t_s / unit); }
+};
+
+TimelineAxis AxisOf(const TimelineChart& c) {
+  TimelineAxis a;
+  a.unit = c.milliseconds ? 1e-3 : 1.0;
+  double end = std::max(c.marker_s, c.second_marker_s);
   for (const auto& row : c.rows) {
     for (const auto& seg : row.segments) {
       end = std::max(end, seg.end_s);
-      if (colours.count(seg.kind)) continue;
-      kinds.push_back(seg.kind);
+      if (a.colours.count(seg.kind)) continue;
+      a.kinds.push_back(seg.kind);
       const char* fixed = TimelineColour(seg.kind);
-      colours[seg.kind] = !seg.colour.empty() ? seg.colour : *fixed ? fixed : PaletteColour(colours.size());
+      a.colours[seg.kind] = !seg.colour.empty() ? seg.colour : *fixed ? fixed : PaletteColour(a.colours.size());
     }
   }
-  Scale sx;
-  AutoRange(Axis{}, {0.0, end > 0 ? end : 1.0}, &sx.lo, &sx.hi);
-  double label_w = 90;
-  for (const auto& row : c.rows) label_w = std::max(label_w, std::min(300.0, TextWidth(row.label) + 16));
-  const double top = c.marker_s > 0 ? 52 : 34, row_h = 22, gap = 6;
-  sx.px0 = label_w;
-  sx.px1 = c.width - 20;
+  AutoRange(Axis{}, {0.0, end > 0 ? end / a.unit : 1.0}, &a.sx.lo, &a.sx.hi);
+  for (const auto& row : c.rows) a.label_w = std::max(a.label_w, std::min(300.0, TextWidth(row.label) + 16));
+  a.sx.px0 = a.label_w;
+  a.sx.px1 = c.width - 20;
+  return a;
+}
+
+}  // namespace
+
+TimelineScale TimelineScaleOf(const TimelineChart& c) {
+  const TimelineAxis a = AxisOf(c);
+  return {a.sx.px0, (a.sx.px1 - a.sx.px0) / ((a.sx.hi - a.sx.lo) * a.unit), a.sx.hi * a.unit};
+}
+
+std::string RenderTimeline(const TimelineChart& c) {
+  TimelineAxis axis = AxisOf(c);
+  const auto X = [&axis](double t_s) { return axis.X(t_s); };
+  const std::string unit = c.milliseconds ? "ms" : "s";
+  const double label_w = axis.label_w;
+  const double top = c.marker_s > 0 || c.second_marker_s > 0 ? 52 : 34, row_h = 22, gap = 6;
   const double rows_bottom = top + c.rows.size() * (row_h + gap);
   const double legend_top = rows_bottom + 54;
-  const double height = legend_top + 20 * ((kinds.size() + 5) / 6) + 8;
+  const double height = legend_top + 20 * ((axis.kinds.size() + 5) / 6) + 8;
   std::string o = SvgOpen(c.width, static_cast<int>(height), c.title);
-  DrawHorizontalAxis(sx, top, rows_bottom, "time in the step (s)", o);
+  DrawHorizontalAxis(axis.sx, top, rows_bottom, absl::StrCat("time in the step (", unit, ")"), o);
   for (size_t r = 0; r < c.rows.size(); ++r) {
     const TimelineRow& row = c.rows[r];
     const double y = top + r * (row_h + gap);
@@ -848,43 +873,186 @@ std::string RenderTimeline(const TimelineChart& c) {
     std::map<std::string, std::pair<std::string, int>> narrow;  // kind -> (path, ops)
     for (size_t i = 0; i < row.segments.size(); ++i) {
       const TimelineSegment& seg = row.segments[i];
-      if (!seg.op.empty() && sx(seg.end_s) - sx(seg.start_s) < 3) {
+      if (!seg.op.empty() && X(seg.end_s) - X(seg.start_s) < 3) {
         double seg_end = seg.end_s;
         while (i + 1 < row.segments.size() && row.segments[i + 1].op == seg.op) seg_end = row.segments[++i].end_s;
         auto& [d, n] = narrow[seg.kind];
-        absl::StrAppend(&d, "M", F(sx(seg.start_s)), " ", F(y), "h", F(std::max(sx(seg_end) - sx(seg.start_s), 0.3)), "v",
-                        F(row_h), "H", F(sx(seg.start_s)), "Z");
+        absl::StrAppend(&d, "M", F(X(seg.start_s)), " ", F(y), "h", F(std::max(X(seg_end) - X(seg.start_s), 0.3)), "v",
+                        F(row_h), "H", F(X(seg.start_s)), "Z");
         ++n;
         continue;
       }
-      const std::string title = seg.title.empty()
-                                    ? absl::StrFormat("%s: %s-%s s", seg.kind, Number(seg.start_s), Number(seg.end_s))
-                                    : absl::StrCat(seg.kind, ": ", seg.title);
-      absl::StrAppendFormat(&o, R"(<rect class="tl %s" data-kind="%s" data-row="%d" data-op="%s" data-start="%.6g" data-end="%.6g" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="#fff" stroke-width="0.6"><title>%s</title></rect>)""\n",
-                            ClassName(seg.kind), Escape(seg.kind), r, Escape(seg.op), seg.start_s, seg.end_s, F(sx(seg.start_s)), F(y),
-                            F(std::max(sx(seg.end_s) - sx(seg.start_s), 0.5)), F(row_h), colours[seg.kind], Escape(title));
+      const std::string title =
+          seg.title.empty() ? absl::StrFormat("%s: %s-%s %s", seg.kind, Number(seg.start_s / axis.unit),
+                                              Number(seg.end_s / axis.unit), unit)
+                            : absl::StrCat(seg.kind, ": ", seg.title);
+      // A white outline separates operations; on a measured kernel under 2 px it would hide the fill.
+      const double w = X(seg.end_s) - X(seg.start_s);
+      absl::StrAppendFormat(&o, R"(<rect class="tl %s" data-kind="%s" data-row="%d" data-op="%s" data-start="%.6g" data-end="%.6g" x="%s" y="%s" width="%s" height="%s" fill="%s"%s><title>%s</title></rect>)""\n",
+                            ClassName(seg.kind), Escape(seg.kind), r, Escape(seg.op), seg.start_s, seg.end_s, F(X(seg.start_s)), F(y),
+                            F(std::max(w, 0.5)), F(row_h), axis.colours[seg.kind],
+                            !seg.outline && w < 2 ? "" : R"( stroke="#fff" stroke-width="0.6")", Escape(title));
     }
     for (const auto& [kind, path] : narrow) {
       absl::StrAppendFormat(&o, R"(<path class="tl-narrow %s" data-kind="%s" data-row="%d" data-ops="%d" d="%s" fill="%s"><title>%s</title></path>)""\n",
-                            ClassName(kind), Escape(kind), r, path.second, path.first, colours[kind],
+                            ClassName(kind), Escape(kind), r, path.second, path.first, axis.colours[kind],
                             Escape(absl::StrFormat("%s: %d operations, each under 3 px here", row.label, path.second)));
     }
   }
   if (c.marker_s > 0) {
-    const double x = sx(c.marker_s);
+    const double x = X(c.marker_s);
     absl::StrAppendFormat(&o, R"(<line class="marker" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#c00" stroke-width="2" stroke-dasharray="6 4"><title>%s</title></line>)""\n",
                           F(x), F(top - 8), F(x), F(rows_bottom - gap + 4),
-                          Escape(absl::StrCat(c.marker_label, ": ", Number(c.marker_s), " s")));
+                          Escape(absl::StrCat(c.marker_label, ": ", Number(c.marker_s / axis.unit), " ", unit)));
     absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="end" fill="#c00">%s</text>)""\n", F(x - 4), F(top - 10),
                           Escape(c.marker_label));
   }
-  for (size_t i = 0; i < kinds.size(); ++i) {
+  if (c.second_marker_s > 0) {
+    const double x = X(c.second_marker_s), y0 = top + c.second_marker_row * (row_h + gap) - 4;
+    absl::StrAppendFormat(&o, R"(<line class="marker2" data-at="%.9g" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#222" stroke-width="2" stroke-dasharray="2 3"><title>%s</title></line>)""\n",
+                          c.second_marker_s, F(x), F(y0), F(x), F(rows_bottom - gap + 4),
+                          Escape(absl::StrCat(c.second_marker_label, ": ", Number(c.second_marker_s / axis.unit), " ", unit)));
+    const bool left = x + 4 + TextWidth(c.second_marker_label) > c.width;
+    absl::StrAppendFormat(&o, R"(<text x="%s" y="%s" text-anchor="%s" fill="#222">%s</text>)""\n", F(left ? x - 4 : x + 4),
+                          F(top - 10), left ? "end" : "start", Escape(c.second_marker_label));
+  }
+  for (size_t i = 0; i < axis.kinds.size(); ++i) {
     const double x = 8 + (i % 6) * ((c.width - 16) / 6.0), y = legend_top + (i / 6) * 20;
     absl::StrAppendFormat(&o, R"(<rect x="%s" y="%s" width="18" height="12" fill="%s" stroke="#999" stroke-width="0.5"/><text x="%s" y="%s" fill="#222">%s</text>)""\n",
-                          F(x), F(y - 6), colours[kinds[i]], F(x + 24), F(y + 4), Escape(Clip(kinds[i], 24)));
+                          F(x), F(y - 6), axis.colours[axis.kinds[i]], F(x + 24), F(y + 4), Escape(Clip(axis.kinds[i], 24)));
   }
   o += "</svg>\n";
   return o;
+}
+
+namespace {
+
+// Colours of the trace classifier's categories: those of cli/html.cc TermColour for gemm,
+// attention, convolution, elementwise; communication as the predicted rows' (Tableau 10 orange);
+// memory copies brown.
+std::string MeasuredColour(const std::string& category) {
+  if (category == "gemm") return "#4e79a7";
+  if (category == "attention") return "#76b7b2";
+  if (category == "convolution") return "#a0cbe8";
+  if (category == "elementwise") return "#edc948";
+  if (category == "communication") return "#f28e2b";
+  if (category == "memory_copy") return "#9c755f";
+  return "#79706e";
+}
+
+// A drawn piece of a lane: one kernel or several merged.
+struct LaneSeg {
+  double start_s = 0, end_s = 0;
+  std::string category;
+  size_t kernels = 1;
+  std::map<std::string, double> busy_s;  // by category (merged segments)
+  std::string name;                      // one kernel's name
+};
+
+size_t CountSegments(const std::vector<std::vector<LaneSeg>>& lanes) {
+  size_t n = 0;
+  for (const auto& l : lanes) n += l.size();
+  return n;
+}
+
+// Rule 1 (same category, gap under a pixel) or rule 2 (any category, group spanning under a
+// pixel) on one lane; see LayOutStreamLanes.
+std::vector<LaneSeg> MergeLane(const std::vector<LaneSeg>& in, double pixel_s, int rule) {
+  std::vector<LaneSeg> out;
+  for (const LaneSeg& k : in) {
+    if (!out.empty()) {
+      LaneSeg& c = out.back();
+      const bool join = rule == 1 ? k.category == c.category && k.start_s - c.end_s < pixel_s
+                                  : std::max(c.end_s, k.end_s) - c.start_s < pixel_s;
+      if (join) {
+        c.end_s = std::max(c.end_s, k.end_s);
+        c.kernels += k.kernels;
+        for (const auto& [cat, b] : k.busy_s) c.busy_s[cat] += b;
+        continue;
+      }
+    }
+    out.push_back(k);
+  }
+  for (LaneSeg& c : out) {
+    if (c.kernels == 1) continue;
+    double best = -1;
+    for (const auto& [cat, b] : c.busy_s) {
+      if (b > best) best = b, c.category = cat;
+    }
+  }
+  return out;
+}
+
+std::string LaneTitle(const LaneSeg& s) {
+  const std::string span = absl::StrFormat("%s-%s ms", Number(s.start_s * 1e3), Number(s.end_s * 1e3));
+  if (s.kernels == 1) return absl::StrCat(Clip(s.name, 120), "\n", span);
+  std::string busy;
+  for (const auto& [cat, b] : s.busy_s) absl::StrAppend(&busy, busy.empty() ? "" : ", ", cat, " ", Number(b * 1e3), " ms");
+  return absl::StrFormat("%d kernels merged (under a pixel apart)\n%s; busy %s", s.kernels, span, busy);
+}
+
+}  // namespace
+
+StreamLanes LayOutStreamLanes(const std::vector<StreamKernel>& kernels, double px_per_s, size_t max_rects,
+                              bool allow_drop) {
+  StreamLanes out;
+  out.kernels = kernels.size();
+  std::map<int32_t, std::vector<LaneSeg>> by_stream;
+  for (const StreamKernel& k : kernels) {
+    if (!(k.end_s > k.start_s)) continue;
+    LaneSeg s{k.start_s, k.end_s, k.category, 1, {{k.category, k.end_s - k.start_s}}, k.name};
+    by_stream[k.stream].push_back(std::move(s));
+  }
+  // Role by busy time: 0 compute, 1 communication, 2 copy.
+  std::vector<std::pair<int, int32_t>> order;
+  for (auto& [stream, segs] : by_stream) {
+    std::stable_sort(segs.begin(), segs.end(), [](const LaneSeg& a, const LaneSeg& b) { return a.start_s < b.start_s; });
+    double comm = 0, copy = 0, other = 0;
+    for (const LaneSeg& s : segs) {
+      (s.category == "communication" ? comm : s.category == "memory_copy" ? copy : other) += s.end_s - s.start_s;
+    }
+    order.push_back({comm > copy && comm > other ? 1 : copy > other ? 2 : 0, stream});
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<std::vector<LaneSeg>> lanes;
+  for (const auto& [role, stream] : order) lanes.push_back(std::move(by_stream[stream]));
+  const double pixel_s = px_per_s > 0 ? 1 / px_per_s : 0;
+  for (int rule = 1; rule <= 2 && CountSegments(lanes) > max_rects; ++rule) {
+    for (auto& l : lanes) l = MergeLane(l, pixel_s, rule);
+    out.merge_rule = rule;
+  }
+  if (const size_t n = CountSegments(lanes); allow_drop && n > max_rects) {
+    // Rule 3: keep the widest max_rects segments (ties: earlier lanes and starts first).
+    std::vector<double> widths;
+    for (const auto& l : lanes)
+      for (const LaneSeg& s : l) widths.push_back(s.end_s - s.start_s);
+    std::nth_element(widths.begin(), widths.begin() + (n - max_rects), widths.end());
+    const double cut = widths[n - max_rects];
+    size_t above = 0;
+    for (double w : widths) above += w > cut;
+    size_t ties_left = max_rects - above;
+    for (auto& l : lanes) {
+      std::vector<LaneSeg> kept;
+      for (LaneSeg& s : l) {
+        const double w = s.end_s - s.start_s;
+        if (w > cut || (w == cut && ties_left > 0 && ties_left--)) kept.push_back(std::move(s));
+      }
+      l = std::move(kept);
+    }
+    out.merge_rule = 3;
+    out.dropped = n - CountSegments(lanes);
+  }
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const auto [role, stream] = order[i];
+    TimelineRow row{absl::StrFormat("stream %d (%s)", stream, role == 1 ? "communication" : role == 2 ? "copy" : "compute"), {}};
+    for (const LaneSeg& s : lanes[i]) {
+      row.segments.push_back({s.category, s.start_s, s.end_s, "", LaneTitle(s), MeasuredColour(s.category), false});
+    }
+    out.segments += row.segments.size();
+    out.rows.push_back(std::move(row));
+    out.streams.push_back(stream);
+  }
+  return out;
 }
 
 }  // namespace stepcast::html

@@ -167,6 +167,9 @@ struct TimelineSegment {
   std::string op;     // the operation it belongs to ("F3.0": forward of micro-batch 3, chunk 0)
   std::string title;  // hover text; empty: kind and times
   std::string colour;  // "#rrggbb" of its kind; empty: the kind's fixed colour, else the palette's
+  // The white outline that separates operations; false: none when under 2 px wide (a measured
+  // kernel, whose fill the outline would hide).
+  bool outline = true;
 };
 struct TimelineRow {
   std::string label;
@@ -179,6 +182,13 @@ struct TimelineChart {
   double marker_s = 0;
   std::string marker_label;
   int width = 980;
+  // The axis and default hover text in milliseconds (data stays in seconds); false: seconds.
+  bool milliseconds = false;
+  // A second vertical line (the measured step's end), drawn from row `second_marker_row` down
+  // (class "marker2", data-at in seconds); <= 0: none.
+  double second_marker_s = 0;
+  std::string second_marker_label;
+  size_t second_marker_row = 0;
 };
 // Marks: every segment has class "tl" and its kind as a class token (non-alphanumerics "-"), and
 // attributes data-kind (the kind as given), data-row (row index), data-op,
@@ -186,6 +196,59 @@ struct TimelineChart {
 // than 3 px is drawn whole in its first kind's colour, inside one path per row and kind (class
 // "tl-narrow", data-ops: how many).
 std::string RenderTimeline(const TimelineChart& chart);
+
+// Where RenderTimeline puts time t (seconds): x = x0_px + t x px_per_s. x0_px is the row-label
+// column, max(90, min(300, text width of the longest label + 16)) (text width: 8.5 px per capital,
+// 6.8 per other character); the axis runs from 0 to `axis_end_s`, the largest segment end or
+// marker rounded up to 1, 2 or 5 x 10^k steps of about a sixth of it (in ms with milliseconds),
+// over [x0_px, width - 20].
+struct TimelineScale {
+  double x0_px = 0, px_per_s = 0, axis_end_s = 0;
+};
+TimelineScale TimelineScaleOf(const TimelineChart& chart);
+
+// ---- the measured stream timeline of one step (stepcast compare --html with a trace) ----
+
+// One GPU record of the step, times from the step's start.
+struct StreamKernel {
+  int32_t stream = -1;
+  double start_s = 0, end_s = 0;
+  std::string category;  // the trace classifier's category: "gemm", "attention", "convolution",
+                         // "elementwise", "memory_copy", "communication"
+  std::string name;      // kernel name (hover text; clipped to 120 characters)
+};
+
+// The page-size bound: at most this many rectangles across all lanes.
+inline constexpr size_t kMaxStreamRects = 20000;
+
+// One lane per stream, each labelled "stream N (role)": role "communication" when communication
+// kernels hold most of the lane's busy time, "copy" when memory copies/sets do, else "compute";
+// lanes ordered compute, communication, copy, each by stream id. Every kernel is one segment of
+// kind = its category (colours: cli/chart.cc MeasuredColour; gemm, communication the same as
+// the predicted rows'), hover text its name and times; idle time is left empty. When there are
+// more than `max_rects` kernels, merge rules apply in turn until the count fits:
+//   1. on a lane, a kernel joins the previous segment when both have the same category and the
+//      gap between them is under one pixel (1 / px_per_s seconds): what is lost is gaps nobody
+//      can see at this scale;
+//   2. on a lane, consecutive segments of any category are grouped while a group spans under one
+//      pixel; a group is drawn in the category with the most busy time in it (its hover text
+//      lists each category's busy time). Every two groups advance the lane by at least a pixel
+//      (the kernels of a stream do not overlap), so a lane holds at most about 2 x its width in
+//      pixels;
+//   3. with allow_drop, the narrowest segments are dropped (`dropped` counts them).
+// max_rects 0 with allow_drop false: rules 1 and 2 always (an overview at a scale where the
+// kernels are under a pixel; the page draws them one by one on their own scale beside it).
+// A merged segment's op is "" and its title says how many kernels it holds.
+struct StreamLanes {
+  std::vector<TimelineRow> rows;
+  std::vector<int32_t> streams;  // by row
+  size_t kernels = 0;            // kernels given
+  size_t segments = 0;           // drawn
+  int merge_rule = 0;            // the last rule applied (0: none)
+  size_t dropped = 0;            // by rule 3
+};
+StreamLanes LayOutStreamLanes(const std::vector<StreamKernel>& kernels, double px_per_s,
+                              size_t max_rects = kMaxStreamRects, bool allow_drop = true);
 
 // The rows of a laid-out pipeline: per stage its ops split into their segments (forward:
 // forward, communication; backward: recompute, backward, weight-gradient, communication), idle

@@ -17,6 +17,10 @@
 #include "stepcast/v1/trace.pb.h"
 #include "stepcast/v1/validation.pb.h"
 
+namespace stepcast::trace {
+struct StepTimeline;  // plugin/trace/kineto_trace.h
+}  // namespace stepcast::trace
+
 namespace stepcast::cli {
 
 // Human-readable prediction: headline, breakdown table, memory table, bottleneck and why.
@@ -180,7 +184,9 @@ int Runs(const RunsArgs& args);
 // carries a measured breakdown. Prints predicted vs measured step time, MFU and each term
 // (plugin/compare.h CompareTerms), the largest gap first; --json: stepcast.v1.Comparison.
 // html_path: also write the comparison as a page (cli/html.h ComparisonPage); `layout` (may be
-// null): the predicted job's parallelism, for the page's step timeline per pipeline stage.
+// null): the predicted job's parallelism, for the page's step timeline per pipeline stage. With
+// traces and html_path, the page also draws the first file's median-length step, one lane per
+// GPU stream (trace::StepTimelineOf, html::LayOutStreamLanes).
 int Compare(const std::string& prediction, const std::vector<std::string>& measured, const ClientOptions& client,
             bool json = false, const std::string& html_path = "", const Parallelism* layout = nullptr);
 
@@ -207,7 +213,9 @@ struct Measured {
   v1::ProbeReport merged;
   std::string source;  // "probe" or "trace"
 };
-absl::StatusOr<Measured> ReadMeasured(const std::vector<std::string>& paths);
+// `timeline` (may be null): with traces, filled with the first file's median-length step
+// (trace::AnalyzeKinetoTraces); untouched with probe reports (they keep no per-record times).
+absl::StatusOr<Measured> ReadMeasured(const std::vector<std::string>& paths, trace::StepTimeline* timeline = nullptr);
 
 // `stepcast trace TRACE... [--json] [--no-markers] [--warmup N]`: per-step breakdown of Kineto /
 // torch.profiler traces (one per rank); --json prints stepcast.v1.TraceReport.

@@ -340,28 +340,92 @@ TimelineRow MeasuredRow(const v1::Comparison& c) {
   return row;
 }
 
+// The measured stream lanes of one step appended to `chart` (on its axis; in ms when the axis
+// ends before 2 s), the step's end marked; with `notes`, notes on the page say which step and any
+// merge.
+// `overview`: the lanes are a small part of the axis and drawn again on their own scale, so here
+// they are always merged below a pixel (rules 1 and 2 of LayOutStreamLanes).
+void AddStreamLanes(const MeasuredStep& m, TimelineChart& chart, Page& page, bool notes = true,
+                    bool overview = false) {
+  const size_t first = chart.rows.size();
+  // First pass unmerged (the labels and the axis do not depend on the merge), then again at the
+  // chart's scale when over the bound.
+  StreamLanes lanes = LayOutStreamLanes(m.kernels, 1.0, SIZE_MAX);
+  for (auto& r : lanes.rows) r.label = absl::StrCat("measured ", r.label);
+  chart.rows.insert(chart.rows.end(), lanes.rows.begin(), lanes.rows.end());
+  chart.second_marker_s = m.step_time_s;
+  chart.second_marker_label = absl::StrCat("measured step ", m.step);
+  chart.second_marker_row = first;
+  chart.milliseconds = TimelineScaleOf(chart).axis_end_s < 2;
+  if (overview) {
+    lanes = LayOutStreamLanes(m.kernels, TimelineScaleOf(chart).px_per_s, 0, false);
+    for (size_t i = 0; i < lanes.rows.size(); ++i) chart.rows[first + i].segments = std::move(lanes.rows[i].segments);
+    if (notes) {
+      page.Note(absl::StrFormat(
+          "On the shared axis the measured step is under a quarter of the width: its lanes there are merged below a "
+          "pixel (%d kernels drawn as %d marks); the chart after it draws them on their own scale.",
+          lanes.kernels, lanes.segments));
+    }
+  } else if (lanes.segments > kMaxStreamRects) {
+    const TimelineScale scale = TimelineScaleOf(chart);
+    lanes = LayOutStreamLanes(m.kernels, scale.px_per_s, kMaxStreamRects);
+    for (size_t i = 0; i < lanes.rows.size(); ++i) chart.rows[first + i].segments = std::move(lanes.rows[i].segments);
+    if (notes) page.Note(absl::StrFormat(
+        "Measured lanes merged: %d kernels are more than the page's %d rectangles, so %s (%d drawn%s).",
+        lanes.kernels, kMaxStreamRects,
+        lanes.merge_rule == 1 ? "kernels of one category less than a pixel apart on a lane are drawn as one"
+                              : "kernels of one category less than a pixel apart, then any kernels spanning under a "
+                                "pixel together, are drawn as one (in the category with the most busy time)",
+        lanes.segments, lanes.dropped > 0 ? absl::StrCat(", the ", lanes.dropped, " narrowest left out") : ""));
+  }
+  if (!notes) return;
+  page.Note(absl::StrFormat(
+      "Measured lanes: %s%s, step %d (numbered from 0; %d steps measured, steps by %s), the median-length step (of the steps sorted by length, the "
+      "one at (n-1)/2%s): %s ms from its first GPU record to the next step's. One lane per GPU stream (compute, "
+      "communication, copy: the category with the most busy time on it); each kernel, memcpy and memset drawn from "
+      "its start to its end in its category's colour (plugin/probe/trace_analysis.h ClassifyKernel), empty where the "
+      "stream is idle; %d GPU records in the step (one running across the step's start clipped to it).",
+      m.path, m.rank >= 0 ? absl::StrCat(" (rank ", m.rank, ")") : "", m.step, m.steps, m.step_source,
+      m.steps % 2 == 0 ? "; an even count: the shorter of the two middle ones, whose mean is the median step time" : "",
+      Number(m.step_time_s * 1e3), m.kernels.size()));
+}
+
+// The lanes alone on their own scale (when they are a small part of the shared axis, or there is
+// no predicted timeline).
+void AddStreamLanesAlone(const MeasuredStep& m, Page& page, bool notes) {
+  TimelineChart alone;
+  alone.title = absl::StrFormat("Measured step %d, one lane per GPU stream (its own scale)", m.step);
+  AddStreamLanes(m, alone, page, notes);
+  page.Svg(RenderTimeline(alone));
+}
+
 // "Step timeline" section: the predicted step per pipeline stage (1F1B or interleaved 1F1B), and
-// `measured` (may be null) as one more row. `par` null: the layout is unknown (a note says so).
-void AddStepTimeline(const v1::Prediction& p, const Parallelism* par, const TimelineRow* measured, Page& page) {
+// `measured` (may be null) as one more row, and the measured stream lanes of `lanes` (may be
+// null). `par` null: the layout is unknown (a note says so).
+void AddStepTimeline(const v1::Prediction& p, const Parallelism* par, const TimelineRow* measured, Page& page,
+                     const MeasuredStep* lanes = nullptr) {
   page.Heading("Step timeline: one step per pipeline stage");
+  std::string no_timeline;
+  const PipelineSchedule schedule =
+      par == nullptr ? PipelineSchedule::k1F1B : par->pp > 1 ? par->Schedule() : PipelineSchedule::k1F1B;
   if (p.breakdown().gemm_s() <= 0) {
-    page.Note("No timeline: a quick estimate at an assumed MFU has no breakdown to lay out.");
-    return;
+    no_timeline = "No timeline: a quick estimate at an assumed MFU has no breakdown to lay out.";
+  } else if (par == nullptr) {
+    no_timeline = "No timeline: the prediction does not say its pipeline layout (give the job with --job).";
+  } else if (schedule != PipelineSchedule::k1F1B && schedule != PipelineSchedule::kInterleaved1F1B) {
+    no_timeline = absl::StrCat("No timeline: it lays out 1F1B and interleaved 1F1B; this job runs ",
+                               PipelineScheduleName(schedule), ".");
   }
-  if (par == nullptr) {
-    page.Note("No timeline: the prediction does not say its pipeline layout (give the job with --job).");
-    return;
+  absl::StatusOr<std::vector<std::vector<PipelineOp>>> ops;
+  PipelineStep step;
+  if (no_timeline.empty()) {
+    step = PipelineStepOf(p, *par);
+    ops = LayOutPipeline(step);
+    if (!ops.ok()) no_timeline = absl::StrCat("No timeline: ", ops.status().message(), ".");
   }
-  const PipelineSchedule schedule = par->pp > 1 ? par->Schedule() : PipelineSchedule::k1F1B;
-  if (schedule != PipelineSchedule::k1F1B && schedule != PipelineSchedule::kInterleaved1F1B) {
-    page.Note(absl::StrCat("No timeline: it lays out 1F1B and interleaved 1F1B; this job runs ",
-                           PipelineScheduleName(schedule), "."));
-    return;
-  }
-  const PipelineStep step = PipelineStepOf(p, *par);
-  absl::StatusOr<std::vector<std::vector<PipelineOp>>> ops = LayOutPipeline(step);
-  if (!ops.ok()) {
-    page.Note(absl::StrCat("No timeline: ", ops.status().message(), "."));
+  if (!no_timeline.empty()) {
+    page.Note(no_timeline);
+    if (lanes != nullptr) AddStreamLanesAlone(*lanes, page, true);
     return;
   }
   TimelineChart chart = PipelineTimeline(step, *ops);
@@ -374,7 +438,17 @@ void AddStepTimeline(const v1::Prediction& p, const Parallelism* par, const Time
   chart.marker_s = p.step_time_s();
   chart.marker_label = "the model's step time";
   if (measured != nullptr) chart.rows.push_back(*measured);
-  page.Svg(RenderTimeline(chart));
+  if (lanes != nullptr) {
+    // Small on the shared axis: an overview there, every kernel on the lanes' own scale after it.
+    TimelineChart with = chart;
+    with.rows.push_back({"measured", {{"", 0, lanes->step_time_s}}});
+    const bool small = lanes->step_time_s < 0.25 * TimelineScaleOf(with).axis_end_s;
+    AddStreamLanes(*lanes, chart, page, true, small);
+    page.Svg(RenderTimeline(chart));
+    if (small) AddStreamLanesAlone(*lanes, page, false);
+  } else {
+    page.Svg(RenderTimeline(chart));
+  }
   page.Note(absl::StrFormat(
       "Order: Megatron-LM megatron/core/pipeline_parallel/schedules.py (%s): stage s runs %s warm-up forwards, then "
       "one forward and one backward in turn, then the remaining backwards. Times: the prediction's breakdown of the "
@@ -388,10 +462,13 @@ void AddStepTimeline(const v1::Prediction& p, const Parallelism* par, const Time
       step.pp > 1 ? absl::StrCat(": its bubble, ", Number(p.breakdown().pipeline_bubble_s()),
                                  " s, is (PP-1)/VPP x the average stage, not the slowest")
                   : ""));
-  if (measured != nullptr) {
+  if (measured != nullptr && lanes == nullptr) {
     page.Note("Measured row: the trace analysis keeps each step's busy time per category, not a per-record timeline, "
               "so the measured step is drawn as its terms' seconds laid end to end (not in the order they ran; busy "
               "time on two streams at once counts twice).");
+  } else if (measured != nullptr) {
+    page.Note("Measured row (busy per term): the median step's busy time per term laid end to end (not in the order "
+              "they ran; busy time on two streams at once counts twice); the lanes under it are one step as it ran.");
   }
 }
 
@@ -651,7 +728,8 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
   return page.Html();
 }
 
-std::string ComparisonPage(const v1::Comparison& c, const v1::Prediction* prediction, const Parallelism* layout) {
+std::string ComparisonPage(const v1::Comparison& c, const v1::Prediction* prediction, const Parallelism* layout,
+                           const MeasuredStep* measured_step) {
   Page page(absl::StrCat("stepcast compare: ", c.title()));
   const double pred_s = c.predicted_step_time_s(), meas_s = c.measured_step_time_s();
   page.Facts({{"predicted step", Seconds(pred_s)},
@@ -705,7 +783,10 @@ std::string ComparisonPage(const v1::Comparison& c, const v1::Prediction* predic
     const v1::StepBreakdown& b = prediction->breakdown();
     if (layout == nullptr && b.pipeline_bubble_s() == 0 && b.pp_comm_s() == 0) layout = &one_stage;
     const TimelineRow measured = MeasuredRow(c);
-    AddStepTimeline(*prediction, layout, &measured, page);
+    AddStepTimeline(*prediction, layout, &measured, page, measured_step);
+  } else if (measured_step != nullptr) {
+    page.Heading("Measured step timeline");
+    AddStreamLanesAlone(*measured_step, page, true);
   }
   return page.Html();
 }

@@ -76,8 +76,26 @@ std::string ValidationPage(const v1::ValidationReport& r, const std::string& csv
 // null: then only a prediction with no pipeline bubble and no PP communication, one stage, is
 // drawn), and the measured step as one more row: the trace analysis keeps per-step busy time per
 // category, not a per-record timeline, so that row is the measured terms laid end to end.
+//
+// With `measured_step` (a Kineto trace was given; may be null): the measured stream timeline of
+// that one step under the predicted stages, on the same time axis (in ms when it ends before
+// 2 s): one lane per GPU stream (LayOutStreamLanes: each kernel, memcpy and memset from its start
+// to its end in its classifier category's colour, idle time empty, merged only past
+// kMaxStreamRects rectangles, as the page then says), the step's end marked (class "marker2",
+// data-at = its step time in seconds). When that step is under a quarter of the shared axis, the
+// lanes are drawn again alone on their own scale. Without a drawable predicted timeline, the
+// lanes alone.
+struct MeasuredStep {
+  std::string path;          // the trace file
+  int32_t rank = -1;         // its distributedInfo rank; -1 none
+  int32_t step = -1;         // the chosen step's number in the analysis (stepcast trace)
+  int32_t steps = 0;         // steps measured in the file
+  double step_time_s = 0;    // the chosen step's length
+  std::string step_source;   // what gave the steps
+  std::vector<StreamKernel> kernels;  // times from the step's start
+};
 std::string ComparisonPage(const v1::Comparison& c, const v1::Prediction* prediction = nullptr,
-                           const Parallelism* layout = nullptr);
+                           const Parallelism* layout = nullptr, const MeasuredStep* measured_step = nullptr);
 
 // One evaluated layout of a layout search, for SearchPage.
 struct SearchCandidate {

@@ -563,7 +563,7 @@ void AddCompareCommand(CLI::App& app, CompareCommand& c, ClientFlags& client) {
   compare->add_option("prediction", c.prediction, "prediction JSON (stepcast predict --json) or run:<id>")->required();
   compare->add_option("measured", c.measured, "probe reports or Kineto traces, one per rank");
   compare->add_flag("--json", c.json, "print the comparison as JSON (stepcast.v1.Comparison)");
-  compare->add_option("--html", c.html_path, "also write a static HTML page (each term predicted vs measured)");
+  compare->add_option("--html", c.html_path, "also write a static HTML page (each term predicted vs measured; with traces, one step's GPU streams)");
   compare->add_option("--job", c.job_path, "the predicted job file: the page draws its step per pipeline stage");
   AddClientFlags(compare, client);
 }

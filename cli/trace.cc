@@ -2,6 +2,7 @@
 // compare (a prediction against probe reports, traces or a stored run).
 #include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -110,6 +111,19 @@ std::string FormatStragglers(const v1::StragglerReport& w) {
   return o;
 }
 
+// The page's measured step (times from the step's start, categories by name) from the trace's;
+// none when no trace gave one.
+std::optional<html::MeasuredStep> MeasuredStepOf(const trace::StepTimeline& t) {
+  if (t.steps == 0) return std::nullopt;
+  html::MeasuredStep m{t.path, t.rank, t.step, t.steps, t.step_time_s, t.step_source, {}};
+  m.kernels.reserve(t.intervals.size());
+  for (const trace::StepInterval& i : t.intervals) {
+    m.kernels.push_back({i.stream, (i.start_ns - t.start_ns) * 1e-9, (i.end_ns - t.start_ns) * 1e-9,
+                         probe::CategoryName(i.category), i.name_id < t.names.size() ? t.names[i.name_id] : ""});
+  }
+  return m;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ProbeReport> ReadProbeReports(const std::vector<std::string>& paths) {
@@ -128,7 +142,7 @@ absl::StatusOr<v1::ProbeReport> ReadProbeReports(const std::vector<std::string>&
   return probe::MergeRanks(ranks);
 }
 
-absl::StatusOr<Measured> ReadMeasured(const std::vector<std::string>& paths) {
+absl::StatusOr<Measured> ReadMeasured(const std::vector<std::string>& paths, trace::StepTimeline* timeline) {
   if (paths.empty()) return absl::InvalidArgumentError("no measurement file given");
   size_t traces = 0;
   for (const auto& p : paths) traces += trace::LooksLikeKinetoTrace(p);
@@ -137,7 +151,7 @@ absl::StatusOr<Measured> ReadMeasured(const std::vector<std::string>& paths) {
   }
   Measured m;
   if (traces > 0) {
-    absl::StatusOr<v1::TraceReport> r = trace::AnalyzeKinetoTraces(paths);
+    absl::StatusOr<v1::TraceReport> r = trace::AnalyzeKinetoTraces(paths, {}, {}, timeline);
     if (!r.ok()) return r.status();
     m.merged = r->merged();
     m.source = "trace";
@@ -270,8 +284,9 @@ int Compare(const std::string& prediction_arg, const std::vector<std::string>& m
                          pred.hardware_name(), ")");
   }
   int steps = 0, ranks = 0;
+  trace::StepTimeline timeline;
   if (!measured.empty()) {
-    absl::StatusOr<Measured> m = ReadMeasured(measured);
+    absl::StatusOr<Measured> m = ReadMeasured(measured, html_path.empty() ? nullptr : &timeline);
     if (!m.ok()) return Fail(m.status());
     if (m->merged.steps().empty()) return Fail(absl::FailedPreconditionError("the measurement holds no step"));
     meas = m->merged.median();
@@ -287,7 +302,11 @@ int Compare(const std::string& prediction_arg, const std::vector<std::string>& m
   c.set_ranks(ranks);
   std::cout << (json ? ToJson(c) : FormatTermComparison(c));
   if (!html_path.empty()) {
-    if (absl::Status s = html::WritePage(html_path, html::ComparisonPage(c, &pred, layout)); !s.ok()) return Fail(s);
+    const std::optional<html::MeasuredStep> lanes = MeasuredStepOf(timeline);
+    if (absl::Status s = html::WritePage(html_path, html::ComparisonPage(c, &pred, layout, lanes ? &*lanes : nullptr));
+        !s.ok()) {
+      return Fail(s);
+    }
   }
   return 0;
 }

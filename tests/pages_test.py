@@ -19,6 +19,7 @@ The PNGs stay in OUTPUT_DIR for people to look at. chromium comes from
 scripts/setup_test_deps.sh (the README's test command).
 """
 
+import gzip
 import html
 import html.parser
 import json
@@ -557,6 +558,96 @@ class ComparePage(PageCase, unittest.TestCase):
 
     def solid_colours(self):
         return [(GEMM_BLUE, 1000)]
+
+
+class CompareTracePage(PageCase, unittest.TestCase):
+    """`stepcast compare --html` with a real Kineto trace (HTA's a100x8 rank 3: ProfilerSteps, a
+    compute stream, NCCL on its own stream, copies): the measured stream lanes of the median-length
+    step beside the predicted stages. Checked against the trace's JSON read here independently:
+    the GPU records overlapping the step's window (from `stepcast trace --json`) give the streams
+    (one lane each) and the NCCL kernels, which must all be in the communication lane."""
+
+    name = "compare-trace"
+    trace = os.path.join(ROOT, "tests", "data", "real_data", "traces", "hta", "a100x8_rank3__trace_diff_control.json.gz")
+
+    @classmethod
+    def write_page(cls):
+        cls.tmp = tempfile.mkdtemp()
+        job = os.path.join(ROOT, "examples", "gpt-1.3b-pytorch-h100.yaml")
+        pred = os.path.join(cls.tmp, "pred.json")
+        r = run([STEPCAST, "predict", "--json", job])
+        assert r.returncode == 0, r.stderr
+        with open(pred, "w") as f:
+            f.write(r.stdout)
+        r = run([STEPCAST, "compare", pred, cls.trace, "--html", cls.page, "--job", job])
+        assert r.returncode == 0, r.stderr
+        r = run([STEPCAST, "trace", cls.trace, "--json"])
+        assert r.returncode == 0, r.stderr
+        cls.steps = json.loads(r.stdout)["ranks"][0]["steps"]
+        # The median-length step: sorted by length, the one at (n - 1) // 2.
+        order = sorted(range(len(cls.steps)), key=lambda i: cls.steps[i]["step_time_s"])
+        cls.chosen = cls.steps[order[(len(order) - 1) // 2]]
+        start, end = int(cls.chosen["start_ns"]), int(cls.chosen["end_ns"])
+        with gzip.open(cls.trace, "rt") as f:
+            events = json.load(f)["traceEvents"]
+        cls.in_step = []  # (stream, name) of every GPU record overlapping the window
+        for e in events:
+            if e.get("ph") != "X" or e.get("cat", "").lower() not in ("kernel", "gpu_memcpy", "gpu_memset"):
+                continue
+            ts, dur = round(float(e["ts"]) * 1000), round(float(e.get("dur", 0)) * 1000)
+            if ts < end and ts + dur > start and dur > 0:
+                cls.in_step.append((int(e["args"]["stream"]), e["name"]))
+        # The page's timelines, one parse per <svg>.
+        with open(cls.page, encoding="utf-8") as f:
+            text = f.read()
+        cls.charts = [timeline(part) for part in text.split("<svg")[1:] if 'class="tl' in part]
+        cls.marker2 = [float(m) for m in re.findall(r'class="marker2" data-at="([^"]+)"', text)]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_the_median_length_step(self):
+        self.assertEqual(len(self.steps), 5)
+        self.assertEqual(self.chosen["step"], 3)  # 75.47, 76.25, [76.79], 76.99, 78.52 ms
+        self.assertIn(f"step {self.chosen['step']} (numbered from 0; 5 steps measured", self.dom_text)
+        self.assertIn("the median-length step", self.dom_text)
+
+    def test_lanes_one_per_stream_beside_the_stages(self):
+        streams = sorted({s for s, _ in self.in_step})
+        self.assertEqual(streams, [7, 20, 21, 22])
+        shared, alone = self.charts[0], self.charts[1]
+        # Shared axis: the stages, the busy-per-term row, then one lane per stream.
+        lanes = [l for l in shared.labels if l.startswith("measured stream")]
+        self.assertEqual(shared.labels[: len(shared.labels) - len(lanes) - 1][0], "stage 0")
+        self.assertEqual(sorted(int(l.split()[2]) for l in lanes), streams)
+        self.assertEqual(alone.labels, lanes)
+        self.assertEqual(alone.labels, ["measured stream 7 (compute)", "measured stream 20 (compute)",
+                                        "measured stream 21 (communication)", "measured stream 22 (copy)"])
+
+    def test_communication_lane_holds_the_nccl_kernels(self):
+        alone = self.charts[1]
+        row = alone.labels.index("measured stream 21 (communication)")
+        nccl = [n for s, n in self.in_step if "nccl" in n.lower()]
+        self.assertGreater(len(nccl), 0)
+        self.assertTrue(all(s == 21 for s, n in self.in_step if "nccl" in n.lower()))
+        kinds = [k for k, _, _ in alone.kinds(row)]
+        self.assertEqual(len(kinds), len(nccl))  # one rectangle per kernel: far below the merge bound
+        self.assertEqual(set(kinds), {"communication"})
+        # Every GPU record of the step is drawn once on its own scale (no merge note on the page).
+        self.assertEqual(sum(len(alone.kinds(r)) for r in range(len(alone.labels))), len(self.in_step))
+        self.assertNotIn("Measured lanes merged", self.dom_text)
+
+    def test_step_length_is_the_analysis_step_time(self):
+        want = self.chosen["step_time_s"]
+        self.assertAlmostEqual(want, (int(self.chosen["end_ns"]) - int(self.chosen["start_ns"])) * 1e-9, places=12)
+        self.assertEqual(len(self.marker2), 2)  # the shared axis and the lanes' own
+        for at in self.marker2:
+            self.assertAlmostEqual(at, want, delta=1e-9 * want)
+        for chart in self.charts[:2]:
+            ends = [e for r, l in enumerate(chart.labels) if l.startswith("measured stream") for _, _, e in chart.kinds(r)]
+            self.assertLessEqual(max(ends), want * (1 + 1e-6))
+        self.assertIn(f"{want * 1e3:.4g} ms from its first GPU record", self.dom_text)
 
 
 class SearchPage(PageCase, unittest.TestCase):

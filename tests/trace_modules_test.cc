@@ -3,7 +3,8 @@
 // (module) with its overlap, and contention (a kernel alone vs beside communication), on
 // synthetic traces checked by hand and on real ones against independent implementations in
 // Python (tests/data/real_data/deepseek_v3_modules.py, trace_contention.py). Tests that need the
-// reference traces in ../shared skip, saying why, where they are absent.
+// reference traces in ../shared skip, saying why, where they are absent (the DLRM ranks are in
+// tests/data and always run).
 #include <sys/stat.h>
 
 #include <cmath>
@@ -84,6 +85,67 @@ TEST(Steps, OneProfilerStepIsOneStep) {
   EXPECT_NEAR(s->whole().kernel_time_s(), 350e-6, 1e-12);
 }
 
+// The measured stream timeline of `stepcast compare --html` (StepTimelineOf): the median-length
+// step's GPU records, clipped to its window. By hand: four ProfilerSteps give three steps (the
+// last only closes the one before), from each iteration's first GPU record: [100, 1100),
+// [1100, 2300), [2300, 3700) us: 1000, 1200, 1400 us; sorted, (3 - 1) / 2 = 1: step 1. Its
+// records: the all-reduce of step 0 still running until 1150 (clipped to [1100, 1150)), the GEMM
+// [1100, 1400) and the elementwise kernel [1400, 1500); step 2's GEMM at 2300 is outside.
+TEST(Steps, MedianLengthStepTimeline) {
+  TraceBuilder b;
+  const char* gemm = "sm90_xmma_gemm_bf16bf16_bf16f32";
+  const char* elementwise = "void at::native::vectorized_elementwise_kernel<4>()";
+  const char* nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)";
+  b.Range("ProfilerStep#0", 0, 1000).Range("ProfilerStep#1", 1000, 1000).Range("ProfilerStep#2", 2000, 1000)
+      .Range("ProfilerStep#3", 3000, 1000)
+      .Kernel(gemm, 10, 100, 200, 7)
+      .Kernel(nccl, 20, 250, 900, 13)
+      .Kernel(gemm, 1010, 1100, 300, 7)
+      .Kernel(elementwise, 1020, 1400, 100, 7)
+      .Kernel(gemm, 2010, 2300, 100, 7)
+      .Kernel(gemm, 3010, 3700, 100, 7);
+  const std::string path = b.Write("median_step_timeline.json");
+  const KinetoTrace t = Read(path);
+  absl::StatusOr<v1::TraceSummary> s = AnalyzeKinetoTrace(t);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->steps_size(), 3);
+  EXPECT_NEAR(s->steps(0).step_time_s(), 1000e-6, 1e-12);
+  EXPECT_NEAR(s->steps(1).step_time_s(), 1200e-6, 1e-12);
+  EXPECT_NEAR(s->steps(2).step_time_s(), 1400e-6, 1e-12);
+  ASSERT_EQ(MedianLengthStepIndex(*s), 1);
+  absl::StatusOr<StepTimeline> tl = StepTimelineOf(t, *s, 1);
+  ASSERT_TRUE(tl.ok()) << tl.status();
+  EXPECT_EQ(tl->step, 1);
+  EXPECT_EQ(tl->steps, 3);
+  EXPECT_NEAR(tl->step_time_s, 1200e-6, 1e-12);
+  EXPECT_EQ(tl->end_ns - tl->start_ns, 1'200'000);
+  struct Want { int32_t stream; int64_t start_us, end_us; probe::KernelCategory category; const char* name; };
+  const Want want[] = {{13, 1100, 1150, probe::KernelCategory::kCommunication, nccl},
+                       {7, 1100, 1400, probe::KernelCategory::kGemm, gemm},
+                       {7, 1400, 1500, probe::KernelCategory::kElementwise, elementwise}};
+  ASSERT_EQ(tl->intervals.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const StepInterval& got = tl->intervals[i];
+    EXPECT_EQ(got.stream, want[i].stream);
+    EXPECT_EQ(got.start_ns, want[i].start_us * 1000);
+    EXPECT_EQ(got.end_ns, want[i].end_us * 1000);
+    EXPECT_EQ(got.category, want[i].category);
+    EXPECT_EQ(tl->names.at(got.name_id), want[i].name);
+  }
+  EXPECT_FALSE(StepTimelineOf(t, *s, 3).ok());
+  // Through AnalyzeKinetoTraces (the path of stepcast compare): the same step.
+  StepTimeline from_files;
+  ASSERT_TRUE(AnalyzeKinetoTraces({path}, {}, {}, &from_files).ok());
+  EXPECT_EQ(from_files.step, 1);
+  EXPECT_EQ(from_files.intervals.size(), 3u);
+  // An even count: the lower of the two middle lengths (steps 0 and 1 of 1000, 1200, 1400, 800
+  // sorted 800, 1000, 1200, 1400: index 1, the 1000 us step).
+  v1::TraceSummary even = *s;
+  even.add_steps()->set_step_time_s(800e-6);
+  EXPECT_EQ(MedianLengthStepIndex(even), 0);
+}
+
 // ProfilerStep ranges that launched no GPU record (kernels without launch correlation, as a
 // trace whose CUDA runtime events were dropped has): the markers give no step, so the steps come
 // from the kernel period (docs/TRACES.md "Steps"), not "no step found". The timeline by hand:
@@ -115,9 +177,9 @@ TEST(Steps, RealSingleStepFiles) {
   struct Case { std::string path; double step_ms; int records; };
   std::vector<Case> cases = {{kData + "traces/tracelens/h100_bert-small_inference.json.gz", 3.907825, 61}};
   const std::string timesformer = SharedTrace("tracelens_more/tracelens_h100_timesformer_infer.json.gz");
-  const std::string dlrm = SharedTrace("param/param_dlrm_v100x8_rank0.json.gz");
+  // The DLRM ranks are in tests/data (they were looked for in ../shared, and skipped without it).
+  cases.push_back({kData + "traces/param/param_dlrm_v100x8_rank0.json.gz", 13.009, 261});
   if (!timesformer.empty()) cases.push_back({timesformer, 159.992427, 534});  // issue 24: "12.8 ms for a 160 ms step"
-  if (!dlrm.empty()) cases.push_back({dlrm, 13.009, 261});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.path);
     absl::StatusOr<v1::TraceSummary> s = AnalyzeKinetoTrace(Read(c.path));
@@ -132,8 +194,8 @@ TEST(Steps, RealSingleStepFiles) {
 TEST(Steps, EightSingleStepRanksMerge) {
   std::vector<std::string> paths;
   for (int r = 0; r < 8; ++r) {
-    const std::string p = SharedTrace("param/param_dlrm_v100x8_rank" + std::to_string(r) + ".json.gz");
-    if (p.empty()) GTEST_SKIP() << "../shared/real_data/traces/param/ (the DLRM ranks) is not here";
+    const std::string p = kData + "traces/param/param_dlrm_v100x8_rank" + std::to_string(r) + ".json.gz";
+    ASSERT_TRUE(Exists(p)) << p;
     paths.push_back(p);
   }
   absl::StatusOr<v1::TraceReport> r = AnalyzeKinetoTraces(paths);

@@ -855,9 +855,43 @@ absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& t, const 
   return s;
 }
 
+int MedianLengthStepIndex(const v1::TraceSummary& s) {
+  if (s.steps().empty()) return -1;
+  std::vector<int> order(static_cast<size_t>(s.steps_size()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return s.steps(a).step_time_s() < s.steps(b).step_time_s(); });
+  return order[(order.size() - 1) / 2];
+}
+
+absl::StatusOr<StepTimeline> StepTimelineOf(const KinetoTrace& t, const v1::TraceSummary& s, int step_index) {
+  if (step_index < 0 || step_index >= s.steps_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_index ", step_index, ": the trace has ", s.steps_size(), " measured steps"));
+  }
+  const v1::StepMeasurement& m = s.steps(step_index);
+  StepTimeline out;
+  out.path = t.path;
+  out.rank = t.rank;
+  out.step = m.step();
+  out.steps = s.steps_size();
+  out.start_ns = m.start_ns();
+  out.end_ns = m.end_ns();
+  out.step_time_s = m.step_time_s();
+  out.step_source = s.step_source();
+  out.names = t.names;
+  for (const KernelRecord& r : t.records) {
+    if (r.start_ns >= out.end_ns) break;  // records are sorted by start
+    const int64_t lo = std::max(r.start_ns, out.start_ns), hi = std::min(r.end_ns, out.end_ns);
+    if (hi <= lo) continue;
+    out.intervals.push_back({r.stream, lo, hi, r.category, r.name_id});
+  }
+  return out;
+}
+
 absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::string>& paths,
                                                     const KinetoOptions& read_options,
-                                                    const AnalyzeOptions& options) {
+                                                    const AnalyzeOptions& options, StepTimeline* timeline) {
   if (paths.empty()) return absl::InvalidArgumentError("no trace file given");
   v1::TraceReport report;
   std::vector<v1::ProbeReport> ranks;
@@ -867,6 +901,11 @@ absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::strin
     if (!t.ok()) return t.status();
     absl::StatusOr<v1::TraceSummary> s = AnalyzeKinetoTrace(*t, options);
     if (!s.ok()) return s.status();
+    if (timeline != nullptr && ranks.empty()) {
+      absl::StatusOr<StepTimeline> st = StepTimelineOf(*t, *s, MedianLengthStepIndex(*s));
+      if (!st.ok()) return st.status();
+      *timeline = *std::move(st);
+    }
     v1::ProbeReport r;
     r.set_rank(s->rank() >= 0 ? s->rank() : static_cast<int32_t>(ranks.size()));
     if (paths.size() > 1) {

@@ -131,14 +131,47 @@ struct AnalyzeOptions {
 // last", "period:<P> on stream <S>"). FailedPrecondition when no step is found.
 absl::StatusOr<v1::TraceSummary> AnalyzeKinetoTrace(const KinetoTrace& trace, const AnalyzeOptions& options = {});
 
+// One GPU record of a measured step, for the measured stream timeline of `stepcast compare --html`.
+struct StepInterval {
+  int32_t stream = -1;          // KernelRecord::stream (-1 unknown)
+  int64_t start_ns = 0, end_ns = 0;  // clipped to the step's window
+  probe::KernelCategory category = probe::KernelCategory::kElementwise;  // the classifier's
+  uint32_t name_id = 0;         // into StepTimeline::names
+};
+// The GPU records of one step of one trace file, in the order of KinetoTrace::records (by start).
+struct StepTimeline {
+  std::string path;
+  int32_t rank = -1;
+  int32_t step = -1;               // StepMeasurement::step of the chosen step
+  int32_t steps = 0;               // steps the analysis measured in the file
+  int64_t start_ns = 0, end_ns = 0;  // the step's window (StepMeasurement start_ns, end_ns)
+  double step_time_s = 0;          // its StepMeasurement::step_time_s
+  std::string step_source;         // TraceSummary::step_source
+  std::vector<StepInterval> intervals;
+  std::vector<std::string> names;  // KinetoTrace::names (GPU record names)
+};
+
+// Index into s.steps() of the median-length step: the steps sorted by step_time_s (ties by
+// position), the one at (n - 1) / 2, so with an odd count its step time is the median step time
+// (MedianStep) and with an even count the lower of the two middle ones. -1 when s has no step.
+int MedianLengthStepIndex(const v1::TraceSummary& s);
+
+// The records of step s.steps(step_index) that overlap its window [start_ns, end_ns), each clipped
+// to it (a record running across the window's start, as AnalyzeWindow clips it), with zero-length
+// records dropped. InvalidArgument when step_index is out of range. Linear in the records.
+absl::StatusOr<StepTimeline> StepTimelineOf(const KinetoTrace& t, const v1::TraceSummary& s, int step_index);
+
 // Reads and analyses each file (one per rank) and merges the ranks (probe::MergeRanks). With two
 // or more files, also the communication wait for other ranks (TraceReport.stragglers,
 // AttributeCollectiveWaits in plugin/trace/stragglers.h; a file without distributedInfo is the rank
 // of its position in `paths`; a rank id given twice leaves only a note there). Each trace is dropped after its analysis: what the straggler
 // analysis keeps of it is its communication kernels and step windows.
+// `timeline` (may be null, the default: nothing more is kept): the first file's median-length
+// step (MedianLengthStepIndex, StepTimelineOf), taken before that trace is dropped.
 absl::StatusOr<v1::TraceReport> AnalyzeKinetoTraces(const std::vector<std::string>& paths,
                                                     const KinetoOptions& read_options = {},
-                                                    const AnalyzeOptions& options = {});
+                                                    const AnalyzeOptions& options = {},
+                                                    StepTimeline* timeline = nullptr);
 
 // Whether a file looks like a Kineto trace rather than a probe report: the name ends in .json.gz
 // / .pt.trace.json, or its first KiB holds "traceEvents".

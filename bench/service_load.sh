@@ -5,7 +5,8 @@
 # Usage: bench/service_load.sh [threads] [seconds] [writers] [searchers] [rounds]   (after scripts/setup.sh)
 # writers > 0: that many threads issue ReportRun (store writes) beside the Predict load;
 # searchers > 0: that many threads each keep a maximal Search in flight beside the Predict load.
-# STEPCAST=path/to/stepcast picks the server binary (default build/bin/stepcast); RPCS=predict
+# STEPCAST=path/to/stepcast picks the server binary (default build/bin/stepcast), SERVICE_LOAD the
+# load client (default build/bin/service_load); RPCS=predict
 # (or any comma-separated subset of health,predict,preflight) picks the kinds; SERVE_ARGS adds
 # flags to `stepcast serve` (default --watchdog-ms 0, below); KEEP_LOG=FILE keeps the server's log.
 # CPUS=0,1 pins the server and the load client to those cores (taskset), e.g. to measure a
@@ -26,7 +27,7 @@ pid=$!
 trap 'kill $pid 2>/dev/null; [ -n "${KEEP_LOG:-}" ] && cp "$work/rpc.log" "$KEEP_LOG"; rm -rf "$work"' EXIT
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 echo "machine: $(nproc) cores${CPUS:+ (server and client pinned to cores $CPUS)}, $(lscpu | sed -n 's/^Model name: *//p'); load average: $(cut -d' ' -f1-3 /proc/loadavg); server $stepcast logs one line per RPC to a file"
-"${pin[@]}" build/bin/service_load --server "127.0.0.1:$(cat "$work/port")" --threads "$threads" --seconds "$seconds" \
+"${pin[@]}" "${SERVICE_LOAD:-build/bin/service_load}" --server "127.0.0.1:$(cat "$work/port")" --threads "$threads" --seconds "$seconds" \
   --job examples/llama3-70b-h100.yaml --writers "$writers" --searchers "$searchers" --rounds "$rounds" \
   --rpcs "${RPCS:-health,predict,preflight}" --server-pid "$pid"
-echo "server log lines: $(wc -l < "$work/rpc.log"); server CPU: $(ps -o times= -p $pid) s"
+echo "server log lines: $(wc -l < "$work/rpc.log"); server CPU: $(ps -o times= -p $pid) s; server peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' /proc/$pid/status)"

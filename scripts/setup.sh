@@ -21,6 +21,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc   # the service (stepcast serve) and its clients
   libsqlite3-dev                         # the run and profile store
   libpq-dev                              # the PostgreSQL run store (several serve replicas): libpq
+  libgoogle-perftools-dev                # tcmalloc_minimal, the allocator of stepcast and the benchmarks (STEPCAST_TCMALLOC)
   python3-grpcio python3-protobuf python3-yaml  # the Python client and its test
   python3-venv python3-pip python3-setuptools python3-wheel  # pip install ./plugin/python, offline
   python3                                # JSON checks in tests/cli_test.sh

@@ -441,7 +441,9 @@ void AddStepTimeline(const v1::Prediction& p, const Parallelism* par, const Time
   if (lanes != nullptr) {
     // Small on the shared axis: an overview there, every kernel on the lanes' own scale after it.
     TimelineChart with = chart;
-    with.rows.push_back({"measured", {{"", 0, lanes->step_time_s}}});
+    TimelineSegment whole;
+    whole.end_s = lanes->step_time_s;
+    with.rows.push_back({"measured", {whole}});
     const bool small = lanes->step_time_s < 0.25 * TimelineScaleOf(with).axis_end_s;
     AddStreamLanes(*lanes, chart, page, true, small);
     page.Svg(RenderTimeline(chart));

@@ -282,8 +282,7 @@ std::vector<RateProfile::Contention> ContentionOf(const v1::CalibrationRun& run,
     if (slowest.empty()) continue;
     std::vector<double> v;
     for (const auto& [shape, x] : slowest) v.push_back(x);
-    std::sort(v.begin(), v.end());
-    const double median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    const double median = Summarize(v).median_s();
     RateProfile::Contention c;
     c.compute = "gemm";
     c.communication = communication;

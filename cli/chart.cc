@@ -925,12 +925,8 @@ std::string RenderTimeline(const TimelineChart& c) {
   return o;
 }
 
-namespace {
-
-// Colours of the trace classifier's categories: those of cli/html.cc TermColour for gemm,
-// attention, convolution, elementwise; communication as the predicted rows' (Tableau 10 orange);
-// memory copies brown.
-std::string MeasuredColour(const std::string& category) {
+// cli/chart.h.
+std::string CategoryColour(const std::string& category) {
   if (category == "gemm") return "#4e79a7";
   if (category == "attention") return "#76b7b2";
   if (category == "convolution") return "#a0cbe8";
@@ -939,6 +935,8 @@ std::string MeasuredColour(const std::string& category) {
   if (category == "memory_copy") return "#9c755f";
   return "#79706e";
 }
+
+namespace {
 
 // A drawn piece of a lane: one kernel or several merged.
 struct LaneSeg {
@@ -1046,7 +1044,7 @@ StreamLanes LayOutStreamLanes(const std::vector<StreamKernel>& kernels, double p
     const auto [role, stream] = order[i];
     TimelineRow row{absl::StrFormat("stream %d (%s)", stream, role == 1 ? "communication" : role == 2 ? "copy" : "compute"), {}};
     for (const LaneSeg& s : lanes[i]) {
-      row.segments.push_back({s.category, s.start_s, s.end_s, "", LaneTitle(s), MeasuredColour(s.category), false});
+      row.segments.push_back({s.category, s.start_s, s.end_s, "", LaneTitle(s), CategoryColour(s.category), false});
     }
     out.segments += row.segments.size();
     out.rows.push_back(std::move(row));

@@ -218,13 +218,19 @@ struct StreamKernel {
   std::string name;      // kernel name (hover text; clipped to 120 characters)
 };
 
+// The colour of a trace classifier category (plugin/trace: gemm, attention, convolution,
+// elementwise, communication, memory_copy; anything else grey), Tableau 10: the measured lanes'
+// kernels and, for the compute categories, the compare page's measured busy terms
+// (cli/html.cc TermColour).
+std::string CategoryColour(const std::string& category);
+
 // The page-size bound: at most this many rectangles across all lanes.
 inline constexpr size_t kMaxStreamRects = 20000;
 
 // One lane per stream, each labelled "stream N (role)": role "communication" when communication
 // kernels hold most of the lane's busy time, "copy" when memory copies/sets do, else "compute";
 // lanes ordered compute, communication, copy, each by stream id. Every kernel is one segment of
-// kind = its category (colours: cli/chart.cc MeasuredColour; gemm, communication the same as
+// kind = its category (colours: CategoryColour; gemm, communication the same as
 // the predicted rows'), hover text its name and times; idle time is left empty. When there are
 // more than `max_rects` kernels, merge rules apply in turn until the count fits:
 //   1. on a lane, a kernel joins the previous segment when both have the same category and the

@@ -158,16 +158,12 @@ constexpr Term kTerms[] = {
 // Colours of plugin/compare.h's terms, matching the prediction page's colours of the terms they
 // gather (kTerms).
 std::string TermColour(const std::string& term) {
-  if (term == "gemm") return "#4e79a7";
-  if (term == "attention") return "#76b7b2";
-  if (term == "convolution") return "#a0cbe8";
-  if (term == "elementwise") return "#edc948";
   if (absl::StartsWith(term, "exposed all_reduce")) return "#f28e2b";
   if (absl::StartsWith(term, "exposed all_to_all")) return "#ff9da7";
   if (absl::StartsWith(term, "exposed send_recv")) return "#9c755f";
   if (absl::StartsWith(term, "exposed")) return "#e15759";
   if (absl::StartsWith(term, "idle")) return "#bab0ac";
-  return "#79706e";
+  return CategoryColour(term);  // gemm, attention, convolution, elementwise (compare.cc's terms)
 }
 
 std::vector<std::pair<std::string, std::string>> JobFacts(const Job& job) {

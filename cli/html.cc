@@ -204,7 +204,7 @@ std::vector<std::pair<std::string, std::string>> PredictionFacts(const v1::Predi
     facts.insert(facts.begin() + 1, {absl::StrFormat("%.0f%% interval", 100 * iv.coverage()),
                                      absl::StrFormat("%s-%s s", Number(iv.low_s()), Number(iv.high_s()))});
     facts.insert(facts.begin() + 2, {"validated runs behind it", absl::StrFormat("%.3g%s", iv.validated_runs(),
-                                                                                  iv.validated() ? "" : " (widest)")});
+                                                                                  iv.validated() ? "" : " (outside the validated region)")});
   }
   if (p.cost().steps_per_run() > 0) {
     facts.emplace_back("time to train", Duration(p.cost().time_to_train_s()));
@@ -590,7 +590,7 @@ void AddCoverage(const v1::ValidationReport& r, const XYChart& chart, Page& page
               {"minimum runs per regime", absl::StrFormat("%.0f", cov.minimum_runs())}});
   page.Svg(RenderXY(ci));
   page.Note("A row is covered when its vertical segment crosses 1 (the measured time). Hollow markers: rows outside the validated "
-            "region (the widest interval). Intervals: weighted split-conformal 80% bounds of the leave-one-source-out "
+            "region (the interval of the runs outside it). Intervals: weighted split-conformal 80% bounds of the leave-one-source-out "
             "residuals ln(measured / predicted) of the other sources' rows in the row's regime, or the nearest "
             "broader regime with the minimum of validated runs (docs/VALIDATION.md \"Intervals\").");
   Table ct;

@@ -70,7 +70,11 @@ std::string FormatReport(const Job& job, const Prediction& p) {
                                                                                        : std::string("every run"),
                                                      absl::StrFormat(" (%.3g runs, %d source%s)", i.experiments, i.sources,
                                                                      i.sources == 1 ? "" : "s"))
-                                      : std::string("; OUTSIDE the validated region: the widest interval"));
+                                      : absl::StrCat("; OUTSIDE the validated region: ",
+                                                     i.from_outside_runs
+                                                         ? absl::StrFormat("the interval of the runs outside it (%.3g runs, %d source%s)",
+                                                                           i.experiments, i.sources, i.sources == 1 ? "" : "s")
+                                                         : std::string("the widest interval")));
     for (const std::string& n : IntervalNotes(i)) absl::StrAppendFormat(&o, "  note:      %s\n", n);
   }
   absl::StrAppendFormat(&o, "  tokens/s   %s (%s per GPU)\n", Thousands(p.tokens_per_s),

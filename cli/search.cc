@@ -130,7 +130,7 @@ std::string FormatConfidence(const SearchResult& r) {
     absl::StrAppendFormat(&out,
                           "\nConfidence: %d of the top %d layouts lie outside the validated region (!: no validated "
                           "run shares their framework family, dense/MoE, sharding, pipeline and scale band; the "
-                          "widest interval); %d more are in regimes below the minimum of %.0f validated runs (~: "
+                          "interval of the runs outside the region); %d more are in regimes below the minimum of %.0f validated runs (~: "
                           "interval from a broader regime). runs: validated runs of the layout's regime.\n",
                           r.top_outside_validated, static_cast<int>(r.top.size()), r.top_below_minimum,
                           r.top[0].prediction.interval.minimum_experiments);

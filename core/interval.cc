@@ -300,6 +300,21 @@ IntervalTable IntervalTable::Build(std::vector<ResidualRun> step, std::vector<Me
     t.nodes_.push_back(n);
   }  // std::map order: (level, key)
 
+  // The out-of-region runs: no other source has a run in their validated-region regime.
+  {
+    std::vector<WeightedValue> outside;
+    std::set<std::string> outside_sources;
+    for (const ResidualRun& r : t.step_) {
+      const Acc& region = acc.at({kValidatedRegionLevel, r.regime.Key() & RegimeLevelMask(kValidatedRegionLevel)});
+      if (region.sources.size() != 1) continue;
+      outside.push_back({Ln(r.measured_s / r.predicted_s), 1.0 / per_experiment[r.experiment]});
+      outside_sources.insert(r.source);
+    }
+    t.outside_rows_ = static_cast<int>(outside.size());
+    t.outside_sources_ = static_cast<int>(outside_sources.size());
+    t.outside_bounds_ = ConformalInterval(std::move(outside), coverage);
+  }
+
   // Every key's resolution.
   t.resolution_.assign(kRegimeKeyCount, Resolution{});
   for (uint32_t key = 0; key < kRegimeKeyCount; ++key) {
@@ -316,8 +331,9 @@ IntervalTable IntervalTable::Build(std::vector<ResidualRun> step, std::vector<Me
           break;
         }
       }
-      res.low_ratio = std::exp(t.widest_lo_);
-      res.high_ratio = std::exp(t.widest_hi_);
+      const bool outside = t.outside_bounds_.finite;
+      res.low_ratio = std::exp(outside ? t.outside_bounds_.lo : t.widest_lo_);
+      res.high_ratio = std::exp(outside ? t.outside_bounds_.hi : t.widest_hi_);
       continue;
     }
     for (int level = 0; level < kRegimeLevels; ++level) {
@@ -446,6 +462,11 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
     i.experiments = n.experiments;
     i.rows = n.rows;
     i.sources = n.sources;
+  } else if (!res.validated && table.outside_bounds().finite) {
+    i.from_outside_runs = true;  // the out-of-region runs' interval
+    i.experiments = table.outside_bounds().weight;
+    i.rows = table.outside_rows();
+    i.sources = table.outside_sources();
   } else if (const IntervalTable::Node* all = table.FindNode(kRegimeFeatures, i.regime); all != nullptr) {
     i.experiments = all->experiments;  // the widest interval: the range of every run
     i.rows = all->rows;
@@ -478,7 +499,11 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
 std::string IntervalSummary(const StepTimeInterval& i) {
   if (!i.available) return "";
   std::string from;
-  if (!i.validated || i.level < 0) {
+  if (i.from_outside_runs) {
+    from = absl::StrFormat(
+        "the runs outside the validated region (%.3g runs of %d source%s, each outside it when its source was left out)",
+        i.experiments, i.sources, i.sources == 1 ? "" : "s");
+  } else if (!i.validated || i.level < 0) {
     from = absl::StrFormat("the widest interval (the range of every validated run's error, %.0f runs)", i.experiments);
   } else {
     from = absl::StrFormat("%s%s (%.3g validated runs, %d source%s)", i.level == 0 ? "its regime " : "the broader regime ",
@@ -492,8 +517,11 @@ std::vector<std::string> IntervalNotes(const StepTimeInterval& i) {
   if (!i.available) return out;
   if (!i.validated) {
     out.push_back(absl::StrCat("no published run of ", RegimePhrase(i.regime, std::max(1, i.unvalidated_prefix)),
-                               " was validated: outside the validated region, the interval is the widest the "
-                               "table holds"));
+                               i.from_outside_runs
+                                   ? " was validated: outside the validated region, the interval is how far the model "
+                                     "has been off on regimes it had no validated run of"
+                                   : " was validated: outside the validated region, the interval is the widest the "
+                                     "table holds"));
   } else if (i.below_minimum) {
     out.push_back(absl::StrFormat(
         "its regime (%s) has %.3g validated runs, below the minimum of %.0f: the interval comes from %s",

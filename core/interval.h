@@ -13,8 +13,12 @@
 // fixed hierarchy kRegimeFeatureOrder (the features that change only measured rates are dropped
 // first). The point estimate is never moved: the interval says how far the model has been off,
 // not what to add. A job outside the validated region (no validated run shares its framework
-// family, dense/MoE, sharding, pipeline and scale band) gets the widest interval the table holds,
-// the range of all its residuals, and says so. Where the job rests on an overlap value its
+// family, dense/MoE, sharding, pipeline and scale band) gets the interval of the table's own
+// out-of-region runs, and says so: the runs whose region no other source has a run of, i.e. the
+// runs that were outside the validated region when their source was left out. Their residuals
+// are how far the model has been off on a regime it had never been validated in, the population
+// such a job belongs to; the same weighted split-conformal bounds apply. With fewer than the
+// minimum of such runs it is the widest interval the table holds, the range of all residuals. Where the job rests on an overlap value its
 // framework preset flags low_confidence (core/framework.h), the interval is widened to the step
 // times with that mechanism hiding nothing and everything it can.
 //
@@ -178,8 +182,8 @@ class IntervalTable {
   };
   // How a regime resolves (precomputed for every key).
   struct Resolution {
-    int16_t node = -1;         // the node whose bounds give the interval; -1: the widest
-    int8_t level = -1;         // its level; -1: the widest
+    int16_t node = -1;         // the node whose bounds give the interval; -1: outside_bounds or the widest
+    int8_t level = -1;         // its level; -1: outside_bounds or the widest
     bool validated = false;    // inside the validated region
     int8_t unvalidated_prefix = 0;  // features of the shortest order prefix with no run (0 when validated)
     float region_experiments = 0;   // weight of its validated-region regime (level kValidatedRegionLevel)
@@ -200,6 +204,12 @@ class IntervalTable {
   // The range of every residual: the widest interval (ln ratios); both 0 without runs.
   double widest_lo() const { return widest_lo_; }
   double widest_hi() const { return widest_hi_; }
+  // The bounds (ln ratios) of the out-of-region runs (the runs no other source shares the
+  // validated-region regime of), their rows and sources; finite iff their weight reaches the
+  // minimum. The interval of every job outside the validated region when finite.
+  const ConformalBounds& outside_bounds() const { return outside_bounds_; }
+  int outside_rows() const { return outside_rows_; }
+  int outside_sources() const { return outside_sources_; }
   // The memory bounds (ln ratios) of a framework family's measured runs, their weight, and rows.
   const ConformalBounds& memory_bounds(FrameworkFamily f) const { return memory_bounds_[static_cast<int>(f)]; }
   int memory_rows(FrameworkFamily f) const { return memory_rows_[static_cast<int>(f)]; }
@@ -211,6 +221,8 @@ class IntervalTable {
   std::vector<Node> nodes_;  // sorted by (level, key)
   std::vector<Resolution> resolution_;
   double widest_lo_ = 0, widest_hi_ = 0;
+  ConformalBounds outside_bounds_;
+  int outside_rows_ = 0, outside_sources_ = 0;
   std::array<ConformalBounds, 5> memory_bounds_{};  // by FrameworkFamily
   std::array<int, 5> memory_rows_{};
 };
@@ -235,7 +247,8 @@ struct StepTimeInterval {
   double low_s = 0, high_s = 0;
   double coverage = 0;
   Regime regime;            // the job's
-  int level = -1;           // hierarchy level of the residuals used; -1: the widest interval
+  int level = -1;           // hierarchy level of the residuals used; -1: outside the region
+  bool from_outside_runs = false;  // level -1: the out-of-region runs' bounds (else the widest)
   double experiments = 0;   // validated runs (experiments) behind the interval
   int rows = 0, sources = 0;
   // Validated runs sharing the job's framework family, dense/MoE, sharding, pipeline and scale

@@ -168,7 +168,7 @@ struct SearchResult {
   // Why the runner-up ranks second: the step-time term with the largest difference.
   std::string runner_up_reason;
   // Of `top`: layouts outside the validated region (no validated run shares their framework
-  // family, dense/MoE, sharding, pipeline and scale band: the widest interval), and layouts whose
+  // family, dense/MoE, sharding, pipeline and scale band: the out-of-region interval), and layouts whose
   // regime has fewer validated runs than the minimum (flagged; core/interval.h).
   int top_outside_validated = 0;
   int top_below_minimum = 0;

@@ -228,7 +228,9 @@ v1::StepTimeInterval StepTimeIntervalToProto(const StepTimeInterval& i) {
   out.set_high_s(i.high_s);
   out.set_coverage(i.coverage);
   out.set_regime(RegimeText(i.regime, 0));
-  out.set_derived_from(i.validated && i.level >= 0 ? RegimeText(i.regime, i.level) : "the widest interval");
+  out.set_derived_from(i.validated && i.level >= 0 ? RegimeText(i.regime, i.level)
+                       : i.from_outside_runs     ? "the runs outside the validated region"
+                                                 : "the widest interval");
   out.set_validated_runs(i.experiments);
   out.set_validated_rows(i.rows);
   out.set_sources(i.sources);

@@ -360,7 +360,8 @@ absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& sub
   o.space.gpu_counts = {submitted.cluster.gpu_count};
   // With the interval table, ranked by the pessimistic end of each layout's 80% interval
   // (docs/VALIDATION.md "Intervals"): a validated layout is preferred, since outside the validated
-  // region the interval is the widest, unless an unvalidated one is better even at that end.
+  // region the interval is that of the runs outside it (or the widest), unless an unvalidated one
+  // is better even at that end.
   if (submitted.intervals) o.objective = SearchObjective::kStepTimeP90;
   absl::StatusOr<SearchResult> r = SearchLayouts(submitted, o);
   if (!r.ok()) {
@@ -382,8 +383,9 @@ absl::StatusOr<std::optional<v1::LayoutSuggestion>> SuggestLayout(const Job& sub
                      ? absl::StrFormat("; ranked by the pessimistic end of its 80%% interval (%.3g s), a validated layout",
                                        i.high_s)
                      : absl::StrFormat("; it lies outside the validated region but is the best at its pessimistic end "
-                                       "(%.3g s, the widest interval)",
-                                       i.high_s);
+                                       "(%.3g s, %s)",
+                                       i.high_s,
+                                       i.from_outside_runs ? "the interval of the runs outside the region" : "the widest interval");
   }
   const RankedLayout& best = *chosen;
   const double submitted_s = prediction.step_time_s;

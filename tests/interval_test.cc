@@ -222,7 +222,8 @@ TEST(IntervalTable, BelowTheMinimumIsFlaggedAndOutsideTheRegionIsTheWidest) {
   ASSERT_EQ(IntervalNotes(i).size(), 1u);
   EXPECT_TRUE(absl::StrContains(IntervalNotes(i)[0], "below the minimum of 9")) << IntervalNotes(i)[0];
 
-  // ZeRO-3: no validated run shares family, dense, sharding: the widest, [-0.2, 0.9].
+  // ZeRO-3: no validated run shares family, dense, sharding: the out-of-region runs (MoE, no PP:
+  // source C alone) weigh 2, below the minimum, so the widest, [-0.2, 0.9].
   absl::StatusOr<Job> z3 = MegatronJob(8, "zero3");
   ASSERT_TRUE(z3.ok()) << z3.status();
   i = EstimateStepTimeInterval(*z3, 10.0, t);
@@ -230,9 +231,59 @@ TEST(IntervalTable, BelowTheMinimumIsFlaggedAndOutsideTheRegionIsTheWidest) {
   EXPECT_NEAR(i.low_s, 10 * std::exp(-0.2), 1e-9);
   EXPECT_NEAR(i.high_s, 10 * std::exp(0.9), 1e-9);
   EXPECT_EQ(i.unvalidated_prefix, 3);
+  EXPECT_FALSE(i.from_outside_runs);
   ASSERT_FALSE(IntervalNotes(i).empty());
   EXPECT_TRUE(absl::StartsWith(IntervalNotes(i)[0], "no published run of Megatron-family dense ZeRO-3/FSDP was validated"))
       << IntervalNotes(i)[0];
+}
+
+TEST(IntervalTable, OutsideTheRegionTheOutOfRegionRunsGiveTheInterval) {
+  // The hand table's 11 Megatron PP runs (sources A and B, residuals 0.01 .. 0.11) share their
+  // region between two sources: inside. 18 JAX runs of source C alone (0.05, 0.10, .., 0.90) and
+  // one MoE run of source D alone (1.5) are the out-of-region runs: 19 unit weights, 0.9 x 20 =
+  // 18: hi = the 18th = 0.90, lo = the 2nd = 0.10. The range of every residual would be
+  // [0.01, 1.5]; had the shared region's runs counted as outside, lo would be 0.02.
+  std::vector<ResidualRun> runs;
+  for (int k = 1; k <= 11; ++k) {
+    runs.push_back({absl::StrCat("r", k), k % 2 ? "A" : "B", absl::StrCat("e", k), MegatronPp(PrecisionClass::kFp8), 10.0,
+                    10.0 * std::exp(0.01 * k)});
+  }
+  Regime jax = MegatronPp(PrecisionClass::k16Bit);
+  jax.family = FrameworkFamily::kJax;
+  jax.pipeline = false;
+  for (int k = 1; k <= 18; ++k) {
+    runs.push_back({absl::StrCat("j", k), "C", absl::StrCat("ej", k), jax, 10.0, 10.0 * std::exp(0.05 * k)});
+  }
+  Regime moe = MegatronPp(PrecisionClass::k16Bit);
+  moe.moe = true;
+  runs.push_back({"moe", "D", "moe", moe, 10.0, 10.0 * std::exp(1.5)});
+  const IntervalTable t = IntervalTable::Build(runs, {});
+  ASSERT_TRUE(t.outside_bounds().finite);
+  EXPECT_NEAR(t.outside_bounds().lo, 0.10, 1e-12);
+  EXPECT_NEAR(t.outside_bounds().hi, 0.90, 1e-12);
+  EXPECT_EQ(t.outside_rows(), 19);
+  EXPECT_EQ(t.outside_sources(), 2);
+  EXPECT_NEAR(t.widest_lo(), 0.01, 1e-12);
+  EXPECT_NEAR(t.widest_hi(), 1.5, 1e-12);
+
+  absl::StatusOr<Job> z3 = MegatronJob(8, "zero3");
+  ASSERT_TRUE(z3.ok()) << z3.status();
+  const StepTimeInterval i = EstimateStepTimeInterval(*z3, 10.0, t);
+  EXPECT_FALSE(i.validated);
+  EXPECT_TRUE(i.from_outside_runs);
+  EXPECT_NEAR(i.low_s, 10 * std::exp(0.10), 1e-9);
+  EXPECT_NEAR(i.high_s, 10 * std::exp(0.90), 1e-9);
+  EXPECT_DOUBLE_EQ(i.experiments, 19);
+  EXPECT_TRUE(absl::StrContains(IntervalSummary(i), "from the runs outside the validated region (19 runs of 2 sources"))
+      << IntervalSummary(i);
+  ASSERT_FALSE(IntervalNotes(i).empty());
+  EXPECT_TRUE(absl::StrContains(IntervalNotes(i)[0], "regimes it had no validated run of")) << IntervalNotes(i)[0];
+
+  // Inside the region nothing changes: the Megatron PP job keeps its region's bounds.
+  absl::StatusOr<Job> pp = MegatronJob(8, "zero1");
+  ASSERT_TRUE(pp.ok()) << pp.status();
+  EXPECT_TRUE(EstimateStepTimeInterval(*pp, 10.0, t).validated);
+  EXPECT_FALSE(EstimateStepTimeInterval(*pp, 10.0, t).from_outside_runs);
 }
 
 TEST(IntervalTable, TheIntervalNeverMovesThePointEstimate) {
@@ -262,7 +313,7 @@ TEST(IntervalTable, LowConfidenceValuesWidenTheInterval) {
   ASSERT_TRUE(p.ok()) << p.status();
   const StepTimeInterval i = EstimateStepTimeInterval(*job, p->step_time_s, t);
   EXPECT_TRUE(i.low_confidence & kMechFsdpParamGather) << MechanismNames(i.low_confidence);
-  // Unvalidated (JAX): the widest ratios, then widened.
+  // Unvalidated (JAX): the widest ratios (2 out-of-region runs, below the minimum), then widened.
   EXPECT_LE(i.low_s, p->step_time_s * std::exp(-0.2) + 1e-12);
   EXPECT_GT(i.high_s, p->step_time_s * std::exp(0.9) * (1 + 1e-9));
   bool said = false;
@@ -555,10 +606,11 @@ TEST(IntervalTable, ShippedFileIsTheValidationSetsTable) {
 
 TEST(IntervalTable, PublishedRunsCoverageAndMemoryVerdicts) {
   // Issue 22's figures on the validation set (docs/VALIDATION.md "Intervals"): leave-one-source-
-  // out coverage of the 80% interval. The conformal bounds are a claim about the rows inside the
-  // validated region: there the coverage must lie in [75%, 85%]. Outside it the interval is the
-  // widest of the table (docs/VALIDATION.md), which covers nearly every row, so the coverage over
-  // all rows lies above the validated rows' (87.3% of 158 rows when measured): at least 75%.
+  // out coverage of the 80% interval, over all rows and over the rows inside the validated region,
+  // each in [75%, 85%]. Outside the region the interval is that of the other sources' runs which
+  // were themselves outside it (docs/VALIDATION.md "Intervals"): measured, 84.2% of the 158 rows
+  // (133), 80 of the 97 inside the region. With the widest interval there (the range of every
+  // residual) it was 88.6%, above the band.
   // Every published run fits or is TIGHT, except the rows listed in kKnownNotFit, each with the
   // mechanism stepcast does not model yet; the list is checked both ways so that a fix shows.
   // Empty since the precision-aware optimizer's master-weight remainders (row 192, Llama 3.1 405B
@@ -572,6 +624,7 @@ TEST(IntervalTable, PublishedRunsCoverageAndMemoryVerdicts) {
   const v1::IntervalCoverage& c = r->interval_coverage();
   EXPECT_EQ(c.rows(), 158);
   EXPECT_GE(c.coverage(), 0.75);
+  EXPECT_LE(c.coverage(), 0.85);
   int covered = 0, validated = 0, validated_covered = 0;
   for (const auto& row : r->rows()) {
     ASSERT_TRUE(row.has_loso_interval()) << row.row_id();

@@ -164,7 +164,7 @@ class Prediction(_Result):
 
     How far predictions like this one have been off (docs/VALIDATION.md "Intervals"):
     step_time_low_s / step_time_high_s, the 80% interval (0 when the server sends none);
-    interval_validated: False outside the validated region (the widest interval); interval_notes:
+    interval_validated: False outside the validated region (the out-of-region interval); interval_notes:
     sentences (outside the validated region, below the minimum of runs, low-confidence values);
     memory_verdict: "fits", "tight" (the capacity lies inside the memory interval) or
     "does_not_fit" ("" from an older server).

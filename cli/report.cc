@@ -36,6 +36,27 @@ int FailWithStatus(const absl::Status& s) {
              : kExitError;
 }
 
+namespace {
+
+// The interval, regime and notes lines of FormatReport: how far predictions like this one have
+// been off (core/interval.h; docs/VALIDATION.md "Intervals").
+void AppendIntervalLines(const Prediction& p, std::string& o) {
+  const StepTimeInterval& i = p.interval;
+  const std::string runs = absl::StrFormat("(%.3g runs, %d source%s)", i.experiments, i.sources, i.sources == 1 ? "" : "s");
+  absl::StrAppendFormat(&o, "  interval   %.4f - %.4f s (%.0f%%): MFU %.1f%% - %.1f%%\n", i.low_s, i.high_s,
+                        100 * i.coverage, 100 * p.mfu * p.step_time_s / i.high_s, 100 * p.mfu * p.step_time_s / i.low_s);
+  const std::string from =
+      i.validated ? absl::StrCat("; interval from ", i.level >= 0 ? RegimeText(i.regime, i.level) : std::string("every run"),
+                                 " ", runs)
+      : i.from_outside_runs ? absl::StrCat("; OUTSIDE the validated region: the interval of the runs outside it ", runs)
+                            : std::string("; OUTSIDE the validated region: the widest interval");
+  absl::StrAppendFormat(&o, "  regime     %s: %.3g validated runs%s\n", RegimeText(i.regime, kValidatedRegionLevel),
+                        i.region_experiments, from);
+  for (const std::string& n : IntervalNotes(i)) absl::StrAppendFormat(&o, "  note:      %s\n", n);
+}
+
+}  // namespace
+
 std::string FormatReport(const Job& job, const Prediction& p) {
   const Parallelism& par = job.parallelism;
   const TrainingConfig& t = job.training;
@@ -58,25 +79,7 @@ std::string FormatReport(const Job& job, const Prediction& p) {
   absl::StrAppendFormat(&o, "  batch      %d x %d tokens, micro-batch %d, %d micro-batches per step\n\n",
                         t.global_batch_size, t.seq_length, t.micro_batch_size, p.micro_batches_per_step);
   absl::StrAppendFormat(&o, "  step time  %.4f s\n", p.step_time_s);
-  if (p.interval.available) {
-    // How far predictions like this one have been off (core/interval.h; docs/VALIDATION.md).
-    const StepTimeInterval& i = p.interval;
-    absl::StrAppendFormat(&o, "  interval   %.4f - %.4f s (%.0f%%): MFU %.1f%% - %.1f%%\n", i.low_s, i.high_s,
-                          100 * i.coverage, 100 * p.mfu * p.step_time_s / i.high_s,
-                          100 * p.mfu * p.step_time_s / i.low_s);
-    absl::StrAppendFormat(&o, "  regime     %s: %.3g validated runs%s\n", RegimeText(i.regime, kValidatedRegionLevel),
-                          i.region_experiments,
-                          i.validated ? absl::StrCat("; interval from ", i.level >= 0 ? RegimeText(i.regime, i.level)
-                                                                                       : std::string("every run"),
-                                                     absl::StrFormat(" (%.3g runs, %d source%s)", i.experiments, i.sources,
-                                                                     i.sources == 1 ? "" : "s"))
-                                      : absl::StrCat("; OUTSIDE the validated region: ",
-                                                     i.from_outside_runs
-                                                         ? absl::StrFormat("the interval of the runs outside it (%.3g runs, %d source%s)",
-                                                                           i.experiments, i.sources, i.sources == 1 ? "" : "s")
-                                                         : std::string("the widest interval")));
-    for (const std::string& n : IntervalNotes(i)) absl::StrAppendFormat(&o, "  note:      %s\n", n);
-  }
+  if (p.interval.available) AppendIntervalLines(p, o);
   absl::StrAppendFormat(&o, "  tokens/s   %s (%s per GPU)\n", Thousands(p.tokens_per_s),
                         Thousands(p.tokens_per_s_per_gpu));
   absl::StrAppendFormat(&o, "  MFU / HFU  %.1f%% / %.1f%% of %.0f TFLOP/s %s peak (model FLOPs %.3g per step)\n",

@@ -256,6 +256,21 @@ const char* MemoryVerdictName(MemoryVerdict v) {
   return "?";
 }
 
+void IntervalTable::BuildOutsideBounds(const std::map<uint32_t, std::set<std::string>>& region_sources,
+                                       const std::map<std::string, int>& per_experiment) {
+  std::vector<WeightedValue> outside;
+  std::set<std::string> sources;
+  for (const ResidualRun& r : step_) {
+    const auto it = region_sources.find(r.regime.Key() & RegimeLevelMask(kValidatedRegionLevel));
+    if (it == region_sources.end() || it->second.size() != 1) continue;
+    outside.push_back({Ln(r.measured_s / r.predicted_s), 1.0 / per_experiment.at(r.experiment)});
+    sources.insert(r.source);
+  }
+  outside_rows_ = static_cast<int>(outside.size());
+  outside_sources_ = static_cast<int>(sources.size());
+  outside_bounds_ = ConformalInterval(std::move(outside), coverage_);
+}
+
 IntervalTable IntervalTable::Build(std::vector<ResidualRun> step, std::vector<MemoryResidualRun> memory,
                                    double coverage) {
   IntervalTable t;
@@ -301,19 +316,11 @@ IntervalTable IntervalTable::Build(std::vector<ResidualRun> step, std::vector<Me
   }  // std::map order: (level, key)
 
   // The out-of-region runs: no other source has a run in their validated-region regime.
-  {
-    std::vector<WeightedValue> outside;
-    std::set<std::string> outside_sources;
-    for (const ResidualRun& r : t.step_) {
-      const Acc& region = acc.at({kValidatedRegionLevel, r.regime.Key() & RegimeLevelMask(kValidatedRegionLevel)});
-      if (region.sources.size() != 1) continue;
-      outside.push_back({Ln(r.measured_s / r.predicted_s), 1.0 / per_experiment[r.experiment]});
-      outside_sources.insert(r.source);
-    }
-    t.outside_rows_ = static_cast<int>(outside.size());
-    t.outside_sources_ = static_cast<int>(outside_sources.size());
-    t.outside_bounds_ = ConformalInterval(std::move(outside), coverage);
+  std::map<uint32_t, std::set<std::string>> region_sources;
+  for (const auto& [id, a] : acc) {
+    if (id.first == kValidatedRegionLevel) region_sources[id.second] = a.sources;
   }
+  t.BuildOutsideBounds(region_sources, per_experiment);
 
   // Every key's resolution.
   t.resolution_.assign(kRegimeKeyCount, Resolution{});

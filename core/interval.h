@@ -37,6 +37,8 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -215,6 +217,11 @@ class IntervalTable {
   int memory_rows(FrameworkFamily f) const { return memory_rows_[static_cast<int>(f)]; }
 
  private:
+  // outside_bounds_ and its counts from step_: the runs whose validated-region key has one source
+  // in `region_sources`, weighted 1 / (runs of their experiment).
+  void BuildOutsideBounds(const std::map<uint32_t, std::set<std::string>>& region_sources,
+                          const std::map<std::string, int>& per_experiment);
+
   double coverage_ = kIntervalCoverage;
   std::vector<ResidualRun> step_;
   std::vector<MemoryResidualRun> memory_;

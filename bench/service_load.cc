@@ -19,7 +19,10 @@
 //                                 off, ETP; refused ones retried after 100 ms): Predict beside 4
 //                                 searches (docs/RELIABILITY.md)
 //   ... --server-pid PID          also the server's CPU time per request (from /proc/PID/stat, 10 ms
-//                                 ticks), beside this client's own
+//                                 ticks), beside this client's own, and for each kind beside the
+//                                 health check the CPU ratio: (server + client CPU per health
+//                                 check) / (the same per call of the kind), what the throughput
+//                                 ratio would be if both kinds saturated the shared cores
 #include <unistd.h>
 
 #include <algorithm>
@@ -350,8 +353,16 @@ int main(int argc, char** argv) {
     if (auto h = results.find("health"); h != results.end() && h->second.req_per_s > 0) {
       for (const char* kind : {"predict", "preflight"}) {
         if (auto it = results.find(kind); it != results.end()) {
-          std::printf("round %d: %s / health = %.0f / %.0f req/s = %.0f%%\n", round, kind, it->second.req_per_s,
+          std::printf("round %d: %s / health = %.0f / %.0f req/s = %.0f%%", round, kind, it->second.req_per_s,
                       h->second.req_per_s, 100 * it->second.req_per_s / h->second.req_per_s);
+          // Server and client share the cores: the throughput ratio of two saturated kinds is the
+          // inverse ratio of their CPU per request, server + client, which moves less with the load.
+          const PhaseResult& k = it->second;
+          if (k.server_cpu_us > 0 && k.client_cpu_us > 0 && h->second.server_cpu_us > 0 && h->second.client_cpu_us > 0) {
+            const double hc = h->second.server_cpu_us + h->second.client_cpu_us, kc = k.server_cpu_us + k.client_cpu_us;
+            std::printf("; CPU per request (server + client) %.1f vs %.1f us = %.0f%%", hc, kc, 100 * hc / kc);
+          }
+          std::printf("\n");
         }
       }
     }

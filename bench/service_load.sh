@@ -10,7 +10,9 @@
 # (or any comma-separated subset of health,predict,preflight) picks the kinds; SERVE_ARGS adds
 # flags to `stepcast serve` (default --watchdog-ms 0, below); KEEP_LOG=FILE keeps the server's log.
 # CPUS=0,1 pins the server and the load client to those cores (taskset), e.g. to measure a
-# 2-core machine's figures on a larger one.
+# 2-core machine's figures on a larger one. PERF=PREFIX also records perf call graphs of the
+# server and the load client for 4 s of the first kind's measurement (PREFIX.server.data,
+# PREFIX.client.data; docs/PERFORMANCE.md "Issue 30, third pass").
 set -eu
 cd "$(dirname "$0")/.."
 threads="${1:-8}"; seconds="${2:-10}"; writers="${3:-0}"; searchers="${4:-0}"; rounds="${5:-1}"
@@ -29,5 +31,14 @@ for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 echo "machine: $(nproc) cores${CPUS:+ (server and client pinned to cores $CPUS)}, $(lscpu | sed -n 's/^Model name: *//p'); load average: $(cut -d' ' -f1-3 /proc/loadavg); server $stepcast logs one line per RPC to a file"
 "${pin[@]}" "${SERVICE_LOAD:-build/bin/service_load}" --server "127.0.0.1:$(cat "$work/port")" --threads "$threads" --seconds "$seconds" \
   --job examples/llama3-70b-h100.yaml --writers "$writers" --searchers "$searchers" --rounds "$rounds" \
-  --rpcs "${RPCS:-health,predict,preflight}" --server-pid "$pid"
+  --rpcs "${RPCS:-health,predict,preflight}" --server-pid "$pid" &
+client=$!
+if [ -n "${PERF:-}" ]; then
+  # 3 s in (past the first kind's 2 s warm-up), 4 s of call graphs of the server and of the load
+  # client: $PERF.server.data and $PERF.client.data (perf report -i ...). Sampling costs both a few %.
+  sleep 3
+  perf record -q -F 999 --call-graph dwarf,16384 -o "$PERF.server.data" -p "$pid" -- sleep 4 >/dev/null 2>&1 &
+  perf record -q -F 999 --call-graph dwarf,16384 -o "$PERF.client.data" -p "$client" -- sleep 4 >/dev/null 2>&1 &
+fi
+wait "$client"
 echo "server log lines: $(wc -l < "$work/rpc.log"); server CPU: $(ps -o times= -p $pid) s; server peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' /proc/$pid/status)"

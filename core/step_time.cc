@@ -164,22 +164,27 @@ class OpenMemo {
   OpenMemo() {}
   OpenMemo(const OpenMemo&) = delete;
   OpenMemo& operator=(const OpenMemo&) = delete;
-  // The entry of `key`, or nullptr.
-  const Entry* Find(const Key& key) const {
+  // The entry of `key`, or nullptr; then `*slot` is the free slot where the probe ended, where
+  // Add(key, *slot) puts the key without hashing and probing again.
+  const Entry* Find(const Key& key, uint32_t* slot) const {
     for (uint32_t i = Home(key);; i = (i + 1) & (kSlots - 1)) {
-      if (!(used_[i / 64] >> (i % 64) & 1)) return nullptr;  // the table is never full: this ends
+      if (!(used_[i / 64] >> (i % 64) & 1)) {  // the table is never full: this ends
+        *slot = i;
+        return nullptr;
+      }
       if (keys_[i] == key) return &entries_[i].entry;
     }
   }
-  // A new entry for `key` (not in the table), value-initialized, to be filled by the caller. May
-  // empty the table first: an entry found earlier is valid only until the next Add.
-  Entry* Add(const Key& key) {
+  // A new entry for `key` (not in the table), value-initialized, to be filled by the caller, at
+  // `slot`: what Find(key, &slot) gave, with no Add to this table since. May empty the table
+  // first: an entry found earlier is valid only until the next Add.
+  Entry* Add(const Key& key, uint32_t slot) {
+    uint32_t i = slot;
     if (count_ >= kSlots * 3 / 4) {
       used_.fill(0);
       count_ = 0;
+      i = Home(key);  // the empty table's probe ends at once
     }
-    uint32_t i = Home(key);
-    while (used_[i / 64] >> (i % 64) & 1) i = (i + 1) & (kSlots - 1);
     used_[i / 64] |= uint64_t{1} << (i % 64);
     ++count_;
     keys_[i] = key;
@@ -408,16 +413,18 @@ class StepModel {
   // at once.
   const GemmEstimate& EstimateGemmAs(double batch, double m, double n, double k, bool split, double c_bytes) {
     const GemmMemoKey key = GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes);
-    const GemmMemoEntry* e = memo_->Find(key);
+    uint32_t slot = 0;  // unused when found
+    const GemmMemoEntry* e = memo_->Find(key, &slot);
     if (e != nullptr && e->plain) return e->estimate;
-    return EstimateGemmSlow(key, e);
+    return EstimateGemmSlow(key, e, slot);
   }
-  // EstimateGemmAs for a shape not yet in the memo (`found` nullptr), refused by the model, or
-  // extrapolated (flagged once per prediction).
-  [[gnu::noinline]] const GemmEstimate& EstimateGemmSlow(const GemmMemoKey& key, const GemmMemoEntry* found) {
+  // EstimateGemmAs for a shape not yet in the memo (`found` nullptr: `slot` is where it goes),
+  // refused by the model, or extrapolated (flagged once per prediction).
+  [[gnu::noinline]] const GemmEstimate& EstimateGemmSlow(const GemmMemoKey& key, const GemmMemoEntry* found,
+                                                         uint32_t slot) {
     const GemmShape s = key.Shape();
     if (found == nullptr) {
-      GemmMemoEntry* added = memo_->Add(key);
+      GemmMemoEntry* added = memo_->Add(key, slot);
       added->modelled = gm_ != nullptr && gm_->TryEstimate(s, &added->estimate);
       added->plain = added->modelled && !added->estimate.extrapolated();
       found = added;
@@ -463,18 +470,27 @@ class StepModel {
   const GemmPassesEntry& GemmPasses(double m, double n, double k) {
     const GemmPassesKey key{std::bit_cast<uint64_t>(m), std::bit_cast<uint64_t>(n), std::bit_cast<uint64_t>(k),
                             std::bit_cast<uint64_t>(e_grad_), static_cast<uint64_t>(t_.precision.gemm)};
-    if (const GemmPassesEntry* e = passes_->Find(key); e != nullptr) return *e;
+    uint32_t slot;
+    if (const GemmPassesEntry* e = passes_->Find(key, &slot); e != nullptr) return *e;
+    return GemmPassesSlow(key, slot, m, n, k);
+  }
+  // GemmPasses for passes not in its memo (`slot`: where Find's probe ended).
+  [[gnu::noinline]] const GemmPassesEntry& GemmPassesSlow(const GemmPassesKey& key, uint32_t slot, double m,
+                                                          double n, double k) {
     const bool split = t_.precision.gemm == DType::kFP8;
     bool plain = true;
     auto take = [&](const GemmEstimate& e, GemmEstimate* out) {
       *out = e;
       plain = plain && &e != &overflow_ && !e.extrapolated();
     };
-    GemmPassesEntry t;
+    // Built in the scratch entry, then kept when all three are plain (at `slot`: the estimates
+    // add to the other table only).
+    GemmPassesEntry& t = passes_scratch_;
     take(EstimateGemm(m, n, k), &t.fwd);
     take(EstimateGemmAs(1, m, k, n, split, 0), &t.dgrad);
     take(EstimateGemmAs(1, n, k, m, split, 2 * e_grad_), &t.wgrad);
-    GemmPassesEntry* out = plain ? passes_->Add(key) : &passes_scratch_;
+    if (!plain) return t;
+    GemmPassesEntry* out = passes_->Add(key, slot);
     *out = t;
     return *out;
   }

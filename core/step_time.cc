@@ -219,10 +219,14 @@ struct ThreadGemm {
 };
 
 // The GEMM model (GemmModel::Create, default constants) of `hw` and `profile` with its memo of
-// estimates: the last one built on this thread when every input Create reads is unchanged, else a
-// new one (nullptr when the inputs are refused). A prediction would otherwise rebuild the same
-// model each time (a measured per-shape table makes that the costliest step of a prediction) and
-// re-estimate the same shapes (~290 instructions each, 20-40 shapes a prediction).
+// estimates: one of the last kThreadGemmModels built on this thread when every input Create
+// reads is unchanged, else a new one in place of the least recently used (nullptr when the
+// inputs are refused). A prediction would otherwise rebuild the same model each time (a measured
+// per-shape table makes that the costliest step of a prediction) and re-estimate the same shapes
+// (~290 instructions each, 20-40 shapes a prediction); keeping several lets jobs on different
+// GPUs or profiles alternate on one thread (a service's requests, a corpus of jobs) without
+// rebuilding the model and emptying its memo at every change.
+constexpr int kThreadGemmModels = 4;
 std::shared_ptr<ThreadGemm> ThreadGemmModel(const Hardware& hw, const RateProfile& profile) {
   struct Point {
     DType dtype;
@@ -233,34 +237,49 @@ std::shared_ptr<ThreadGemm> ThreadGemmModel(const Hardware& hw, const RateProfil
   struct Key {
     int64_t sm_count = -1;
     double hw_hbm = 0, profile_hbm = 0;
+    double fp8_split = 0;  // profile.fp8_split_accumulation_fraction
     std::array<double, 5> peaks{};
     std::vector<Point> gemm;
   };
-  thread_local Key last_key;
-  thread_local std::shared_ptr<ThreadGemm> last_model;
+  struct Cached {
+    Key key;
+    std::shared_ptr<ThreadGemm> model;
+  };
+  // Most recently used first.
+  thread_local std::array<Cached, kThreadGemmModels> cache;
   const std::array<double, 5> peaks = {hw.peak_bf16_flops_per_s, hw.peak_fp16_flops_per_s, hw.peak_fp8_flops_per_s,
                                        hw.peak_tf32_flops_per_s, hw.peak_fp32_flops_per_s};
-  auto same = [&] {
-    if (last_model == nullptr || last_key.sm_count != hw.sm_count || last_key.hw_hbm != hw.hbm_bandwidth_bytes_per_s ||
-        last_key.profile_hbm != profile.hbm_bandwidth_bytes_per_s || last_key.peaks != peaks ||
-        last_key.gemm.size() != profile.gemm.size()) {
+  auto same = [&](const Cached& c) {
+    const Key& key = c.key;
+    if (c.model == nullptr || key.sm_count != hw.sm_count || key.hw_hbm != hw.hbm_bandwidth_bytes_per_s ||
+        key.profile_hbm != profile.hbm_bandwidth_bytes_per_s ||
+        key.fp8_split != profile.fp8_split_accumulation_fraction || key.peaks != peaks ||
+        key.gemm.size() != profile.gemm.size()) {
       return false;
     }
     for (size_t i = 0; i < profile.gemm.size(); ++i) {
       const GemmRatePoint& g = profile.gemm[i];
-      if (!(last_key.gemm[i] == Point{g.dtype, g.m, g.n, g.k, g.flops_per_s})) return false;
+      if (!(key.gemm[i] == Point{g.dtype, g.m, g.n, g.k, g.flops_per_s})) return false;
     }
     return true;
   };
-  if (same()) return last_model;
+  if (same(cache[0])) return cache[0].model;
+  for (int i = 1; i < kThreadGemmModels; ++i) {
+    if (same(cache[i])) {
+      std::rotate(cache.begin(), cache.begin() + i, cache.begin() + i + 1);  // to the front
+      return cache[0].model;
+    }
+  }
   absl::StatusOr<GemmModel> gm = GemmModel::Create(hw, profile);
   if (!gm.ok()) return nullptr;
-  Key key{hw.sm_count, hw.hbm_bandwidth_bytes_per_s, profile.hbm_bandwidth_bytes_per_s, peaks, {}};
+  Key key{hw.sm_count, hw.hbm_bandwidth_bytes_per_s, profile.hbm_bandwidth_bytes_per_s,
+          profile.fp8_split_accumulation_fraction, peaks, {}};
   key.gemm.reserve(profile.gemm.size());
   for (const GemmRatePoint& g : profile.gemm) key.gemm.push_back({g.dtype, g.m, g.n, g.k, g.flops_per_s});
-  last_key = std::move(key);
-  last_model = std::make_shared<ThreadGemm>(*std::move(gm));
-  return last_model;
+  std::rotate(cache.begin(), cache.end() - 1, cache.end());  // the least recently used to the front
+  cache[0].key = std::move(key);
+  cache[0].model = std::make_shared<ThreadGemm>(*std::move(gm));
+  return cache[0].model;
 }
 
 bool AllOn(const Job& job) {

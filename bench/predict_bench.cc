@@ -92,6 +92,27 @@ void BM_PredictNewShapes(benchmark::State& state) {
 }
 BENCHMARK(BM_PredictNewShapes);
 
+// Predictions whose GEMM shapes no earlier prediction on the thread asked for: Llama 3 70B (the
+// BM_PredictDense job) at 256 sequence lengths, 4096 + 64 i tokens, in turn. Every job's token
+// count differs, so each prediction's ~25 GEMM shapes are new to the memo (which keeps under 100
+// and is emptied when full, a few jobs' worth): the cost of the GEMM model's cold path alone,
+// where BM_PredictNewShapes' mix of jobs also finds shapes an earlier job of the round left.
+void BM_PredictUnseenShapes(benchmark::State& state) {
+  std::vector<stepcast::Job> jobs;
+  for (int64_t i = 0; i < 256; ++i) {
+    jobs.push_back(MakeJob(kLlama70B));
+    jobs.back().training.seq_length = 4096 + 64 * i;
+    if (!stepcast::Predict(jobs.back()).ok()) std::abort();
+  }
+  size_t i = 0;
+  for (auto _ : state) {
+    auto p = stepcast::Predict(jobs[i]);
+    benchmark::DoNotOptimize(p);
+    i = (i + 1) % jobs.size();
+  }
+}
+BENCHMARK(BM_PredictUnseenShapes);
+
 void BM_StepTimeOnly(benchmark::State& state) {
   const stepcast::Job job = MakeJob(kLlama70B);
   for (auto _ : state) {

@@ -329,7 +329,16 @@ void GemmModel::AnalyticInto(const GemmShape& s, GemmEstimate* out) const {
       };
       // ceil(tiles / sms) without a division: the product rounds up by at most an ulp, which
       // only matters when tiles is a multiple of sms.
+      // Under 2^40 tiles (every real GEMM) the same ceiling from the truncated product: tiles is
+      // an integer and tiles / sms lies at least 1/sms from any integer it is not, far more than
+      // the product's rounding (2^-13 there), so the truncation is floor(tiles / sms), or one
+      // less when tiles / sms is an integer and the product rounded down; one exact multiply
+      // and compare then give the ceiling, as the general form does.
       auto waves = [&](double n_tiles) {
+        if (n_tiles < 0x1p40) {
+          const double q = static_cast<double>(static_cast<int64_t>(n_tiles * inv_sms_));
+          return q * sms < n_tiles ? q + 1 : q;
+        }
         double w = CeilPos(n_tiles * inv_sms_);
         if ((w - 1) * sms >= n_tiles) w -= 1;
         return w;

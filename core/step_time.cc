@@ -164,22 +164,27 @@ class OpenMemo {
   OpenMemo() {}
   OpenMemo(const OpenMemo&) = delete;
   OpenMemo& operator=(const OpenMemo&) = delete;
-  // The entry of `key`, or nullptr.
-  const Entry* Find(const Key& key) const {
+  // The entry of `key`, or nullptr; then `*slot` is the free slot where the probe ended, where
+  // Add(key, *slot) puts the key without hashing and probing again.
+  const Entry* Find(const Key& key, uint32_t* slot) const {
     for (uint32_t i = Home(key);; i = (i + 1) & (kSlots - 1)) {
-      if (!(used_[i / 64] >> (i % 64) & 1)) return nullptr;  // the table is never full: this ends
+      if (!(used_[i / 64] >> (i % 64) & 1)) {  // the table is never full: this ends
+        *slot = i;
+        return nullptr;
+      }
       if (keys_[i] == key) return &entries_[i].entry;
     }
   }
-  // A new entry for `key` (not in the table), value-initialized, to be filled by the caller. May
-  // empty the table first: an entry found earlier is valid only until the next Add.
-  Entry* Add(const Key& key) {
+  // A new entry for `key` (not in the table), value-initialized, to be filled by the caller, at
+  // `slot`: what Find(key, &slot) gave, with no Add to this table since. May empty the table
+  // first: an entry found earlier is valid only until the next Add.
+  Entry* Add(const Key& key, uint32_t slot) {
+    uint32_t i = slot;
     if (count_ >= kSlots * 3 / 4) {
       used_.fill(0);
       count_ = 0;
+      i = Home(key);  // the empty table's probe ends at once
     }
-    uint32_t i = Home(key);
-    while (used_[i / 64] >> (i % 64) & 1) i = (i + 1) & (kSlots - 1);
     used_[i / 64] |= uint64_t{1} << (i % 64);
     ++count_;
     keys_[i] = key;
@@ -214,10 +219,14 @@ struct ThreadGemm {
 };
 
 // The GEMM model (GemmModel::Create, default constants) of `hw` and `profile` with its memo of
-// estimates: the last one built on this thread when every input Create reads is unchanged, else a
-// new one (nullptr when the inputs are refused). A prediction would otherwise rebuild the same
-// model each time (a measured per-shape table makes that the costliest step of a prediction) and
-// re-estimate the same shapes (~290 instructions each, 20-40 shapes a prediction).
+// estimates: one of the last kThreadGemmModels built on this thread when every input Create
+// reads is unchanged, else a new one in place of the least recently used (nullptr when the
+// inputs are refused). A prediction would otherwise rebuild the same model each time (a measured
+// per-shape table makes that the costliest step of a prediction) and re-estimate the same shapes
+// (~290 instructions each, 20-40 shapes a prediction); keeping several lets jobs on different
+// GPUs or profiles alternate on one thread (a service's requests, a corpus of jobs) without
+// rebuilding the model and emptying its memo at every change.
+constexpr int kThreadGemmModels = 4;
 std::shared_ptr<ThreadGemm> ThreadGemmModel(const Hardware& hw, const RateProfile& profile) {
   struct Point {
     DType dtype;
@@ -228,34 +237,49 @@ std::shared_ptr<ThreadGemm> ThreadGemmModel(const Hardware& hw, const RateProfil
   struct Key {
     int64_t sm_count = -1;
     double hw_hbm = 0, profile_hbm = 0;
+    double fp8_split = 0;  // profile.fp8_split_accumulation_fraction
     std::array<double, 5> peaks{};
     std::vector<Point> gemm;
   };
-  thread_local Key last_key;
-  thread_local std::shared_ptr<ThreadGemm> last_model;
+  struct Cached {
+    Key key;
+    std::shared_ptr<ThreadGemm> model;
+  };
+  // Most recently used first.
+  thread_local std::array<Cached, kThreadGemmModels> cache;
   const std::array<double, 5> peaks = {hw.peak_bf16_flops_per_s, hw.peak_fp16_flops_per_s, hw.peak_fp8_flops_per_s,
                                        hw.peak_tf32_flops_per_s, hw.peak_fp32_flops_per_s};
-  auto same = [&] {
-    if (last_model == nullptr || last_key.sm_count != hw.sm_count || last_key.hw_hbm != hw.hbm_bandwidth_bytes_per_s ||
-        last_key.profile_hbm != profile.hbm_bandwidth_bytes_per_s || last_key.peaks != peaks ||
-        last_key.gemm.size() != profile.gemm.size()) {
+  auto same = [&](const Cached& c) {
+    const Key& key = c.key;
+    if (c.model == nullptr || key.sm_count != hw.sm_count || key.hw_hbm != hw.hbm_bandwidth_bytes_per_s ||
+        key.profile_hbm != profile.hbm_bandwidth_bytes_per_s ||
+        key.fp8_split != profile.fp8_split_accumulation_fraction || key.peaks != peaks ||
+        key.gemm.size() != profile.gemm.size()) {
       return false;
     }
     for (size_t i = 0; i < profile.gemm.size(); ++i) {
       const GemmRatePoint& g = profile.gemm[i];
-      if (!(last_key.gemm[i] == Point{g.dtype, g.m, g.n, g.k, g.flops_per_s})) return false;
+      if (!(key.gemm[i] == Point{g.dtype, g.m, g.n, g.k, g.flops_per_s})) return false;
     }
     return true;
   };
-  if (same()) return last_model;
+  if (same(cache[0])) return cache[0].model;
+  for (int i = 1; i < kThreadGemmModels; ++i) {
+    if (same(cache[i])) {
+      std::rotate(cache.begin(), cache.begin() + i, cache.begin() + i + 1);  // to the front
+      return cache[0].model;
+    }
+  }
   absl::StatusOr<GemmModel> gm = GemmModel::Create(hw, profile);
   if (!gm.ok()) return nullptr;
-  Key key{hw.sm_count, hw.hbm_bandwidth_bytes_per_s, profile.hbm_bandwidth_bytes_per_s, peaks, {}};
+  Key key{hw.sm_count, hw.hbm_bandwidth_bytes_per_s, profile.hbm_bandwidth_bytes_per_s,
+          profile.fp8_split_accumulation_fraction, peaks, {}};
   key.gemm.reserve(profile.gemm.size());
   for (const GemmRatePoint& g : profile.gemm) key.gemm.push_back({g.dtype, g.m, g.n, g.k, g.flops_per_s});
-  last_key = std::move(key);
-  last_model = std::make_shared<ThreadGemm>(*std::move(gm));
-  return last_model;
+  std::rotate(cache.begin(), cache.end() - 1, cache.end());  // the least recently used to the front
+  cache[0].key = std::move(key);
+  cache[0].model = std::make_shared<ThreadGemm>(*std::move(gm));
+  return cache[0].model;
 }
 
 bool AllOn(const Job& job) {
@@ -408,16 +432,18 @@ class StepModel {
   // at once.
   const GemmEstimate& EstimateGemmAs(double batch, double m, double n, double k, bool split, double c_bytes) {
     const GemmMemoKey key = GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes);
-    const GemmMemoEntry* e = memo_->Find(key);
+    uint32_t slot = 0;  // unused when found
+    const GemmMemoEntry* e = memo_->Find(key, &slot);
     if (e != nullptr && e->plain) return e->estimate;
-    return EstimateGemmSlow(key, e);
+    return EstimateGemmSlow(key, e, slot);
   }
-  // EstimateGemmAs for a shape not yet in the memo (`found` nullptr), refused by the model, or
-  // extrapolated (flagged once per prediction).
-  [[gnu::noinline]] const GemmEstimate& EstimateGemmSlow(const GemmMemoKey& key, const GemmMemoEntry* found) {
+  // EstimateGemmAs for a shape not yet in the memo (`found` nullptr: `slot` is where it goes),
+  // refused by the model, or extrapolated (flagged once per prediction).
+  [[gnu::noinline]] const GemmEstimate& EstimateGemmSlow(const GemmMemoKey& key, const GemmMemoEntry* found,
+                                                         uint32_t slot) {
     const GemmShape s = key.Shape();
     if (found == nullptr) {
-      GemmMemoEntry* added = memo_->Add(key);
+      GemmMemoEntry* added = memo_->Add(key, slot);
       added->modelled = gm_ != nullptr && gm_->TryEstimate(s, &added->estimate);
       added->plain = added->modelled && !added->estimate.extrapolated();
       found = added;
@@ -463,18 +489,27 @@ class StepModel {
   const GemmPassesEntry& GemmPasses(double m, double n, double k) {
     const GemmPassesKey key{std::bit_cast<uint64_t>(m), std::bit_cast<uint64_t>(n), std::bit_cast<uint64_t>(k),
                             std::bit_cast<uint64_t>(e_grad_), static_cast<uint64_t>(t_.precision.gemm)};
-    if (const GemmPassesEntry* e = passes_->Find(key); e != nullptr) return *e;
+    uint32_t slot;
+    if (const GemmPassesEntry* e = passes_->Find(key, &slot); e != nullptr) return *e;
+    return GemmPassesSlow(key, slot, m, n, k);
+  }
+  // GemmPasses for passes not in its memo (`slot`: where Find's probe ended).
+  [[gnu::noinline]] const GemmPassesEntry& GemmPassesSlow(const GemmPassesKey& key, uint32_t slot, double m,
+                                                          double n, double k) {
     const bool split = t_.precision.gemm == DType::kFP8;
     bool plain = true;
     auto take = [&](const GemmEstimate& e, GemmEstimate* out) {
       *out = e;
       plain = plain && &e != &overflow_ && !e.extrapolated();
     };
-    GemmPassesEntry t;
+    // Built in the scratch entry, then kept when all three are plain (at `slot`: the estimates
+    // add to the other table only).
+    GemmPassesEntry& t = passes_scratch_;
     take(EstimateGemm(m, n, k), &t.fwd);
     take(EstimateGemmAs(1, m, k, n, split, 0), &t.dgrad);
     take(EstimateGemmAs(1, n, k, m, split, 2 * e_grad_), &t.wgrad);
-    GemmPassesEntry* out = plain ? passes_->Add(key) : &passes_scratch_;
+    if (!plain) return t;
+    GemmPassesEntry* out = passes_->Add(key, slot);
     *out = t;
     return *out;
   }

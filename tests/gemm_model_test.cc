@@ -496,6 +496,54 @@ TEST(GemmModel, WorkedExamples) {
   }
 }
 
+// The tile and wave choice, worked out again with integers: for every tile the documented rule
+// weighs, tiles = B ceil(m/tm) ceil(n/tn) and waves = ceil(tiles / 132) by integer division; the
+// least waves x tm x tn wins, ties to the earlier of 256x128, 128x256, 128x128, then (only when
+// the 128x128 grid is under one wave or m or n is under 128) 128x64, 64x128, 64x64. Over a grid
+// of 4,800 shapes that puts the tile count on and beside every multiple of the SM count (where
+// the model's division-free ceiling must not round), and B up to 4096 (tile counts near 2^27).
+TEST(GemmModel, WavesAndTilesMatchIntegerArithmetic) {
+  const GemmModel model = MakeModel();
+  ASSERT_EQ(model.sm_count(), 132);
+  struct Tile {
+    int64_t m, n;
+  };
+  const Tile large[] = {{256, 128}, {128, 256}, {128, 128}}, small[] = {{128, 64}, {64, 128}, {64, 64}};
+  int checked = 0;
+  for (int64_t batch : {1, 3, 64, 4096}) {
+    for (int64_t m = 64; m <= 64 * 40; m += 64) {
+      for (int64_t n : {64, 96, 128, 1056, 1408, 2048, 4224, 8192, 11 * 128, 33 * 128, 66 * 128, 132 * 128,
+                        264 * 128, 133 * 128, 131 * 128, 12 * 128, 6 * 256, 3 * 256, 1000 * 8, 7 * 64,
+                        9 * 64, 44 * 96, 2 * 6336, 4 * 6336, 17 * 32, 8 * 528, 16 * 528, 256 * 33, 128 * 66,
+                        22 * 128}) {
+        int64_t best_waves = 0, best_work = 0, best_m = 0, best_n = 0;
+        auto consider = [&](const Tile& t) {
+          const int64_t tiles = batch * ((m + t.m - 1) / t.m) * ((n + t.n - 1) / t.n);
+          const int64_t waves = (tiles + 131) / 132;
+          if (best_work == 0 || waves * t.m * t.n < best_work) {
+            best_work = waves * t.m * t.n;
+            best_waves = waves, best_m = t.m, best_n = t.n;
+          }
+        };
+        for (const Tile& t : large) consider(t);
+        const int64_t tiles128 = batch * ((m + 127) / 128) * ((n + 127) / 128);
+        if (tiles128 < 132 || m < 128 || n < 128) {
+          for (const Tile& t : small) consider(t);
+        }
+        auto e = model.Estimate({DType::kBF16, static_cast<double>(batch), static_cast<double>(m),
+                                 static_cast<double>(n), 4096});
+        ASSERT_TRUE(e.ok());
+        ASSERT_EQ(e->kernel, GemmKernel::kTiled);
+        EXPECT_EQ(e->waves, static_cast<double>(best_waves)) << batch << " x " << m << " x " << n;
+        EXPECT_EQ(e->tile_m, best_m) << batch << " x " << m << " x " << n;
+        EXPECT_EQ(e->tile_n, best_n) << batch << " x " << m << " x " << n;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 40 * 30);
+}
+
 TEST(GemmModel, KernelKindsAndFlags) {
   const GemmModel model = MakeModel();
   // n = 3137 (odd): fallback kernel, bandwidth x 0.40.

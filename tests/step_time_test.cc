@@ -118,6 +118,56 @@ training: {seq_length: 2048, global_batch_size: 64})");
   }
 }
 
+TEST(StepTime, ThreadGemmModelsOfSeveralProfilesEachGiveTheirOwnAnswer) {
+  // The thread keeps its last few GEMM models (core/step_time.cc ThreadGemmModel, each with its
+  // memo of estimates), keyed by every hardware and profile input GemmModel::Create reads. Jobs
+  // on six models (three GPUs; the H100 profile with its flat rates halved; an fp8 job under two
+  // fp8 split-accumulation fractions, which only that fraction tells apart), more than the
+  // thread keeps, predicted in three orders on one thread: each must give the answer it gets on
+  // a fresh thread.
+  std::vector<Job> jobs;
+  for (const char* hw : {"h100-sxm", "gb200", "a100-80gb"}) {
+    auto job = testing::JobFromYaml(absl::StrCat("model: llama3-70b\nhardware: ", hw, R"(
+cluster: {gpu_count: 64}
+parallelism: {tp: 4, pp: 8, sequence_parallel: true}
+training: {seq_length: 8192, global_batch_size: 128})"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    jobs.push_back(*job);
+  }
+  jobs.push_back(jobs[0]);
+  for (auto& g : jobs.back().profile.gemm) g.flops_per_s /= 2;
+  auto fp8 = testing::JobFromYaml(R"(
+model: llama3-70b
+hardware: h100-sxm
+cluster: {gpu_count: 64}
+parallelism: {tp: 4, pp: 8, sequence_parallel: true}
+training: {seq_length: 8192, global_batch_size: 128, precision: {gemm: fp8}})");
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  ASSERT_GT(fp8->profile.fp8_split_accumulation_fraction, 0.9);
+  jobs.push_back(*fp8);
+  jobs.push_back(*fp8);
+  jobs.back().profile.fp8_split_accumulation_fraction = 0.5;
+  std::vector<StepTimeEstimate> fresh(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::thread([&] { fresh[i] = EstimateStepTime(jobs[i]); }).join();
+  }
+  // The halved rates and the lower fraction are slower: the jobs are told apart.
+  EXPECT_GT(fresh[3].breakdown.gemm_s, 1.5 * fresh[0].breakdown.gemm_s);
+  EXPECT_GT(fresh[5].breakdown.gemm_s, 1.1 * fresh[4].breakdown.gemm_s);
+  for (int round = 0; round < 3; ++round) {
+    for (size_t n = 0; n < jobs.size(); ++n) {
+      // In order, in reverse, then each job twice after its neighbour.
+      const size_t i = round == 0 ? n : round == 1 ? jobs.size() - 1 - n : (n * 5) % jobs.size();
+      for (int twice = 0; twice < (round == 2 ? 2 : 1); ++twice) {
+        const StepTimeEstimate st = EstimateStepTime(jobs[i]);
+        EXPECT_EQ(st.step_time_s, fresh[i].step_time_s) << "job " << i << ", round " << round;
+        EXPECT_EQ(st.breakdown.gemm_s, fresh[i].breakdown.gemm_s) << "job " << i << ", round " << round;
+        EXPECT_EQ(st.warnings, fresh[i].warnings) << "job " << i << ", round " << round;
+      }
+    }
+  }
+}
+
 TEST(StepTime, InterleavingDividesTheBubble) {
   // Narayanan et al. 2021 Sec. 2.2.2: bubble = (p-1)/v x stage time.
   Job j1 = Llama70B();

@@ -129,34 +129,34 @@ const std::map<std::string, Flavor>& TorchtitanFlavors() {
     auto* m = new std::map<std::string, Flavor>;
     // torchtitan/models/llama3/__init__.py llama3_args (debugmodel: dim 256, 6 layers, 16 heads,
     // vocab 2048, FFN int(2*1024/3) rounded up to 256 = 768).
-    (*m)["llama3/debugmodel"] = {"", Dense("torchtitan-llama3-debugmodel", 6, 256, 16, 16, 0, 768, 2048, false)};
+    (*m)["llama3/debugmodel"] = {"", Dense("torchtitan-llama3-debugmodel", 6, 256, 16, 16, 0, 768, 2048, false), {}};
     // Llama 3.2 1B / 3B (torchtitan/models/llama3/__init__.py _1b, _3b at kTorchtitanCommit):
     // compute_ffn_hidden_dim(dim, multiple_of 1024, multiplier 1.5 / 1.0) = 8192, tied embeddings.
-    (*m)["llama3/1B"] = {"", Dense("llama3.2-1b", 16, 2048, 32, 8, 0, TorchtitanFfn(4 * 2048, 1.5, 1024), 128256, true)};
-    (*m)["llama3/3B"] = {"", Dense("llama3.2-3b", 28, 3072, 24, 8, 0, TorchtitanFfn(4 * 3072, 1.0, 1024), 128256, true)};
-    (*m)["llama3/8B"] = {"llama3-8b", {}};
-    (*m)["llama3/70B"] = {"llama3-70b", {}};
-    (*m)["llama3/405B"] = {"llama3-405b", {}};
+    (*m)["llama3/1B"] = {"", Dense("llama3.2-1b", 16, 2048, 32, 8, 0, TorchtitanFfn(4 * 2048, 1.5, 1024), 128256, true), {}};
+    (*m)["llama3/3B"] = {"", Dense("llama3.2-3b", 28, 3072, 24, 8, 0, TorchtitanFfn(4 * 3072, 1.0, 1024), 128256, true), {}};
+    (*m)["llama3/8B"] = {"llama3-8b", {}, {}};
+    (*m)["llama3/70B"] = {"llama3-70b", {}, {}};
+    (*m)["llama3/405B"] = {"llama3-405b", {}, {}};
     // Llama 4 Scout (17bx16e: every layer MoE) and Maverick (17bx128e: every other layer).
-    (*m)["llama4/debugmodel"] = {"", Llama4("torchtitan-llama4-debugmodel", 6, 256, 16, 16, 2048, 0, 256, 8, 2)};
-    (*m)["llama4/17bx16e"] = {"", Llama4("llama4-scout-17bx16e", 48, 5120, 40, 8, 202048, 1.2, 2048, 16, 1)};
-    (*m)["llama4/17bx128e"] = {"", Llama4("llama4-maverick-17bx128e", 48, 5120, 40, 8, 202048, 1.2, 2048, 128, 2)};
+    (*m)["llama4/debugmodel"] = {"", Llama4("torchtitan-llama4-debugmodel", 6, 256, 16, 16, 2048, 0, 256, 8, 2), {}};
+    (*m)["llama4/17bx16e"] = {"", Llama4("llama4-scout-17bx16e", 48, 5120, 40, 8, 202048, 1.2, 2048, 16, 1), {}};
+    (*m)["llama4/17bx128e"] = {"", Llama4("llama4-maverick-17bx128e", 48, 5120, 40, 8, 202048, 1.2, 2048, 128, 2), {}};
     (*m)["deepseek_v3/debugmodel"] = {"", DeepSeek("torchtitan-deepseek-v3-debugmodel", 6, 256, 16, 2048, 0, 1024,
-                                                   256, 8, 2, 3, 1)};
-    (*m)["deepseek_v3/16B"] = {"", DeepSeek("deepseek-moe-16b", 27, 2048, 16, 102400, 0, 10944, 1408, 64, 2, 6, 1)};
-    (*m)["deepseek_v3/236B"] = {"", DeepSeek("deepseek-v2-236b", 60, 5120, 128, 102400, 1536, 12288, 1536, 160, 2, 6, 1)};
-    (*m)["deepseek_v3/671B"] = {"deepseek-v3", {}};
+                                                   256, 8, 2, 3, 1), {}};
+    (*m)["deepseek_v3/16B"] = {"", DeepSeek("deepseek-moe-16b", 27, 2048, 16, 102400, 0, 10944, 1408, 64, 2, 6, 1), {}};
+    (*m)["deepseek_v3/236B"] = {"", DeepSeek("deepseek-v2-236b", 60, 5120, 128, 102400, 1536, 12288, 1536, 160, 2, 6, 1), {}};
+    (*m)["deepseek_v3/671B"] = {"deepseek-v3", {}, {}};
     // torchtitan/models/qwen3/__init__.py qwen3_args (head_dim 128, vocab 151936, tied up to 4B).
-    (*m)["qwen3/debugmodel"] = {"", Dense("torchtitan-qwen3-debugmodel", 8, 256, 16, 8, 128, 3072, 2048, true)};
-    (*m)["qwen3/0.6B"] = {"", Dense("qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936, true)};
-    (*m)["qwen3/1.7B"] = {"", Dense("qwen3-1.7b", 28, 2048, 16, 8, 128, 6144, 151936, true)};
-    (*m)["qwen3/4B"] = {"", Dense("qwen3-4b", 36, 2560, 32, 8, 128, 9728, 151936, true)};
-    (*m)["qwen3/8B"] = {"", Dense("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, false)};
-    (*m)["qwen3/14B"] = {"", Dense("qwen3-14b", 40, 5120, 40, 8, 128, 17408, 151936, false)};
-    (*m)["qwen3/32B"] = {"", Dense("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936, false)};
-    (*m)["qwen3/debugmodel_moe"] = {"", QwenMoe("torchtitan-qwen3-debugmodel-moe", 8, 256, 16, 8, 3072, 2048, 768, 64)};
-    (*m)["qwen3/30B-A3B"] = {"", QwenMoe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 151936, 768, 128)};
-    (*m)["qwen3/235B-A22B"] = {"", QwenMoe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936, 1536, 128)};
+    (*m)["qwen3/debugmodel"] = {"", Dense("torchtitan-qwen3-debugmodel", 8, 256, 16, 8, 128, 3072, 2048, true), {}};
+    (*m)["qwen3/0.6B"] = {"", Dense("qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936, true), {}};
+    (*m)["qwen3/1.7B"] = {"", Dense("qwen3-1.7b", 28, 2048, 16, 8, 128, 6144, 151936, true), {}};
+    (*m)["qwen3/4B"] = {"", Dense("qwen3-4b", 36, 2560, 32, 8, 128, 9728, 151936, true), {}};
+    (*m)["qwen3/8B"] = {"", Dense("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, false), {}};
+    (*m)["qwen3/14B"] = {"", Dense("qwen3-14b", 40, 5120, 40, 8, 128, 17408, 151936, false), {}};
+    (*m)["qwen3/32B"] = {"", Dense("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936, false), {}};
+    (*m)["qwen3/debugmodel_moe"] = {"", QwenMoe("torchtitan-qwen3-debugmodel-moe", 8, 256, 16, 8, 3072, 2048, 768, 64), {}};
+    (*m)["qwen3/30B-A3B"] = {"", QwenMoe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 151936, 768, 128), {}};
+    (*m)["qwen3/235B-A22B"] = {"", QwenMoe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936, 1536, 128), {}};
     // gpt-oss (torchtitan/models/gpt_oss/__init__.py _20b, _120b: the released models' shapes)
     // alternates 128-token sliding-window and full attention with learned attention sinks: the
     // model presets that describe them (presets/models/gpt-oss-*.yaml) when this build has them.

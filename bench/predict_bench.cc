@@ -65,6 +65,16 @@ void BM_PredictMoE(benchmark::State& state) {
 }
 BENCHMARK(BM_PredictMoE);
 
+// Predicts `jobs` one after the other, round and round, for the benchmark's iterations.
+void PredictInTurn(benchmark::State& state, const std::vector<stepcast::Job>& jobs) {
+  size_t i = 0;
+  for (auto _ : state) {
+    auto p = stepcast::Predict(jobs[i]);
+    benchmark::DoNotOptimize(p);
+    i = (i + 1) % jobs.size();
+  }
+}
+
 // Predictions of jobs whose GEMM shapes change every time: Llama 3 70B and DeepSeek-V3, each at
 // micro-batch sizes 1, 2, 4, 8 and sequence lengths 4096, 8192 in turn (every shape's m differs),
 // some 16 x 25 distinct GEMM shapes per round, more than the step model's per-thread memo of
@@ -83,12 +93,7 @@ void BM_PredictNewShapes(benchmark::State& state) {
       }
     }
   }
-  size_t i = 0;
-  for (auto _ : state) {
-    auto p = stepcast::Predict(jobs[i]);
-    benchmark::DoNotOptimize(p);
-    i = (i + 1) % jobs.size();
-  }
+  PredictInTurn(state, jobs);
 }
 BENCHMARK(BM_PredictNewShapes);
 
@@ -104,12 +109,7 @@ void BM_PredictUnseenShapes(benchmark::State& state) {
     jobs.back().training.seq_length = 4096 + 64 * i;
     if (!stepcast::Predict(jobs.back()).ok()) std::abort();
   }
-  size_t i = 0;
-  for (auto _ : state) {
-    auto p = stepcast::Predict(jobs[i]);
-    benchmark::DoNotOptimize(p);
-    i = (i + 1) % jobs.size();
-  }
+  PredictInTurn(state, jobs);
 }
 BENCHMARK(BM_PredictUnseenShapes);
 

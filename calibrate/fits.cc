@@ -22,6 +22,12 @@ v1::SampleSummary Summarize(std::vector<double> t) {
   return s;
 }
 
+void SetContentionTimes(std::vector<double> alone_s, std::vector<double> beside_s, v1::ContentionSample* c) {
+  *c->mutable_alone() = Summarize(std::move(alone_s));
+  *c->mutable_beside() = Summarize(std::move(beside_s));
+  c->set_slowdown(c->beside().median_s() / c->alone().median_s() - 1);
+}
+
 double AlgBw(double size_bytes, double time_s) { return time_s > 0 ? size_bytes / time_s : 0; }
 
 double BusBw(Collective c, int64_t ranks, double size_bytes, double time_s) {

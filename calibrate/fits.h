@@ -16,6 +16,9 @@ namespace stepcast::calibrate {
 
 // median, p10, p90 (nearest rank) and best (minimum) of timings in seconds.
 v1::SampleSummary Summarize(std::vector<double> times_s);
+// The GEMM's times alone and beside the competitor into a contention sample (calibration.proto
+// ContentionSample): both summarized, slowdown = median beside / median alone - 1.
+void SetContentionTimes(std::vector<double> alone_s, std::vector<double> beside_s, v1::ContentionSample* c);
 
 // nccl-tests (doc/PERFORMANCE.md): algbw = S / t with S as nccl-tests counts it (per-rank
 // buffer for all-reduce; the total for all-gather, reduce-scatter, all-to-all; the message for

@@ -613,34 +613,18 @@ absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo&
           // by several percent over a sweep: 1.38 and 1.47 ms for bf16 8192^3 on one H100).
           absl::StatusOr<std::pair<std::vector<double>, double>> alone = time_variant(0, 0, 1);
           if (!alone.ok()) return alone.status();
-          const v1::SampleSummary alone_s = Summarize(alone->first);
           absl::StatusOr<std::pair<std::vector<double>, double>> beside =
               time_variant(target ? gpu.sm_count - ctas : 0, ctas, cluster);
-          v1::ContentionSample c;
+          v1::ContentionSample c = ContentionVariant(plan, sh, DTypeToProto(dtype), ctas, cluster, target);
           if (!beside.ok() && cluster > 1) {  // clusters refused: the sample says so, the sweep goes on
-            c.set_compute("gemm");
-            c.set_ctas(ctas);
-            c.set_cluster_size(cluster);
-            c.set_sm_count_target(target);
+            *c.mutable_alone() = Summarize(alone->first);
             c.set_error(std::string(beside.status().message()));
             out.push_back(std::move(c));
             continue;
           }
           if (!beside.ok()) return beside.status();
-          c.set_compute("gemm");
-          c.set_dtype(DTypeToProto(dtype));
-          c.set_m(sh.m);
-          c.set_n(sh.n);
-          c.set_k(sh.k);
-          c.set_ctas(ctas);
-          c.set_threads_per_cta(plan.threads_per_cta);
-          c.set_target_bytes_per_s(plan.target_bytes_per_s);
           c.set_achieved_bytes_per_s(beside->second);
-          c.set_sm_count_target(target);
-          c.set_cluster_size(cluster);
-          *c.mutable_alone() = alone_s;
-          *c.mutable_beside() = Summarize(beside->first);
-          c.set_slowdown(c.beside().median_s() / alone_s.median_s() - 1);
+          SetContentionTimes(std::move(alone->first), std::move(beside->first), &c);
           out.push_back(std::move(c));
         }
       }

@@ -63,6 +63,26 @@ struct ContentionPlan {
   std::vector<int> cluster_sizes = {1};
 };
 
+// The sample of one variant of the contention sweep with what describes it: compute "gemm",
+// `dtype`, the shape, the competitor's CTAs, threads per CTA, target bytes/s, cluster size and
+// whether the GEMM was sized for the SMs left. The bench adds the times (fits.h
+// SetContentionTimes) and the competitor's achieved rate, or the error of a refused variant.
+inline v1::ContentionSample ContentionVariant(const ContentionPlan& plan, const GemmShape& shape, v1::DType dtype,
+                                              int ctas, int cluster, bool sm_count_target) {
+  v1::ContentionSample c;
+  c.set_compute("gemm");
+  c.set_dtype(dtype);
+  c.set_m(shape.m);
+  c.set_n(shape.n);
+  c.set_k(shape.k);
+  c.set_ctas(ctas);
+  c.set_threads_per_cta(plan.threads_per_cta);
+  c.set_target_bytes_per_s(plan.target_bytes_per_s);
+  c.set_cluster_size(cluster);
+  c.set_sm_count_target(sm_count_target);
+  return c;
+}
+
 class GpuSystem {
  public:
   virtual ~GpuSystem() = default;

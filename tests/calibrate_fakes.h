@@ -145,29 +145,15 @@ class FakeGpuSystem final : public GpuSystem {
           for (bool target : {false, true}) {
             const double s = target ? static_cast<double>(ctas) / (g.sm_count - ctas)
                                     : c_.contention_per_cta * ctas * 8192.0 / sh.m * scale / cluster;
-            v1::ContentionSample c;
-            c.set_compute("gemm");
+            v1::ContentionSample c = ContentionVariant(plan, sh, v1::D_TYPE_BF16, ctas, cluster, target);
             if (cluster > 1 && c_.refuse_clusters) {
-              c.set_ctas(ctas);
-              c.set_cluster_size(cluster);
-              c.set_sm_count_target(target);
+              *c.mutable_alone() = Summarize({alone});
               c.set_error("communication-shaped kernel: cluster misconfiguration");
               out.push_back(c);
               continue;
             }
-            c.set_dtype(v1::D_TYPE_BF16);
-            c.set_m(sh.m);
-            c.set_n(sh.n);
-            c.set_k(sh.k);
-            c.set_ctas(ctas);
-            c.set_threads_per_cta(plan.threads_per_cta);
-            c.set_target_bytes_per_s(plan.target_bytes_per_s);
             c.set_achieved_bytes_per_s(plan.target_bytes_per_s * 0.99);
-            c.set_sm_count_target(target);
-            c.set_cluster_size(cluster);
-            *c.mutable_alone() = Summarize({alone});
-            *c.mutable_beside() = Summarize({alone * (1 + s)});
-            c.set_slowdown(s);
+            SetContentionTimes({alone}, {alone * (1 + s)}, &c);
             out.push_back(c);
           }
         }

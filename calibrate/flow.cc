@@ -565,6 +565,28 @@ struct Measurement {
   bool AnySample(int mine);
   // A part's samples of this rank, with (on ranks other than 0) the warnings so far.
   void MoveWarningsInto(v1::CalibrationRun& part);
+  // Each local GPU's samples into this rank's part (and, on rank 0, the run) through `field`
+  // (the run's repeated field of them), the part gathered to rank 0; `failure` recorded when no
+  // GPU of any rank measured one. A value: the code to end with (the gather timed out).
+  template <typename Sample, typename Field>
+  std::optional<int> GatherSamples(std::vector<std::vector<Sample>>& samples, Field field, const char* failure) {
+    int n = 0;
+    v1::CalibrationRun part;
+    for (auto& v : samples) {
+      for (auto& s : v) {
+        ++n;
+        *field(part)->Add() = s;
+        if (root) *field(run)->Add() = s;
+      }
+    }
+    MoveWarningsInto(part);
+    if (!Gather(part).ok()) return FinishWith(kExitTimeout);
+    if (!AnySample(n)) {
+      run.add_failures(failure);
+      nothing_measured = true;
+    }
+    return std::nullopt;
+  }
   // Every rank learns of rank 0's write failure and ends with it.
   std::optional<int> AgreeOnCheckpoint();
 
@@ -884,20 +906,9 @@ std::optional<int> Measurement::MeasureGemm() {
       }
     }
   }
-  int n = 0;
-  v1::CalibrationRun part;
-  for (auto& v : samples) {
-    for (auto& s : v) {
-      ++n;
-      *part.add_gemm() = s;
-      if (root) *run.add_gemm() = s;
-    }
-  }
-  MoveWarningsInto(part);
-  if (!Gather(part).ok()) return FinishWith(kExitTimeout);
-  if (!AnySample(n)) {
-    run.add_failures("gemm: no GEMM was measured on any GPU (see the warnings)");
-    nothing_measured = true;
+  if (std::optional<int> end = GatherSamples(samples, [](v1::CalibrationRun& r) { return r.mutable_gemm(); },
+                                             "gemm: no GEMM was measured on any GPU (see the warnings)")) {
+    return end;
   }
   return AgreeOnCheckpoint();
 }
@@ -934,22 +945,8 @@ std::optional<int> Measurement::MeasureHbm() {
       }
     }
   }
-  int n = 0;
-  v1::CalibrationRun part;
-  for (auto& v : samples) {
-    for (auto& s : v) {
-      ++n;
-      *part.add_hbm() = s;
-      if (root) *run.add_hbm() = s;
-    }
-  }
-  MoveWarningsInto(part);
-  if (!Gather(part).ok()) return FinishWith(kExitTimeout);
-  if (!AnySample(n)) {
-    run.add_failures("hbm: no HBM kernel was measured on any GPU (see the warnings)");
-    nothing_measured = true;
-  }
-  return std::nullopt;
+  return GatherSamples(samples, [](v1::CalibrationRun& r) { return r.mutable_hbm(); },
+                       "hbm: no HBM kernel was measured on any GPU (see the warnings)");
 }
 
 std::optional<int> Measurement::MeasureContention() {
@@ -973,22 +970,8 @@ std::optional<int> Measurement::MeasureContention() {
       samples[i].push_back(std::move(s));
     }
   });
-  int n = 0;
-  v1::CalibrationRun part;
-  for (auto& v : samples) {
-    for (auto& s : v) {
-      ++n;
-      *part.add_contention() = s;
-      if (root) *run.add_contention() = s;
-    }
-  }
-  MoveWarningsInto(part);
-  if (!Gather(part).ok()) return FinishWith(kExitTimeout);
-  if (!AnySample(n)) {
-    run.add_failures("contention: no GPU measured the contention sweep (see the warnings)");
-    nothing_measured = true;
-  }
-  return std::nullopt;
+  return GatherSamples(samples, [](v1::CalibrationRun& r) { return r.mutable_contention(); },
+                       "contention: no GPU measured the contention sweep (see the warnings)");
 }
 
 std::optional<int> Measurement::GatherGpuConditions() {

@@ -130,6 +130,10 @@ struct ShardingModel {
   bool reduce_scatter_copy_in = false;
   // FSDP1 BACKWARD_POST: the backward's all-gathers are not prefetched (framework.proto).
   bool backward_gathers_exposed = false;
+  // ZeRO-2 is FSDP SHARD_GRAD_OP: per-unit gathers every forward, kept for the backward (framework.proto).
+  bool zero2_is_shard_grad_op = false;
+  // ZeRO-2 reduce-scatters every micro-batch, not once per step (framework.proto).
+  bool zero2_reduces_every_micro_batch = false;
   // Memory beyond the sharded states (framework.proto ShardingModel fields 30-36; core/memory.cc).
   double gathered_units = 0;            // units of unsharded parameters alive; 0: 2
   double gather_prefetch_params = 0;    // prefetch window beyond the current unit, elements

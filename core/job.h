@@ -178,6 +178,9 @@ struct ModelChoices {
   // off: Megatron-Core's EP all-to-all overlapped at the former 0.6 efficiency (before 2026-11-25;
   // on: off as --overlap-moe-expert-parallel-comm defaults).
   bool ep_overlap_default_off = true;
+  // off: a DP collective's bytes are one collective with one latency (before 2026-11-28; on:
+  // one collective per FSDP unit or bucket, each with its latency: StepModel::DpReduceIn).
+  bool dp_collective_per_unit = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

@@ -796,6 +796,8 @@ class StepModel {
     int64_t replicas = 1, shard = 1;
     GroupPlacement dense_group, expert_group;
     double replica_ar = 0, bwd_mb_s = 0, fwd_mb_s = 0, exp_s = 0, contention_s = 0;
+    double layers_per_stage = 0;  // the units of a per-layer mechanism
+    double m = 1;                 // micro-batches per step of this stage
   };
   // Layers of the slowest stage, even split: ceil(layers / (pp * vpp)) per chunk (Megatron-Core
   // chunk assignment), warning when uneven.
@@ -820,6 +822,15 @@ class StepModel {
   double DpReduce(const DpScratch& d, Collective c, double dense_bytes, double expert_bytes) {
     return Comm(c, d.dense_group, dense_bytes) + Comm(c, d.expert_group, expert_bytes);
   }
+  // The same bytes issued as `units` collectives of 1/units each (FSDP's per-unit gathers and
+  // reduce-scatters, DDP / distributed-optimizer buckets): each collective pays its own latency,
+  // which grows with the ring's steps (NCCL src/graph/tuning.cc: ring latency = base + (n - 1)
+  // steps; EstimateCollective), so a per-layer unit over hundreds of ranks is latency-bound where
+  // one collective of the same bytes is not. units <= 1: one collective.
+  double DpReduceIn(const DpScratch& d, Collective c, double dense_bytes, double expert_bytes, double units) {
+    if (!(units > 1) || !job_.choices.dp_collective_per_unit) return DpReduce(d, c, dense_bytes, expert_bytes);
+    return units * DpReduce(d, c, dense_bytes / units, expert_bytes / units);
+  }
   // What `comm` costs behind `window` under mechanism `mech` in `chunks` pieces (all exposed
   // when the job does not overlap DP communication).
   OverlapCost DpOverlapped(const OverlapMechanism& mech, double comm, double window, double chunks) {
@@ -833,7 +844,9 @@ class StepModel {
   void DpSetup(const RunScratch& r, DpScratch& d);
   // FSDP / ZeRO-3 gathers and reduce-scatters (Zhao et al. 2023 Sec. 3) and FSDP2's copies
   // (pytorch _fsdp_collectives.py) into `fsdp_copy`.
-  void FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy);
+  // `reshard_after_forward` false: FSDP SHARD_GRAD_OP (the framework's ZeRO-2 when
+  // zero2_is_shard_grad_op), one gather per micro-batch kept for the backward.
+  void FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy, bool reshard_after_forward);
   // DDP all-reduce or ZeRO-1/2 reduce-scatter + all-gather in buckets.
   void DdpZeroComm(DpScratch& d);
   // Optimizer step bytes per parameter (Megatron optimizer.py), memory-bound.
@@ -1626,9 +1639,11 @@ void StepModel::DpSetup(const RunScratch& r, DpScratch& d) {
   }();
   d.bwd_mb_s = bwd_mb.time_s;
   d.fwd_mb_s = fwd_mb.time_s;
+  d.layers_per_stage = r.layers_per_stage;
+  d.m = r.m;
 }
 
-void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy) {
+void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy, bool reshard_after_forward) {
   const double m = run.m, layers_per_stage = run.layers_per_stage;
   const LocalParameters& local = d.local;
   const double eg = d.eg, ep_ = d.e_gather, replica_ar = d.replica_ar;
@@ -1638,15 +1653,16 @@ void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy) {
   // gathered before each forward (and again before the backward when resharded after the
   // forward), gradients reduce-scattered after each backward. With PP and the framework's
   // gather-once semantics: one gather and one reduce-scatter per step.
-  const double ag = DpReduce(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_);
-  const double rs = DpReduce(d, Collective::kReduceScatter, local.dense * eg, local.expert * eg);
   const bool once_pp = p_.pp > 1 && fw_.sharding.gather_once_per_step_with_pp;
   const bool once_rs = once_pp || fw_.sharding.reduce_once_per_step_with_accumulation;
-  const double gathers_per_mb = fw_.sharding.reshard_after_forward && !once_pp ? 2 : 1;
+  const double gathers_per_mb = reshard_after_forward && !once_pp ? 2 : 1;
   // Units the collectives are issued in: one per layer of the stage (FSDP wrapping each
-  // block), or the mechanism's buckets (DeepSpeed ZeRO-3 prefetch buckets).
+  // block), or the mechanism's buckets (DeepSpeed ZeRO-3 prefetch buckets). Each unit's gather
+  // and reduce-scatter is its own collective, with its own latency.
   const OverlapMechanism& og = o.fsdp_param_gather;
   const double units = og.per_layer ? layers_per_stage : og.Buckets(local.total(), ep_, shard);
+  const double ag = DpReduceIn(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_, units);
+  const double rs = DpReduceIn(d, Collective::kReduceScatter, local.dense * eg, local.expert * eg, units);
   // The backward's gathers and reduce-scatters cross the same links (NCCL on the same NICs /
   // NVLinks): structured, they are one pipelined stream per unit behind the backward (the
   // first unit's gather and the last unit's reduce-scatter exposed); legacy, each hidden
@@ -1707,16 +1723,24 @@ void StepModel::DdpZeroComm(DpScratch& d) {
   // DDP (all-reduce) or ZeRO-1/2 / Megatron distributed optimizer: gradients reduced in
   // buckets during the last micro-batch's backward (the last bucket exposed), updated
   // parameters all-gathered in buckets during the next forward (the first bucket exposed).
+  // Each bucket is its own collective, with its own latency (DpReduceIn).
   const double params = local.total();
-  const double grad_buckets = o.dp_grad_reduce.Buckets(params, eg, shard);
+  const double grad_buckets = o.dp_grad_reduce.per_layer ? std::max(1.0, d.layers_per_stage)
+                                                         : o.dp_grad_reduce.Buckets(params, eg, shard);
   if (t_.sharding == Sharding::kNone) {
-    const double ar = DpReduce(d, Collective::kAllReduce, local.dense * eg, local.expert * eg);
+    const double ar = DpReduceIn(d, Collective::kAllReduce, local.dense * eg, local.expert * eg, grad_buckets);
     DpAdd(d, DpOverlapped(o.dp_grad_reduce, ar, d.bwd_mb_s, grad_buckets));
   } else {
-    const double rs = DpReduce(d, Collective::kReduceScatter, local.dense * eg, local.expert * eg);
-    const double ag = DpReduce(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_);
+    const double gather_buckets = o.dp_param_gather.Buckets(params, ep_, shard);
+    const double rs = DpReduceIn(d, Collective::kReduceScatter, local.dense * eg, local.expert * eg, grad_buckets);
+    const double ag = DpReduceIn(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_, gather_buckets);
+    // ZeRO-2 that reduces every micro-batch (framework.proto zero2_reduces_every_micro_batch):
+    // the earlier micro-batches' reduce-scatters behind their own backward too.
+    if (t_.sharding == Sharding::kZero2 && fw_.sharding.zero2_reduces_every_micro_batch && d.m > 1) {
+      DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs, d.bwd_mb_s, grad_buckets), d.m - 1);
+    }
     DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs + d.replica_ar, d.bwd_mb_s, grad_buckets));
-    DpAdd(d, DpOverlapped(o.dp_param_gather, ag, d.fwd_mb_s, o.dp_param_gather.Buckets(params, ep_, shard)));
+    DpAdd(d, DpOverlapped(o.dp_param_gather, ag, d.fwd_mb_s, gather_buckets));
   }
 }
 
@@ -1775,7 +1799,9 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   DpScratch d;
   DpSetup(r, d);
   if (t_.sharding == Sharding::kZero3) {
-    FsdpComm(r, d, fsdp_copy);
+    FsdpComm(r, d, fsdp_copy, fw_.sharding.reshard_after_forward);
+  } else if (t_.sharding == Sharding::kZero2 && fw_.sharding.zero2_is_shard_grad_op) {
+    FsdpComm(r, d, fsdp_copy, false);
   } else {
     DdpZeroComm(d);
   }

@@ -577,6 +577,8 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.sharding.reduce_scatter_copy_in = spec.sharding().reduce_scatter_copy_in();
   fw.sharding.sharded_params_are_master = spec.sharding().sharded_params_are_master();
   fw.sharding.backward_gathers_exposed = spec.sharding().backward_gathers_exposed();
+  fw.sharding.zero2_is_shard_grad_op = spec.sharding().zero2_is_shard_grad_op();
+  fw.sharding.zero2_reduces_every_micro_batch = spec.sharding().zero2_reduces_every_micro_batch();
   {
     // FSDP / ZeRO-3 memory fields (framework.proto ShardingModel 30-36).
     const v1::ShardingModel& sh = spec.sharding();

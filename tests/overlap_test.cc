@@ -157,5 +157,65 @@ training: {seq_length: 4096, global_batch_size: 16, micro_batch_size: 1, shardin
   EXPECT_NEAR(inter.ep_comm_s / intra.ep_comm_s, t_inter / t_intra, 1e-6);
 }
 
+// A model small enough that every DP collective is latency-bound: 24 layers of hidden 256 over 512
+// H100 (64 nodes). The preset's inter-node all-gather / reduce-scatter latency is 25 us at 16 ranks
+// (nccl-tests #309), and a ring's latency grows with its steps (NCCL src/graph/tuning.cc: n - 1
+// for all-gather and reduce-scatter): 25 us x 511 / 15 = 851.7 us per collective at 512 ranks.
+// The bytes of one unit (about 0.8 M parameters, under 2 MB) take about 5 us at 8 NICs x 47 GB/s,
+// under 1% of that. So the exposed DP time (overlap off) counts the collectives.
+constexpr char kTinyOn512[] = R"(
+model: {shape: {name: tiny, layers: 24, hidden_size: 256, attention_heads: 4, vocab_size: 4096,
+                ffn_type: gelu, ffn_hidden_size: 1024}}
+hardware: h100-sxm
+cluster: {gpu_count: 512}
+parallelism: {tp: 1, pp: 1}
+)";
+constexpr double kAlpha512 = 25e-6 * 511 / 15;
+
+TEST(Overlap, FsdpIssuesOneCollectivePerUnitEachPayingItsRingLatency) {
+  // FSDP FULL_SHARD (FSDP paper, Zhao et al. 2023 Sec. 3; torch ShardingStrategy docs): per unit
+  // and micro-batch an all-gather before the forward, another before the backward and a
+  // reduce-scatter after it: 3 x 24 collectives for one micro-batch.
+  Job job = JobOf(std::string(kTinyOn512) + R"(
+framework: pytorch-fsdp2
+training: {seq_length: 2048, global_batch_size: 512, micro_batch_size: 1, sharding: zero3, overlap_dp_comm: false})");
+  const double dp = EstimateStepTime(job).breakdown.dp_comm_s;
+  const double latency = 3 * 24 * kAlpha512;
+  EXPECT_GT(dp, latency);
+  EXPECT_LT(dp, 1.05 * latency) << dp;
+  // The former accounting (one collective of all the bytes per kind, 3 latencies): several
+  // times less.
+  job.choices.dp_collective_per_unit = false;
+  EXPECT_LT(EstimateStepTime(job).breakdown.dp_comm_s, dp / 5);
+}
+
+TEST(Overlap, ZeroTwoIsWhatTheFrameworkRunsUnderThatName) {
+  // PyTorch FSDP's ZeRO-2 is SHARD_GRAD_OP / reshard_after_forward=False: per unit and
+  // micro-batch one all-gather (kept for the backward) and one reduce-scatter: 2 x 24 x 4 for
+  // four micro-batches, every one of them, as FSDP reduces each backward.
+  Job fsdp = JobOf(std::string(kTinyOn512) + R"(
+framework: pytorch-fsdp2
+training: {seq_length: 2048, global_batch_size: 2048, micro_batch_size: 1, sharding: zero2, overlap_dp_comm: false})");
+  const double fsdp_dp = EstimateStepTime(fsdp).breakdown.dp_comm_s;
+  EXPECT_GT(fsdp_dp, 2 * 24 * 4 * kAlpha512);
+  EXPECT_LT(fsdp_dp, 1.05 * 2 * 24 * 4 * kAlpha512) << fsdp_dp;
+  // Megatron-Core's ZeRO-2 is Megatron-FSDP optim_grads (grad_reduce_every_bprop): a
+  // reduce-scatter after each micro-batch's backward, where the distributed optimizer (ZeRO-1)
+  // reduces once at the last; each then gathers the updated parameters once. The tiny model is
+  // one bucket (max(40M, 1M x DP) parameters) of about 20 M: ZeRO-1 is one reduce-scatter R and
+  // one all-gather G, ZeRO-2 four R and G. So z2 - z1 = 3 R, and R lies between the latency and
+  // z1 - G <= z1 - latency.
+  Job mcore = JobOf(std::string(kTinyOn512) + R"(
+framework: megatron-core
+training: {seq_length: 2048, global_batch_size: 2048, micro_batch_size: 1, sharding: zero2, overlap_dp_comm: false})");
+  const double z2 = EstimateStepTime(mcore).breakdown.dp_comm_s;
+  mcore.training.sharding = Sharding::kZero1;
+  const double z1 = EstimateStepTime(mcore).breakdown.dp_comm_s;
+  const double r = (z2 - z1) / 3;
+  EXPECT_GT(r, kAlpha512) << z2 << " " << z1;
+  EXPECT_LT(r, z1 - kAlpha512) << z2 << " " << z1;
+  EXPECT_GT(z1, 2 * kAlpha512);
+}
+
 }  // namespace
 }  // namespace stepcast

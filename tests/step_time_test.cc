@@ -185,8 +185,10 @@ TEST(StepTime, InterleavingDividesTheBubble) {
 }
 
 TEST(StepTime, DataParallelAllReduceByHand) {
-  // 16 GPUs of DP on two 8-GPU nodes, no overlap, no sharding: one all-reduce of the fp32
-  // gradients over 16 ranks, 8 per node striped over 8 NICs (busbw min(intra, 8 x inter)).
+  // 16 GPUs of DP on two 8-GPU nodes, no overlap, no sharding: the all-reduce of the fp32
+  // gradients over 16 ranks, 8 per node striped over 8 NICs (busbw min(intra, 8 x inter)), in
+  // Megatron's buckets of max(40M, 1M x DP) parameters (distributed_data_parallel.py): 8.03 B /
+  // 40 M = 201 all-reduces, each paying the latency.
   auto job = testing::JobFromYaml(R"(
 model: llama3-8b
 hardware: h100-sxm
@@ -199,7 +201,9 @@ training: {seq_length: 4096, global_batch_size: 16, overlap_dp_comm: false})");
   ASSERT_NE(inter, nullptr);
   const double bytes = CountParameters(job->model).total * 4;
   const double busbw = std::min(intra->busbw_bytes_per_s, 8 * inter->busbw_bytes_per_s);
-  const double expected = AlphaForGroup(*inter, 16) + bytes * 2 * 15.0 / 16 / busbw;
+  const double buckets = std::ceil(CountParameters(job->model).total / 40e6);
+  EXPECT_EQ(buckets, 201);
+  const double expected = buckets * AlphaForGroup(*inter, 16) + bytes * 2 * 15.0 / 16 / busbw;
   EXPECT_NEAR(EstimateStepTime(*job).breakdown.dp_comm_s, expected, 1e-9 * expected);
   job->training.overlap_dp_comm = true;
   EXPECT_LT(EstimateStepTime(*job).breakdown.dp_comm_s, expected);

@@ -211,7 +211,7 @@ training: {seq_length: 4096, global_batch_size: 64, sharding: zero1, dataset_tok
 // the work deadline is the call's, less a margin for the answer): a 3 s call over 8..16384 GPUs
 // (minutes of work) is an OK, partial answer, not DEADLINE_EXCEEDED.
 TEST_F(ServiceTest, SearchAnswersWithinTheCallDeadlineWithTheBestSoFar) {
-  // A space the search cannot finish inside the 3 s deadline: the 8B job with a global batch of
+  // A space the search cannot finish inside the 6 s deadline: the 8B job with a global batch of
   // 16,384 sequences over 8..16,384 GPUs, every schedule and fp8 (`stepcast search --all-schedules
   // --fp8`: 67.8M layouts in 20.3 s on 2 idle cores). The service's Search runs on
   // cores / (workers - 1) = 2 threads on any core count (plugin/service.cc), so a faster machine
@@ -227,7 +227,11 @@ TEST_F(ServiceTest, SearchAnswersWithinTheCallDeadlineWithTheBestSoFar) {
   req.mutable_options()->mutable_space()->set_fp8(true);
   v1::SearchResponse resp;
   auto ctx = client_->Context();
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(3000));
+  // 6 s: the service keeps 10% of the time left as its margin (WorkDeadline); beside the suite's
+  // other tests on 2 cores (Chromium's page tests) the search workers were seen descheduled for
+  // more than the 300 ms a 3 s call leaves (DEADLINE_EXCEEDED at 3.00 s, 2026-11-28), which no
+  // margin of the service can absorb; 600 ms does in the suite.
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(6000));
   const auto t0 = std::chrono::steady_clock::now();
   grpc::Status st = client_->stub().Search(ctx.get(), req, &resp);
   const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -795,7 +795,9 @@ class StepModel {
     double eg = 0, e_gather = 0;
     int64_t replicas = 1, shard = 1;
     GroupPlacement dense_group, expert_group;
-    double replica_ar = 0, bwd_mb_s = 0, fwd_mb_s = 0, exp_s = 0, contention_s = 0;
+    GroupPlacement replica_group;  // HSDP: the replicas of one shard
+    double replica_bytes = 0;      // HSDP: the gradient shard all-reduced across the replicas
+    double bwd_mb_s = 0, fwd_mb_s = 0, exp_s = 0, contention_s = 0;
     double layers_per_stage = 0;  // the units of a per-layer mechanism
     double m = 1;                 // micro-batches per step of this stage
   };
@@ -830,6 +832,16 @@ class StepModel {
   double DpReduceIn(const DpScratch& d, Collective c, double dense_bytes, double expert_bytes, double units) {
     if (!(units > 1) || !job_.choices.dp_collective_per_unit) return DpReduce(d, c, dense_bytes, expert_bytes);
     return units * DpReduce(d, c, dense_bytes / units, expert_bytes / units);
+  }
+  // HSDP: the gradient shards all-reduced across the replicas, per unit or bucket like the
+  // reduce-scatter before it (FSDP2 HSDP all-reduces each group's shard after its reduce-scatter,
+  // _fsdp_collectives.py foreach_reduce; Megatron's distributed-optimizer instances per bucket).
+  double ReplicaAllReduce(const DpScratch& d, double units) {
+    if (!(d.replica_bytes > 0)) return 0;
+    if (!(units > 1) || !job_.choices.dp_collective_per_unit) {
+      return Comm(Collective::kAllReduce, d.replica_group, d.replica_bytes);
+    }
+    return units * Comm(Collective::kAllReduce, d.replica_group, d.replica_bytes / units);
   }
   // What `comm` costs behind `window` under mechanism `mech` in `chunks` pieces (all exposed
   // when the job does not overlap DP communication).
@@ -1621,9 +1633,8 @@ void StepModel::DpSetup(const RunScratch& r, DpScratch& d) {
       PlaceGroups({.tp = p_.Etp() * p_.ep, .dp = std::max<int64_t>(1, p_.Edp() / replicas)}, job_.GpusPerNode()).dp;
   // HSDP: the gradient shards are all-reduced across the replicas.
   if (replicas > 1 && t_.sharding != Sharding::kNone) {
-    const GroupPlacement rep =
-        PlaceGroups({.tp = p_.tp * shard, .dp = replicas}, job_.GpusPerNode()).dp;
-    d.replica_ar = Comm(Collective::kAllReduce, rep, d.local.total() / shard * d.eg);
+    d.replica_group = PlaceGroups({.tp = p_.tp * shard, .dp = replicas}, job_.GpusPerNode()).dp;
+    d.replica_bytes = d.local.total() / shard * d.eg;
   }
   const Work bwd_mb = [&] {
     Work w = r.gemm_b;
@@ -1646,7 +1657,7 @@ void StepModel::DpSetup(const RunScratch& r, DpScratch& d) {
 void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy, bool reshard_after_forward) {
   const double m = run.m, layers_per_stage = run.layers_per_stage;
   const LocalParameters& local = d.local;
-  const double eg = d.eg, ep_ = d.e_gather, replica_ar = d.replica_ar;
+  const double eg = d.eg, ep_ = d.e_gather;
   const int64_t shard = d.shard;
   const OverlapModel& o = fw_.overlap;
   // FSDP / ZeRO-3 (FSDP paper, Zhao et al. 2023, arXiv:2304.11277 Sec. 3): parameters
@@ -1663,6 +1674,7 @@ void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy, b
   const double units = og.per_layer ? layers_per_stage : og.Buckets(local.total(), ep_, shard);
   const double ag = DpReduceIn(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_, units);
   const double rs = DpReduceIn(d, Collective::kReduceScatter, local.dense * eg, local.expert * eg, units);
+  const double replica_ar = ReplicaAllReduce(d, units);
   // The backward's gathers and reduce-scatters cross the same links (NCCL on the same NICs /
   // NVLinks): structured, they are one pipelined stream per unit behind the backward (the
   // first unit's gather and the last unit's reduce-scatter exposed); legacy, each hidden
@@ -1739,7 +1751,7 @@ void StepModel::DdpZeroComm(DpScratch& d) {
     if (t_.sharding == Sharding::kZero2 && fw_.sharding.zero2_reduces_every_micro_batch && d.m > 1) {
       DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs, d.bwd_mb_s, grad_buckets), d.m - 1);
     }
-    DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs + d.replica_ar, d.bwd_mb_s, grad_buckets));
+    DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs + ReplicaAllReduce(d, grad_buckets), d.bwd_mb_s, grad_buckets));
     DpAdd(d, DpOverlapped(o.dp_param_gather, ag, d.fwd_mb_s, gather_buckets));
   }
 }

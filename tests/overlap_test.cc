@@ -187,6 +187,18 @@ training: {seq_length: 2048, global_batch_size: 512, micro_batch_size: 1, shardi
   // times less.
   job.choices.dp_collective_per_unit = false;
   EXPECT_LT(EstimateStepTime(job).breakdown.dp_comm_s, dp / 5);
+  // HSDP, 8 replicas of a 64-rank shard group (one per 8 nodes): per unit, the two gathers and the
+  // reduce-scatter over 64 ranks (25 us x 63/15 = 105 us each) and the all-reduce of the shard
+  // across the 8 replicas (FSDP2 foreach_reduce), whose latency is the preset's inter-node
+  // all-reduce floor, 29.67 us at 16 ranks, x 14/30 ring steps = 13.85 us. Per unit against once:
+  // 23 more of each.
+  job.parallelism.dp_replicate = 8;
+  const double hsdp_once = EstimateStepTime(job).breakdown.dp_comm_s;
+  job.choices.dp_collective_per_unit = true;
+  const double hsdp = EstimateStepTime(job).breakdown.dp_comm_s;
+  const double alpha64 = 25e-6 * 63 / 15, ar8 = 29.67e-6 * 14 / 30;
+  // (The bandwidth terms cancel: linear in the bytes, or an affine segment of the measured curve.)
+  EXPECT_NEAR(hsdp - hsdp_once, 23 * (3 * alpha64 + ar8), 1e-3 * 23 * (3 * alpha64 + ar8)) << hsdp << " " << hsdp_once;
 }
 
 TEST(Overlap, ZeroTwoIsWhatTheFrameworkRunsUnderThatName) {

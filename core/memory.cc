@@ -396,7 +396,11 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   const ShardingModel& sh = job.framework.sharding;
   // FSDP frameworks that give their unit structure (framework.proto ShardingModel 30-36) have no
   // DDP buckets: their per-unit gradient buffers below replace them.
-  const bool fsdp_units = z3 && (sh.gathered_units > 0 || sh.reduce_scatter_units > 0 || sh.grad_bucket_params > 0);
+  // The framework's ZeRO-2 as FSDP SHARD_GRAD_OP (framework.proto zero2_is_shard_grad_op): the
+  // parameters stay unsharded (weights above), and the gradients go the FSDP way below.
+  const bool fsdp_grads = z3 || (t.sharding == Sharding::kZero2 && sh.zero2_is_shard_grad_op);
+  const bool fsdp_units =
+      fsdp_grads && (sh.gathered_units > 0 || sh.reduce_scatter_units > 0 || sh.grad_bucket_params > 0);
   double buckets = 0;
   if (p.dp * p.cp > 1 && !fsdp_units) buckets = 2 * 40e6 * BytesPerElement(pr.grad_reduce);
   out.communication_buffers_bytes = buckets + comms * nccl_per_comm;
@@ -405,10 +409,10 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   // Autocast's weight cache: the bf16/fp16 copy of every local weight, made in the forward and
   // kept by autograd until the backward has used it (Precision::Autocast).
   if (pr.Autocast()) out.workspace_bytes += local.total() * BytesPerElement(pr.gemm);
+  const double layer_params = local.total() / std::max<int64_t>(layers_per_stage, 1);
+  const bool once_pp = p.pp > 1 && sh.gather_once_per_step_with_pp;
   if (z3) {
     const double gather_bytes = t.fp8_param_gather && pr.gemm == DType::kFP8 ? 1.0 : BytesPerElement(pr.params);
-    const double layer_params = local.total() / std::max<int64_t>(layers_per_stage, 1);
-    const bool once_pp = p.pp > 1 && sh.gather_once_per_step_with_pp;
     if (once_pp) {
       // Parameters stay unsharded across the step's micro-batches (no reshard after forward).
       out.workspace_bytes += local.total() * gather_bytes;
@@ -421,6 +425,8 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
       if (sh.max_live_params > 0) held = std::min(held, sh.max_live_params);
       out.workspace_bytes += std::min(held, local.total()) * gather_bytes;
     }
+  }
+  if (fsdp_grads) {
     if (sh.gathered_units > 0 || sh.reduce_scatter_units > 0) {
       // The backward's per-unit gradients: the unit whose gradients autograd is producing (params
       // dtype, at least 2 bytes) and the reduce-scatter inputs in flight (grad-reduce dtype).

@@ -1668,13 +1668,16 @@ void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy, b
   const bool once_rs = once_pp || fw_.sharding.reduce_once_per_step_with_accumulation;
   const double gathers_per_mb = reshard_after_forward && !once_pp ? 2 : 1;
   // Units the collectives are issued in: one per layer of the stage (FSDP wrapping each
-  // block), or the mechanism's buckets (DeepSpeed ZeRO-3 prefetch buckets). Each unit's gather
+  // block), or the mechanism's buckets (DeepSpeed ZeRO-3: gathers in stage3_prefetch_bucket_size
+  // buckets, reduce-scatters in reduce_bucket_size ones, dp_grad_reduce's). Each unit's gather
   // and reduce-scatter is its own collective, with its own latency.
   const OverlapMechanism& og = o.fsdp_param_gather;
   const double units = og.per_layer ? layers_per_stage : og.Buckets(local.total(), ep_, shard);
+  const double rs_units = og.per_layer || !o.dp_grad_reduce.Structured() ? units
+                                                                         : o.dp_grad_reduce.Buckets(local.total(), eg, shard);
   const double ag = DpReduceIn(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_, units);
-  const double rs = DpReduceIn(d, Collective::kReduceScatter, local.dense * eg, local.expert * eg, units);
-  const double replica_ar = ReplicaAllReduce(d, units);
+  const double rs = DpReduceIn(d, Collective::kReduceScatter, local.dense * eg, local.expert * eg, rs_units);
+  const double replica_ar = ReplicaAllReduce(d, rs_units);
   // The backward's gathers and reduce-scatters cross the same links (NCCL on the same NICs /
   // NVLinks): structured, they are one pipelined stream per unit behind the backward (the
   // first unit's gather and the last unit's reduce-scatter exposed); legacy, each hidden
@@ -1735,10 +1738,13 @@ void StepModel::DdpZeroComm(DpScratch& d) {
   // DDP (all-reduce) or ZeRO-1/2 / Megatron distributed optimizer: gradients reduced in
   // buckets during the last micro-batch's backward (the last bucket exposed), updated
   // parameters all-gathered in buckets during the next forward (the first bucket exposed).
-  // Each bucket is its own collective, with its own latency (DpReduceIn).
+  // Each bucket is its own collective, with its own latency (DpReduceIn). A ZeRO-2 that
+  // reduces every micro-batch on an FSDP unit structure (Megatron-FSDP optim_grads: each unit's
+  // _post_backward hook reduce-scatters its gradients) issues them per unit.
   const double params = local.total();
-  const double grad_buckets = o.dp_grad_reduce.per_layer ? std::max(1.0, d.layers_per_stage)
-                                                         : o.dp_grad_reduce.Buckets(params, eg, shard);
+  const bool zero2_every_mb = t_.sharding == Sharding::kZero2 && fw_.sharding.zero2_reduces_every_micro_batch;
+  const bool per_layer = o.dp_grad_reduce.per_layer || (zero2_every_mb && o.fsdp_param_gather.per_layer);
+  const double grad_buckets = per_layer ? std::max(1.0, d.layers_per_stage) : o.dp_grad_reduce.Buckets(params, eg, shard);
   if (t_.sharding == Sharding::kNone) {
     const double ar = DpReduceIn(d, Collective::kAllReduce, local.dense * eg, local.expert * eg, grad_buckets);
     DpAdd(d, DpOverlapped(o.dp_grad_reduce, ar, d.bwd_mb_s, grad_buckets));
@@ -1748,7 +1754,7 @@ void StepModel::DdpZeroComm(DpScratch& d) {
     const double ag = DpReduceIn(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_, gather_buckets);
     // ZeRO-2 that reduces every micro-batch (framework.proto zero2_reduces_every_micro_batch):
     // the earlier micro-batches' reduce-scatters behind their own backward too.
-    if (t_.sharding == Sharding::kZero2 && fw_.sharding.zero2_reduces_every_micro_batch && d.m > 1) {
+    if (zero2_every_mb && d.m > 1) {
       DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs, d.bwd_mb_s, grad_buckets), d.m - 1);
     }
     DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs + ReplicaAllReduce(d, grad_buckets), d.bwd_mb_s, grad_buckets));

@@ -391,6 +391,32 @@ training: {seq_length: 8192, global_batch_size: 128, micro_batch_size: 1, precis
   EXPECT_TRUE(mr.fits || mr.tight) << mr.total_bytes / kGiB;
 }
 
+// ZeRO-2 as PyTorch FSDP runs it (SHARD_GRAD_OP, reshard_after_forward=False; framework.proto
+// zero2_is_shard_grad_op) accumulates gradients the way the same framework's ZeRO-3 does: with
+// AutoModel's deferred gradient sync and 4 micro-batches both hold every unsharded gradient in fp32
+// (4 bytes per local parameter, as the test above); only the parameters differ (ZeRO-2 keeps them
+// unsharded).
+TEST(FsdpMemory, ShardGradOpZeroTwoAccumulatesGradientsAsZeroThree) {
+  const ModelShape l70 = *testing::BuiltinCatalog().FindModel("llama3-70b");
+  const std::string job = absl::StrCat(
+      "model: {shape: {name: my-70b, layers: ", l70.layers, ", hidden_size: ", l70.hidden_size,
+      ", attention_heads: ", l70.attention_heads, ", kv_heads: ", l70.kv_heads, ", ffn_hidden_size: ",
+      l70.ffn_hidden_size, ", ffn_type: swiglu, vocab_size: ", l70.vocab_size, ", norm_type: rmsnorm}}", R"(
+hardware: h100-sxm
+framework: nemo-automodel
+cluster: {gpu_count: 64}
+parallelism: {tp: 1, pp: 1, cp: 2}
+training: {seq_length: 8192, global_batch_size: 128, micro_batch_size: 1, precision: {gemm: bf16}, sharding: zero2})");
+  absl::StatusOr<Job> z2 = testing::JobFromYaml(job);
+  ASSERT_TRUE(z2.ok()) << z2.status();
+  Job z3 = *z2;
+  z3.training.sharding = Sharding::kZero3;
+  const double local = LocalParameterCount(*z2).total();
+  EXPECT_DOUBLE_EQ(EstimateMemory(*z2).gradients_bytes, 4 * local);
+  EXPECT_DOUBLE_EQ(EstimateMemory(z3).gradients_bytes, 4 * local);
+  EXPECT_GT(EstimateMemory(*z2).weights_bytes, 10 * EstimateMemory(z3).weights_bytes);
+}
+
 // Gathered parameters alive at once, from each framework's documented defaults:
 //  - FSDP1/FSDP2: current and next unit (BACKWARD_PRE, two all-gather outputs): 2 layers;
 //  - DeepSpeed ZeRO-3: current module + stage3_prefetch_bucket_size 5e7, at most

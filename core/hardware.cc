@@ -58,9 +58,37 @@ inline double RingStepsOf(Collective c, int64_t n) {
   }
 }
 
-inline double AlphaForGroupOf(const CollectiveRate& rate, int64_t n) {
+// NCCL's latency of a tree all-reduce over n ranks, `per_node` on each node, in us (src/graph/
+// tuning.cc, LL protocol: baseLat Tree 6.8 + 2 ((nRanks/nNodes - 1) hwLat[NVLINK][Tree] 0.6 +
+// log2i(nNodes) hwLat[NET][Tree] 5.0)). NCCL's double binary trees make an all-reduce's latency
+// logarithmic in the nodes (NVIDIA, "Massively Scale Your Deep Learning Training with NCCL 2.4",
+// 2019) where a ring's grows with every rank.
+inline double TreeAllReduceLatencyUs(int64_t n, int64_t per_node) {
+  per_node = std::max<int64_t>(1, std::min(per_node, n));
+  int64_t nodes = (n + per_node - 1) / per_node, log2i = 0;
+  while (nodes > 1) {
+    nodes >>= 1;
+    ++log2i;
+  }
+  return 6.8 + 2 * ((per_node - 1) * 0.6 + log2i * 5.0);
+}
+
+// The latency of n ranks (members_per_node on each node, 0 = not known) over that of the group the
+// rate was measured on: the ring's steps (NCCL's ring latency is per step); for an all-reduce across
+// nodes whose layouts are both known, the lower of that and the tree's latency ratio, as NCCL
+// takes the faster algorithm (tuning.cc: the time of each algorithm, the smallest chosen).
+inline double LatencyRatioOf(const CollectiveRate& rate, int64_t g0, int64_t n, int64_t members_per_node) {
+  const double ring = RingStepsOf(rate.collective, n) / RingStepsOf(rate.collective, g0);
+  if (rate.collective != Collective::kAllReduce || rate.scope != Scope::kInterNode || rate.ranks_per_node <= 0 ||
+      members_per_node <= 0) {
+    return ring;
+  }
+  return std::min(ring, TreeAllReduceLatencyUs(n, members_per_node) / TreeAllReduceLatencyUs(g0, rate.ranks_per_node));
+}
+
+inline double AlphaForGroupOf(const CollectiveRate& rate, int64_t n, int64_t members_per_node = 0) {
   if (rate.group_size <= 1 || n == rate.group_size) return rate.alpha_s;
-  return rate.alpha_s * RingStepsOf(rate.collective, n) / RingStepsOf(rate.collective, rate.group_size);
+  return rate.alpha_s * LatencyRatioOf(rate, rate.group_size, n, members_per_node);
 }
 
 }  // namespace
@@ -115,7 +143,8 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
   const auto& pts = rate.points;
   if (pts.size() < 2) {
     const double busbw = rate.busbw_bytes_per_s;
-    e.time_s = AlphaForGroupOf(rate, n) + (busbw > 0 ? size_bytes * BusBwFactorOf(rate.collective, n) / busbw : 0.0);
+    e.time_s = AlphaForGroupOf(rate, n, members_per_node) +
+               (busbw > 0 ? size_bytes * BusBwFactorOf(rate.collective, n) / busbw : 0.0);
     e.extrapolated = true;
     if (!explain) return e;
     e.reason = absl::StrCat(reason_prefix, "no measured curve: alpha-beta form");
@@ -134,8 +163,7 @@ CollectiveEstimate EstimateCollective(const CollectiveRate& rate, int64_t n, dou
   double floor = pts.front().time_s;
   for (const auto& p : pts) floor = std::min(floor, p.time_s);
   const CollectiveEstimate at0 = CurveTime(rate, g0, scaled, explain, {});
-  const double steps0 = RingStepsOf(rate.collective, g0);
-  const double latency = steps0 > 0 ? floor * RingStepsOf(rate.collective, n) / steps0 : floor;
+  const double latency = RingStepsOf(rate.collective, g0) > 0 ? floor * LatencyRatioOf(rate, g0, n, members_per_node) : floor;
   double bandwidth = std::max(0.0, at0.time_s - floor);
   if (layout_known && members_per_node != rate.ranks_per_node) {
     bandwidth *= static_cast<double>(rate.ranks_per_node) / static_cast<double>(members_per_node);

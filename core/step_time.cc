@@ -923,7 +923,7 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
     const CollectiveRate* intra = prof.FindCollective(coll, Scope::kIntraNode);
     const double cap = intra ? intra->busbw_bytes_per_s : job_.hardware.intra_node_bandwidth_bytes_per_s;
     striped.busbw_bytes_per_s = std::min(cap, r->busbw_bytes_per_s * g.members_per_node);
-    return CollectiveTime(striped, g.size, size_bytes);
+    return EstimateCollective(striped, g.size, size_bytes, g.members_per_node, false).time_s;
   }
   // A measured curve (interpolated; scaled to other group sizes and layouts, flagged).
   if (!r->points.empty()) {

@@ -39,6 +39,31 @@ TEST(CollectiveTime, AlphaScalesWithRingSteps) {
   EXPECT_NEAR(CollectiveTime(r, 4, 0.0 + 1e6), 24e-6 + 1e6 * 1.5 / 1e12, 1e-15);
 }
 
+TEST(CollectiveTime, AllReduceAcrossManyNodesTakesNcclsTreeLatency) {
+  // An all-reduce's latency measured at 2 nodes x 8 (29.67 us), asked for 64 nodes x 8. NCCL
+  // takes the faster of ring and tree (src/graph/tuning.cc); its tree latency (LL) is 6.8 + 2 x
+  // ((ranks per node - 1) x 0.6 + log2(nodes) x 5.0) us: 25.2 us at 2 x 8, 75.2 us at 64 x 8, so
+  // 29.67 x 75.2 / 25.2 = 88.5 us, where the ring's steps would give 29.67 x 1022 / 30 = 1,011 us.
+  CollectiveRate r;
+  r.collective = Collective::kAllReduce;
+  r.scope = Scope::kInterNode;
+  r.group_size = 16;
+  r.ranks_per_node = 8;
+  r.alpha_s = 29.67e-6;
+  r.busbw_bytes_per_s = 400e9;
+  EXPECT_NEAR(EstimateCollective(r, 512, 8, 8).time_s, 29.67e-6 * 75.2 / 25.2, 1e-9);
+  // 4 nodes x 8: tree 6.8 + 2 (4.2 + 10) = 35.2 us against a ring of 62 steps.
+  EXPECT_NEAR(EstimateCollective(r, 32, 8, 8).time_s, 29.67e-6 * 35.2 / 25.2, 1e-9);
+  // The layout not known, or another collective (ring only: all-gather): the ring's steps.
+  EXPECT_NEAR(EstimateCollective(r, 512, 8, 0).time_s, 29.67e-6 * 1022 / 30, 1e-9);
+  r.collective = Collective::kAllGather;
+  EXPECT_NEAR(EstimateCollective(r, 512, 8, 8).time_s, 29.67e-6 * 511 / 15, 1e-9);
+  // Inside a node nothing changes: the ring's steps.
+  r.collective = Collective::kAllReduce;
+  r.scope = Scope::kIntraNode;
+  EXPECT_NEAR(EstimateCollective(r, 8, 8, 8).time_s, 29.67e-6 * 14 / 30, 1e-9);
+}
+
 TEST(EstimateCollective, MeasuredPointsInterpolateLinearlyInSize) {
   CollectiveRate r;
   r.collective = Collective::kAllGather;

@@ -309,6 +309,56 @@ MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage, const LayerA
 
 namespace {
 
+// ZeRO-3 / FSDP memory beyond the sharded states (framework.proto ShardingModel 30-36): the gathered
+// parameters alive at once (`z3`), and with the FSDP gradient path (`fsdp_grads`: ZeRO-3, or the
+// framework's ZeRO-2 as SHARD_GRAD_OP) the per-unit gradient buffers and the unsharded gradients
+// held across micro-batches when they are reduced once per step. `local_params`: the stage's
+// local parameters (elements); adds to `out`'s workspace, communication buffers and gradients.
+void AddFsdpMemory(const Job& job, double local_params, int64_t layers_per_stage, double micro_batches, bool z3,
+                   bool fsdp_grads, MemoryEstimate& out) {
+  const TrainingConfig& t = job.training;
+  const Parallelism& p = job.parallelism;
+  const Precision& pr = t.precision;
+  const ShardingModel& sh = job.framework.sharding;
+  const double layer_params = local_params / std::max<int64_t>(layers_per_stage, 1);
+  const bool once_pp = p.pp > 1 && sh.gather_once_per_step_with_pp;
+  if (z3) {
+    const double gather_bytes = t.fp8_param_gather && pr.gemm == DType::kFP8 ? 1.0 : BytesPerElement(pr.params);
+    if (once_pp) {
+      // Parameters stay unsharded across the step's micro-batches (no reshard after forward).
+      out.workspace_bytes += local_params * gather_bytes;
+    } else {
+      // Unsharded parameters alive at once: the unit computing plus the prefetched ones
+      // (gathered_units, default 2: FSDP's current and next unit), or a prefetch window in
+      // parameters (Megatron-FSDP, DeepSpeed), capped by the framework's live-parameter limit.
+      const double units = sh.gathered_units > 0 ? sh.gathered_units : 2.0;
+      double held = layer_params + std::max((units - 1) * layer_params, sh.gather_prefetch_params);
+      if (sh.max_live_params > 0) held = std::min(held, sh.max_live_params);
+      out.workspace_bytes += std::min(held, local_params) * gather_bytes;
+    }
+  }
+  if (fsdp_grads) {
+    if (sh.gathered_units > 0 || sh.reduce_scatter_units > 0) {
+      // The backward's per-unit gradients: the unit whose gradients autograd is producing (params
+      // dtype, at least 2 bytes) and the reduce-scatter inputs in flight (grad-reduce dtype).
+      const double e_unsharded = std::max(2.0, BytesPerElement(pr.params));
+      out.communication_buffers_bytes +=
+          layer_params * (e_unsharded + sh.reduce_scatter_units * BytesPerElement(pr.grad_reduce));
+    }
+    out.communication_buffers_bytes += sh.grad_bucket_params * BytesPerElement(pr.grad_reduce);
+    // Gradients reduced once per step: every unsharded gradient of the stage is held across the
+    // micro-batches (FSDP1 no_sync, FSDP2 set_requires_gradient_sync(False), torchtitan's
+    // pipelining over FSDP2), in the accumulation dtype. The sharded gradients are made by the
+    // reduce-scatters after the last micro-batch, unit by unit as the unsharded ones are freed,
+    // so the peak holds the larger of the two, not both.
+    if (once_pp || (sh.reduce_once_per_step_with_accumulation && micro_batches > 1)) {
+      const double e_acc =
+          sh.accumulated_grad_dtype_set ? BytesPerElement(sh.accumulated_grad_dtype) : BytesPerElement(pr.grad_reduce);
+      out.gradients_bytes = std::max(out.gradients_bytes, local_params * e_acc);
+    }
+  }
+}
+
 MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms,
                            const ParameterCounts& counts) {
   ModelShape storage;
@@ -397,7 +447,7 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   // FSDP frameworks that give their unit structure (framework.proto ShardingModel 30-36) have no
   // DDP buckets: their per-unit gradient buffers below replace them.
   // The framework's ZeRO-2 as FSDP SHARD_GRAD_OP (framework.proto zero2_is_shard_grad_op): the
-  // parameters stay unsharded (weights above), and the gradients go the FSDP way below.
+  // parameters stay unsharded (weights above), and the gradients go the FSDP way (AddFsdpMemory).
   const bool fsdp_grads = z3 || (t.sharding == Sharding::kZero2 && sh.zero2_is_shard_grad_op);
   const bool fsdp_units =
       fsdp_grads && (sh.gathered_units > 0 || sh.reduce_scatter_units > 0 || sh.grad_bucket_params > 0);
@@ -409,43 +459,7 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   // Autocast's weight cache: the bf16/fp16 copy of every local weight, made in the forward and
   // kept by autograd until the backward has used it (Precision::Autocast).
   if (pr.Autocast()) out.workspace_bytes += local.total() * BytesPerElement(pr.gemm);
-  const double layer_params = local.total() / std::max<int64_t>(layers_per_stage, 1);
-  const bool once_pp = p.pp > 1 && sh.gather_once_per_step_with_pp;
-  if (z3) {
-    const double gather_bytes = t.fp8_param_gather && pr.gemm == DType::kFP8 ? 1.0 : BytesPerElement(pr.params);
-    if (once_pp) {
-      // Parameters stay unsharded across the step's micro-batches (no reshard after forward).
-      out.workspace_bytes += local.total() * gather_bytes;
-    } else {
-      // Unsharded parameters alive at once: the unit computing plus the prefetched ones
-      // (gathered_units, default 2: FSDP's current and next unit), or a prefetch window in
-      // parameters (Megatron-FSDP, DeepSpeed), capped by the framework's live-parameter limit.
-      const double units = sh.gathered_units > 0 ? sh.gathered_units : 2.0;
-      double held = layer_params + std::max((units - 1) * layer_params, sh.gather_prefetch_params);
-      if (sh.max_live_params > 0) held = std::min(held, sh.max_live_params);
-      out.workspace_bytes += std::min(held, local.total()) * gather_bytes;
-    }
-  }
-  if (fsdp_grads) {
-    if (sh.gathered_units > 0 || sh.reduce_scatter_units > 0) {
-      // The backward's per-unit gradients: the unit whose gradients autograd is producing (params
-      // dtype, at least 2 bytes) and the reduce-scatter inputs in flight (grad-reduce dtype).
-      const double e_unsharded = std::max(2.0, BytesPerElement(pr.params));
-      out.communication_buffers_bytes +=
-          layer_params * (e_unsharded + sh.reduce_scatter_units * BytesPerElement(pr.grad_reduce));
-    }
-    out.communication_buffers_bytes += sh.grad_bucket_params * BytesPerElement(pr.grad_reduce);
-    // Gradients reduced once per step: every unsharded gradient of the stage is held across the
-    // micro-batches (FSDP1 no_sync, FSDP2 set_requires_gradient_sync(False), torchtitan's
-    // pipelining over FSDP2), in the accumulation dtype. The sharded gradients are made by the
-    // reduce-scatters after the last micro-batch, unit by unit as the unsharded ones are freed,
-    // so the peak holds the larger of the two, not both.
-    if (once_pp || (sh.reduce_once_per_step_with_accumulation && micro_batches > 1)) {
-      const double e_acc =
-          sh.accumulated_grad_dtype_set ? BytesPerElement(sh.accumulated_grad_dtype) : BytesPerElement(pr.grad_reduce);
-      out.gradients_bytes = std::max(out.gradients_bytes, local.total() * e_acc);
-    }
-  }
+  AddFsdpMemory(job, local.total(), layers_per_stage, micro_batches, z3, fsdp_grads, out);
 
   out.total_bytes = out.weights_bytes + out.gradients_bytes + out.optimizer_states_bytes +
                     out.activations_bytes + out.communication_buffers_bytes +

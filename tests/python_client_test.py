@@ -112,8 +112,13 @@ class ClientTest(unittest.TestCase):
         # partial answer (the server's work deadline is the call's less a margin), never the
         # client's own DEADLINE_EXCEEDED (tests review c1; ServiceTest.SearchAnswersWithinThe
         # CallDeadlineWithTheBestSoFar checks the same in C++).
+        # The job with a global batch of 16,384 sequences: its space over 8..16,384 GPUs takes about
+        # 4 s on 2 threads (`stepcast search --gpus 8..16384`: 3.9 s here, 2026-11-28), where the
+        # 128-sequence batch took 2.7 s, about the 3 s call's work deadline (2.7 s), so that a
+        # faster machine could finish it and answer complete.
+        big = dict(JOB, training=dict(JOB["training"], global_batch_size=16384))
         with StepcastClient(SERVER, token=TOKEN, timeout_s=3.0) as quick:
-            r = quick.search(job_from_dict(JOB), min_gpus=8, max_gpus=16384, top_n=2)
+            r = quick.search(job_from_dict(big), min_gpus=8, max_gpus=16384, top_n=2)
             self.assertTrue(r.partial, r.stats)
             self.assertIn("deadline", r.partial_reason)
             self.assertTrue(r.top[0].prediction.memory.fits)

@@ -798,8 +798,6 @@ class StepModel {
     GroupPlacement replica_group;  // HSDP: the replicas of one shard
     double replica_bytes = 0;      // HSDP: the gradient shard all-reduced across the replicas
     double bwd_mb_s = 0, fwd_mb_s = 0, exp_s = 0, contention_s = 0;
-    double layers_per_stage = 0;  // the units of a per-layer mechanism
-    double m = 1;                 // micro-batches per step of this stage
   };
   // Layers of the slowest stage, even split: ceil(layers / (pp * vpp)) per chunk (Megatron-Core
   // chunk assignment), warning when uneven.
@@ -824,24 +822,25 @@ class StepModel {
   double DpReduce(const DpScratch& d, Collective c, double dense_bytes, double expert_bytes) {
     return Comm(c, d.dense_group, dense_bytes) + Comm(c, d.expert_group, expert_bytes);
   }
-  // The same bytes issued as `units` collectives of 1/units each (FSDP's per-unit gathers and
+  // `size_bytes` issued as `units` collectives of 1/units each (FSDP's per-unit gathers and
   // reduce-scatters, DDP / distributed-optimizer buckets): each collective pays its own latency,
   // which grows with the ring's steps (NCCL src/graph/tuning.cc: ring latency = base + (n - 1)
   // steps; EstimateCollective), so a per-layer unit over hundreds of ranks is latency-bound where
-  // one collective of the same bytes is not. units <= 1: one collective.
+  // one collective of the same bytes is not. units <= 1 (or ModelChoices::dp_collective_per_unit
+  // off): one collective.
+  double CommIn(Collective c, const GroupPlacement& g, double size_bytes, double units) {
+    if (!(units > 1) || !job_.choices.dp_collective_per_unit) return Comm(c, g, size_bytes);
+    return units * Comm(c, g, size_bytes / units);
+  }
+  // DpReduce in `units` collectives per group (CommIn).
   double DpReduceIn(const DpScratch& d, Collective c, double dense_bytes, double expert_bytes, double units) {
-    if (!(units > 1) || !job_.choices.dp_collective_per_unit) return DpReduce(d, c, dense_bytes, expert_bytes);
-    return units * DpReduce(d, c, dense_bytes / units, expert_bytes / units);
+    return CommIn(c, d.dense_group, dense_bytes, units) + CommIn(c, d.expert_group, expert_bytes, units);
   }
   // HSDP: the gradient shards all-reduced across the replicas, per unit or bucket like the
   // reduce-scatter before it (FSDP2 HSDP all-reduces each group's shard after its reduce-scatter,
   // _fsdp_collectives.py foreach_reduce; Megatron's distributed-optimizer instances per bucket).
   double ReplicaAllReduce(const DpScratch& d, double units) {
-    if (!(d.replica_bytes > 0)) return 0;
-    if (!(units > 1) || !job_.choices.dp_collective_per_unit) {
-      return Comm(Collective::kAllReduce, d.replica_group, d.replica_bytes);
-    }
-    return units * Comm(Collective::kAllReduce, d.replica_group, d.replica_bytes / units);
+    return CommIn(Collective::kAllReduce, d.replica_group, d.replica_bytes, units);
   }
   // What `comm` costs behind `window` under mechanism `mech` in `chunks` pieces (all exposed
   // when the job does not overlap DP communication).
@@ -859,8 +858,9 @@ class StepModel {
   // `reshard_after_forward` false: FSDP SHARD_GRAD_OP (the framework's ZeRO-2 when
   // zero2_is_shard_grad_op), one gather per micro-batch kept for the backward.
   void FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy, bool reshard_after_forward);
-  // DDP all-reduce or ZeRO-1/2 reduce-scatter + all-gather in buckets.
-  void DdpZeroComm(DpScratch& d);
+  // DDP all-reduce or ZeRO-1/2 reduce-scatter + all-gather in buckets (or per layer of the
+  // stage, `run.layers_per_stage`).
+  void DdpZeroComm(const RunScratch& run, DpScratch& d);
   // Optimizer step bytes per parameter (Megatron optimizer.py), memory-bound.
   Work OptimizerStep(const DpScratch& d);
   void Logits(LayerCost& c);
@@ -1650,8 +1650,6 @@ void StepModel::DpSetup(const RunScratch& r, DpScratch& d) {
   }();
   d.bwd_mb_s = bwd_mb.time_s;
   d.fwd_mb_s = fwd_mb.time_s;
-  d.layers_per_stage = r.layers_per_stage;
-  d.m = r.m;
 }
 
 void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy, bool reshard_after_forward) {
@@ -1730,7 +1728,7 @@ void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy, b
   }
 }
 
-void StepModel::DdpZeroComm(DpScratch& d) {
+void StepModel::DdpZeroComm(const RunScratch& run, DpScratch& d) {
   const LocalParameters& local = d.local;
   const double eg = d.eg, ep_ = d.e_gather;
   const int64_t shard = d.shard;
@@ -1744,7 +1742,7 @@ void StepModel::DdpZeroComm(DpScratch& d) {
   const double params = local.total();
   const bool zero2_every_mb = t_.sharding == Sharding::kZero2 && fw_.sharding.zero2_reduces_every_micro_batch;
   const bool per_layer = o.dp_grad_reduce.per_layer || (zero2_every_mb && o.fsdp_param_gather.per_layer);
-  const double grad_buckets = per_layer ? std::max(1.0, d.layers_per_stage) : o.dp_grad_reduce.Buckets(params, eg, shard);
+  const double grad_buckets = per_layer ? std::max(1.0, run.layers_per_stage) : o.dp_grad_reduce.Buckets(params, eg, shard);
   if (t_.sharding == Sharding::kNone) {
     const double ar = DpReduceIn(d, Collective::kAllReduce, local.dense * eg, local.expert * eg, grad_buckets);
     DpAdd(d, DpOverlapped(o.dp_grad_reduce, ar, d.bwd_mb_s, grad_buckets));
@@ -1754,8 +1752,8 @@ void StepModel::DdpZeroComm(DpScratch& d) {
     const double ag = DpReduceIn(d, Collective::kAllGather, local.dense * ep_, local.expert * ep_, gather_buckets);
     // ZeRO-2 that reduces every micro-batch (framework.proto zero2_reduces_every_micro_batch):
     // the earlier micro-batches' reduce-scatters behind their own backward too.
-    if (zero2_every_mb && d.m > 1) {
-      DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs, d.bwd_mb_s, grad_buckets), d.m - 1);
+    if (zero2_every_mb && run.m > 1) {
+      DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs, d.bwd_mb_s, grad_buckets), run.m - 1);
     }
     DpAdd(d, DpOverlapped(o.dp_grad_reduce, rs + ReplicaAllReduce(d, grad_buckets), d.bwd_mb_s, grad_buckets));
     DpAdd(d, DpOverlapped(o.dp_param_gather, ag, d.fwd_mb_s, gather_buckets));
@@ -1821,7 +1819,7 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
   } else if (t_.sharding == Sharding::kZero2 && fw_.sharding.zero2_is_shard_grad_op) {
     FsdpComm(r, d, fsdp_copy, false);
   } else {
-    DdpZeroComm(d);
+    DdpZeroComm(r, d);
   }
   dp.Comm(d.exp_s, d.dense_group.scope);
   dp.Contention(d.contention_s);

@@ -19,10 +19,13 @@ threads="${1:-8}"; seconds="${2:-10}"; writers="${3:-0}"; searchers="${4:-0}"; r
 stepcast="${STEPCAST:-build/bin/stepcast}"
 pin=(); [ -n "${CPUS:-}" ] && pin=(taskset -c "$CPUS")
 work=$(mktemp -d)
-# --watchdog-ms 0: with 8 Preflight clients (each a layout search, ~100 ms of CPU) both cores are
-# saturated, the watchdog's accept probe misses its 200 ms three times and rebuilds the listener,
-# and every later call on the clients' channels fails CANCELLED (docs/PERFORMANCE.md). The
-# watchdog does nothing per request; it is off here so that the figures are the service's.
+# --watchdog-ms 0: before review 2's N2 fix, 8 Preflight clients (each a layout search, ~100 ms of
+# CPU) saturated both cores, the watchdog's accept probe missed its 200 ms three times and it rebuilt
+# the listener, and every later call on the clients' channels failed CANCELLED. Since that fix
+# (busy handlers are not a dead listener) it no longer happens: 2026-11-28, 8 Preflight then 8
+# Predict clients for 20 s each beside three busy loops, and 2 rounds of all three kinds, with the
+# watchdog on: no rebuild, 0 errors (docs/PERFORMANCE.md "Issue 30, fourth pass"). The watchdog
+# does nothing per request; it stays off here so that the figures compare with the earlier ones.
 "${pin[@]}" "$stepcast" serve --listen 127.0.0.1:0 --db "$work/bench.db" --port-file "$work/port" ${SERVE_ARGS:---watchdog-ms 0} \
   2>"$work/rpc.log" >/dev/null &
 pid=$!

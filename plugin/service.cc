@@ -848,24 +848,29 @@ class ServiceImpl {
     }
   }
 
-  // ReportRun: checked and built on the handler thread; stored on the writer thread, which then
-  // answers (`done`, called exactly once, here or there).
+  // ReportRun: checked on the handler thread (token, sizes, fields: cheap, and the only part that
+  // reads `ctx`); built and stored on the writer thread, which then answers (`done`, called
+  // exactly once, here or there). Building holds the run's prediction (a whole Predict when the
+  // request carries a job), so at the writer's lower priority a flood of reports slows itself, not
+  // the Predict and Preflight calls beside it (issue 30: Predict beside 8 ReportRun writers).
+  // `req` and `resp` stay valid until `done` is called (gRPC callback API).
   void ReportRunAsync(grpc::CallbackServerContext* ctx, const v1::ReportRunRequest& req, v1::ReportRunResponse* resp,
                       std::function<void(absl::Status)> done) {
-    auto run = std::make_shared<v1::Run>();
-    absl::Status s = Guard(ctx, [&] { return BuildRun(ctx, req, *run); });
+    absl::Status s = Guard(ctx, [&] { return CheckReportRequest(ctx, req); });
     if (!s.ok()) return done(s);
-    const std::string request_id = req.request_id();
-    const bool queued = writer_->Post([this, run, request_id, resp, done] {
-      absl::StatusOr<std::string> id = store_->PutRun(*run, request_id);
+    const v1::ReportRunRequest* request = &req;
+    const bool queued = writer_->Post([this, request, resp, done] {
+      v1::Run run;
+      if (absl::Status b = BuildCheckedRun(*request, run); !b.ok()) return done(b);
+      absl::StatusOr<std::string> id = store_->PutRun(run, request->request_id());
       if (!id.ok()) return done(id.status());
-      if (*id != run->run_id()) {  // a retry: answer with the run the first attempt stored
+      if (*id != run.run_id()) {  // a retry: answer with the run the first attempt stored
         absl::StatusOr<v1::Run> first = store_->GetRun(*id);
         if (!first.ok()) return done(first.status());
         *resp->mutable_run() = *std::move(first);
         return done(absl::OkStatus());
       }
-      *resp->mutable_run() = std::move(*run);
+      *resp->mutable_run() = std::move(run);
       done(absl::OkStatus());
     });
     if (!queued) done(absl::UnavailableError("the store's write queue is full; retry"));
@@ -938,8 +943,8 @@ class ServiceImpl {
 
   // The run to store from a checked ReportRun request: the prediction it names (or one made from
   // its job), the measured figures and what derives from them (measured MFU, error, comparison).
-  absl::Status BuildRun(grpc::CallbackServerContext* ctx, const v1::ReportRunRequest& req, v1::Run& run) {
-    if (absl::Status s = CheckReportRequest(ctx, req); !s.ok()) return s;
+  // `req` must have passed CheckReportRequest.
+  absl::Status BuildCheckedRun(const v1::ReportRunRequest& req, v1::Run& run) {
     const auto& bad = BadField;
     const double step = req.measured_step_time_s(), tps = req.measured_tokens_per_s();
     if (!req.prediction_id().empty()) {

@@ -925,6 +925,18 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
     striped.busbw_bytes_per_s = std::min(cap, r->busbw_bytes_per_s * g.members_per_node);
     return EstimateCollective(striped, g.size, size_bytes, g.members_per_node, false).time_s;
   }
+  // The one-NIC all-to-all without a measured curve: the NIC's rate applies to the bytes that
+  // leave the node, (n - k)/n of each rank's (k members per node), while the rest crosses NVLink
+  // beside it. As a busbw (nccl-tests' (n - 1)/n of the algorithm bandwidth), that is the NIC rate
+  // x (n - 1)/(n - k): 2 nodes ~2x the NIC, going down to 1x as the nodes grow (NVIDIA/nccl-tests
+  // #130, S. Jeaugey: "On 2 nodes, 50% of the traffic is inter-node so you should see BusBW = 2x
+  // network bandwidth per GPU. As the number of nodes increases, it will go down to 1x").
+  if (coll == Collective::kAllToAll && g.scope == Scope::kInterNode && r->points.empty() &&
+      g.members_per_node > 1 && g.size > g.members_per_node) {
+    CollectiveRate per_nic = *r;
+    per_nic.busbw_bytes_per_s *= static_cast<double>(g.size - 1) / static_cast<double>(g.size - g.members_per_node);
+    return EstimateCollective(per_nic, g.size, size_bytes, g.members_per_node, false).time_s;
+  }
   // A measured curve (interpolated; scaled to other group sizes and layouts, flagged).
   if (!r->points.empty()) {
     const CollectiveRate* best = prof.FindCollective(coll, g.scope, g.size, g.members_per_node);

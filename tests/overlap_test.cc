@@ -162,6 +162,19 @@ training: {seq_length: 4096, global_batch_size: 16, micro_batch_size: 1, shardin
   const double t_inter = xa->alpha_s + S * (16 - 8) / 16 / xa->busbw_bytes_per_s;
   EXPECT_GT(t_inter, 3 * t_intra);  // 47 GB/s per NIC for half the bytes against 362 GB/s NVLink
   EXPECT_NEAR(inter.ep_comm_s / intra.ep_comm_s, t_inter / t_intra, 1e-6);
+  // EP 32 over 4 nodes (32 experts, the same bytes per rank): three quarters of the bytes cross the
+  // NICs, and the latency grows with the ring steps (31 against the entry's 15).
+  const Job four_nodes = JobOf(R"(
+model: {shape: {name: moe-32, layers: 8, hidden_size: 4096, attention_heads: 32, kv_heads: 8, vocab_size: 32000,
+                ffn_type: swiglu, ffn_hidden_size: 14336,
+                moe: {routed_experts: 32, top_k: 2, expert_ffn_hidden_size: 14336}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 32}
+parallelism: {tp: 1, pp: 1, ep: 32}
+training: {seq_length: 4096, global_batch_size: 32, micro_batch_size: 1, sharding: zero1})");
+  const double t_four = xa->alpha_s * 31 / 15 + S * (32 - 8) / 32 / xa->busbw_bytes_per_s;
+  EXPECT_NEAR(EstimateStepTime(four_nodes).breakdown.ep_comm_s / inter.ep_comm_s, t_four / t_inter, 1e-6);
 }
 
 // A model small enough that every DP collective is latency-bound: 24 layers of hidden 256 over 512

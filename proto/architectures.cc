@@ -120,8 +120,16 @@ const v1::Architecture* ArchitectureRegistry::ForModelName(absl::string_view nam
     for (const std::string& pattern : a.model_names()) {
       const size_t at = n.find(pattern);
       if (at == std::string::npos || pattern.empty()) continue;
-      const bool better = best == nullptr || at < best_at || (at == best_at && pattern.size() > best_len) ||
-                          (at == best_at && pattern.size() == best_len && a.moe() == moe && best->moe() != moe);
+      // A refused family's pattern wins wherever it stands: a name stating a layer kind stepcast
+      // does not model ("Nemotron 30B (hybrid Mamba-2)", "Llama3.2-Mamba2-3B") names a model it
+      // cannot predict, whatever supported family's name it also carries.
+      const bool refused = !a.refused().empty();
+      const bool best_refused = best != nullptr && !best->refused().empty();
+      const bool better =
+          best == nullptr || (refused && !best_refused) ||
+          (refused == best_refused &&
+           (at < best_at || (at == best_at && pattern.size() > best_len) ||
+            (at == best_at && pattern.size() == best_len && a.moe() == moe && best->moe() != moe)));
       if (better) {
         best = &a;
         best_at = at;

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/flop_conventions.h"
@@ -568,6 +569,39 @@ absl::Status SetRowMeasuredTime(const PublishedRow& r, const Catalog& catalog, c
   return absl::OkStatus();
 }
 
+// The row's params_b (billions of parameters) against the total count of the model as read
+// (CountParameters().total, core/model_shape.h; embeddings and, for MoE, every expert included:
+// the table's MoE rows state totals, DeepSeek-V3 671, Grok-1 314, Llama 4 Maverick 400,
+// GPT-OSS 120). A guard against a misread architecture (a hybrid read as a transformer, an MoE
+// read as dense, the wrong family's conventions), not a fit: the two may differ by
+// kStatedParamsFactor either way, which the rounding of a published size ("MPT-1B" is 1.3B) and
+// the embedding conventions of the sources leave room for. InvalidArgument naming params_b, both
+// counts and the family read; a cell that is not a positive number is an error too.
+constexpr double kStatedParamsFactor = 1.5;
+absl::Status CheckRowParams(const PublishedRow& r, const Catalog& catalog, const v1::Architecture& family,
+                            const v1::JobSpec& spec) {
+  const std::string cell = Str(r, "params_b");
+  if (cell.empty()) return absl::OkStatus();
+  double stated_b = 0;
+  if (!Num(r, "params_b", &stated_b) || stated_b <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params_b: '", cell, "' is not a positive number (billions of parameters)"));
+  }
+  absl::StatusOr<ModelShape> model = spec.model().has_shape() ? ModelShapeFromProto(spec.model().shape(), "model.shape")
+                                                              : catalog.FindModel(spec.model().preset());
+  if (!model.ok()) return model.status();
+  const double counted_b = CountParameters(model->Resolved()).total / 1e9;
+  const double ratio = counted_b / stated_b;
+  if (ratio > kStatedParamsFactor || ratio < 1 / kStatedParamsFactor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "params_b: ", cell, "B stated, but the model read (family ", family.display_name(), ") counts ",
+        absl::StrFormat("%.2f", counted_b), "B parameters in total (presets/architectures/", family.name(),
+        ".yaml; ratio ", absl::StrFormat("%.2f", ratio), ", more than ", kStatedParamsFactor,
+        "x apart): the architecture was probably misread (a hybrid, MoE or family the model name does not reveal)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Catalog& catalog) {
@@ -590,6 +624,7 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   } else {
     if (absl::Status s = SetRowModelShape(r, model_name, *family, *fw, row_moe, out); !s.ok()) return s;
   }
+  if (absl::Status s = CheckRowParams(r, catalog, *family->family, spec); !s.ok()) return s;
 
   // Hardware.
   absl::StatusOr<std::string> hw = HardwarePresetForGpuName(Str(r, "gpu"));

@@ -124,6 +124,74 @@ TEST(ArchitectureRegistry, LoadsAndLooksUpFamilies) {
   EXPECT_EQ(head_dim_keys, 1);
 }
 
+// Hybrid Mamba/attention models under the names their publishers and tables use resolve to the
+// refused hybrid family, whatever supported family's name they also contain; Nemotron-4 (and the
+// 2023 attention-only Nemotron-3 8B) keep the nemotron family. Names: Megatron-Bridge
+// docs/performance-summary-archive.md table "Nemotron_3_Nano"; HF id
+// NVIDIA-Nemotron-3-Nano-30B-A3B (Megatron-Bridge docs/models/llm/nemotron3.md); "Nemotron 3
+// Ultra is a 550B total / A55B active hybrid Mamba-Transformer MoE" (Megatron-Bridge
+// docs/models/nemotron/nemotron3-ultra.md); HF model_type nemotron_h; MambaInLlama's distilled
+// "Llama3.2-Mamba2-3B" (arXiv:2408.15237).
+TEST(ArchitectureRegistry, HybridNamesResolveToTheHybridFamily) {
+  auto reg = ArchitectureRegistry::Builtin();
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  const ArchitectureRegistry& r = **reg;
+  struct Case {
+    const char* model;
+    bool moe;
+    const char* family;
+  } cases[] = {
+      {"Nemotron_3_Nano", true, "hybrid_ssm"},
+      {"NVIDIA-Nemotron-3-Nano-30B-A3B", true, "hybrid_ssm"},
+      {"Nemotron 3 Nano (30B-A3.5B, hybrid Mamba-2/MoE)", true, "hybrid_ssm"},
+      {"Nemotron 3 Super", true, "hybrid_ssm"},
+      {"Nemotron-3-Ultra 550B", true, "hybrid_ssm"},
+      {"NemotronH Nano", false, "hybrid_ssm"},
+      {"nemotron_h 8B", false, "hybrid_ssm"},
+      {"Nemotron-H 56B", false, "hybrid_ssm"},
+      {"Nemotron 30B (hybrid Mamba-2/MoE)", true, "hybrid_ssm"},
+      {"Llama3.2-Mamba2-3B", false, "hybrid_ssm"},
+      {"Nemotron-4 15B", false, "nemotron"},
+      {"Nemotron-4 340B", false, "nemotron"},
+      {"Nemotron-340B", false, "nemotron"},
+      {"Nemotron-22B", false, "nemotron"},
+      {"Nemotron-3 8B", false, "nemotron"},
+      {"Llama 3.2 3B", false, "llama"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model);
+    const v1::Architecture* a = r.ForModelName(c.model, c.moe);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->name(), c.family);
+  }
+}
+
+// The rule itself, on a registry of two entries: a refused family's pattern anywhere in the name
+// wins over a supported family's earlier or longer one; among supported families the earliest,
+// then the longest, pattern wins.
+TEST(ArchitectureRegistry, RefusedFamilyNamesWinWhereverTheyStand) {
+  ArchitectureRegistry r;
+  ASSERT_TRUE(r.Add("a.yaml", "name: \"alpha\"\nsources: [\"s\"]\nmodel_names: [\"alpha\", \"alpha-long\"]\n").ok());
+  ASSERT_TRUE(r.Add("g.yaml", "name: \"gamma\"\nsources: [\"s\"]\nmodel_names: [\"gam\"]\n").ok());
+  ASSERT_TRUE(
+      r.Add("b.yaml", "name: \"beta\"\nsources: [\"s\"]\nmodel_names: [\"bx\"]\nrefused: \"has layers we do not model\"\n")
+          .ok());
+  struct Case {
+    const char* model;
+    const char* family;
+  } cases[] = {
+      {"Alpha 7B", "alpha"},         {"Alpha-Long 7B gam", "alpha"}, {"gam alpha", "gamma"},
+      {"Alpha-Long 7B bx", "beta"},  {"Alpha 7B (bx)", "beta"},      {"bx", "beta"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model);
+    const v1::Architecture* a = r.ForModelName(c.model, false);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->name(), c.family);
+  }
+  EXPECT_EQ(r.ForModelName("delta", false), nullptr);
+}
+
 TEST(ArchitectureRegistry, MalformedEntriesAreErrors) {
   ArchitectureRegistry r;
   EXPECT_THAT(std::string(r.Add("x.yaml", "name: \"x\"\n").message()), ::testing::HasSubstr("sources"));

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -383,6 +384,51 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
   if (best.empty()) {
     return absl::NotFoundError(absl::StrCat("no framework preset named in '", text, "'; known: ", Names(frameworks_)));
   }
+  // A derived preset (`base:` the one named) whose alias is the same first word plus words of its
+  // own ("torchtitan (torch.compile)" over "torchtitan") wins when the text states those words
+  // anywhere after the name, in order and not negated: "torchtitan with torch.compile" and
+  // "torchtitan (FSDP2, compiled)" state what the alias states, with other words between. Only
+  // when one preset holds the alias (an era choice among several is the year's). Two derived
+  // presets stated at once are an error, not a pick.
+  if (best.size() == 1) {
+    static const std::set<std::string> kNegations = {"no", "not", "without", "non"};
+    static const std::set<std::string> kOffAfter = {"off", "disabled", "false"};
+    std::vector<std::string> refined;
+    for (const auto& kv : frameworks_) {
+      const Preset* p = Parsed(frameworks_, kv.first);
+      if (!p->status.ok() || absl::AsciiStrToLower(p->framework.base()) != best.front()) continue;
+      for (const std::string& a : p->framework.aliases()) {
+        const std::vector<std::string> needle = words(a);
+        if (needle.size() < 2 || needle.front() != hay[best_pos]) continue;
+        size_t at = best_pos + 1;
+        bool stated = true;
+        for (size_t k = 1; k < needle.size() && stated; ++k) {
+          while (at < hay.size() && hay[at] != needle[k]) ++at;
+          if (at == hay.size()) {
+            stated = false;
+            break;
+          }
+          // "without torch.compile", "no compile", "not compiled": the word is negated.
+          for (size_t back = 1; back <= 2 && at >= best_pos + back + 1; ++back) {
+            if (kNegations.count(hay[at - back]) > 0) stated = false;
+          }
+          if (at >= best_pos + 3 && hay[at - 1] == "o" && hay[at - 2] == "w") stated = false;  // "w/o"
+          if (at + 1 < hay.size() && kOffAfter.count(hay[at + 1]) > 0) stated = false;     // "compile off"
+          ++at;
+        }
+        if (stated) {
+          refined.push_back(kv.first);
+          break;
+        }
+      }
+    }
+    if (refined.size() == 1) return refined.front();
+    if (refined.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat("framework '", text, "' states the words of several presets derived from '",
+                                                     best.front(), "': ", absl::StrJoin(refined, ", "),
+                                                     "; name one of them"));
+    }
+  }
   // Among presets sharing the alias, the era that covers the year (or the nearest; the latest
   // when no year is known).
   std::string pick = best.front();
@@ -421,6 +467,7 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 absl::StatusOr<Catalog::FrameworkMatch> Catalog::FrameworkForTextOrGeneric(const std::string& text, int year) const {
   absl::StatusOr<std::string> named = FrameworkForText(text, year);
   if (named.ok()) return FrameworkMatch{*named, false};
+  if (named.status().code() != absl::StatusCode::kNotFound) return named.status();  // ambiguous: not a fallback
   const std::string lower = absl::AsciiStrToLower(std::string(absl::StripAsciiWhitespace(text)));
   for (const auto& [name, spec] : frameworks_) {
     if (!lower.empty() && EditDistance(lower, name) <= 2) {
@@ -618,15 +665,63 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   return fw;
 }
 
+namespace {
+// The per-GPU memory sizes a GPU text states, in GB as written: "96GB", "80 GB", "141G", "8x80GB"
+// (the 80). Sizes over 200 GB are a node's or a superchip's total ("640GB", "GH200 480GB"), not one
+// GPU's, and are left out.
+std::vector<int> StatedGpuMemoryGb(const std::string& lower) {
+  std::vector<int> out;
+  for (size_t i = 0; i < lower.size();) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(lower[i])) ||
+        (i > 0 && (absl::ascii_isdigit(static_cast<unsigned char>(lower[i - 1])) || lower[i - 1] == '.'))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    int v = 0;
+    while (j < lower.size() && absl::ascii_isdigit(static_cast<unsigned char>(lower[j])) && v < 100000) {
+      v = v * 10 + (lower[j] - '0');
+      ++j;
+    }
+    size_t k = j;
+    while (k < lower.size() && lower[k] == ' ') ++k;
+    // The unit ends the word: "gb", "gib" or "g", not "gbps", "gbit" or "gb/s" (a link's rate).
+    auto ends = [&](size_t at) {
+      return at == lower.size() ||
+             (!absl::ascii_isalnum(static_cast<unsigned char>(lower[at])) && lower.compare(at, 2, "/s") != 0);
+    };
+    const bool unit = (lower.compare(k, 2, "gb") == 0 && ends(k + 2)) || (lower.compare(k, 3, "gib") == 0 && ends(k + 3)) ||
+                      (k < lower.size() && lower[k] == 'g' && ends(k + 1));
+    if (unit && v > 0 && v <= 200) out.push_back(v);
+    i = j;
+  }
+  return out;
+}
+}  // namespace
+
 absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name) {
   const std::string n = absl::AsciiStrToLower(gpu_name);
-  const std::vector<std::string> words = absl::StrSplit(n, absl::ByAnyChar(" -_()/,"), absl::SkipEmpty());
+  const std::vector<std::string> words = absl::StrSplit(n, absl::ByAnyChar(" -_()/,;"), absl::SkipEmpty());
   auto word = [&](const char* w) { return std::find(words.begin(), words.end(), w) != words.end(); };
   auto has = [&](const char* s) { return absl::StrContains(n, s); };
   auto preset = [](const char* p) { return absl::StatusOr<std::string>(std::string(p)); };
-  auto none = [&](const char* why) {
+  auto none = [&](absl::string_view why) {
     return absl::StatusOr<std::string>(
         absl::NotFoundError(absl::StrCat("no hardware preset for GPU '", gpu_name, "'", why)));
+  };
+  // The form factor the text names: "SXM", "SXM5", "H100-SXM-80GB" name the SXM module; "NVL" as a
+  // word (not "NVLink", not "NVL72") the NVL card. SXM named wins over a stray NVL ("SXM ... between
+  // SXM and NVL"): the NVL card only when the text names NVL and not SXM.
+  const bool sxm = std::any_of(words.begin(), words.end(), [](const std::string& w) { return absl::StartsWith(w, "sxm"); });
+  const bool nvl = word("nvl") && !sxm;
+  // A stated per-GPU memory size other than the preset's is refused with the sizes the presets have
+  // (NVIDIA H100 / H200 / A100 datasheets), never mapped with the size dropped.
+  const std::vector<int> stated_gb = StatedGpuMemoryGb(n);
+  auto other_size = [&](std::initializer_list<int> preset_gb) -> int {
+    for (int v : stated_gb) {
+      if (std::find(preset_gb.begin(), preset_gb.end(), v) == preset_gb.end()) return v;
+    }
+    return 0;
   };
   // Most specific first: several names contain another part's name ("gh200" holds "h200", "gb200"
   // "b200", "h200" "h20"), and variants of one die differ in memory, links or clocks.
@@ -635,7 +730,12 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
   if (has("gh200")) return preset("gh200");  // "NVIDIA GH200 480GB" (96 GB HBM3) and the 144 GB HBM3e module
   if (has("b300")) return preset("b300");    // "NVIDIA B300 SXM6 AC"
   if (has("b200")) return preset("b200");
-  if (has("h200")) return preset(word("nvl") ? "h200-nvl" : "h200");
+  if (has("h200")) {
+    if (int v = other_size({141}); v > 0) {
+      return none(absl::StrCat(": it states ", v, " GB; the H200 presets (SXM, NVL) have 141 GB HBM3e; give an inline spec"));
+    }
+    return preset(nvl ? "h200-nvl" : "h200");
+  }
   if (word("h20")) {
     if (word("3e") || has("141g")) return none(": the H20-3e has 141 GB HBM3e, not the H20 preset's 96 GB HBM3");
     return preset("h20");
@@ -645,14 +745,39 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
     return preset("h800");
   }
   if (has("h100")) {
-    if (word("nvl")) return preset("h100-nvl");
-    return preset(has("pcie") ? "h100-pcie" : "h100-sxm");
+    const bool pcie = has("pcie");
+    if (sxm && pcie) {
+      return none(": it names both SXM and PCIe, two H100 parts with different clocks, power and links; name one or give an inline spec");
+    }
+    if (nvl) {
+      if (int v = other_size({94}); v > 0) {
+        return none(absl::StrCat(": it states ", v, " GB; the H100 NVL preset has 94 GB HBM3; give an inline spec"));
+      }
+      return preset("h100-nvl");
+    }
+    if (int v = other_size({80}); v > 0) {
+      return none(absl::StrCat(": it states ", v, " GB and no H100 preset has ", v,
+                               " GB (SXM and PCIe: 80 GB, NVL: 94 GB; the H100 96 GB, HBM3 or the 500 W HBM2e part, "
+                               "is not the 80 GB H100 SXM preset); give an inline spec"));
+    }
+    if (pcie) return preset("h100-pcie");  // 80 GB HBM2e
+    if (has("hbm2e")) {
+      return none(": an H100 with HBM2e is the PCIe card (80 GB; name PCIe) or the 96 GB 500 W part, not the HBM3 "
+                  "H100 SXM preset; give an inline spec");
+    }
+    return preset("h100-sxm");
   }
   if (has("a800")) {
     if (has("40gb")) return none(": no A800 40GB preset");
     return preset("a800-80gb");
   }
-  if (has("a100")) return preset(has("40gb") ? "a100-40gb" : "a100-80gb");
+  if (has("a100")) {
+    if (int v = other_size({40, 80}); v > 0) {
+      return none(absl::StrCat(": it states ", v, " GB; the A100 presets have 40 GB or 80 GB; give an inline spec"));
+    }
+    const bool gb40 = has("40gb") || std::find(stated_gb.begin(), stated_gb.end(), 40) != stated_gb.end();
+    return preset(gb40 ? "a100-40gb" : "a100-80gb");
+  }
   if (has("mi355x")) return preset("mi355x");
   if (has("mi350x")) return preset("mi350x");
   if (has("mi325x")) return preset("mi325x");

@@ -75,7 +75,13 @@ class Catalog {
   // (2022)", "llm-foundry + Composer"): the name or alias that occurs first in the text as a
   // word sequence (the longer one at the same place). When several presets share that alias
   // (Megatron-LM by era), the one whose from_year..to_year covers `year` wins (the nearest
-  // when none does; `year` 0: the latest). NotFound when no preset is named.
+  // when none does; `year` 0: the latest). When one preset holds that alias, a preset derived
+  // from it (`base:`) whose alias is the same first word plus its own words wins where the text
+  // states those words later, in order, not negated ("no", "not", "without", "non", "w/o" within
+  // the two words before; "off", "disabled", "false" right after): "torchtitan with torch.compile"
+  // -> torchtitan-compile (alias "torchtitan (torch.compile)"), "torchtitan without torch.compile"
+  // -> torchtitan. NotFound when no preset is named; InvalidArgument when the text states the
+  // words of two derived presets.
   absl::StatusOr<std::string> FrameworkForText(const std::string& text, int year = 0) const;
   // The preset a framework nobody named falls back to (presets/frameworks/generic.yaml).
   static constexpr const char* kGenericFramework = "generic";
@@ -87,7 +93,8 @@ class Catalog {
   // nobody named gets a documented generic preset instead of a refusal; the caller records
   // GenericFrameworkAssumed; an empty text names none). InvalidArgument when the text is a near
   // miss of a preset name (edit distance <= 2, e.g. "megatron-cor": a typo, not another
-  // framework); NotFound when the catalog has no generic preset.
+  // framework) and FrameworkForText's InvalidArgument (two derived presets stated); NotFound when
+  // the catalog has no generic preset.
   absl::StatusOr<FrameworkMatch> FrameworkForTextOrGeneric(const std::string& text, int year = 0) const;
   // The assumed input a fallback records: field "framework", value "generic", the text it
   // replaced and where the generic preset's assumptions are listed.
@@ -130,7 +137,11 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
 // "h100-nvl", "NVIDIA A100-SXM4-40GB" -> "a100-40gb", "NVIDIA GH200 480GB" -> "gh200" (not "h200"),
 // "NVIDIA H20" -> "h20", "NVIDIA B300 SXM6 AC" -> "b300", "AMD Instinct MI250X" -> "mi250x" (per
 // GCD), "NVIDIA L4" -> "l4" (not "L40S"). NotFound, with the reason where one is known, when no
-// preset matches (e.g. "NVIDIA H800 PCIe", "NVIDIA H20-3e", "NVIDIA GB300").
+// preset matches (e.g. "NVIDIA H800 PCIe", "NVIDIA H20-3e", "NVIDIA GB300"). A named form factor wins:
+// "SXM" -> the SXM preset even when the text also says NVL; the NVL preset only when NVL is named
+// and SXM is not; SXM and PCIe both named is refused. A stated per-GPU memory size (a number with
+// GB / GiB / G, at most 200) other than the preset's is refused with the sizes the presets have:
+// "H100 96GB", "H100 HBM2e" (not PCIe), "H200 96GB", "A100 64GB".
 absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name);
 
 }  // namespace stepcast

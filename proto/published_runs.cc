@@ -62,6 +62,20 @@ std::string Squash(const std::string& s) {
 
 // Plain scans, not std::regex: libstdc++'s regex executor recurses once per character and a
 // 100 KB cell overflowed the stack (reliability review 2, N4). Each is linear in the text.
+int ReleaseInText(const std::string& text) {
+  auto digit = [&](size_t i) { return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); };
+  for (size_t i = 0; i + 5 <= text.size(); ++i) {
+    if (i > 0 && (digit(i - 1) || text[i - 1] == '.')) continue;
+    if (!(text[i] == '2' || text[i] == '3') || !digit(i + 1) || text[i + 2] != '.' || !digit(i + 3) || !digit(i + 4) ||
+        digit(i + 5)) {
+      continue;
+    }
+    const int month = (text[i + 3] - '0') * 10 + (text[i + 4] - '0');
+    if (month >= 1 && month <= 12) return ((text[i] - '0') * 10 + (text[i + 1] - '0')) * 100 + month;
+  }
+  return 0;
+}
+
 int YearInText(const std::string& text) {
   auto digit = [&](size_t i) { return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); };
   // A maximal run of exactly four digits starting 19 or 20.
@@ -193,6 +207,24 @@ absl::StatusOr<RowFramework> RowFrameworkOf(const PublishedRow& r, const Catalog
   if (!spec.ok()) return spec.status();
   fw.name = match->name;
   fw.spec = *std::move(spec);
+  // A container release the row states outside the preset's (framework.proto first_release /
+  // last_release): predicted with this preset, and said so.
+  if (!fw.spec.first_release().empty() || !fw.spec.last_release().empty()) {
+    const int first = ReleaseInText(fw.spec.first_release()), last = ReleaseInText(fw.spec.last_release());
+    if (first == 0 || last == 0 || first > last) {
+      return absl::InvalidArgumentError(absl::StrCat("framework ", fw.name, ": first_release '", fw.spec.first_release(),
+                                                     "' / last_release '", fw.spec.last_release(),
+                                                     "': expected two releases YY.MM, the first not after the last"));
+    }
+    if (const int stated = ReleaseInText(fw.text); stated != 0 && (stated < first || stated > last)) {
+      out.assumed.push_back(
+          {"framework.release", absl::StrFormat("%02d.%02d", stated / 100, stated % 100),
+           absl::StrCat("the run states release ", absl::StrFormat("%02d.%02d", stated / 100, stated % 100),
+                        "; the ", fw.name, " preset was read from releases ", fw.spec.first_release(), "-",
+                        fw.spec.last_release(), " (", fw.spec.version(),
+                        "): its defaults, recipes and mechanisms are assumed to hold for this run")});
+    }
+  }
   return fw;
 }
 

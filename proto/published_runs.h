@@ -70,6 +70,11 @@ absl::StatusOr<ConvertedRate> StepTimeFromStatedRate(const PublishedRow& row, co
 // 2024); 0 when none.
 int YearInText(const std::string& text);
 
+// The first NVIDIA container release "YY.MM" in `text` (two digits 2x or 3x not preceded by a digit
+// or '.', a '.', a month 01-12 not followed by a digit; "NeMo 26.04.01 container" -> 2604), as
+// YY * 100 + MM; 0 when none. The same rule as YearInText's release.
+int ReleaseInText(const std::string& text);
+
 }  // namespace stepcast
 
 #endif  // STEPCAST_PROTO_PUBLISHED_RUNS_H_

@@ -258,6 +258,56 @@ TEST(PublishedRuns, StatedParamsAreCheckedAgainstTheModelRead) {
   }
 }
 
+TEST(PublishedRuns, ARunOfAnotherContainerReleaseSaysSo) {
+  // framework.proto first_release / last_release: megatron-bridge was read from NeMo containers
+  // 25.09-25.11, nemo from 24.01-25.04 (presets/frameworks/*.yaml). A run stating another release
+  // is still predicted with the preset, and the release is an assumed input.
+  const Catalog& catalog = testing::BuiltinCatalog();
+  struct Case {
+    const char* framework;
+    const char* release;  // "" when nothing is assumed
+  } cases[] = {
+      {"Megatron-Bridge / Megatron-Core, NeMo 26.04.01 container", "26.04"},
+      {"Megatron-Bridge / Megatron-Core, NeMo 26.02 container", "26.02"},
+      {"Megatron-Bridge / Megatron-Core, NeMo 25.11 container", ""},
+      {"Megatron-Bridge, NeMo 25.09 container", ""},
+      {"NeMo 25.04.01 container (NeMo 2 / Megatron-Core)", ""},
+      {"NeMo 24.07 container", ""},
+      {"NeMo (NGC PyTorch 25.09 base; MLPerf NVIDIA implementation)", "25.09"},
+      {"NeMo 23.11 container", "23.11"},
+      {"NeMo (MLPerf NVIDIA implementation)", ""},  // no release stated
+      {"NeMo 2025.3 launcher", ""},                  // not a YY.MM release
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.framework);
+    auto run = PublishedRunFromRow(MaverickRow({{"framework", c.framework}}), catalog);
+    ASSERT_TRUE(run.ok()) << run.status();
+    std::string value, source;
+    for (const auto& a : run->assumed) {
+      if (a.field == "framework.release") value = a.value, source = a.source;
+    }
+    EXPECT_EQ(value, c.release);
+    if (!value.empty()) EXPECT_THAT(source, ::testing::HasSubstr(absl::StrCat("the run states release ", c.release)));
+  }
+  EXPECT_EQ(ReleaseInText("NeMo 26.04.01 container"), 2604);
+  EXPECT_EQ(ReleaseInText("v0.26.04"), 0);   // preceded by '.': a version part, not a release
+  EXPECT_EQ(ReleaseInText("25.13 and 25.1"), 0);
+  EXPECT_EQ(ReleaseInText("H100 at 1.25.09"), 0);
+  // Every preset that states releases states two it can compare, the first not after the last
+  // (a row of that framework is refused naming the preset otherwise).
+  int versioned = 0;
+  for (const std::string& name : catalog.FrameworkNames()) {
+    absl::StatusOr<v1::FrameworkSpec> f = catalog.FindFramework(name);
+    ASSERT_TRUE(f.ok()) << name;
+    if (f->first_release().empty() && f->last_release().empty()) continue;
+    ++versioned;
+    SCOPED_TRACE(name);
+    EXPECT_GT(ReleaseInText(f->first_release()), 0);
+    EXPECT_LE(ReleaseInText(f->first_release()), ReleaseInText(f->last_release()));
+  }
+  EXPECT_GE(versioned, 2);  // nemo and megatron-bridge
+}
+
 TEST(Validate, EveryPublishedRowIsPredicted) {
   // Issue 21 item 4: every row of the 158 is read (architecture, ETP and virtual pipeline as the
   // row states them) and predicted; accuracy on the new rows is the step-time model's (the

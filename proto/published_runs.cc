@@ -91,18 +91,9 @@ int YearInText(const std::string& text) {
     }
     i = j;
   }
-  // A release "YY.MM": two digits 2x/3x not preceded by a digit or '.', a '.', and a month
-  // 01-12 not followed by a digit.
-  for (size_t i = 0; i + 5 <= text.size(); ++i) {
-    if (i > 0 && (digit(i - 1) || text[i - 1] == '.')) continue;
-    if (!(text[i] == '2' || text[i] == '3') || !digit(i + 1) || text[i + 2] != '.' || !digit(i + 3) || !digit(i + 4) ||
-        digit(i + 5)) {
-      continue;
-    }
-    const int month = (text[i + 3] - '0') * 10 + (text[i + 4] - '0');
-    if (month >= 1 && month <= 12) return 2000 + (text[i] - '0') * 10 + (text[i + 1] - '0');
-  }
-  return 0;
+  // A release "YY.MM" (ReleaseInText).
+  const int release = ReleaseInText(text);
+  return release > 0 ? 2000 + release / 100 : 0;
 }
 
 namespace {

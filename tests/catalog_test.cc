@@ -541,6 +541,40 @@ training:
   }
 }
 
+// Recipes chosen by GPU model (Recipe.hardware) and conditioned on the job (`when`): Megatron-Bridge's
+// Llama 3 70B Megatron-FSDP configs offload some layers' activations to the CPU, per GPU model and
+// precision (scripts/performance/configs/llama/llama3_workload_base_configs.py, 00919dc:
+// GB200 FP8-CS cpu_offloading_num_layers=40, GB200 BF16 20, B200 FP8-CS 5, of 80 layers, PP 1).
+// Held-out check 2026-11-28: two published GB200 runs of that config were predicted not to fit.
+TEST(Catalog, MegatronBridgeOffloadRecipesFollowTheGpuModelAndTheSharding) {
+  struct Case {
+    const char* hardware;
+    const char* gemm;
+    const char* sharding;
+    double offload;  // the job's activation_offload_fraction after the recipes
+  } cases[] = {
+      {"gb200", "fp8", "zero3", 40.0 / 80},  {"gb200", "bf16", "zero3", 20.0 / 80},
+      {"b200", "fp8", "zero3", 5.0 / 80},    {"b200", "bf16", "zero3", 0},
+      {"gb200", "fp8", "zero1", 0},          {"h100-sxm", "fp8", "zero3", 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.hardware, " ", c.gemm, " ", c.sharding));
+    absl::StatusOr<Job> job = testing::JobFromYaml(absl::StrCat(R"(
+model: llama3-70b
+framework: megatron-bridge
+cluster: {gpu_count: 64}
+parallelism: {tp: 1, pp: 1}
+hardware: )", c.hardware, R"(
+training: {seq_length: 8192, global_batch_size: 128, micro_batch_size: 1, sharding: )", c.sharding,
+                                                                  R"(, precision: {gemm: )", c.gemm, "}}\n"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_DOUBLE_EQ(job->training.activation_offload_fraction, c.offload);
+    bool assumed = false;
+    for (const AssumedInput& a : *job->assumed) assumed |= a.field == "training.activation_offload_fraction";
+    EXPECT_EQ(assumed, c.offload > 0);
+  }
+}
+
 
 // --- Presets parsed and resolved once (issue 30) ------------------------------------------------
 

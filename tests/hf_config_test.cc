@@ -156,6 +156,11 @@ TEST(ArchitectureRegistry, HybridNamesResolveToTheHybridFamily) {
       {"Nemotron-340B", false, "nemotron"},
       {"Nemotron-22B", false, "nemotron"},
       {"Nemotron-3 8B", false, "nemotron"},
+      // NeMo 2.0's attention-only nemotron3_8b / _22b recipes (review of 2026-11-28, H1).
+      {"nemotron3_8b", false, "nemotron"},
+      {"Nemotron3 22B", false, "nemotron"},
+      {"Nemotron3-8B-Base-4k", false, "nemotron"},
+      {"Nemotron3 Nano 30B", true, "hybrid_ssm"},
       {"Llama 3.2 3B", false, "llama"},
   };
   for (const Case& c : cases) {

@@ -320,7 +320,7 @@ TEST(HardwarePresetForGpuName, DriverAndPaperNames) {
 }
 
 // An explicit form factor wins over a stray word: a cell naming SXM is the SXM part even when it
-// also says NVL (held-out check /work/scratch/unseen, finding 2a: "H100 96GB HBM2e SXM ... between
+// also says NVL (held-out check of 2026-11-28, docs/VALIDATION.md, finding 2a: "H100 96GB HBM2e SXM ... between
 // SXM and NVL" picked the NVL PCIe card); NVL only when the text names NVL and not SXM.
 TEST(HardwarePresetForGpuName, ExplicitFormFactorWins) {
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -971,7 +971,7 @@ TEST(Catalog, FrameworkTextsOfTheFsdpFamily) {
 }
 
 // A torchtitan text that states torch.compile gets the compiled preset wherever the statement
-// stands after the framework's name (held-out check /work/scratch/unseen, finding 1: "torchtitan
+// stands after the framework's name (held-out check of 2026-11-28, docs/VALIDATION.md, finding 1: "torchtitan
 // with torch.compile" got the eager preset); a negated statement does not, and texts without it
 // keep the eager preset.
 TEST(Catalog, FrameworkTextStatingADerivedPresetsWord) {

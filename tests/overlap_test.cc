@@ -9,6 +9,7 @@
 #include "core/hardware.h"
 #include "core/job.h"
 #include "core/step_time.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -129,21 +130,28 @@ training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, shardin
   EXPECT_NEAR(EstimateStepTime(job).breakdown.pp_comm_s, p2p_v * 46.0 / 320, 1e-9 * p2p_v);
 }
 
+// One expert per GPU, EP over all of them (8 per node on h100-sxm), one micro-batch per rank: the
+// all-to-all moves the same bytes per rank (tokens x top-k x hidden) whatever the GPU count.
+Job MoeOverNodes(int gpus) {
+  return JobOf(absl::StrCat(R"(
+model: {shape: {name: moe, layers: 8, hidden_size: 4096, attention_heads: 32, kv_heads: 8, vocab_size: 32000,
+                ffn_type: swiglu, ffn_hidden_size: 14336,
+                moe: {routed_experts: )", gpus, R"(, top_k: 2, expert_ffn_hidden_size: 14336}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: )", gpus, R"(}
+parallelism: {tp: 1, pp: 1, ep: )", gpus, R"(}
+training: {seq_length: 4096, global_batch_size: )", gpus, R"(, micro_batch_size: 1, sharding: zero1})"));
+}
+
 TEST(Overlap, AllToAllAcrossNodesRunsAtOneNicPerGpu) {
   // EP 16 over two 8-GPU nodes: "Alltoall cannot aggregate the bandwidth of multiple NICs"
   // (nccl-tests #267): each rank's bytes for the other node, (n - k)/n = 8/16 of them, leave
   // through its own NIC at the inter-node entry's rate, not striped over 8 NICs; the other half
   // crosses NVLink beside them. nccl-tests #130: "On 2 nodes, 50% of the traffic is inter-node so
   // you should see BusBW = 2x network bandwidth per GPU".
-  Job job = JobOf(R"(
-model: {shape: {name: moe-16, layers: 8, hidden_size: 4096, attention_heads: 32, kv_heads: 8, vocab_size: 32000,
-                ffn_type: swiglu, ffn_hidden_size: 14336,
-                moe: {routed_experts: 16, top_k: 2, expert_ffn_hidden_size: 14336}}}
-hardware: h100-sxm
-framework: megatron-core
-cluster: {gpu_count: 16}
-parallelism: {tp: 1, pp: 1, ep: 8}
-training: {seq_length: 4096, global_batch_size: 16, micro_batch_size: 1, sharding: zero1})");
+  Job job = MoeOverNodes(16);
+  job.parallelism.ep = 8;
   // EP 8 inside a node first: the all-to-all at the NVLink rate.
   const StepBreakdown intra = EstimateStepTime(job).breakdown;
   job.parallelism.ep = 16;
@@ -164,15 +172,7 @@ training: {seq_length: 4096, global_batch_size: 16, micro_batch_size: 1, shardin
   EXPECT_NEAR(inter.ep_comm_s / intra.ep_comm_s, t_inter / t_intra, 1e-6);
   // EP 32 over 4 nodes (32 experts, the same bytes per rank): three quarters of the bytes cross the
   // NICs, and the latency grows with the ring steps (31 against the entry's 15).
-  const Job four_nodes = JobOf(R"(
-model: {shape: {name: moe-32, layers: 8, hidden_size: 4096, attention_heads: 32, kv_heads: 8, vocab_size: 32000,
-                ffn_type: swiglu, ffn_hidden_size: 14336,
-                moe: {routed_experts: 32, top_k: 2, expert_ffn_hidden_size: 14336}}}
-hardware: h100-sxm
-framework: megatron-core
-cluster: {gpu_count: 32}
-parallelism: {tp: 1, pp: 1, ep: 32}
-training: {seq_length: 4096, global_batch_size: 32, micro_batch_size: 1, sharding: zero1})");
+  const Job four_nodes = MoeOverNodes(32);
   const double t_four = xa->alpha_s * 31 / 15 + S * (32 - 8) / 32 / xa->busbw_bytes_per_s;
   EXPECT_NEAR(EstimateStepTime(four_nodes).breakdown.ep_comm_s / inter.ep_comm_s, t_four / t_inter, 1e-6);
 }

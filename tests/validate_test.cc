@@ -247,7 +247,7 @@ TEST(PublishedRuns, RowsAreReadThroughTheArchitectureRegistry) {
 // A row's params_b (billions; MoE rows state total parameters: DeepSeek-V3 671, Grok-1 314,
 // Llama 4 Maverick 400) is checked against the total count of the model as read, within a factor
 // 1.5 either way: a guard against a misread architecture, not a fit. The repro of the held-out
-// check (/work/scratch/unseen/REPORT.md finding 3): a hybrid 30B read as an attention-only
+// check (docs/VALIDATION.md, finding 3): a hybrid 30B read as an attention-only
 // Nemotron counted 68.45B.
 TEST(PublishedRuns, StatedParamsAreCheckedAgainstTheModelRead) {
   const Catalog& catalog = testing::BuiltinCatalog();

@@ -208,10 +208,10 @@ absl::StatusOr<RowFramework> RowFrameworkOf(const PublishedRow& r, const Catalog
                                                      "': expected two releases YY.MM, the first not after the last"));
     }
     if (const int stated = ReleaseInText(fw.text); stated != 0 && (stated < first || stated > last)) {
+      const std::string release = absl::StrFormat("%02d.%02d", stated / 100, stated % 100);
       out.assumed.push_back(
-          {"framework.release", absl::StrFormat("%02d.%02d", stated / 100, stated % 100),
-           absl::StrCat("the run states release ", absl::StrFormat("%02d.%02d", stated / 100, stated % 100),
-                        "; the ", fw.name, " preset was read from releases ", fw.spec.first_release(), "-",
+          {"framework.release", release,
+           absl::StrCat("the run states release ", release, "; the ", fw.name, " preset was read from releases ", fw.spec.first_release(), "-",
                         fw.spec.last_release(), " (", fw.spec.version(),
                         "): its defaults, recipes and mechanisms are assumed to hold for this run")});
     }

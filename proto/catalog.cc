@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <tuple>
 #include <filesystem>
 #include <fstream>
@@ -349,14 +350,41 @@ const std::map<std::string, ModelShape>& Catalog::models() const {
 }
 
 absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, int year) const {
-  const auto words = [](const std::string& t) {
-    std::vector<std::string> w = absl::StrSplit(absl::AsciiStrToLower(t), absl::ByAnyChar(" ,;:()[]/+\t"),
-                                                absl::SkipEmpty());
-    return w;
+  // Lower-case words; `clause` marks a word that follows punctuation (",;:()[]/+"), where a
+  // negation's look-back stops: "torchtitan (no FP8), torch.compile" does not negate compile.
+  struct Words {
+    std::vector<std::string> w;
+    std::vector<bool> clause;
   };
-  const std::vector<std::string> hay = words(text);
+  const auto words = [](const std::string& t) {
+    Words out;
+    std::string cur;
+    bool punct = false;
+    for (char ch : absl::AsciiStrToLower(t)) {
+      const bool space = ch == ' ' || ch == '\t';
+      if (space || std::strchr(",;:()[]/+", ch) != nullptr) {
+        if (!cur.empty()) {
+          out.w.push_back(cur);
+          out.clause.push_back(punct);
+          cur.clear();
+          punct = false;
+        }
+        if (!space) punct = true;
+      } else {
+        cur.push_back(ch);
+      }
+    }
+    if (!cur.empty()) {
+      out.w.push_back(cur);
+      out.clause.push_back(punct);
+    }
+    return out;
+  };
+  const Words text_words = words(text);
+  const std::vector<std::string>& hay = text_words.w;
   size_t best_pos = hay.size(), best_len = 0;
-  std::vector<std::string> best;  // presets matched at the best place
+  std::vector<std::string> best;       // presets matched at the best place
+  std::vector<std::string> best_alias;  // the words of the alias matched there
   for (const auto& kv : frameworks_) {
     const std::string& name = kv.first;
     const Preset* p = Parsed(frameworks_, name);
@@ -365,7 +393,7 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
     std::vector<std::string> names = {name};
     for (const std::string& a : spec.aliases()) names.push_back(a);
     for (const std::string& a : names) {
-      const std::vector<std::string> needle = words(a);
+      const std::vector<std::string> needle = words(a).w;
       if (needle.empty() || needle.size() > hay.size()) continue;
       for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
         if (!std::equal(needle.begin(), needle.end(), hay.begin() + i)) continue;
@@ -373,6 +401,7 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
           best_pos = i;
           best_len = a.size();
           best = {name};
+          best_alias = needle;
         } else if (i == best_pos && a.size() == best_len &&
                    std::find(best.begin(), best.end(), name) == best.end()) {
           best.push_back(name);
@@ -384,12 +413,15 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
   if (best.empty()) {
     return absl::NotFoundError(absl::StrCat("no framework preset named in '", text, "'; known: ", Names(frameworks_)));
   }
-  // A derived preset (`base:` the one named) whose alias is the same first word plus words of its
-  // own ("torchtitan (torch.compile)" over "torchtitan") wins when the text states those words
+  // A derived preset (`base:` the one named) whose alias extends the alias matched with words of
+  // its own ("torchtitan (torch.compile)" over "torchtitan") wins when the text states those words
   // anywhere after the name, in order and not negated: "torchtitan with torch.compile" and
-  // "torchtitan (FSDP2, compiled)" state what the alias states, with other words between. Only
-  // when one preset holds the alias (an era choice among several is the year's). Two derived
-  // presets stated at once are an error, not a pick.
+  // "torchtitan (FSDP2, compiled)" state what the alias states, with other words between. A text
+  // that matched a more specific alias of the base keeps it: "PyTorch FSDP1 (migrating to FSDP2)"
+  // matched "PyTorch FSDP1", which "PyTorch FSDP2" does not extend; "torchtitan (eager) vs
+  // torch.compile" matched "torchtitan (eager)". Only when one preset holds the alias (an era
+  // choice among several is the year's). Two derived presets stated at once are an error, not a
+  // pick.
   if (best.size() == 1) {
     static const std::set<std::string> kNegations = {"no", "not", "without", "non"};
     static const std::set<std::string> kOffAfter = {"off", "disabled", "false"};
@@ -398,7 +430,10 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
       const Preset* p = Parsed(frameworks_, kv.first);
       if (!p->status.ok() || absl::AsciiStrToLower(p->framework.base()) != best.front()) continue;
       for (const std::string& a : p->framework.aliases()) {
-        const std::vector<std::string> needle = words(a);
+        const std::vector<std::string> needle = words(a).w;
+        if (needle.size() <= best_alias.size() || !std::equal(best_alias.begin(), best_alias.end(), needle.begin())) {
+          continue;
+        }
         if (needle.size() < 2 || needle.front() != hay[best_pos]) continue;
         size_t at = best_pos + 1;
         bool stated = true;
@@ -408,8 +443,10 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
             stated = false;
             break;
           }
-          // "without torch.compile", "no compile", "not compiled": the word is negated.
+          // "without torch.compile", "no compile", "not compiled": the word is negated (the two
+          // words before it, within its clause).
           for (size_t back = 1; back <= 2 && at >= best_pos + back + 1; ++back) {
+            if (text_words.clause[at - back + 1]) break;
             if (kNegations.count(hay[at - back]) > 0) stated = false;
           }
           if (at >= best_pos + 3 && hay[at - 1] == "o" && hay[at - 2] == "w") stated = false;  // "w/o"

@@ -76,12 +76,14 @@ class Catalog {
   // word sequence (the longer one at the same place). When several presets share that alias
   // (Megatron-LM by era), the one whose from_year..to_year covers `year` wins (the nearest
   // when none does; `year` 0: the latest). When one preset holds that alias, a preset derived
-  // from it (`base:`) whose alias is the same first word plus its own words wins where the text
-  // states those words later, in order, not negated ("no", "not", "without", "non", "w/o" within
-  // the two words before; "off", "disabled", "false" right after): "torchtitan with torch.compile"
-  // -> torchtitan-compile (alias "torchtitan (torch.compile)"), "torchtitan without torch.compile"
-  // -> torchtitan. NotFound when no preset is named; InvalidArgument when the text states the
-  // words of two derived presets.
+  // from it (`base:`) whose alias extends the matched alias with words of its own wins where the
+  // text states those words later, in order, not negated ("no", "not", "without", "non" within
+  // the two words before and the same clause, "w/o" before; "off", "disabled", "false" right
+  // after): "torchtitan with torch.compile" -> torchtitan-compile (alias "torchtitan
+  // (torch.compile)"), "torchtitan without torch.compile" -> torchtitan, "PyTorch FSDP1
+  // (migrating to FSDP2)" -> pytorch-fsdp1 ("PyTorch FSDP2" does not extend "PyTorch FSDP1").
+  // NotFound when no preset is named; InvalidArgument when the text states the words of two
+  // derived presets.
   absl::StatusOr<std::string> FrameworkForText(const std::string& text, int year = 0) const;
   // The preset a framework nobody named falls back to (presets/frameworks/generic.yaml).
   static constexpr const char* kGenericFramework = "generic";

@@ -995,6 +995,14 @@ TEST(Catalog, FrameworkTextStatingADerivedPresetsWord) {
       {"torchtitan, no torch.compile", "torchtitan"},
       {"torchtitan, not compiled", "torchtitan"},
       {"PyTorch FSDP2 + torch.compile", "pytorch-fsdp2"},  // compile named, torchtitan not
+      // A more specific alias of the base, matched, is kept (review M1): the later words name
+      // another preset's words, not this run's.
+      {"PyTorch FSDP1 (migrating to FSDP2)", "pytorch-fsdp1"},
+      {"torchtitan (eager) vs torch.compile", "torchtitan"},
+      {"Megatron-LM 2021 (PTD-P), reproduced 2022", "megatron-lm-2021"},
+      // A negation's look-back stops at punctuation: "no" belongs to FP8, not to compile.
+      {"torchtitan (no FP8), torch.compile", "torchtitan-compile"},
+      {"torchtitan, no fp8; compiled", "torchtitan-compile"},
   };
   for (const auto& [text, want] : cases) {
     absl::StatusOr<Catalog::FrameworkMatch> m = cat.FrameworkForTextOrGeneric(text, 2025);

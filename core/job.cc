@@ -1,6 +1,7 @@
 #include "core/job.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 
@@ -230,16 +231,35 @@ absl::Status ValidateJob(const Job& job) {
 
 namespace {
 
-GroupPlacement Place(int64_t stride, int64_t size, int64_t gpus_per_node) {
+GroupPlacement Place(int64_t stride, int64_t size, int64_t gpus_per_node, int64_t world) {
   GroupPlacement g;
   g.size = size;
   if (stride * size <= gpus_per_node) {
     g.scope = Scope::kIntraNode;
     g.members_per_node = size;
-  } else {
-    g.scope = Scope::kInterNode;
-    g.members_per_node = std::clamp<int64_t>(gpus_per_node / stride, 1, size);
+    g.min_members_per_node = size;
+    return g;
   }
+  g.scope = Scope::kInterNode;
+  g.members_per_node = std::clamp<int64_t>(gpus_per_node / stride, 1, size);
+  g.min_members_per_node = g.members_per_node;
+  // Groups are blocks of span = stride x size consecutive ranks (stride interleaved groups per
+  // block). When the node size does not divide the span, node boundaries cut blocks into uneven
+  // segments; a segment of L ranks holds floor(L / stride) members of each group (at least one of
+  // some). The pattern repeats every lcm(span, node) ranks, so at most lcm / span blocks are read.
+  const int64_t span = stride * size;
+  if (gpus_per_node <= 0 || span % gpus_per_node == 0) return g;
+  const int64_t period = std::lcm(span, gpus_per_node);
+  const int64_t ranks = world > 0 ? std::min(world, period) : period;
+  int64_t min_segment = span;
+  for (int64_t start = 0; start < ranks; start += span) {  // ranks: a multiple of span
+    for (int64_t at = start; at < start + span;) {
+      const int64_t end = std::min((at / gpus_per_node + 1) * gpus_per_node, start + span);
+      min_segment = std::min(min_segment, end - at);
+      at = end;
+    }
+  }
+  g.min_members_per_node = std::clamp<int64_t>(min_segment / stride, 1, g.members_per_node);
   return g;
 }
 
@@ -247,12 +267,13 @@ GroupPlacement Place(int64_t stride, int64_t size, int64_t gpus_per_node) {
 
 Placement PlaceGroups(const Parallelism& p, int64_t gpus_per_node, bool expert_parallel_after_cp) {
   Placement out;
-  out.tp = Place(1, p.tp, gpus_per_node);
-  out.etp = Place(1, p.Etp(), gpus_per_node);
-  out.cp = Place(p.tp, p.cp, gpus_per_node);
-  out.ep = Place(expert_parallel_after_cp ? p.tp * p.cp : p.Etp(), p.ep, gpus_per_node);
-  out.dp = Place(p.tp * p.cp, p.dp, gpus_per_node);
-  out.pp = Place(p.tp * p.cp * p.dp, p.pp, gpus_per_node);
+  const int64_t world = p.tp * p.cp * p.dp * p.pp;
+  out.tp = Place(1, p.tp, gpus_per_node, world);
+  out.etp = Place(1, p.Etp(), gpus_per_node, world);
+  out.cp = Place(p.tp, p.cp, gpus_per_node, world);
+  out.ep = Place(expert_parallel_after_cp ? p.tp * p.cp : p.Etp(), p.ep, gpus_per_node, world);
+  out.dp = Place(p.tp * p.cp, p.dp, gpus_per_node, world);
+  out.pp = Place(p.tp * p.cp * p.dp, p.pp, gpus_per_node, world);
   return out;
 }
 

@@ -228,10 +228,16 @@ absl::Status ValidateJob(const Job& job);
 //   span = stride * size consecutive-rank block; intra-node iff span <= gpus_per_node (the
 //   scheduler aligns groups to NVLink domains). members_per_node: members that share a node
 //   (> 1 for hierarchical groups, which then have that many NICs to stripe over).
+//   min_members_per_node: the fewest members any node holds, over the job's groups of this kind
+//   (ranks tp x cp x dp x pp). It is members_per_node when the span and the node size divide one
+//   another; otherwise a group straddles node boundaries unevenly (GB200 NVL72: 72 GPUs per
+//   domain, an EP span of 128), and its members on the node that holds the fewest send the most
+//   bytes through their NICs (the one-NIC all-to-all, StepModel::Comm).
 struct GroupPlacement {
   int64_t size = 1;
   Scope scope = Scope::kIntraNode;
   int64_t members_per_node = 1;
+  int64_t min_members_per_node = 1;
 };
 struct Placement {
   GroupPlacement tp, cp, ep, dp, pp;

@@ -931,10 +931,18 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
   // x (n - 1)/(n - k): 2 nodes ~2x the NIC, going down to 1x as the nodes grow (NVIDIA/nccl-tests
   // #130, S. Jeaugey: "On 2 nodes, 50% of the traffic is inter-node so you should see BusBW = 2x
   // network bandwidth per GPU. As the number of nodes increases, it will go down to 1x").
+  // k is the fewest members any node holds (GroupPlacement::min_members_per_node): where groups
+  // straddle nodes unevenly, the ranks on the emptier node send the most across and the
+  // collective waits for them. As k nears n the bytes that stay on the node dominate: the busbw
+  // is capped by the intra-node all-to-all's.
   if (coll == Collective::kAllToAll && g.scope == Scope::kInterNode && r->points.empty() &&
       g.members_per_node > 1 && g.size > g.members_per_node) {
     CollectiveRate per_nic = *r;
-    per_nic.busbw_bytes_per_s *= static_cast<double>(g.size - 1) / static_cast<double>(g.size - g.members_per_node);
+    const int64_t k = std::clamp<int64_t>(g.min_members_per_node, 1, g.members_per_node);
+    const CollectiveRate* intra = prof.FindCollective(coll, Scope::kIntraNode);
+    const double cap = intra ? intra->busbw_bytes_per_s : job_.hardware.intra_node_bandwidth_bytes_per_s;
+    per_nic.busbw_bytes_per_s =
+        std::min(cap, per_nic.busbw_bytes_per_s * static_cast<double>(g.size - 1) / static_cast<double>(g.size - k));
     return EstimateCollective(per_nic, g.size, size_bytes, g.members_per_node, false).time_s;
   }
   // A measured curve (interpolated; scaled to other group sizes and layouts, flagged).

@@ -179,6 +179,28 @@ TEST(Placement, MegatronRankOrder) {
   Parallelism r;
   r.tp = 2; r.dp = 4;
   EXPECT_EQ(PlaceGroups(r, 8).dp.scope, Scope::kIntraNode);
+  // Aligned groups: every node holds the same number of members.
+  EXPECT_EQ(PlaceGroups(q, 8).dp.min_members_per_node, 8);
+}
+
+TEST(Placement, GroupsThatStraddleNodesUnevenlyKeepTheFewestMembersOnANode) {
+  // 512 ranks on 72-GPU NVLink domains (GB200 NVL72), TP 2, PP 4, EP 64 in the order
+  // tp-cp-ep-dp (EP ranks 2 apart: blocks of 128 consecutive ranks). By hand, the domain
+  // boundaries at 72, 144, 216, ... cut the four blocks of the first 512 ranks into segments of
+  //   [0,128): 72, 56;  [128,256): 16, 72, 40;  [256,384): 32, 72, 24;  [384,512): 48, 72, 8.
+  // The shortest, ranks 504-511, holds 8 / 2 = 4 members of each of its two EP groups.
+  Parallelism p;
+  p.tp = 2; p.pp = 4; p.dp = 64; p.ep = 64;
+  const GroupPlacement ep = PlaceGroups(p, 72, /*expert_parallel_after_cp=*/true).ep;
+  EXPECT_EQ(ep.scope, Scope::kInterNode);
+  EXPECT_EQ(ep.members_per_node, 36);
+  EXPECT_EQ(ep.min_members_per_node, 4);
+  // 128 ranks: only the first block, 72 + 56: 28 members on the second domain.
+  Parallelism q;
+  q.tp = 2; q.dp = 64; q.ep = 64;
+  EXPECT_EQ(PlaceGroups(q, 72, true).ep.min_members_per_node, 28);
+  // The same EP groups on 64-GPU domains are aligned: 32 members on each.
+  EXPECT_EQ(PlaceGroups(q, 64, true).ep.min_members_per_node, 32);
 }
 
 TEST(GemmRate, InterpolatesInLogFlopsAndFlagsExtrapolation) {

@@ -177,6 +177,30 @@ TEST(Overlap, AllToAllAcrossNodesRunsAtOneNicPerGpu) {
   EXPECT_NEAR(EstimateStepTime(four_nodes).breakdown.ep_comm_s / inter.ep_comm_s, t_four / t_inter, 1e-6);
 }
 
+TEST(Overlap, AllToAllOverUnevenNodesWaitsForTheEmptierNode) {
+  // EP 24 on nodes of 16 (review M2): ranks 0-15 share one node, 16-23 another. A rank of the
+  // second node sends 16 of its 24 shares across, through its NIC; a rank of the first only 8.
+  // The collective ends with the second node's ranks: k = 8, as on nodes of 8, where every rank
+  // sends 16 of 24 across. By hand: the entry's latency, then 16/24 of the bytes at one NIC's rate.
+  Job job = MoeOverNodes(24);
+  job.cluster.gpus_per_node = 16;
+  const double uneven = EstimateStepTime(job).breakdown.ep_comm_s;
+  job.cluster.gpus_per_node = 8;
+  const double even = EstimateStepTime(job).breakdown.ep_comm_s;
+  ASSERT_GT(even, 0);
+  EXPECT_NEAR(uneven / even, 1.0, 1e-9);
+  const CollectiveRate* xa = job.profile.FindCollective(Collective::kAllToAll, Scope::kInterNode);
+  ASSERT_NE(xa, nullptr);
+  const double S = 4096.0 * 2 * 4096 * 2;
+  const double t8 = xa->alpha_s * 23 / 15 + S * 16 / 24 / xa->busbw_bytes_per_s;
+  const double t16 = xa->alpha_s * 23 / 15 + S * 8 / 24 / xa->busbw_bytes_per_s;  // k = 16 (the old count)
+  // Against EP 16 over two full nodes (8 of 16 shares across), the same ratio as by hand.
+  Job two = MoeOverNodes(16);
+  const double t_two = xa->alpha_s + S * 8 / 16 / xa->busbw_bytes_per_s;
+  EXPECT_NEAR(uneven / EstimateStepTime(two).breakdown.ep_comm_s, t8 / t_two, 1e-6);
+  EXPECT_GT(t8 / t16, 1.5);  // the most-loaded NIC's bytes, not the average node's
+}
+
 // A model small enough that every DP collective is latency-bound: 24 layers of hidden 256 over 512
 // H100 (64 nodes). The preset's inter-node all-gather / reduce-scatter latency is 25 us at 16 ranks
 // (nccl-tests #309), and a ring's latency grows with its steps (NCCL src/graph/tuning.cc: n - 1

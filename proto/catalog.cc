@@ -706,7 +706,14 @@ namespace {
 // The per-GPU memory sizes a GPU text states, in GB as written: "96GB", "80 GB", "141G", "8x80GB"
 // (the 80). Sizes over 200 GB are a node's or a superchip's total ("640GB", "GH200 480GB"), not one
 // GPU's, and are left out.
-std::vector<int> StatedGpuMemoryGb(const std::string& lower) {
+// The per-GPU memory sizes a GPU cell states ("80GB", "141 GB", "96G", "40 GiB"), in GB. Not a
+// link's rate: a unit followed by "/s", "ps" or "it" ("200Gb/s", "400Gbps", "200 Gbit"), a "Gb"
+// written with a lower-case b in `original` (gigabits), or a size whose next word names a network
+// ("8x 200G IB", "400G NDR", "200G RoCE NICs": review M3).
+std::vector<int> StatedGpuMemoryGb(const std::string& lower, const std::string& original) {
+  static const std::set<std::string> kNetworkWords = {"ib",  "infiniband", "roce", "ethernet", "eth",  "nic",
+                                                       "nics", "hdr",       "ndr",  "xdr",      "network", "gbe",
+                                                       "link", "links",     "cx7",  "connectx"};
   std::vector<int> out;
   for (size_t i = 0; i < lower.size();) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(lower[i])) ||
@@ -729,7 +736,16 @@ std::vector<int> StatedGpuMemoryGb(const std::string& lower) {
     };
     const bool unit = (lower.compare(k, 2, "gb") == 0 && ends(k + 2)) || (lower.compare(k, 3, "gib") == 0 && ends(k + 3)) ||
                       (k < lower.size() && lower[k] == 'g' && ends(k + 1));
-    if (unit && v > 0 && v <= 200) out.push_back(v);
+    // "Gb" with a lower-case b: gigabits (a NIC's "200Gb"), not memory.
+    const bool bits = lower.compare(k, 2, "gb") == 0 && k + 1 < original.size() && original[k] == 'G' && original[k + 1] == 'b';
+    // The next word names a network: "200G IB", "400G NDR InfiniBand".
+    size_t w = k;
+    while (w < lower.size() && absl::ascii_isalpha(static_cast<unsigned char>(lower[w]))) ++w;
+    while (w < lower.size() && (lower[w] == ' ' || lower[w] == '-')) ++w;
+    size_t w_end = w;
+    while (w_end < lower.size() && absl::ascii_isalnum(static_cast<unsigned char>(lower[w_end]))) ++w_end;
+    const bool network = kNetworkWords.count(lower.substr(w, w_end - w)) > 0;
+    if (unit && !bits && !network && v > 0 && v <= 200) out.push_back(v);
     i = j;
   }
   return out;
@@ -753,7 +769,20 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
   const bool nvl = word("nvl") && !sxm;
   // A stated per-GPU memory size other than the preset's is refused with the sizes the presets have
   // (NVIDIA H100 / H200 / A100 datasheets), never mapped with the size dropped.
-  const std::vector<int> stated_gb = StatedGpuMemoryGb(n);
+  const std::vector<int> stated_gb = StatedGpuMemoryGb(n, gpu_name);
+  // "PCIe" names the PCIe card unless, beside a named SXM module, every mention is the host link
+  // ("PCIe Gen5 host", "PCIe 5.0", "PCIe switch": review M3).
+  bool pcie_link_only = true;
+  for (size_t at = n.find("pcie"); at != std::string::npos; at = n.find("pcie", at + 4)) {
+    size_t next = at + 4;
+    while (next < n.size() && (n[next] == ' ' || n[next] == '-')) ++next;
+    const std::string rest = n.substr(next, 6);
+    const bool link = absl::StartsWith(rest, "gen") || absl::StartsWith(rest, "5") || absl::StartsWith(rest, "4") ||
+                      absl::StartsWith(rest, "switch") || absl::StartsWith(rest, "host") || absl::StartsWith(rest, "link") ||
+                      absl::StartsWith(rest, "x16") || absl::StartsWith(rest, "bus");
+    if (!link) pcie_link_only = false;
+  }
+  const bool pcie = has("pcie") && !(sxm && pcie_link_only);
   auto other_size = [&](std::initializer_list<int> preset_gb) -> int {
     for (int v : stated_gb) {
       if (std::find(preset_gb.begin(), preset_gb.end(), v) == preset_gb.end()) return v;
@@ -778,11 +807,10 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
     return preset("h20");
   }
   if (has("h800")) {
-    if (has("pcie")) return none(": the H800 PCIe is a PCIe card with HBM2e, not the SXM5 H800 preset");
+    if (pcie) return none(": the H800 PCIe is a PCIe card with HBM2e, not the SXM5 H800 preset");
     return preset("h800");
   }
   if (has("h100")) {
-    const bool pcie = has("pcie");
     if (sxm && pcie) {
       return none(": it names both SXM and PCIe, two H100 parts with different clocks, power and links; name one or give an inline spec");
     }

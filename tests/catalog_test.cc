@@ -334,12 +334,38 @@ TEST(HardwarePresetForGpuName, ExplicitFormFactorWins) {
       {"H200-SXM-141GB", "h200"},
       {"NVIDIA H200 NVL", "h200-nvl"},
       {"H200 NVL 141GB", "h200-nvl"},
+      // "PCIe" beside a named SXM module, as the host link, is not the PCIe card (review M3);
+      // without SXM it still is.
+      {"H100 SXM5 80GB (PCIe Gen5 host)", "h100-sxm"},
+      {"H100-SXM5, PCIe 5.0 x16 host link", "h100-sxm"},
+      {"NVIDIA H800 SXM5 (PCIe Gen5 switch)", "h800"},
+      {"NVIDIA H100 PCIe Gen5", "h100-pcie"},
   };
   for (const auto& [name, preset] : cases) {
     absl::StatusOr<std::string> p = HardwarePresetForGpuName(name);
     ASSERT_TRUE(p.ok()) << name << ": " << p.status();
     EXPECT_EQ(*p, preset) << name;
   }
+}
+
+// A NIC's speed in the GPU cell is not a memory size (review M3: "200G" was read as 200 GB and the
+// row refused): a size whose next word names a network, or "Gb" with a lower-case b (gigabits).
+TEST(HardwarePresetForGpuName, NicSpeedsAreNotMemorySizes) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"H100 80GB HBM3, 8x 200G IB", "h100-sxm"},
+      {"H100 80GB (400G NDR InfiniBand)", "h100-sxm"},
+      {"H100 SXM 80GB, 8x 200Gb HDR", "h100-sxm"},
+      {"H200 141GB, 200G RoCE NICs", "h200"},
+      {"A100 40GB (8x 200G ethernet)", "a100-40gb"},
+      {"A100 80GB (8x 200Gb/s HDR)", "a100-80gb"},
+  };
+  for (const auto& [name, preset] : cases) {
+    absl::StatusOr<std::string> p = HardwarePresetForGpuName(name);
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status();
+    EXPECT_EQ(*p, preset) << name;
+  }
+  // A memory size is still read beside a network word that does not follow it.
+  EXPECT_FALSE(HardwarePresetForGpuName("H100 96GB, 400G IB").ok());
 }
 
 // A stated memory size no preset of that GPU has is refused with the reason, not mapped to the

@@ -195,6 +195,25 @@ absl::Status Catalog::Check(const std::vector<std::string>* frameworks, bool all
       return absl::OkStatus();
     };
     const v1::FrameworkSpec& spec = raw->framework;
+    // Container releases (framework.proto first_release / last_release): both or neither, each
+    // "YY.MM", the first not after the last; checked here so that a bad preset fails at load,
+    // not at the first run that states a release.
+    if (!spec.first_release().empty() || !spec.last_release().empty()) {
+      const auto release = [](const std::string& r) {
+        const bool shape = r.size() == 5 && absl::ascii_isdigit(static_cast<unsigned char>(r[0])) &&
+                           absl::ascii_isdigit(static_cast<unsigned char>(r[1])) && r[2] == '.' &&
+                           absl::ascii_isdigit(static_cast<unsigned char>(r[3])) &&
+                           absl::ascii_isdigit(static_cast<unsigned char>(r[4]));
+        const int month = shape ? (r[3] - '0') * 10 + (r[4] - '0') : 0;
+        return shape && month >= 1 && month <= 12 ? ((r[0] - '0') * 10 + (r[1] - '0')) * 100 + month : 0;
+      };
+      const int first = release(spec.first_release()), last = release(spec.last_release());
+      if (first == 0 || last == 0 || first > last) {
+        return absl::InvalidArgumentError(absl::StrCat(raw->origin, ": first_release '", spec.first_release(),
+                                                       "' / last_release '", spec.last_release(),
+                                                       "': expected two container releases YY.MM, the first not after the last"));
+      }
+    }
     for (const auto& d : spec.defaults()) {
       if (absl::Status s = check(d, "defaults"); !s.ok()) return s;
     }

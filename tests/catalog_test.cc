@@ -768,6 +768,21 @@ TEST(CatalogLoad, DirectoryPresetsAreCheckedAndReplaceBases) {
     EXPECT_EQ(bad.message(),
               "presets/frameworks/site-bad.yaml: defaults: training.sharding: default 'zero9' (defaults): default of "
               "training.sharding: training.sharding: 'zero9' is not one of: none, zero1, zero2, zero3");
+    // Container releases out of order or not YY.MM fail at load, naming the file (review L3:
+    // checked only when a run stated a release before).
+    for (const char* releases : {"first_release: '25.11'\nlast_release: '25.09'\n", "first_release: '25.09'\n",
+                                 "first_release: '2025.09'\nlast_release: '25.11'\n",
+                                 "first_release: '25.13'\nlast_release: '25.14'\n"}) {
+      absl::Status bad_release = c->AddDirectory(
+          WriteTree("badrel", {{"frameworks/site-rel.yaml", absl::StrCat("base: megatron-core\n", releases)}}));
+      EXPECT_EQ(bad_release.code(), absl::StatusCode::kInvalidArgument) << releases;
+      EXPECT_THAT(std::string(bad_release.message()),
+                  ::testing::StartsWith("presets/frameworks/site-rel.yaml: first_release"))
+          << releases;
+    }
+    ASSERT_TRUE(c->AddDirectory(WriteTree("goodrel", {{"frameworks/site-rel.yaml",
+                                                       "base: megatron-core\nfirst_release: '25.09'\nlast_release: '25.11'\n"}}))
+                    .ok());
     // A malformed hardware file names its line.
     absl::Status bad_hw = c->AddDirectory(WriteTree("badhw", {{"hardware/x.yaml", "peak: [\n"}}));
     EXPECT_EQ(bad_hw.code(), absl::StatusCode::kInvalidArgument);

@@ -134,6 +134,9 @@ struct ShardingModel {
   bool zero2_is_shard_grad_op = false;
   // ZeRO-2 reduce-scatters every micro-batch, not once per step (framework.proto).
   bool zero2_reduces_every_micro_batch = false;
+  // HSDP: the replica all-reduce follows every micro-batch's reduce-scatter, not only the last
+  // one's (framework.proto; PyTorch FSDP's default without set_requires_all_reduce(False)).
+  bool replica_all_reduce_every_micro_batch = false;
   // Memory beyond the sharded states (framework.proto ShardingModel fields 30-36; core/memory.cc).
   double gathered_units = 0;            // units of unsharded parameters alive; 0: 2
   double gather_prefetch_params = 0;    // prefetch window beyond the current unit, elements

@@ -1742,7 +1742,10 @@ void StepModel::FsdpComm(const RunScratch& run, DpScratch& d, Work& fsdp_copy, b
       DpAdd(d, pair(bwd_ag, 0, d.bwd_mb_s), m - 1);
       DpAdd(d, pair(bwd_ag, rs + replica_ar, d.bwd_mb_s));
     } else {
-      DpAdd(d, pair(bwd_ag, rs, d.bwd_mb_s), m - 1);
+      // HSDP: the replica all-reduce after each reduce-scatter where the framework issues it every
+      // micro-batch (framework.proto replica_all_reduce_every_micro_batch), else after the last.
+      const double replica_ar_each = fw_.sharding.replica_all_reduce_every_micro_batch ? replica_ar : 0.0;
+      DpAdd(d, pair(bwd_ag, rs + replica_ar_each, d.bwd_mb_s), m - 1);
       DpAdd(d, pair(bwd_ag, rs + replica_ar, d.bwd_mb_s));
     }
   }

@@ -682,6 +682,7 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.sharding.backward_gathers_exposed = spec.sharding().backward_gathers_exposed();
   fw.sharding.zero2_is_shard_grad_op = spec.sharding().zero2_is_shard_grad_op();
   fw.sharding.zero2_reduces_every_micro_batch = spec.sharding().zero2_reduces_every_micro_batch();
+  fw.sharding.replica_all_reduce_every_micro_batch = spec.sharding().replica_all_reduce_every_micro_batch();
   {
     // FSDP / ZeRO-3 memory fields (framework.proto ShardingModel 30-36).
     const v1::ShardingModel& sh = spec.sharding();

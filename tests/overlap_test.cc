@@ -245,6 +245,31 @@ training: {seq_length: 2048, global_batch_size: 512, micro_batch_size: 1, shardi
   EXPECT_NEAR(hsdp - hsdp_once, 23 * (3 * alpha64 + ar8), 1e-3 * 23 * (3 * alpha64 + ar8)) << hsdp << " " << hsdp_once;
 }
 
+TEST(Overlap, HsdpAllReducesAcrossReplicasEveryMicroBatchAsPyTorchFsdpDoes) {
+  // HSDP with four micro-batches, each reduce-scattering (FSDP2 without
+  // set_requires_gradient_sync(False)): FSDP2 also all-reduces each unit's shard across the
+  // replicas every backward unless the loop calls set_requires_all_reduce(False)
+  // (torch/distributed/fsdp/_fully_shard/_fully_shard.py). Against one all-reduce after the last
+  // micro-batch (Megatron's distributed-optimizer instances), three more per unit: 3 x 24, each
+  // at least the 8-replica ring's latency (29.67 us at 16 ranks x 14/30 steps, as above) and at
+  // most a quarter more for its bytes (a unit's shard, about 0.8 M / 64 parameters: ~50 kB).
+  Job job = JobOf(std::string(kTinyOn512) + R"(
+framework: pytorch-fsdp2
+training: {seq_length: 2048, global_batch_size: 2048, micro_batch_size: 1, sharding: zero3, overlap_dp_comm: false})");
+  job.parallelism.dp_replicate = 8;
+  ASSERT_EQ(job.MicroBatchesPerStep(), 4);
+  ASSERT_TRUE(job.framework.sharding.replica_all_reduce_every_micro_batch);
+  const double every = EstimateStepTime(job).breakdown.dp_comm_s;
+  job.framework.sharding.replica_all_reduce_every_micro_batch = false;
+  const double last = EstimateStepTime(job).breakdown.dp_comm_s;
+  const double ar8 = 29.67e-6 * 14 / 30;
+  EXPECT_GT(every - last, 3 * 24 * ar8) << every << " " << last;
+  EXPECT_LT(every - last, 1.25 * 3 * 24 * ar8) << every << " " << last;
+  // Megatron-Core keeps its gradients in the buffer until the last micro-batch.
+  EXPECT_FALSE(testing::BuiltinCatalog().LookupFramework("megatron-core").value()->core.sharding
+                   .replica_all_reduce_every_micro_batch);
+}
+
 TEST(Overlap, ZeroTwoIsWhatTheFrameworkRunsUnderThatName) {
   // PyTorch FSDP's ZeRO-2 is SHARD_GRAD_OP / reshard_after_forward=False: per unit and
   // micro-batch one all-gather (kept for the backward) and one reduce-scatter: 2 x 24 x 4 for

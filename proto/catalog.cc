@@ -811,7 +811,13 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
   };
   // Most specific first: several names contain another part's name ("gh200" holds "h200", "gb200"
   // "b200", "h200" "h20"), and variants of one die differ in memory, links or clocks.
-  if (has("gb300")) return none(": GB300 runs at 1,400 W with 2.5/5 PFLOP/s bf16/fp8, not the HGX B300; give an inline spec");
+  if (has("gb300")) {  // "NVIDIA GB300" (nvidia-smi), "GB300 (DGX-GB300 NVL72)": 1,400 W, not the HGX B300
+    if (int v = other_size({288, 279, 278}); v > 0) {
+      return none(absl::StrCat(": it states ", v, " GB; the GB300 NVL72 preset has 288 GB HBM3e (284,208 MiB as "
+                               "nvidia-smi reports it); give an inline spec"));
+    }
+    return preset("gb300");
+  }
   if (has("gb200")) return preset("gb200");
   if (has("gh200")) return preset("gh200");  // "NVIDIA GH200 480GB" (96 GB HBM3) and the 144 GB HBM3e module
   if (has("b300")) return preset("b300");    // "NVIDIA B300 SXM6 AC"

@@ -137,9 +137,9 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
 // The hardware preset for a GPU as drivers and papers name it: "NVIDIA H100 80GB HBM3" and
 // "H100 (DGX-H100)" -> "h100-sxm", "NVIDIA H100 PCIe" -> "h100-pcie", "NVIDIA H100 NVL" ->
 // "h100-nvl", "NVIDIA A100-SXM4-40GB" -> "a100-40gb", "NVIDIA GH200 480GB" -> "gh200" (not "h200"),
-// "NVIDIA H20" -> "h20", "NVIDIA B300 SXM6 AC" -> "b300", "AMD Instinct MI250X" -> "mi250x" (per
-// GCD), "NVIDIA L4" -> "l4" (not "L40S"). NotFound, with the reason where one is known, when no
-// preset matches (e.g. "NVIDIA H800 PCIe", "NVIDIA H20-3e", "NVIDIA GB300"). A named form factor wins:
+// "NVIDIA H20" -> "h20", "NVIDIA B300 SXM6 AC" -> "b300", "NVIDIA GB300" -> "gb300" (not "b300"),
+// "AMD Instinct MI250X" -> "mi250x" (per GCD), "NVIDIA L4" -> "l4" (not "L40S"). NotFound, with the
+// reason where one is known, when no preset matches (e.g. "NVIDIA H800 PCIe", "NVIDIA H20-3e"). A named form factor wins:
 // "SXM" -> the SXM preset even when the text also says NVL; the NVL preset only when NVL is named
 // and SXM is not; SXM and PCIe both named is refused. A stated per-GPU memory size (a number with
 // GB / GiB / G, at most 200) other than the preset's is refused with the sizes the presets have:

@@ -23,7 +23,7 @@ namespace {
 TEST(Catalog, RequiredHardwareWithSourcedReferenceProfiles) {
   for (const char* name : {"a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "l4",
                            "mi300x", "tpu-v5p", "h800", "a800-80gb", "h20", "gh200", "h100-nvl",
-                           "h200-nvl", "b300", "mi250x", "mi325x", "mi355x"}) {
+                           "h200-nvl", "b300", "mi250x", "mi325x", "mi355x", "gb300"}) {
     SCOPED_TRACE(name);
     auto hw = testing::BuiltinCatalog().FindHardware(name);
     ASSERT_TRUE(hw.ok()) << hw.status();
@@ -59,7 +59,7 @@ TEST(Catalog, EveryHardwarePresetHasAnArchitecture) {
       {"h200-nvl", "hopper"},  {"h800", "hopper"},      {"h20", "hopper"},       {"gh200", "hopper"},
       {"b200", "blackwell"},   {"gb200", "blackwell"},  {"b300", "blackwell"},   {"mi250x", "cdna2"},
       {"mi300x", "cdna3"},     {"mi325x", "cdna3"},     {"mi355x", "cdna4"},     {"tpu-v5p", "tpu"},
-      {"mi350x", "cdna4"},
+      {"mi350x", "cdna4"},     {"gb300", "blackwell"},
   };
   const auto& all = testing::BuiltinCatalog().hardware();
   EXPECT_EQ(all.size(), want.size()) << "a preset was added or removed: list its architecture here";
@@ -74,7 +74,7 @@ TEST(Catalog, EveryHardwarePresetHasAnArchitecture) {
 // The ten presets added for issue 9: each loads with positive peaks, HBM and link figures.
 TEST(Catalog, NewDatacenterPresetsLoad) {
   for (const char* name : {"h800", "a800-80gb", "h20", "gh200", "h100-nvl", "h200-nvl", "b300", "mi250x",
-                           "mi325x", "mi355x"}) {
+                           "mi325x", "mi355x", "gb300"}) {
     SCOPED_TRACE(name);
     auto hw = testing::BuiltinCatalog().FindHardware(name);
     ASSERT_TRUE(hw.ok()) << hw.status();
@@ -175,6 +175,26 @@ TEST(Catalog, NewPresetsMatchVendorDatasheets) {
   EXPECT_DOUBLE_EQ(b300.hbm_bandwidth_bytes_per_s, 8e12);
   EXPECT_DOUBLE_EQ(b300.intra_node_bandwidth_bytes_per_s, 1.8e12 / 2);
   capacity_between(b300, 288);
+
+  // GB300 NVL72 (72 Blackwell Ultra GPUs per rack): FP8/FP6 720 PFLOP/s with sparsity per rack,
+  // FP16/BF16 180 PFLOP/s without (verda.com rack aggregate); TF32 1.25 and FP32 0.080 PFLOP/s per
+  // GPU dense (verda.com table); 20 TB HBM3e at 576 TB/s per rack; NVLink5 1.8 TB/s bidirectional;
+  // one ConnectX-8 800 Gb/s per GPU; nvidia-smi: 284,208 MiB and a 1,400 W limit. A rack is one
+  // 72-GPU NVLink domain (the preset's node).
+  const Hardware gb300 = hw("gb300");
+  EXPECT_DOUBLE_EQ(gb300.PeakFlops(DType::kFP8), 720e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(gb300.PeakFlops(DType::kBF16), 180e15 / 72);
+  EXPECT_DOUBLE_EQ(gb300.PeakFlops(DType::kFP16), 180e15 / 72);
+  EXPECT_DOUBLE_EQ(gb300.PeakFlops(DType::kTF32), 1.25e15);
+  EXPECT_DOUBLE_EQ(gb300.PeakFlops(DType::kFP32), 0.080e15);
+  EXPECT_DOUBLE_EQ(gb300.hbm_bandwidth_bytes_per_s, 576e12 / 72);
+  EXPECT_DOUBLE_EQ(gb300.intra_node_bandwidth_bytes_per_s, 1.8e12 / 2);
+  EXPECT_DOUBLE_EQ(gb300.inter_node_bandwidth_bytes_per_s, 800e9 / 8);
+  EXPECT_DOUBLE_EQ(gb300.hbm_capacity_bytes, 284208.0 * 1024 * 1024);
+  capacity_between(gb300, 288);
+  EXPECT_DOUBLE_EQ(gb300.power_w, 1400);
+  EXPECT_EQ(gb300.gpus_per_node, 72);
+  EXPECT_EQ(gb300.sm_count, 148);  // of the full die's 160 (NVIDIA, Inside Blackwell Ultra)
 
   // MI250X per GCD: 383 TFLOP/s per OAM over 2 GCDs = 1700 MHz x 110 CUs x 1024 FLOP/cycle
   // (ROCm/hipBLAS #534); 128 GB and 3.2768 TB/s per OAM; 560 W per OAM.
@@ -282,6 +302,9 @@ TEST(HardwarePresetForGpuName, DriverAndPaperNames) {
       {"A100 80GB (Selene DGX A100)", "a100-80gb"},
       {"NVIDIA B200", "b200"},
       {"GB200 (DGX-GB200 NVL72)", "gb200"},
+      {"NVIDIA GB300", "gb300"},                // nvidia-smi's name; not the HGX "b300"
+      {"GB300 (DGX-GB300 NVL72)", "gb300"},     // held-out row 1011's cell
+      {"GB300 NVL72 288GB", "gb300"},
       {"NVIDIA B300 SXM6 AC", "b300"},
       {"B300", "b300"},
       {"NVIDIA L4", "l4"},
@@ -308,7 +331,7 @@ TEST(HardwarePresetForGpuName, DriverAndPaperNames) {
   EXPECT_EQ(HardwarePresetForGpuName("NVIDIA L40S").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(HardwarePresetForGpuName("Tesla V100-SXM2-16GB").status().code(), absl::StatusCode::kNotFound);
   // Variants whose memory, links or clocks differ from every preset are refused, not guessed.
-  for (const char* name : {"NVIDIA H800 PCIe", "NVIDIA H20-3e", "NVIDIA GB300", "AMD Instinct MI250",
+  for (const char* name : {"NVIDIA H800 PCIe", "NVIDIA H20-3e", "GB300 186GB", "AMD Instinct MI250",
                            "NVIDIA A800 40GB Active", ""}) {
     absl::StatusOr<std::string> p = HardwarePresetForGpuName(name);
     EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound) << name << " -> " << (p.ok() ? *p : "");

@@ -30,6 +30,7 @@ const char* OptimizerName(Optimizer o) {
     case Optimizer::kAdam: return "adam";
     case Optimizer::kSgd: return "sgd";
     case Optimizer::kAdamW8bit: return "adamw_8bit";
+    case Optimizer::kMuon: return "muon";
   }
   return "?";
 }

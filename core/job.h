@@ -20,7 +20,7 @@ namespace stepcast {
 
 class IntervalTable;  // core/interval.h
 
-enum class Optimizer { kAdamW, kAdam, kSgd, kAdamW8bit };
+enum class Optimizer { kAdamW, kAdam, kSgd, kAdamW8bit, kMuon };
 enum class Recompute { kNone, kSelective, kFull };
 // ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054): stage 1 shards optimizer states (= Megatron
 // distributed optimizer), stage 2 also gradients, stage 3 (= FSDP) also weights.

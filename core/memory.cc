@@ -398,6 +398,10 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
     case Optimizer::kAdamW: per_param_opt = master + 2 * BytesPerElement(pr.optimizer_states); break;
     case Optimizer::kAdamW8bit: per_param_opt = master + 2 * 1.0 + 2 * 4.0 / 2048; break;
     case Optimizer::kSgd: per_param_opt = master + BytesPerElement(pr.optimizer_states); break;
+    // Muon: one momentum buffer (Moonlight, arXiv:2502.16982, Algorithm 1; Megatron-Core's Muon
+    // keeps only momentum_buffer). Its embeddings and output layer run AdamW (two moments): under
+    // 0.3% of a large model's parameters, not counted.
+    case Optimizer::kMuon: per_param_opt = master + BytesPerElement(pr.optimizer_states); break;
   }
   if (master_shards) per_param_opt -= master;
   out.optimizer_states_bytes = sharded(z1) * per_param_opt;

@@ -863,6 +863,8 @@ class StepModel {
   void DdpZeroComm(const RunScratch& run, DpScratch& d);
   // Optimizer step bytes per parameter (Megatron optimizer.py), memory-bound.
   Work OptimizerStep(const DpScratch& d);
+  // Muon's Newton-Schulz GEMMs over the matrices this rank owns (Optimizer::kMuon).
+  Work MuonNewtonSchulz(const DpScratch& d, double opt_params);
   void Logits(LayerCost& c);
   // Attention-kernel rates of the framework on this GPU, or the profile's.
   void AttentionRates(double* fwd, double* bwd);
@@ -1800,7 +1802,7 @@ Work StepModel::OptimizerStep(const DpScratch& d) {
   double sb = BytesPerElement(t_.precision.optimizer_states);
   int states = 2;
   if (t_.optimizer == Optimizer::kAdamW8bit) sb = 1;
-  if (t_.optimizer == Optimizer::kSgd) states = 1;
+  if (t_.optimizer == Optimizer::kSgd || t_.optimizer == Optimizer::kMuon) states = 1;
   double per_param = 0;
   if (gb < 4) per_param += gb + 4;
   if (t_.precision.params == DType::kFP16) per_param += 8;
@@ -1809,7 +1811,37 @@ Work StepModel::OptimizerStep(const DpScratch& d) {
   if (t_.precision.master_weights != t_.precision.params) per_param += mb + ep_;  // copy back
   Work opt;
   opt.Bytes(opt_params * per_param, bw_);
+  if (t_.optimizer == Optimizer::kMuon) opt += MuonNewtonSchulz(d, opt_params);
   return opt;
+}
+
+Work StepModel::MuonNewtonSchulz(const DpScratch& d, double opt_params) {
+  // Muon orthogonalises each weight matrix's update X (m x n, m <= n) with 5 Newton-Schulz
+  // iterations, each A = X X^T (m x m over n), B = A A (m x m over m) and B X (m x n over m):
+  // 2m^2n + 2m^3 + 2m^2n FLOPs (Jordan et al. 2024, "Muon", zeropower_via_newtonschulz5; Moonlight,
+  // arXiv:2502.16982, Sec. 2.1). The local matrices: the experts' h x f_e (three per expert), the
+  // dense parameters as h x h (attention projections; an MLP's h x f costs less per parameter,
+  // and the embedding and output layer, on the end stages, run AdamW in Muon's recipes: so this
+  // bounds the dense part from above). In the job's GEMM dtype (Muon's reference runs bf16). Each rank orthogonalises the share of the matrices it owns
+  // (Megatron's layer-wise distributed Muon; Moonlight Algorithm 1 gathers each matrix to the
+  // ranks of its shard): the local matrices x opt_params / local parameters.
+  Work w;
+  const LocalParameters& local = d.local;
+  if (local.total() <= 0) return w;
+  const double share = opt_params / local.total();
+  const double h = m_.hidden_size;
+  auto newton_schulz = [&](double m, double n, double count) {
+    if (m > n) std::swap(m, n);
+    for (int it = 0; it < 5; ++it) {
+      w += GemmForward(m, m, n, count);
+      w += GemmForward(m, m, m, count);
+      w += GemmForward(m, n, m, count);
+    }
+  };
+  if (local.dense > 0 && h > 0) newton_schulz(h, h, share * local.dense / (h * h));
+  const double fe = m_.moe.expert_ffn_hidden_size;
+  if (local.expert > 0 && h > 0 && fe > 0) newton_schulz(h, fe, share * local.expert / (h * fe));
+  return w;
 }
 
 StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {

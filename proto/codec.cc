@@ -1295,6 +1295,7 @@ absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vec
     case v1::OPTIMIZER_ADAM: t.optimizer = Optimizer::kAdam; break;
     case v1::OPTIMIZER_SGD: t.optimizer = Optimizer::kSgd; break;
     case v1::OPTIMIZER_ADAMW_8BIT: t.optimizer = Optimizer::kAdamW8bit; break;
+    case v1::OPTIMIZER_MUON: t.optimizer = Optimizer::kMuon; break;
     default: t.optimizer = Optimizer::kAdamW;
   }
   switch (tr.recompute()) {

@@ -511,6 +511,10 @@ absl::Status SetRowSharding(const PublishedRow& r, const Catalog& catalog, const
     tr->set_sharding(v1::SHARDING_ZERO1);
   }
   if (absl::StartsWith(shard, "none")) tr->set_sharding(v1::SHARDING_NONE);
+  // The column also names the optimizer where it is not AdamW: "Muon optimizer" (Kimi K2's
+  // Megatron-Bridge runs; kimi_k2_pretrain_config's optimizer_type default "muon").
+  const std::vector<std::string> words = absl::StrSplit(shard, absl::ByAnyChar(" ,;:()/"), absl::SkipEmpty());
+  if (std::find(words.begin(), words.end(), "muon") != words.end()) tr->set_optimizer(v1::OPTIMIZER_MUON);
   // HSDP: the FSDP group a row names, and the data-parallel replicas over it.
   if (tr->sharding() != v1::SHARDING_ZERO3) return absl::OkStatus();
   int64_t replicas = 0;

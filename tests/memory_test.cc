@@ -122,6 +122,22 @@ training: {seq_length: 4096, global_batch_size: 8})");
   EXPECT_DOUBLE_EQ((m.weights_bytes + m.gradients_bytes + m.optimizer_states_bytes) / local.total(), 6.0 + 12.0 / 8);
 }
 
+TEST(Memory, MuonKeepsOneMomentumBuffer) {
+  // Muon keeps one momentum buffer per parameter (Moonlight, arXiv:2502.16982, Algorithm 1:
+  // "momentum buffer M"; no second moment): with the fp32 master, 4 + 4 bytes against AdamW's
+  // 4 + 8. Llama 3 8B with the distributed optimizer on 8 GPUs: 6 + 8/8 bytes per parameter.
+  auto job = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 8, sharding: zero1, optimizer: muon})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->training.optimizer, Optimizer::kMuon);
+  const double params = LocalParameterCount(*job).total();
+  const MemoryEstimate m = EstimateMemory(*job);
+  EXPECT_DOUBLE_EQ((m.weights_bytes + m.gradients_bytes + m.optimizer_states_bytes) / params, 6.0 + 8.0 / 8);
+}
+
 TEST(Memory, PrecisionAwareOptimizerKeepsMasterWeightRemainders) {
   // Megatron-Core's precision-aware optimizer with store_param_remainders (OptimizerConfig
   // default True; TE FusedAdam): the fp32 master weight is the bf16 weight plus a 16-bit

@@ -111,8 +111,8 @@ TEST(Validate, HeldOutRunsAreReadAsTheirSourcesSay) {
   // Row 1011 (Kimi K2 on 256 GB300, PP 4 VPP 4 EP 64, micro-batch 2) fits only with the recipe's
   // recomputation: Megatron-Bridge v0.3.1's KIMI_K2_PRETRAIN_CONFIG_GB300 recomputes mla_up_proj
   // (the megatron-bridge preset's Kimi K2 recipe). Without it the model needed 323 GiB of 277.5;
-  // with it, 285.6 GiB: TIGHT, within the memory model's 5% (it still takes AdamW's two moments
-  // for the run's Muon).
+  // with it, 285.6 GiB (TIGHT); with the run's Muon read from its optimizer_sharding cell (one
+  // momentum buffer, not AdamW's two), 270.6 GiB: fits.
   std::map<std::string, std::string> framework;
   for (const auto& row : r->rows()) {
     SCOPED_TRACE(row.row_id());
@@ -303,6 +303,18 @@ TEST(PublishedRuns, StatedParamsAreCheckedAgainstTheModelRead) {
     ASSERT_FALSE(run.ok());
     EXPECT_THAT(std::string(run.status().message()), ::testing::HasSubstr("refused: it has Mamba / Mamba-2"));
   }
+}
+
+TEST(PublishedRuns, AnOptimizerShardingCellNamingMuonRunsMuon) {
+  // Kimi K2's Megatron-Bridge rows state "Muon optimizer" in the optimizer_sharding column (the
+  // held-out row 1011); a row that names no optimizer keeps the framework's AdamW.
+  const Catalog& catalog = testing::BuiltinCatalog();
+  auto muon = PublishedRunFromRow(MaverickRow({{"optimizer_sharding", "Muon optimizer (page note); FSDP=0 printed"}}), catalog);
+  ASSERT_TRUE(muon.ok()) << muon.status();
+  EXPECT_EQ(muon->spec.training().optimizer(), v1::OPTIMIZER_MUON);
+  auto plain = PublishedRunFromRow(MaverickRow({{"optimizer_sharding", "distributed optimizer"}}), catalog);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_NE(plain->spec.training().optimizer(), v1::OPTIMIZER_MUON);
 }
 
 TEST(PublishedRuns, ARunOfAnotherContainerReleaseSaysSo) {

@@ -494,7 +494,7 @@ class ServiceImpl {
             options.search_workers > 0 ? options.search_workers
                                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()) / 2),
             options.max_waiting_searches, options.max_searches_per_peer)),
-        writer_(std::make_unique<Writer>(4096, store_->max_concurrent_writes())) {
+        writer_(std::make_unique<Writer>(static_cast<size_t>(options.max_queued_writes), store_->max_concurrent_writes())) {
     // A search's own threads: the cores shared among the pool's workers.
     search_threads_ = std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
                                       std::max(1, pool_->workers() - 1));
@@ -590,13 +590,24 @@ class ServiceImpl {
     return SameToken(got, admin_token_) || SameToken(got, report_token_);
   }
 
+  // A profile reference's own fields (no lookup): a version needs a name and is >= 0.
+  static absl::Status CheckProfileRef(const v1::ProfileRef& ref) {
+    if (ref.name().empty() && ref.version() != 0) return absl::InvalidArgumentError("profile.version: needs profile.name");
+    if (ref.version() < 0) return absl::InvalidArgumentError("profile.version: must be >= 0");
+    return absl::OkStatus();
+  }
+
+  // A job given as a path to a config.json: the service reads no files.
+  static absl::Status HfConfigRefused() {
+    return absl::InvalidArgumentError(
+        "job.model.hf_config: the service reads no files; send the shape inline (the stepcast and "
+        "Python clients inline a local config.json)");
+  }
+
   // The profile a request names; nullopt for the hardware's reference profile.
   absl::StatusOr<std::optional<RateProfile>> ResolveProfile(const v1::ProfileRef& ref) {
-    if (ref.name().empty()) {
-      if (ref.version() != 0) return absl::InvalidArgumentError("profile.version: needs profile.name");
-      return std::nullopt;
-    }
-    if (ref.version() < 0) return absl::InvalidArgumentError("profile.version: must be >= 0");
+    if (absl::Status s = CheckProfileRef(ref); !s.ok()) return s;
+    if (ref.name().empty()) return std::nullopt;
     absl::StatusOr<v1::GetProfileResponse> stored = store_->GetProfile(ref.name(), ref.version());
     if (stored.ok()) {
       absl::StatusOr<RateProfile> p = RateProfileFromProto(stored->profile(), "profile");
@@ -617,11 +628,7 @@ class ServiceImpl {
   }
 
   absl::StatusOr<Prediction> Run(const v1::JobSpec& spec, const v1::ProfileRef& ref, Job* job_out = nullptr) {
-    if (spec.model().source_case() == v1::ModelSpec::kHfConfig) {
-      return absl::InvalidArgumentError(
-          "job.model.hf_config: the service reads no files; send the shape inline (the stepcast and "
-          "Python clients inline a local config.json)");
-    }
+    if (spec.model().source_case() == v1::ModelSpec::kHfConfig) return HfConfigRefused();
     absl::StatusOr<std::optional<RateProfile>> profile = ResolveProfile(ref);
     if (!profile.ok()) return profile.status();
     absl::StatusOr<Job> job = JobFromSpec(spec, catalog_, "", *profile ? &**profile : nullptr);
@@ -762,11 +769,7 @@ class ServiceImpl {
     auto options = std::make_shared<SearchOptions>();
     absl::Status s = Guard(ctx, [&]() -> absl::Status {
       if (absl::Status c = CheckJobSize(req.job(), "job"); !c.ok()) return c;
-      if (req.job().model().source_case() == v1::ModelSpec::kHfConfig) {
-        return absl::InvalidArgumentError(
-            "job.model.hf_config: the service reads no files; send the shape inline (the stepcast and "
-            "Python clients inline a local config.json)");
-      }
+      if (req.job().model().source_case() == v1::ModelSpec::kHfConfig) return HfConfigRefused();
       absl::StatusOr<std::optional<RateProfile>> profile = ResolveProfile(req.profile());
       if (!profile.ok()) return profile.status();
       absl::StatusOr<SearchBase> b = SearchBaseFromSpec(req.job(), catalog_, "", *profile ? &**profile : nullptr);
@@ -881,7 +884,10 @@ class ServiceImpl {
   }
 
   // ReportRun's request checked field by field before anything is built: the token, sizes, labels,
-  // finite non-negative measurements, timestamps (every error names the field).
+  // finite non-negative measurements, timestamps, one of prediction_id and job, the job's and the
+  // profile reference's own fields (every error names the field). Everything that reads only the
+  // request is here, on the handler thread; what needs the model or the store (the job's layout,
+  // the named prediction and profile) is checked when the run is built on the writer thread.
   absl::Status CheckReportRequest(grpc::CallbackServerContext* ctx, const v1::ReportRunRequest& req) const {
     if (absl::Status s = CheckToken(ctx, Scope::kReport); !s.ok()) return s;
     const auto& bad = BadField;
@@ -938,6 +944,16 @@ class ServiceImpl {
     for (const auto& [k, v] : req.labels()) {
       if (k.empty()) return bad("labels", "keys must not be empty");
     }
+    // What the run is measured against: checked here, on the handler thread, so that a malformed
+    // request is INVALID_ARGUMENT even when the writer's queue is full (review L1).
+    if (!req.prediction_id().empty() && req.has_job()) return bad("job", "give prediction_id or job, not both");
+    if (req.prediction_id().empty() && !req.has_job()) {
+      return bad("prediction_id", "one of prediction_id or job is required");
+    }
+    if (req.has_job()) {
+      if (req.job().model().source_case() == v1::ModelSpec::kHfConfig) return HfConfigRefused();
+      if (absl::Status s = CheckProfileRef(req.profile()); !s.ok()) return s;
+    }
     return absl::OkStatus();
   }
 
@@ -947,8 +963,8 @@ class ServiceImpl {
   absl::Status BuildCheckedRun(const v1::ReportRunRequest& req, v1::Run& run) {
     const auto& bad = BadField;
     const double step = req.measured_step_time_s(), tps = req.measured_tokens_per_s();
+    // CheckReportRequest has refused both and neither of prediction_id and job.
     if (!req.prediction_id().empty()) {
-      if (req.has_job()) return bad("job", "give prediction_id or job, not both");
       absl::StatusOr<RunStore::StoredPrediction> sp = GetPrediction(req.prediction_id());
       if (!sp.ok()) return sp.status();
       run.set_prediction_id(req.prediction_id());
@@ -1227,6 +1243,7 @@ absl::StatusOr<std::unique_ptr<StepcastServer>> StepcastServer::Start(const Serv
                 {"max_searches_per_peer", o.max_searches_per_peer, 1},
                 {"rebuild_grace_ms", o.rebuild_grace_ms, 0},
                 {"refuse_ms", o.refuse_ms, 0},
+                {"max_queued_writes", o.max_queued_writes, 1},
                 {"--max-message-bytes", o.max_message_bytes, 64 << 10}};
   for (const auto& l : limits) {
     if (l.v < l.lo) return absl::InvalidArgumentError(absl::StrCat(l.flag, ": ", l.v, " must be at least ", l.lo));

@@ -111,6 +111,11 @@ struct ServeOptions {
   // the rest of the grace.
   int lame_duck_ms = 1000;
   int refuse_ms = 250;
+  // Store writes waiting for the writer threads (ReportRun, PutProfile, Preflight's prediction);
+  // beyond it ReportRun and PutProfile answer UNAVAILABLE ("the store's write queue is full;
+  // retry") and Preflight answers without a prediction_id. A malformed request is still
+  // INVALID_ARGUMENT: requests are checked before they are queued.
+  int max_queued_writes = 4096;
 };
 
 class ServiceImpl;

@@ -1,6 +1,9 @@
 // The gRPC service in-process on 127.0.0.1:0: every RPC, bad input on every field, profiles,
 // tokens, restart durability, concurrency, health, deadlines and message-size limits.
+#include <sqlite3.h>
+
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <thread>
 
@@ -65,6 +68,7 @@ class ServiceTest : public ::testing::Test {
     o.token_file = (dir_ / "token").string();
     o.profiles_dir = (dir_ / "profiles").string();
     o.log = nullptr;
+    if (configure_) configure_(o);
     auto s = StepcastServer::Start(o, testing::BuiltinCatalog());
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
@@ -127,6 +131,7 @@ class ServiceTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
+  std::function<void(ServeOptions&)> configure_;  // applied by StartServer (then Restart())
   std::unique_ptr<StepcastServer> server_;
   std::unique_ptr<Client> client_, anon_;
 };
@@ -623,6 +628,68 @@ TEST_F(ServiceTest, MalformedRequestFieldsAreInvalidArgument) {
   gr.set_run_id("run-missing");
   auto c7 = client_->Context();
   EXPECT_EQ(client_->stub().GetRun(c7.get(), gr, &gresp).error_code(), grpc::NOT_FOUND);
+}
+
+// Review L1: ReportRun builds and stores the run on the writer thread; a request that is malformed
+// by itself (both or neither of prediction_id and job, a config.json path, a profile version
+// without a name) is refused on the handler thread, INVALID_ARGUMENT naming the field, also when
+// the writer's queue is full (it was UNAVAILABLE "write queue is full" then).
+TEST_F(ServiceTest, MalformedReportIsInvalidArgumentWhenTheWriteQueueIsFull) {
+  configure_ = [](ServeOptions& o) { o.max_queued_writes = 1; };
+  Restart();
+  // The writer blocks on the store's write lock (held here; SQLite's busy timeout is 2 s), with
+  // one more write queued behind it: the queue of 1 is full.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "store.db").string().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  v1::ReportRunRequest good;
+  *good.mutable_job() = Spec(kJob);
+  good.set_measured_step_time_s(3);
+  std::vector<std::thread> blocked;
+  for (int i = 0; i < 2; ++i) {
+    blocked.emplace_back([&] {
+      v1::ReportRunResponse r;
+      (void)Report(good, &r);  // OK or UNAVAILABLE (busy), once the lock is released or times out
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  v1::ReportRunResponse resp;
+  grpc::Status full = Report(good, &resp);
+  EXPECT_EQ(full.error_code(), grpc::UNAVAILABLE) << full.error_message();  // the queue is full
+  EXPECT_THAT(full.error_message(), HasSubstr("write queue is full"));
+
+  struct Case {
+    const char* what;
+    std::function<void(v1::ReportRunRequest*)> mutate;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"both", [](v1::ReportRunRequest* r) { r->set_prediction_id("pred-x"); }, "job: give prediction_id or job"},
+      {"neither", [](v1::ReportRunRequest* r) { r->clear_job(); }, "prediction_id: one of prediction_id or job"},
+      {"hf_config", [](v1::ReportRunRequest* r) { r->mutable_job()->mutable_model()->set_hf_config("config.json"); },
+       "job.model.hf_config"},
+      {"profile version", [](v1::ReportRunRequest* r) { r->mutable_profile()->set_version(2); },
+       "profile.version: needs profile.name"},
+      {"negative profile version",
+       [](v1::ReportRunRequest* r) {
+         r->mutable_profile()->set_name("slow-lab");
+         r->mutable_profile()->set_version(-1);
+       },
+       "profile.version: must be >= 0"},
+  };
+  for (const Case& c : cases) {
+    v1::ReportRunRequest req = good;
+    c.mutate(&req);
+    grpc::Status st = Report(req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT) << c.what << ": " << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr(c.field)) << c.what;
+  }
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  for (std::thread& t : blocked) t.join();
+  // With the queue free again, a good report is stored.
+  grpc::Status st = Report(good, &resp);
+  EXPECT_TRUE(st.ok()) << st.error_message();
 }
 
 TEST(Policy, VerdictIsTheWorstReason) {

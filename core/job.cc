@@ -250,14 +250,24 @@ GroupPlacement Place(int64_t stride, int64_t size, int64_t gpus_per_node, int64_
   // some). The pattern repeats every lcm(span, node) ranks, so at most lcm / span blocks are read.
   const int64_t span = stride * size;
   if (gpus_per_node <= 0 || span % gpus_per_node == 0) return g;
-  const int64_t period = std::lcm(span, gpus_per_node);
-  const int64_t ranks = world > 0 ? std::min(world, period) : period;
+  // A block's segments: the head up to the first node boundary, whole nodes, the tail after the
+  // last boundary; O(1) per block. Blocks read: at most node / gcd(span, node) (the period), and
+  // at most kMaxBlocks (a job file's extreme sizes); past that the fewest is taken as one member.
+  constexpr int64_t kMaxBlocks = 1 << 16;
+  const int64_t blocks_per_period = gpus_per_node / std::gcd(span, gpus_per_node);
+  const int64_t blocks = world > 0 ? std::min(world / span, blocks_per_period) : blocks_per_period;
   int64_t min_segment = span;
-  for (int64_t start = 0; start < ranks; start += span) {  // ranks: a multiple of span
-    for (int64_t at = start; at < start + span;) {
-      const int64_t end = std::min((at / gpus_per_node + 1) * gpus_per_node, start + span);
-      min_segment = std::min(min_segment, end - at);
-      at = end;
+  if (blocks > kMaxBlocks) {
+    min_segment = 1;
+  } else {
+    const int64_t step = span % gpus_per_node;
+    int64_t offset = 0;  // the block's first rank mod node (sums of two values below the node: no overflow)
+    for (int64_t b = 0; b < blocks; ++b, offset = (offset + step) % gpus_per_node) {
+      const int64_t head = offset == 0 ? std::min(span, gpus_per_node) : std::min(span, gpus_per_node - offset);
+      const int64_t tail = (offset + step) % gpus_per_node;
+      min_segment = std::min(min_segment, head);
+      if (tail > 0 && span > head) min_segment = std::min(min_segment, tail);
+      if (span > head + tail) min_segment = std::min(min_segment, std::min(span, gpus_per_node));
     }
   }
   g.min_members_per_node = std::clamp<int64_t>(min_segment / stride, 1, g.members_per_node);

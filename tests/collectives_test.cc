@@ -201,6 +201,14 @@ TEST(Placement, GroupsThatStraddleNodesUnevenlyKeepTheFewestMembersOnANode) {
   EXPECT_EQ(PlaceGroups(q, 72, true).ep.min_members_per_node, 28);
   // The same EP groups on 64-GPU domains are aligned: 32 members on each.
   EXPECT_EQ(PlaceGroups(q, 64, true).ep.min_members_per_node, 32);
+  // Extreme sizes a job file may state answer at once (O(1) per block, at most 2^16 blocks): a
+  // prime node size of 1,000,003 under 2^21-rank DP groups, 2^17 of them, would need 131,072
+  // blocks read; the fewest is taken as one member.
+  Parallelism huge;
+  huge.dp = int64_t{1} << 21; huge.pp = int64_t{1} << 17;
+  const GroupPlacement dp = PlaceGroups(huge, 1000003).dp;
+  EXPECT_EQ(dp.scope, Scope::kInterNode);
+  EXPECT_EQ(dp.min_members_per_node, 1);
 }
 
 TEST(GemmRate, InterpolatesInLogFlopsAndFlagsExtrapolation) {

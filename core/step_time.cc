@@ -943,8 +943,9 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
     const int64_t k = std::clamp<int64_t>(g.min_members_per_node, 1, g.members_per_node);
     const CollectiveRate* intra = prof.FindCollective(coll, Scope::kIntraNode);
     const double cap = intra ? intra->busbw_bytes_per_s : job_.hardware.intra_node_bandwidth_bytes_per_s;
-    per_nic.busbw_bytes_per_s =
-        std::min(cap, per_nic.busbw_bytes_per_s * static_cast<double>(g.size - 1) / static_cast<double>(g.size - k));
+    per_nic.busbw_bytes_per_s *= static_cast<double>(g.size - 1) / static_cast<double>(g.size - k);
+    // (An intra-node entry given as points only has no busbw: no cap then, not a zero rate.)
+    if (cap > 0) per_nic.busbw_bytes_per_s = std::min(cap, per_nic.busbw_bytes_per_s);
     return EstimateCollective(per_nic, g.size, size_bytes, g.members_per_node, false).time_s;
   }
   // A measured curve (interpolated; scaled to other group sizes and layouts, flagged).

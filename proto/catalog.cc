@@ -442,6 +442,28 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
   // choice among several is the year's). Two derived presets stated at once are an error, not a
   // pick.
   if (best.size() == 1) {
+    // The matched alias names a variant of its preset when it extends a shorter alias of the same
+    // preset ("PyTorch FSDP1" over "PyTorch FSDP", "torchtitan (eager)" over "torchtitan",
+    // "Megatron-LM 2021" over "Megatron-LM"): a
+    // derived alias of the same length ("PyTorch FSDP2", "torchtitan (torch.compile)") is then a
+    // sibling variant, not a refinement of it.
+    bool best_alias_is_variant = false;
+    {
+      const v1::FrameworkSpec& spec = Parsed(frameworks_, best.front())->framework;
+      std::vector<std::string> own = {best.front()};
+      for (const std::string& a : spec.aliases()) own.push_back(a);
+      for (const std::string& a : own) {
+        // A shorter form of the matched alias: its words lead the matched alias's, the last one
+        // possibly extended ("PyTorch FSDP" -> "PyTorch FSDP1", "torchtitan" -> "torchtitan (eager)").
+        const std::vector<std::string> shorter = words(a).w;
+        if (shorter.empty() || shorter.size() > best_alias.size() || shorter == best_alias) continue;
+        const size_t last = shorter.size() - 1;
+        if (std::equal(shorter.begin(), shorter.begin() + last, best_alias.begin()) &&
+            absl::StartsWith(best_alias[last], shorter[last])) {
+          best_alias_is_variant = true;
+        }
+      }
+    }
     static const std::set<std::string> kNegations = {"no", "not", "without", "non"};
     static const std::set<std::string> kOffAfter = {"off", "disabled", "false"};
     std::vector<std::string> refined;
@@ -450,9 +472,9 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
       if (!p->status.ok() || absl::AsciiStrToLower(p->framework.base()) != best.front()) continue;
       for (const std::string& a : p->framework.aliases()) {
         const std::vector<std::string> needle = words(a).w;
-        if (needle.size() <= best_alias.size() || !std::equal(best_alias.begin(), best_alias.end(), needle.begin())) {
-          continue;
-        }
+        const bool extends = needle.size() > best_alias.size() &&
+                             std::equal(best_alias.begin(), best_alias.end(), needle.begin());
+        if (!extends && best_alias_is_variant && needle.size() == best_alias.size()) continue;
         if (needle.size() < 2 || needle.front() != hay[best_pos]) continue;
         size_t at = best_pos + 1;
         bool stated = true;
@@ -765,7 +787,12 @@ std::vector<int> StatedGpuMemoryGb(const std::string& lower, const std::string& 
     size_t w_end = w;
     while (w_end < lower.size() && absl::ascii_isalnum(static_cast<unsigned char>(lower[w_end]))) ++w_end;
     const bool network = kNetworkWords.count(lower.substr(w, w_end - w)) > 0;
-    if (unit && !bits && !network && v > 0 && v <= 200) out.push_back(v);
+    // Only a NIC's speed is read as one, and never a size written "GB" / "GiB" ("H100 96GB IB" is
+    // 96 GB of memory; "H100 96Gb" is not a NIC).
+    const bool nic_speed = v == 25 || v == 50 || v == 100 || v == 200 || v == 400 || v == 800;
+    const bool upper_gb = original.compare(k, 2, "GB") == 0 || original.compare(k, 3, "GiB") == 0;
+    const bool link_rate = nic_speed && !upper_gb && (bits || network);
+    if (unit && !link_rate && v > 0 && v <= 200) out.push_back(v);
     i = j;
   }
   return out;
@@ -794,12 +821,13 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
   // ("PCIe Gen5 host", "PCIe 5.0", "PCIe switch": review M3).
   bool pcie_link_only = true;
   for (size_t at = n.find("pcie"); at != std::string::npos; at = n.find("pcie", at + 4)) {
-    size_t next = at + 4;
-    while (next < n.size() && (n[next] == ' ' || n[next] == '-')) ++next;
-    const std::string rest = n.substr(next, 6);
-    const bool link = absl::StartsWith(rest, "gen") || absl::StartsWith(rest, "5") || absl::StartsWith(rest, "4") ||
-                      absl::StartsWith(rest, "switch") || absl::StartsWith(rest, "host") || absl::StartsWith(rest, "link") ||
-                      absl::StartsWith(rest, "x16") || absl::StartsWith(rest, "bus");
+    // The host link when one of the next three words says so ("PCIe Gen5 host", "PCIe 5.0 x16
+    // host link", "PCIe switch"); "H100 PCIe Gen5 (not SXM)" is the card.
+    const std::vector<std::string> after = absl::StrSplit(n.substr(at + 4), absl::ByAnyChar(" -_(),;/"), absl::SkipEmpty());
+    bool link = false;
+    for (size_t w = 0; w < after.size() && w < 3; ++w) {
+      for (const char* host : {"host", "switch", "link", "bus", "x16"}) link |= absl::StartsWith(after[w], host);
+    }
     if (!link) pcie_link_only = false;
   }
   const bool pcie = has("pcie") && !(sxm && pcie_link_only);

@@ -387,8 +387,12 @@ TEST(HardwarePresetForGpuName, NicSpeedsAreNotMemorySizes) {
     ASSERT_TRUE(p.ok()) << name << ": " << p.status();
     EXPECT_EQ(*p, preset) << name;
   }
-  // A memory size is still read beside a network word that does not follow it.
-  EXPECT_FALSE(HardwarePresetForGpuName("H100 96GB, 400G IB").ok());
+  // A memory size is still read beside a network word that does not follow it, and a size written
+  // "GB" or one no NIC runs at is memory even before a network word (review of the M3 fix).
+  for (const char* name : {"H100 96GB, 400G IB", "H100 96GB IB", "H100 96Gb", "H200 96Gb", "H100 96 GB link",
+                           "H100 PCIe Gen5 (not SXM)"}) {
+    EXPECT_FALSE(HardwarePresetForGpuName(name).ok()) << name;
+  }
 }
 
 // A stated memory size no preset of that GPU has is refused with the reason, not mapped to the
@@ -1067,6 +1071,13 @@ TEST(Catalog, FrameworkTextStatingADerivedPresetsWord) {
       // A negation's look-back stops at punctuation: "no" belongs to FP8, not to compile.
       {"torchtitan (no FP8), torch.compile", "torchtitan-compile"},
       {"torchtitan, no fp8; compiled", "torchtitan-compile"},
+      // A generic alias of the base still refines (review of the M1 fix): only a variant alias
+      // ("PyTorch FSDP1", "torchtitan (eager)", "Megatron-LM 2021") keeps a same-length sibling out.
+      {"PyTorch FSDP (FSDP2)", "pytorch-fsdp2"},
+      {"PyTorch FSDP with fully_shard", "pytorch-fsdp2"},
+      {"torch FSDP (fully_shard)", "pytorch-fsdp2"},
+      {"NeMo Framework (Megatron-Bridge)", "megatron-bridge"},
+      {"NeMo 2.0 with Megatron-Bridge", "megatron-bridge"},
   };
   for (const auto& [text, want] : cases) {
     absl::StatusOr<Catalog::FrameworkMatch> m = cat.FrameworkForTextOrGeneric(text, 2025);

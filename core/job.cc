@@ -247,7 +247,7 @@ GroupPlacement Place(int64_t stride, int64_t size, int64_t gpus_per_node, int64_
   // Groups are blocks of span = stride x size consecutive ranks (stride interleaved groups per
   // block). When the node size does not divide the span, node boundaries cut blocks into uneven
   // segments; a segment of L ranks holds floor(L / stride) members of each group (at least one of
-  // some). The pattern repeats every lcm(span, node) ranks, so at most lcm / span blocks are read.
+  // some).
   const int64_t span = stride * size;
   if (gpus_per_node <= 0 || span % gpus_per_node == 0) return g;
   // A block's segments: the head up to the first node boundary, whole nodes, the tail after the

@@ -865,6 +865,12 @@ class StepModel {
   Work OptimizerStep(const DpScratch& d);
   // Muon's Newton-Schulz GEMMs over the matrices this rank owns (Optimizer::kMuon).
   Work MuonNewtonSchulz(const DpScratch& d, double opt_params);
+  // The intra-node busbw of a collective: the profile's entry, else the datasheet link (the cap
+  // of the cross-node rates in Comm; 0 for an entry given as points only).
+  double IntraNodeBusbw(Collective coll) const {
+    const CollectiveRate* intra = job_.profile.FindCollective(coll, Scope::kIntraNode);
+    return intra ? intra->busbw_bytes_per_s : job_.hardware.intra_node_bandwidth_bytes_per_s;
+  }
   void Logits(LayerCost& c);
   // Attention-kernel rates of the framework on this GPU, or the profile's.
   void AttentionRates(double* fwd, double* bwd);
@@ -922,9 +928,7 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
       (coll != Collective::kAllToAll || !job_.choices.alltoall_one_nic)) {
     // Hierarchical group: k members per node stripe over k NICs, capped by the intra-node rate.
     CollectiveRate striped = *r;
-    const CollectiveRate* intra = prof.FindCollective(coll, Scope::kIntraNode);
-    const double cap = intra ? intra->busbw_bytes_per_s : job_.hardware.intra_node_bandwidth_bytes_per_s;
-    striped.busbw_bytes_per_s = std::min(cap, r->busbw_bytes_per_s * g.members_per_node);
+    striped.busbw_bytes_per_s = std::min(IntraNodeBusbw(coll), r->busbw_bytes_per_s * g.members_per_node);
     return EstimateCollective(striped, g.size, size_bytes, g.members_per_node, false).time_s;
   }
   // The one-NIC all-to-all without a measured curve: the NIC's rate applies to the bytes that
@@ -941,8 +945,7 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
       g.members_per_node > 1 && g.size > g.members_per_node) {
     CollectiveRate per_nic = *r;
     const int64_t k = std::clamp<int64_t>(g.min_members_per_node, 1, g.members_per_node);
-    const CollectiveRate* intra = prof.FindCollective(coll, Scope::kIntraNode);
-    const double cap = intra ? intra->busbw_bytes_per_s : job_.hardware.intra_node_bandwidth_bytes_per_s;
+    const double cap = IntraNodeBusbw(coll);
     per_nic.busbw_bytes_per_s *= static_cast<double>(g.size - 1) / static_cast<double>(g.size - k);
     // (An intra-node entry given as points only has no busbw: no cap then, not a zero rate.)
     if (cap > 0) per_nic.busbw_bytes_per_s = std::min(cap, per_nic.busbw_bytes_per_s);
@@ -1823,21 +1826,21 @@ Work StepModel::MuonNewtonSchulz(const DpScratch& d, double opt_params) {
   // arXiv:2502.16982, Sec. 2.1). The local matrices: the experts' h x f_e (three per expert), the
   // dense parameters as h x h (attention projections; an MLP's h x f costs less per parameter,
   // and the embedding and output layer, on the end stages, run AdamW in Muon's recipes: so this
-  // bounds the dense part from above). In the job's GEMM dtype (Muon's reference runs bf16). Each rank orthogonalises the share of the matrices it owns
-  // (Megatron's layer-wise distributed Muon; Moonlight Algorithm 1 gathers each matrix to the
-  // ranks of its shard): the local matrices x opt_params / local parameters.
+  // bounds the dense part from above). In the job's GEMM dtype (Muon's reference runs bf16).
+  // Each rank orthogonalises the share of the matrices it owns (Megatron's layer-wise
+  // distributed Muon; Moonlight Algorithm 1 gathers each matrix to the ranks of its shard): the
+  // local matrices x opt_params / local parameters.
   Work w;
   const LocalParameters& local = d.local;
   if (local.total() <= 0) return w;
   const double share = opt_params / local.total();
   const double h = m_.hidden_size;
+  constexpr double kIterations = 5;
   auto newton_schulz = [&](double m, double n, double count) {
     if (m > n) std::swap(m, n);
-    for (int it = 0; it < 5; ++it) {
-      w += GemmForward(m, m, n, count);
-      w += GemmForward(m, m, m, count);
-      w += GemmForward(m, n, m, count);
-    }
+    w += GemmForward(m, m, n, kIterations * count);
+    w += GemmForward(m, m, m, kIterations * count);
+    w += GemmForward(m, n, m, kIterations * count);
   };
   if (local.dense > 0 && h > 0) newton_schulz(h, h, share * local.dense / (h * h));
   const double fe = m_.moe.expert_ffn_hidden_size;

@@ -147,10 +147,28 @@ struct ShardingModel {
   DType accumulated_grad_dtype = DType::kFP32;  // unsharded grads held across micro-batches
 };
 
+// One grouped linear's launches for a GEMM dtype (framework.proto ExpertGemmLaunches).
+struct ExpertGemmLaunches {
+  DType gemm_dtype = DType::kBF16;
+  double kernels_forward = 0, kernels_per_expert_forward = 0;
+  double kernels_backward = 0, kernels_per_expert_backward = 0;
+};
+
+enum class MoeHostSync { kNone, kEveryLayer, kWithExpertParallel };
+
+// An MoE layer's host work beyond a dense layer's (framework.proto MoeLaunchModel).
+struct MoeLaunchModel {
+  double kernels_before_sync = 0, kernels_after_sync = 0;
+  MoeHostSync host_sync = MoeHostSync::kNone;
+  double grouped_linears = 0;
+  std::vector<ExpertGemmLaunches> expert_gemms;  // empty: an MoE layer launches as a dense one
+};
+
 struct LaunchModel {
   bool cuda_graphs = false;
   double kernel_launch_overhead_s = 0;
   int64_t kernels_per_layer_forward = 0;
+  MoeLaunchModel moe;
 };
 
 // A framework as the model uses it.

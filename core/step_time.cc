@@ -771,8 +771,8 @@ class StepModel {
   // The communication part of modules_ (EstimateLayerModules).
   void FillModuleComm(bool moe, const LayerCost& c);
   // Host launch floor of an eager framework (framework preset's kernels per layer x launch
-  // overhead; backward ~2x).
-  void LaunchFloor(LayerCost& c);
+  // overhead; an MoE layer adds its block's launches and may wait for the GPU once per forward).
+  void LaunchFloor(bool moe, LayerCost& c);
   // What Run()'s steps share: micro-batches m, pp, vpp v, the slowest stage's layers and MoE
   // share, and per micro-batch of that stage the work by term (forward and backward apart where
   // the bubble and the DP overlap windows read them), the last stage's extra work, the average
@@ -1029,7 +1029,7 @@ void StepModel::Layer(bool moe, LayerCost& c) {
   CpComm(c, s);
   EpComm(moe, c, s);
   if (modules_ != nullptr) FillModuleComm(moe, c);
-  LaunchFloor(c);
+  LaunchFloor(moe, c);
 }
 
 void StepModel::AttentionProjections(LayerCost& c, LayerScratch& s) {
@@ -1363,16 +1363,48 @@ void StepModel::FillModuleComm(bool moe, const LayerCost& c) {
   modules_->cp_s = c.cp.time_s;
 }
 
-void StepModel::LaunchFloor(LayerCost& c) {
+void StepModel::LaunchFloor(bool moe, LayerCost& c) {
   // Host launch floor: an eager framework cannot run a layer faster than it launches its
   // kernels (forward n kernels, backward ~2n), unless CUDA graphs replay them.
-  if (launch_floor_) {
-    const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward);
-    const double floor_fwd = n * fw_.launch.kernel_launch_overhead_s;
-    const double gpu_fwd = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s;
-    const double gpu_bwd = c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s;
-    c.launch.Host(std::max(0.0, floor_fwd - gpu_fwd) + std::max(0.0, 2 * floor_fwd - gpu_bwd));
+  if (!launch_floor_) return;
+  const double L = fw_.launch.kernel_launch_overhead_s;
+  const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward);
+  const double gpu_fwd = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s;
+  const double gpu_bwd = c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s;
+  const MoeLaunchModel& ml = fw_.launch.moe;
+  if (!moe || ml.expert_gemms.empty()) {
+    c.launch.Host(std::max(0.0, n * L - gpu_fwd) + std::max(0.0, 2 * n * L - gpu_bwd));
+    return;
   }
+  // An MoE layer: the dense layer's n kernels stand for its attention half and norms; the MoE
+  // block adds its router / dispatcher kernels and, per grouped linear, the expert GEMMs with
+  // their quantize kernels (Transformer Engine GroupedLinear: one cuBLAS GEMM per local expert,
+  // common/gemm/cublaslt_gemm.cu multi_stream_cublas_gemm; counts per dtype in the preset).
+  const double local_experts = m_.moe.routed_experts / std::max<int64_t>(1, p_.ep);
+  const ExpertGemmLaunches* g = &ml.expert_gemms.front();
+  for (const ExpertGemmLaunches& e : ml.expert_gemms) {
+    if (e.gemm_dtype == t_.precision.gemm) g = &e;
+  }
+  const double experts_f = ml.grouped_linears * (g->kernels_forward + g->kernels_per_expert_forward * local_experts);
+  const double experts_b = ml.grouped_linears * (g->kernels_backward + g->kernels_per_expert_backward * local_experts);
+  const double before_f = n + ml.kernels_before_sync, after_f = ml.kernels_after_sync + experts_f;
+  const double launches_b = 2 * (n + ml.kernels_before_sync + ml.kernels_after_sync) + experts_b;
+  // The GPU's forward of the layer, the EP all-to-all included (on the compute stream in the
+  // all-to-all dispatcher), and the part after the wait: the MoE block (module.moe holds its
+  // router, experts and exposed dispatch / combine).
+  const double g_f = gpu_fwd + c.ep_fwd.time_s, g_b = gpu_bwd + c.ep_bwd.time_s;
+  const double g_after = std::min(g_f, c.module.moe.time_s), g_before = g_f - g_after;
+  // A dropless dispatcher copies the token counts to the host and waits for them before the
+  // variable-size all-to-all (Megatron-Core moe/token_dispatcher.py _maybe_dtoh_and_synchronize;
+  // torchtitan models/common/token_dispatcher.py _sync_token_count_exchange): the GPU's queue
+  // drains there, so the host's launches after the wait are not hidden behind the work before
+  // it. Forward = max(host, GPU) before the wait + max(host, GPU) after; the backward reuses the
+  // counts on the host and does not wait.
+  const bool sync = ml.host_sync == MoeHostSync::kEveryLayer ||
+                    (ml.host_sync == MoeHostSync::kWithExpertParallel && p_.ep > 1);
+  const double floor_f = sync ? std::max(before_f * L, g_before) + std::max(after_f * L, g_after)
+                              : std::max((before_f + after_f) * L, g_f);
+  c.launch.Host(std::max(0.0, floor_f - g_f) + std::max(0.0, launches_b * L - g_b));
 }
 
 void StepModel::Logits(LayerCost& c) {

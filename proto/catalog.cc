@@ -740,6 +740,46 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.launch.cuda_graphs = l.cuda_graphs();
   fw.launch.kernel_launch_overhead_s = l.kernel_launch_overhead_s();
   fw.launch.kernels_per_layer_forward = l.kernels_per_layer_forward();
+  if (l.has_moe()) {
+    const v1::MoeLaunchModel& m = l.moe();
+    const std::string mp = absl::StrCat(prefix, ".launch.moe");
+    // Counts above a million kernels per layer are typos; they would make every MoE layer host-bound.
+    auto count = [&](int64_t v, absl::string_view name) -> absl::Status {
+      if (v < 0 || v > 1000000) return absl::InvalidArgumentError(absl::StrCat(mp, ".", name, ": ", v, " must be in [0, 1000000]"));
+      return absl::OkStatus();
+    };
+    for (const auto& [v, name] : {std::pair<int64_t, absl::string_view>{m.kernels_before_sync(), "kernels_before_sync"},
+                                  {m.kernels_after_sync(), "kernels_after_sync"},
+                                  {m.grouped_linears(), "grouped_linears"}}) {
+      if (absl::Status st = count(v, name); !st.ok()) return st;
+    }
+    if (m.expert_gemms_size() == 0) return absl::InvalidArgumentError(absl::StrCat(mp, ".expert_gemms: at least one entry is needed"));
+    if (m.grouped_linears() < 1) return absl::InvalidArgumentError(absl::StrCat(mp, ".grouped_linears: must be >= 1"));
+    switch (m.host_sync()) {
+      case v1::MOE_HOST_SYNC_NONE: fw.launch.moe.host_sync = MoeHostSync::kNone; break;
+      case v1::MOE_HOST_SYNC_EVERY_LAYER: fw.launch.moe.host_sync = MoeHostSync::kEveryLayer; break;
+      case v1::MOE_HOST_SYNC_WITH_EXPERT_PARALLEL: fw.launch.moe.host_sync = MoeHostSync::kWithExpertParallel; break;
+      default: return absl::InvalidArgumentError(absl::StrCat(mp, ".host_sync: must be set (MOE_HOST_SYNC_NONE, _EVERY_LAYER or _WITH_EXPERT_PARALLEL)"));
+    }
+    for (int i = 0; i < m.expert_gemms_size(); ++i) {
+      const v1::ExpertGemmLaunches& g = m.expert_gemms(i);
+      const std::string gp = absl::StrCat("expert_gemms[", i, "]");
+      if (g.gemm_dtype() == v1::D_TYPE_UNSPECIFIED) return absl::InvalidArgumentError(absl::StrCat(mp, ".", gp, ".gemm_dtype: must be set"));
+      for (const auto& [v, name] : {std::pair<int64_t, absl::string_view>{g.kernels_forward(), "kernels_forward"},
+                                    {g.kernels_per_expert_forward(), "kernels_per_expert_forward"},
+                                    {g.kernels_backward(), "kernels_backward"},
+                                    {g.kernels_per_expert_backward(), "kernels_per_expert_backward"}}) {
+        if (absl::Status st = count(v, absl::StrCat(gp, ".", name)); !st.ok()) return st;
+      }
+      fw.launch.moe.expert_gemms.push_back({DTypeFromProto(g.gemm_dtype()), static_cast<double>(g.kernels_forward()),
+                                            static_cast<double>(g.kernels_per_expert_forward()),
+                                            static_cast<double>(g.kernels_backward()),
+                                            static_cast<double>(g.kernels_per_expert_backward())});
+    }
+    fw.launch.moe.kernels_before_sync = static_cast<double>(m.kernels_before_sync());
+    fw.launch.moe.kernels_after_sync = static_cast<double>(m.kernels_after_sync());
+    fw.launch.moe.grouped_linears = static_cast<double>(m.grouped_linears());
+  }
   for (const std::string& s : spec.sources()) fw.sources.push_back(s);
   return fw;
 }

@@ -4,6 +4,7 @@
 // recompute modules, fp8 memory). Each expectation is worked by hand from the cited source.
 #include <cmath>
 
+#include "absl/strings/str_replace.h"
 #include "core/framework.h"
 #include "core/memory.h"
 #include "core/predict.h"
@@ -447,6 +448,101 @@ training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1})";
   Job graphs = *job;
   graphs.training.cuda_graphs = true;
   EXPECT_EQ(EstimateStepTime(graphs).breakdown.launch_overhead_s, 0);
+}
+
+// A tiny MoE layer on one GPU with a slow host is host-bound: its launches, counted by hand from
+// Transformer Engine's GroupedLinear (one cuBLAS GEMM per local expert, common/gemm/
+// cublaslt_gemm.cu multi_stream_cublas_gemm) and megatron-core's preset counts, set its time.
+TEST(StepTime, MoeLayerLaunchesAGemmPerLocalExpert) {
+  const char* yaml = R"(
+model: {shape: {name: tiny-moe, layers: 2, hidden_size: 256, attention_heads: 4, vocab_size: 1024, ffn_type: swiglu,
+        ffn_hidden_size: 512, moe: {routed_experts: 64, top_k: 8, expert_ffn_hidden_size: 128}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}})";
+  // 50 us a launch: every segment of the layer is host-bound, so the layer takes its launches x 50 us.
+  auto run = [](Job j, DType gemm) {
+    j.framework.launch.kernel_launch_overhead_s = 50e-6;
+    j.training.precision.gemm = gemm;
+    j.training.cuda_graphs = false;
+    const StepBreakdown b = EstimateStepTime(j).breakdown;
+    return b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
+  };
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  ASSERT_TRUE(job.ok()) << job.status();
+  // Per layer: forward 14 (the dense layer's) + 26 before the host wait + 10 after it + 2 grouped
+  // linears x 64 experts x 1 GEMM = 178; backward 2 x (14 + 26 + 10) + 2 x 64 x 2 = 356. Two
+  // layers: 2 x 534 x 50 us = 53.4 ms; the logits and the loss add microseconds.
+  const double bf16_s = run(*job, DType::kBF16);
+  EXPECT_GE(bf16_s, 2 * 534 * 50e-6);
+  EXPECT_LE(bf16_s, 2 * 534 * 50e-6 + 0.5e-3);
+  // fp8, Megatron's default delayed scaling: one fused cast-transpose for all experts, then a GEMM
+  // each; backward 1 + 2 per expert: 4 more launches per layer (TE pytorch/csrc/extensions/cast.cpp).
+  EXPECT_NEAR(run(*job, DType::kFP8) - bf16_s, 2 * 4 * 50e-6, 20e-6);
+  // Megatron-Bridge's fp8 is current scaling: 4 quantize kernels per expert besides its GEMM,
+  // forward and backward: (5 + 6 - 1 - 2) x 64 x 2 grouped linears = 1024 more launches per layer.
+  absl::StatusOr<Job> bridge = testing::JobFromYaml(absl::StrReplaceAll(yaml, {{"megatron-core", "megatron-bridge"}}));
+  ASSERT_TRUE(bridge.ok()) << bridge.status();
+  EXPECT_NEAR(run(*bridge, DType::kFP8) - bf16_s, 2 * 1024 * 50e-6, 0.01 * 2 * 1024 * 50e-6);
+}
+
+// The dispatcher's wait for the token counts drains the GPU's queue: the launches after it
+// cannot hide behind the attention before it. Without the wait, a layer whose GPU work exceeds
+// all its launches has no host floor.
+TEST(StepTime, MoeHostWaitExposesTheLaunchesAfterIt) {
+  // A 128k-token sequence: about 100 ms of attention before the wait; 256 local experts with a
+  // tiny FFN after it: 10 + 2 x 256 = 522 launches, 26.1 ms at 50 us, of a few ms of GPU work.
+  const char* yaml = R"(
+model: {shape: {name: attn-heavy-moe, layers: 2, hidden_size: 1024, attention_heads: 8, vocab_size: 1024,
+        ffn_type: swiglu, ffn_hidden_size: 512, moe: {routed_experts: 256, top_k: 1, expert_ffn_hidden_size: 16}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 131072, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16},
+           recompute: none})";
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  ASSERT_TRUE(job.ok()) << job.status();
+  job->framework.launch.kernel_launch_overhead_s = 50e-6;
+  Job no_wait = *job;
+  no_wait.framework.launch.moe.host_sync = MoeHostSync::kNone;
+  const StepBreakdown with = EstimateStepTime(*job).breakdown, without = EstimateStepTime(no_wait).breakdown;
+  // The GPU outlasts every launch of the layer, forward (562) and backward (1124).
+  ASSERT_GT(with.attention_s, 2 * (562 + 1124) * 50e-6);
+  EXPECT_EQ(without.launch_overhead_s, 0);
+  // With the wait the forward's 522 launches after it are exposed, less the GPU work they start
+  // (512 small GEMMs): at least 80% of 2 layers x 26.1 ms.
+  EXPECT_GE(with.launch_overhead_s, 0.8 * 2 * 522 * 50e-6);
+  EXPECT_LE(with.launch_overhead_s, 2 * 522 * 50e-6);
+  // torchtitan waits only with EP > 1 (its all-to-all's split sizes): one GPU, no wait.
+  Job titan = *job;
+  titan.framework.launch.moe.host_sync = MoeHostSync::kWithExpertParallel;
+  EXPECT_EQ(EstimateStepTime(titan).breakdown.launch_overhead_s, 0);
+}
+
+TEST(StepTime, MoeLaunchModelErrorsNameTheField) {
+  const std::string job = "model: mixtral-8x7b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\n"
+                          "parallelism: {ep: 8}\ntraining: {seq_length: 4096, global_batch_size: 8}\n";
+  auto error = [&](const std::string& moe) {
+    absl::StatusOr<Job> j = testing::JobFromYaml(job + "framework: {spec: {base: megatron-core, launch: "
+                                                 "{kernel_launch_overhead_s: 5e-6, kernels_per_layer_forward: 14, moe: " +
+                                                 moe + "}}}\n");
+    return j.ok() ? std::string("ok") : std::string(j.status().message());
+  };
+  const std::string gemm = "expert_gemms: [{gemm_dtype: D_TYPE_BF16, kernels_per_expert_forward: 1}]";
+  EXPECT_EQ(error("{grouped_linears: 2, host_sync: MOE_HOST_SYNC_EVERY_LAYER, " + gemm + "}"), "ok");
+  EXPECT_EQ(error("{grouped_linears: 2, " + gemm + "}"),
+            "framework.spec.launch.moe.host_sync: must be set (MOE_HOST_SYNC_NONE, _EVERY_LAYER or _WITH_EXPERT_PARALLEL)");
+  EXPECT_EQ(error("{grouped_linears: 2, host_sync: MOE_HOST_SYNC_NONE}"),
+            "framework.spec.launch.moe.expert_gemms: at least one entry is needed");
+  EXPECT_EQ(error("{host_sync: MOE_HOST_SYNC_NONE, " + gemm + "}"), "framework.spec.launch.moe.grouped_linears: must be >= 1");
+  EXPECT_EQ(error("{grouped_linears: 2, host_sync: MOE_HOST_SYNC_NONE, kernels_after_sync: -3, " + gemm + "}"),
+            "framework.spec.launch.moe.kernels_after_sync: -3 must be in [0, 1000000]");
+  EXPECT_EQ(error("{grouped_linears: 2, host_sync: MOE_HOST_SYNC_NONE, expert_gemms: [{gemm_dtype: D_TYPE_FP8, "
+                  "kernels_per_expert_backward: 2000000}]}"),
+            "framework.spec.launch.moe.expert_gemms[0].kernels_per_expert_backward: 2000000 must be in [0, 1000000]");
+  EXPECT_EQ(error("{grouped_linears: 2, host_sync: MOE_HOST_SYNC_NONE, expert_gemms: [{kernels_forward: 1}]}"),
+            "framework.spec.launch.moe.expert_gemms[0].gemm_dtype: must be set");
 }
 
 TEST(Recipes, ApplyToTheMatchingModelOnly) {

@@ -31,9 +31,12 @@ enum class Sharding { kNone, kZero1, kZero2, kZero3 };
 // report Sec. 3.2.1).
 enum class PipelineSchedule { k1F1B, kInterleaved1F1B, kGPipe, kZeroBubble, kDualPipe };
 // MoE token dispatch (job.proto TrainingSpec.moe_dispatcher): NCCL all-to-all of permuted tokens
-// (Megatron-Core MoEAlltoAllTokenDispatcher), or DeepEP's kernels (deepseek-ai/DeepEP: tokens
-// sent once per destination node over RDMA and forwarded over NVLink, permute fused), bf16 or fp8.
-enum class MoeDispatcher { kAllToAll, kDeepEP, kDeepEPFp8 };
+// (Megatron-Core MoEAlltoAllTokenDispatcher); DeepEP's kernels (deepseek-ai/DeepEP: tokens sent
+// once per destination node over RDMA and forwarded over NVLink) in Megatron-Core's flex
+// dispatcher, which permutes the received rows into expert order after the dispatch (bf16), or
+// in DeepSeek's own stack with fp8 dispatch; NVIDIA's HybridEP (the same hierarchical traffic,
+// the permute inside its dispatch / combine kernels).
+enum class MoeDispatcher { kAllToAll, kDeepEP, kDeepEPFp8, kHybridEP };
 
 const char* RecomputeName(Recompute r);
 const char* ShardingName(Sharding s);

@@ -1153,8 +1153,24 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     // fp8 GEMMs: each expert's rows padded to the fp8 alignment and unpadded after (TE
     // Fp8Padding / Fp8Unpadding, one read and write of [N, h] each).
     if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * h;
+  } else if (t_.moe_dispatcher == MoeDispatcher::kDeepEP) {
+    // Megatron-Core's flex dispatcher with DeepEP (token_dispatcher.py _DeepepManager,
+    // get_permuted_hidden_states_by_experts / get_restored_hidden_states_by_experts): DeepEP
+    // delivers each token once to every rank that holds one of its experts; TE's permute then
+    // writes a row per local expert (reads the R received rows, writes the N expert rows) and the
+    // unpermute before the combine reads N and writes R: e h (2 R + 2 N) forward. R = t_rank x the
+    // ranks a token reaches: k experts of E drawn without replacement, E/ep on each rank.
+    double miss = 1;  // probability that none of a token's k experts is on a given rank
+    const double per_rank = E / std::max<int64_t>(1, p_.ep);
+    for (int i = 0; i < static_cast<int>(k); ++i) miss *= std::max(0.0, (E - per_rank - i) / (E - i));
+    const double received = t_rank * p_.ep * (1 - miss);
+    permute = e_act_ * h * (2 * received + 2 * rows);
+    if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * h;
   }
-  // DeepEP fuses the permute into its dispatch / combine kernels (deepseek-ai/DeepEP).
+  // HybridEP permutes inside its dispatch / combine kernels (Megatron-Core
+  // _HybridEPManager.get_permuted_hidden_states_by_experts returns the dispatched rows as they
+  // are). deepep-fp8 (DeepSeek's own stack) has no separate permute here: its module times are
+  // held against the DeepSeek-V3 training trace (tests/deepseek_trace_test.cc).
   Elementwise(routed_act, c, &mod.moe_act);
   Elementwise(shared_act, c, &mod.shared_experts);
   Elementwise(routing + permute, c);

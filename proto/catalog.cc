@@ -368,6 +368,15 @@ const std::map<std::string, ModelShape>& Catalog::models() const {
   return l->models;
 }
 
+namespace {
+// Words that, right after a framework's feature word, turn it off ("compile off", "torch.compile
+// disabled").
+const std::set<std::string>& OffAfterWords() {
+  static const std::set<std::string> k = {"off", "disabled", "false"};
+  return k;
+}
+}  // namespace
+
 absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, int year) const {
   // Lower-case words; `clause` marks a word that follows punctuation (",;:()[]/+"), where a
   // negation's look-back stops: "torchtitan (no FP8), torch.compile" does not negate compile.
@@ -416,6 +425,10 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
       if (needle.empty() || needle.size() > hay.size()) continue;
       for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
         if (!std::equal(needle.begin(), needle.end(), hay.begin() + i)) continue;
+        // "torchtitan; torch.compile disabled", "torchtitan, compile off": a word after a
+        // several-word alias that turns its last word off (review L3) unmatches it.
+        const size_t after = i + needle.size();
+        if (needle.size() >= 2 && after < hay.size() && OffAfterWords().count(hay[after]) > 0) continue;
         if (i < best_pos || (i == best_pos && a.size() > best_len)) {
           best_pos = i;
           best_len = a.size();
@@ -465,7 +478,7 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
       }
     }
     static const std::set<std::string> kNegations = {"no", "not", "without", "non"};
-    static const std::set<std::string> kOffAfter = {"off", "disabled", "false"};
+    const std::set<std::string>& kOffAfter = OffAfterWords();
     std::vector<std::string> refined;
     for (const auto& kv : frameworks_) {
       const Preset* p = Parsed(frameworks_, kv.first);

@@ -1347,8 +1347,10 @@ absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vec
     t.moe_dispatcher = MoeDispatcher::kDeepEP;
   } else if (d == "deepep-fp8") {
     t.moe_dispatcher = MoeDispatcher::kDeepEPFp8;
+  } else if (d == "hybridep") {
+    t.moe_dispatcher = MoeDispatcher::kHybridEP;
   } else {
-    return FieldError("training.moe_dispatcher", absl::StrCat("'", d, "' is not one of: alltoall, deepep, deepep-fp8"));
+    return FieldError("training.moe_dispatcher", absl::StrCat("'", d, "' is not one of: alltoall, deepep, deepep-fp8, hybridep"));
   }
   return absl::OkStatus();
 }

@@ -629,6 +629,45 @@ training: {seq_length: 8192, global_batch_size: 128, micro_batch_size: 1, shardi
 }
 
 
+// Megatron-Bridge's DeepSeek-V3 performance recipes run the flex dispatcher (HybridEP / DeepEP) on
+// every GPU (deepseek_workload_base_configs.py: moe_flex_dispatcher_backend in every *_V1 config,
+// applied by apply_flex_dispatcher_backend), so a DeepSeek-V3 job that names no dispatcher gets
+// DeepEP's costing, listed as assumed; another MoE model keeps the all-to-all fallback, and a job's
+// own dispatcher wins.
+TEST(Catalog, MegatronBridgeDeepSeekV3RecipesUseTheFlexDispatcher) {
+  auto job_for = [](const std::string& model, const std::string& dispatcher) {
+    return testing::JobFromYaml(absl::StrCat("model: ", model, R"(
+framework: megatron-bridge
+hardware: h100-sxm
+cluster: {gpu_count: 1024}
+parallelism: {tp: 2, pp: 8, ep: 64}
+training: {seq_length: 4096, global_batch_size: 8192, micro_batch_size: 1)", dispatcher, "}\n"));
+  };
+  absl::StatusOr<Job> dsv3 = job_for("deepseek-v3", "");
+  ASSERT_TRUE(dsv3.ok()) << dsv3.status();
+  EXPECT_EQ(dsv3->training.moe_dispatcher, MoeDispatcher::kHybridEP);
+  bool assumed = false;
+  for (const AssumedInput& a : *dsv3->assumed) {
+    if (a.field != "training.moe_dispatcher") continue;
+    assumed = true;
+    EXPECT_EQ(a.value, "hybridep");
+    EXPECT_NE(a.source.find("apply_flex_dispatcher_backend"), std::string::npos) << a.source;
+  }
+  EXPECT_TRUE(assumed);
+  absl::StatusOr<Job> stated = job_for("deepseek-v3", ", moe_dispatcher: alltoall");
+  ASSERT_TRUE(stated.ok()) << stated.status();
+  EXPECT_EQ(stated->training.moe_dispatcher, MoeDispatcher::kAllToAll);
+  absl::StatusOr<Job> mixtral = testing::JobFromYaml(R"(
+model: mixtral-8x7b
+framework: megatron-bridge
+hardware: h100-sxm
+cluster: {gpu_count: 64}
+parallelism: {ep: 8}
+training: {seq_length: 4096, global_batch_size: 64, micro_batch_size: 1})");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status();
+  EXPECT_EQ(mixtral->training.moe_dispatcher, MoeDispatcher::kAllToAll);
+}
+
 // --- Presets parsed and resolved once (issue 30) ------------------------------------------------
 
 // Writes `files` (path relative to `dir` -> text) under a fresh directory; returns it.
@@ -1062,6 +1101,8 @@ TEST(Catalog, FrameworkTextStatingADerivedPresetsWord) {
       {"torchtitan without torch.compile", "torchtitan"},
       {"torchtitan, no torch.compile", "torchtitan"},
       {"torchtitan, not compiled", "torchtitan"},
+      {"torchtitan; torch.compile disabled", "torchtitan"},  // review L3: the word after it turns it off
+      {"torchtitan, compile off", "torchtitan"},
       {"PyTorch FSDP2 + torch.compile", "pytorch-fsdp2"},  // compile named, torchtitan not
       // A more specific alias of the base, matched, is kept (review M1): the later words name
       // another preset's words, not this run's.

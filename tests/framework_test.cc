@@ -520,6 +520,39 @@ training: {seq_length: 131072, global_batch_size: 1, micro_batch_size: 1, precis
   EXPECT_EQ(EstimateStepTime(titan).breakdown.launch_overhead_s, 0);
 }
 
+// Megatron-Core's flex dispatcher with DeepEP permutes the rows it receives into expert order and
+// back (token_dispatcher.py _DeepepManager); HybridEP does it inside its kernels (_HybridEPManager
+// returns the dispatched rows as they are). Same traffic, so the step differs by the permute only.
+TEST(StepTime, DeepEpInMegatronPermutesTheReceivedRowsHybridEpDoesNot) {
+  const char* yaml = R"(
+model: {shape: {name: moe-64, layers: 2, hidden_size: 1024, attention_heads: 8, vocab_size: 1024, ffn_type: swiglu,
+        ffn_hidden_size: 4096, moe: {routed_experts: 64, top_k: 4, expert_ffn_hidden_size: 512}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 8}
+parallelism: {tp: 1, pp: 1, ep: 8}
+training: {seq_length: 4096, global_batch_size: 8, micro_batch_size: 1, precision: {gemm: bf16}, recompute: none,
+           cuda_graphs: true, moe_dispatcher: )";
+  absl::StatusOr<Job> deepep = testing::JobFromYaml(std::string(yaml) + "deepep}");
+  absl::StatusOr<Job> hybridep = testing::JobFromYaml(std::string(yaml) + "hybridep}");
+  ASSERT_TRUE(deepep.ok()) << deepep.status();
+  ASSERT_TRUE(hybridep.ok()) << hybridep.status();
+  // Each rank dispatches T = 4096 tokens x k = 4: N = 16,384 expert rows. A token reaches a rank
+  // unless none of its 4 experts (of 64, 8 per rank) is there: 1 - (56/64)(55/63)(54/62)(53/61)
+  // = 0.42187, so a rank receives R = 4096 x 8 x 0.42187 = 13,825 rows. Permute and unpermute:
+  // 2 bytes x 1024 x (2 R + 2 N) = 123.7 MB a layer forward, twice that backward.
+  const double miss = (56.0 / 64) * (55.0 / 63) * (54.0 / 62) * (53.0 / 61);
+  const double R = 4096 * 8 * (1 - miss), N = 4096 * 4;
+  const double bytes = 2.0 * 1024 * (2 * R + 2 * N);
+  EXPECT_NEAR(bytes, 123.7e6, 0.1e6);
+  const double bw = deepep->profile.hbm_bandwidth_bytes_per_s;
+  ASSERT_GT(bw, 0);
+  const double expected_s = 2 * 3 * bytes / bw * std::max(1.0, deepep->framework.elementwise_traffic_factor);
+  const StepBreakdown d = EstimateStepTime(*deepep).breakdown, hy = EstimateStepTime(*hybridep).breakdown;
+  EXPECT_NEAR(d.elementwise_s - hy.elementwise_s, expected_s, 0.01 * expected_s);
+  EXPECT_EQ(d.ep_comm_s, hy.ep_comm_s);
+}
+
 TEST(StepTime, MoeLaunchModelErrorsNameTheField) {
   const std::string job = "model: mixtral-8x7b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\n"
                           "parallelism: {ep: 8}\ntraining: {seq_length: 4096, global_batch_size: 8}\n";

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "proto/codec.h"
 #include "proto/job_defaults.h"
+#include "proto/published_runs.h"
 #include "stepcast/v1/hardware.pb.h"
 #include "stepcast/v1/model.pb.h"
 
@@ -195,22 +196,17 @@ absl::Status Catalog::Check(const std::vector<std::string>* frameworks, bool all
       return absl::OkStatus();
     };
     const v1::FrameworkSpec& spec = raw->framework;
-    // Container releases (framework.proto first_release / last_release): both or neither, each
-    // "YY.MM", the first not after the last; checked here so that a bad preset fails at load,
-    // not at the first run that states a release.
-    if (!spec.first_release().empty() || !spec.last_release().empty()) {
-      const auto release = [](const std::string& r) {
-        const bool shape = r.size() == 5 && absl::ascii_isdigit(static_cast<unsigned char>(r[0])) &&
-                           absl::ascii_isdigit(static_cast<unsigned char>(r[1])) && r[2] == '.' &&
-                           absl::ascii_isdigit(static_cast<unsigned char>(r[3])) &&
-                           absl::ascii_isdigit(static_cast<unsigned char>(r[4]));
-        const int month = shape ? (r[3] - '0') * 10 + (r[4] - '0') : 0;
-        return shape && month >= 1 && month <= 12 ? ((r[0] - '0') * 10 + (r[1] - '0')) * 100 + month : 0;
-      };
-      const int first = release(spec.first_release()), last = release(spec.last_release());
+    // Container releases (framework.proto first_release / last_release): both or neither after
+    // the base chain (a derived preset may set one and inherit the other), each exactly "YY.MM"
+    // as a run's text states it (ReleaseInText: 20.01-39.12), the first not after the last;
+    // checked here so that a bad preset fails at load, not at the first run that states a release.
+    const v1::FrameworkSpec& merged = resolved.framework->spec;
+    if (!merged.first_release().empty() || !merged.last_release().empty()) {
+      const auto release = [](const std::string& r) { return r.size() == 5 ? ReleaseInText(r) : 0; };
+      const int first = release(merged.first_release()), last = release(merged.last_release());
       if (first == 0 || last == 0 || first > last) {
-        return absl::InvalidArgumentError(absl::StrCat(raw->origin, ": first_release '", spec.first_release(),
-                                                       "' / last_release '", spec.last_release(),
+        return absl::InvalidArgumentError(absl::StrCat(raw->origin, ": first_release '", merged.first_release(),
+                                                       "' / last_release '", merged.last_release(),
                                                        "': expected two container releases YY.MM, the first not after the last"));
       }
     }

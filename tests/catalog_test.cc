@@ -838,7 +838,9 @@ TEST(CatalogLoad, DirectoryPresetsAreCheckedAndReplaceBases) {
     // checked only when a run stated a release before).
     for (const char* releases : {"first_release: '25.11'\nlast_release: '25.09'\n", "first_release: '25.09'\n",
                                  "first_release: '2025.09'\nlast_release: '25.11'\n",
-                                 "first_release: '25.13'\nlast_release: '25.14'\n"}) {
+                                 "first_release: '25.13'\nlast_release: '25.14'\n",
+                                 // a release a run's text never states (ReleaseInText: 20.01-39.12)
+                                 "first_release: '19.05'\nlast_release: '25.11'\n"}) {
       absl::Status bad_release = c->AddDirectory(
           WriteTree("badrel", {{"frameworks/site-rel.yaml", absl::StrCat("base: megatron-core\n", releases)}}));
       EXPECT_EQ(bad_release.code(), absl::StatusCode::kInvalidArgument) << releases;
@@ -849,6 +851,15 @@ TEST(CatalogLoad, DirectoryPresetsAreCheckedAndReplaceBases) {
     ASSERT_TRUE(c->AddDirectory(WriteTree("goodrel", {{"frameworks/site-rel.yaml",
                                                        "base: megatron-core\nfirst_release: '25.09'\nlast_release: '25.11'\n"}}))
                     .ok());
+    // One release set, the other inherited from the base (megatron-bridge: 25.09-25.11): checked
+    // after the base chain, as every run uses it.
+    EXPECT_TRUE(c->AddDirectory(WriteTree("childrel", {{"frameworks/site-bridge.yaml",
+                                                         "base: megatron-bridge\nlast_release: '26.02'\n"}}))
+                    .ok());
+    absl::Status early = c->AddDirectory(
+        WriteTree("childrel2", {{"frameworks/site-bridge2.yaml", "base: megatron-bridge\nlast_release: '25.06'\n"}}));
+    EXPECT_THAT(std::string(early.message()),
+                ::testing::StartsWith("presets/frameworks/site-bridge2.yaml: first_release '25.09' / last_release '25.06'"));
     // A malformed hardware file names its line.
     absl::Status bad_hw = c->AddDirectory(WriteTree("badhw", {{"hardware/x.yaml", "peak: [\n"}}));
     EXPECT_EQ(bad_hw.code(), absl::StatusCode::kInvalidArgument);

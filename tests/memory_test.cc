@@ -126,11 +126,7 @@ TEST(Memory, MuonKeepsOneMomentumBuffer) {
   // Muon keeps one momentum buffer per parameter (Moonlight, arXiv:2502.16982, Algorithm 1:
   // "momentum buffer M"; no second moment): with the fp32 master, 4 + 4 bytes against AdamW's
   // 4 + 8. Llama 3 8B with the distributed optimizer on 8 GPUs: 6 + 8/8 bytes per parameter.
-  auto job = testing::JobFromYaml(R"(
-model: llama3-8b
-hardware: h100-sxm
-cluster: {gpu_count: 8}
-training: {seq_length: 4096, global_batch_size: 8, sharding: zero1, optimizer: muon})");
+  auto job = testing::JobFromYaml(testing::kLlama3_8bMuonOn8H100);
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_EQ(job->training.optimizer, Optimizer::kMuon);
   const double params = LocalParameterCount(*job).total();

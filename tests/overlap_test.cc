@@ -177,6 +177,34 @@ TEST(Overlap, AllToAllAcrossNodesRunsAtOneNicPerGpu) {
   EXPECT_NEAR(EstimateStepTime(four_nodes).breakdown.ep_comm_s / inter.ep_comm_s, t_four / t_inter, 1e-6);
 }
 
+// The one-NIC all-to-all's busbw, NIC x (n - 1)/(n - k), never exceeds the intra-node
+// all-to-all's: with a NIC as fast as NVLink the bytes that stay on the node bound it (the cap in
+// StepModel::Comm). EP 16 over two nodes with a 300 or a 600 GB/s NIC: both capped at the
+// intra-node busbw, so the same time; by hand the entry's latency, then 15/16 of the bytes
+// (nccl-tests' all-to-all busbw factor) at the intra-node busbw.
+TEST(Overlap, AllToAllAcrossNodesIsCappedByTheIntraNodeRate) {
+  Job job = MoeOverNodes(16);
+  const CollectiveRate* ia = job.profile.FindCollective(Collective::kAllToAll, Scope::kIntraNode);
+  ASSERT_NE(ia, nullptr);
+  auto with_nic = [&](double busbw) {
+    Job j = job;
+    for (CollectiveRate& r : j.profile.collectives) {
+      if (r.collective == Collective::kAllToAll && r.scope == Scope::kInterNode) r.busbw_bytes_per_s = busbw;
+    }
+    return EstimateStepTime(j).breakdown.ep_comm_s;
+  };
+  const double slow = with_nic(47e9), fast = with_nic(300e9), faster = with_nic(600e9);
+  ASSERT_LT(300e9 * 15 / 8, 600e9 * 15 / 8);
+  ASSERT_GT(300e9 * 15 / 8, ia->busbw_bytes_per_s);  // the uncapped rate would pass NVLink's
+  EXPECT_EQ(fast, faster);
+  const CollectiveRate* xa = job.profile.FindCollective(Collective::kAllToAll, Scope::kInterNode);
+  ASSERT_NE(xa, nullptr);
+  const double S = 4096.0 * 2 * 4096 * 2;
+  const double t_slow = xa->alpha_s + S * 8 / 16 / 47e9;
+  const double t_capped = xa->alpha_s + S * 15 / 16 / ia->busbw_bytes_per_s;
+  EXPECT_NEAR(slow / fast, t_slow / t_capped, 1e-6);
+}
+
 TEST(Overlap, AllToAllOverUnevenNodesWaitsForTheEmptierNode) {
   // EP 24 on nodes of 16 (review M2): ranks 0-15 share one node, 16-23 another. A rank of the
   // second node sends 16 of its 24 shares across, through its NIC; a rank of the first only 8.

@@ -309,11 +309,7 @@ TEST(StepTime, MuonOrthogonalisesTheMatricesEachRankOwns) {
   // 5 x 6 x 4096^3 = 9.87e14 FLOPs, shared by the 8 ranks of the distributed optimizer
   // (layer-wise): 1.234e14 each, 0.176 s at a flat 700 TFLOP/s. Against SGD with momentum (the
   // same one state, the same optimizer bytes) the difference is that GEMM work.
-  auto job = testing::JobFromYaml(R"(
-model: llama3-8b
-hardware: h100-sxm
-cluster: {gpu_count: 8}
-training: {seq_length: 4096, global_batch_size: 8, sharding: zero1, optimizer: muon})");
+  auto job = testing::JobFromYaml(testing::kLlama3_8bMuonOn8H100);
   ASSERT_TRUE(job.ok()) << job.status();
   for (auto& g : job->profile.gemm) g.flops_per_s = 700e12;
   const double muon = EstimateStepTime(*job).breakdown.optimizer_s;

@@ -27,6 +27,14 @@ inline absl::StatusOr<Job> JobFromYaml(const std::string& yaml) {
   return JobFromSpec(spec, BuiltinCatalog(), "", nullptr);
 }
 
+// Llama 3 8B on 8 H100 with the distributed optimizer and Muon (the Muon memory and step-time
+// tests' job).
+inline constexpr char kLlama3_8bMuonOn8H100[] = R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 8, sharding: zero1, optimizer: muon})";
+
 }  // namespace stepcast::testing
 
 #endif  // STEPCAST_TESTS_TEST_UTIL_H_

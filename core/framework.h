@@ -179,6 +179,9 @@ struct Framework {
   double elementwise_traffic_factor = 1.0;
   double cross_entropy_bytes_per_logit = 0;  // 0: the fused accounting of core/step_time.cc
   double loss_peak_bytes_per_logit = 0;      // memory at the loss's peak; 0: 4 (fp32 softmax)
+  // An MoE layer's fc2 expert bias added in an eager loop per local expert (framework.proto
+  // ElementwiseModel.expert_bias_eager; only for models with linear_bias).
+  bool expert_bias_eager = false;
   OverlapModel overlap;
   ShardingModel sharding;
   std::string default_schedule = "1f1b";

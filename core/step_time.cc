@@ -1174,6 +1174,16 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
   Elementwise(routed_act, c, &mod.moe_act);
   Elementwise(shared_act, c, &mod.shared_experts);
   Elementwise(routing + permute, c);
+  if (fw_.expert_bias_eager && m_.linear_bias) {
+    // The fc2 bias in an eager loop per local expert (Megatron-Core moe/experts.py _apply_bias at
+    // core_r0.16 b0cc2706: torch.cat([t + b * p for t, b, p in zip(split(out), biases,
+    // split(probs))])): forward, b x p written (e), the add reads the GEMM output and b x p and
+    // writes (3e), the cat reads and writes (2e): 6e per element of the [N, h] output; backward,
+    // the cat's split, the add's gradient and the bias / probability reductions: 8e.
+    const double elems = rows * h;
+    c.elem_fwd.Bytes(6 * e_act_ * elems * elem_factor_, bw_);
+    c.elem_bwd.Bytes(8 * e_act_ * elems * elem_factor_, bw_);
+  }
   Work moe_fwd = c.gemm_fwd;
   moe_fwd += c.elem_fwd;
   // Everything the MoE block added to the forward.

@@ -553,6 +553,39 @@ training: {seq_length: 4096, global_batch_size: 8, micro_batch_size: 1, precisio
   EXPECT_EQ(d.ep_comm_s, hy.ep_comm_s);
 }
 
+// GPT-OSS's experts carry biases; Megatron-Core adds the fc2 bias, weighted by each row's routing
+// probability, in an eager loop over the local experts (moe/experts.py _apply_bias): per element
+// of the [N, h] fc2 output 6 bytes-per-value forward (b x p written, the add's two reads and a
+// write, the cat's read and write) and 8 backward. Without biases, or with the bias in the GEMM,
+// nothing.
+TEST(StepTime, ExpertBiasesInMegatronAreAddedInAnEagerLoop) {
+  const char* yaml = R"(
+model: {shape: {name: biased-moe, layers: 2, hidden_size: 2880, attention_heads: 64, kv_heads: 8, head_dim: 64,
+        vocab_size: 1024, ffn_type: swiglu, linear_bias: true,
+        moe: {routed_experts: 32, top_k: 4, expert_ffn_hidden_size: 2880}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, recompute: none,
+           cuda_graphs: true})";
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->framework.expert_bias_eager);
+  Job fused = *job;
+  fused.framework.expert_bias_eager = false;
+  // N = 4096 tokens x top-4 = 16,384 rows of 2880: (6 + 8) x 2 bytes x 47.2 M = 1.321 GB a layer.
+  const double bytes = (6 + 8) * 2.0 * 4096 * 4 * 2880;
+  EXPECT_NEAR(bytes, 1.321e9, 0.001e9);
+  const double expected_s = 2 * bytes / job->profile.hbm_bandwidth_bytes_per_s;
+  EXPECT_NEAR(EstimateStepTime(*job).breakdown.elementwise_s - EstimateStepTime(fused).breakdown.elementwise_s,
+              expected_s, 0.001 * expected_s);
+  Job unbiased = *job;
+  unbiased.model.linear_bias = false;
+  Job unbiased_fused = unbiased;
+  unbiased_fused.framework.expert_bias_eager = false;
+  EXPECT_EQ(EstimateStepTime(unbiased).breakdown.elementwise_s, EstimateStepTime(unbiased_fused).breakdown.elementwise_s);
+}
+
 TEST(StepTime, MoeLaunchModelErrorsNameTheField) {
   const std::string job = "model: mixtral-8x7b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\n"
                           "parallelism: {ep: 8}\ntraining: {seq_length: 4096, global_batch_size: 8}\n";

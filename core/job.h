@@ -184,6 +184,9 @@ struct ModelChoices {
   // off: a DP collective's bytes are one collective with one latency (before 2026-11-28; on:
   // one collective per FSDP unit or bucket, each with its latency: StepModel::DpReduceIn).
   bool dp_collective_per_unit = true;
+  // off: an MoE expert's fc2 bias costs nothing (before 2026-11-28; on: the framework's
+  // ElementwiseModel.expert_bias_eager, Megatron-Core's loop per local expert).
+  bool expert_bias_eager = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

@@ -285,7 +285,7 @@ std::shared_ptr<ThreadGemm> ThreadGemmModel(const Hardware& hw, const RateProfil
 bool AllOn(const Job& job) {
   const ModelChoices& c = job.choices;
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
-         c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off &&
+         c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
          job.profile.overlaps.empty();
 }
 
@@ -319,6 +319,7 @@ Framework Effective(const Job& job) {
     f.overlap.ep_all_to_all.supported = true;
   }
   if (!c.launch_floor) f.launch.kernel_launch_overhead_s = 0;
+  if (!c.expert_bias_eager) f.expert_bias_eager = false;
   if (!c.fsdp_semantics) f.sharding = ShardingModel{};
   // Overlap efficiencies measured on the cluster replace the preset's.
   for (const RateProfile::Overlap& o : job.profile.overlaps) {

@@ -345,6 +345,19 @@ struct StepLayerCosts {
 
 namespace {
 
+// Expected number of `groups` equal groups (ranks, nodes) of an MoE layer's `experts` that hold at
+// least one of a token's k distinct experts, with balanced uniform routing (k of E drawn without
+// replacement, E/groups in each group): groups x (1 - prod_{i<k} (E - E/groups - i) / (E - i)).
+// Shared by DeepEP's per-node dispatch and Megatron-Core's permute of the rows a rank receives.
+double ExpectedGroupsReached(double experts, double groups, double k) {
+  if (groups <= 1) return 1;
+  if (!(experts >= k) || k <= 0) return std::min(groups, std::max(1.0, k));
+  double miss = 1;  // probability that none of the k experts is in a given group
+  const double per_group = experts / groups;
+  for (int i = 0; i < static_cast<int>(k); ++i) miss *= std::max(0.0, (experts - per_group - i) / (experts - i));
+  return groups * (1 - miss);
+}
+
 class StepModel {
  public:
   // `gemm_model`: a GEMM model built from the job's hardware and profile (GemmModel::Create),
@@ -634,8 +647,8 @@ class StepModel {
   // node that holds one of its experts (then over NVLink to the GPUs), so a rank sends
   // tokens x (remote nodes per token) x h elements through its NIC: with group-limited routing
   // whose groups are the nodes (DeepSeek-V3: 8 groups on 8 nodes at EP 64, topk_group 4), at most
-  // max_routed_groups nodes; otherwise the expected distinct nodes of k uniform picks,
-  // n (1 - (1 - 1/n)^k); of them (n - 1)/n remote. Dispatch in fp8 (1 byte and a 4-byte scale
+  // max_routed_groups nodes; otherwise the expected distinct nodes of k of the E experts
+  // (ExpectedGroupsReached); of them (n - 1)/n remote. Dispatch in fp8 (1 byte and a 4-byte scale
   // per 128) for deepep-fp8, bf16 otherwise; combine in bf16. Inside one node: an all-to-all of
   // the k copies over NVLink. Times at the profile's all-to-all rate of the EP group's scope (one
   // NIC per GPU across nodes).
@@ -649,7 +662,7 @@ class StepModel {
     if (nodes <= 1) {
       return Comm(Collective::kAllToAll, g, tokens * k * h * dispatch_b) + Comm(Collective::kAllToAll, g, tokens * k * h * combine_b);
     }
-    double distinct = nodes * (1 - std::pow(1 - 1 / nodes, k));
+    double distinct = ExpectedGroupsReached(static_cast<double>(m_.moe.routed_experts), nodes, k);
     if (m_.moe.max_routed_groups > 0 && m_.moe.routed_groups == static_cast<int64_t>(nodes)) {
       distinct = std::min(static_cast<double>(m_.moe.max_routed_groups), distinct);
     }
@@ -1160,11 +1173,8 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     // delivers each token once to every rank that holds one of its experts; TE's permute then
     // writes a row per local expert (reads the R received rows, writes the N expert rows) and the
     // unpermute before the combine reads N and writes R: e h (2 R + 2 N) forward. R = t_rank x the
-    // ranks a token reaches: k experts of E drawn without replacement, E/ep on each rank.
-    double miss = 1;  // probability that none of a token's k experts is on a given rank
-    const double per_rank = E / std::max<int64_t>(1, p_.ep);
-    for (int i = 0; i < static_cast<int>(k); ++i) miss *= std::max(0.0, (E - per_rank - i) / (E - i));
-    const double received = t_rank * p_.ep * (1 - miss);
+    // ranks a token reaches (ExpectedGroupsReached).
+    const double received = t_rank * ExpectedGroupsReached(E, static_cast<double>(p_.ep), k);
     permute = e_act_ * h * (2 * received + 2 * rows);
     if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * h;
   }

@@ -474,7 +474,7 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
       }
     }
     static const std::set<std::string> kNegations = {"no", "not", "without", "non"};
-    const std::set<std::string>& kOffAfter = OffAfterWords();
+    const std::set<std::string>& off_after = OffAfterWords();
     std::vector<std::string> refined;
     for (const auto& kv : frameworks_) {
       const Preset* p = Parsed(frameworks_, kv.first);
@@ -500,7 +500,7 @@ absl::StatusOr<std::string> Catalog::FrameworkForText(const std::string& text, i
             if (kNegations.count(hay[at - back]) > 0) stated = false;
           }
           if (at >= best_pos + 3 && hay[at - 1] == "o" && hay[at - 2] == "w") stated = false;  // "w/o"
-          if (at + 1 < hay.size() && kOffAfter.count(hay[at + 1]) > 0) stated = false;     // "compile off"
+          if (at + 1 < hay.size() && off_after.count(hay[at + 1]) > 0) stated = false;     // "compile off"
           ++at;
         }
         if (stated) {

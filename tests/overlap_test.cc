@@ -194,7 +194,6 @@ TEST(Overlap, AllToAllAcrossNodesIsCappedByTheIntraNodeRate) {
     return EstimateStepTime(j).breakdown.ep_comm_s;
   };
   const double slow = with_nic(47e9), fast = with_nic(300e9), faster = with_nic(600e9);
-  ASSERT_LT(300e9 * 15 / 8, 600e9 * 15 / 8);
   ASSERT_GT(300e9 * 15 / 8, ia->busbw_bytes_per_s);  // the uncapped rate would pass NVLink's
   EXPECT_EQ(fast, faster);
   const CollectiveRate* xa = job.profile.FindCollective(Collective::kAllToAll, Scope::kInterNode);

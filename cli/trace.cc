@@ -32,9 +32,9 @@ std::string Collectives(const google::protobuf::Map<std::string, double>& m) {
 // name, e.g. one layer's attn(F)), milliseconds.
 std::string FormatAnnotations(const v1::TraceSummary& s) {
   std::string o = "\n  per annotation (GPU records launched inside it; ms per instance = summed over its ranges / n):\n";
-  absl::StrAppendFormat(&o, "  %-28s %4s %8s %8s %8s %8s %8s %8s %9s %8s %9s %9s  %s\n", "annotation", "n", "gemm",
-                        "attn", "conv", "other", "memory", "comm", "sum", "busy", "comp|comm", "comm|comp",
-                        "streams (ms per instance)");
+  absl::StrAppendFormat(&o, "  %-28s %4s %8s %8s %8s %8s %8s %8s %9s %8s %9s %9s %8s %7s %8s  %s\n", "annotation", "n",
+                        "gemm", "attn", "conv", "other", "memory", "comm", "sum", "busy", "comp|comm", "comm|comp", "cpu",
+                        "records", "cpu/rec", "streams (ms per instance)");
   for (const v1::AnnotationTime& a : s.annotations()) {
     const double n = std::max(1, a.instances());
     const double sum = a.gemm_s() + a.attention_s() + a.convolution_s() + a.elementwise_s() + a.memory_copy_s() +
@@ -44,14 +44,22 @@ std::string FormatAnnotations(const v1::TraceSummary& s) {
       absl::StrAppendFormat(&streams, "%s%d: %.3f", streams.empty() ? "" : ", ", st.stream(), Ms(st.time_s()) / n);
     }
     std::string name = a.name().size() > 28 ? a.name().substr(0, 25) + "..." : a.name();
-    absl::StrAppendFormat(&o, "  %-28s %4d %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f %8.3f %9.3f %9.3f  %s\n", name,
-                          a.instances(), Ms(a.gemm_s()) / n, Ms(a.attention_s()) / n, Ms(a.convolution_s()) / n,
+    // The CPU's time per GPU record it issued (us): with no host wait inside the range, the host
+    // cost of a launch (Python, dispatch, the launch call); framework.proto LaunchModel.
+    const std::string per_record =
+        a.records() > 0 && a.cpu_range_s() > 0 ? absl::StrFormat("%8.1f", a.cpu_range_s() * 1e6 / a.records()) : "       -";
+    absl::StrAppendFormat(&o, "  %-28s %4d %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f %8.3f %9.3f %9.3f %8.3f %7.1f %s  %s\n",
+                          name, a.instances(), Ms(a.gemm_s()) / n, Ms(a.attention_s()) / n, Ms(a.convolution_s()) / n,
                           Ms(a.elementwise_s()) / n, Ms(a.memory_copy_s()) / n, Ms(a.communication_s()) / n, Ms(sum) / n,
                           Ms(a.busy_s()) / n, Ms(a.compute_overlapped_by_communication_s()) / n,
-                          Ms(a.communication_overlapped_by_compute_s()) / n, streams);
+                          Ms(a.communication_overlapped_by_compute_s()) / n, Ms(a.cpu_range_s()) / n, a.records() / n,
+                          per_record, streams);
   }
   o += "  (sum = every record's duration; busy = their union; comp|comm = its non-communication time under a\n"
-       "   communication kernel; comm|comp = its communication time under a computation kernel; n = ranges)\n";
+       "   communication kernel; comm|comp = its communication time under a computation kernel; n = ranges;\n"
+       "   cpu = the ranges' CPU time; records = GPU records launched inside them; cpu/rec = cpu per record, us:\n"
+       "   the host cost of a launch where nothing in the range waits for the GPU -> a framework preset's\n"
+       "   launch.kernel_launch_overhead_s)\n";
   return o;
 }
 

@@ -164,9 +164,11 @@ struct MoeLaunchModel {
   std::vector<ExpertGemmLaunches> expert_gemms;  // empty: an MoE layer launches as a dense one
 };
 
+// Host cost of launching a layer's kernels (framework.proto LaunchModel).
 struct LaunchModel {
   bool cuda_graphs = false;
-  double kernel_launch_overhead_s = 0;
+  double kernel_launch_overhead_s = 0;   // per kernel the framework's code issues (Python, dispatch, launch)
+  double looped_launch_overhead_s = 0;   // per kernel launched from a C++ loop inside one op (the launch call)
   int64_t kernels_per_layer_forward = 0;
   MoeLaunchModel moe;
 };

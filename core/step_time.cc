@@ -1422,10 +1422,13 @@ void StepModel::LaunchFloor(bool moe, LayerCost& c) {
   for (const ExpertGemmLaunches& e : ml.expert_gemms) {
     if (e.gemm_dtype == t_.precision.gemm) g = &e;
   }
-  const double experts_f = ml.grouped_linears * (g->kernels_forward + g->kernels_per_expert_forward * local_experts);
-  const double experts_b = ml.grouped_linears * (g->kernels_backward + g->kernels_per_expert_backward * local_experts);
-  const double before_f = n + ml.kernels_before_sync, after_f = ml.kernels_after_sync + experts_f;
-  const double launches_b = 2 * (n + ml.kernels_before_sync + ml.kernels_after_sync) + experts_b;
+  // Host seconds: the kernels the framework's code issues at L each, the per-expert ones (a C++
+  // loop inside the grouped linear) at the launch call's own cost.
+  const double LE = fw_.launch.looped_launch_overhead_s;
+  const double experts_f = ml.grouped_linears * (g->kernels_forward * L + g->kernels_per_expert_forward * local_experts * LE);
+  const double experts_b = ml.grouped_linears * (g->kernels_backward * L + g->kernels_per_expert_backward * local_experts * LE);
+  const double host_before_f = (n + ml.kernels_before_sync) * L, host_after_f = ml.kernels_after_sync * L + experts_f;
+  const double host_b = 2 * (n + ml.kernels_before_sync + ml.kernels_after_sync) * L + experts_b;
   // The GPU's forward of the layer, the EP all-to-all included (on the compute stream in the
   // all-to-all dispatcher), and the part after the wait: the MoE block (module.moe holds its
   // router, experts and exposed dispatch / combine).
@@ -1439,9 +1442,9 @@ void StepModel::LaunchFloor(bool moe, LayerCost& c) {
   // counts on the host and does not wait.
   const bool sync = ml.host_sync == MoeHostSync::kEveryLayer ||
                     (ml.host_sync == MoeHostSync::kWithExpertParallel && p_.ep > 1);
-  const double floor_f = sync ? std::max(before_f * L, g_before) + std::max(after_f * L, g_after)
-                              : std::max((before_f + after_f) * L, g_f);
-  c.launch.Host(std::max(0.0, floor_f - g_f) + std::max(0.0, launches_b * L - g_b));
+  const double floor_f = sync ? std::max(host_before_f, g_before) + std::max(host_after_f, g_after)
+                              : std::max(host_before_f + host_after_f, g_f);
+  c.launch.Host(std::max(0.0, floor_f - g_f) + std::max(0.0, host_b - g_b));
 }
 
 void StepModel::Logits(LayerCost& c) {

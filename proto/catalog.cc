@@ -744,11 +744,18 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.kernel_launch_overhead_s: ",
                                                    l.kernel_launch_overhead_s(), " must be in [0, 0.01)"));
   }
+  if (!(l.looped_launch_overhead_s() >= 0 && l.looped_launch_overhead_s() < 1e-2)) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.looped_launch_overhead_s: ",
+                                                   l.looped_launch_overhead_s(), " must be in [0, 0.01)"));
+  }
   if (l.kernels_per_layer_forward() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.kernels_per_layer_forward: must be >= 0"));
   }
   fw.launch.cuda_graphs = l.cuda_graphs();
   fw.launch.kernel_launch_overhead_s = l.kernel_launch_overhead_s();
+  // 0: a looped launch costs what any other does (framework.proto LaunchModel).
+  fw.launch.looped_launch_overhead_s =
+      l.looped_launch_overhead_s() > 0 ? l.looped_launch_overhead_s() : l.kernel_launch_overhead_s();
   fw.launch.kernels_per_layer_forward = l.kernels_per_layer_forward();
   if (l.has_moe()) {
     const v1::MoeLaunchModel& m = l.moe();

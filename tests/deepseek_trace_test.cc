@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/step_time.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -126,6 +127,40 @@ TEST_F(DeepSeekV3Trace, WhatTheModelDoesNotHoldIsPrintedWithItsReason) {
   // Under DualPipe the transfers hide behind the other chunk's compute: nothing exposed, only the
   // contention of the 20 SMs DeepEP keeps.
   EXPECT_LT(m_.ep_fwd_s + m_.ep_bwd_s, 0.5 * m_.ep_transfer_s);
+}
+
+// The host cost of an eager layer (framework.proto LaunchModel): every eager PyTorch preset's
+// kernel_launch_overhead_s is the trace's CPU time per GPU record of its compute modules (attn,
+// mlp: 39.7 ms over 943 records), and Megatron's looped_launch_overhead_s (Transformer Engine's
+// per-expert C++ loop) the mean launch call in them (deepseek_v3_modules.py, "host").
+TEST_F(DeepSeekV3Trace, EagerHostCostsAreTheTracesFigures) {
+  const size_t at = json_.find("\"compute_modules\": {");
+  ASSERT_NE(at, std::string::npos);
+  auto number = [&](const std::string& key) {
+    const size_t k = json_.find("\"" + key + "\":", at);
+    return k == std::string::npos ? -1.0 : std::stod(json_.substr(k + key.size() + 3));
+  };
+  const double per_record_us = number("cpu_us_per_record"), launch_call_us = number("launch_api_us_mean");
+  EXPECT_NEAR(number("cpu_us") / number("gpu_records"), per_record_us, 1e-9);
+  EXPECT_NEAR(per_record_us, 42.07, 0.01);  // 39,672 us / 943 records
+  for (const char* name : {"megatron-core", "nemo", "megatron-bridge", "megatron-lm-2021", "megatron-lm-2022", "deepspeed",
+                           "torchtitan", "pytorch-fsdp1", "pytorch-fsdp2", "llm-foundry", "nemo-automodel",
+                           "colossalai-gemini", "generic"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Job> job = testing::JobFromYaml(absl::StrCat(R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 8, micro_batch_size: 1}
+framework: )", name));
+    ASSERT_TRUE(job.ok()) << job.status();
+    // The preset rounds to 2 significant figures.
+    EXPECT_NEAR(job->framework.launch.kernel_launch_overhead_s * 1e6, per_record_us, 0.5);
+    const std::string n = name;
+    if (n == "megatron-core" || n == "nemo" || n == "megatron-bridge") {
+      EXPECT_NEAR(job->framework.launch.looped_launch_overhead_s * 1e6, launch_call_us, 0.05);
+    }
+  }
 }
 
 }  // namespace

@@ -461,9 +461,11 @@ hardware: h100-sxm
 framework: megatron-core
 cluster: {gpu_count: 1}
 training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}})";
-  // 50 us a launch: every segment of the layer is host-bound, so the layer takes its launches x 50 us.
+  // 50 us a launch, looped or not: every segment of the layer is host-bound, so the layer takes
+  // its launches x 50 us.
   auto run = [](Job j, DType gemm) {
     j.framework.launch.kernel_launch_overhead_s = 50e-6;
+    j.framework.launch.looped_launch_overhead_s = 50e-6;
     j.training.precision.gemm = gemm;
     j.training.cuda_graphs = false;
     const StepBreakdown b = EstimateStepTime(j).breakdown;
@@ -487,6 +489,40 @@ training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision
   EXPECT_NEAR(run(*bridge, DType::kFP8) - bf16_s, 2 * 1024 * 50e-6, 0.01 * 2 * 1024 * 50e-6);
 }
 
+// The per-expert GEMMs come from a C++ loop inside Transformer Engine's GroupedLinear: each costs
+// the host the launch call (looped_launch_overhead_s), not a Python op (kernel_launch_overhead_s).
+TEST(StepTime, LoopedExpertLaunchesCostTheLaunchCallOnly) {
+  const char* yaml = R"(
+model: {shape: {name: tiny-moe, layers: 2, hidden_size: 256, attention_heads: 4, vocab_size: 1024, ffn_type: swiglu,
+        ffn_hidden_size: 512, moe: {routed_experts: 64, top_k: 8, expert_ffn_hidden_size: 128}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, cuda_graphs: false})";
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  ASSERT_TRUE(job.ok()) << job.status();
+  // The shipped preset: 42 us a kernel the framework issues, 3.8 us a looped launch (the
+  // DeepSeek-V3 trace's figures, DeepSeekV3Trace.EagerHostCostsAreTheTracesFigures).
+  EXPECT_DOUBLE_EQ(job->framework.launch.kernel_launch_overhead_s, 42e-6);
+  EXPECT_DOUBLE_EQ(job->framework.launch.looped_launch_overhead_s, 3.8e-6);
+  job->framework.launch.kernel_launch_overhead_s = 50e-6;
+  job->framework.launch.looped_launch_overhead_s = 5e-6;
+  const StepBreakdown b = EstimateStepTime(*job).breakdown;
+  // Per layer, by hand: the framework issues 14 + 26 + 10 = 50 kernels forward and 100 backward at
+  // 50 us (7.5 ms); the grouped linears loop 2 x 64 GEMMs forward and 2 x 64 x 2 backward at 5 us
+  // (1.92 ms): 9.42 ms a layer, 18.84 ms for two, all host-bound in this tiny model.
+  const double host_s = 2 * (150 * 50e-6 + 384 * 5e-6);
+  const double total_s = b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
+  EXPECT_GE(total_s, host_s);
+  EXPECT_LE(total_s, host_s + 0.5e-3);
+  // A preset that does not set looped_launch_overhead_s: a looped launch costs what any other does.
+  absl::StatusOr<Job> spec = testing::JobFromYaml(absl::StrReplaceAll(
+      yaml, {{"framework: megatron-core", "framework: {spec: {base: megatron-core, launch: {kernel_launch_overhead_s: "
+                                          "2e-5, kernels_per_layer_forward: 14}}}"}}));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_DOUBLE_EQ(spec->framework.launch.looped_launch_overhead_s, 2e-5);
+}
+
 // The dispatcher's wait for the token counts drains the GPU's queue: the launches after it
 // cannot hide behind the attention before it. Without the wait, a layer whose GPU work exceeds
 // all its launches has no host floor.
@@ -504,6 +540,7 @@ training: {seq_length: 131072, global_batch_size: 1, micro_batch_size: 1, precis
   absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
   ASSERT_TRUE(job.ok()) << job.status();
   job->framework.launch.kernel_launch_overhead_s = 50e-6;
+  job->framework.launch.looped_launch_overhead_s = 50e-6;
   Job no_wait = *job;
   no_wait.framework.launch.moe.host_sync = MoeHostSync::kNone;
   const StepBreakdown with = EstimateStepTime(*job).breakdown, without = EstimateStepTime(no_wait).breakdown;

@@ -68,7 +68,8 @@ out=$(timeout 10 "$bin" trace "$work/fifo.json" 2>&1); rc=$?
 out=$("$bin" trace --contention --contention-key name "$trace" 2>&1); rc=$?
 { [ $rc -eq 2 ] && grep -q -- "--contention-key" <<<"$out"; } && ok "--contention-key name: exit 2" || { bad "contention key ($rc)"; echo "$out"; }
 
-# 2c. --annotations: GPU time per user annotation, per instance (a synthetic two-layer trace).
+# 2c. --annotations: GPU time per user annotation, per instance (a synthetic two-layer trace); the
+#     CPU time per range (100 / 50 us) and per GPU record launched in it (100 / 2, 50 / 1 us).
 python3 - "$work/modules.json" <<'PY'
 import json, sys
 ev, c = [], 0
@@ -92,8 +93,8 @@ for layer in range(2):
 json.dump({"traceEvents": ev}, open(sys.argv[1], "w"))
 PY
 out=$("$bin" trace --annotations "$work/modules.json"); rc=$?
-{ [ $rc -eq 0 ] && grep -Eq "attn\(F\) +2 +0.300 +0.200 +0.000 +0.000 +0.000 +0.000 +0.500 +0.500 +0.400 +0.000  7: 0.500" <<<"$out" \
-  && grep -Eq "dispatch\(F\) +2 +0.000 +0.000 +0.000 +0.000 +0.000 +0.600 +0.600 +0.600 +0.000 +0.400  27: 0.600" <<<"$out"; } \
+{ [ $rc -eq 0 ] && grep -Eq "attn\(F\) +2 +0.300 +0.200 +0.000 +0.000 +0.000 +0.000 +0.500 +0.500 +0.400 +0.000 +0.100 +2.0 +50.0  7: 0.500" <<<"$out" \
+  && grep -Eq "dispatch\(F\) +2 +0.000 +0.000 +0.000 +0.000 +0.000 +0.600 +0.600 +0.600 +0.000 +0.400 +0.050 +1.0 +50.0  27: 0.600" <<<"$out"; } \
   && ok "trace --annotations: per-instance ms per module" || { bad "annotations ($rc)"; echo "$out"; }
 "$bin" trace --annotations --json "$work/modules.json" > "$work/modules_out.json" || bad "annotations --json"
 python3 - "$work/modules_out.json" <<'PY' && ok "trace --annotations --json: AnnotationTime" || bad "annotations --json content"

@@ -341,6 +341,11 @@ TEST(DeepSeekV3, PerModuleAgreesWithTheIndependentAccounting) {
                 f.at("compute_overlapped_by_communication_per_layer_us").number_value(), 0.5);
     EXPECT_NEAR(us(a.communication_overlapped_by_compute_s()),
                 f.at("communication_overlapped_by_compute_per_layer_us").number_value(), 0.5);
+    // The host side (what `trace --annotations` prints as cpu and cpu/rec): CPU time and GPU
+    // records per layer, against the script's "host" figures.
+    const auto& host = want.fields().at("host").struct_value().fields().at("per_module").struct_value().fields().at(name).struct_value().fields();
+    EXPECT_NEAR(us(a.cpu_range_s()), host.at("cpu_us_per_layer").number_value(), 0.5);
+    EXPECT_NEAR(a.records() / n, host.at("gpu_records_per_layer").number_value(), 1e-9);
   }
 }
 

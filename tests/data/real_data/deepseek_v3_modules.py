@@ -100,7 +100,7 @@ def main():
         category = cat_of[g["name"]] if g["cat"] == "kernel" else "memory"
         recs.append({"name": g["name"], "s": g["ts"], "e": g["ts"] + g["dur"], "cat": category,
                      "stream": g["args"]["stream"], "module": a["name"] if a else "(none)",
-                     "range": id(a), "grid": g["args"].get("grid")})
+                     "range": id(a), "grid": g["args"].get("grid"), "corr": c})
     comm_all = union([(r["s"], r["e"]) for r in recs if r["cat"] == "communication"])
     compute_all = union([(r["s"], r["e"]) for r in recs if r["cat"] not in ("communication", "memory")])
     instances = collections.Counter(a["name"] for a in ann)
@@ -129,6 +129,46 @@ def main():
             "communication_overlapped_by_compute_per_layer_us": intersect(comm, compute_all) / n,
             "communication_overlapped_share": (intersect(comm, compute_all) / length(comm)) if comm else None,
         }
+    # Host side (issue 21 item 1, the MoE host floor): how long the CPU took to issue each module's
+    # GPU work. A module's host time is the CPU duration of its annotation ranges (the main thread
+    # opens it; the backward's launches come from the autograd thread while it is open); its
+    # launches are the GPU records attributed to it above. The compute modules (attn, mlp) only
+    # issue work: no launch API call in them blocks (each takes a few microseconds) and the trace
+    # has no cudaDeviceSynchronize / cudaStreamSynchronize inside them. dispatch and combine are left
+    # out: DeepEP's host waits for the GPU's token counts there ("the CPU will wait for GPU's
+    # signal", deep_ep buffer.py), so their CPU time is not issue time.
+    launch_api = {}
+    for e in ev:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and e["name"] in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel"):
+            launch_api[e["args"]["correlation"]] = e["dur"]
+    cpu_us = collections.Counter()
+    for a in ann:
+        cpu_us[a["name"]] += a["dur"]
+    host = {}
+    for m in MODULES:
+        rs = [r for r in recs if r["module"] == m]
+        api = [launch_api[r["corr"]] for r in rs if r["corr"] in launch_api]
+        host[m] = {"cpu_us_per_layer": cpu_us[m] / instances[m], "gpu_records_per_layer": len(rs) / instances[m],
+                   "cpu_us_per_record": cpu_us[m] / max(1, len(rs)),
+                   "launch_api_us_mean": statistics.mean(api) if api else None}
+    compute = ["attn(F)", "attn(B)", "attn(W)", "mlp(F)", "mlp(B)", "mlp(W)"]
+    api_compute = [launch_api[r["corr"]] for r in recs if r["module"] in compute and r["corr"] in launch_api]
+    host_summary = {
+        "modules": compute,
+        "cpu_us": sum(cpu_us[m] for m in compute),
+        "gpu_records": sum(1 for r in recs if r["module"] in compute),
+        "launch_api_calls": len(api_compute),
+        "launch_api_us_mean": statistics.mean(api_compute),
+        "launch_api_us_median": statistics.median(api_compute),
+    }
+    host_summary["cpu_us_per_record"] = host_summary["cpu_us"] / host_summary["gpu_records"]
+    host_summary["cpu_us_per_record_range_by_module"] = [min(host[m]["cpu_us_per_record"] for m in compute),
+                                                         max(host[m]["cpu_us_per_record"] for m in compute)]
+    host_summary["note"] = ("Measured with the profiler recording CPU ops and runtime calls (Kineto), which adds to the "
+                            "host time; no correction applied. cpu_us_per_record: the CPU time an eager PyTorch "
+                            "training layer takes per GPU record it issues (Python, op dispatch, autograd, the launch "
+                            "call); launch_api_us_*: the cudaLaunchKernel / cudaLaunchKernelExC / cuLaunchKernel call "
+                            "alone, what a kernel launched from a C++ loop inside one op costs the host.")
     cats = collections.Counter()
     for r in recs:
         cats[r["cat"]] += r["e"] - r["s"]
@@ -227,6 +267,7 @@ def main():
                             "wgrad in (W)); their kernels are not assigned one by one here. The DeepGEMM-style kernels "
                             "are persistent (grid 112 = 132 SMs - DeepEP's 20, or 2 x 56), so their grid gives no shape.",
         "modules": modules,
+        "host": {"per_module": host, "compute_modules": host_summary},
     }
     json.dump(out, sys.stdout, indent=1)
     print()

@@ -184,6 +184,9 @@ struct Framework {
   // An MoE layer's fc2 expert bias added in an eager loop per local expert (framework.proto
   // ElementwiseModel.expert_bias_eager; only for models with linear_bias).
   bool expert_bias_eager = false;
+  // GPT-OSS's GLU clamp run as eager ops (ElementwiseModel.expert_clamp_eager; only for models
+  // with activation_clamp).
+  bool expert_clamp_eager = false;
   OverlapModel overlap;
   ShardingModel sharding;
   std::string default_schedule = "1f1b";

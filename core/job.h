@@ -187,6 +187,9 @@ struct ModelChoices {
   // off: an MoE expert's fc2 bias costs nothing (before 2026-11-28; on: the framework's
   // ElementwiseModel.expert_bias_eager, Megatron-Core's loop per local expert).
   bool expert_bias_eager = true;
+  // off: GPT-OSS's clamped GLU costs what an unclamped one does (before 2026-11-28; on: the
+  // framework's ElementwiseModel.expert_clamp_eager, Megatron-Core's eager clamp and cat).
+  bool expert_clamp_eager = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

@@ -29,6 +29,7 @@ ModelShape ModelShape::Resolved() const {
   s.local_attention_kind = local_attention_kind;
   s.global_attention_every = global_attention_every;
   s.attention_sinks = attention_sinks;
+  s.activation_clamp = activation_clamp;
   s.attention_logit_softcap = attention_logit_softcap;
   s.final_logit_softcap = final_logit_softcap;
   s.position_encoding = position_encoding;

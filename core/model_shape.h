@@ -79,6 +79,7 @@ struct ModelShape {
   // others local; 0: every layer local (GPT-OSS, Gemma 2: 2; Gemma 3: 6; Llama 4: 4).
   int64_t global_attention_every = 0;
   bool attention_sinks = false;          // a learned sink logit per head (GPT-OSS)
+  bool activation_clamp = false;         // the experts' GLU clamps its inputs (GPT-OSS swiglu_limit)
   double attention_logit_softcap = 0;    // cap * tanh(score / cap); 0: none (Gemma 2: 50)
   double final_logit_softcap = 0;        // the same on the output logits (Gemma 2: 30)
   PositionEncoding position_encoding = PositionEncoding::kDefault;

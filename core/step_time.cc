@@ -286,6 +286,7 @@ bool AllOn(const Job& job) {
   const ModelChoices& c = job.choices;
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
          c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
+         c.expert_clamp_eager &&
          job.profile.overlaps.empty();
 }
 
@@ -320,6 +321,7 @@ Framework Effective(const Job& job) {
   }
   if (!c.launch_floor) f.launch.kernel_launch_overhead_s = 0;
   if (!c.expert_bias_eager) f.expert_bias_eager = false;
+  if (!c.expert_clamp_eager) f.expert_clamp_eager = false;
   if (!c.fsdp_semantics) f.sharding = ShardingModel{};
   // Overlap efficiencies measured on the cluster replace the preset's.
   for (const RateProfile::Overlap& o : job.profile.overlaps) {
@@ -1194,6 +1196,20 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     const double elems = rows * h;
     c.elem_fwd.Bytes(6 * e_act_ * elems * elem_factor_, bw_);
     c.elem_bwd.Bytes(8 * e_act_ * elems * elem_factor_, bw_);
+  }
+  if (fw_.expert_clamp_eager && m_.activation_clamp && gated) {
+    // GPT-OSS's clamped GLU in Megatron-Core (fusions/fused_bias_geglu.py
+    // weighted_bias_quick_geglu_impl, core_r0.16 b0cc2706 l.410-442): the clamp runs eager before
+    // the compiled activation. Forward, the two clamps over the [N, F] halves (read + write: 4 N F
+    // elements) and the cat back to [N, 2F] (4 N F); backward, the two ClampBackward (gradient and
+    // input read, gradient written: 6 N F) and the cat's split (4 N F). Part of the activation:
+    // recomputed with moe_act / activation_functions.
+    const double nf = t_rank * k * fe / etp;
+    const double fwd = 8 * e_act_ * nf * elem_factor_, fwd_s = fwd / bw_;
+    c.elem_fwd.BytesIn(fwd, fwd_s);
+    c.module.activation_functions.BytesIn(fwd, fwd_s);
+    mod.moe_act.BytesIn(fwd, fwd_s);
+    c.elem_bwd.Bytes(10 * e_act_ * nf * elem_factor_, bw_);
   }
   Work moe_fwd = c.gemm_fwd;
   moe_fwd += c.elem_fwd;

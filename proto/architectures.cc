@@ -238,6 +238,7 @@ void ApplyConventions(const v1::FamilyConventions& c, v1::ModelShape* s) {
   if (c.attention_logit_softcap() > 0) s->set_attention_logit_softcap(c.attention_logit_softcap());
   if (c.final_logit_softcap() > 0) s->set_final_logit_softcap(c.final_logit_softcap());
   if (c.embedding_norm()) s->set_embedding_norm(true);
+  if (c.activation_clamp()) s->set_activation_clamp(true);
 }
 
 absl::Status ArchitectureFieldsFromProto(const v1::ModelShape& m, const std::string& prefix, ModelShape* s) {
@@ -265,6 +266,7 @@ absl::Status ArchitectureFieldsFromProto(const v1::ModelShape& m, const std::str
   }
   s->embedding_norm = m.embedding_norm();
   s->mtp_layers = m.mtp_layers();
+  s->activation_clamp = m.activation_clamp();
   return absl::OkStatus();
 }
 
@@ -277,6 +279,7 @@ void ArchitectureFieldsToProto(const ModelShape& s, v1::ModelShape* m) {
   }
   m->set_global_attention_every(s.global_attention_every);
   m->set_attention_sinks(s.attention_sinks);
+  m->set_activation_clamp(s.activation_clamp);
   m->set_attention_logit_softcap(s.attention_logit_softcap);
   m->set_final_logit_softcap(s.final_logit_softcap);
   switch (s.position_encoding) {

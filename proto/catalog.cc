@@ -688,6 +688,7 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   }
   fw.loss_peak_bytes_per_logit = e.loss_peak_bytes_per_logit();
   fw.expert_bias_eager = e.expert_bias_eager();
+  fw.expert_clamp_eager = e.expert_clamp_eager();
   if (!(fw.loss_peak_bytes_per_logit >= 0 && fw.loss_peak_bytes_per_logit < 1000)) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".elementwise.loss_peak_bytes_per_logit: ",
                                                    e.loss_peak_bytes_per_logit(), " must be in [0, 1000)"));

@@ -623,6 +623,46 @@ training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precisio
   EXPECT_EQ(EstimateStepTime(unbiased).breakdown.elementwise_s, EstimateStepTime(unbiased_fused).breakdown.elementwise_s);
 }
 
+// GPT-OSS's clamped GLU in Megatron-Core: two eager clamps and a cat before the compiled
+// activation (fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl), their autograd mirror
+// in backward, and the forward again where moe_act is recomputed.
+TEST(StepTime, ClampedExpertActivationInMegatronRunsEager) {
+  const char* yaml = R"(
+model: {shape: {name: clamped-moe, layers: 2, hidden_size: 2880, attention_heads: 64, kv_heads: 8, head_dim: 64,
+        vocab_size: 1024, ffn_type: swiglu, activation_clamp: true,
+        moe: {routed_experts: 32, top_k: 4, expert_ffn_hidden_size: 2880}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, recompute: none,
+           cuda_graphs: true})";
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->framework.expert_clamp_eager);
+  ASSERT_TRUE(job->model.activation_clamp);
+  Job fused = *job;
+  fused.framework.expert_clamp_eager = false;
+  // N F = 4096 tokens x top-4 x 2880 = 47.2 M elements of 2 bytes: forward 8, backward 10 per
+  // element: 36 x 47.2 M = 1.699 GB a layer, two layers.
+  const double nf = 4096.0 * 4 * 2880;
+  const double bw = job->profile.hbm_bandwidth_bytes_per_s;
+  auto elementwise = [](const Job& j) { return EstimateStepTime(j).breakdown.elementwise_s; };
+  EXPECT_NEAR(elementwise(*job) - elementwise(fused), 2 * 36 * nf / bw, 1e-3 * 2 * 36 * nf / bw);
+  // Recomputing moe_act (the GPT-OSS recipes' recompute_modules) runs the forward's 16 bytes again.
+  Job rc = *job, rc_fused = fused;
+  for (Job* j : {&rc, &rc_fused}) {
+    j->training.recompute = Recompute::kSelective;
+    j->training.recompute_modules = {"moe_act"};
+  }
+  const StepBreakdown a = EstimateStepTime(rc).breakdown, b = EstimateStepTime(rc_fused).breakdown;
+  EXPECT_NEAR((a.elementwise_s + a.recompute_s) - (b.elementwise_s + b.recompute_s), 2 * (36 + 16) * nf / bw,
+              1e-3 * 2 * 52 * nf / bw);
+  // Without the clamp (an unclamped model), nothing changes.
+  Job plain = *job, plain_fused = fused;
+  plain.model.activation_clamp = plain_fused.model.activation_clamp = false;
+  EXPECT_EQ(elementwise(plain), elementwise(plain_fused));
+}
+
 TEST(StepTime, MoeLaunchModelErrorsNameTheField) {
   const std::string job = "model: mixtral-8x7b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\n"
                           "parallelism: {ep: 8}\ntraining: {seq_length: 4096, global_batch_size: 8}\n";

@@ -249,6 +249,7 @@ TEST(HfRealInputs, GptOss20bAsItsCardCountsIt) {
   EXPECT_EQ(m.global_attention_every, 2);  // sliding, full, sliding, ...
   EXPECT_EQ(m.LocalAttentionLayerCount(), 12);
   EXPECT_TRUE(m.attention_sinks);
+  EXPECT_TRUE(m.activation_clamp);  // swiglu_limit: the gpt_oss family's conventions.activation_clamp
   EXPECT_TRUE(m.linear_bias);
   const ParameterCounts c = CountParameters(m);
   EXPECT_NEAR(c.total / 20.91e9, 1.0, 0.002) << c.total;

@@ -162,6 +162,9 @@ struct MoeLaunchModel {
   MoeHostSync host_sync = MoeHostSync::kNone;
   double grouped_linears = 0;
   std::vector<ExpertGemmLaunches> expert_gemms;  // empty: an MoE layer launches as a dense one
+  // The eager fc2-bias loop's kernels per local expert (with Framework::expert_bias_eager and a
+  // biased model), issued from Python.
+  double bias_loop_kernels_per_expert_forward = 0, bias_loop_kernels_per_expert_backward = 0;
 };
 
 // Host cost of launching a layer's kernels (framework.proto LaunchModel).

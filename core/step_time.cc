@@ -1443,8 +1443,13 @@ void StepModel::LaunchFloor(bool moe, LayerCost& c) {
   const double LE = fw_.launch.looped_launch_overhead_s;
   const double experts_f = ml.grouped_linears * (g->kernels_forward * L + g->kernels_per_expert_forward * local_experts * LE);
   const double experts_b = ml.grouped_linears * (g->kernels_backward * L + g->kernels_per_expert_backward * local_experts * LE);
-  const double host_before_f = (n + ml.kernels_before_sync) * L, host_after_f = ml.kernels_after_sync * L + experts_f;
-  const double host_b = 2 * (n + ml.kernels_before_sync + ml.kernels_after_sync) * L + experts_b;
+  // A biased model's fc2 bias, added in Python per local expert (ElementwiseModel.expert_bias_eager).
+  const bool bias_loop = fw_.expert_bias_eager && m_.linear_bias;
+  const double bias_f = bias_loop ? ml.bias_loop_kernels_per_expert_forward * local_experts * L : 0.0;
+  const double bias_b = bias_loop ? ml.bias_loop_kernels_per_expert_backward * local_experts * L : 0.0;
+  const double host_before_f = (n + ml.kernels_before_sync) * L,
+               host_after_f = ml.kernels_after_sync * L + experts_f + bias_f;
+  const double host_b = 2 * (n + ml.kernels_before_sync + ml.kernels_after_sync) * L + experts_b + bias_b;
   // The GPU's forward of the layer, the EP all-to-all included (on the compute stream in the
   // all-to-all dispatcher), and the part after the wait: the MoE block (module.moe holds its
   // router, experts and exposed dispatch / combine).

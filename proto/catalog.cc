@@ -768,7 +768,9 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     };
     for (const auto& [v, name] : {std::pair<int64_t, absl::string_view>{m.kernels_before_sync(), "kernels_before_sync"},
                                   {m.kernels_after_sync(), "kernels_after_sync"},
-                                  {m.grouped_linears(), "grouped_linears"}}) {
+                                  {m.grouped_linears(), "grouped_linears"},
+                                  {m.bias_loop_kernels_per_expert_forward(), "bias_loop_kernels_per_expert_forward"},
+                                  {m.bias_loop_kernels_per_expert_backward(), "bias_loop_kernels_per_expert_backward"}}) {
       if (absl::Status st = count(v, name); !st.ok()) return st;
     }
     if (m.expert_gemms_size() == 0) return absl::InvalidArgumentError(absl::StrCat(mp, ".expert_gemms: at least one entry is needed"));
@@ -797,6 +799,8 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     fw.launch.moe.kernels_before_sync = static_cast<double>(m.kernels_before_sync());
     fw.launch.moe.kernels_after_sync = static_cast<double>(m.kernels_after_sync());
     fw.launch.moe.grouped_linears = static_cast<double>(m.grouped_linears());
+    fw.launch.moe.bias_loop_kernels_per_expert_forward = static_cast<double>(m.bias_loop_kernels_per_expert_forward());
+    fw.launch.moe.bias_loop_kernels_per_expert_backward = static_cast<double>(m.bias_loop_kernels_per_expert_backward());
   }
   for (const std::string& s : spec.sources()) fw.sources.push_back(s);
   return fw;

@@ -623,6 +623,38 @@ training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precisio
   EXPECT_EQ(EstimateStepTime(unbiased).breakdown.elementwise_s, EstimateStepTime(unbiased_fused).breakdown.elementwise_s);
 }
 
+// The eager fc2-bias loop (moe/experts.py _apply_bias) is Python per local expert: its launches
+// cost the host kernel_launch_overhead_s each, 2 forward and 6 backward per local expert.
+TEST(StepTime, ExpertBiasLoopLaunchesPerLocalExpert) {
+  const char* yaml = R"(
+model: {shape: {name: tiny-biased-moe, layers: 2, hidden_size: 256, attention_heads: 4, vocab_size: 1024,
+        ffn_type: swiglu, ffn_hidden_size: 512, linear_bias: true,
+        moe: {routed_experts: 64, top_k: 8, expert_ffn_hidden_size: 128}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, cuda_graphs: false})";
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->framework.launch.moe.bias_loop_kernels_per_expert_forward, 2);
+  EXPECT_EQ(job->framework.launch.moe.bias_loop_kernels_per_expert_backward, 6);
+  job->framework.launch.kernel_launch_overhead_s = 50e-6;
+  job->framework.launch.looped_launch_overhead_s = 50e-6;
+  auto host_bound_s = [](const Job& j) {
+    const StepBreakdown b = EstimateStepTime(j).breakdown;
+    return b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
+  };
+  Job unbiased = *job;
+  unbiased.model.linear_bias = false;
+  // 64 local experts x (2 + 6) = 512 more launches a layer, 2 layers, at 50 us: 51.2 ms (the
+  // tiny layer is host-bound either way; the bias bytes add microseconds of GPU work).
+  EXPECT_NEAR(host_bound_s(*job) - host_bound_s(unbiased), 2 * 512 * 50e-6, 0.5e-3);
+  // Without the eager loop (a framework that fuses the bias into the GEMM), no launches.
+  Job fused = *job;
+  fused.framework.expert_bias_eager = false;
+  EXPECT_NEAR(host_bound_s(fused), host_bound_s(unbiased), 0.5e-3);
+}
+
 // GPT-OSS's clamped GLU in Megatron-Core: two eager clamps and a cat before the compiled
 // activation (fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl), their autograd mirror
 // in backward, and the forward again where moe_act is recomputed.

@@ -172,6 +172,7 @@ struct LaunchModel {
   bool cuda_graphs = false;
   double kernel_launch_overhead_s = 0;   // per kernel the framework's code issues (Python, dispatch, launch)
   double looped_launch_overhead_s = 0;   // per kernel launched from a C++ loop inside one op (the launch call)
+  double scaled_rope_kernels_forward = 0, scaled_rope_kernels_backward = 0;  // eager RoPE's extra kernels a layer
   int64_t kernels_per_layer_forward = 0;
   MoeLaunchModel moe;
 };
@@ -190,6 +191,8 @@ struct Framework {
   // GPT-OSS's GLU clamp run as eager ops (ElementwiseModel.expert_clamp_eager; only for models
   // with activation_clamp).
   bool expert_clamp_eager = false;
+  // RoPE as eager ops for a model with a YaRN attention factor (ElementwiseModel.scaled_rope_eager).
+  bool scaled_rope_eager = false;
   OverlapModel overlap;
   ShardingModel sharding;
   std::string default_schedule = "1f1b";

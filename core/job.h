@@ -190,6 +190,9 @@ struct ModelChoices {
   // off: GPT-OSS's clamped GLU costs what an unclamped one does (before 2026-11-28; on: the
   // framework's ElementwiseModel.expert_clamp_eager, Megatron-Core's eager clamp and cat).
   bool expert_clamp_eager = true;
+  // off: a YaRN-scaled RoPE costs what a plain one does (before 2026-11-28; on: the framework's
+  // ElementwiseModel.scaled_rope_eager, Megatron-Core's unfused RoPE).
+  bool scaled_rope_eager = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

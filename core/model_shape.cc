@@ -30,6 +30,7 @@ ModelShape ModelShape::Resolved() const {
   s.global_attention_every = global_attention_every;
   s.attention_sinks = attention_sinks;
   s.activation_clamp = activation_clamp;
+  s.rope_attention_factor = rope_attention_factor;
   s.attention_logit_softcap = attention_logit_softcap;
   s.final_logit_softcap = final_logit_softcap;
   s.position_encoding = position_encoding;

@@ -80,6 +80,7 @@ struct ModelShape {
   int64_t global_attention_every = 0;
   bool attention_sinks = false;          // a learned sink logit per head (GPT-OSS)
   bool activation_clamp = false;         // the experts' GLU clamps its inputs (GPT-OSS swiglu_limit)
+  double rope_attention_factor = 0;      // YaRN's factor on the rotary cos / sin (GPT-OSS 1.3466); 0 or 1: none
   double attention_logit_softcap = 0;    // cap * tanh(score / cap); 0: none (Gemma 2: 50)
   double final_logit_softcap = 0;        // the same on the output logits (Gemma 2: 30)
   PositionEncoding position_encoding = PositionEncoding::kDefault;

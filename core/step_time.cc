@@ -286,7 +286,7 @@ bool AllOn(const Job& job) {
   const ModelChoices& c = job.choices;
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
          c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
-         c.expert_clamp_eager &&
+         c.expert_clamp_eager && c.scaled_rope_eager &&
          job.profile.overlaps.empty();
 }
 
@@ -322,6 +322,7 @@ Framework Effective(const Job& job) {
   if (!c.launch_floor) f.launch.kernel_launch_overhead_s = 0;
   if (!c.expert_bias_eager) f.expert_bias_eager = false;
   if (!c.expert_clamp_eager) f.expert_clamp_eager = false;
+  if (!c.scaled_rope_eager) f.scaled_rope_eager = false;
   if (!c.fsdp_semantics) f.sharding = ShardingModel{};
   // Overlap efficiencies measured on the cluster replace the preset's.
   for (const RateProfile::Overlap& o : job.profile.overlaps) {
@@ -901,6 +902,12 @@ class StepModel {
   const Placement place_;
   double bw_ = 0, e_act_ = 2, e_in_ = 2, e_grad_ = 4, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false, layers_needed_ = true;
+  // RoPE runs eager: the framework's TE fused RoPE takes no YaRN attention factor
+  // (ElementwiseModel.scaled_rope_eager) and the model's rotary cos / sin carry one.
+  bool ScaledRopeEager() const {
+    return fw_.scaled_rope_eager && m_.rope_attention_factor > 0 && m_.rope_attention_factor != 1 &&
+           !m_.mla.enabled() && m_.learned_position_embeddings == 0;
+  }
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
   std::shared_ptr<ThreadGemm> thread_gemm_;  // the thread's model and memo, when none was given
   const GemmModel* gm_ = nullptr;
@@ -1271,11 +1278,25 @@ void StepModel::NormsAndElementwise(LayerCost& c, const LayerScratch& s) {
   }
   elem += rope;
   Elementwise(elem, c);
+  double rope_eager_f_s = 0, rope_eager_b_s = 0;
+  if (ScaledRopeEager()) {
+    // Megatron-Core rope_utils.py _apply_rotary_pos_emb_bshd (core_r0.16 b0cc2706 l.92-126), per
+    // value of q and of k: forward t * cos (2 e), rotate_half's neg and cat (3 e), * sin (2 e), the
+    // add (3 e), the final cat with the empty pass-through part (2 e) = 12 e; backward the two
+    // products' gradients (4 e), rotate_half's (3 e), their sum (3 e), the slice's (3 e) = 13 e
+    // (counted from the autograd graph, not measured). The fused kernel's 2 e / 4 e are above.
+    const double qk = T * (a + kv) * dqk / t;
+    const double fwd = (12 - 2) * e_act_ * qk * elem_factor_, bwd = (13 - 4) * e_act_ * qk * elem_factor_;
+    c.elem_fwd.Bytes(fwd, bw_);
+    c.elem_bwd.Bytes(bwd, bw_);
+    rope_eager_f_s = fwd / bw_;
+    rope_eager_b_s = bwd / bw_;
+  }
   if (modules_ != nullptr) {
     // Norms and residual adds: one of each per sub-layer, half to each; RoPE to attention.
     const double shared_f = (norms + elem - rope) * elem_factor_ / bw_, rope_f = rope * elem_factor_ / bw_;
-    modules_->attention_fwd_s = s.attn_part_f + shared_f / 2 + rope_f;
-    modules_->attention_bwd_s = s.attn_part_b + shared_f + 2 * rope_f;
+    modules_->attention_fwd_s = s.attn_part_f + shared_f / 2 + rope_f + rope_eager_f_s;
+    modules_->attention_bwd_s = s.attn_part_b + shared_f + 2 * rope_f + rope_eager_b_s;
     modules_->mlp_fwd_s = ffn_part_f + shared_f / 2;
     modules_->mlp_bwd_s = ffn_part_b + shared_f;
     modules_->attention_gemm_fwd_s = s.attn_gemm_f;
@@ -1421,12 +1442,16 @@ void StepModel::LaunchFloor(bool moe, LayerCost& c) {
   // kernels (forward n kernels, backward ~2n), unless CUDA graphs replay them.
   if (!launch_floor_) return;
   const double L = fw_.launch.kernel_launch_overhead_s;
+  // The dense layer's kernels: n forward, 2n backward, and eager RoPE's own counts beside them.
   const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward);
+  const bool rope_eager = ScaledRopeEager();
+  const double n_f = n + (rope_eager ? fw_.launch.scaled_rope_kernels_forward : 0.0);
+  const double n_b = 2 * n + (rope_eager ? fw_.launch.scaled_rope_kernels_backward : 0.0);
   const double gpu_fwd = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s;
   const double gpu_bwd = c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s;
   const MoeLaunchModel& ml = fw_.launch.moe;
   if (!moe || ml.expert_gemms.empty()) {
-    c.launch.Host(std::max(0.0, n * L - gpu_fwd) + std::max(0.0, 2 * n * L - gpu_bwd));
+    c.launch.Host(std::max(0.0, n_f * L - gpu_fwd) + std::max(0.0, n_b * L - gpu_bwd));
     return;
   }
   // An MoE layer: the dense layer's n kernels stand for its attention half and norms; the MoE
@@ -1447,9 +1472,9 @@ void StepModel::LaunchFloor(bool moe, LayerCost& c) {
   const bool bias_loop = fw_.expert_bias_eager && m_.linear_bias;
   const double bias_f = bias_loop ? ml.bias_loop_kernels_per_expert_forward * local_experts * L : 0.0;
   const double bias_b = bias_loop ? ml.bias_loop_kernels_per_expert_backward * local_experts * L : 0.0;
-  const double host_before_f = (n + ml.kernels_before_sync) * L,
+  const double host_before_f = (n_f + ml.kernels_before_sync) * L,
                host_after_f = ml.kernels_after_sync * L + experts_f + bias_f;
-  const double host_b = 2 * (n + ml.kernels_before_sync + ml.kernels_after_sync) * L + experts_b + bias_b;
+  const double host_b = (n_b + 2 * (ml.kernels_before_sync + ml.kernels_after_sync)) * L + experts_b + bias_b;
   // The GPU's forward of the layer, the EP all-to-all included (on the compute stream in the
   // all-to-all dispatcher), and the part after the wait: the MoE block (module.moe holds its
   // router, experts and exposed dispatch / combine).

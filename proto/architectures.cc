@@ -239,6 +239,7 @@ void ApplyConventions(const v1::FamilyConventions& c, v1::ModelShape* s) {
   if (c.final_logit_softcap() > 0) s->set_final_logit_softcap(c.final_logit_softcap());
   if (c.embedding_norm()) s->set_embedding_norm(true);
   if (c.activation_clamp()) s->set_activation_clamp(true);
+  if (c.rope_attention_factor() > 0) s->set_rope_attention_factor(c.rope_attention_factor());
 }
 
 absl::Status ArchitectureFieldsFromProto(const v1::ModelShape& m, const std::string& prefix, ModelShape* s) {
@@ -267,6 +268,11 @@ absl::Status ArchitectureFieldsFromProto(const v1::ModelShape& m, const std::str
   s->embedding_norm = m.embedding_norm();
   s->mtp_layers = m.mtp_layers();
   s->activation_clamp = m.activation_clamp();
+  if (!(m.rope_attention_factor() >= 0 && m.rope_attention_factor() < 100)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, ".rope_attention_factor: ", m.rope_attention_factor(), " must be in [0, 100)"));
+  }
+  s->rope_attention_factor = m.rope_attention_factor();
   return absl::OkStatus();
 }
 
@@ -280,6 +286,7 @@ void ArchitectureFieldsToProto(const ModelShape& s, v1::ModelShape* m) {
   m->set_global_attention_every(s.global_attention_every);
   m->set_attention_sinks(s.attention_sinks);
   m->set_activation_clamp(s.activation_clamp);
+  m->set_rope_attention_factor(s.rope_attention_factor);
   m->set_attention_logit_softcap(s.attention_logit_softcap);
   m->set_final_logit_softcap(s.final_logit_softcap);
   switch (s.position_encoding) {

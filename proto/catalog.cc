@@ -689,6 +689,7 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.loss_peak_bytes_per_logit = e.loss_peak_bytes_per_logit();
   fw.expert_bias_eager = e.expert_bias_eager();
   fw.expert_clamp_eager = e.expert_clamp_eager();
+  fw.scaled_rope_eager = e.scaled_rope_eager();
   if (!(fw.loss_peak_bytes_per_logit >= 0 && fw.loss_peak_bytes_per_logit < 1000)) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".elementwise.loss_peak_bytes_per_logit: ",
                                                    e.loss_peak_bytes_per_logit(), " must be in [0, 1000)"));
@@ -749,6 +750,10 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.looped_launch_overhead_s: ",
                                                    l.looped_launch_overhead_s(), " must be in [0, 0.01)"));
   }
+  if (l.scaled_rope_kernels_forward() < 0 || l.scaled_rope_kernels_forward() > 1000000 ||
+      l.scaled_rope_kernels_backward() < 0 || l.scaled_rope_kernels_backward() > 1000000) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.scaled_rope_kernels_forward / _backward: must be in [0, 1000000]"));
+  }
   if (l.kernels_per_layer_forward() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.kernels_per_layer_forward: must be >= 0"));
   }
@@ -758,6 +763,8 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.launch.looped_launch_overhead_s =
       l.looped_launch_overhead_s() > 0 ? l.looped_launch_overhead_s() : l.kernel_launch_overhead_s();
   fw.launch.kernels_per_layer_forward = l.kernels_per_layer_forward();
+  fw.launch.scaled_rope_kernels_forward = static_cast<double>(l.scaled_rope_kernels_forward());
+  fw.launch.scaled_rope_kernels_backward = static_cast<double>(l.scaled_rope_kernels_backward());
   if (l.has_moe()) {
     const v1::MoeLaunchModel& m = l.moe();
     const std::string mp = absl::StrCat(prefix, ".launch.moe");

@@ -655,6 +655,49 @@ training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision
   EXPECT_NEAR(host_bound_s(fused), host_bound_s(unbiased), 0.5e-3);
 }
 
+// YaRN's attention factor on the rotary cos / sin (GPT-OSS): Megatron-Core falls back from TE's
+// fused RoPE to the eager _apply_rotary_pos_emb_bshd (rope_utils.py), 12 bytes-per-value passes
+// over q and k forward and 13 backward in place of 2 and 4, and 22 / 12 more launches a layer.
+TEST(StepTime, YarnScaledRopeInMegatronRunsEager) {
+  const char* yaml = R"(
+model: {shape: {name: yarn-dense, layers: 2, hidden_size: 2880, attention_heads: 64, kv_heads: 8, head_dim: 64,
+        vocab_size: 1024, ffn_type: swiglu, ffn_hidden_size: 2880, rope_attention_factor: 1.3466}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, recompute: none,
+           cuda_graphs: true})";
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->framework.scaled_rope_eager);
+  Job plain = *job;
+  plain.model.rope_attention_factor = 1;  // a factor of 1: TE's fused RoPE
+  // q and k: 4096 tokens x (64 + 8) heads x 64 = 18.87 M values; (10 + 9) x 2 bytes more each:
+  // 717 MB a layer, two layers.
+  const double qk = 4096.0 * 72 * 64;
+  const double bw = job->profile.hbm_bandwidth_bytes_per_s;
+  auto elementwise = [](const Job& j) { return EstimateStepTime(j).breakdown.elementwise_s; };
+  EXPECT_NEAR(elementwise(*job) - elementwise(plain), 2 * 19 * 2 * qk / bw, 1e-3 * 2 * 38 * qk / bw);
+  // The launches: a tiny layer at 50 us a launch is host-bound; 34 more a layer.
+  for (Job* j : {&*job, &plain}) {
+    j->model.hidden_size = 256;
+    j->model.attention_heads = 4;
+    j->model.kv_heads = 4;
+    j->model.head_dim = 64;
+    j->model.ffn_hidden_size = 512;
+    j->training.seq_length = 128;
+    j->training.cuda_graphs = false;
+    j->framework.launch.kernel_launch_overhead_s = 50e-6;
+  }
+  EXPECT_EQ(job->framework.launch.scaled_rope_kernels_forward, 22);
+  EXPECT_EQ(job->framework.launch.scaled_rope_kernels_backward, 12);
+  auto host_bound_s = [](const Job& j) {
+    const StepBreakdown b = EstimateStepTime(j).breakdown;
+    return b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
+  };
+  EXPECT_NEAR(host_bound_s(*job) - host_bound_s(plain), 2 * 34 * 50e-6, 0.2e-3);
+}
+
 // GPT-OSS's clamped GLU in Megatron-Core: two eager clamps and a cat before the compiled
 // activation (fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl), their autograd mirror
 // in backward, and the forward again where moe_act is recomputed.

@@ -250,6 +250,7 @@ TEST(HfRealInputs, GptOss20bAsItsCardCountsIt) {
   EXPECT_EQ(m.LocalAttentionLayerCount(), 12);
   EXPECT_TRUE(m.attention_sinks);
   EXPECT_TRUE(m.activation_clamp);  // swiglu_limit: the gpt_oss family's conventions.activation_clamp
+  EXPECT_NEAR(m.rope_attention_factor, 0.1 * std::log(32.0) + 1, 1e-4);  // YaRN factor 32
   EXPECT_TRUE(m.linear_bias);
   const ParameterCounts c = CountParameters(m);
   EXPECT_NEAR(c.total / 20.91e9, 1.0, 0.002) << c.total;

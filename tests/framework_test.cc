@@ -4,6 +4,7 @@
 // recompute modules, fp8 memory). Each expectation is worked by hand from the cited source.
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "core/framework.h"
 #include "core/memory.h"
@@ -590,22 +591,28 @@ training: {seq_length: 4096, global_batch_size: 8, micro_batch_size: 1, precisio
   EXPECT_EQ(d.ep_comm_s, hy.ep_comm_s);
 }
 
+// Two MoE layers of GPT-OSS 120B's widths (hidden and expert FFN 2880, 64 heads of 64, 8 KV heads)
+// with 32 experts, top-4, 4,096 tokens on one H100 under CUDA graphs (no host floor): 16,384
+// routed rows a layer. `extra` adds a model field (linear_bias, activation_clamp).
+std::string GptOssShapedMoeJob(const std::string& extra) {
+  return absl::StrCat(R"(
+model: {shape: {name: gpt-oss-shaped-moe, layers: 2, hidden_size: 2880, attention_heads: 64, kv_heads: 8, head_dim: 64,
+        vocab_size: 1024, ffn_type: swiglu, )", extra, R"(,
+        moe: {routed_experts: 32, top_k: 4, expert_ffn_hidden_size: 2880}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, recompute: none,
+           cuda_graphs: true})");
+}
+
 // GPT-OSS's experts carry biases; Megatron-Core adds the fc2 bias, weighted by each row's routing
 // probability, in an eager loop over the local experts (moe/experts.py _apply_bias): per element
 // of the [N, h] fc2 output 6 bytes-per-value forward (b x p written, the add's two reads and a
 // write, the cat's read and write) and 8 backward. Without biases, or with the bias in the GEMM,
 // nothing.
 TEST(StepTime, ExpertBiasesInMegatronAreAddedInAnEagerLoop) {
-  const char* yaml = R"(
-model: {shape: {name: biased-moe, layers: 2, hidden_size: 2880, attention_heads: 64, kv_heads: 8, head_dim: 64,
-        vocab_size: 1024, ffn_type: swiglu, linear_bias: true,
-        moe: {routed_experts: 32, top_k: 4, expert_ffn_hidden_size: 2880}}}
-hardware: h100-sxm
-framework: megatron-core
-cluster: {gpu_count: 1}
-training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, recompute: none,
-           cuda_graphs: true})";
-  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  absl::StatusOr<Job> job = testing::JobFromYaml(GptOssShapedMoeJob("linear_bias: true"));
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(job->framework.expert_bias_eager);
   Job fused = *job;
@@ -702,16 +709,7 @@ training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precisio
 // activation (fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl), their autograd mirror
 // in backward, and the forward again where moe_act is recomputed.
 TEST(StepTime, ClampedExpertActivationInMegatronRunsEager) {
-  const char* yaml = R"(
-model: {shape: {name: clamped-moe, layers: 2, hidden_size: 2880, attention_heads: 64, kv_heads: 8, head_dim: 64,
-        vocab_size: 1024, ffn_type: swiglu, activation_clamp: true,
-        moe: {routed_experts: 32, top_k: 4, expert_ffn_hidden_size: 2880}}}
-hardware: h100-sxm
-framework: megatron-core
-cluster: {gpu_count: 1}
-training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, recompute: none,
-           cuda_graphs: true})";
-  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  absl::StatusOr<Job> job = testing::JobFromYaml(GptOssShapedMoeJob("activation_clamp: true"));
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(job->framework.expert_clamp_eager);
   ASSERT_TRUE(job->model.activation_clamp);

@@ -451,17 +451,24 @@ training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1})";
   EXPECT_EQ(EstimateStepTime(graphs).breakdown.launch_overhead_s, 0);
 }
 
+// Two tiny MoE layers (hidden 256, 64 experts of 128, top-8, 128 tokens) on one H100, eager: every
+// segment of a layer is host-bound at tens of microseconds a launch. `extra` adds model fields
+// ("linear_bias: true, ").
+std::string TinyMoeJob(const std::string& extra) {
+  return absl::StrCat(R"(
+model: {shape: {name: tiny-moe, layers: 2, hidden_size: 256, attention_heads: 4, vocab_size: 1024, ffn_type: swiglu,
+        ffn_hidden_size: 512, )", extra, R"(moe: {routed_experts: 64, top_k: 8, expert_ffn_hidden_size: 128}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, cuda_graphs: false})");
+}
+
 // A tiny MoE layer on one GPU with a slow host is host-bound: its launches, counted by hand from
 // Transformer Engine's GroupedLinear (one cuBLAS GEMM per local expert, common/gemm/
 // cublaslt_gemm.cu multi_stream_cublas_gemm) and megatron-core's preset counts, set its time.
 TEST(StepTime, MoeLayerLaunchesAGemmPerLocalExpert) {
-  const char* yaml = R"(
-model: {shape: {name: tiny-moe, layers: 2, hidden_size: 256, attention_heads: 4, vocab_size: 1024, ffn_type: swiglu,
-        ffn_hidden_size: 512, moe: {routed_experts: 64, top_k: 8, expert_ffn_hidden_size: 128}}}
-hardware: h100-sxm
-framework: megatron-core
-cluster: {gpu_count: 1}
-training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}})";
+  const std::string yaml = TinyMoeJob("");
   // 50 us a launch, looped or not: every segment of the layer is host-bound, so the layer takes
   // its launches x 50 us.
   auto run = [](Job j, DType gemm) {
@@ -493,13 +500,7 @@ training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision
 // The per-expert GEMMs come from a C++ loop inside Transformer Engine's GroupedLinear: each costs
 // the host the launch call (looped_launch_overhead_s), not a Python op (kernel_launch_overhead_s).
 TEST(StepTime, LoopedExpertLaunchesCostTheLaunchCallOnly) {
-  const char* yaml = R"(
-model: {shape: {name: tiny-moe, layers: 2, hidden_size: 256, attention_heads: 4, vocab_size: 1024, ffn_type: swiglu,
-        ffn_hidden_size: 512, moe: {routed_experts: 64, top_k: 8, expert_ffn_hidden_size: 128}}}
-hardware: h100-sxm
-framework: megatron-core
-cluster: {gpu_count: 1}
-training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, cuda_graphs: false})";
+  const std::string yaml = TinyMoeJob("");
   absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
   ASSERT_TRUE(job.ok()) << job.status();
   // The shipped preset: 42 us a kernel the framework issues, 3.8 us a looped launch (the
@@ -633,14 +634,7 @@ TEST(StepTime, ExpertBiasesInMegatronAreAddedInAnEagerLoop) {
 // The eager fc2-bias loop (moe/experts.py _apply_bias) is Python per local expert: its launches
 // cost the host kernel_launch_overhead_s each, 2 forward and 6 backward per local expert.
 TEST(StepTime, ExpertBiasLoopLaunchesPerLocalExpert) {
-  const char* yaml = R"(
-model: {shape: {name: tiny-biased-moe, layers: 2, hidden_size: 256, attention_heads: 4, vocab_size: 1024,
-        ffn_type: swiglu, ffn_hidden_size: 512, linear_bias: true,
-        moe: {routed_experts: 64, top_k: 8, expert_ffn_hidden_size: 128}}}
-hardware: h100-sxm
-framework: megatron-core
-cluster: {gpu_count: 1}
-training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, cuda_graphs: false})";
+  const std::string yaml = TinyMoeJob("linear_bias: true, ");
   absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->framework.launch.moe.bias_loop_kernels_per_expert_forward, 2);

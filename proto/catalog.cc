@@ -750,9 +750,14 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.looped_launch_overhead_s: ",
                                                    l.looped_launch_overhead_s(), " must be in [0, 0.01)"));
   }
-  if (l.scaled_rope_kernels_forward() < 0 || l.scaled_rope_kernels_forward() > 1000000 ||
-      l.scaled_rope_kernels_backward() < 0 || l.scaled_rope_kernels_backward() > 1000000) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.scaled_rope_kernels_forward / _backward: must be in [0, 1000000]"));
+  // Kernel counts: above a million per layer is a typo that would make every layer host-bound.
+  auto count = [](int64_t v, absl::string_view path) -> absl::Status {
+    if (v < 0 || v > 1000000) return absl::InvalidArgumentError(absl::StrCat(path, ": ", v, " must be in [0, 1000000]"));
+    return absl::OkStatus();
+  };
+  for (const auto& [v, name] : {std::pair<int64_t, absl::string_view>{l.scaled_rope_kernels_forward(), "scaled_rope_kernels_forward"},
+                                {l.scaled_rope_kernels_backward(), "scaled_rope_kernels_backward"}}) {
+    if (absl::Status st = count(v, absl::StrCat(prefix, ".launch.", name)); !st.ok()) return st;
   }
   if (l.kernels_per_layer_forward() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.kernels_per_layer_forward: must be >= 0"));
@@ -768,17 +773,12 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   if (l.has_moe()) {
     const v1::MoeLaunchModel& m = l.moe();
     const std::string mp = absl::StrCat(prefix, ".launch.moe");
-    // Counts above a million kernels per layer are typos; they would make every MoE layer host-bound.
-    auto count = [&](int64_t v, absl::string_view name) -> absl::Status {
-      if (v < 0 || v > 1000000) return absl::InvalidArgumentError(absl::StrCat(mp, ".", name, ": ", v, " must be in [0, 1000000]"));
-      return absl::OkStatus();
-    };
     for (const auto& [v, name] : {std::pair<int64_t, absl::string_view>{m.kernels_before_sync(), "kernels_before_sync"},
                                   {m.kernels_after_sync(), "kernels_after_sync"},
                                   {m.grouped_linears(), "grouped_linears"},
                                   {m.bias_loop_kernels_per_expert_forward(), "bias_loop_kernels_per_expert_forward"},
                                   {m.bias_loop_kernels_per_expert_backward(), "bias_loop_kernels_per_expert_backward"}}) {
-      if (absl::Status st = count(v, name); !st.ok()) return st;
+      if (absl::Status st = count(v, absl::StrCat(mp, ".", name)); !st.ok()) return st;
     }
     if (m.expert_gemms_size() == 0) return absl::InvalidArgumentError(absl::StrCat(mp, ".expert_gemms: at least one entry is needed"));
     if (m.grouped_linears() < 1) return absl::InvalidArgumentError(absl::StrCat(mp, ".grouped_linears: must be >= 1"));
@@ -796,7 +796,7 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
                                     {g.kernels_per_expert_forward(), "kernels_per_expert_forward"},
                                     {g.kernels_backward(), "kernels_backward"},
                                     {g.kernels_per_expert_backward(), "kernels_per_expert_backward"}}) {
-        if (absl::Status st = count(v, absl::StrCat(gp, ".", name)); !st.ok()) return st;
+        if (absl::Status st = count(v, absl::StrCat(mp, ".", gp, ".", name)); !st.ok()) return st;
       }
       fw.launch.moe.expert_gemms.push_back({DTypeFromProto(g.gemm_dtype()), static_cast<double>(g.kernels_forward()),
                                             static_cast<double>(g.kernels_per_expert_forward()),

@@ -375,6 +375,8 @@ training: {seq_length: 4096, global_batch_size: 256}
             "framework.spec.launch.kernel_launch_overhead_s: 1 must be in [0, 0.01)");
   EXPECT_EQ(error("framework: {spec: {base: nemo, launch: {looped_launch_overhead_s: -1e-6}}}\n"),
             "framework.spec.launch.looped_launch_overhead_s: -1e-06 must be in [0, 0.01)");
+  EXPECT_EQ(error("framework: {spec: {base: nemo, launch: {scaled_rope_kernels_backward: -3}}}\n"),
+            "framework.spec.launch.scaled_rope_kernels_backward: -3 must be in [0, 1000000]");
   EXPECT_THAT(error("framework: {spec: {base: megatron-9000}}\n"),
               ::testing::StartsWith("framework.spec.base: unknown framework 'megatron-9000'; known: colossalai-gemini, deepspeed,"));
   EXPECT_EQ(error("framework: {spec: {base: nemo, defaults: [{field: training.dropout, value: maybe}]}}\n"),

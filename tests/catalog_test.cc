@@ -541,6 +541,33 @@ training: {seq_length: 4096, global_batch_size: 2048, precision: {gemm: bf16}}
     EXPECT_EQ(job->training.recompute_modules, (std::vector<std::string>{"mla_up_proj"}));
     EXPECT_TRUE(job->training.overlap_dp_comm);  // Megatron-Bridge's default, not the H100 recipe
   }
+  {
+    // NeMo 2's DeepSeek-V3 (recipes/deepseek_v3.py and scripts/performance, NeMo 25.04 as
+    // dgxc-benchmarking v25.05 runs it): no TP comm overlap (MegatronCommOverlapCallback(
+    // tp_comm_overlap=False); nemo's framework-wide default, from the 1.x launcher, is on), bf16
+    // gradient reduce, one MTP layer, stages of 64 // PP - 1 and 64 // PP - 2 layers at the ends.
+    absl::StatusOr<Job> job = testing::JobFromYaml(R"(
+model: deepseek-v3
+hardware: h100-sxm
+framework: nemo
+cluster: {gpu_count: 512}
+parallelism: {tp: 2, pp: 8, ep: 64, etp: 1}
+training: {seq_length: 4096, global_batch_size: 4096, precision: {gemm: bf16}}
+)");
+    ASSERT_TRUE(job.ok()) << job.status();
+    const TrainingConfig& t = job->training;
+    EXPECT_FALSE(t.overlap_tp_comm);
+    EXPECT_EQ(t.precision.grad_reduce, DType::kBF16);
+    EXPECT_EQ(t.precision.grads, DType::kBF16);
+    EXPECT_EQ(t.mtp_layers, 1);
+    EXPECT_EQ(job->parallelism.first_stage_layers, 7);
+    EXPECT_EQ(job->parallelism.last_stage_layers, 6);
+    const std::string overlap = assumed_source(*job, "training.overlap_tp_comm");
+    EXPECT_NE(overlap.find("framework nemo recipe for deepseek-v3"), std::string::npos) << overlap;
+    EXPECT_NE(overlap.find("tp_comm_overlap=False"), std::string::npos) << overlap;
+    EXPECT_NE(assumed_source(*job, "training.precision.grad_reduce").find("grad_reduce_in_fp32 = False"),
+              std::string::npos);
+  }
   // NVIDIA's MLPerf GPT-3 175B (NeMo): FP8 with FP8 parameters, bf16 gradient reduce, no
   // recompute or dropout, TE TP overlap; CUDA graphs in the B200 config.
   const std::string mlperf = R"yaml(

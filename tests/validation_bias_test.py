@@ -37,7 +37,8 @@ def main():
                "d": (8, 1, 1, 1, 2, 16), "e": (8, 1, 1, 1, 1, 8)}
     with tempfile.TemporaryDirectory() as d:
         jpath, cpath = os.path.join(d, "v.json"), os.path.join(d, "runs.csv")
-        json.dump({"rows": rows}, open(jpath, "w"))
+        with open(jpath, "w") as f:
+            json.dump({"rows": rows}, f)
         with open(cpath, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["row_id", "num_gpus", "tp", "pp", "cp", "micro_batch", "global_batch_seqs"])

@@ -675,6 +675,20 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
       return absl::InvalidArgumentError(absl::StrCat(prefix, ".alternative_attention[", i, "].kernel: required"));
     }
   }
+  // Attention-kernel limits (framework.proto AttentionKernelLimit): each names where it holds, a
+  // positive head dimension and its source.
+  for (int i = 0; i < spec.attention_limits_size(); ++i) {
+    const v1::AttentionKernelLimit& lim = spec.attention_limits(i);
+    const std::string lp = absl::StrCat(prefix, ".attention_limits[", i, "]");
+    if (lim.architectures_size() == 0) return absl::InvalidArgumentError(lp + ".architectures: required");
+    for (const std::string& a : lim.architectures()) {
+      if (a.empty()) return absl::InvalidArgumentError(lp + ".architectures: an empty name");
+    }
+    if (lim.max_head_dim() <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(lp, ".max_head_dim: ", lim.max_head_dim(), " must be > 0"));
+    }
+    if (lim.source().empty()) return absl::InvalidArgumentError(lp + ".source: required");
+  }
   const auto& e = spec.elementwise();
   fw.elementwise_traffic_factor = e.traffic_factor() == 0 ? 1.0 : e.traffic_factor();
   if (!(fw.elementwise_traffic_factor >= 1 && fw.elementwise_traffic_factor < 100)) {

@@ -1029,6 +1029,28 @@ absl::Status ApplyFrameworkDefaults(const ResolvedFramework& fw, v1::JobSpec& sp
     };
     if (absl::Status s = kUnfused->ApplyWith(spec, source, &assumed); !s.ok()) return s;
   }
+  // The default kernel's head-dimension limits on this GPU generation (FrameworkSpec.
+  // attention_limits, e.g. Transformer Engine <= 2.4 has no Blackwell kernel that trains with
+  // head dimensions above 128, so MLA's 192 runs UnfusedDotProductAttention): such a job gets the
+  // unfused path unless it states training.flash_attention or another kernel.
+  if (job.framework.attention.fused && spec.training().attention_kernel().empty() && fw.spec.attention_limits_size() > 0) {
+    const int64_t dqk = job.model.QkHeadDim(), dv = job.model.VHeadDim();
+    for (const v1::AttentionKernelLimit& lim : fw.spec.attention_limits()) {
+      const bool here = std::any_of(lim.architectures().begin(), lim.architectures().end(), [&](const std::string& a) {
+        return absl::EqualsIgnoreCase(a, job.hardware.architecture);
+      });
+      if (!here || (dqk <= lim.max_head_dim() && dv <= lim.max_head_dim())) continue;
+      if (lim.only_unequal_head_dims() && dqk == dv) continue;
+      static const CompiledDefault* const kUnfusedByLimit = new CompiledDefault("training.flash_attention", "false");
+      const auto source = [&] {
+        return absl::StrCat("the framework's attention kernel (", job.framework.attention.kernel, ") has no ",
+                            job.hardware.architecture, " kernel that trains with head dimensions ", dqk, " / ", dv,
+                            " (above ", lim.max_head_dim(), "): unfused: ", lim.source());
+      };
+      if (absl::Status s = kUnfusedByLimit->ApplyWith(spec, source, &assumed); !s.ok()) return s;
+      break;
+    }
+  }
   // Defaults: the framework's recipe for this model (and GPU, precision), then the framework's
   // own defaults, then stepcast's fallbacks; each recorded in job.assumed.
   {

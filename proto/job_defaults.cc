@@ -59,6 +59,7 @@ v1::FrameworkSpec OverlayFramework(const v1::FrameworkSpec& base, const v1::Fram
   for (const std::string& s : child.sources()) out.add_sources(s);
   *out.mutable_aliases() = child.aliases();
   *out.mutable_assumptions() = child.assumptions();  // like aliases: the preset's own
+  *out.mutable_attention_limits() = child.attention_limits();  // the preset's own (its releases' libraries)
   out.set_base("");
   return out;
 }

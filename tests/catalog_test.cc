@@ -1237,6 +1237,76 @@ training: {seq_length: 4096, global_batch_size: 8, sharding: )", sharding, ", pr
   ASSERT_TRUE(fp16.ok()) << fp16.status();
   EXPECT_EQ(fp16->training.precision.grad_reduce, DType::kFP16);
 }
+// Transformer Engine's backend choice, read from its source (the nemo preset's attention_limits
+// cite it): TE 2.2 (the transformer_engine ref of NeMo @6f2c6fda's manifest) runs
+// UnfusedDotProductAttention for MLA heads (q/k 192, v 128) on Blackwell, because cuDNN
+// FusedAttention refuses d > 128 on sm100 and FlashAttention refuses q/k != v; on Hopper cuDNN
+// takes d <= 256, and equal heads of 128 are fused everywhere. Each case is TE's own verdict, not
+// stepcast's output; the check is that the preset and the codec reproduce it.
+TEST(Catalog, NemoRunsMlaUnfusedOnBlackwellAsTransformerEngine22Does) {
+  auto job_for = [](const std::string& model, const std::string& framework, const std::string& hardware,
+                    const std::string& extra) {
+    const std::string ep = model.rfind("deepseek", 0) == 0 ? ", ep: 32, etp: 1" : "";
+    return testing::JobFromYaml(absl::StrCat("model: ", model, "\nframework: ", framework, "\nhardware: ", hardware, R"(
+cluster: {gpu_count: 128}
+parallelism: {tp: 2, pp: 4, sequence_parallel: true)", ep, R"(}
+training: {seq_length: 4096, global_batch_size: 1024, micro_batch_size: 1, precision: {gemm: bf16})", extra, "}\n"));
+  };
+  struct Case {
+    const char* model;
+    const char* framework;
+    const char* hardware;
+    const char* extra;
+    bool fused;  // TE's verdict
+  } cases[] = {
+      {"deepseek-v3", "nemo", "gb200", "", false},     // sm100, 192 / 128: unfused
+      {"deepseek-v3", "nemo", "b200", "", false},      // sm100 too
+      {"deepseek-v3", "nemo", "h100-sxm", "", true},   // sm90: cuDNN d <= 256
+      {"llama3-70b", "nemo", "gb200", "", true},       // 128 / 128 on sm100: cuDNN
+      // Megatron-Bridge 25.09+ ships TE >= 2.7 (PR #1797 in v2.5): its preset has no such limit.
+      {"deepseek-v3", "megatron-bridge", "gb200", "", true},
+      // A job that states the kernel keeps it.
+      {"deepseek-v3", "nemo", "gb200", ", flash_attention: true", true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.model, " / ", c.framework, " / ", c.hardware, c.extra));
+    absl::StatusOr<Job> job = job_for(c.model, c.framework, c.hardware, c.extra);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->training.flash_attention, c.fused);
+    bool said = false;
+    for (const AssumedInput& a : *job->assumed) {
+      if (a.field != "training.flash_attention" || a.value != "false") continue;
+      said = true;
+      EXPECT_NE(a.source.find("head dimensions 192 / 128 (above 128)"), std::string::npos) << a.source;
+      EXPECT_NE(a.source.find("bee4649c"), std::string::npos) << a.source;
+    }
+    EXPECT_EQ(said, !c.fused && std::string(c.extra).empty());
+  }
+  // Equal heads above 128 are FlashAttention 2's on sm100 (TE's FA2 filter takes d <= 256 there):
+  // the limit is for MLA only.
+  absl::StatusOr<Job> wide = testing::JobFromYaml(R"(
+model: {shape: {name: wide-heads, layers: 2, hidden_size: 4096, attention_heads: 16, head_dim: 256, vocab_size: 1024,
+        ffn_type: swiglu, ffn_hidden_size: 8192}}
+framework: nemo
+hardware: gb200
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}})");
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_TRUE(wide->training.flash_attention);
+  // A limit without what it needs is an error naming the field.
+  for (const auto& [limit, field] : std::vector<std::pair<std::string, std::string>>{
+           {"{max_head_dim: 128, source: s}", "attention_limits[0].architectures: required"},
+           {"{architectures: [blackwell], max_head_dim: 0, source: s}", "attention_limits[0].max_head_dim: 0 must be > 0"},
+           {"{architectures: [blackwell], max_head_dim: 128}", "attention_limits[0].source: required"}}) {
+    absl::StatusOr<Catalog> c = Catalog::Builtin(CatalogLoad::kAll);
+    ASSERT_TRUE(c.ok());
+    const absl::Status added =
+        c->AddDirectory(WriteTree("limit", {{"frameworks/bad-limit.yaml",
+                                             "name: bad-limit\nbase: nemo\nattention_limits:\n- " + limit + "\n"}}));
+    EXPECT_NE(added.message().find(field), std::string::npos) << added;
+  }
+}
+
 }  // namespace
 
 }  // namespace stepcast

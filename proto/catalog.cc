@@ -210,6 +210,16 @@ absl::Status Catalog::Check(const std::vector<std::string>* frameworks, bool all
                                                        "': expected two container releases YY.MM, the first not after the last"));
       }
     }
+    // MoeModel.folded_from_release: a release YY.MM, and inside the preset's releases when it
+    // has them (a folding release after the last one would never apply to an unstated job).
+    if (const std::string& f = merged.moe().folded_from_release(); !f.empty()) {
+      const int folded = f.size() == 5 ? ReleaseInText(f) : 0;
+      const int last = merged.last_release().size() == 5 ? ReleaseInText(merged.last_release()) : 0;
+      if (folded == 0 || (last != 0 && folded > last)) {
+        return absl::InvalidArgumentError(absl::StrCat(raw->origin, ": moe.folded_from_release '", f,
+                                                       "': expected a container release YY.MM not after last_release"));
+      }
+    }
     for (const auto& d : spec.defaults()) {
       if (absl::Status s = check(d, "defaults"); !s.ok()) return s;
     }

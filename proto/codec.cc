@@ -30,6 +30,7 @@
 #include "proto/hf_config.h"
 #include "proto/job_defaults.h"
 #include "proto/profile_schema.h"
+#include "proto/published_runs.h"
 #include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 
@@ -1379,6 +1380,45 @@ absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vec
 
 }  // namespace
 
+namespace {
+
+// The job's container release (FrameworkRef.release, "YY.MM") and what depends on it: the
+// expert layout folds from MoeModel.folded_from_release on (Megatron-Core core_r0.10's MoE
+// Parallel Folding, megatron/core/parallel_state.py: the expert RankGenerator over ETP x EP x EDP
+// of its own, so an EP group's ranks are ETP apart instead of TP x CP). An MoE job with EP > 1
+// that does not state its release gets the preset's last_release, listed as assumed. Errors: a
+// release that is not YY.MM names framework.release.
+absl::Status ApplyFrameworkRelease(const ResolvedFramework& fw, const v1::JobSpec& spec, Job& job,
+                                   std::vector<AssumedInput>& assumed) {
+  const std::string& stated = spec.framework().release();
+  int release = 0;
+  if (!stated.empty()) {
+    release = stated.size() == 5 ? ReleaseInText(stated) : 0;
+    if (release == 0) {
+      return FieldError("framework.release", absl::StrCat("'", stated.substr(0, 24), stated.size() > 24 ? "..." : "",
+                                                          "' is not a container release YY.MM (e.g. 25.04)"));
+    }
+  }
+  const std::string& folded_from = fw.spec.moe().folded_from_release();
+  if (folded_from.empty() || !job.framework.expert_parallel_after_cp || job.model.moe.routed_experts <= 1 ||
+      job.parallelism.ep <= 1) {
+    return absl::OkStatus();
+  }
+  if (release == 0) {
+    const std::string& last = fw.spec.last_release();
+    release = last.size() == 5 ? ReleaseInText(last) : 0;
+    if (release == 0) return absl::OkStatus();
+    assumed.push_back({"framework.release", last,
+                       absl::StrCat("the ", fw.spec.name(), " preset's last release (", fw.spec.version(),
+                                    "); it decides the expert layout: folded from ", folded_from, " on (",
+                                    fw.spec.moe().source(), ")")});
+  }
+  if (release >= ReleaseInText(folded_from)) job.framework.expert_parallel_after_cp = false;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catalog,
                                 const std::string& base_dir, const RateProfile* profile) {
   // Every route (binary requests included) rejects NaN and infinity before any arithmetic.
@@ -1404,6 +1444,7 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   if (absl::Status s = ReadCluster(spec, job); !s.ok()) return s;
   if (absl::Status s = ReadBatchAndPrecision(spec.training(), job.training, assumed); !s.ok()) return s;
   if (absl::Status s = ReadTrainingSettings(spec.training(), job, assumed); !s.ok()) return s;
+  if (absl::Status s = ApplyFrameworkRelease(**fw, spec, job, assumed); !s.ok()) return s;
 
   job.assumed = std::make_shared<const std::vector<AssumedInput>>(std::move(assumed));
   job.intervals = BuiltinIntervalTable();  // presets/intervals.yaml (proto/interval_table.h)

@@ -198,6 +198,11 @@ absl::StatusOr<RowFramework> RowFrameworkOf(const PublishedRow& r, const Catalog
   if (!spec.ok()) return spec.status();
   fw.name = match->name;
   fw.spec = *std::move(spec);
+  // The container release the row states is the job's framework.release (release-dependent
+  // mechanisms of the preset, e.g. MoeModel.folded_from_release).
+  if (const int stated = ReleaseInText(fw.text); stated != 0) {
+    out.spec.mutable_framework()->set_release(absl::StrFormat("%02d.%02d", stated / 100, stated % 100));
+  }
   // A container release the row states outside the preset's (framework.proto first_release /
   // last_release): predicted with this preset, and said so.
   if (!fw.spec.first_release().empty() || !fw.spec.last_release().empty()) {

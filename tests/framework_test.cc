@@ -322,6 +322,61 @@ TEST(Placement, ExpertParallelGroupsByMegatronCoreEra) {
   EXPECT_EQ(PlaceGroups(p, 8).ep.scope, Scope::kIntraNode);
 }
 
+// NeMo's expert layout follows the container's Megatron-Core (nemo preset moe.folded_from_release
+// '24.12'): 24.09 ships core_r0.9.0 (EP after CP, ranks TP x CP apart), 24.12 core_r0.10.0 and 25.04
+// core_r0.12 (NeMo @6f2c6fda manifest: Megatron-LM 3cdfd613) fold it (parallel_state.py
+// expert_decoder_rank_generator). Row 178's layout: TP 2, EP 64, ETP 1 on 8-GPU nodes: EP ranks 2
+// apart span 16 nodes (4 per node) before folding, 8 adjacent nodes after (8 per node).
+TEST(Placement, NemoExpertLayoutFollowsTheStatedRelease) {
+  auto job_for = [](const std::string& release) {
+    return testing::JobFromYaml(absl::StrCat(R"(
+model: deepseek-v3
+framework: )", release.empty() ? "nemo" : absl::StrCat("{preset: nemo, release: '", release, "'}"), R"(
+hardware: h100-sxm
+cluster: {gpu_count: 512}
+parallelism: {tp: 2, pp: 8, ep: 64, etp: 1, sequence_parallel: true}
+training: {seq_length: 4096, global_batch_size: 4096, micro_batch_size: 1})"));
+  };
+  const struct {
+    std::string release;
+    bool after_cp;
+    int64_t ep_members_per_node;
+  } cases[] = {{"24.09", true, 4}, {"24.12", false, 8}, {"25.04", false, 8}, {"", false, 8}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.release);
+    absl::StatusOr<Job> job = job_for(c.release);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->framework.expert_parallel_after_cp, c.after_cp);
+    EXPECT_EQ(PlaceGroups(job->parallelism, job->GpusPerNode(), job->framework.expert_parallel_after_cp).ep.members_per_node,
+              c.ep_members_per_node);
+    // Unstated, the preset's last release is assumed, and says why it matters.
+    bool assumed = false;
+    for (const AssumedInput& a : *job->assumed) {
+      if (a.field != "framework.release") continue;
+      assumed = true;
+      EXPECT_EQ(a.value, "25.04");
+      EXPECT_NE(a.source.find("expert layout"), std::string::npos) << a.source;
+    }
+    EXPECT_EQ(assumed, c.release.empty());
+  }
+  // A dense job does not depend on it: nothing assumed.
+  absl::StatusOr<Job> dense = testing::JobFromYaml(R"(
+model: llama3-70b
+framework: nemo
+hardware: h100-sxm
+cluster: {gpu_count: 64}
+parallelism: {tp: 4, pp: 2}
+training: {seq_length: 4096, global_batch_size: 64})");
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  for (const AssumedInput& a : *dense->assumed) EXPECT_NE(a.field, "framework.release");
+  // A release that is not YY.MM is an error naming the field.
+  for (const std::string bad : {"2504", "25.4", "25.13", "v25.04"}) {
+    absl::StatusOr<Job> j = job_for(bad);
+    ASSERT_FALSE(j.ok()) << bad;
+    EXPECT_NE(j.status().message().find("framework.release"), std::string::npos) << j.status();
+  }
+}
+
 TEST(StepTime, MoeDispatchMovesTheLocalTokensThenGathersOverEtp) {
   // Megatron-Core MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py):
   // each rank all-to-alls its T/tp sequence-parallel tokens x top-k over EP, then all-gathers

@@ -348,6 +348,15 @@ TEST(PublishedRuns, ARunOfAnotherContainerReleaseSaysSo) {
     EXPECT_EQ(value, c.release);
     if (!value.empty()) EXPECT_THAT(source, ::testing::HasSubstr(absl::StrCat("the run states release ", c.release)));
   }
+  // The stated release is the job's framework.release (release-dependent mechanisms of the preset).
+  for (const auto& [text, release] : std::vector<std::pair<std::string, std::string>>{
+           {"NeMo 25.04.01 container (NeMo 2 / Megatron-Core)", "25.04"},
+           {"NeMo 24.07 container", "24.07"},
+           {"NeMo (MLPerf NVIDIA implementation)", ""}}) {
+    auto run = PublishedRunFromRow(MaverickRow({{"framework", text}}), catalog);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->spec.framework().release(), release) << text;
+  }
   EXPECT_EQ(ReleaseInText("NeMo 26.04.01 container"), 2604);
   EXPECT_EQ(ReleaseInText("v0.26.04"), 0);   // preceded by '.': a version part, not a release
   EXPECT_EQ(ReleaseInText("25.13 and 25.1"), 0);

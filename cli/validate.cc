@@ -170,14 +170,18 @@ RowPrediction PredictOne(const PublishedRow& r, const Catalog& catalog, const Mo
     return out;
   }
   out.run = *std::move(run);
-  if (!choices.framework_recipes) {
-    // The framework without its per-model recipes, inline.
+  if (!choices.framework_recipes || !choices.attention_limits || !choices.release_expert_layout) {
+    // The framework without its per-model recipes, its attention limits or its release-dependent
+    // expert layout, inline (the job's stated release is kept: FrameworkRef.release is outside the
+    // preset/spec oneof).
     absl::StatusOr<v1::FrameworkSpec> fw = catalog.FindFramework(out.run.spec.framework().preset());
     if (!fw.ok()) {
       out.skip = std::string(fw.status().message());
       return out;
     }
-    fw->clear_recipes();
+    if (!choices.framework_recipes) fw->clear_recipes();
+    if (!choices.attention_limits) fw->clear_attention_limits();
+    if (!choices.release_expert_layout) fw->mutable_moe()->clear_folded_from_release();
     *out.run.spec.mutable_framework()->mutable_spec() = *fw;
   }
   absl::StatusOr<Job> job = JobFromSpec(out.run.spec, catalog, "", nullptr);

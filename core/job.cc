@@ -68,7 +68,7 @@ bool ModelChoices::Disable(const std::string& name) {
   bool* flags[] = {&framework_attention_rates, &elementwise_traffic_factor, &cross_entropy_bytes,
                    &overlap_efficiency, &launch_floor, &fsdp_semantics, &framework_recipes,
                    &alltoall_one_nic, &ep_overlap_default_off, &dp_collective_per_unit, &expert_bias_eager,
-                   &expert_clamp_eager, &scaled_rope_eager};
+                   &expert_clamp_eager, &scaled_rope_eager, &attention_limits, &release_expert_layout};
   const std::vector<std::string>& names = Names();
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) {
@@ -85,7 +85,8 @@ const std::vector<std::string>& ModelChoices::Names() {
                                                   "fsdp_semantics", "framework_recipes", "alltoall_one_nic",
                                                   "ep_overlap_default_off", "dp_collective_per_unit",
                                                   "expert_bias_eager", "expert_clamp_eager",
-                                                  "scaled_rope_eager"};
+                                                  "scaled_rope_eager", "attention_limits",
+                                                  "release_expert_layout"};
   return kNames;
 }
 

@@ -193,6 +193,12 @@ struct ModelChoices {
   // off: a YaRN-scaled RoPE costs what a plain one does (before 2026-11-28; on: the framework's
   // ElementwiseModel.scaled_rope_eager, Megatron-Core's unfused RoPE).
   bool scaled_rope_eager = true;
+  // off: the framework preset's attention_limits are not applied (before 2026-11-28; on: e.g.
+  // nemo's MLA on Blackwell trains unfused, Transformer Engine <= 2.4). Used where jobs are built.
+  bool attention_limits = true;
+  // off: the preset's expert layout ignores the job's release (MoeModel.folded_from_release; before
+  // 2026-11-28 a NeMo 25.04 job was laid out as core_r0.9). Used where jobs are built.
+  bool release_expert_layout = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

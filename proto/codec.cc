@@ -1385,8 +1385,9 @@ namespace {
 // The job's container release (FrameworkRef.release, "YY.MM") and what depends on it: the
 // expert layout folds from MoeModel.folded_from_release on (Megatron-Core core_r0.10's MoE
 // Parallel Folding, megatron/core/parallel_state.py: the expert RankGenerator over ETP x EP x EDP
-// of its own, so an EP group's ranks are ETP apart instead of TP x CP). An MoE job with EP > 1
-// that does not state its release gets the preset's last_release, listed as assumed. Errors: a
+// of its own, so an EP group's ranks are ETP apart instead of TP x CP). An MoE job (any EP: a
+// layout search tries EP > 1 from it) that does not state its release gets the preset's
+// last_release, listed as assumed. Errors: a
 // release that is not YY.MM names framework.release.
 absl::Status ApplyFrameworkRelease(const ResolvedFramework& fw, const v1::JobSpec& spec, Job& job,
                                    std::vector<AssumedInput>& assumed) {
@@ -1400,8 +1401,8 @@ absl::Status ApplyFrameworkRelease(const ResolvedFramework& fw, const v1::JobSpe
     }
   }
   const std::string& folded_from = fw.spec.moe().folded_from_release();
-  if (folded_from.empty() || !job.framework.expert_parallel_after_cp || job.model.moe.routed_experts <= 1 ||
-      job.parallelism.ep <= 1) {
+  // Every MoE job, whatever its own EP: the layout search tries EP > 1 from it.
+  if (folded_from.empty() || !job.framework.expert_parallel_after_cp || job.model.moe.routed_experts <= 1) {
     return absl::OkStatus();
   }
   if (release == 0) {

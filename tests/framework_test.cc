@@ -359,6 +359,16 @@ training: {seq_length: 4096, global_batch_size: 4096, micro_batch_size: 1})"));
     }
     EXPECT_EQ(assumed, c.release.empty());
   }
+  // An MoE job at EP 1 still gets the layout of its release: the search tries EP > 1 from it.
+  absl::StatusOr<Job> ep1 = testing::JobFromYaml(R"(
+model: deepseek-v3
+framework: nemo
+hardware: h100-sxm
+cluster: {gpu_count: 512}
+parallelism: {tp: 2, pp: 8, sequence_parallel: true}
+training: {seq_length: 4096, global_batch_size: 4096, micro_batch_size: 1})");
+  ASSERT_TRUE(ep1.ok()) << ep1.status();
+  EXPECT_FALSE(ep1->framework.expert_parallel_after_cp);
   // A dense job does not depend on it: nothing assumed.
   absl::StatusOr<Job> dense = testing::JobFromYaml(R"(
 model: llama3-70b

@@ -1378,17 +1378,12 @@ absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vec
   return absl::OkStatus();
 }
 
-}  // namespace
-
-namespace {
-
 // The job's container release (FrameworkRef.release, "YY.MM") and what depends on it: the
 // expert layout folds from MoeModel.folded_from_release on (Megatron-Core core_r0.10's MoE
 // Parallel Folding, megatron/core/parallel_state.py: the expert RankGenerator over ETP x EP x EDP
 // of its own, so an EP group's ranks are ETP apart instead of TP x CP). An MoE job (any EP: a
 // layout search tries EP > 1 from it) that does not state its release gets the preset's
-// last_release, listed as assumed. Errors: a
-// release that is not YY.MM names framework.release.
+// last_release, listed as assumed. Errors: a release that is not YY.MM names framework.release.
 absl::Status ApplyFrameworkRelease(const ResolvedFramework& fw, const v1::JobSpec& spec, Job& job,
                                    std::vector<AssumedInput>& assumed) {
   const std::string& stated = spec.framework().release();

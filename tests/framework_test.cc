@@ -387,6 +387,25 @@ training: {seq_length: 4096, global_batch_size: 64})");
   }
 }
 
+// framework.release is a job field, so a default or recipe value can be conditioned on it
+// (FrameworkDefault.when "framework.release=25.09|25.11"): what a framework's recipe set only in
+// some releases is expressible. An inline spec on nemo with such a default, asked in and out of it.
+TEST(FrameworkDefaults, AReleaseConditionsADefault) {
+  for (const auto& [release, optimizer] : std::vector<std::pair<std::string, Optimizer>>{
+           {"25.04", Optimizer::kSgd}, {"24.09", Optimizer::kAdamW}, {"", Optimizer::kAdamW}}) {
+    SCOPED_TRACE(release);
+    absl::StatusOr<Job> job = testing::JobFromYaml(absl::StrCat(R"(
+model: llama3-8b
+framework: {spec: {name: site-nemo, base: nemo, defaults: [{field: training.optimizer, value: sgd, when: ["framework.release=25.04"], source: site}]})",
+        release.empty() ? "" : absl::StrCat(", release: '", release, "'"), R"(}
+hardware: h100-sxm
+cluster: {gpu_count: 8}
+training: {seq_length: 4096, global_batch_size: 64})"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->training.optimizer, optimizer);
+  }
+}
+
 TEST(StepTime, MoeDispatchMovesTheLocalTokensThenGathersOverEtp) {
   // Megatron-Core MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py):
   // each rank all-to-alls its T/tp sequence-parallel tokens x top-k over EP, then all-gathers

@@ -684,6 +684,34 @@ training: {seq_length: 4096, global_batch_size: 8192, micro_batch_size: 1)", dis
   absl::StatusOr<Job> stated = job_for("deepseek-v3", ", moe_dispatcher: alltoall");
   ASSERT_TRUE(stated.ok()) << stated.status();
   EXPECT_EQ(stated->training.moe_dispatcher, MoeDispatcher::kAllToAll);
+  // The releases the preset was read for (v0.1.0rc4 run_script.py, v0.2.0 workload_base_configs.py):
+  // DeepEP with the all-to-all overlapped on H100, the all-to-all dispatcher on B200 (and on GB200
+  // in 25.09), HybridEP on GB200 from 25.11; an unstated release takes the 26.x recipe (HybridEP;
+  // deepseek_workload_base_configs.py @0426418 DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1 moe_a2a_overlap=False).
+  const struct {
+    const char* hardware;
+    const char* release;
+    MoeDispatcher dispatcher;
+    bool overlap_ep;
+  } by_release[] = {{"h100-sxm", "25.09", MoeDispatcher::kDeepEP, true},
+                    {"h100-sxm", "25.11", MoeDispatcher::kDeepEP, true},
+                    {"h100-sxm", "26.02", MoeDispatcher::kHybridEP, false},
+                    {"b200", "25.11", MoeDispatcher::kAllToAll, false},
+                    {"b200", "", MoeDispatcher::kHybridEP, false},
+                    {"gb200", "25.09", MoeDispatcher::kAllToAll, false},
+                    {"gb200", "25.11", MoeDispatcher::kHybridEP, false}};
+  for (const auto& c : by_release) {
+    SCOPED_TRACE(absl::StrCat(c.hardware, " ", c.release));
+    absl::StatusOr<Job> j = testing::JobFromYaml(absl::StrCat(
+        "model: deepseek-v3\nframework: {preset: megatron-bridge", *c.release ? absl::StrCat(", release: '", c.release, "'") : "",
+        "}\nhardware: ", c.hardware, R"(
+cluster: {gpu_count: 256}
+parallelism: {tp: 1, pp: 4, ep: 64}
+training: {seq_length: 4096, global_batch_size: 4096, micro_batch_size: 1})"));
+    ASSERT_TRUE(j.ok()) << j.status();
+    EXPECT_EQ(j->training.moe_dispatcher, c.dispatcher);
+    EXPECT_EQ(j->training.overlap_ep_comm, c.overlap_ep);
+  }
   absl::StatusOr<Job> mixtral = testing::JobFromYaml(R"(
 model: mixtral-8x7b
 framework: megatron-bridge

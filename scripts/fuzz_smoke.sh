@@ -26,7 +26,7 @@ targets=("$@")
 R=tests/data/reliability_inputs
 seeds() {  # the seed files of a target
   case $1 in
-    fuzz_spec_yaml) ls examples/*.yaml $R/*.yaml ;;
+    fuzz_spec_yaml) ls examples/*.yaml $R/*.yaml fuzz/seeds/spec_*.yaml ;;
     fuzz_spec_json) ls examples/*.json $R/*.json 2>/dev/null || true ;;
     fuzz_spec_textproto) ls examples/*.textproto $R/*.textproto 2>/dev/null || true ;;
     fuzz_hf_config) ls tests/data/real_inputs/hf/*.json examples/hf/*.json $R/*.json ;;

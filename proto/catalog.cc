@@ -202,8 +202,7 @@ absl::Status Catalog::Check(const std::vector<std::string>* frameworks, bool all
     // checked here so that a bad preset fails at load, not at the first run that states a release.
     const v1::FrameworkSpec& merged = resolved.framework->spec;
     if (!merged.first_release().empty() || !merged.last_release().empty()) {
-      const auto release = [](const std::string& r) { return r.size() == 5 ? ReleaseInText(r) : 0; };
-      const int first = release(merged.first_release()), last = release(merged.last_release());
+      const int first = ParseRelease(merged.first_release()), last = ParseRelease(merged.last_release());
       if (first == 0 || last == 0 || first > last) {
         return absl::InvalidArgumentError(absl::StrCat(raw->origin, ": first_release '", merged.first_release(),
                                                        "' / last_release '", merged.last_release(),
@@ -213,8 +212,7 @@ absl::Status Catalog::Check(const std::vector<std::string>* frameworks, bool all
     // MoeModel.folded_from_release: a release YY.MM, and inside the preset's releases when it
     // has them (a folding release after the last one would never apply to an unstated job).
     if (const std::string& f = merged.moe().folded_from_release(); !f.empty()) {
-      const int folded = f.size() == 5 ? ReleaseInText(f) : 0;
-      const int last = merged.last_release().size() == 5 ? ReleaseInText(merged.last_release()) : 0;
+      const int folded = ParseRelease(f), last = ParseRelease(merged.last_release());
       if (folded == 0 || (last != 0 && folded > last)) {
         return absl::InvalidArgumentError(absl::StrCat(raw->origin, ": moe.folded_from_release '", f,
                                                        "': expected a container release YY.MM not after last_release"));

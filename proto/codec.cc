@@ -1389,27 +1389,25 @@ absl::Status ApplyFrameworkRelease(const ResolvedFramework& fw, const v1::JobSpe
   const std::string& stated = spec.framework().release();
   int release = 0;
   if (!stated.empty()) {
-    release = stated.size() == 5 ? ReleaseInText(stated) : 0;
+    release = ParseRelease(stated);
     if (release == 0) {
       return FieldError("framework.release", absl::StrCat("'", stated.substr(0, 24), stated.size() > 24 ? "..." : "",
                                                           "' is not a container release YY.MM (e.g. 25.04)"));
     }
   }
-  const std::string& folded_from = fw.spec.moe().folded_from_release();
   // Every MoE job, whatever its own EP: the layout search tries EP > 1 from it.
-  if (folded_from.empty() || !job.framework.expert_parallel_after_cp || job.model.moe.routed_experts <= 1) {
+  if (fw.folded_from_release == 0 || !job.framework.expert_parallel_after_cp || job.model.moe.routed_experts <= 1) {
     return absl::OkStatus();
   }
   if (release == 0) {
-    const std::string& last = fw.spec.last_release();
-    release = last.size() == 5 ? ReleaseInText(last) : 0;
+    release = fw.last_release;
     if (release == 0) return absl::OkStatus();
-    assumed.push_back({"framework.release", last,
+    assumed.push_back({"framework.release", fw.spec.last_release(),
                        absl::StrCat("the ", fw.spec.name(), " preset's last release (", fw.spec.version(),
-                                    "); it decides the expert layout: folded from ", folded_from, " on (",
-                                    fw.spec.moe().source(), ")")});
+                                    "); it decides the expert layout: folded from ", fw.spec.moe().folded_from_release(),
+                                    " on (", fw.spec.moe().source(), ")")});
   }
-  if (release >= ReleaseInText(folded_from)) job.framework.expert_parallel_after_cp = false;
+  if (release >= fw.folded_from_release) job.framework.expert_parallel_after_cp = false;
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
+#include "proto/published_runs.h"
 
 namespace stepcast {
 
@@ -476,6 +477,8 @@ ResolvedFramework::ResolvedFramework(v1::FrameworkSpec resolved, const std::stri
   for (const v1::FrameworkDefault& a : spec.assumptions()) {
     assumptions.push_back({a.field(), a.value(), absl::StrCat("framework ", spec.name(), " assumption: ", a.source())});
   }
+  last_release = ParseRelease(spec.last_release());
+  folded_from_release = ParseRelease(spec.moe().folded_from_release());
   alternative_attention.reserve(spec.alternative_attention_size());
   for (const v1::AttentionKernel& k : spec.alternative_attention()) {
     alternative_attention.push_back(AttentionKernelFromProto(k, "framework.alternative_attention"));

@@ -177,6 +177,10 @@ struct ResolvedFramework {
   // AttentionKernelFromProto of each spec.alternative_attention(i), path
   // "framework.alternative_attention" (as a job that selects it reports its error).
   std::vector<absl::StatusOr<AttentionKernel>> alternative_attention;
+  // spec.last_release() and spec.moe().folded_from_release() as ParseRelease reads them (0: unset
+  // or not a release; the catalog refuses a preset whose fields do not parse), once per preset.
+  int last_release = 0;
+  int folded_from_release = 0;
 };
 
 // The framework of one job: a catalog preset by reference, or an inline spec resolved for the job

@@ -76,6 +76,8 @@ int ReleaseInText(const std::string& text) {
   return 0;
 }
 
+int ParseRelease(const std::string& field) { return field.size() == 5 ? ReleaseInText(field) : 0; }
+
 int YearInText(const std::string& text) {
   auto digit = [&](size_t i) { return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); };
   // A maximal run of exactly four digits starting 19 or 20.
@@ -206,7 +208,7 @@ absl::StatusOr<RowFramework> RowFrameworkOf(const PublishedRow& r, const Catalog
   // A container release the row states outside the preset's (framework.proto first_release /
   // last_release): predicted with this preset, and said so.
   if (!fw.spec.first_release().empty() || !fw.spec.last_release().empty()) {
-    const int first = ReleaseInText(fw.spec.first_release()), last = ReleaseInText(fw.spec.last_release());
+    const int first = ParseRelease(fw.spec.first_release()), last = ParseRelease(fw.spec.last_release());
     if (first == 0 || last == 0 || first > last) {
       return absl::InvalidArgumentError(absl::StrCat("framework ", fw.name, ": first_release '", fw.spec.first_release(),
                                                      "' / last_release '", fw.spec.last_release(),

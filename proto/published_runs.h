@@ -75,6 +75,11 @@ int YearInText(const std::string& text);
 // YY * 100 + MM; 0 when none. The same rule as YearInText's release.
 int ReleaseInText(const std::string& text);
 
+// A field that holds exactly one release "YY.MM" (a preset's first_release / last_release /
+// moe.folded_from_release, a job's framework.release): YY * 100 + MM by ReleaseInText's rule;
+// 0 when the text is anything else ("2504", "25.4", "v25.04", "25.04.01").
+int ParseRelease(const std::string& field);
+
 }  // namespace stepcast
 
 #endif  // STEPCAST_PROTO_PUBLISHED_RUNS_H_

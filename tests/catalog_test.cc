@@ -1333,8 +1333,11 @@ training: {seq_length: 4096, global_batch_size: 1, micro_batch_size: 1, precisio
                                              "name: bad-limit\nbase: nemo\nattention_limits:\n- " + limit + "\n"}}));
     EXPECT_NE(added.message().find(field), std::string::npos) << added;
   }
-  // moe.folded_from_release: a release YY.MM not after the preset's last release.
-  for (const std::string bad : {"2412", "25.09"}) {
+}
+
+// moe.folded_from_release (framework.proto MoeModel) is checked when the preset loads: a release
+// YY.MM, not after the preset's last release (it would never apply to a job stating none).
+TEST(Catalog, FoldedFromReleaseIsCheckedAtLoad) {  for (const std::string bad : {"2412", "25.09"}) {
     absl::StatusOr<Catalog> c = Catalog::Builtin(CatalogLoad::kAll);
     ASSERT_TRUE(c.ok());
     const absl::Status added = c->AddDirectory(

@@ -358,6 +358,9 @@ TEST(PublishedRuns, ARunOfAnotherContainerReleaseSaysSo) {
     EXPECT_EQ(run->spec.framework().release(), release) << text;
   }
   EXPECT_EQ(ReleaseInText("NeMo 26.04.01 container"), 2604);
+  // A field holding a release holds exactly "YY.MM".
+  EXPECT_EQ(ParseRelease("25.04"), 2504);
+  for (const char* bad : {"25.04.01", "2504", "25.4", "v25.04", "25.13", ""}) EXPECT_EQ(ParseRelease(bad), 0) << bad;
   EXPECT_EQ(ReleaseInText("v0.26.04"), 0);   // preceded by '.': a version part, not a release
   EXPECT_EQ(ReleaseInText("25.13 and 25.1"), 0);
   EXPECT_EQ(ReleaseInText("H100 at 1.25.09"), 0);

@@ -9,6 +9,7 @@
 #include "core/predict.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
+#include "stepcast/v1/service.pb.h"
 
 namespace {
 
@@ -245,6 +246,36 @@ void BM_RequestPathWire(benchmark::State& state) {
   state.counters["response_bytes"] = static_cast<double>(reply.size());
 }
 BENCHMARK(BM_RequestPathWire);
+
+// BM_RequestPathWire as `stepcast serve` runs a Predict since issue 30's seventh pass: request
+// and response on one protobuf arena whose first block is preallocated (the server's
+// ArenaMessageAllocator, plugin/service.cc), the prediction written into the response in place.
+void BM_RequestPathWireArena(benchmark::State& state) {
+  const stepcast::Catalog& catalog = BenchCatalog();
+  std::string wire;
+  if (!ReadSpec("examples/llama3-70b-h100.yaml").SerializeToString(&wire)) std::abort();
+  std::string reply;
+  static char block[16 << 10];
+  for (auto _ : state) {
+    google::protobuf::ArenaOptions o;
+    o.initial_block = block;
+    o.initial_block_size = sizeof block;
+    google::protobuf::Arena arena(o);
+    auto* req = google::protobuf::Arena::CreateMessage<stepcast::v1::PredictRequest>(&arena);
+    auto* resp = google::protobuf::Arena::CreateMessage<stepcast::v1::PredictResponse>(&arena);
+    if (!req->mutable_job()->ParseFromString(wire)) std::abort();
+    auto job = stepcast::JobFromSpec(req->job(), catalog, "", nullptr);
+    if (!job.ok()) std::abort();
+    auto p = stepcast::Predict(*job);
+    if (!p.ok()) std::abort();
+    stepcast::PredictionToProto(*p, resp->mutable_prediction());
+    reply.clear();
+    resp->SerializeToString(&reply);
+    benchmark::DoNotOptimize(reply);
+  }
+  state.counters["response_bytes"] = static_cast<double>(reply.size());
+}
+BENCHMARK(BM_RequestPathWireArena);
 
 // Loading the built-in catalog: everything parsed and resolved (what `stepcast serve` does once).
 void BM_CatalogBuiltin(benchmark::State& state) {

@@ -643,7 +643,7 @@ class ServiceImpl {
     if (absl::Status s = CheckJobSize(req.job(), "job"); !s.ok()) return s;
     absl::StatusOr<Prediction> p = Run(req.job(), req.profile());
     if (!p.ok()) return p.status();
-    *resp->mutable_prediction() = PredictionToProto(*p);
+    PredictionToProto(*p, resp->mutable_prediction());  // in place: the response is on its call's arena
     return absl::OkStatus();
   }
 
@@ -660,7 +660,7 @@ class ServiceImpl {
       absl::StatusOr<Prediction> p = Run(req.job(), req.profile(), job.get());
       if (!p.ok()) return p.status();
       *prediction = *std::move(p);
-      *resp->mutable_prediction() = PredictionToProto(*prediction);
+      PredictionToProto(*prediction, resp->mutable_prediction());
       const PolicyResult verdict = EvaluatePolicy(resp->prediction(), req.policy());
       resp->set_verdict(verdict.verdict);
       for (const auto& r : verdict.reasons) *resp->add_reasons() = r;
@@ -974,7 +974,7 @@ class ServiceImpl {
       absl::StatusOr<Prediction> p = Run(req.job(), req.profile());
       if (!p.ok()) return p.status();
       *run.mutable_job() = req.job();
-      *run.mutable_prediction() = PredictionToProto(*p);
+      PredictionToProto(*p, run.mutable_prediction());
     } else {
       return bad("prediction_id", "one of prediction_id or job is required");
     }
@@ -1137,9 +1137,45 @@ class ServiceImpl {
 // Binds one grpc::Server to the ServiceImpl: one log line per RPC; synchronous handlers answer
 // inline, ReportRun and PutProfile answer from the writer thread, Search and Preflight (after its
 // suggestion) from the search pool.
+// The request and response of one call on one protobuf arena, its first block inside the holder
+// (gRPC's callback-API MessageAllocator, grpcpp/support/message_allocator.h; protobuf's
+// ArenaOptions::initial_block): a Predict's ~5 KB response (assumed inputs with their sources,
+// the interval's notes) is built without a heap allocation per field and freed at once when the
+// call ends (docs/PERFORMANCE.md, issue 30, seventh pass). A response larger than the block
+// takes more blocks from the heap, as any arena does.
+template <class Request, class Response>
+class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Response> {
+ public:
+  grpc::MessageHolder<Request, Response>* AllocateMessages() override { return new Holder(); }
+
+ private:
+  class Holder final : public grpc::MessageHolder<Request, Response> {
+   public:
+    Holder() : arena_(Options(block_)) {
+      this->set_request(google::protobuf::Arena::CreateMessage<Request>(&arena_));
+      this->set_response(google::protobuf::Arena::CreateMessage<Response>(&arena_));
+    }
+    void Release() override { delete this; }
+
+   private:
+    static constexpr size_t kBlockBytes = 16 << 10;
+    static google::protobuf::ArenaOptions Options(char* block) {
+      google::protobuf::ArenaOptions o;
+      o.initial_block = block;
+      o.initial_block_size = kBlockBytes;
+      return o;
+    }
+    alignas(16) char block_[kBlockBytes];  // before arena_: constructed first, destroyed last
+    google::protobuf::Arena arena_;
+  };
+};
+
 class GrpcFrontend final : public v1::StepcastService::CallbackService {
  public:
-  explicit GrpcFrontend(std::shared_ptr<ServiceImpl> impl) : impl_(std::move(impl)) {}
+  explicit GrpcFrontend(std::shared_ptr<ServiceImpl> impl) : impl_(std::move(impl)) {
+    SetMessageAllocatorFor_Predict(&predict_allocator_);
+    SetMessageAllocatorFor_Preflight(&preflight_allocator_);
+  }
 
   // Counts a handler's synchronous part (the watchdog tells busy handlers from a dead listener).
   struct Busy {
@@ -1180,6 +1216,8 @@ class GrpcFrontend final : public v1::StepcastService::CallbackService {
 
  private:
   std::shared_ptr<ServiceImpl> impl_;
+  ArenaMessageAllocator<v1::PredictRequest, v1::PredictResponse> predict_allocator_;
+  ArenaMessageAllocator<v1::PreflightRequest, v1::PreflightResponse> preflight_allocator_;
 };
 
 namespace {

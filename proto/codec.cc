@@ -1475,6 +1475,12 @@ absl::StatusOr<RateProfile> LoadRateProfile(const std::string& path) {
 
 v1::Prediction PredictionToProto(const Prediction& p) {
   v1::Prediction out;
+  PredictionToProto(p, &out);
+  return out;
+}
+
+void PredictionToProto(const Prediction& p, v1::Prediction* out_ptr) {
+  v1::Prediction& out = *out_ptr;
   out.set_job_name(p.job_name);
   out.set_model_name(p.model_name);
   out.set_hardware_name(p.hardware_name);
@@ -1544,16 +1550,18 @@ v1::Prediction PredictionToProto(const Prediction& p) {
   out.set_micro_batches_per_step(p.micro_batches_per_step);
   for (const auto& w : p.warnings) out.add_warnings(w);
   out.set_framework(p.framework_name);
-  if (p.assumed_inputs) out.mutable_assumed_inputs()->Reserve(static_cast<int>(p.assumed_inputs->size()));
-  for (const auto& a : p.assumed_inputs ? *p.assumed_inputs : std::vector<AssumedInput>{}) {
-    auto* x = out.add_assumed_inputs();
-    x->set_field(a.field);
-    x->set_value(a.value);
-    x->set_source(a.source);
+  // By reference: `cond ? *vec : vector{}` would be a prvalue, a copy of every entry's strings.
+  if (p.assumed_inputs) {
+    out.mutable_assumed_inputs()->Reserve(static_cast<int>(p.assumed_inputs->size()));
+    for (const auto& a : *p.assumed_inputs) {
+      auto* x = out.add_assumed_inputs();
+      x->set_field(a.field);
+      x->set_value(a.value);
+      x->set_source(a.source);
+    }
   }
-  if (p.interval.available) *out.mutable_step_time_interval() = StepTimeIntervalToProto(p.interval);
-  *out.mutable_memory_interval() = MemoryIntervalToProto(p.memory_interval, p.memory.capacity_bytes);
-  return out;
+  if (p.interval.available) StepTimeIntervalToProto(p.interval, out.mutable_step_time_interval());
+  MemoryIntervalToProto(p.memory_interval, p.memory.capacity_bytes, out.mutable_memory_interval());
 }
 
 std::string ToJson(const pb::Message& msg) {

@@ -83,7 +83,11 @@ absl::StatusOr<Job> LoadJob(const std::string& path, const Catalog& catalog, con
 // Reads a rate profile file (RateProfile message, YAML/JSON/text proto).
 absl::StatusOr<RateProfile> LoadRateProfile(const std::string& path);
 
+// A prediction as its message. The out-parameter form fills an empty message in place, so a
+// response on a protobuf arena (the service's Predict, docs/PERFORMANCE.md) is built there
+// instead of built on the heap and copied.
 v1::Prediction PredictionToProto(const Prediction& p);
+void PredictionToProto(const Prediction& p, v1::Prediction* out);
 // JSON with the proto field names (snake_case) and every field printed.
 std::string ToJson(const google::protobuf::Message& msg);
 

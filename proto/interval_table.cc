@@ -224,6 +224,12 @@ v1::MemoryVerdict MemoryVerdictToProto(MemoryVerdict v) {
 
 v1::StepTimeInterval StepTimeIntervalToProto(const StepTimeInterval& i) {
   v1::StepTimeInterval out;
+  StepTimeIntervalToProto(i, &out);
+  return out;
+}
+
+void StepTimeIntervalToProto(const StepTimeInterval& i, v1::StepTimeInterval* out_ptr) {
+  v1::StepTimeInterval& out = *out_ptr;
   out.set_low_s(i.low_s);
   out.set_high_s(i.high_s);
   out.set_coverage(i.coverage);
@@ -243,11 +249,16 @@ v1::StepTimeInterval StepTimeIntervalToProto(const StepTimeInterval& i) {
   }
   for (std::string& n : IntervalNotes(i)) out.add_notes(std::move(n));
   out.set_summary(IntervalSummary(i));
-  return out;
 }
 
 v1::MemoryInterval MemoryIntervalToProto(const MemoryInterval& m, double capacity_bytes) {
   v1::MemoryInterval out;
+  MemoryIntervalToProto(m, capacity_bytes, &out);
+  return out;
+}
+
+void MemoryIntervalToProto(const MemoryInterval& m, double capacity_bytes, v1::MemoryInterval* out_ptr) {
+  v1::MemoryInterval& out = *out_ptr;
   out.set_low_bytes(m.low_bytes);
   out.set_high_bytes(m.high_bytes);
   out.set_coverage(m.coverage);
@@ -256,7 +267,6 @@ v1::MemoryInterval MemoryIntervalToProto(const MemoryInterval& m, double capacit
   out.set_verdict(MemoryVerdictToProto(m.verdict));
   out.set_available(m.available);
   out.set_summary(MemoryIntervalSummary(m, capacity_bytes));
-  return out;
 }
 
 absl::StatusOr<v1::MeasuredMemoryRuns> LoadMeasuredMemoryRuns(const std::string& path) {

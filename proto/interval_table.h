@@ -43,9 +43,12 @@ std::string IntervalTableYaml(const v1::IntervalTableSpec& spec);
 std::shared_ptr<const IntervalTable> BuiltinIntervalTable();
 absl::StatusOr<std::shared_ptr<const IntervalTable>> LoadBuiltinIntervalTable();
 
-// The intervals of a prediction as messages.
+// The intervals of a prediction as messages. The out-parameter forms write into an empty
+// message in place (on its arena, if it has one: the service's Predict response).
 v1::StepTimeInterval StepTimeIntervalToProto(const StepTimeInterval& i);
+void StepTimeIntervalToProto(const StepTimeInterval& i, v1::StepTimeInterval* out);
 v1::MemoryInterval MemoryIntervalToProto(const MemoryInterval& m, double capacity_bytes);
+void MemoryIntervalToProto(const MemoryInterval& m, double capacity_bytes, v1::MemoryInterval* out);
 v1::MemoryVerdict MemoryVerdictToProto(MemoryVerdict v);
 
 // Reads tests/data/validation/memory_runs.yaml (or another file of that schema). Errors name the

@@ -202,7 +202,7 @@ v1::SearchCandidate SearchCandidateToProto(const RankedLayout& r, const Layout* 
   out.set_rank(r.rank);
   *out.mutable_layout() = SearchLayoutToProto(r.layout);
   out.set_objective_value(r.objective_value);
-  *out.mutable_prediction() = PredictionToProto(r.prediction);
+  PredictionToProto(r.prediction, out.mutable_prediction());
   if (submitted != nullptr) {
     for (const LayoutChange& c : LayoutChanges(*submitted, r.layout)) {
       v1::LayoutChange* x = out.add_changes();

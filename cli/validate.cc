@@ -201,12 +201,14 @@ RowPrediction PredictOne(const PublishedRow& r, const Catalog& catalog, const Mo
   return out;
 }
 
+double Median(std::vector<double> v);
+
 double ErrorPct(const RowPrediction& x) {
   return (x.p.step_time_s - x.run.measured_iter_time_s) / x.run.measured_iter_time_s * 100;
 }
 
 struct Tally {
-  std::vector<double> errors;
+  std::vector<double> errors, signed_errors;
   int64_t skipped = 0, not_fit = 0, fallback = 0;
   std::map<std::string, std::vector<double>> experiments;
   // `fits`: the memory verdict is not "does not fit" ("tight" is not a refusal).
@@ -218,12 +220,14 @@ struct Tally {
     if (r.run.framework_fallback) ++fallback;  // predicted with the generic preset
     const double e = std::fabs(ErrorPct(r));
     errors.push_back(e);
+    signed_errors.push_back(ErrorPct(r));
     experiments[r.run.experiment].push_back(e);
     if (!fits) ++not_fit;
   }
   v1::ValidationSummary Summary() const {
     v1::ValidationSummary s = Summarise(errors, skipped, not_fit, experiments);
     s.set_n_framework_fallback(static_cast<int32_t>(fallback));
+    s.set_median_signed_error_pct(Median(signed_errors));
     return s;
   }
 };
@@ -377,6 +381,7 @@ void FillRow(const Row& r, const RowPrediction& x, const RowPrediction& l, const
                                                      RegimeOf(x.job).family, &table, kMemoryUncertainty);
     *fits = mi.verdict != MemoryVerdict::kDoesNotFit;
     out->set_framework(x.job.framework.name);
+    out->set_hardware(x.job.hardware.name);
     out->set_framework_fallback(x.run.framework_fallback);
     out->set_predicted_iter_time_s(x.p.step_time_s);
     out->set_predicted_mfu(x.p.mfu);
@@ -412,7 +417,7 @@ void AddRowsAndSummaries(const std::vector<Row>& rows, const std::vector<RowPred
                          const std::vector<RowPrediction>& loso, const InformedChoices& informed,
                          const IntervalTable& table, SourceTables& without_source, v1::ValidationReport* report) {
   Tally all;
-  std::map<std::string, Tally> by_source, loso_by_source;
+  std::map<std::string, Tally> by_source, loso_by_source, by_kind, by_hardware;
   for (size_t i = 0; i < rows.size(); ++i) {
     v1::ValidationRow* out = report->add_rows();
     bool fits = true, loso_fits = true;
@@ -420,8 +425,22 @@ void AddRowsAndSummaries(const std::vector<Row>& rows, const std::vector<RowPred
     all.Add(full[i], fits);
     by_source[out->source_id()].Add(full[i], fits);
     loso_by_source[out->source_id()].Add(loso[i], loso_fits);
+    if (full[i].ok()) {
+      by_kind[full[i].job.model.moe.enabled() ? "MoE" : "dense"].Add(full[i], fits);
+      by_hardware[full[i].job.hardware.name].Add(full[i], fits);
+    }
   }
   *report->mutable_summary() = all.Summary();
+  for (const auto& [kind, tally] : by_kind) {
+    v1::GroupSummary* g = report->add_by_model_kind();
+    g->set_group(kind);
+    *g->mutable_summary() = tally.Summary();
+  }
+  for (const auto& [hw, tally] : by_hardware) {
+    v1::GroupSummary* g = report->add_by_hardware();
+    g->set_group(hw);
+    *g->mutable_summary() = tally.Summary();
+  }
   for (const auto& [id, tally] : by_source) {
     v1::SourceSummary* s = report->add_by_source();
     s->set_source_id(id);
@@ -590,6 +609,16 @@ std::string FormatValidation(const v1::ValidationReport& r) {
   o += "\n|error| of predicted step time (not-fit rows count as failures; a weak-scaling series is one experiment)\n";
   for (const auto& s : r.by_source()) line("source " + s.source_id(), s.summary());
   line("all rows", r.summary());
+  // The lean of each model kind and GPU: the median signed error (negative: predicted too fast).
+  auto lean = [&](const std::string& label, const v1::ValidationSummary& s) {
+    absl::StrAppendFormat(&o, "%-26s n=%-3d median |error| %5.1f%%  p90 %5.1f%%  median signed error %+6.1f%%\n", label,
+                          s.n_rows(), s.median_abs_error_pct(), s.p90_abs_error_pct(), s.median_signed_error_pct());
+  };
+  if (r.by_model_kind_size() > 0 || r.by_hardware_size() > 0) {
+    o += "\nby model kind and by GPU (signed error: predicted / measured - 1; negative = predicted too fast)\n";
+    for (const auto& g : r.by_model_kind()) lean(g.group(), g.summary());
+    for (const auto& g : r.by_hardware()) lean(g.group(), g.summary());
+  }
   bool any_loso = false;
   for (const auto& s : r.by_source()) any_loso |= s.choices_informed_size() > 0;
   if (any_loso) {

@@ -88,8 +88,9 @@ if [ ! -f "$root/tests/data/validation/published_runs.csv" ]; then
 else
   check validate 0 "$bin" validate "$root/tests/data/validation/published_runs.csv"
   contains validate-summary "all rows"
+  contains validate-lean "median signed error"
   check validate-json 0 "$bin" validate --json "$root/tests/data/validation/published_runs.csv"
-  python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["summary"]["n_rows"]>=106 and "error_pct" in d["rows"][0] and "median_abs_error_pct" in d["summary"]' <<<"$LAST" \
+  python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["summary"]["n_rows"]>=106 and "error_pct" in d["rows"][0] and "median_abs_error_pct" in d["summary"] and {g["group"] for g in d["by_model_kind"]}=={"dense","MoE"} and d["by_hardware"] and d["rows"][0]["hardware"]' <<<"$LAST" \
     && echo "ok   validate-json-parses" || { echo "FAIL validate-json-parses"; fail=1; }
 fi
 rm -rf "$tmp"

@@ -88,6 +88,83 @@ TEST(Validate, PublishedRunsAccuracy) {
   }
 }
 
+TEST(Validate, ModelKindAndGpuGroupsGiveEachGroupsLean) {
+  // The report's groups (by_model_kind, by_hardware) hold every predicted row once, MoE exactly the
+  // rows whose CSV cell states more than one routed expert (read here from the file, not from the
+  // job), and each group's median signed error is the median of its rows' own error_pct.
+  auto r = cli::Validate(STEPCAST_PUBLISHED_RUNS, testing::BuiltinCatalog());
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::set<std::string> moe_rows;
+  {
+    std::ifstream in(STEPCAST_PUBLISHED_RUNS);
+    std::string header, line;
+    ASSERT_TRUE(std::getline(in, header));
+    // RFC 4180 cells: a quoted cell may hold commas (the source texts do); "" is a quote.
+    auto split = [](const std::string& l) {
+      std::vector<std::string> cells(1);
+      bool quoted = false;
+      for (size_t i = 0; i < l.size(); ++i) {
+        const char c = l[i];
+        if (quoted && c == '"' && i + 1 < l.size() && l[i + 1] == '"') {
+          cells.back() += '"';
+          ++i;
+        } else if (c == '"') {
+          quoted = !quoted;
+        } else if (c == ',' && !quoted) {
+          cells.emplace_back();
+        } else {
+          cells.back() += c;
+        }
+      }
+      return cells;
+    };
+    const std::vector<std::string> cols = split(header);
+    const auto col = std::find(cols.begin(), cols.end(), "moe_routed_experts") - cols.begin();
+    ASSERT_LT(col, static_cast<long>(cols.size()));
+    while (std::getline(in, line)) {
+      const std::vector<std::string> cells = split(line);
+      ASSERT_GT(cells.size(), static_cast<size_t>(col)) << line.substr(0, 40);
+      int64_t experts = 0;
+      if (absl::SimpleAtoi(cells[col], &experts) && experts > 1) moe_rows.insert(cells[0]);
+    }
+  }
+  ASSERT_FALSE(moe_rows.empty());
+  std::map<std::string, std::vector<double>> by_kind, by_hw;
+  for (const auto& row : r->rows()) {
+    if (!row.skipped_reason().empty()) continue;
+    by_kind[moe_rows.count(row.row_id()) ? "MoE" : "dense"].push_back(row.error_pct());
+    ASSERT_FALSE(row.hardware().empty()) << row.row_id();
+    by_hw[row.hardware()].push_back(row.error_pct());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  auto check = [&](const google::protobuf::RepeatedPtrField<v1::GroupSummary>& groups,
+                   const std::map<std::string, std::vector<double>>& expected) {
+    ASSERT_EQ(static_cast<size_t>(groups.size()), expected.size());
+    int total = 0;
+    for (const auto& g : groups) {
+      auto it = expected.find(g.group());
+      ASSERT_NE(it, expected.end()) << g.group();
+      EXPECT_EQ(g.summary().n_rows(), static_cast<int>(it->second.size())) << g.group();
+      EXPECT_NEAR(g.summary().median_signed_error_pct(), median(it->second), 1e-9) << g.group();
+      total += g.summary().n_rows();
+    }
+    EXPECT_EQ(total, r->summary().n_rows());
+  };
+  check(r->by_model_kind(), by_kind);
+  check(r->by_hardware(), by_hw);
+  EXPECT_NEAR(r->summary().median_signed_error_pct(),
+              median([&] {
+                std::vector<double> all;
+                for (const auto& [k, v] : by_kind) all.insert(all.end(), v.begin(), v.end());
+                return all;
+              }()),
+              1e-9);
+}
+
 TEST(Validate, PublishedRunsFileHasEveryRow) {
   // tests/data/validation/published_runs.csv is the 158-row copy of ../shared/validation.
   auto r = cli::Validate(STEPCAST_PUBLISHED_RUNS, testing::BuiltinCatalog());

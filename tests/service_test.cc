@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "plugin/client.h"
 #include "plugin/service.h"
@@ -147,6 +148,20 @@ TEST_F(ServiceTest, PredictMatchesTheLibrary) {
   EXPECT_DOUBLE_EQ(resp.prediction().mfu(), local->mfu);
   EXPECT_EQ(resp.prediction().model_name(), "Llama 3 8B");
   EXPECT_GT(resp.prediction().memory().total_bytes(), 0);
+  // The whole message, as the library's PredictionToProto writes it: the server builds it in
+  // place on the call's arena (ArenaMessageAllocator, issue 30), which must not drop or change a
+  // field. The assumed inputs, each with its source, are the largest part of it.
+  const v1::Prediction expected = PredictionToProto(*local);
+  ASSERT_GT(expected.assumed_inputs_size(), 0);
+  ASSERT_EQ(resp.prediction().assumed_inputs_size(), expected.assumed_inputs_size());
+  for (int i = 0; i < expected.assumed_inputs_size(); ++i) {
+    EXPECT_EQ(resp.prediction().assumed_inputs(i).field(), expected.assumed_inputs(i).field());
+    EXPECT_EQ(resp.prediction().assumed_inputs(i).source(), expected.assumed_inputs(i).source());
+  }
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(resp.prediction(), expected))
+      << resp.prediction().ShortDebugString().substr(0, 400);
+  // Preflight's prediction too (its response is on an arena as well).
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Preflight(Spec(kJob)).prediction(), expected));
 }
 
 TEST_F(ServiceTest, PreflightVerdicts) {

@@ -1134,9 +1134,6 @@ class ServiceImpl {
   std::unique_ptr<Writer> writer_;  // last: stopped (joined) before the members above go
 };
 
-// Binds one grpc::Server to the ServiceImpl: one log line per RPC; synchronous handlers answer
-// inline, ReportRun and PutProfile answer from the writer thread, Search and Preflight (after its
-// suggestion) from the search pool.
 // The request and response of one call on one protobuf arena, its first block inside the holder
 // (gRPC's callback-API MessageAllocator, grpcpp/support/message_allocator.h; protobuf's
 // ArenaOptions::initial_block): a Predict's ~5 KB response (assumed inputs with their sources,
@@ -1170,6 +1167,9 @@ class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Respo
   };
 };
 
+// Binds one grpc::Server to the ServiceImpl: one log line per RPC; synchronous handlers answer
+// inline, ReportRun and PutProfile answer from the writer thread, Search and Preflight (after its
+// suggestion) from the search pool.
 class GrpcFrontend final : public v1::StepcastService::CallbackService {
  public:
   explicit GrpcFrontend(std::shared_ptr<ServiceImpl> impl) : impl_(std::move(impl)) {

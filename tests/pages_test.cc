@@ -36,6 +36,7 @@
 #include "core/predict.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
+#include "tests/csv_line.h"
 
 namespace stepcast {
 namespace {
@@ -49,22 +50,6 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// One CSV line split on commas outside double quotes.
-std::vector<std::string> SplitCsv(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
 }
 
 // nccl-tests output: "# collective: all_reduce  ranks (from busbw/algbw): 8" and rows
@@ -126,7 +111,7 @@ void AddTraceLensGemms(const std::string& path, v1::CalibrationRun& run, std::ve
   std::vector<std::string> header;
   for (absl::string_view line : absl::StrSplit(ReadFile(path), '\n')) {
     if (line.empty()) continue;
-    std::vector<std::string> f = SplitCsv(std::string(line));
+    std::vector<std::string> f = testing::SplitCsvLine(std::string(line));
     if (header.empty()) {
       header = f;
       continue;

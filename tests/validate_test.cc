@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/catalog.h"
+#include "tests/csv_line.h"
 #include "tests/test_util.h"
 
 namespace stepcast {
@@ -99,25 +100,8 @@ TEST(Validate, ModelKindAndGpuGroupsGiveEachGroupsLean) {
     std::ifstream in(STEPCAST_PUBLISHED_RUNS);
     std::string header, line;
     ASSERT_TRUE(std::getline(in, header));
-    // RFC 4180 cells: a quoted cell may hold commas (the source texts do); "" is a quote.
-    auto split = [](const std::string& l) {
-      std::vector<std::string> cells(1);
-      bool quoted = false;
-      for (size_t i = 0; i < l.size(); ++i) {
-        const char c = l[i];
-        if (quoted && c == '"' && i + 1 < l.size() && l[i + 1] == '"') {
-          cells.back() += '"';
-          ++i;
-        } else if (c == '"') {
-          quoted = !quoted;
-        } else if (c == ',' && !quoted) {
-          cells.emplace_back();
-        } else {
-          cells.back() += c;
-        }
-      }
-      return cells;
-    };
+    // testing::SplitCsvLine: the source texts hold quoted commas.
+    const auto split = testing::SplitCsvLine;
     const std::vector<std::string> cols = split(header);
     const auto col = std::find(cols.begin(), cols.end(), "moe_routed_experts") - cols.begin();
     ASSERT_LT(col, static_cast<long>(cols.size()));

@@ -633,6 +633,23 @@ void AddSourceErrors(const v1::ValidationReport& r, Page& page) {
   page.Add(t);
   page.Note("Rows predicted not to fit count as failures; a weak-scaling series counts once among the experiments. "
             "Leave-one-source-out: the source's rows predicted with every model choice its rows informed switched off.");
+  // The lean of each model kind and GPU (ValidationReport.by_model_kind / by_hardware).
+  if (r.by_model_kind_size() + r.by_hardware_size() > 0) {
+    Table lean;
+    lean.header = {"model kind / GPU", "rows", "median |error|", "p90", "median signed error"};
+    lean.numeric = {false, true, true, true, true};
+    auto add = [&](const v1::GroupSummary& g) {
+      const v1::ValidationSummary& a = g.summary();
+      lean.rows.push_back({g.group(), absl::StrCat(a.n_rows()), pct(a.median_abs_error_pct()),
+                           pct(a.p90_abs_error_pct()), absl::StrFormat("%+.1f%%", a.median_signed_error_pct())});
+      lean.flagged.push_back(std::fabs(a.median_signed_error_pct()) > 10);
+    };
+    for (const auto& g : r.by_model_kind()) add(g);
+    for (const auto& g : r.by_hardware()) add(g);
+    page.Add(lean);
+    page.Note("Signed error: predicted / measured - 1, negative when the model predicts a group too fast; flagged "
+              "beyond 10%. The intervals do not condition on the GPU where its runs are too few (docs/VALIDATION.md).");
+  }
 }
 
 }  // namespace

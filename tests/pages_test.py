@@ -401,6 +401,14 @@ class ValidatePage(PageCase, unittest.TestCase):
         self.assertIn(f"{p90:.1f}%", self.dom_text)
         self.assertIn("leave-one-source-out", self.dom_text)
 
+    def test_lean_table(self):
+        # Each model kind and GPU with its median signed error, as the JSON gives it.
+        groups = self.report["by_model_kind"] + self.report["by_hardware"]
+        self.assertEqual({g["group"] for g in self.report["by_model_kind"]}, {"dense", "MoE"})
+        for g in groups:
+            self.assertIn(f"<td>{g['group']}</td>", self.dom_text)
+            self.assertIn(f"{g['summary']['median_signed_error_pct']:+.1f}%", self.dom_text)
+
 
 class HostileNamesPage(PageCase, unittest.TestCase):
     """Names come from user files: a job named with markup stays text."""

@@ -170,7 +170,8 @@ struct ModelChoices {
   bool elementwise_traffic_factor = true;  // off: the fused accounting (factor 1)
   bool cross_entropy_bytes = true;         // off: the fused loss accounting
   bool overlap_efficiency = true;          // off: overlap hides all it can (efficiency 1)
-  bool launch_floor = true;                // off: no host launch floor
+  bool launch_floor = true;                // off: the eager presets' former host cost per kernel (5 us,
+                                           // before the DeepSeek-V3 trace's 42 us; step_time.cc)
   bool fsdp_semantics = true;              // off: ZeRO-3 gathers twice and reduces every micro-batch
   // off: the framework's per-model recipe defaults are not applied (only its framework-wide
   // defaults). Used where jobs are built (the validation harness), not by the step model.

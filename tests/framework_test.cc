@@ -609,6 +609,31 @@ TEST(StepTime, LoopedExpertLaunchesCostTheLaunchCallOnly) {
   EXPECT_DOUBLE_EQ(spec->framework.launch.looped_launch_overhead_s, 2e-5);
 }
 
+// Leave-one-source-out's launch_floor off (docs/validation_informed.yaml, S26) restores the host
+// cost per kernel the eager presets had before the DeepSeek-V3 trace's 42 us: 5 us for every
+// launch, issued or looped (the looped ones had no figure of their own then), not no floor at all.
+TEST(StepTime, LaunchFloorOffRestoresTheFormerFiveMicroseconds) {
+  absl::StatusOr<Job> job = testing::JobFromYaml(TinyMoeJob(""));
+  ASSERT_TRUE(job.ok()) << job.status();
+  job->choices.launch_floor = false;
+  const StepBreakdown off = EstimateStepTime(*job).breakdown;
+  // Per layer, by hand (as LoopedExpertLaunchesCostTheLaunchCallOnly): 150 issued kernels and 384
+  // looped ones, all at 5 us: 2.67 ms a layer, 5.34 ms for two, still host-bound in this tiny model.
+  const double host_s = 2 * (150 + 384) * 5e-6;
+  const double total_s = off.gemm_s + off.attention_s + off.elementwise_s + off.launch_overhead_s;
+  EXPECT_GT(off.launch_overhead_s, 0);
+  EXPECT_GE(total_s, host_s);
+  EXPECT_LE(total_s, host_s + 0.5e-3);
+  // A compiled preset's own figure below 5 us is its own, not raised.
+  absl::StatusOr<Job> compiled = testing::JobFromYaml(TinyMoeJob(""));
+  ASSERT_TRUE(compiled.ok());
+  compiled->framework.launch.kernel_launch_overhead_s = 3.3e-6;
+  compiled->framework.launch.looped_launch_overhead_s = 3.3e-6;
+  const double on_s = EstimateStepTime(*compiled).step_time_s;
+  compiled->choices.launch_floor = false;
+  EXPECT_DOUBLE_EQ(EstimateStepTime(*compiled).step_time_s, on_s);
+}
+
 // The dispatcher's wait for the token counts drains the GPU's queue: the launches after it
 // cannot hide behind the attention before it. Without the wait, a layer whose GPU work exceeds
 // all its launches has no host floor.

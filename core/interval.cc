@@ -281,6 +281,18 @@ IntervalTable IntervalTable::Build(std::vector<ResidualRun> step, std::vector<Me
   t.step_ = std::move(step);
   t.memory_ = std::move(memory);
 
+  // Each GPU generation's rows and median measured / predicted (unweighted: a lean over rows).
+  {
+    std::array<std::vector<double>, 4> ratios;
+    for (const ResidualRun& r : t.step_) ratios[static_cast<int>(r.regime.gpu)].push_back(r.measured_s / r.predicted_s);
+    for (size_t g = 0; g < ratios.size(); ++g) {
+      std::vector<double>& v = ratios[g];
+      if (v.empty()) continue;
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      t.generation_lean_[g] = {static_cast<int>(n), n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])};
+    }
+  }
   // Weights: a weak-scaling series (experiment) weighs 1.
   std::map<std::string, int> per_experiment;
   for (const ResidualRun& r : t.step_) ++per_experiment[r.experiment];
@@ -481,6 +493,14 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
   }
   i.low_s = step_time_s * res.low_ratio;
   i.high_s = step_time_s * res.high_ratio;
+  // The GPU generation's own lean where the interval does not condition on it.
+  if (i.level != 0 && i.regime.gpu != GpuGeneration::kOther) {
+    const IntervalTable::GenerationLean& g = table.generation_lean(i.regime.gpu);
+    if (g.rows >= kGenerationLeanMinimumRows) {
+      i.gpu_generation_rows = g.rows;
+      i.gpu_generation_median_ratio = g.median_ratio;
+    }
+  }
 
   // Low-confidence overlap values: the step with each such mechanism hiding nothing (upper) and
   // hiding all it can (lower), the rest as the preset has it.
@@ -534,6 +554,13 @@ std::vector<std::string> IntervalNotes(const StepTimeInterval& i) {
         "its regime (%s) has %.3g validated runs, below the minimum of %.0f: the interval comes from %s",
         RegimeText(i.regime, kValidatedRegionLevel), i.region_experiments, i.minimum_experiments,
         i.level >= 0 ? RegimeText(i.regime, i.level) : std::string("the widest interval")));
+  }
+  if (i.gpu_generation_rows > 0) {
+    const double pct = 100 * (i.gpu_generation_median_ratio - 1);
+    out.push_back(absl::StrFormat(
+        "the interval does not condition on the GPU: the %d validated runs on %s GPUs measured a median %.1f%% %s "
+        "than their leave-one-source-out predictions",
+        i.gpu_generation_rows, GpuText(i.regime.gpu), std::fabs(pct), pct >= 0 ? "slower" : "faster"));
   }
   if (i.low_confidence != 0) {
     out.push_back(absl::StrCat("rests on low-confidence overlap values of the framework preset (", MechanismNames(i.low_confidence),

@@ -215,6 +215,16 @@ class IntervalTable {
   // The memory bounds (ln ratios) of a framework family's measured runs, their weight, and rows.
   const ConformalBounds& memory_bounds(FrameworkFamily f) const { return memory_bounds_[static_cast<int>(f)]; }
   int memory_rows(FrameworkFamily f) const { return memory_rows_[static_cast<int>(f)]; }
+  // The validated runs of one GPU generation, whatever their other features: how many (rows) and
+  // the median of measured / predicted over them (> 1: the model predicted them too fast; the
+  // predictions are the residuals', i.e. leave-one-source-out in the shipped table). The
+  // interval notes print it where the interval does not condition on the GPU (its level dropped
+  // the feature), so a job on a generation the model leans on says so.
+  struct GenerationLean {
+    int rows = 0;
+    double median_ratio = 1;
+  };
+  const GenerationLean& generation_lean(GpuGeneration g) const { return generation_lean_[static_cast<int>(g)]; }
 
  private:
   // outside_bounds_ and its counts from step_: the runs whose validated-region key has one source
@@ -232,6 +242,7 @@ class IntervalTable {
   int outside_rows_ = 0, outside_sources_ = 0;
   std::array<ConformalBounds, 5> memory_bounds_{};  // by FrameworkFamily
   std::array<int, 5> memory_rows_{};
+  std::array<GenerationLean, 4> generation_lean_{};  // by GpuGeneration
 };
 
 // Overlap mechanisms (core/framework.h OverlapModel) as bits, for the low-confidence note.
@@ -266,7 +277,15 @@ struct StepTimeInterval {
   int unvalidated_prefix = 0;     // RegimePhrase(regime, unvalidated_prefix) has no validated run
   uint32_t low_confidence = 0;    // OverlapMechanismBit of the low-confidence values it rests on
   double minimum_experiments = 0; // MinimumWeight(coverage)
+  // Where the interval does not condition on the GPU (level >= 1, or from outside the region) and
+  // the table holds at least kGenerationLeanMinimumRows runs of the job's GPU generation: their
+  // count and median measured / predicted (IntervalTable::generation_lean); 0 rows otherwise.
+  int gpu_generation_rows = 0;
+  double gpu_generation_median_ratio = 1;
 };
+// Fewest runs of a GPU generation whose median the notes report (a median of one or two runs says
+// little).
+inline constexpr int kGenerationLeanMinimumRows = 3;
 // The interval of a step time `step_time_s` predicted for `job`: the resolution of RegimeOf(job)
 // applied to the point estimate, widened for the low-confidence overlap values the job uses
 // (EstimateStepTime with each such mechanism hiding nothing, and hiding all it can; mechanisms

@@ -249,6 +249,10 @@ void StepTimeIntervalToProto(const StepTimeInterval& i, v1::StepTimeInterval* ou
   }
   for (std::string& n : IntervalNotes(i)) out.add_notes(std::move(n));
   out.set_summary(IntervalSummary(i));
+  if (i.gpu_generation_rows > 0) {
+    out.set_gpu_generation_rows(i.gpu_generation_rows);
+    out.set_gpu_generation_median_ratio(i.gpu_generation_median_ratio);
+  }
 }
 
 v1::MemoryInterval MemoryIntervalToProto(const MemoryInterval& m, double capacity_bytes) {

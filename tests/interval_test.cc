@@ -203,7 +203,53 @@ TEST(IntervalTable, FallsBackToTheFirstRegimeWithTheMinimum) {
   EXPECT_FALSE(i.below_minimum);  // its region has 11 >= 9
   EXPECT_EQ(i.sources, 2);
   EXPECT_EQ(i.low_confidence, 0u);  // megatron-core flags no overlap value
-  EXPECT_TRUE(IntervalNotes(i).empty());
+  // Level 2 keeps no GPU generation: the note gives the 13 Hopper runs' lean. By hand, their
+  // measured / predicted sorted: e^-0.2, e^0.01 .. e^0.11, e^0.9; the median (7th) e^0.06 = 1.0618.
+  EXPECT_EQ(i.gpu_generation_rows, 13);
+  EXPECT_NEAR(i.gpu_generation_median_ratio, std::exp(0.06), 1e-12);
+  ASSERT_EQ(IntervalNotes(i).size(), 1u);
+  EXPECT_EQ(IntervalNotes(i)[0],
+            "the interval does not condition on the GPU: the 13 validated runs on Hopper GPUs measured a median "
+            "6.2% slower than their leave-one-source-out predictions");
+}
+
+TEST(IntervalTable, AGpuGenerationsLeanIsNotedWhereTheIntervalIgnoresTheGpu) {
+  // The hand table plus four Blackwell runs in the same bf16 regime, measured 0.80, 0.85, 0.90 and
+  // 0.95 of their predictions (the model too slow there): below the minimum at level 0, so the
+  // interval comes from a level without the GPU, and the note gives Blackwell's own median:
+  // (0.85 + 0.90) / 2 = 0.875, "12.5% faster".
+  std::vector<ResidualRun> runs = HandTable().step_runs();
+  Regime blackwell = MegatronPp(PrecisionClass::k16Bit);
+  blackwell.gpu = GpuGeneration::kBlackwell;
+  for (double ratio : {0.80, 0.85, 0.90, 0.95}) {
+    runs.push_back({absl::StrCat("b", ratio), "D", absl::StrCat("eb", ratio), blackwell, 10.0, 10.0 * ratio});
+  }
+  const IntervalTable t = IntervalTable::Build(runs, {});
+  EXPECT_EQ(t.generation_lean(GpuGeneration::kBlackwell).rows, 4);
+  EXPECT_NEAR(t.generation_lean(GpuGeneration::kBlackwell).median_ratio, 0.875, 1e-12);
+  absl::StatusOr<Job> job = testing::JobFromYaml(
+      "model: llama3-70b\nhardware: b200\nframework: megatron-core\ncluster: {gpu_count: 128}\n"
+      "parallelism: {tp: 8, pp: 8, sequence_parallel: true}\ntraining: {seq_length: 8192, global_batch_size: 128, "
+      "sharding: zero1, recompute: full, precision: {gemm: bf16}}\n");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(RegimeOf(*job), blackwell);
+  const StepTimeInterval i = EstimateStepTimeInterval(*job, 20.0, t);
+  EXPECT_GT(i.level, 0);
+  EXPECT_EQ(i.gpu_generation_rows, 4);
+  const std::vector<std::string> notes = IntervalNotes(i);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "the interval does not condition on the GPU: the 4 validated runs on Blackwell GPUs measured a median "
+            "12.5% faster than their leave-one-source-out predictions");
+  // In the message the service returns.
+  const v1::StepTimeInterval m = StepTimeIntervalToProto(i);
+  EXPECT_EQ(m.gpu_generation_rows(), 4);
+  EXPECT_NEAR(m.gpu_generation_median_ratio(), 0.875, 1e-12);
+  // Two runs of a generation are too few to report (kGenerationLeanMinimumRows).
+  std::vector<ResidualRun> two = HandTable().step_runs();
+  two.push_back({"b1", "D", "eb1", blackwell, 10.0, 8.0});
+  two.push_back({"b2", "D", "eb2", blackwell, 10.0, 9.0});
+  EXPECT_EQ(EstimateStepTimeInterval(*job, 20.0, IntervalTable::Build(two, {})).gpu_generation_rows, 0);
 }
 
 TEST(IntervalTable, BelowTheMinimumIsFlaggedAndOutsideTheRegionIsTheWidest) {
@@ -219,8 +265,9 @@ TEST(IntervalTable, BelowTheMinimumIsFlaggedAndOutsideTheRegionIsTheWidest) {
   EXPECT_EQ(i.level, 5);
   EXPECT_NEAR(i.low_s, 10 * std::exp(-0.2), 1e-9);
   EXPECT_NEAR(i.high_s, 10 * std::exp(0.11), 1e-9);
-  ASSERT_EQ(IntervalNotes(i).size(), 1u);
+  ASSERT_EQ(IntervalNotes(i).size(), 2u);  // and the Hopper runs' lean (level 5 keeps no GPU)
   EXPECT_TRUE(absl::StrContains(IntervalNotes(i)[0], "below the minimum of 9")) << IntervalNotes(i)[0];
+  EXPECT_TRUE(absl::StrContains(IntervalNotes(i)[1], "13 validated runs on Hopper GPUs")) << IntervalNotes(i)[1];
 
   // ZeRO-3: no validated run shares family, dense, sharding: the out-of-region runs (MoE, no PP:
   // source C alone) weigh 2, below the minimum, so the widest, [-0.2, 0.9].

@@ -83,21 +83,24 @@ std::string Str(const Row& r, const std::string& col) {
 }
 
 // |error| statistics of a set of rows.
+// The median (the mean of the middle two for an even count); 0 for none.
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 v1::ValidationSummary Summarise(const std::vector<double>& abs_errors, int64_t skipped, int64_t not_fit,
                                 const std::map<std::string, std::vector<double>>& experiments) {
   v1::ValidationSummary s;
   s.set_n_rows(static_cast<int64_t>(abs_errors.size()));
   s.set_n_skipped(skipped);
   s.set_n_not_fit(not_fit);
-  auto median = [](std::vector<double> e) {
-    std::sort(e.begin(), e.end());
-    const size_t n = e.size();
-    return n == 0 ? 0.0 : (n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]));
-  };
   if (!abs_errors.empty()) {
     std::vector<double> e = abs_errors;
     std::sort(e.begin(), e.end());
-    s.set_median_abs_error_pct(median(e));
+    s.set_median_abs_error_pct(Median(e));
     double sum = 0;
     for (double x : e) sum += x;
     s.set_mean_abs_error_pct(sum / e.size());
@@ -108,10 +111,10 @@ v1::ValidationSummary Summarise(const std::vector<double>& abs_errors, int64_t s
   }
   std::vector<double> per_experiment;
   for (const auto& [id, errs] : experiments) {
-    if (!errs.empty()) per_experiment.push_back(median(errs));
+    if (!errs.empty()) per_experiment.push_back(Median(errs));
   }
   s.set_n_experiments(static_cast<int64_t>(per_experiment.size()));
-  s.set_median_experiment_abs_error_pct(median(per_experiment));
+  s.set_median_experiment_abs_error_pct(Median(per_experiment));
   return s;
 }
 
@@ -201,8 +204,6 @@ RowPrediction PredictOne(const PublishedRow& r, const Catalog& catalog, const Mo
   return out;
 }
 
-double Median(std::vector<double> v);
-
 double ErrorPct(const RowPrediction& x) {
   return (x.p.step_time_s - x.run.measured_iter_time_s) / x.run.measured_iter_time_s * 100;
 }
@@ -218,9 +219,9 @@ struct Tally {
       return;
     }
     if (r.run.framework_fallback) ++fallback;  // predicted with the generic preset
-    const double e = std::fabs(ErrorPct(r));
+    const double signed_e = ErrorPct(r), e = std::fabs(signed_e);
     errors.push_back(e);
-    signed_errors.push_back(ErrorPct(r));
+    signed_errors.push_back(signed_e);
     experiments[r.run.experiment].push_back(e);
     if (!fits) ++not_fit;
   }
@@ -232,12 +233,6 @@ struct Tally {
   }
 };
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // A short stable id of a text (FNV-1a 64), for experiment ids of memory runs.
 std::string ShortHash(const std::string& s) {

@@ -283,7 +283,7 @@ IntervalTable IntervalTable::Build(std::vector<ResidualRun> step, std::vector<Me
 
   // Each GPU generation's rows and median measured / predicted (unweighted: a lean over rows).
   {
-    std::array<std::vector<double>, 4> ratios;
+    std::array<std::vector<double>, kGpuGenerations> ratios;
     for (const ResidualRun& r : t.step_) ratios[static_cast<int>(r.regime.gpu)].push_back(r.measured_s / r.predicted_s);
     for (size_t g = 0; g < ratios.size(); ++g) {
       std::vector<double>& v = ratios[g];

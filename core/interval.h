@@ -60,6 +60,7 @@ enum class FrameworkFamily : uint8_t {
 enum class FrameworkEra : uint8_t { kBefore2024 = 0, kFrom2024 = 1 };
 enum class PrecisionClass : uint8_t { kOther = 0, k16Bit = 1, kFp8 = 2 };  // of the GEMMs
 enum class GpuGeneration : uint8_t { kOther = 0, kAmpere = 1, kHopper = 2, kBlackwell = 3 };
+inline constexpr int kGpuGenerations = 4;
 // GPU count: one 8-GPU node, up to 8 nodes, up to 64 nodes, more (steps of 8x).
 enum class ScaleBand : uint8_t { k1To8 = 0, k9To64 = 1, k65To512 = 2, kAbove512 = 3 };
 
@@ -242,7 +243,7 @@ class IntervalTable {
   int outside_rows_ = 0, outside_sources_ = 0;
   std::array<ConformalBounds, 5> memory_bounds_{};  // by FrameworkFamily
   std::array<int, 5> memory_rows_{};
-  std::array<GenerationLean, 4> generation_lean_{};  // by GpuGeneration
+  std::array<GenerationLean, kGpuGenerations> generation_lean_{};  // by GpuGeneration
 };
 
 // Overlap mechanisms (core/framework.h OverlapModel) as bits, for the low-confidence note.

@@ -108,6 +108,12 @@ struct RateProfile {
   // Used only where the profile has no measured fp8 shapes (core/gemm_model.h GemmShape).
   double fp8_split_accumulation_fraction = 0;
   std::string fp8_split_accumulation_source;
+  // Where the GEMM and attention rates are an upper bound for the part (a variant whose clocks
+  // are not published, e.g. a power-limited SKU given the full-power part's rates): the lowest
+  // fraction of them it may sustain, in (0, 1]; 0: the rates are the part's own. Widens the
+  // step-time interval (core/interval.cc), never the point estimate. hardware.proto field 13.
+  double compute_rate_low_fraction = 0;
+  std::string compute_rate_low_source;
   RateOrigin attention_origin = RateOrigin::kUnknown;
   RateOrigin hbm_origin = RateOrigin::kUnknown;
   int format_version = 0;  // as read (0: absent, a version-1 profile); written as kRateProfileFormatVersion

@@ -520,7 +520,32 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
     if (std::isfinite(up) && up > 1) i.high_s *= up;
     if (std::isfinite(down) && down > 0 && down < 1) i.low_s *= down;
   }
+
+  // Compute rates that are only an upper bound for the part: the upper end also holds the step at
+  // the lowest rates the profile's source allows (the point estimate stays at the given rates).
+  const double f = job.profile.compute_rate_low_fraction;
+  if (f > 0 && f < 1 && step_time_s > 0) {
+    i.compute_rate_low_fraction = f;
+    i.compute_rate_low_source = job.profile.compute_rate_low_source;
+    const double up = EstimateStepTime(ComputeRatesScaled(job, f)).step_time_s / step_time_s;
+    if (std::isfinite(up) && up > 1) {
+      i.compute_rate_low_step_ratio = up;
+      i.high_s *= up;
+    }
+  }
   return i;
+}
+
+Job ComputeRatesScaled(const Job& job, double scale) {
+  Job out = job;
+  for (GemmRatePoint& g : out.profile.gemm) g.flops_per_s *= scale;
+  out.profile.attention_flops_per_s *= scale;
+  for (AttentionRate& r : out.framework.attention.rates) {
+    r.forward_flops_per_s *= scale;
+    r.backward_flops_per_s *= scale;
+  }
+  out.profile.compute_rate_low_fraction = 0;
+  return out;
 }
 
 std::string IntervalSummary(const StepTimeInterval& i) {
@@ -561,6 +586,12 @@ std::vector<std::string> IntervalNotes(const StepTimeInterval& i) {
         "the interval does not condition on the GPU: the %d validated runs on %s GPUs measured a median %.1f%% %s "
         "than their leave-one-source-out predictions",
         i.gpu_generation_rows, GpuText(i.regime.gpu), std::fabs(pct), pct >= 0 ? "slower" : "faster"));
+  }
+  if (i.compute_rate_low_fraction > 0) {
+    out.push_back(absl::StrFormat(
+        "the GPU's compute rates are an upper bound for this part (it may sustain as little as %.3g of them: %s): "
+        "the upper end holds the step at those rates, %.1f%% slower",
+        i.compute_rate_low_fraction, i.compute_rate_low_source, 100 * (i.compute_rate_low_step_ratio - 1)));
   }
   if (i.low_confidence != 0) {
     out.push_back(absl::StrCat("rests on low-confidence overlap values of the framework preset (", MechanismNames(i.low_confidence),

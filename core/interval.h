@@ -283,6 +283,14 @@ struct StepTimeInterval {
   // count and median measured / predicted (IntervalTable::generation_lean); 0 rows otherwise.
   int gpu_generation_rows = 0;
   double gpu_generation_median_ratio = 1;
+  // The job's rate profile gives an upper bound of its part's compute rates
+  // (RateProfile::compute_rate_low_fraction > 0, e.g. a power-limited variant given the full-power
+  // part's rates): that fraction, its source, and the step's ratio at those lowest rates
+  // (EstimateStepTime with every GEMM and attention rate scaled by it) to the point estimate, by
+  // which high_s was widened. 0 / 1: the rates are the part's own.
+  double compute_rate_low_fraction = 0;
+  std::string compute_rate_low_source;
+  double compute_rate_low_step_ratio = 1;
 };
 // Fewest runs of a GPU generation whose median the notes report (a median of one or two runs says
 // little).
@@ -290,11 +298,17 @@ inline constexpr int kGenerationLeanMinimumRows = 3;
 // The interval of a step time `step_time_s` predicted for `job`: the resolution of RegimeOf(job)
 // applied to the point estimate, widened for the low-confidence overlap values the job uses
 // (EstimateStepTime with each such mechanism hiding nothing, and hiding all it can; mechanisms
-// the profile measured are not low-confidence).
+// the profile measured are not low-confidence), and, where the profile's compute rates are only
+// an upper bound for the part (RateProfile::compute_rate_low_fraction), its upper end by the
+// step at the lowest rates (ComputeRatesScaled).
 StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, const IntervalTable& table);
 // The same with the job's regime already read (RegimeOf(job)).
 StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, const IntervalTable& table,
                                           const Regime& regime);
+// `job` with every GEMM and attention rate its profile and framework give (profile GEMM points and
+// attention rate, the framework's attention-kernel table) multiplied by `scale` > 0: the same part
+// at a lower sustained clock. Peaks, HBM and links unchanged.
+Job ComputeRatesScaled(const Job& job, double scale);
 // "80% interval 13.1-15.2 s" and where it comes from, in one sentence.
 std::string IntervalSummary(const StepTimeInterval& i);
 // The notes that go with it (outside the validated region, below the minimum, low-confidence

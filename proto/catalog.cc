@@ -965,15 +965,18 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
       }
       return preset("h100-nvl");
     }
+    // The 96 GB HBM2e SXM part (Meta's Grand Teton H100, 500 W; torchtitan's 2024 benchmarks): its
+    // own preset. "H100 96GB" without HBM2e may be the HBM3 part: refused below.
+    if (!pcie && has("hbm2e") && other_size({80}) == 96) return preset("h100-sxm-96gb");
     if (int v = other_size({80}); v > 0) {
       return none(absl::StrCat(": it states ", v, " GB and no H100 preset has ", v,
-                               " GB (SXM and PCIe: 80 GB, NVL: 94 GB; the H100 96 GB, HBM3 or the 500 W HBM2e part, "
-                               "is not the 80 GB H100 SXM preset); give an inline spec"));
+                               " GB (SXM and PCIe: 80 GB, NVL: 94 GB, the 500 W SXM part: 96 GB HBM2e; a 96 GB H100 "
+                               "not named HBM2e may be the HBM3 part) ; give an inline spec"));
     }
     if (pcie) return preset("h100-pcie");  // 80 GB HBM2e
     if (has("hbm2e")) {
-      return none(": an H100 with HBM2e is the PCIe card (80 GB; name PCIe) or the 96 GB 500 W part, not the HBM3 "
-                  "H100 SXM preset; give an inline spec");
+      return none(": an H100 with HBM2e is the PCIe card (80 GB; name PCIe) or the 96 GB 500 W SXM part (name 96GB), "
+                  "not the HBM3 H100 SXM preset; give an inline spec");
     }
     return preset("h100-sxm");
   }

@@ -143,7 +143,8 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
 // "SXM" -> the SXM preset even when the text also says NVL; the NVL preset only when NVL is named
 // and SXM is not; SXM and PCIe both named is refused. A stated per-GPU memory size (a number with
 // GB / GiB / G, at most 200) other than the preset's is refused with the sizes the presets have:
-// "H100 96GB", "H100 HBM2e" (not PCIe), "H200 96GB", "A100 64GB".
+// "H100 96GB", "H100 HBM2e" (not PCIe), "H200 96GB", "A100 64GB"; "H100 SXM 96GB HBM2e" is the
+// 500 W Grand Teton part ("h100-sxm-96gb").
 absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name);
 
 }  // namespace stepcast

@@ -667,6 +667,14 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
   if (!(r.fp8_split_accumulation_fraction >= 0 && r.fp8_split_accumulation_fraction <= 1)) {
     return FieldError(prefix + ".fp8_split_accumulation_fraction", "must be in (0, 1], or 0 for not known");
   }
+  r.compute_rate_low_fraction = p.compute_rate_low_fraction();
+  r.compute_rate_low_source = p.compute_rate_low_source();
+  if (!(r.compute_rate_low_fraction >= 0 && r.compute_rate_low_fraction <= 1)) {
+    return FieldError(prefix + ".compute_rate_low_fraction", "must be in (0, 1], or 0 for rates that are the part's own");
+  }
+  if (r.compute_rate_low_fraction > 0 && r.compute_rate_low_source.empty()) {
+    return FieldError(prefix + ".compute_rate_low_source", "required with compute_rate_low_fraction (where the bound comes from)");
+  }
   for (int i = 0; i < p.collectives_size(); ++i) {
     const auto& c = p.collectives(i);
     const std::string f = absl::StrCat(prefix, ".collectives[", i, "]");
@@ -737,6 +745,8 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
   p.set_hbm_source(r.hbm_source);
   p.set_fp8_split_accumulation_fraction(r.fp8_split_accumulation_fraction);
   p.set_fp8_split_accumulation_source(r.fp8_split_accumulation_source);
+  p.set_compute_rate_low_fraction(r.compute_rate_low_fraction);
+  p.set_compute_rate_low_source(r.compute_rate_low_source);
   for (const auto& c : r.collectives) {
     auto* x = p.add_collectives();
     x->set_collective(ToProto(c.collective));
@@ -920,6 +930,9 @@ absl::Status ApplyHardwareOverrides(const v1::HardwareOverrides& o, Hardware& hw
     profile.attention_flops_per_s *= o.compute_rate_scale();
     profile.notes.push_back(absl::StrCat("GEMM and attention rates x", o.compute_rate_scale(),
                                          " (hardware.overrides.compute_rate_scale)"));
+    // The job states its part's rate: the preset's bound on it no longer applies.
+    profile.compute_rate_low_fraction = 0;
+    profile.compute_rate_low_source.clear();
   }
   if (!o.name_suffix().empty()) hw.name = absl::StrCat(hw.name, " ", o.name_suffix());
   return ValidateHardware(hw, "hardware");

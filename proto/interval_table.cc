@@ -253,6 +253,11 @@ void StepTimeIntervalToProto(const StepTimeInterval& i, v1::StepTimeInterval* ou
     out.set_gpu_generation_rows(i.gpu_generation_rows);
     out.set_gpu_generation_median_ratio(i.gpu_generation_median_ratio);
   }
+  if (i.compute_rate_low_fraction > 0) {
+    out.set_compute_rate_low_fraction(i.compute_rate_low_fraction);
+    out.set_compute_rate_low_source(i.compute_rate_low_source);
+    out.set_compute_rate_low_step_ratio(i.compute_rate_low_step_ratio);
+  }
 }
 
 v1::MemoryInterval MemoryIntervalToProto(const MemoryInterval& m, double capacity_bytes) {

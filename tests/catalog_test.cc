@@ -59,7 +59,7 @@ TEST(Catalog, EveryHardwarePresetHasAnArchitecture) {
       {"h200-nvl", "hopper"},  {"h800", "hopper"},      {"h20", "hopper"},       {"gh200", "hopper"},
       {"b200", "blackwell"},   {"gb200", "blackwell"},  {"b300", "blackwell"},   {"mi250x", "cdna2"},
       {"mi300x", "cdna3"},     {"mi325x", "cdna3"},     {"mi355x", "cdna4"},     {"tpu-v5p", "tpu"},
-      {"mi350x", "cdna4"},     {"gb300", "blackwell"},
+      {"mi350x", "cdna4"},     {"gb300", "blackwell"},  {"h100-sxm-96gb", "hopper"},
   };
   const auto& all = testing::BuiltinCatalog().hardware();
   EXPECT_EQ(all.size(), want.size()) << "a preset was added or removed: list its architecture here";
@@ -238,6 +238,35 @@ TEST(Catalog, NewPresetsMatchVendorDatasheets) {
   EXPECT_DOUBLE_EQ(mi350x.power_w, 1000);
 }
 
+// The 96 GB HBM2e H100 at 500 W (torchtitan llama3_h100_202412 page): the SXM's die, peaks and
+// rates as the upper bound, its lowest rates at the NVL's share of the SXM's datasheet peak (the
+// page: its peak lies between the two), its HBM the page's 2.4 TB/s at the SXM's measured share.
+TEST(Catalog, TheHbm2eH100PresetIsBoundedByTheSxmAndTheNvl) {
+  const Catalog& c = testing::BuiltinCatalog();
+  absl::StatusOr<Hardware> p = c.FindHardware("h100-sxm-96gb");
+  absl::StatusOr<Hardware> sxm = c.FindHardware("h100-sxm");
+  absl::StatusOr<Hardware> nvl = c.FindHardware("h100-nvl");
+  ASSERT_TRUE(p.ok() && sxm.ok() && nvl.ok());
+  const Hardware& h = *p;
+  EXPECT_EQ(h.peak_bf16_flops_per_s, sxm->peak_bf16_flops_per_s);
+  EXPECT_EQ(h.sm_count, sxm->sm_count);
+  EXPECT_EQ(h.power_w, 500);
+  EXPECT_EQ(h.hbm_bandwidth_bytes_per_s, 2.4e12);
+  EXPECT_NEAR(h.hbm_capacity_bytes / (1 << 20), 97871, 1);  // MiB, as nvidia-smi shows 96 GB GH100 parts
+  EXPECT_NEAR(h.reference_profile.compute_rate_low_fraction,
+              nvl->peak_bf16_flops_per_s / sxm->peak_bf16_flops_per_s, 0.0005);
+  EXPECT_FALSE(h.reference_profile.compute_rate_low_source.empty());
+  EXPECT_NEAR(h.reference_profile.hbm_bandwidth_bytes_per_s,
+              2.4e12 * sxm->reference_profile.hbm_bandwidth_bytes_per_s / sxm->hbm_bandwidth_bytes_per_s,
+              0.005e12);
+  EXPECT_EQ(h.reference_profile.GemmRate(DType::kBF16, 8192, 8192, 8192).flops_per_s,
+            sxm->reference_profile.GemmRate(DType::kBF16, 8192, 8192, 8192).flops_per_s);
+  // Every other preset's rates are its part's own.
+  for (const auto& [name, hw] : c.hardware()) {
+    if (name != "h100-sxm-96gb") EXPECT_EQ(hw.reference_profile.compute_rate_low_fraction, 0) << name;
+  }
+}
+
 TEST(Catalog, RequiredModels) {
   for (const char* name : {"llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3",
                            "gpt3-175b", "gpt-22b", "mt-nlg-530b", "gpt-1t", "gpt-1.7b", "seed004-13b"}) {
@@ -397,16 +426,15 @@ TEST(HardwarePresetForGpuName, NicSpeedsAreNotMemorySizes) {
 
 // A stated memory size no preset of that GPU has is refused with the reason, not mapped to the
 // 80 GB SXM preset with the size dropped (finding 2b: the 96 GB HBM2e 500 W H100 of torchtitan's
-// Grand Teton benchmark). Names with a preset's own size keep it.
+// Grand Teton benchmark, now its own preset when the text names it: 96 GB and HBM2e). Names with
+// a preset's own size keep it.
 TEST(HardwarePresetForGpuName, StatedMemoryNoPresetHasIsRefused) {
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"H100 96GB HBM2e SXM", "96 GB"},
-      {"H100 SXM 96GB", "96 GB"},
+      {"H100 SXM 96GB", "96 GB"},  // not named HBM2e: may be the HBM3 part
       {"H100 96GB", "96 GB"},
       {"H100 96 GB", "96 GB"},
       {"H100 HBM2e", "HBM2e"},
-      {"H100 96GB HBM2e SXM at 500 W power limit (Grand Teton; page: peak between SXM and NVL, exact value unknown)",
-       "96 GB"},
+      {"H100 PCIe 96GB HBM2e", "96 GB"},  // no PCIe card has 96 GB
       {"H100 64GB", "64 GB"},
       {"H100 NVL 96GB", "96 GB"},
       {"H200 96GB", "96 GB"},
@@ -432,6 +460,12 @@ TEST(HardwarePresetForGpuName, StatedMemoryNoPresetHasIsRefused) {
       {"A100-SXM4-40G", "a100-40gb"},
       {"H200 (8 per host, NVLink; 200 Gb/s CX-7 per GPU)", "h200"},  // a link's rate is not a memory size
       {"H100 SXM (2x 100 Gbps per GPU)", "h100-sxm"},
+      // The 96 GB HBM2e SXM part at 500 W (torchtitan's llama3_h100_202412 page), named as the
+      // held-out rows and the page write it.
+      {"H100 SXM 96GB HBM2e (2.4 TB/s) at 500 W power limit (Grand Teton)", "h100-sxm-96gb"},
+      {"H100 96GB HBM2e SXM", "h100-sxm-96gb"},
+      {"H100 96GB HBM2e SXM at 500 W power limit (Grand Teton; page: peak between SXM and NVL, exact value unknown)",
+       "h100-sxm-96gb"},
   };
   for (const auto& [name, preset] : kept) {
     absl::StatusOr<std::string> p = HardwarePresetForGpuName(name);

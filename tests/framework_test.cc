@@ -210,6 +210,44 @@ training: {seq_length: 8192, global_batch_size: 64})");
   EXPECT_NE(bad.status().message().find("hardware.overrides.nics_per_node"), std::string::npos) << bad.status();
 }
 
+// RateProfile.compute_rate_low_fraction (an upper bound of a part's rates, hardware.proto 13-14):
+// in (0, 1] with its source, else a clear error naming the field.
+TEST(HardwareVariant, AComputeRateBoundNeedsAFractionInRangeAndASource) {
+  auto job_with = [](const std::string& bound) {
+    return testing::JobFromYaml(absl::StrCat(R"(
+model: llama3-8b
+hardware:
+  spec:
+    name: "H100 variant"
+    peak: [{dtype: D_TYPE_BF16, flops_per_s: 9.89e14}]
+    hbm_capacity_bytes: 96e9
+    hbm_bandwidth_bytes_per_s: 2.4e12
+    intra_node_bandwidth_bytes_per_s: 4.5e11
+    inter_node_bandwidth_bytes_per_s: 5e10
+    gpus_per_node: 8
+    sm_count: 132
+    architecture: hopper
+    reference_profile:
+      name: "variant"
+      gemm: [{dtype: D_TYPE_BF16, flops_per_s: 6.9e14}]
+      hbm_bandwidth_bytes_per_s: 2.0e12
+      )", bound, R"(
+cluster: {gpu_count: 8}
+training: {seq_length: 8192, global_batch_size: 64})"));
+  };
+  absl::StatusOr<Job> ok = job_with("compute_rate_low_fraction: 0.8\n      compute_rate_low_source: \"datasheet bracket\"");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_DOUBLE_EQ(ok->profile.compute_rate_low_fraction, 0.8);
+  for (const char* bad : {"compute_rate_low_fraction: 1.5\n      compute_rate_low_source: \"x\"",
+                          "compute_rate_low_fraction: -0.1\n      compute_rate_low_source: \"x\"",
+                          "compute_rate_low_fraction: 0.8"}) {
+    absl::StatusOr<Job> j = job_with(bad);
+    ASSERT_FALSE(j.ok()) << bad;
+    EXPECT_NE(j.status().message().find("hardware.spec.reference_profile.compute_rate_low_"), std::string::npos)
+        << j.status();
+  }
+}
+
 TEST(Memory, DistributedOptimizerMatchesMegatronsFormula) {
   // Megatron-LM megatron/training/theoretical_memory_usage.py: with the distributed optimizer,
   // weights + gradients + optimizer = (6 + 12 / DP) bytes per parameter (bf16 params, fp32 grads).

@@ -368,6 +368,52 @@ TEST(IntervalTable, LowConfidenceValuesWidenTheInterval) {
   EXPECT_TRUE(said);
 }
 
+// A part whose rates are only bounded from above (the 96 GB HBM2e H100 at 500 W: the SXM's rates,
+// compute_rate_low_fraction 835/989): the upper end of the interval holds the step at the lowest
+// rates. Worked by hand from the point estimate's own breakdown: one GPU, no communication, every
+// GEMM compute-bound at these shapes, so only the GEMM, attention and recompute seconds grow, by
+// 1/f; elementwise, optimizer and launch seconds stay.
+TEST(IntervalTable, AnUpperBoundOfTheComputeRatesWidensTheUpperEnd) {
+  absl::StatusOr<Job> job = testing::JobFromYaml(
+      "model: llama3-8b\nhardware: h100-sxm-96gb\nframework: megatron-core\ncluster: {gpu_count: 1}\n"
+      "training: {seq_length: 8192, global_batch_size: 4, micro_batch_size: 1, recompute: none}\n");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const double f = job->profile.compute_rate_low_fraction;
+  ASSERT_NEAR(f, 835.0 / 989.0, 0.0005);
+  absl::StatusOr<Prediction> p = Predict(*job);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const StepBreakdown& b = p->breakdown;
+  const double compute_s = b.gemm_s + b.attention_s + b.recompute_s;
+  ASSERT_GT(compute_s, 0.8 * p->step_time_s);  // compute-bound: the check below is not vacuous
+  const double by_hand = (compute_s / f + (p->step_time_s - compute_s)) / p->step_time_s;
+  const IntervalTable t = HandTable();
+  const StepTimeInterval i = EstimateStepTimeInterval(*job, p->step_time_s, t);
+  EXPECT_EQ(i.compute_rate_low_fraction, f);
+  EXPECT_NEAR(i.compute_rate_low_step_ratio, by_hand, 0.005 * by_hand);
+  // The same regime's interval without the bound, widened on the upper side only.
+  Job own = *job;
+  own.profile.compute_rate_low_fraction = 0;
+  const StepTimeInterval plain = EstimateStepTimeInterval(own, p->step_time_s, t);
+  EXPECT_EQ(plain.compute_rate_low_fraction, 0);
+  EXPECT_DOUBLE_EQ(i.low_s, plain.low_s);
+  EXPECT_NEAR(i.high_s, plain.high_s * i.compute_rate_low_step_ratio, 1e-9 * i.high_s);
+  bool said = false;
+  for (const std::string& n : IntervalNotes(i)) said |= absl::StrContains(n, "upper bound for this part");
+  EXPECT_TRUE(said);
+  // The point estimate is the given rates' (never moved).
+  Job again = *job;
+  absl::StatusOr<Prediction> q = Predict(again);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->step_time_s, p->step_time_s);
+  // A job that states its part's rate (hardware.overrides.compute_rate_scale) drops the bound.
+  absl::StatusOr<Job> stated = testing::JobFromYaml(
+      "model: llama3-8b\nhardware: {preset: h100-sxm-96gb, overrides: {compute_rate_scale: 0.9}}\n"
+      "framework: megatron-core\ncluster: {gpu_count: 1}\n"
+      "training: {seq_length: 8192, global_batch_size: 4, micro_batch_size: 1, recompute: none}\n");
+  ASSERT_TRUE(stated.ok()) << stated.status();
+  EXPECT_EQ(stated->profile.compute_rate_low_fraction, 0);
+}
+
 // ---- memory ----
 
 TEST(MemoryInterval, VerdictFromTheFamilysInterval) {

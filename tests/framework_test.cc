@@ -210,6 +210,28 @@ training: {seq_length: 8192, global_batch_size: 64})");
   EXPECT_NE(bad.status().message().find("hardware.overrides.nics_per_node"), std::string::npos) << bad.status();
 }
 
+// hardware.overrides.compute_rate_scale multiplies every GEMM and attention rate, the framework's
+// attention-kernel table included (before 2026-11-28, ninth session, only the profile's: a
+// Megatron-Core job on H100, whose TE fused-attention rates come from the framework preset, kept
+// its attention seconds at any scale). Worked by hand: one GPU, no communication, compute-bound
+// GEMMs and attention, so at scale 0.5 both take twice as long.
+TEST(HardwareVariant, ComputeRateScaleSlowsTheFrameworksAttentionTableToo) {
+  auto job_at = [](const std::string& hardware) {
+    return testing::JobFromYaml(absl::StrCat("model: llama3-8b\nhardware: ", hardware,
+                                             "\nframework: megatron-core\ncluster: {gpu_count: 1}\n"
+                                             "training: {seq_length: 8192, global_batch_size: 4, micro_batch_size: 1, "
+                                             "recompute: none}\n"));
+  };
+  absl::StatusOr<Job> base = job_at("h100-sxm");
+  absl::StatusOr<Job> half = job_at("{preset: h100-sxm, overrides: {compute_rate_scale: 0.5}}");
+  ASSERT_TRUE(base.ok() && half.ok()) << half.status();
+  ASSERT_FALSE(base->framework.attention.rates.empty());  // the table is what this test is about
+  const StepTimeEstimate a = EstimateStepTime(*base);
+  const StepTimeEstimate b = EstimateStepTime(*half);
+  EXPECT_NEAR(b.breakdown.attention_s, 2 * a.breakdown.attention_s, 0.01 * a.breakdown.attention_s);
+  EXPECT_NEAR(b.breakdown.gemm_s, 2 * a.breakdown.gemm_s, 0.01 * a.breakdown.gemm_s);
+}
+
 // RateProfile.compute_rate_low_fraction (an upper bound of a part's rates, hardware.proto 13-14):
 // in (0, 1] with its source, else a clear error naming the field.
 TEST(HardwareVariant, AComputeRateBoundNeedsAFractionInRangeAndASource) {

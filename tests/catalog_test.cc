@@ -263,7 +263,9 @@ TEST(Catalog, TheHbm2eH100PresetIsBoundedByTheSxmAndTheNvl) {
             sxm->reference_profile.GemmRate(DType::kBF16, 8192, 8192, 8192).flops_per_s);
   // Every other preset's rates are its part's own.
   for (const auto& [name, hw] : c.hardware()) {
-    if (name != "h100-sxm-96gb") EXPECT_EQ(hw.reference_profile.compute_rate_low_fraction, 0) << name;
+    if (name != "h100-sxm-96gb") {
+      EXPECT_EQ(hw.reference_profile.compute_rate_low_fraction, 0) << name;
+    }
   }
 }
 

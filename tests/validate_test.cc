@@ -194,7 +194,9 @@ TEST(Validate, HeldOutRunsAreReadAsTheirSourcesSay) {
   // 2026-11-28, ninth session): their own preset, whose rates bound the part's from above.
   for (const auto& row : r->rows()) {
     const int id = std::stoi(row.row_id());
-    if (id >= 1026 && id <= 1031) EXPECT_EQ(row.hardware(), "H100-SXM5-96GB-HBM2e") << row.row_id();
+    if (id >= 1026 && id <= 1031) {
+      EXPECT_EQ(row.hardware(), "H100-SXM5-96GB-HBM2e") << row.row_id();
+    }
   }
   EXPECT_EQ(framework["1036"], "nemo");
   // Row 1011 (Kimi K2 on 256 GB300, Megatron-Bridge 26.02.01) runs the gb300 preset (refused as

@@ -423,6 +423,24 @@ TEST(Flow, ProfileKeepsTheReferenceContentionWithoutTheSweep) {
   EXPECT_EQ(Measure({}, o).run.contention_size(), 0);
 }
 
+// The reference's bound on its part's compute rates (the 500 W HBM2e H100: the SXM's rates, as low
+// as 835/989 of them) stays in a profile that measured no GEMM, and goes with a measured GEMM
+// sweep, which gives the part's own rate.
+TEST(Flow, AComputeRateBoundStaysOnlyWhileNoGemmIsMeasured) {
+  MeasureOptions o = Quick();
+  o.hardware = "h100-sxm-96gb";
+  o.skip_collectives = true;
+  o.skip_contention = true;
+  Outcome measured = Measure({}, o);
+  ASSERT_EQ(measured.code, kExitOk);
+  EXPECT_EQ(measured.profile.compute_rate_low_fraction(), 0);
+  o.skip_gemm = true;
+  Outcome unmeasured = Measure({}, o);
+  ASSERT_EQ(unmeasured.code, kExitOk);
+  EXPECT_NEAR(unmeasured.profile.compute_rate_low_fraction(), 835.0 / 989.0, 0.0005);
+  EXPECT_FALSE(unmeasured.profile.compute_rate_low_source().empty());
+}
+
 // A negative median (noise: a GEMM is not faster beside work that takes its SMs) is written as 0;
 // a GPU whose sweep fails is a warning, the others are measured; a refused cluster launch is a
 // sample with its error; every GPU failing is exit 3.

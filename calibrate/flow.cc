@@ -399,11 +399,12 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
   p.fp8_split_accumulation_fraction = ref.fp8_split_accumulation_fraction;
   p.fp8_split_accumulation_source = ref.fp8_split_accumulation_source;
   // A reference whose compute rates only bound its part's from above (RateProfile::
-  // compute_rate_low_fraction, e.g. the 500 W HBM2e H100): the bound stays while no GEMM was
-  // measured (the rates are still the reference's); a measured GEMM gives the part's own clock.
-  if (measured_dtypes.empty()) {
-    p.compute_rate_low_fraction = ref.compute_rate_low_fraction;
-    p.compute_rate_low_source = ref.compute_rate_low_source;
+  // compute_rate_low_fraction, e.g. the 500 W HBM2e H100): the bound stays for the rates taken from
+  // it (origin reference: the attention rate, unswept dtypes); the measured GEMM points are the
+  // part's own and are not scaled (core/interval.h ComputeRatesScaled).
+  p.compute_rate_low_fraction = ref.compute_rate_low_fraction;
+  if (ref.compute_rate_low_fraction > 0) {
+    p.compute_rate_low_source = "not measured; reference profile: " + ref.compute_rate_low_source;
   }
   p.contention = ContentionOf(run, ref);
   p.attention_flops_per_s = ref.attention_flops_per_s;

@@ -382,6 +382,9 @@ RateProfile StartProfile(const RateProfile& base, bool base_is_reference, const 
     p.hbm_source = pre + p.hbm_source;
     p.attention_source = pre + p.attention_source;
     p.hbm_origin = p.attention_origin = RateOrigin::kReference;
+    // A bound on the part's compute rates stays for the rates kept from the reference; imported
+    // GEMM points are the part's own (core/interval.h ComputeRatesScaled skips them).
+    if (p.compute_rate_low_fraction > 0) p.compute_rate_low_source = pre + p.compute_rate_low_source;
     p.provenance = ProfileProvenance{};
   }
   return p;

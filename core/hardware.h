@@ -110,8 +110,10 @@ struct RateProfile {
   std::string fp8_split_accumulation_source;
   // Where the GEMM and attention rates are an upper bound for the part (a variant whose clocks
   // are not published, e.g. a power-limited SKU given the full-power part's rates): the lowest
-  // fraction of them it may sustain, in (0, 1]; 0: the rates are the part's own. Widens the
-  // step-time interval (core/interval.cc), never the point estimate. hardware.proto field 13.
+  // fraction of them it may sustain, in [0.1, 1]; 0: the rates are the part's own. Applies to the
+  // rates not measured on the part (origin other than kMeasured / kImported) and the framework's
+  // attention table; widens the step-time interval (core/interval.cc), never the point estimate.
+  // hardware.proto field 13.
   double compute_rate_low_fraction = 0;
   std::string compute_rate_low_source;
   RateOrigin attention_origin = RateOrigin::kUnknown;

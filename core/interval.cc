@@ -525,10 +525,10 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
   // the lowest rates the profile's source allows (the point estimate stays at the given rates).
   const double f = job.profile.compute_rate_low_fraction;
   if (f > 0 && f < 1 && step_time_s > 0) {
-    i.compute_rate_low_fraction = f;
-    i.compute_rate_low_source = job.profile.compute_rate_low_source;
     const double up = EstimateStepTime(ComputeRatesScaled(job, f)).step_time_s / step_time_s;
     if (std::isfinite(up) && up > 1) {
+      i.compute_rate_low_fraction = f;
+      i.compute_rate_low_source = job.profile.compute_rate_low_source;
       i.compute_rate_low_step_ratio = up;
       i.high_s *= up;
     }
@@ -538,8 +538,11 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
 
 Job ComputeRatesScaled(const Job& job, double scale) {
   Job out = job;
-  for (GemmRatePoint& g : out.profile.gemm) g.flops_per_s *= scale;
-  out.profile.attention_flops_per_s *= scale;
+  auto on_the_part = [](RateOrigin o) { return o == RateOrigin::kMeasured || o == RateOrigin::kImported; };
+  for (GemmRatePoint& g : out.profile.gemm) {
+    if (!on_the_part(g.origin)) g.flops_per_s *= scale;
+  }
+  if (!on_the_part(out.profile.attention_origin)) out.profile.attention_flops_per_s *= scale;
   for (AttentionRate& r : out.framework.attention.rates) {
     r.forward_flops_per_s *= scale;
     r.backward_flops_per_s *= scale;
@@ -589,8 +592,8 @@ std::vector<std::string> IntervalNotes(const StepTimeInterval& i) {
   }
   if (i.compute_rate_low_fraction > 0) {
     out.push_back(absl::StrFormat(
-        "the GPU's compute rates are an upper bound for this part (it may sustain as little as %.3g of them: %s): "
-        "the upper end holds the step at those rates, %.1f%% slower",
+        "the compute rates not measured on this part are an upper bound for it (it may sustain as little as %.3g "
+        "of them: %s): the upper end holds the step at those rates, %.1f%% slower",
         i.compute_rate_low_fraction, i.compute_rate_low_source, 100 * (i.compute_rate_low_step_ratio - 1)));
   }
   if (i.low_confidence != 0) {

@@ -286,8 +286,9 @@ struct StepTimeInterval {
   // The job's rate profile gives an upper bound of its part's compute rates
   // (RateProfile::compute_rate_low_fraction > 0, e.g. a power-limited variant given the full-power
   // part's rates): that fraction, its source, and the step's ratio at those lowest rates
-  // (EstimateStepTime with every GEMM and attention rate scaled by it) to the point estimate, by
-  // which high_s was widened. 0 / 1: the rates are the part's own.
+  // (EstimateStepTime(ComputeRatesScaled(job, fraction)): the rates not measured on the part
+  // scaled) to the point estimate, by which high_s was widened. 0 / 1: no bound, or every rate
+  // measured (the step does not move).
   double compute_rate_low_fraction = 0;
   std::string compute_rate_low_source;
   double compute_rate_low_step_ratio = 1;
@@ -305,9 +306,10 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
 // The same with the job's regime already read (RegimeOf(job)).
 StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, const IntervalTable& table,
                                           const Regime& regime);
-// `job` with every GEMM and attention rate its profile and framework give (profile GEMM points and
-// attention rate, the framework's attention-kernel table) multiplied by `scale` > 0: the same part
-// at a lower sustained clock. Peaks, HBM and links unchanged.
+// `job` with every GEMM and attention rate its profile and framework give that was not measured on
+// the part (profile GEMM points and attention rate whose origin is not kMeasured / kImported, and
+// the framework's attention-kernel table) multiplied by `scale` in (0, 1]: the same part at a lower
+// sustained clock. Peaks, HBM and links unchanged.
 Job ComputeRatesScaled(const Job& job, double scale);
 // "80% interval 13.1-15.2 s" and where it comes from, in one sentence.
 std::string IntervalSummary(const StepTimeInterval& i);

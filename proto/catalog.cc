@@ -971,7 +971,7 @@ absl::StatusOr<std::string> HardwarePresetForGpuName(const std::string& gpu_name
     if (int v = other_size({80}); v > 0) {
       return none(absl::StrCat(": it states ", v, " GB and no H100 preset has ", v,
                                " GB (SXM and PCIe: 80 GB, NVL: 94 GB, the 500 W SXM part: 96 GB HBM2e; a 96 GB H100 "
-                               "not named HBM2e may be the HBM3 part) ; give an inline spec"));
+                               "not named HBM2e may be the HBM3 part); give an inline spec"));
     }
     if (pcie) return preset("h100-pcie");  // 80 GB HBM2e
     if (has("hbm2e")) {

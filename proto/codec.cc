@@ -669,8 +669,11 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
   }
   r.compute_rate_low_fraction = p.compute_rate_low_fraction();
   r.compute_rate_low_source = p.compute_rate_low_source();
-  if (!(r.compute_rate_low_fraction >= 0 && r.compute_rate_low_fraction <= 1)) {
-    return FieldError(prefix + ".compute_rate_low_fraction", "must be in (0, 1], or 0 for rates that are the part's own");
+  if (!(r.compute_rate_low_fraction == 0 ||
+        (r.compute_rate_low_fraction >= 0.1 && r.compute_rate_low_fraction <= 1))) {
+    return FieldError(prefix + ".compute_rate_low_fraction",
+                      "must be in [0.1, 1] (a part at under a tenth of the given rates is another part: give its own), "
+                      "or 0 for rates that are the part's own");
   }
   if (r.compute_rate_low_fraction > 0 && r.compute_rate_low_source.empty()) {
     return FieldError(prefix + ".compute_rate_low_source", "required with compute_rate_low_fraction (where the bound comes from)");

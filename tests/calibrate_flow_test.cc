@@ -424,21 +424,26 @@ TEST(Flow, ProfileKeepsTheReferenceContentionWithoutTheSweep) {
 }
 
 // The reference's bound on its part's compute rates (the 500 W HBM2e H100: the SXM's rates, as low
-// as 835/989 of them) stays in a profile that measured no GEMM, and goes with a measured GEMM
-// sweep, which gives the part's own rate.
-TEST(Flow, AComputeRateBoundStaysOnlyWhileNoGemmIsMeasured) {
+// as 835/989 of them) stays in a calibrated profile for the rates it took from the reference (the
+// attention rate, unswept dtypes); the swept GEMM points are measured, which ComputeRatesScaled
+// leaves at their value.
+TEST(Flow, AComputeRateBoundStaysForTheRatesTakenFromTheReference) {
   MeasureOptions o = Quick();
   o.hardware = "h100-sxm-96gb";
   o.skip_collectives = true;
   o.skip_contention = true;
-  Outcome measured = Measure({}, o);
-  ASSERT_EQ(measured.code, kExitOk);
-  EXPECT_EQ(measured.profile.compute_rate_low_fraction(), 0);
-  o.skip_gemm = true;
-  Outcome unmeasured = Measure({}, o);
-  ASSERT_EQ(unmeasured.code, kExitOk);
-  EXPECT_NEAR(unmeasured.profile.compute_rate_low_fraction(), 835.0 / 989.0, 0.0005);
-  EXPECT_FALSE(unmeasured.profile.compute_rate_low_source().empty());
+  for (bool skip_gemm : {false, true}) {
+    SCOPED_TRACE(skip_gemm);
+    o.skip_gemm = skip_gemm;
+    Outcome r = Measure({}, o);
+    ASSERT_EQ(r.code, kExitOk);
+    EXPECT_NEAR(r.profile.compute_rate_low_fraction(), 835.0 / 989.0, 0.0005);
+    EXPECT_TRUE(absl::StartsWith(r.profile.compute_rate_low_source(), "not measured; reference profile: "))
+        << r.profile.compute_rate_low_source();
+    int measured = 0;
+    for (const auto& g : r.profile.gemm()) measured += g.source().rfind("stepcast-calibrate", 0) == 0;
+    EXPECT_EQ(measured > 0, !skip_gemm);
+  }
 }
 
 // A negative median (noise: a GEMM is not faster beside work that takes its SMs) is written as 0;

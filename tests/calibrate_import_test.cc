@@ -27,6 +27,7 @@
 #include "calibrate/log_text.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "core/interval.h"
 #include "gtest/gtest.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
@@ -572,6 +573,43 @@ TEST(MamfFinder, RowsSummaryAndDtype) {
     }
   }
   EXPECT_TRUE(found);
+}
+
+// Over a reference whose compute rates only bound its part's (the 500 W HBM2e H100:
+// compute_rate_low_fraction 835/989), the imported GEMM points are the part's own: the profile
+// keeps the bound for what it took from the reference, and the interval's slow end
+// (ComputeRatesScaled) scales the reference's points and not the imported ones.
+TEST(MamfFinder, ImportedPointsOverABoundedReferenceAreNotScaled) {
+  auto c = Catalog::Builtin();
+  absl::StatusOr<Hardware> hw = c->FindHardware("h100-sxm-96gb");
+  ASSERT_TRUE(hw.ok()) << hw.status();
+  std::string log = kMamfOld;
+  log.replace(log.find("H100 80GB HBM3"), 14, "H100 SXM 96GB HBM2e");
+  ImportOptions o;
+  o.hardware = "h100-sxm-96gb";
+  absl::StatusOr<ImportResult> r = ImportLogTexts({{"gpu0.txt", log}}, *hw, hw->reference_profile, true, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->profile.compute_rate_low_fraction(), 835.0 / 989.0, 0.0005);
+  EXPECT_TRUE(absl::StartsWith(r->profile.compute_rate_low_source(), "reference profile (")) << r->profile.compute_rate_low_source();
+  absl::StatusOr<RateProfile> p = RateProfileFromProto(r->profile, "p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  Job job;
+  job.profile = *p;
+  const Job slow = ComputeRatesScaled(job, 0.5);
+  int imported = 0, reference = 0;
+  for (size_t i = 0; i < job.profile.gemm.size(); ++i) {
+    const GemmRatePoint& g = job.profile.gemm[i];
+    if (g.origin == RateOrigin::kImported) {
+      ++imported;
+      EXPECT_EQ(slow.profile.gemm[i].flops_per_s, g.flops_per_s);
+    } else {
+      ++reference;
+      EXPECT_EQ(slow.profile.gemm[i].flops_per_s, 0.5 * g.flops_per_s);
+    }
+  }
+  EXPECT_GT(imported, 0);
+  EXPECT_GT(reference, 0);
+  EXPECT_EQ(slow.profile.attention_flops_per_s, 0.5 * job.profile.attention_flops_per_s);  // from the reference
 }
 
 // BabelStream 5.0's table with the A100-SXM4-40GB (ALCF Polaris) figures of

@@ -261,6 +261,7 @@ training: {seq_length: 8192, global_batch_size: 64})"));
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_DOUBLE_EQ(ok->profile.compute_rate_low_fraction, 0.8);
   for (const char* bad : {"compute_rate_low_fraction: 1.5\n      compute_rate_low_source: \"x\"",
+                          "compute_rate_low_fraction: 0.05\n      compute_rate_low_source: \"x\"",
                           "compute_rate_low_fraction: -0.1\n      compute_rate_low_source: \"x\"",
                           "compute_rate_low_fraction: 0.8"}) {
     absl::StatusOr<Job> j = job_with(bad);

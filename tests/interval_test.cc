@@ -398,13 +398,18 @@ TEST(IntervalTable, AnUpperBoundOfTheComputeRatesWidensTheUpperEnd) {
   EXPECT_DOUBLE_EQ(i.low_s, plain.low_s);
   EXPECT_NEAR(i.high_s, plain.high_s * i.compute_rate_low_step_ratio, 1e-9 * i.high_s);
   bool said = false;
-  for (const std::string& n : IntervalNotes(i)) said |= absl::StrContains(n, "upper bound for this part");
+  for (const std::string& n : IntervalNotes(i)) said |= absl::StrContains(n, "are an upper bound for it");
   EXPECT_TRUE(said);
-  // The point estimate is the given rates' (never moved).
-  Job again = *job;
-  absl::StatusOr<Prediction> q = Predict(again);
+  // The point estimate is the given rates' (never moved by the bound).
+  absl::StatusOr<Prediction> q = Predict(own);
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->step_time_s, p->step_time_s);
+  // The response carries the three fields (prediction.proto 18-20); without a bound, none.
+  const v1::StepTimeInterval w = StepTimeIntervalToProto(i);
+  EXPECT_EQ(w.compute_rate_low_fraction(), f);
+  EXPECT_EQ(w.compute_rate_low_source(), job->profile.compute_rate_low_source);
+  EXPECT_EQ(w.compute_rate_low_step_ratio(), i.compute_rate_low_step_ratio);
+  EXPECT_EQ(StepTimeIntervalToProto(plain).compute_rate_low_fraction(), 0);
   // A job that states its part's rate (hardware.overrides.compute_rate_scale) drops the bound.
   absl::StatusOr<Job> stated = testing::JobFromYaml(
       "model: llama3-8b\nhardware: {preset: h100-sxm-96gb, overrides: {compute_rate_scale: 0.9}}\n"

@@ -82,7 +82,6 @@ std::string Str(const Row& r, const std::string& col) {
   return it == r.end() ? "" : it->second;
 }
 
-// |error| statistics of a set of rows.
 // The median (the mean of the middle two for an even count); 0 for none.
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -91,6 +90,7 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// |error| statistics of a set of rows.
 v1::ValidationSummary Summarise(const std::vector<double>& abs_errors, int64_t skipped, int64_t not_fit,
                                 const std::map<std::string, std::vector<double>>& experiments) {
   v1::ValidationSummary s;
@@ -232,7 +232,6 @@ struct Tally {
     return s;
   }
 };
-
 
 // A short stable id of a text (FNV-1a 64), for experiment ids of memory runs.
 std::string ShortHash(const std::string& s) {

@@ -33,6 +33,13 @@ double OverlapMechanism::Exposed(double comm_s, double compute_s) const {
   return comm_s - eff * std::min(comm_s, std::max(compute_s, 0.0));
 }
 
+void AttentionKernel::ScaleRates(double scale) {
+  for (AttentionRate& r : rates) {
+    r.forward_flops_per_s *= scale;
+    r.backward_flops_per_s *= scale;
+  }
+}
+
 AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, DType dtype,
                                               int64_t seq_length, bool causal) const {
   // No allocation: one pass finds, among the rates of (architecture, dtype[, causal]), the

@@ -48,6 +48,10 @@ struct AttentionKernel {
   // head_dim is matched when a rate gives one, else ignored. found = false when the
   // architecture has no rate.
   Lookup Rate(const std::string& architecture, DType dtype, int64_t seq_length, bool causal = true) const;
+  // Every rate of the table (forward and backward FLOP/s) multiplied by `scale` > 0: the kernel on
+  // a part clocked by that factor (hardware.overrides.compute_rate_scale; the interval's slow end of
+  // a bounded profile, core/interval.h ComputeRatesScaled).
+  void ScaleRates(double scale);
 };
 
 // What overlapping some communication with compute costs the step.

@@ -543,10 +543,7 @@ Job ComputeRatesScaled(const Job& job, double scale) {
     if (!on_the_part(g.origin)) g.flops_per_s *= scale;
   }
   if (!on_the_part(out.profile.attention_origin)) out.profile.attention_flops_per_s *= scale;
-  for (AttentionRate& r : out.framework.attention.rates) {
-    r.forward_flops_per_s *= scale;
-    r.backward_flops_per_s *= scale;
-  }
+  out.framework.attention.ScaleRates(scale);
   out.profile.compute_rate_low_fraction = 0;
   return out;
 }

@@ -1458,12 +1458,7 @@ absl::StatusOr<Job> JobFromSpec(const v1::JobSpec& spec_in, const Catalog& catal
   // hardware.overrides.compute_rate_scale multiplies every GEMM and attention rate: the profile's
   // (ApplyHardwareOverrides) and the selected attention kernel's table, which a framework's rates
   // by architecture put in place of the profile's attention rate.
-  if (const double k = spec.hardware().overrides().compute_rate_scale(); k > 0) {
-    for (AttentionRate& r : job.framework.attention.rates) {
-      r.forward_flops_per_s *= k;
-      r.backward_flops_per_s *= k;
-    }
-  }
+  if (const double k = spec.hardware().overrides().compute_rate_scale(); k > 0) job.framework.attention.ScaleRates(k);
 
   job.assumed = std::make_shared<const std::vector<AssumedInput>>(std::move(assumed));
   job.intervals = BuiltinIntervalTable();  // presets/intervals.yaml (proto/interval_table.h)

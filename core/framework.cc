@@ -34,10 +34,10 @@ double OverlapMechanism::Exposed(double comm_s, double compute_s) const {
 }
 
 void AttentionKernel::ScaleRates(double scale) {
-  for (AttentionRate& r : rates) {
+  rates.Transform([scale](AttentionRate& r) {
     r.forward_flops_per_s *= scale;
     r.backward_flops_per_s *= scale;
-  }
+  });
 }
 
 AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, DType dtype,

@@ -10,6 +10,8 @@
 #define STEPCAST_CORE_FRAMEWORK_H_
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,10 +32,44 @@ struct AttentionRate {
   std::string source;
 };
 
+// A framework's table of attention rates, immutable and shared: a job copies its framework on
+// every request (proto/codec.cc JobFromSpec), and a table of ~50 rates with their citations was
+// ~6% of the request path's time in copies and frees (docs/PERFORMANCE.md, issue 30). Reads as a
+// vector; ScaleRates and push_back copy it first (copy on write).
+class AttentionRateTable {
+ public:
+  AttentionRateTable() = default;
+  AttentionRateTable(std::vector<AttentionRate> rates)  // NOLINT: implicit, as the vector was
+      : rates_(rates.empty() ? nullptr : std::make_shared<const std::vector<AttentionRate>>(std::move(rates))) {}
+  AttentionRateTable(std::initializer_list<AttentionRate> rates) : AttentionRateTable(std::vector<AttentionRate>(rates)) {}
+  const AttentionRate* begin() const { return rates_ ? rates_->data() : nullptr; }
+  const AttentionRate* end() const { return rates_ ? rates_->data() + rates_->size() : nullptr; }
+  size_t size() const { return rates_ ? rates_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const AttentionRate& operator[](size_t i) const { return (*rates_)[i]; }
+  void clear() { rates_.reset(); }
+  void push_back(AttentionRate r) {
+    std::vector<AttentionRate> v = rates_ ? *rates_ : std::vector<AttentionRate>{};
+    v.push_back(std::move(r));
+    *this = AttentionRateTable(std::move(v));
+  }
+  // A private copy of the rates, `f` applied to each, shared from then on.
+  template <typename F>
+  void Transform(F f) {
+    if (!rates_) return;
+    std::vector<AttentionRate> v = *rates_;
+    for (AttentionRate& r : v) f(r);
+    *this = AttentionRateTable(std::move(v));
+  }
+
+ private:
+  std::shared_ptr<const std::vector<AttentionRate>> rates_;
+};
+
 struct AttentionKernel {
   std::string kernel;  // "te-fused", "flash-attention-2", "sdpa-flash", "unfused", ...
   bool fused = true;   // flash-style: no s x s scores in HBM
-  std::vector<AttentionRate> rates;
+  AttentionRateTable rates;
 
   struct Lookup {
     double forward_flops_per_s = 0;

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -203,9 +204,18 @@ Regime RegimeOf(const Job& job) {
 
 std::string RegimeText(const Regime& r, int level) {
   if (level >= kRegimeFeatures) return "every validated run";
-  std::vector<std::string> parts;
-  for (int i = 0; i < kRegimeFeatures - std::max(0, level); ++i) parts.push_back(FeatureText(r, i, false));
-  return absl::StrJoin(parts, " / ");
+  // Memoized per thread by (key, level): every prediction's interval formats its regime three or
+  // four times (the proto's regime and derived_from, the summary, a note), ~5% of the request
+  // path (docs/PERFORMANCE.md, issue 30). At most kRegimeKeyCount x kRegimeFeatures entries.
+  thread_local std::unordered_map<uint32_t, std::string> memo;
+  const uint32_t k = r.Key() * static_cast<uint32_t>(kRegimeFeatures) + static_cast<uint32_t>(std::max(0, level));
+  auto [it, inserted] = memo.try_emplace(k);
+  if (inserted) {
+    std::vector<std::string> parts;
+    for (int i = 0; i < kRegimeFeatures - std::max(0, level); ++i) parts.push_back(FeatureText(r, i, false));
+    it->second = absl::StrJoin(parts, " / ");
+  }
+  return it->second;
 }
 
 std::string RegimePhrase(const Regime& r, int features) {

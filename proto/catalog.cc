@@ -639,6 +639,8 @@ absl::StatusOr<AttentionKernel> AttentionKernelFromProto(const v1::AttentionKern
   AttentionKernel out;
   out.kernel = a.kernel();
   out.fused = a.fused();
+  std::vector<AttentionRate> rates;
+  rates.reserve(a.rates_size());
   for (int i = 0; i < a.rates_size(); ++i) {
     const auto& r = a.rates(i);
     const std::string f = absl::StrCat(path, ".rates[", i, "]");
@@ -661,8 +663,9 @@ absl::StatusOr<AttentionKernel> AttentionKernelFromProto(const v1::AttentionKern
     ar.forward_flops_per_s = r.forward_flops_per_s();
     ar.backward_flops_per_s = r.backward_flops_per_s();
     ar.source = r.source();
-    out.rates.push_back(std::move(ar));
+    rates.push_back(std::move(ar));
   }
+  out.rates = std::move(rates);
   return out;
 }
 

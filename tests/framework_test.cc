@@ -48,6 +48,30 @@ TEST(AttentionKernel, InterpolatesInLogSequenceLength) {
   EXPECT_DOUBLE_EQ(k.Rate("hopper", DType::kBF16, 8192, false).forward_flops_per_s, 700e12);
 }
 
+// A job's framework is a copy of the catalog's, and the rate table is shared between the copies:
+// scaling one job's table (hardware.overrides.compute_rate_scale, the interval's slow end) must
+// leave every other copy's rates as they were, and the copies share storage until then.
+TEST(AttentionKernel, ScalingACopyLeavesTheSharedTableAlone) {
+  AttentionKernel catalog;
+  catalog.rates = {{"hopper", DType::kBF16, 128, 2048, true, 400e12, 300e12, "a"}};
+  AttentionKernel job = catalog;
+  EXPECT_EQ(job.rates.begin(), catalog.rates.begin());  // shared, not copied
+  job.ScaleRates(0.5);
+  EXPECT_DOUBLE_EQ(job.rates[0].forward_flops_per_s, 200e12);
+  EXPECT_DOUBLE_EQ(job.rates[0].backward_flops_per_s, 150e12);
+  EXPECT_DOUBLE_EQ(catalog.rates[0].forward_flops_per_s, 400e12);
+  EXPECT_DOUBLE_EQ(catalog.rates[0].backward_flops_per_s, 300e12);
+  EXPECT_DOUBLE_EQ(catalog.Rate("hopper", DType::kBF16, 2048).forward_flops_per_s, 400e12);
+  // push_back copies too; clear drops only this copy's view.
+  AttentionKernel other = catalog;
+  other.rates.push_back({"ampere", DType::kBF16, 128, 2048, true, 100e12, 80e12, "c"});
+  EXPECT_EQ(catalog.rates.size(), 1u);
+  EXPECT_EQ(other.rates.size(), 2u);
+  other.rates.clear();
+  EXPECT_TRUE(other.rates.empty());
+  EXPECT_EQ(catalog.rates.size(), 1u);
+}
+
 TEST(Overlap, EfficiencyHidesThatFractionOfTheShorterOne) {
   OverlapMechanism m{true, 0.6};
   // 10 ms of communication under 30 ms of compute: 6 ms hidden, 4 exposed.

@@ -25,6 +25,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -45,6 +46,19 @@
 // dispatches to the one given.
 namespace stepcast {
 namespace {
+
+// A count flag (--gpus, --gpus-per-node): a whole number >= 1, refused naming the flag otherwise
+// (0 or a negative count fell back to the launcher's in silence; CLI::PositiveNumber prints its
+// range as 0 to 1.8e308).
+CLI::Validator PositiveCount() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (!absl::SimpleAtoi(text, &v) || v < 1) return "must be a whole number >= 1, got '" + text + "'";
+        return "";
+      },
+      "N>=1");
+}
 
 int Fail(const absl::Status& s) { return cli::FailWithStatus(s); }
 
@@ -90,9 +104,9 @@ void AddPredictCommand(CLI::App& app, PredictCommand& c) {
   c.cmd = app.add_subcommand("predict", "predict step time, bottleneck, memory, MFU and cost of a job");
   CLI::App* predict = c.cmd;
   predict->add_option("job", c.job_path, "job file (.yaml, .json, .textproto); or -- TRAINING COMMAND");
-  predict->add_option("--gpus", c.gpus, "GPU count, with -- TRAINING COMMAND");
+  predict->add_option("--gpus", c.gpus, "GPU count, with -- TRAINING COMMAND")->check(PositiveCount());
   predict->add_option("--hardware", c.hardware, "hardware preset, with -- TRAINING COMMAND");
-  predict->add_option("--gpus-per-node", c.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
+  predict->add_option("--gpus-per-node", c.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND")->check(PositiveCount());
   predict->add_option("--framework", c.framework,
                       "framework preset, with -- TRAINING COMMAND (default: the launcher's: torchtitan, nemo, "
                       "megatron-bridge, else megatron-core)");
@@ -416,9 +430,9 @@ void AddPreflightCommand(CLI::App& app, PreflightCommand& c, ClientFlags& client
   c.cmd = app.add_subcommand("preflight", "ask the service for a verdict on a job before launching it");
   CLI::App* preflight = c.cmd;
   preflight->add_option("job", c.job, "job file; or -- TRAINING COMMAND");
-  preflight->add_option("--gpus", c.args.gpus, "GPU count, with -- TRAINING COMMAND");
+  preflight->add_option("--gpus", c.args.gpus, "GPU count, with -- TRAINING COMMAND")->check(PositiveCount());
   preflight->add_option("--hardware", c.args.hardware, "hardware preset, with -- TRAINING COMMAND");
-  preflight->add_option("--gpus-per-node", c.args.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
+  preflight->add_option("--gpus-per-node", c.args.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND")->check(PositiveCount());
   AddClientFlags(preflight, client);
   preflight->add_option("--min-mfu", c.min_mfu, "fail below this predicted MFU (0-1)");
   preflight->add_option("--max-memory-fraction", c.max_memory_fraction, "fail above this fraction of GPU memory (0-1)");
@@ -473,7 +487,7 @@ void AddReportCommand(CLI::App& app, ReportCommand& c, ClientFlags& client) {
   report->add_option("--profile", c.profile, "profile name for --job");
   report->add_option("--step-time-s", ra.step_time_s, "measured step time");
   report->add_option("--tokens-per-s", ra.tokens_per_s, "measured throughput (instead of step time)");
-  report->add_option("--gpus", ra.gpus, "GPU count (default: the job's)");
+  report->add_option("--gpus", ra.gpus, "GPU count (default: the job's)")->check(PositiveCount());
   report->add_option("--label", ra.labels, "key=value (repeatable)");
   report->add_option("--start", ra.start_time, "run start, RFC 3339");
   report->add_option("--end", ra.end_time, "run end, RFC 3339");
@@ -605,9 +619,9 @@ void AddImportCommand(CLI::App& app, ImportCommand& c) {
   c.cmd = app.add_subcommand("import", "print the JobSpec of a job file or training command as JSON");
   CLI::App* import_cmd = c.cmd;
   import_cmd->add_option("job", c.job, "job file (a local hf_config is inlined); or -- TRAINING COMMAND");
-  import_cmd->add_option("--gpus", c.gpus, "GPU count, with -- TRAINING COMMAND");
+  import_cmd->add_option("--gpus", c.gpus, "GPU count, with -- TRAINING COMMAND")->check(PositiveCount());
   import_cmd->add_option("--hardware", c.hardware, "hardware preset, with -- TRAINING COMMAND");
-  import_cmd->add_option("--gpus-per-node", c.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND");
+  import_cmd->add_option("--gpus-per-node", c.gpus_per_node, "GPUs per node, with -- TRAINING COMMAND")->check(PositiveCount());
 }
 
 int RunImport(const ImportCommand& c, const std::vector<std::string>& training_cmd) {

@@ -276,13 +276,15 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
   // V x h matmul runs per token either way.
   c.active_without_input_embedding = layers_active + model_norms + s.vocab_size * h;
   c.non_embedding = c.total - c.embedding;
-  if (s.mtp_layers > 0) {
+  {
     // One MTP module (DeepSeek-V3 Sec. 2.2, Fig. 3): a transformer block of the model's last
     // layer type, the projection M (h x 2h) of [norm(h_i); norm(emb)], and those two norms; the
-    // embedding and output head are the main model's.
+    // embedding and output head are the main model's. Sized for every model: a job may train
+    // modules its shape does not have (training.mtp_layers).
     const bool moe_block = s.IsMoeLayer(s.layers - 1);
     const double block = per_layer_fixed + (moe_block ? moe_total : dense_ffn + dense_ffn_bias);
-    c.mtp = s.mtp_layers * (block + 2.0 * h * h + 2 * norm);
+    c.mtp_module = block + 2.0 * h * h + 2 * norm;
+    c.mtp = s.mtp_layers * c.mtp_module;
   }
   c.attention_gemm = attn;
   c.dense_layer_gemm = attn + dense_ffn;

@@ -151,7 +151,8 @@ struct ParameterCounts {
   double active_without_input_embedding = 0;
   double embedding = 0;
   double non_embedding = 0;
-  double mtp = 0;
+  double mtp = 0;         // mtp_layers x mtp_module
+  double mtp_module = 0;  // one MTP module, whether the shape has any (a job's training.mtp_layers may)
   // Parameters of one layer's GEMM weights (no biases/norms), dense and MoE (active) layers;
   // the FLOP model uses these.
   double dense_layer_gemm = 0;

@@ -26,7 +26,7 @@ const std::set<std::string>& KnownFields() {
 }
 const std::set<std::string>& KnownRules() {
   static const std::set<std::string> k = {"",           "activation",         "layer_types", "moe_layer_indices",
-                                          "nope_layers", "shared_expert_size", "sparse_step", "plus_offset",
+                                          "nope_layers", "shared_expert_size", "sparse_step", "moe_layer_freq", "plus_offset",
                                           "equals_hidden"};
   return k;
 }
@@ -173,11 +173,13 @@ std::vector<v1::HfKey> ArchitectureRegistry::HfKeys(const v1::Architecture& a) c
   if (const v1::Architecture* base = a.hf().keys_from().empty() ? nullptr : Find(a.hf().keys_from())) {
     out = HfKeys(*base);
   }
-  // The family's own keys replace the base's entries that share a key or an alias.
+  // The family's own keys replace the base's entries that share a key or an alias, and a key the
+  // family lists (reads as not modelled) is not read by the base's entry.
   std::set<std::string> own;
   for (const v1::HfKey& k : a.hf().keys()) {
     for (const std::string& n : KeyNames(k)) own.insert(n);
   }
+  for (const v1::HfListedKey& l : a.hf().listed()) own.insert(l.key());
   out.erase(std::remove_if(out.begin(), out.end(),
                            [&](const v1::HfKey& k) {
                              for (const std::string& n : KeyNames(k)) {
@@ -195,8 +197,13 @@ std::vector<v1::HfListedKey> ArchitectureRegistry::HfListed(const v1::Architectu
   if (const v1::Architecture* base = a.hf().keys_from().empty() ? nullptr : Find(a.hf().keys_from())) {
     out = HfListed(*base);
   }
+  // The family's own listed keys replace the base's; a key the family reads (its own keys) is
+  // not listed by the base's entry.
   std::set<std::string> own;
   for (const v1::HfListedKey& k : a.hf().listed()) own.insert(k.key());
+  for (const v1::HfKey& k : a.hf().keys()) {
+    for (const std::string& n : KeyNames(k)) own.insert(n);
+  }
   out.erase(std::remove_if(out.begin(), out.end(), [&](const v1::HfListedKey& k) { return own.count(k.key()) > 0; }),
             out.end());
   out.insert(out.end(), a.hf().listed().begin(), a.hf().listed().end());

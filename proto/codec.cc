@@ -231,6 +231,13 @@ std::string ShortEnumNames(const pb::EnumDescriptor* e) {
   return absl::StrJoin(names, ", ");
 }
 
+// The names of a oneof's fields, "preset, shape, hf_config".
+std::string OneofFieldNames(const pb::OneofDescriptor* o) {
+  std::vector<std::string> names;
+  for (int i = 0; i < o->field_count(); ++i) names.push_back(o->field(i)->name());
+  return absl::StrJoin(names, ", ");
+}
+
 absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const std::string& path,
                          std::string& out);
 
@@ -361,6 +368,16 @@ absl::Status WalkMessage(const YAML::Node& node, const pb::Descriptor* d, const 
     // documents keep yaml-cpp's last-wins: the tests override a base document that way.)
     if (!seen.insert(f).second && tl_reject_duplicate_keys) {
       return FieldError(fpath, "given twice; give each field once");
+    }
+    // Two members of one oneof (model: {preset: ..., hf_config: ...}): protobuf's JSON reader
+    // would say only "oneof field 'source' is already set".
+    if (const pb::OneofDescriptor* o = f->real_containing_oneof(); o != nullptr) {
+      for (const pb::FieldDescriptor* other : seen) {
+        if (other != f && other->real_containing_oneof() == o) {
+          return FieldError(fpath, absl::StrCat("'", other->name(), "' and '", f->name(),
+                                                "' are alternatives (one of: ", OneofFieldNames(o), "); give one"));
+        }
+      }
     }
     if (!first) out.push_back(',');
     first = false;
@@ -518,7 +535,19 @@ absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::strin
   }
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(text));
+    // Every document: a second one (after "---", or text after a JSON object's end, which
+    // yaml-cpp reads as one) would otherwise be dropped in silence.
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+    for (size_t i = 1; i < docs.size(); ++i) {
+      if (!docs[i].IsNull()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            origin, ": line ", docs[i].Mark().line + 1, ":", docs[i].Mark().column + 1,
+            format == SpecFormat::kJson ? ": text after the end of the JSON object"
+                                        : ": a second YAML document; a file holds one (drop the '---' and what follows, "
+                                          "or merge the two)"));
+      }
+    }
+    if (!docs.empty()) root = docs[0];
   } catch (const YAML::DeepRecursion& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": line ", e.mark.line + 1, ":", e.mark.column + 1,
                                                    ": nested ", e.depth(),
@@ -1567,6 +1596,8 @@ void PredictionToProto(const Prediction& p, v1::Prediction* out_ptr) {
   pc->set_active(p.parameters.active);
   pc->set_embedding(p.parameters.embedding);
   pc->set_non_embedding(p.parameters.non_embedding);
+  pc->set_active_without_input_embedding(p.parameters.active_without_input_embedding);
+  pc->set_mtp(p.parameters.mtp);
   out.set_micro_batches_per_step(p.micro_batches_per_step);
   for (const auto& w : p.warnings) out.add_warnings(w);
   out.set_framework(p.framework_name);

@@ -238,7 +238,8 @@ class HfReader {
     if (rule == "activation") return ApplyActivation(key, value, shape);
     if (rule == "layer_types" || rule == "nope_layers") return ApplyLayerPattern(rule, key, value, shape);
     if (rule == "moe_layer_indices") return ApplyMoeLayerIndices(key, value, shape);
-    if (rule == "shared_expert_size" || rule == "sparse_step" || rule == "plus_offset" || rule == "equals_hidden") {
+    if (rule == "shared_expert_size" || rule == "sparse_step" || rule == "moe_layer_freq" || rule == "plus_offset" ||
+        rule == "equals_hidden") {
       return ApplyIntegerRule(k, key, value, shape);
     }
     return absl::InternalError(absl::StrCat("architecture registry: unknown rule ", rule));
@@ -365,6 +366,18 @@ class HfReader {
       shape->mutable_moe()->set_first_dense_layers(*v - 1);
       return absl::OkStatus();
     }
+    if (rule == "moe_layer_freq") {
+      // DeepSeek (configuration_deepseek.py / modeling_deepseek.py): layer i is MoE when
+      // i >= first_k_dense_replace and i % moe_layer_freq == 0; 0 divides by zero there. The same
+      // layers as ModelShape's (i - first_dense) % freq == 0 from the first multiple of freq at or
+      // after first_k_dense_replace (first_k 3, freq 2: layers 4, 6, 8, ...).
+      if (*v < 1) return Err(key, "must be at least 1 (modeling_deepseek.py takes layer_idx % moe_layer_freq)");
+      if (*v > shape->layers()) return Err(key, absl::StrCat(*v, " exceeds the ", shape->layers(), " layers"));
+      const int64_t first_k = shape->moe().first_dense_layers();
+      shape->mutable_moe()->set_layer_freq(*v);
+      shape->mutable_moe()->set_first_dense_layers((first_k + *v - 1) / *v * *v);
+      return absl::OkStatus();
+    }
     if (rule == "plus_offset") {
       YAML::Node n(*v + family_.conventions().learned_position_offset());
       if (absl::Status s = SetField(key, k.field(), n, shape); !s.ok()) return s;
@@ -390,15 +403,47 @@ namespace {
 
 // The config.json text as a YAML/JSON node (yaml-cpp reads JSON), a map or an error naming
 // `origin`.
+// A key given twice in an object of `node` (recursively): its dotted path, else "". yaml-cpp
+// keeps both members and looks up the first, where Python's json (transformers) keeps the last.
+std::string DuplicateKey(const YAML::Node& node, const std::string& prefix) {
+  if (node.IsMap()) {
+    std::set<std::string> seen;
+    for (const auto& kv : node) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      const std::string path = prefix.empty() ? key : absl::StrCat(prefix, ".", key);
+      if (!seen.insert(key).second) return path;
+      if (std::string d = DuplicateKey(kv.second, path); !d.empty()) return d;
+    }
+  } else if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (std::string d = DuplicateKey(node[i], absl::StrCat(prefix, "[", i, "]")); !d.empty()) return d;
+    }
+  }
+  return "";
+}
+
 absl::StatusOr<YAML::Node> ParseHfRoot(absl::string_view text, const std::string& origin) {
-  YAML::Node root;
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(std::string(text));
+    docs = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": not valid JSON: line ", e.mark.line + 1, ": ", e.msg));
   }
-  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(origin, ": expected a JSON object"));
-  return root;
+  // One JSON value: text after it (yaml-cpp reads it as a second document) is refused, as
+  // Python's json.load refuses it ("Extra data").
+  for (size_t i = 1; i < docs.size(); ++i) {
+    if (!docs[i].IsNull()) {
+      return absl::InvalidArgumentError(absl::StrCat(origin, ": not valid JSON: line ", docs[i].Mark().line + 1,
+                                                     ": text after the end of the object"));
+    }
+  }
+  if (docs.empty() || !docs[0].IsMap()) return absl::InvalidArgumentError(absl::StrCat(origin, ": expected a JSON object"));
+  if (std::string d = DuplicateKey(docs[0], ""); !d.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": ", d, ": given twice (transformers would keep the last, this reader the first): "
+                                      "give each key once"));
+  }
+  return docs[0];
 }
 
 // The family of a config's model_type in the architecture registry (presets/architectures/); an
@@ -467,6 +512,10 @@ absl::Status ReadHfKeys(const v1::Architecture& family, const std::vector<v1::Hf
         !root["tie_word_embeddings"].IsNull()) {
       value.reset(root["tie_word_embeddings"]);  // the outer config's key wins (Gemma3Config, Llama4Config)
       used = k.key();
+    }
+    if (value && value.IsNull() && !k.null_value().empty()) {
+      // An explicit null the config class keeps as None, read by its model as null_value.
+      value.reset(YAML::Load(k.null_value()));
     }
     if (!value || value.IsNull()) {
       used = k.key();

@@ -202,6 +202,32 @@ std::string PpSchedule(const std::string& name) {
 
 // Every leaf key path of a TOML table ("parallelism.tensor_parallel_degree",
 // "quantize.linear.float8.fqns").
+// The node at dotted `path` of `tbl` ("quantize.linear.float8.enable_fsdp_float8_all_gather"), or
+// nullptr.
+const toml::node* NodeAt(const toml::table& tbl, const std::string& path) {
+  const toml::table* cur = &tbl;
+  std::vector<std::string> parts = absl::StrSplit(path, '.');
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    const toml::node* n = cur->get(parts[i]);
+    if (n == nullptr || !n->is_table()) return nullptr;
+    cur = n->as_table();
+  }
+  return cur->get(parts.back());
+}
+
+// A leaf's value as the TOML file writes it ("'64'", "true", "[\"float8\"]"), for the ignored list.
+std::string TomlValueText(const toml::node& n) {
+  std::string s;
+  if (n.is_floating_point()) {
+    s = absl::StrCat(*n.value<double>());  // 3e-4 reads back as 0.0003, not 0.00029999999999999997
+  } else {
+    std::ostringstream os;
+    n.visit([&os](const auto& v) { os << v; });  // strings quoted, arrays bracketed, as TOML writes them
+    s = os.str();
+  }
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
 void LeafPaths(const toml::table& t, const std::string& prefix, std::vector<std::string>& out) {
   for (const auto& [key, node] : t) {
     const std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
@@ -338,7 +364,8 @@ absl::Status ListUnreadTorchtitanKeys(const TorchtitanReader& r, TorchtitanKeys&
       "parallelism.pipeline_parallel_microbatch_size", "parallelism.pipeline_parallel_schedule",
       "parallelism.expert_parallel_degree", "parallelism.expert_tensor_parallel_degree",
       "parallelism.enable_async_tensor_parallel", "parallelism.disable_loss_parallel",
-      "activation_checkpoint.mode", "float8.enable_fsdp_float8_all_gather",
+      "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
+      "float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.enable_fsdp_float8_all_gather",
       // The current keys (torchtitan #4121 "fold batch dim", #4045 async TP in compile, #3559
       // CUDA graphs).
       "training.max_context_length", "training.num_tokens_per_microbatch_per_dp_rank",
@@ -349,7 +376,11 @@ absl::Status ListUnreadTorchtitanKeys(const TorchtitanReader& r, TorchtitanKeys&
   LeafPaths(r.tbl(), "", paths);
   keys.current_keys = keys.current;
   for (const std::string& path : paths) {
-    if (!kUsed.count(path)) out.ignored.push_back(path);
+    if (!kUsed.count(path)) {
+      // With its value, as the other launchers list theirs (docs/LAUNCHERS.md).
+      const toml::node* n = NodeAt(r.tbl(), path);
+      out.ignored.push_back(n != nullptr && !n->is_table() ? absl::StrCat(path, " = ", TomlValueText(*n)) : path);
+    }
     for (const KeyAlias& a : kAliases) {
       keys.current_keys = keys.current_keys || path == a.current;
       keys.previous_keys = keys.previous_keys || path == a.previous;
@@ -478,8 +509,21 @@ absl::Status SetTorchtitanPrecision(const TorchtitanReader& r, v1::TrainingSpec&
     fp8 = fp8 || absl::StrContains(v, "float8") || absl::StrContains(v, "mx");
   }
   if (fp8) t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
-  TT_BOOL(fp8_gather, "float8", "enable_fsdp_float8_all_gather");
-  if (fp8 && fp8_gather) t.set_fp8_param_gather(true);
+  // FSDP's float8 all-gather: [float8] enable_fsdp_float8_all_gather (job_config.py at 6404b93,
+  // class Float8) or [quantize.linear.float8] enable_fsdp_float8_all_gather (the later TOML
+  // configs, e.g. llama3_405b.toml), default False either way. Set explicitly, true or false: the
+  // config is the whole job, so a framework recipe's value must not replace what it says (or its
+  // default). It applies only with a float8 converter.
+  const char* const kGatherKeys[] = {"float8.enable_fsdp_float8_all_gather",
+                                     "quantize.linear.float8.enable_fsdp_float8_all_gather"};
+  bool fp8_gather = false;
+  for (const char* key : kGatherKeys) {
+    const toml::node* n = NodeAt(r.tbl(), key);
+    if (n == nullptr) continue;
+    if (!n->is_boolean()) return r.Err(key, "must be true or false");
+    fp8_gather = fp8_gather || *n->value<bool>();
+  }
+  t.set_fp8_param_gather(fp8 && fp8_gather);
   return absl::OkStatus();
 }
 
@@ -574,6 +618,58 @@ absl::Status SetTorchtitanCudaGraphs(const TorchtitanReader& r, const Torchtitan
   return absl::OkStatus();
 }
 
+// Layer SAC: an integer activation_checkpoint.selective_ac_option with mode "selective" (the
+// TOML-era JobConfig, pytorch/torchtitan torchtitan/config/job_config.py @6404b93 class
+// ActivationCheckpoint: selective_ac_option "2" by default, "'int' (e.g., 2) for every nth layer,
+// or 'op' for op level ac"). torchtitan/distributed/activation_checkpoint.py @6404b93
+// _apply_ac_to_transformer_block: a counter over the blocks wrapped on the rank, and the block
+// whose count is a multiple of ac_freq is wrapped in a full checkpoint (ac_freq 0: every block);
+// the others keep every activation. That is full recompute of floor(L_rank / n) of the rank's
+// L_rank = layers / PP blocks: training.recompute full with recompute_num_layers per pipeline
+// chunk (none recomputed when the floor is 0, every layer when it reaches L_rank). "op" keeps the
+// per-op policy (training.recompute selective). The current config registry (b5bcd76) has no
+// option: SelectiveAC is the per-op policy.
+absl::Status SetTorchtitanLayerSac(const TorchtitanReader& r, const TorchtitanKeys& keys, ImportedJob& out) {
+  v1::TrainingSpec& t = *out.spec.mutable_training();
+  if (t.recompute() != v1::RECOMPUTE_SELECTIVE) return absl::OkStatus();
+  const char* const key = "activation_checkpoint.selective_ac_option";
+  std::string option = keys.current_keys ? "op" : "2";
+  if (const toml::node* n = NodeAt(r.tbl(), key)) {
+    if (n->is_string()) option = *n->value<std::string>();
+    else if (n->is_integer()) option = absl::StrCat(*n->value<int64_t>());
+    else return r.Err(key, "must be 'op' or a layer frequency (an integer >= 0)");
+  }
+  if (option == "op") return absl::OkStatus();
+  int64_t every = 0;
+  if (!absl::SimpleAtoi(option, &every) || every < 0 || option.empty() ||
+      option.find_first_not_of("0123456789") != std::string::npos) {
+    return r.Err(key, absl::StrCat("'", option.substr(0, 32), "' is not 'op' or a layer frequency (an integer >= 0)"));
+  }
+  int64_t layers = 0;
+  if (out.spec.model().has_shape()) {
+    layers = out.spec.model().shape().layers();
+  } else {
+    absl::StatusOr<Catalog> catalog = Catalog::Builtin(CatalogLoad::kOnUse);
+    if (!catalog.ok()) return catalog.status();
+    absl::StatusOr<const ModelShape*> m = catalog->LookupModel(out.spec.model().preset());
+    if (!m.ok()) return m.status();
+    layers = (*m)->layers;
+  }
+  const int64_t pp = std::max<int64_t>(1, out.spec.parallelism().pp());
+  const int64_t chunks = std::max<int64_t>(1, out.spec.parallelism().vpp());
+  const int64_t rank_layers = std::max<int64_t>(1, layers / pp);
+  const int64_t checkpointed = every == 0 ? rank_layers : rank_layers / every;
+  if (checkpointed == 0) {
+    t.set_recompute(v1::RECOMPUTE_NONE);
+  } else {
+    t.set_recompute(v1::RECOMPUTE_FULL);
+    if (checkpointed < rank_layers) {
+      t.set_recompute_num_layers(std::max<int64_t>(1, (checkpointed + chunks / 2) / chunks));
+    }
+  }
+  return absl::OkStatus();
+}
+
 #undef TT_INT
 #undef TT_STR
 #undef TT_BOOL
@@ -598,6 +694,7 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   if (absl::Status s = SetTorchtitanRecompute(r, t); !s.ok()) return s;
   t.set_overlap_dp_comm(true);
   if (absl::Status s = SetTorchtitanParallelism(r, keys, pp, out); !s.ok()) return s;
+  if (absl::Status s = SetTorchtitanLayerSac(r, keys, out); !s.ok()) return s;
   if (absl::Status s = SetTorchtitanCudaGraphs(r, keys, pp, out.spec.parallelism().ep(), t); !s.ok()) return s;
   return out;
 }

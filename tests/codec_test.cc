@@ -171,6 +171,12 @@ TEST(Codec, MalformedSpecsNameTheFieldAndReason) {
       // that pp does not divide): 6 micro-batches over pp 4 are refused (core/job.cc ValidateJob).
       {"model: llama3-70b\nhardware: h100-sxm\ncluster: {gpu_count: 32}\nparallelism: {tp: 8, pp: 4, vpp: 2}\ntraining: {seq_length: 4096, global_batch_size: 6}",
        "training.global_batch_size: interleaved 1F1B needs micro-batches per step (6) to be a multiple of pp (4)"},
+      // Two members of one oneof: named, not protobuf's "oneof field 'source' is already set".
+      {"model: {preset: llama3-8b, hf_config: x.json}\nhardware: h100-sxm\ncluster: {gpu_count: 8}",
+       "model.hf_config: 'preset' and 'hf_config' are alternatives (one of: preset, shape, hf_config); give one"},
+      // A second document is not dropped in silence (a JSON job's trailing text reads as one).
+      {"model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\n---\ncluster: {gpu_count: 16}\n",
+       "line 5:1: a second YAML document; a file holds one"},
   };
   for (const BadSpec& c : cases) {
     SCOPED_TRACE(c.yaml);
@@ -225,11 +231,38 @@ TEST(Codec, PredictionJsonHasTheDocumentedKeys) {
   const std::string json = ToJson(PredictionToProto(*p));
   for (const char* key : {"\"step_time_s\"", "\"tokens_per_s\"", "\"tokens_per_s_per_gpu\"", "\"mfu\"",
                           "\"hfu\"", "\"model_flops_per_step\"", "\"bottleneck\"", "\"breakdown\"",
-                          "\"memory\"", "\"total_bytes\"", "\"capacity_bytes\"", "\"fits\"", "\"cost\""}) {
+                          "\"memory\"", "\"total_bytes\"", "\"capacity_bytes\"", "\"fits\"", "\"cost\"",
+                          "\"active_without_input_embedding\""}) {
     EXPECT_THAT(json, HasSubstr(key));
   }
 }
 
+
+// The prediction carries the parameter counts the job file reference names (docs/JOB_SPEC.md):
+// DeepSeek-V3's MTP module apart from the 671B main model, as its card counts it ("685B ...
+// 671B of the Main Model weights and 14B of the Multi-Token Prediction (MTP) Module weights":
+// the module's own weights plus the embedding and head the checkpoint stores again, 2 x V x h);
+// gpt-oss-20b's active count without the input embedding, 3.61B (arXiv:2508.10925 Table 1).
+TEST(Codec, PredictionCarriesTheMtpAndTheCardsActiveCount) {
+  auto ds = testing::JobFromYaml("model: deepseek-v3\nhardware: h100-sxm\ncluster: {gpu_count: 256}\n"
+                                 "parallelism: {pp: 8, ep: 32}\ntraining: {seq_length: 4096, global_batch_size: 1024, mtp_layers: 1}");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto p = Predict(*ds);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const v1::ParameterCounts pc = PredictionToProto(*p).parameters();
+  const double stored_again = 2.0 * 129280 * 7168;
+  EXPECT_NEAR((pc.mtp() + stored_again) / 14e9, 1.0, 0.05) << pc.mtp();
+  EXPECT_NEAR(pc.total() / 671e9, 1.0, 0.01);
+  auto oss = testing::JobFromYaml("model: gpt-oss-20b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\n"
+                                  "training: {seq_length: 4096, global_batch_size: 64}");
+  ASSERT_TRUE(oss.ok()) << oss.status();
+  auto q = Predict(*oss);
+  ASSERT_TRUE(q.ok()) << q.status();
+  const v1::ParameterCounts oc = PredictionToProto(*q).parameters();
+  EXPECT_GE(oc.active_without_input_embedding(), 3.605e9);
+  EXPECT_LT(oc.active_without_input_embedding(), 3.615e9);
+  EXPECT_EQ(oc.mtp(), 0);
+}
 
 // Every route rejects NaN and infinity with the path of the first one (fields in number order,
 // depth first), built only when one is found.

@@ -4,6 +4,8 @@
 // the source of each number is in the table). The counts are independent of this code: they
 // are the publishers' figures, never this importer's output.
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/model_shape.h"
@@ -457,6 +459,105 @@ TEST(HfRealInputs, DeepSeekV3MtpModuleCountedApart) {
   // Within 0.1% (the count is 684.49e9: the small per-layer vectors the shape does not carry,
   // such as the routers' score-correction biases, are not counted).
   EXPECT_NEAR((c.total + mtp_checkpoint) / 685e9, 1.0, 0.001) << c.total + mtp_checkpoint;
+}
+
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// transformers' attention_bias is q/k/v/o biases only (modeling_llama.py, modeling_qwen3_moe.py
+// LlamaAttention / Qwen3MoeAttention: bias=config.attention_bias on the four projections; the MLP
+// and the experts have none): not counted, and not linear_bias, which puts biases on every
+// projection including each expert (GPT-OSS). Qwen3-30B-A3B: 30.5B either way (its card).
+TEST(HfRealInputs, AttentionBiasIsTheAttentionsOnly) {
+  const std::string base = FileText(Corpus("Qwen3-30B-A3B.config.json"));
+  std::string biased = base;
+  biased.replace(biased.find("\"attention_bias\": false"), 23, "\"attention_bias\": true");
+  auto off = ReadHfConfig(base, "qwen3-moe.json");
+  auto on = ReadHfConfig(biased, "qwen3-moe-biased.json");
+  ASSERT_TRUE(off.ok()) << off.status();
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_FALSE(on->shape.linear_bias);
+  EXPECT_DOUBLE_EQ(CountParameters(on->shape).total, CountParameters(off->shape).total);
+  EXPECT_NEAR(CountParameters(on->shape).total / 30.5e9, 1.0, 0.01);
+  EXPECT_THAT(on->listed, ::testing::Contains(::testing::HasSubstr("attention_bias = true: q/k/v/o biases only")));
+  // GPT-OSS keeps its biases everywhere (its own key: q/k/v/o, expert and router biases).
+  auto oss = ReadHfConfig(kGptOss20b, "gpt-oss-20b/config.json");
+  ASSERT_TRUE(oss.ok());
+  EXPECT_TRUE(oss->shape.linear_bias);
+  EXPECT_THAT(oss->listed, ::testing::Not(::testing::Contains(::testing::HasSubstr("attention_bias"))));
+}
+
+// DeepSeek's modeling file makes layer i MoE when i >= first_k_dense_replace and
+// i % moe_layer_freq == 0. 62 layers, first_k 3, freq 2: layers 4, 6, ..., 60, i.e. 29 (counted
+// by hand), as first_k 4 gives; freq 0 divides by zero there and is refused here.
+TEST(HfRealInputs, DeepSeekMoeLayersAsItsModelingFilePlacesThem) {
+  const std::string base = FileText(Corpus("DeepSeek-V3.config.json"));
+  auto with = [&](int first_k, int freq) {
+    std::string t = base;
+    t.replace(t.find("\"first_k_dense_replace\": 3"), 26, absl::StrCat("\"first_k_dense_replace\": ", first_k));
+    t.replace(t.find("\"moe_layer_freq\": 1"), 19, absl::StrCat("\"moe_layer_freq\": ", freq));
+    t.replace(t.find("\"num_hidden_layers\": 61"), 23, "\"num_hidden_layers\": 62");
+    return ModelShapeFromHfConfig(t, "ds.json");
+  };
+  for (int first_k : {3, 4}) {
+    auto m = with(first_k, 2);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->MoeLayerCount(), 29) << first_k;
+    for (int i = 0; i < 62; ++i) EXPECT_EQ(m->IsMoeLayer(i), i >= first_k && i % 2 == 0) << i;
+  }
+  auto zero = with(3, 0);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(std::string(zero.status().message()), ::testing::HasSubstr("moe_layer_freq: must be at least 1"));
+}
+
+// config.json is one JSON object, read as Python's json.load reads it or refused: a key given
+// twice (json.load keeps the last; yaml-cpp would give the first) and text after the object
+// (json.load: "Extra data") are errors naming the file and the key or line.
+TEST(HfRealInputs, JsonThatPythonReadsOtherwiseIsRefused) {
+  const std::string base = FileText(Corpus("Llama-3.1-8B.config.json"));
+  std::string twice = base;
+  twice.insert(twice.find('{') + 1, "\"num_hidden_layers\": 80, ");
+  auto m = ModelShapeFromHfConfig(twice, "dup.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("dup.json: num_hidden_layers: given twice"));
+  m = ModelShapeFromHfConfig(base + "xyz", "trailing.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("trailing.json: not valid JSON: line"));
+  m = ModelShapeFromHfConfig(base + "\n{\"model_type\": \"llama\"}", "two.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("text after the end of the object"));
+  EXPECT_TRUE(ModelShapeFromHfConfig(base + "\n\n", "ok.json").ok());
+}
+
+// An explicit null keeps the attribute None in the config class, and the model reads None as no
+// window (modeling_gpt_oss.py: the sliding layers' window is config.sliding_window;
+// modeling_llama4.py: chunked attention only with attention_chunk_size set); an absent key is the
+// class default (128, 8192).
+TEST(HfRealInputs, AnExplicitNullTurnsTheLocalWindowOff) {
+  std::string oss = kGptOss20b;
+  oss.replace(oss.find("\"sliding_window\": 128"), 21, "\"sliding_window\": null");
+  auto m = ModelShapeFromHfConfig(oss, "oss-null.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->local_attention_window, 0);
+  EXPECT_EQ(m->LocalAttentionLayerCount(), 0);
+  std::string absent = kGptOss20b;
+  absent.erase(absent.find("\"sliding_window\": 128, "), 23);
+  m = ModelShapeFromHfConfig(absent, "oss-absent.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->local_attention_window, 128);
+  const std::string scout = R"({"model_type": "llama4", "tie_word_embeddings": false, "text_config": {
+      "model_type": "llama4_text", "attention_chunk_size": null, "head_dim": 128, "hidden_act": "silu",
+      "hidden_size": 5120, "interleave_moe_layer_step": 1, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+      "num_attention_heads": 40, "num_experts_per_tok": 1, "num_hidden_layers": 48, "num_key_value_heads": 8,
+      "num_local_experts": 16, "vocab_size": 202048}})";
+  m = ModelShapeFromHfConfig(scout, "scout-null.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->local_attention_window, 0);
 }
 
 }  // namespace

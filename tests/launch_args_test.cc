@@ -1,6 +1,7 @@
 // Job specs from Megatron-LM arguments and torchtitan TOML configs.
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/launch_args.h"
@@ -165,6 +166,7 @@ pipeline_parallel_degree = 1
 context_parallel_degree = 1
 [activation_checkpoint]
 mode = "selective"
+selective_ac_option = "op"
 )";
   auto r = JobFromTorchtitanToml(kToml, "llama3_8b.toml");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -172,8 +174,9 @@ mode = "selective"
   EXPECT_EQ(r->spec.training().seq_length(), 8192);
   EXPECT_EQ(r->spec.training().sharding(), v1::SHARDING_ZERO3);
   EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_SELECTIVE);
-  EXPECT_THAT(r->ignored, ::testing::Contains("optimizer.lr"));
-  EXPECT_THAT(r->ignored, ::testing::Contains("job.dump_folder"));
+  // Listed with the value the file gives (docs/LAUNCHERS.md), as TOML writes it.
+  EXPECT_THAT(r->ignored, ::testing::Contains("optimizer.lr = 0.0003"));
+  EXPECT_THAT(r->ignored, ::testing::Contains("job.dump_folder = './outputs'"));
   // The global batch is the local batch x the data-parallel degree of the allocation.
   auto spec = r->Finalize(64, "h100-sxm");
   ASSERT_TRUE(spec.ok());
@@ -183,6 +186,93 @@ mode = "selective"
   EXPECT_EQ(job->parallelism.dp, 64);
   EXPECT_FALSE(JobFromTorchtitanToml("[model]\nname = \"llama3\"\nflavor = \"9B\"\n", "x.toml").ok());
   EXPECT_THAT(std::string(JobFromTorchtitanToml("[model\n", "bad.toml").status().message()), HasSubstr("bad.toml: line"));
+}
+
+// torchtitan's TOML-era layer SAC (job_config.py @6404b93: selective_ac_option "2" by default,
+// "'int' (e.g., 2) for every nth layer"; activation_checkpoint.py: a counter over the rank's
+// blocks, the multiples of n fully checkpointed, 0: all): full recompute of floor(L_rank / n)
+// blocks, counted here from the Llama 3 8B's 32 layers by hand.
+TEST(Torchtitan, LayerSacIsFullRecomputeOfEveryNthBlock) {
+  auto job = [](const std::string& ac, int pp = 1) {
+    return JobFromTorchtitanToml(absl::StrCat("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
+                                              "pipeline_parallel_degree = ", pp, "\n[activation_checkpoint]\n", ac),
+                                 "ac.toml");
+  };
+  // No option: the JobConfig default "2": 16 of 32 blocks.
+  auto r = job("mode = \"selective\"\n");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_FULL);
+  EXPECT_EQ(r->spec.training().recompute_num_layers(), 16);
+  // Every 4th block of the 16 on each of 2 pipeline ranks: 4.
+  r = job("mode = \"selective\"\nselective_ac_option = \"4\"\n", 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_FULL);
+  EXPECT_EQ(r->spec.training().recompute_num_layers(), 4);
+  // Every block ("1", and "0": `not ac_freq`): full recompute of all (recompute_num_layers 0).
+  for (const char* every : {"1", "0"}) {
+    r = job(absl::StrCat("mode = \"selective\"\nselective_ac_option = \"", every, "\"\n"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_FULL);
+    EXPECT_EQ(r->spec.training().recompute_num_layers(), 0);
+  }
+  // Every 64th of 32 blocks: none is checkpointed.
+  r = job("mode = \"selective\"\nselective_ac_option = '64'\n");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_NONE);
+  // "op": the per-op policy (selective).
+  r = job("mode = \"selective\"\nselective_ac_option = \"op\"\n");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_SELECTIVE);
+  // Full mode ignores the option (torchtitan reads it only for selective).
+  r = job("mode = \"full\"\nselective_ac_option = \"4\"\n");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_FULL);
+  EXPECT_EQ(r->spec.training().recompute_num_layers(), 0);
+  // Anything else is refused naming the key.
+  r = job("mode = \"selective\"\nselective_ac_option = \"every\"\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("activation_checkpoint.selective_ac_option"));
+}
+
+// FSDP's float8 all-gather as the file says it, in the TOML-era spelling ([float8]) and the later
+// one ([quantize.linear.float8]), default False (job_config.py Float8 / Float8Linear): set on the
+// job explicitly either way, so that the torchtitan recipes' value (true for the 405B) does not
+// replace a file's false.
+TEST(Torchtitan, Float8AllGatherAsTheFileSaysIt) {
+  auto job = [](const std::string& tail) {
+    return JobFromTorchtitanToml(absl::StrCat("[model]\nname = \"llama3\"\nflavor = \"405B\"\n", tail), "fp8.toml");
+  };
+  const std::string fp8 = "converters = [\"float8\"]\n";
+  struct Case {
+    std::string tail;
+    bool gather;
+  };
+  const Case cases[] = {
+      {fp8 + "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n", true},
+      {fp8 + "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = false\n", false},
+      {fp8 + "[float8]\nenable_fsdp_float8_all_gather = true\n", true},
+      {fp8 + "[float8]\nenable_fsdp_float8_all_gather = false\n", false},
+      {fp8, false},                                                            // the default
+      {"[float8]\nenable_fsdp_float8_all_gather = true\n", false},             // no float8 converter
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tail);
+    auto r = job(c.tail);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->spec.training().has_fp8_param_gather());
+    EXPECT_EQ(r->spec.training().fp8_param_gather(), c.gather);
+    auto spec = r->Finalize(512, "h100-sxm");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto j = JobFromSpec(*spec, testing::BuiltinCatalog(), "", nullptr);
+    ASSERT_TRUE(j.ok()) << j.status();
+    EXPECT_EQ(j->training.fp8_param_gather, c.gather);  // not the 405B recipe's
+    if (j->assumed) {
+      for (const AssumedInput& a : *j->assumed) EXPECT_NE(a.field, "training.fp8_param_gather");
+    }
+  }
+  auto bad = job("[quantize.linear.float8]\nenable_fsdp_float8_all_gather = 1\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("quantize.linear.float8.enable_fsdp_float8_all_gather"));
 }
 
 }  // namespace

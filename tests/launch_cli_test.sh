@@ -80,6 +80,15 @@ contains predict-framework-flag-says "framework  Megatron-Bridge"
 check predict-gpus-from-torchrun 0 "$bin" predict --hardware h100-sxm -- torchrun --nproc_per_node 8 --nnodes 2 \
   pretrain_gpt.py $MEG
 contains predict-gpus-from-torchrun-says "16 x"
+# A GPU count or node size that is not a positive number is refused naming the flag (they fell back
+# to the launcher's count in silence).
+for bad in 0 -8; do
+  check "predict-gpus-$bad" 2 "$bin" predict --gpus "$bad" --hardware h100-sxm -- torchrun --nproc_per_node 8 \
+    pretrain_gpt.py $MEG
+  contains "predict-gpus-$bad-says" "--gpus"
+done
+check predict-gpus-per-node-0 2 "$bin" predict --gpus 8 --gpus-per-node 0 --hardware h100-sxm -- pretrain_gpt.py $MEG
+contains predict-gpus-per-node-0-says "--gpus-per-node"
 check predict-uneven-pp 2 "$bin" predict --gpus 64 --hardware h100-sxm -- pretrain_gpt.py $MEG \
   --pipeline-model-parallel-size 3
 contains predict-uneven-pp-says "--num-layers: 8 is not divisible by --pipeline-model-parallel-size 3"

@@ -186,6 +186,15 @@ class HfReader {
 
   absl::StatusOr<int64_t> Int(const std::string& key, const YAML::Node& value) const {
     if (!value.IsScalar()) return Err(key, "is not an integer");
+    // A quoted "32" is a string to json.load: the config class keeps it, and the model fails
+    // (or, for a flag, reads any non-empty string as true); refused here rather than read as 32.
+    if (value.Tag() == "!") {
+      int64_t unused = 0;
+      if (absl::SimpleAtoi(value.Scalar(), &unused)) {
+        return Err(key, absl::StrCat("\"", value.Scalar().substr(0, 64), "\" is a string, not an integer: write it unquoted"));
+      }
+      return Err(key, absl::StrCat("'", value.Scalar().substr(0, 64), "' is not an integer"));
+    }
     try {
       const int64_t v = value.as<int64_t>();
       // Bounded so that derived sizes (4 * n_embd, products of dims) cannot overflow int64
@@ -200,6 +209,12 @@ class HfReader {
   }
   absl::StatusOr<bool> Bool(const std::string& key, const YAML::Node& value) const {
     if (!value.IsScalar()) return Err(key, "is not true or false");
+    // A quoted "false" is a non-empty string, which Python reads as true.
+    if (value.Tag() == "!") {
+      return Err(key, absl::StrCat("\"", value.Scalar().substr(0, 64),
+                                   "\" is a string, not true or false (Python reads any non-empty string as true): "
+                                   "write it unquoted"));
+    }
     const std::string s = absl::AsciiStrToLower(value.Scalar());
     if (s == "true") return true;
     if (s == "false") return false;

@@ -274,10 +274,16 @@ void ErasePath(toml::table& tbl, const std::string& path) {
 // another type an error naming it ("origin: section.key: why"), never the default in silence.
 class TorchtitanReader {
  public:
-  TorchtitanReader(const toml::table& tbl, absl::string_view origin) : tbl_(tbl), origin_(origin) {}
+  // `from_command_line`: the paths the command line set (ApplyTorchtitanOverrides), whose errors
+  // name the flag rather than the config file.
+  TorchtitanReader(const toml::table& tbl, absl::string_view origin, const std::set<std::string>* from_command_line = nullptr)
+      : tbl_(tbl), origin_(origin), from_command_line_(from_command_line) {}
   const toml::table& tbl() const { return tbl_; }
   bool Has(const std::string& path) const { return HasPath(tbl_, path); }
   absl::Status Err(const std::string& key, const std::string& why) const {
+    if (from_command_line_ != nullptr && from_command_line_->count(key)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", key, " (command line): ", why));
+    }
     return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", key, ": ", why));
   }
   // An integer in [lo, hi].
@@ -329,6 +335,7 @@ class TorchtitanReader {
 
  private:
   const toml::table& tbl_;
+  const std::set<std::string>* from_command_line_ = nullptr;
   std::string origin_;
 };
 
@@ -678,11 +685,12 @@ absl::Status SetTorchtitanLayerSac(const TorchtitanReader& r, const TorchtitanKe
 // `current`: the table comes from the current config registry (presets/torchtitan_configs), whose
 // defaults and rules are those of kTorchtitanCommit (CUDA graphs on unless disabled, ETP gone).
 absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl::string_view origin,
-                                                   std::vector<std::string> extra_ignored, bool current = false) {
+                                                   std::vector<std::string> extra_ignored, bool current = false,
+                                                   const std::set<std::string>* from_command_line = nullptr) {
   ImportedJob out;
   out.source = "torchtitan";
   out.ignored = std::move(extra_ignored);
-  const TorchtitanReader r(tbl, origin);
+  const TorchtitanReader r(tbl, origin, from_command_line);
   TorchtitanKeys keys;
   keys.current = current;
   if (absl::Status s = ListUnreadTorchtitanKeys(r, keys, out); !s.ok()) return s;
@@ -743,7 +751,7 @@ void SetTomlPath(toml::table& tbl, const std::string& path, const std::string& v
 // "--section.no_flag" / "--section.no-flag" false, tyro's subcommand word
 // "activation-checkpoint:full"); non-dotted flags and stray words go to `ignored`.
 void ApplyTorchtitanOverrides(toml::table& tbl, const std::vector<std::string>& overrides,
-                              std::vector<std::string>& ignored) {
+                              std::vector<std::string>& ignored, std::set<std::string>* set_paths = nullptr) {
   for (size_t i = 0; i < overrides.size(); ++i) {
     const std::string& tok = overrides[i];
     if (!absl::StartsWith(tok, "--")) {
@@ -752,6 +760,7 @@ void ApplyTorchtitanOverrides(toml::table& tbl, const std::vector<std::string>& 
       for (const char* prefix : {"activation-checkpoint:", "activation_checkpoint:"}) {
         if (absl::StartsWith(tok, prefix)) {
           SetTomlPath(tbl, "activation_checkpoint.mode", tok.substr(strlen(prefix)));
+          if (set_paths != nullptr) set_paths->insert("activation_checkpoint.mode");
           goto next;
         }
       }
@@ -787,6 +796,7 @@ void ApplyTorchtitanOverrides(toml::table& tbl, const std::vector<std::string>& 
         }
       }
       SetTomlPath(tbl, key, value);
+      if (set_paths != nullptr) set_paths->insert(key);
     }
   next:;
   }
@@ -860,8 +870,9 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanCommand(absl::string_view text, abs
   // Command-line overrides (torchtitan's config manager); the launcher's own flags before the
   // script are not passed here. Non-dotted flags and stray tokens are listed as ignored.
   std::vector<std::string> ignored;
-  ApplyTorchtitanOverrides(tbl, overrides, ignored);
-  return JobFromTorchtitanTable(tbl, origin, std::move(ignored));
+  std::set<std::string> from_command_line;
+  ApplyTorchtitanOverrides(tbl, overrides, ignored, &from_command_line);
+  return JobFromTorchtitanTable(tbl, origin, std::move(ignored), false, &from_command_line);
 }
 
 namespace {
@@ -959,8 +970,10 @@ absl::StatusOr<ImportedJob> ImportTorchtitanModule(const std::string& module, co
   absl::StatusOr<toml::table> entry = RegistryConfig(module, config);
   if (entry.ok()) {
     std::vector<std::string> ignored;
-    ApplyTorchtitanOverrides(*entry, args, ignored);
-    absl::StatusOr<ImportedJob> job = JobFromTorchtitanTable(*entry, origin, std::move(ignored), /*current=*/true);
+    std::set<std::string> from_command_line;
+    ApplyTorchtitanOverrides(*entry, args, ignored, &from_command_line);
+    absl::StatusOr<ImportedJob> job =
+        JobFromTorchtitanTable(*entry, origin, std::move(ignored), /*current=*/true, &from_command_line);
     if (job.ok()) {
       job->ignored.push_back(absl::StrCat("--config ", config, " (its values read from torchtitan commit ",
                                           std::string(kTorchtitanCommit).substr(0, 8),

@@ -24,6 +24,9 @@ python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["step_time
   && echo "ok   predict-json-parses" || { echo "FAIL predict-json-parses"; fail=1; }
 check predict-hf-config 0 "$bin" predict "$root/examples/llama3-8b-hf.yaml"
 contains predict-hf-name "llama3-8b-config"
+# Sequence parallelism needs TP > 1: at TP 1 the layout says off whatever the preset's default.
+check predict-sp-tp1 0 "$bin" predict "$root/examples/llama3-8b-torchtitan-a100.yaml"
+contains predict-sp-tp1-off "TP=1 PP=1 DP=64 CP=1 EP=1 VPP=1 SP=off"
 check predict-textproto 0 "$bin" predict "$root/examples/deepseek-v3-gb200.textproto"
 check predict-mfu 0 "$bin" predict --mfu 0.45 "$root/examples/llama3-70b-h100.yaml"
 contains predict-mfu-says "assumed MFU 0.45"

@@ -532,6 +532,18 @@ TEST(HfRealInputs, JsonThatPythonReadsOtherwiseIsRefused) {
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("text after the end of the object"));
   EXPECT_TRUE(ModelShapeFromHfConfig(base + "\n\n", "ok.json").ok());
+  // A quoted number or boolean is a string to json.load: "false" is a non-empty string, which
+  // Python reads as true; "32" makes the model fail. Refused, not read as 32 / false.
+  std::string quoted = base;
+  quoted.replace(quoted.find("\"num_hidden_layers\": 32"), 23, "\"num_hidden_layers\": \"32\"");
+  m = ModelShapeFromHfConfig(quoted, "quoted.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("num_hidden_layers: \"32\" is a string"));
+  quoted = base;
+  quoted.replace(quoted.find("\"tie_word_embeddings\": false"), 28, "\"tie_word_embeddings\": \"false\"");
+  m = ModelShapeFromHfConfig(quoted, "quoted-bool.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("tie_word_embeddings: \"false\" is a string"));
 }
 
 // An explicit null keeps the attribute None in the config class, and the model reads None as no

@@ -143,6 +143,18 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
+// A value the command line gave is refused naming the flag, not the config file (the file's
+// training.local_batch_size is fine; the override's 0 is not).
+TEST(TorchtitanCommandLine, AnOverridesErrorNamesTheFlag) {
+  auto r = JobFromCommand(
+      Split("torchrun --nproc_per_node=8 -m torchtitan.train --job.config_file "
+            "torchtitan_models_llama3_train_configs_llama3_8b.toml --training.local_batch_size 0"),
+      CorpusDir());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--training.local_batch_size (command line): "));
+  EXPECT_THAT(std::string(r.status().message()), ::testing::Not(HasSubstr("llama3_8b.toml")));
+}
+
 TEST(TorchtitanCommandLine, PreviousCliOverridesAreAppliedOrListed) {
   auto r = JobFromCommand(
       Split("torchrun --nproc_per_node=8 -m torchtitan.train --job.config_file "
@@ -279,13 +291,15 @@ TEST(TorchtitanRegistry, CurrentKeysAndTheirRules) {
         Split(absl::StrCat("python -m torchtitan.train --module ", config, " ", extra, " --training.disable_cuda_graphs")), "");
     ASSERT_TRUE(ok.ok()) << ok.status();
   }
-  // A token budget that is not whole sequences is an error naming the key.
+  // A token budget that is not whole sequences is an error naming the key (the flag, since the
+  // command line gave it).
   auto frac = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_8b "
                                    "--training.num_tokens_per_microbatch_per_dp_rank 10000"),
                              "");
   ASSERT_FALSE(frac.ok());
   EXPECT_THAT(std::string(frac.status().message()),
-              HasSubstr("training.num_tokens_per_microbatch_per_dp_rank: 10000 is not a multiple of training.max_context_length 8192"));
+              HasSubstr("--training.num_tokens_per_microbatch_per_dp_rank (command line): 10000 is not a multiple of "
+                        "training.max_context_length 8192"));
   // tyro's activation checkpoint subcommand.
   auto ac = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_8b activation-checkpoint:full"), "");
   ASSERT_TRUE(ac.ok()) << ac.status();

@@ -177,7 +177,10 @@ absl::Status ValidateJob(const Job& job) {
     if (p.vpp > 1) return Bad("parallelism.first_stage_layers", "uneven first / last stages with vpp > 1 are not modelled");
     const int64_t fixed = p.first_stage_layers + p.last_stage_layers;
     const int64_t middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
-    if (fixed >= m.layers || (middle > 0 && (m.layers - fixed) % middle != 0) || (middle == 0 && fixed != m.layers)) {
+    // PP 2 with both given: they hold every layer (middle 0). Otherwise the middle stages need at
+    // least one layer each, the same number.
+    if (fixed > m.layers || (middle > 0 && (fixed == m.layers || (m.layers - fixed) % middle != 0)) ||
+        (middle == 0 && fixed != m.layers)) {
       return Bad("parallelism.first_stage_layers",
                  absl::StrCat("first ", p.first_stage_layers, " + last ", p.last_stage_layers,
                               " layers leave ", m.layers - fixed, " of the model's ", m.layers,

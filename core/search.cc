@@ -130,7 +130,9 @@ std::vector<LayoutChange> LayoutChanges(const Layout& a, const Layout& b) {
   add("parallelism.tp", num(p.tp), num(q.tp), absl::StrCat("--tensor-model-parallel-size ", q.tp));
   add("parallelism.pp", num(p.pp), num(q.pp), absl::StrCat("--pipeline-model-parallel-size ", q.pp));
   add("parallelism.vpp", num(p.vpp), num(q.vpp),
-      q.vpp > 1 ? absl::StrCat("--virtual-pipeline-model-parallel-size ", q.vpp) : "remove --virtual-pipeline-model-parallel-size");
+      // Megatron-LM has no --virtual-pipeline-model-parallel-size (NeMo's field name; arguments.py).
+      q.vpp > 1 ? absl::StrCat("--num-virtual-stages-per-pipeline-rank ", q.vpp)
+                : "remove --num-virtual-stages-per-pipeline-rank / --num-layers-per-virtual-pipeline-stage");
   add("parallelism.cp", num(p.cp), num(q.cp), absl::StrCat("--context-parallel-size ", q.cp));
   add("parallelism.ep", num(p.ep), num(q.ep), absl::StrCat("--expert-model-parallel-size ", q.ep));
   if (p.etp > 0 || q.etp > 0) {  // 0: ETP follows TP (Megatron's default)

@@ -55,6 +55,7 @@ const std::set<std::string>& SwitchFlags() {
       "use-megatron-fsdp", "overlap-grad-reduce", "tp-comm-overlap", "use-flash-attn", "sequence-parallel",
       // Added for issue 10.
       "multi-latent-attention", "quick-geglu", "squared-relu", "grad-reduce-in-bf16", "fp8-param-gather",
+      "accumulate-allreduce-grads-in-fp32",
       "enable-cuda-graph", "external-cuda-graph", "checkpoint-activations"};
   return k;
 }
@@ -573,6 +574,9 @@ LayoutAcceptance MegatronAcceptsLayout(const Job& job) {
     return refuse(tp == 1 ? "--tp-comm-overlap at TP 1: Megatron turns sequence parallelism off and then asserts it"
                           : "--tp-comm-overlap needs --sequence-parallel (arguments.py)");
   }
+  if (m.moe.enabled() && tp > 1 && !p.sequence_parallel) {
+    return refuse("MoE at --tensor-model-parallel-size > 1 needs --sequence-parallel (moe_layer.py raises in training)");
+  }
   if (t.fp8_param_gather && t.sharding == Sharding::kNone) {
     return refuse("--fp8-param-gather needs the distributed optimizer or FSDP (arguments.py)");
   }
@@ -1078,6 +1082,14 @@ absl::Status SetMegatronPrecision(const MegatronFlags& f, v1::TrainingSpec& t) {
     prec->set_grad_reduce(v1::D_TYPE_BF16);
     if (f.On("bf16")) prec->set_grads(v1::D_TYPE_BF16);
   }
+  // --fp16: accumulate_allreduce_grads_in_fp32 stays False unless given (validate_args sets it
+  // True only under --bf16), so the gradient buffer and its reduction are fp16; with
+  // --accumulate-allreduce-grads-in-fp32 both are fp32 (distributed_data_parallel.py).
+  if (f.On("fp16") && !f.On("grad-reduce-in-bf16")) {
+    const v1::DType d = f.On("accumulate-allreduce-grads-in-fp32") ? v1::D_TYPE_FP32 : v1::D_TYPE_FP16;
+    prec->set_grad_reduce(d);
+    prec->set_grads(d);
+  }
   // --fp8-param-gather: weights kept and all-gathered in fp8 (TransformerConfig.fp8_param).
   if (f.On("fp8-param-gather")) {
     if (!f.Has("fp8-format")) return FlagError("fp8-param-gather", "needs --fp8-format");
@@ -1096,14 +1108,41 @@ absl::Status SetMegatronRecompute(const MegatronFlags& f, const MegatronNumbers&
   else if (gran == "selective" || f.On("recompute-activations")) t.set_recompute(v1::RECOMPUTE_SELECTIVE);
   else if (!gran.empty()) return FlagError("recompute-granularity", absl::StrCat("'", gran, "' is not full or selective"));
   else t.set_recompute(v1::RECOMPUTE_NONE);
-  if (t.recompute() == v1::RECOMPUTE_FULL) {
-    // --recompute-method block: recompute-num-layers layers per stage; uniform (or none):
-    // every layer (in chunks of recompute-num-layers).
-    const std::string method = f.Val("recompute-method");
-    if (!method.empty() && method != "uniform" && method != "block") {
-      return FlagError("recompute-method", absl::StrCat("'", method, "' is not uniform or block"));
+  // TransformerConfig.__post_init__ (megatron/core/transformer/transformer_config.py @000c4ac):
+  // full granularity needs --recompute-method (block or uniform) and --recompute-num-layers;
+  // selective takes neither. Block recomputes the first recompute-num-layers layers of each
+  // stage (transformer_block.py: layer_idx < recompute_num_layers; 0 recomputes none), uniform
+  // every layer in chunks of that many. (--checkpoint-activations is the 2021-22 spelling, with
+  // Megatron-LM's own defaults then: every layer.)
+  const std::string method = f.Val("recompute-method");
+  if (!method.empty() && method != "uniform" && method != "block") {
+    return FlagError("recompute-method", absl::StrCat("'", method, "' is not uniform or block"));
+  }
+  const bool has_num_layers = f.Has("recompute-num-layers");
+  if (gran == "full") {
+    if (method.empty()) {
+      return FlagError("recompute-method", "required with --recompute-granularity full: block or uniform "
+                                           "(transformer_config.py raises 'recompute_method must be \"block\" or \"uniform\"')");
     }
-    if (method == "block") t.set_recompute_num_layers(n.recompute_layers);
+    if (!has_num_layers) {
+      return FlagError("recompute-num-layers", "required with --recompute-granularity full (transformer_config.py: "
+                                               "'recompute_num_layers must be between 1 and num_layers_per_pipeline_rank')");
+    }
+  } else if (t.recompute() == v1::RECOMPUTE_SELECTIVE && has_num_layers) {
+    return FlagError("recompute-num-layers", "must not be given with selective recompute (transformer_config.py: "
+                                             "'recompute_num_layers must be None')");
+  } else if (t.recompute() == v1::RECOMPUTE_NONE && (!method.empty() || has_num_layers)) {
+    ignored.push_back(absl::StrCat(method.empty() ? "" : absl::StrCat("--recompute-method ", method),
+                                   !method.empty() && has_num_layers ? " " : "",
+                                   has_num_layers ? absl::StrCat("--recompute-num-layers ", n.recompute_layers) : "",
+                                   " (without --recompute-granularity: no effect)"));
+  }
+  if (t.recompute() == v1::RECOMPUTE_FULL && method == "block") {
+    if (n.recompute_layers == 0) {
+      t.set_recompute(v1::RECOMPUTE_NONE);  // block of 0 layers: nothing recomputed
+    } else {
+      t.set_recompute_num_layers(n.recompute_layers);
+    }
   }
   auto modules = f.lists.find("recompute-modules");
   if (modules == f.lists.end()) return absl::OkStatus();
@@ -1271,6 +1310,36 @@ absl::Status SetMegatronPipeline(const MegatronFlags& f, const MegatronNumbers& 
   return absl::OkStatus();
 }
 
+// The uneven split as the job's first / last stage layers (ParallelismSpec.first_stage_layers,
+// without virtual stages, as the job allows them): --decoder-first/last-pipeline-num-layers
+// as given; --account-for-embedding/loss-in-pipeline-split (without them) count the embedding /
+// the loss as one layer of the first / last stage, which then holds (layers + accounted) / PP - 1
+// decoder layers (megatron/core/transformer/transformer_block.py get_num_layers_to_build, at the
+// pinned commit). What is read leaves the ignored list; with virtual stages it stays listed.
+absl::Status SetMegatronUnevenStages(const MegatronFlags& f, const MegatronNumbers& n, v1::ParallelismSpec& p,
+                                     std::vector<std::string>& ignored) {
+  if (n.pp <= 1 || p.vpp() > 1 || f.Given("pipeline-model-parallel-layout")) return absl::OkStatus();
+  auto first = f.OtherInt("decoder-first-pipeline-num-layers");
+  if (!first.ok()) return first.status();
+  auto last = f.OtherInt("decoder-last-pipeline-num-layers");
+  if (!last.ok()) return last.status();
+  const bool emb = f.Given("account-for-embedding-in-pipeline-split");
+  const bool loss = f.Given("account-for-loss-in-pipeline-split");
+  const int64_t per_stage = (n.layers + (emb ? 1 : 0) + (loss ? 1 : 0)) / n.pp;
+  int64_t first_layers = *first, last_layers = *last;
+  if (first_layers == 0 && emb) first_layers = per_stage - 1;
+  if (last_layers == 0 && loss) last_layers = per_stage - 1;
+  if (first_layers > 0) p.set_first_stage_layers(first_layers);
+  if (last_layers > 0) p.set_last_stage_layers(last_layers);
+  for (const char* read : {"--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                           "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"}) {
+    ignored.erase(std::remove_if(ignored.begin(), ignored.end(),
+                                 [&](const std::string& e) { return e == read || absl::StartsWith(e, absl::StrCat(read, " ")); }),
+                  ignored.end());
+  }
+  return absl::OkStatus();
+}
+
 // What Megatron-LM asserts of the shape, the sequence and the run length before it trains
 // (TransformerConfig.__post_init__: heads and query groups split over TP; arguments.py
 // validate_args: head size, CP, positions, iteration- or sample-based, recompute method).
@@ -1323,6 +1392,13 @@ absl::Status CheckMegatronRuntimeAsserts(const MegatronFlags& f, const MegatronN
     if (!f.On("sequence-parallel")) {
       return FlagError("tp-comm-overlap", "needs --sequence-parallel (arguments.py validate_args asserts it)");
     }
+  }
+  // MoELayer.forward (megatron/core/transformer/moe/moe_layer.py @000c4ac): "During training,
+  // performance may degrade if MoE and tensor parallelism are enabled without also enabling
+  // sequence parallelism" is a ValueError, so such a launch never trains.
+  if (n.experts > 0 && n.tp > 1 && !f.On("sequence-parallel")) {
+    return FlagError("sequence-parallel", "required with --num-experts at --tensor-model-parallel-size > 1 "
+                                          "(moe_layer.py raises ValueError in training without it)");
   }
   const bool dist_opt = f.On("use-distributed-optimizer");
   const bool mfsdp = f.On("use-megatron-fsdp");
@@ -1417,6 +1493,7 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   // What Megatron-LM asserts before it trains: a launch it refuses is an error naming the flag,
   // never a prediction.
   if (absl::Status s = SetMegatronPipeline(f, n, p); !s.ok()) return s;
+  if (absl::Status s = SetMegatronUnevenStages(f, n, p, out.ignored); !s.ok()) return s;
   if (absl::Status s = CheckMegatronShapeAsserts(f, n); !s.ok()) return s;
   if (absl::Status s = CheckMegatronRuntimeAsserts(f, n); !s.ok()) return s;
   p.set_sequence_parallel(f.On("sequence-parallel"));

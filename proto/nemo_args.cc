@@ -566,8 +566,11 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
   }
   if (v.Has("ddp.grad_reduce_in_fp32")) {
     NEMO_BOOL(fp32, "ddp.grad_reduce_in_fp32", true);
+    // One flag sets both: the DDP gradient buffer (main_grad) is fp32 only when
+    // grad_reduce_in_fp32, else the params dtype (megatron/core/distributed/
+    // param_and_grad_buffer.py: torch.float if grad_reduce_in_fp32 else param.dtype).
     t.mutable_precision()->set_grad_reduce(fp32 ? v1::D_TYPE_FP32 : v1::D_TYPE_BF16);
-    if (!fp32) t.mutable_precision()->set_grads(v1::D_TYPE_BF16);
+    t.mutable_precision()->set_grads(fp32 ? v1::D_TYPE_FP32 : v1::D_TYPE_BF16);
   }
   if (v.Has("comm_overlap.tp_comm_overlap")) {
     NEMO_BOOL(tpo, "comm_overlap.tp_comm_overlap", false);

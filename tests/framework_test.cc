@@ -973,5 +973,31 @@ TEST(Recipes, ApplyToTheMatchingModelOnly) {
   EXPECT_TRUE(assumed.empty());
 }
 
+
+// The gradient buffer follows the reduction's dtype in Megatron-Core (param_and_grad_buffer.py:
+// torch.float if grad_reduce_in_fp32 else param.dtype): a Megatron-Bridge job reducing in fp32
+// (the library recipes' grad_reduce_in_fp32 True) holds fp32 gradients, twice the bf16 buffer of
+// the performance scripts' default; and Megatron-LM under fp16 reduces in fp16 unless told
+// otherwise (arguments.py sets accumulate_allreduce_grads_in_fp32 only under --bf16).
+TEST(Defaults, GradientBufferFollowsTheReductionDtype) {
+  const std::string job = "model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\n"
+                          "training: {seq_length: 4096, global_batch_size: 16";
+  auto fp32 = testing::JobFromYaml("framework: megatron-bridge\n" + job + ", precision: {grad_reduce: fp32}}");
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_EQ(fp32->training.precision.grads, DType::kFP32);
+  auto perf = testing::JobFromYaml("framework: megatron-bridge\n" + job + "}");
+  ASSERT_TRUE(perf.ok()) << perf.status();
+  EXPECT_EQ(perf->training.precision.grad_reduce, DType::kBF16);
+  EXPECT_EQ(perf->training.precision.grads, DType::kBF16);
+  auto fp16 = testing::JobFromYaml("framework: megatron-core\n" + job + ", precision: {gemm: fp16}}");
+  ASSERT_TRUE(fp16.ok()) << fp16.status();
+  EXPECT_EQ(fp16->training.precision.grad_reduce, DType::kFP16);
+  EXPECT_EQ(fp16->training.precision.grads, DType::kFP16);
+  auto bf16 = testing::JobFromYaml("framework: megatron-core\n" + job + "}");
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ(bf16->training.precision.grad_reduce, DType::kFP32);
+  EXPECT_EQ(bf16->training.precision.grads, DType::kFP32);
+}
+
 }  // namespace
 }  // namespace stepcast

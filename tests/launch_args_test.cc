@@ -98,7 +98,8 @@ TEST(Megatron, DefaultsFollowArgumentsPy) {
   auto s = JobFromMegatronArgs(Split(
       "x.py --num-layers 2 --hidden-size 4096 --num-attention-heads 32 --seq-length 64 --max-position-embeddings 64 "
       "--global-batch-size 8 "
-      "--swiglu --vocab-size 1000 --recompute-granularity full --num-experts 8 --moe-router-topk 2 "
+      "--swiglu --vocab-size 1000 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
+      "--num-experts 8 --moe-router-topk 2 "
       "--expert-model-parallel-size 8 --use-megatron-fsdp --ckpt-format fsdp_dtensor"));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->spec.model().shape().ffn_hidden_size(), 10880);
@@ -130,6 +131,21 @@ TEST(Megatron, ErrorsNameTheFlag) {
       {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 "
        "--vocab-size 8 --attention-backend flash",
        "--attention-backend: 'flash' needs --bf16 or --fp16"},
+      // TransformerConfig.__post_init__ (transformer_config.py @000c4ac): full recompute needs a
+      // method and a layer count; selective takes no count.
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 "
+       "--vocab-size 8 --recompute-granularity full",
+       "--recompute-method: required with --recompute-granularity full"},
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 "
+       "--vocab-size 8 --recompute-granularity full --recompute-method uniform",
+       "--recompute-num-layers: required with --recompute-granularity full"},
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 "
+       "--vocab-size 8 --recompute-granularity selective --recompute-num-layers 2",
+       "--recompute-num-layers: must not be given with selective recompute"},
+      // moe_layer.py raises in training for MoE at TP > 1 without sequence parallelism.
+      {"x.py --num-layers 2 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --global-batch-size 1 "
+       "--vocab-size 8 --bf16 --num-experts 4 --moe-router-topk 2 --tensor-model-parallel-size 2",
+       "--sequence-parallel: required with --num-experts at --tensor-model-parallel-size > 1"},
   };
   for (const auto& c : cases) {
     auto r = JobFromMegatronArgs(Split(c.cmd));
@@ -138,6 +154,63 @@ TEST(Megatron, ErrorsNameTheFlag) {
   }
   EXPECT_THAT(std::string(JobFromCommand(Split("python train.py --lr 1"), "").status().message()),
               HasSubstr("neither Megatron-LM"));
+}
+
+// Block recompute of N layers recomputes the first N of each stage (transformer_block.py:
+// layer_idx < recompute_num_layers): 0 recomputes none, which Megatron accepts. A method or count
+// without a granularity has no effect and is listed. --fp16 keeps the gradient buffer and its
+// reduction in fp16 unless --accumulate-allreduce-grads-in-fp32 (arguments.py validate_args sets
+// that only under --bf16).
+TEST(Megatron, RecomputeAndFp16GradientsAsMegatronRunsThem) {
+  const std::string base =
+      "x.py --num-layers 4 --hidden-size 8 --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 "
+      "--global-batch-size 1 --vocab-size 8 ";
+  auto r = JobFromMegatronArgs(Split(base + "--recompute-granularity full --recompute-method block --recompute-num-layers 0"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_NONE);
+  r = JobFromMegatronArgs(Split(base + "--recompute-granularity full --recompute-method block --recompute-num-layers 2"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_FULL);
+  EXPECT_EQ(r->spec.training().recompute_num_layers(), 2);
+  r = JobFromMegatronArgs(Split(base + "--recompute-method block --recompute-num-layers 4"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().recompute(), v1::RECOMPUTE_NONE);
+  EXPECT_THAT(r->ignored, ::testing::Contains(HasSubstr("--recompute-method block --recompute-num-layers 4 (without")));
+  r = JobFromMegatronArgs(Split(base + "--fp16"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().precision().grads(), v1::D_TYPE_FP16);
+  EXPECT_EQ(r->spec.training().precision().grad_reduce(), v1::D_TYPE_FP16);
+  r = JobFromMegatronArgs(Split(base + "--fp16 --accumulate-allreduce-grads-in-fp32"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().precision().grads(), v1::D_TYPE_FP32);
+  EXPECT_EQ(r->spec.training().precision().grad_reduce(), v1::D_TYPE_FP32);
+  EXPECT_THAT(r->ignored, ::testing::Not(::testing::Contains(HasSubstr("accumulate-allreduce"))));
+}
+
+// Megatron-LM's uneven pipeline flags are the job's first / last stage layers (they were listed
+// as ignored while the slowest stage was costed at the even share): 14 + 18 of 32 layers on PP 2
+// as given, and --account-for-embedding/loss-in-pipeline-split as one layer of the first / last
+// stage (61 layers + 2 on PP 9: 7 per stage, so 6 decoder layers on each end; transformer_block.py).
+TEST(Megatron, UnevenPipelineFlagsAreTheJobsStageLayers) {
+  const std::string base =
+      "x.py --num-layers 32 --hidden-size 64 --num-attention-heads 8 --seq-length 64 --max-position-embeddings 64 "
+      "--global-batch-size 8 --vocab-size 1024 --bf16 --pipeline-model-parallel-size 2 ";
+  auto r = JobFromMegatronArgs(Split(base + "--decoder-first-pipeline-num-layers 14 --decoder-last-pipeline-num-layers 18"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.parallelism().first_stage_layers(), 14);
+  EXPECT_EQ(r->spec.parallelism().last_stage_layers(), 18);
+  EXPECT_THAT(r->ignored, ::testing::Not(::testing::Contains(HasSubstr("decoder-"))));
+  auto spec = r->Finalize(2, "h100-sxm");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(JobFromSpec(*spec, testing::BuiltinCatalog(), "", nullptr).ok());
+  auto ds = JobFromMegatronArgs(Split(
+      "x.py --num-layers 61 --hidden-size 64 --num-attention-heads 8 --seq-length 64 --max-position-embeddings 64 "
+      "--global-batch-size 9 --vocab-size 1024 --bf16 --pipeline-model-parallel-size 9 "
+      "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->spec.parallelism().first_stage_layers(), 6);
+  EXPECT_EQ(ds->spec.parallelism().last_stage_layers(), 6);
+  EXPECT_TRUE(ds->ignored.empty()) << ::testing::PrintToString(ds->ignored);
 }
 
 TEST(Torchtitan, Llama3_8BConfig) {

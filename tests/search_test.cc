@@ -18,8 +18,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "core/memory.h"
 #include "gtest/gtest.h"
+#include "proto/megatron_args.h"
 #include "proto/published_runs.h"
 #include "proto/search_codec.h"
 #include "test_util.h"
@@ -631,6 +633,20 @@ TEST(Layout, ChangesNameTheFieldsAndMegatronFlags) {
   EXPECT_EQ(ch[3].field, "training.recompute_modules");
   EXPECT_EQ(ch[3].megatron_flag, "--recompute-modules core_attn");
   EXPECT_TRUE(LayoutChanges(a, a).empty());
+  // Every flag named is one Megatron-LM's arguments.py defines (presets/launchers/
+  // megatron_args.txt): VPP is --num-virtual-stages-per-pipeline-rank, NeMo's
+  // virtual_pipeline_model_parallel_size is no Megatron-LM flag.
+  Layout v = a;
+  v.parallelism.vpp = 2;
+  std::vector<LayoutChange> all = LayoutChanges(a, v);
+  for (const LayoutChange& c : LayoutChanges(v, a)) all.push_back(c);
+  for (const LayoutChange& c : ch) all.push_back(c);
+  ASSERT_GE(all.size(), 6u);
+  for (const LayoutChange& c : all) {
+    for (absl::string_view tok : absl::StrSplit(c.megatron_flag, absl::ByAnyChar(" /;"), absl::SkipEmpty())) {
+      if (absl::StartsWith(tok, "--")) EXPECT_TRUE(IsMegatronArgument(std::string(tok))) << c.field << ": " << tok;
+    }
+  }
   // WithLayout and LayoutOf are inverse.
   EXPECT_EQ(LayoutSummary(LayoutOf(WithLayout(base, b))), LayoutSummary(b));
   EXPECT_EQ(WithLayout(base, b).cluster.gpu_count, 64);

@@ -100,6 +100,20 @@ absl::Status ReportRequestFromLog(const std::string& path, int gpus, v1::ReportR
   // The reader's errors (file, line, field) go out unchanged.
   absl::StatusOr<trace::TrainingLog> log = trace::ReadTrainingLog(path);
   if (!log.ok()) return log.status();
+  // A log that states its global batch (Megatron "global batch size", NeMo global_batch_size)
+  // must be the job's: a step of another batch compared with this job's prediction would be
+  // stored as a plain predicted-vs-measured pair, wrong by the ratio of the batches.
+  if (job != nullptr) {
+    for (auto it = log->iterations.rbegin(); it != log->iterations.rend(); ++it) {
+      if (it->global_batch_size <= 0) continue;
+      if (it->global_batch_size != job->training.global_batch_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": line ", it->line, ": the log's global batch size is ", it->global_batch_size, ", the job's ",
+            job->training.global_batch_size, ": report the job that ran (its training.global_batch_size)"));
+      }
+      break;
+    }
+  }
   const int kept = static_cast<int>(log->iterations.size()) - log->warmup_records;
   if (std::isfinite(log->median_step_time_s) && log->median_step_time_s > 0) {
     // Megatron's "elapsed time per iteration" (a mean over its log interval) and NeMo's

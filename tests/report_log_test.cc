@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
 #include "gmock/gmock.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "plugin/trace/training_log.h"
 #include "proto/codec.h"
@@ -185,6 +186,26 @@ TEST(ReportRequestFromLog, ComposerAndHfErrorsNameTheLine) {
 // world size) (megatron/training/training.py training_log), torchtitan tflops = FLOPs per token x
 // tps / 1e12 (torchtitan/components/metrics.py), so the converted step time must give back the
 // step time each log states by another route.
+// A log that states its global batch is held against the job's: megatron_lm_gpt.log's lines say
+// "global batch size: 256"; reported against a job of 128 sequences the step would be stored as
+// this job's, half the tokens of the run it timed.
+TEST(ReportRequestFromLog, ALogOfAnotherGlobalBatchIsRefused) {
+  auto job = [](int gbs) {
+    return testing::JobFromYaml(absl::StrCat("model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 64}\n"
+                                             "training: {seq_length: 4096, global_batch_size: ", gbs, "}"));
+  };
+  auto other = job(128);
+  ASSERT_TRUE(other.ok()) << other.status();
+  v1::ReportRunRequest req;
+  absl::Status s = cli::ReportRequestFromLog(LogPath("megatron_lm_gpt.log"), 0, &req, &*other);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("the log's global batch size is 256, the job's 128"));
+  auto same = job(256);
+  ASSERT_TRUE(same.ok()) << same.status();
+  v1::ReportRunRequest ok;
+  EXPECT_TRUE(cli::ReportRequestFromLog(LogPath("megatron_lm_gpt.log"), 0, &ok, &*same).ok());
+}
+
 TEST(ConvertFrameworkReported, GivesBackTheLogsOwnStepTime) {
   // Mixtral 8x7B, 16 x H100, global batch 128 (the log's "global batch size: 128"), sequence
   // 2048: the length at which the log's own TFLOP/s and step time agree under the 2024 count
@@ -231,9 +252,16 @@ training: {seq_length: 8192, global_batch_size: 8})");
   const double by_tokens = 8.0 * 8192 / (5864.0 * 8);
   EXPECT_NEAR(t.converted_step_time_s(), by_tokens, 1e-4 * by_tokens) << t.conversion();
 
-  // What cannot be converted is said, and the report still goes out.
+  // What cannot be converted is said, and the report still goes out (the BioNeMo log's run had a
+  // global batch of 1, which the job must state).
+  absl::StatusOr<Job> llama1 = testing::JobFromYaml(R"(
+model: llama3-8b
+hardware: h100-sxm
+cluster: {gpu_count: 1}
+training: {seq_length: 8192, global_batch_size: 1})");
+  ASSERT_TRUE(llama1.ok()) << llama1.status();
   v1::ReportRunRequest nemo;
-  ASSERT_TRUE(cli::ReportRequestFromLog(LogPath("real_nemo2_bionemo_pr740.log"), 0, &nemo, &*llama).ok());
+  ASSERT_TRUE(cli::ReportRequestFromLog(LogPath("real_nemo2_bionemo_pr740.log"), 0, &nemo, &*llama1).ok());
   EXPECT_EQ(nemo.framework_reported().converted_step_time_s(), 0);
   EXPECT_THAT(nemo.framework_reported().conversion(), HasSubstr("not converted: the nemo log states no TFLOP/s or MFU"));
   v1::ReportRunRequest hf;

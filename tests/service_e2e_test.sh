@@ -86,13 +86,20 @@ out=$("$bin" compare "run:$prun" --server "$addr"); rc=$?
 # 2c. A training log (stepcast report --log): its median step time after the warm-up record, and the
 # framework's own TFLOP/s stored with the run. megatron_lm_gpt.log: 9000.0 (warm-up) | 5210.4, 5198.7,
 # 5225.0, 5201.9 ms -> 5.20615 s; 150.2 | 259.4, 260.0, 258.7, 259.8 TFLOP/s/GPU -> 259.6.
+# The log states "global batch size: 256": the job reported with it must be that run's (a job of
+# another batch is refused, below).
 logs="$root/tests/data/training_logs"
+sed 's/global_batch_size: 8$/global_batch_size: 256/; s/gpu_count: 1}/gpu_count: 8}/' "$root/examples/gpt-1.3b-pytorch-h100.yaml" > "$work/gbs256.yaml"
 out=$("$bin" report --server "$addr" --token-file "$work/token" --job "$root/examples/llama3-8b-torchtitan-a100.yaml" \
+      --log "$logs/megatron_lm_gpt.log" 2>&1); rc=$?
+{ [ $rc -eq 2 ] && grep -q "the log's global batch size is 256, the job's 64" <<<"$out"; } \
+  && ok "report --log of another global batch is refused (exit 2)" || { bad "report --log other batch ($rc)"; echo "$out"; }
+out=$("$bin" report --server "$addr" --token-file "$work/token" --job "$work/gbs256.yaml" \
       --log "$logs/megatron_lm_gpt.log" --json); rc=$?
 { [ $rc -eq 0 ] && grep -q '"measured_step_time_s": 5.2061' <<<"$out" && grep -q '"tflops_per_gpu": 259.6' <<<"$out" \
   && grep -q '"source": "training-log:megatron"' <<<"$out"; } \
   && ok "report --log stores the median step time and the framework's TFLOP/s" || { bad "report --log ($rc)"; echo "$out"; }
-out=$("$bin" report --server "$addr" --token-file "$work/token" --job "$root/examples/llama3-8b-torchtitan-a100.yaml" \
+out=$("$bin" report --server "$addr" --token-file "$work/token" --job "$work/gbs256.yaml" \
       --log "$logs/megatron_lm_gpt.log"); rc=$?
 { [ $rc -eq 0 ] && grep -q "megatron log: 4 iterations after 1 warm-up record, 259.6 TFLOP/s per GPU" <<<"$out"; } \
   && ok "report --log prints what the log states" || { bad "report --log text ($rc)"; echo "$out"; }

@@ -60,7 +60,7 @@ TEST(TrainingLog, MegatronBridge) {
   EXPECT_DOUBLE_EQ(l.iterations[3].step_time_s, 3.4);
   EXPECT_DOUBLE_EQ(l.median_step_time_s, 3.4);        // 3.41, 3.38, 3.40
   EXPECT_DOUBLE_EQ(l.median_tflops_per_gpu, 422.9);   // 421.7, 425.3, 422.9
-  EXPECT_EQ(l.iterations[0].global_batch_size, 1024);
+  EXPECT_EQ(l.iterations[0].global_batch_size, 16);
 }
 
 TEST(TrainingLog, NeMo2ProgressBar) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <cstdint>
 #include <unordered_map>
@@ -32,6 +33,8 @@
 #include "proto/profile_schema.h"
 #include "proto/published_runs.h"
 #include "yaml-cpp/depthguard.h"
+#include "yaml-cpp/eventhandler.h"
+#include "yaml-cpp/parser.h"
 #include "yaml-cpp/yaml.h"
 
 namespace stepcast {
@@ -535,19 +538,16 @@ absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::strin
   }
   YAML::Node root;
   try {
-    // Every document: a second one (after "---", or text after a JSON object's end, which
-    // yaml-cpp reads as one) would otherwise be dropped in silence.
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    for (size_t i = 1; i < docs.size(); ++i) {
-      if (!docs[i].IsNull()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            origin, ": line ", docs[i].Mark().line + 1, ":", docs[i].Mark().column + 1,
-            format == SpecFormat::kJson ? ": text after the end of the JSON object"
-                                        : ": a second YAML document; a file holds one (drop the '---' and what follows, "
-                                          "or merge the two)"));
-      }
+    root = YAML::Load(std::string(text));
+    // A second document (after "---", or text after a JSON object's end, which yaml-cpp reads as
+    // one) would otherwise be dropped in silence.
+    if (const int line = SecondYamlDocumentLine(std::string(text)); line > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": line ", line,
+          format == SpecFormat::kJson ? ": text after the end of the JSON object"
+                                      : ": a second YAML document; a file holds one (drop the '---' and what follows, "
+                                        "or merge the two)"));
     }
-    if (!docs.empty()) root = docs[0];
   } catch (const YAML::DeepRecursion& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": line ", e.mark.line + 1, ":", e.mark.column + 1,
                                                    ": nested ", e.depth(),
@@ -568,6 +568,46 @@ absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::strin
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", s.message().as_string()));
   }
   return absl::OkStatus();
+}
+
+namespace {
+// The mark of a document's first node, if it has one that is not null (yaml-cpp event parser).
+class FirstContent : public YAML::EventHandler {
+ public:
+  std::optional<YAML::Mark> mark;
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { Seen(m); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { Seen(m); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Seen(m);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Seen(m);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Seen(const YAML::Mark& m) {
+    if (!mark) mark = m;
+  }
+};
+}  // namespace
+
+int SecondYamlDocumentLine(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  try {
+    FirstContent first;
+    if (!parser.HandleNextDocument(first)) return 0;
+    FirstContent second;
+    if (!parser.HandleNextDocument(second)) return 0;
+    return second.mark ? second.mark->line + 1 : 0;
+  } catch (const YAML::Exception& e) {
+    return e.mark.line + 1;  // what follows the first document does not parse: content all the same
+  }
 }
 
 absl::Status ParseMessageFile(const std::string& path, pb::Message* msg) {

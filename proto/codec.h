@@ -38,6 +38,13 @@ absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::strin
 // Reads and parses a file; format from the extension.
 absl::Status ParseMessageFile(const std::string& path, google::protobuf::Message* msg);
 
+// The line (1-based) where a second, non-empty YAML document starts after the first in `text`
+// ("---" and more, or text after a JSON value, which yaml-cpp reads as another document); 0 when
+// there is none. Reads at most two documents with yaml-cpp's event parser (its LoadAll loops
+// forever on some inputs, e.g. ","); call it on text YAML::Load has accepted. A parse error in
+// the second document counts as content there.
+int SecondYamlDocumentLine(const std::string& text);
+
 // Message -> core conversions. `prefix` is the field path of the message in the job file.
 absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const std::string& prefix);
 absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const std::string& prefix);

@@ -438,27 +438,25 @@ std::string DuplicateKey(const YAML::Node& node, const std::string& prefix) {
 }
 
 absl::StatusOr<YAML::Node> ParseHfRoot(absl::string_view text, const std::string& origin) {
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": not valid JSON: line ", e.mark.line + 1, ": ", e.msg));
   }
   // One JSON value: text after it (yaml-cpp reads it as a second document) is refused, as
   // Python's json.load refuses it ("Extra data").
-  for (size_t i = 1; i < docs.size(); ++i) {
-    if (!docs[i].IsNull()) {
-      return absl::InvalidArgumentError(absl::StrCat(origin, ": not valid JSON: line ", docs[i].Mark().line + 1,
-                                                     ": text after the end of the object"));
-    }
+  if (const int line = SecondYamlDocumentLine(std::string(text)); line > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": not valid JSON: line ", line, ": text after the end of the object"));
   }
-  if (docs.empty() || !docs[0].IsMap()) return absl::InvalidArgumentError(absl::StrCat(origin, ": expected a JSON object"));
-  if (std::string d = DuplicateKey(docs[0], ""); !d.empty()) {
+  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(origin, ": expected a JSON object"));
+  if (std::string d = DuplicateKey(root, ""); !d.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": ", d, ": given twice (transformers would keep the last, this reader the first): "
                                       "give each key once"));
   }
-  return docs[0];
+  return root;
 }
 
 // The family of a config's model_type in the architecture registry (presets/architectures/); an

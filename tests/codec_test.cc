@@ -176,7 +176,7 @@ TEST(Codec, MalformedSpecsNameTheFieldAndReason) {
        "model.hf_config: 'preset' and 'hf_config' are alternatives (one of: preset, shape, hf_config); give one"},
       // A second document is not dropped in silence (a JSON job's trailing text reads as one).
       {"model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\n---\ncluster: {gpu_count: 16}\n",
-       "line 5:1: a second YAML document; a file holds one"},
+       "line 5: a second YAML document; a file holds one"},
   };
   for (const BadSpec& c : cases) {
     SCOPED_TRACE(c.yaml);

@@ -532,6 +532,10 @@ TEST(HfRealInputs, JsonThatPythonReadsOtherwiseIsRefused) {
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("text after the end of the object"));
   EXPECT_TRUE(ModelShapeFromHfConfig(base + "\n\n", "ok.json").ok());
+  // yaml-cpp's LoadAll never returns on "," (the fuzzer's finding): the second document is looked
+  // for with its event parser, two documents at most.
+  EXPECT_FALSE(ModelShapeFromHfConfig(",", "comma.json").ok());
+  EXPECT_FALSE(ModelShapeFromHfConfig(",,\n---\n,", "commas.json").ok());
   // A quoted number or boolean is a string to json.load: "false" is a non-empty string, which
   // Python reads as true; "32" makes the model fail. Refused, not read as 32 / false.
   std::string quoted = base;

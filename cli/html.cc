@@ -171,7 +171,7 @@ std::vector<std::pair<std::string, std::string>> JobFacts(const Job& job) {
   const TrainingConfig& t = job.training;
   std::string layout = absl::StrFormat("TP=%d PP=%d DP=%d CP=%d EP=%d", par.tp, par.pp, par.dp, par.cp, par.ep);
   if (par.etp > 0 && par.etp != par.tp) absl::StrAppend(&layout, " ETP=", par.etp);
-  absl::StrAppend(&layout, " VPP=", par.vpp, " SP=", par.sequence_parallel && par.tp > 1 ? "on" : "off");  // SP needs TP > 1
+  absl::StrAppend(&layout, " VPP=", par.vpp, " SP=", par.SequenceParallelOn() ? "on" : "off");
   return {{"layout", layout},
           {"sharding / recompute / GEMM dtype",
            absl::StrCat(ShardingName(t.sharding), " / ", RecomputeName(t.recompute), " / ", DTypeName(t.precision.gemm))},

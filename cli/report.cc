@@ -74,7 +74,7 @@ std::string FormatReport(const Job& job, const Prediction& p) {
   absl::StrAppendFormat(&o, "  layout     TP=%d PP=%d DP=%d CP=%d EP=%d%s VPP=%d SP=%s ZeRO=%s recompute=%s %s\n",
                         par.tp, par.pp, par.dp, par.cp, par.ep,
                         par.etp > 0 && par.etp != par.tp ? absl::StrCat(" ETP=", par.etp) : "", par.vpp,
-                        par.sequence_parallel && par.tp > 1 ? "on" : "off", ShardingName(t.sharding),  // SP needs TP > 1
+                        par.SequenceParallelOn() ? "on" : "off", ShardingName(t.sharding),
                         RecomputeName(t.recompute), DTypeName(t.precision.gemm));
   absl::StrAppendFormat(&o, "  batch      %d x %d tokens, micro-batch %d, %d micro-batches per step\n\n",
                         t.global_batch_size, t.seq_length, t.micro_batch_size, p.micro_batches_per_step);

@@ -35,7 +35,7 @@ struct AttentionRate {
 // A framework's table of attention rates, immutable and shared: a job copies its framework on
 // every request (proto/codec.cc JobFromSpec), and a table of ~50 rates with their citations was
 // ~6% of the request path's time in copies and frees (docs/PERFORMANCE.md, issue 30). Reads as a
-// vector; ScaleRates and push_back copy it first (copy on write).
+// vector; ScaleRates (Transform) copies it first (copy on write); a new table is assigned whole.
 class AttentionRateTable {
  public:
   AttentionRateTable() = default;
@@ -48,11 +48,6 @@ class AttentionRateTable {
   bool empty() const { return size() == 0; }
   const AttentionRate& operator[](size_t i) const { return (*rates_)[i]; }
   void clear() { rates_.reset(); }
-  void push_back(AttentionRate r) {
-    std::vector<AttentionRate> v = rates_ ? *rates_ : std::vector<AttentionRate>{};
-    v.push_back(std::move(r));
-    *this = AttentionRateTable(std::move(v));
-  }
   // A private copy of the rates, `f` applied to each, shared from then on.
   template <typename F>
   void Transform(F f) {

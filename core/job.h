@@ -144,6 +144,9 @@ struct Parallelism {
   int64_t first_stage_layers = 0, last_stage_layers = 0;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t gpu_count() const { return tp * pp * dp * cp; }
+  // Sequence parallelism runs only with TP > 1 (it splits the TP group's activations; Megatron
+  // turns it off at TP 1, arguments.py): whether the job runs it.
+  bool SequenceParallelOn() const { return sequence_parallel && tp > 1; }
   int64_t Etp() const { return etp > 0 ? etp : tp; }
   // The schedule that runs: 1F1B with virtual stages is interleaved 1F1B.
   PipelineSchedule Schedule() const {

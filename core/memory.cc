@@ -236,7 +236,7 @@ LayerActivationInput StageLayerInput(const Job& job) {
   li.kv_tokens = static_cast<double>(t.seq_length);
   li.micro_batch = t.micro_batch_size;
   li.tp = p.tp;
-  li.sequence_parallel = p.sequence_parallel && p.tp > 1;
+  li.sequence_parallel = p.SequenceParallelOn();
   li.flash_attention = t.flash_attention;
   li.dropout = t.dropout;
   li.recompute = t.recompute;
@@ -410,7 +410,7 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
   const double e = BytesPerElement(pr.params);
   const double seq_tokens = static_cast<double>(t.seq_length) / p.cp;
   const double micro_batch = static_cast<double>(t.micro_batch_size);
-  const bool sequence_parallel = p.sequence_parallel && p.tp > 1;
+  const bool sequence_parallel = p.SequenceParallelOn();
   const int64_t layers_per_stage = std::max<int64_t>(sl.total(), 1);
   const double moe_frac = static_cast<double>(sl.moe) / layers_per_stage;
   const double per_layer = (1 - moe_frac) * terms.dense_layer_bytes + moe_frac * terms.moe_layer_bytes;

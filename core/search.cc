@@ -103,7 +103,7 @@ std::string LayoutSummary(const Layout& l) {
   if (p.ep > 1) absl::StrAppend(&s, " EP", p.ep);
   if (p.etp > 0 && p.etp != p.tp) absl::StrAppend(&s, " ETP", p.etp);
   absl::StrAppend(&s, " DP", p.dp);
-  if (p.sequence_parallel && p.tp > 1) absl::StrAppend(&s, " SP");
+  if (p.SequenceParallelOn()) absl::StrAppend(&s, " SP");
   absl::StrAppend(&s, " mbs", l.micro_batch_size);
   if (l.sharding != Sharding::kNone) {
     absl::StrAppend(&s, " ", ShardingName(l.sharding));
@@ -139,8 +139,8 @@ std::vector<LayoutChange> LayoutChanges(const Layout& a, const Layout& b) {
     add("parallelism.etp", num(p.Etp()), num(q.Etp()), absl::StrCat("--expert-tensor-parallel-size ", q.Etp()));
   }
   add("parallelism.dp", num(p.dp), num(q.dp), "");
-  add("parallelism.sequence_parallel", yes(p.sequence_parallel && p.tp > 1), yes(q.sequence_parallel && q.tp > 1),
-      q.sequence_parallel && q.tp > 1 ? "--sequence-parallel" : "remove --sequence-parallel");
+  add("parallelism.sequence_parallel", yes(p.SequenceParallelOn()), yes(q.SequenceParallelOn()),
+      q.SequenceParallelOn() ? "--sequence-parallel" : "remove --sequence-parallel");
   add("parallelism.dp_replicate", num(p.dp_replicate), num(q.dp_replicate),
       q.dp_replicate > 1 ? absl::StrCat("--num-distributed-optimizer-instances ", q.dp_replicate) : "");
   if (q.pp > 1 || p.pp > 1) {
@@ -1320,7 +1320,7 @@ LayoutEvaluator::~LayoutEvaluator() { delete impl_; }
 LayoutEvaluator::Result LayoutEvaluator::Evaluate(const Job& job) {
   const Parallelism& p = job.parallelism;
   const TrainingConfig& t = job.training;
-  const bool sp = p.sequence_parallel && p.tp > 1;
+  const bool sp = p.SequenceParallelOn();
   const Impl::ActKey ak{p.tp, p.cp, p.Etp(), t.micro_batch_size, t.seq_length, sp,
                         static_cast<int>(t.precision.gemm), static_cast<int>(t.precision.params), t.flash_attention,
                         t.dropout, static_cast<int>(t.recompute), t.recompute_modules, t.recompute_num_layers, 0};

@@ -395,7 +395,7 @@ class StepModel {
     // grad_reduce_in_fp32, else the parameters' dtype; precision.grads).
     e_grad_ = BytesPerElement(t_.precision.grads);
     tokens_ = static_cast<double>(t_.micro_batch_size) * t_.seq_length / p_.cp;
-    sp_ = p_.sequence_parallel && p_.tp > 1;
+    sp_ = p_.SequenceParallelOn();
     elem_factor_ = std::max(1.0, fw_.elementwise_traffic_factor);
     launch_floor_ = !t_.cuda_graphs && fw_.launch.kernel_launch_overhead_s > 0 &&
                     fw_.launch.kernels_per_layer_forward > 0;

@@ -541,7 +541,7 @@ absl::Status ParseMessage(absl::string_view text, SpecFormat format, absl::strin
     root = YAML::Load(std::string(text));
     // A second document (after "---", or text after a JSON object's end, which yaml-cpp reads as
     // one) would otherwise be dropped in silence.
-    if (const int line = SecondYamlDocumentLine(std::string(text)); line > 0) {
+    if (const int line = SecondYamlDocumentLine(std::string(text), root); line > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ": line ", line,
           format == SpecFormat::kJson ? ": text after the end of the JSON object"
@@ -594,9 +594,28 @@ class FirstContent : public YAML::EventHandler {
     if (!mark) mark = m;
   }
 };
+
+// Whether a line of `text` starts with a YAML document marker ("---" or "...", then a blank or the
+// line's end).
+bool DocumentMarkerLine(const std::string& text) {
+  for (size_t at = 0; at < text.size();) {
+    if ((text.compare(at, 3, "---") == 0 || text.compare(at, 3, "...") == 0) &&
+        (at + 3 == text.size() || absl::ascii_isspace(static_cast<unsigned char>(text[at + 3])))) {
+      return true;
+    }
+    const size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return false;
+}
 }  // namespace
 
-int SecondYamlDocumentLine(const std::string& text) {
+int SecondYamlDocumentLine(const std::string& text, const YAML::Node& first) {
+  // A block collection ends its document only at a marker line: nothing to read again without one.
+  if ((first.IsMap() || first.IsSequence()) && first.Style() != YAML::EmitterStyle::Flow && !DocumentMarkerLine(text)) {
+    return 0;
+  }
   std::istringstream in(text);
   YAML::Parser parser(in);
   try {

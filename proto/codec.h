@@ -20,6 +20,7 @@
 #include "core/job.h"
 #include "core/predict.h"
 #include "google/protobuf/message.h"
+#include "yaml-cpp/yaml.h"
 #include "stepcast/v1/hardware.pb.h"
 #include "stepcast/v1/job.pb.h"
 #include "stepcast/v1/prediction.pb.h"
@@ -40,10 +41,12 @@ absl::Status ParseMessageFile(const std::string& path, google::protobuf::Message
 
 // The line (1-based) where a second, non-empty YAML document starts after the first in `text`
 // ("---" and more, or text after a JSON value, which yaml-cpp reads as another document); 0 when
-// there is none. Reads at most two documents with yaml-cpp's event parser (its LoadAll loops
-// forever on some inputs, e.g. ","); call it on text YAML::Load has accepted. A parse error in
-// the second document counts as content there.
-int SecondYamlDocumentLine(const std::string& text);
+// there is none. `first` is YAML::Load's node of the same text. A block collection ends its
+// document only at a "---" / "..." line, so without one nothing is parsed again (the presets:
+// the catalog's load stays one parse); otherwise at most two documents are read with yaml-cpp's
+// event parser (its LoadAll loops forever on some inputs, e.g. ","). A parse error in the second
+// document counts as content there.
+int SecondYamlDocumentLine(const std::string& text, const YAML::Node& first);
 
 // Message -> core conversions. `prefix` is the field path of the message in the job file.
 absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const std::string& prefix);

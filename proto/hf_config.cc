@@ -446,7 +446,7 @@ absl::StatusOr<YAML::Node> ParseHfRoot(absl::string_view text, const std::string
   }
   // One JSON value: text after it (yaml-cpp reads it as a second document) is refused, as
   // Python's json.load refuses it ("Extra data").
-  if (const int line = SecondYamlDocumentLine(std::string(text)); line > 0) {
+  if (const int line = SecondYamlDocumentLine(std::string(text), root); line > 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": not valid JSON: line ", line, ": text after the end of the object"));
   }

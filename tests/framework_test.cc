@@ -62,9 +62,9 @@ TEST(AttentionKernel, ScalingACopyLeavesTheSharedTableAlone) {
   EXPECT_DOUBLE_EQ(catalog.rates[0].forward_flops_per_s, 400e12);
   EXPECT_DOUBLE_EQ(catalog.rates[0].backward_flops_per_s, 300e12);
   EXPECT_DOUBLE_EQ(catalog.Rate("hopper", DType::kBF16, 2048).forward_flops_per_s, 400e12);
-  // push_back copies too; clear drops only this copy's view.
+  // A table assigned to a copy replaces only that copy's; clear drops only this copy's view.
   AttentionKernel other = catalog;
-  other.rates.push_back({"ampere", DType::kBF16, 128, 2048, true, 100e12, 80e12, "c"});
+  other.rates = {catalog.rates[0], {"ampere", DType::kBF16, 128, 2048, true, 100e12, 80e12, "c"}};
   EXPECT_EQ(catalog.rates.size(), 1u);
   EXPECT_EQ(other.rates.size(), 2u);
   other.rates.clear();

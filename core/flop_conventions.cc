@@ -115,6 +115,30 @@ bool MegatronSwiglu(const ModelShape& m, const std::string& family) {
   return m.ffn_type == FfnType::kSwiGlu && family != "gpt_oss";
 }
 
+// Megatron-LM megatron/training/training.py num_floating_point_operations -> hybrid_flops
+// (@d98e8a6; Megatron-Bridge training/utils/flop_utils.py the same) for a resolved hybrid shape:
+// forward FLOPs x 3 of its layers by kind, per forward over T = B s tokens,
+//   attention  4 T h p (h + h g / a) + 2 B s^2 h p, p = d_h a / h (causal: the /2 cancels the FMA 2)
+//   MLP        4 T h f G, G = 3/2 under --swiglu
+//   Mamba      2 T h (2 d_in + 2 G_m N + H) + 7 T d_in N + 2 T d_in h, with d_in = 2 h as that code
+//              hard-codes it (it ignores mamba_num_heads x head_dim; H is mamba_num_heads)
+//   MoE        4 T h f_e k G + 4 T h f_sh G (f_sh the shared experts' total width)
+//   logits     2 T h V
+double MegatronHybridFlops(const ModelShape& m, double B, double s, bool swiglu) {
+  const double T = B * s, h = m.hidden_size, a = m.attention_heads, g = m.kv_heads, dh = m.head_dim;
+  const double G = swiglu ? 1.5 : 1.0, p = dh * a / h, d_in = 2 * h;
+  const HybridLayerCounts n = m.HybridCounts();
+  const double attn = 4 * T * h * p * (h + h * g / a) + 2 * B * s * s * h * p;
+  const double mlp = 4 * T * h * m.ffn_hidden_size * G;
+  const double mamba = 2 * T * h * (2 * d_in + 2.0 * m.mamba.num_groups * m.mamba.state_dim + m.mamba.num_heads) +
+                       7 * T * d_in * m.mamba.state_dim + 2 * T * d_in * h;
+  const double moe = m.moe.enabled() ? 4 * T * h * m.moe.expert_ffn_hidden_size * m.moe.top_k * G +
+                                           4 * T * h * m.moe.shared_experts * m.moe.shared_expert_ffn_hidden_size * G
+                                     : 0.0;
+  const double logits = 2 * T * h * m.vocab_size;
+  return 3 * (n.attention * attn + n.mlp * mlp + n.mamba * mamba + n.moe * moe + logits);
+}
+
 double ParamsOf(const ModelShape& m, bool with_input_embedding, bool with_positions) {
   const ParameterCounts c = CountParameters(m);
   double n = c.total;
@@ -196,6 +220,10 @@ absl::StatusOr<double> ConventionFlopsPerStep(FlopConvention c, const FlopCountI
   const double k = m.moe.enabled() ? m.moe.top_k : 1;
   const double fe = m.moe.enabled() ? m.moe.expert_ffn_hidden_size : f;
   const double fsh = m.moe.enabled() ? m.moe.shared_experts * m.moe.shared_expert_ffn_hidden_size : 0;
+  // A hybrid Mamba-2 model under Megatron's count: its hybrid_flops branch.
+  if (m.Hybrid() && (c == FlopConvention::kMegatron2024 || c == FlopConvention::kMegatron2025)) {
+    return MegatronHybridFlops(m, B, s, MegatronSwiglu(m, in.family));
+  }
   switch (c) {
     case FlopConvention::kNarayananEq3:
       return 96.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h));

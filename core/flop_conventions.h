@@ -25,6 +25,10 @@
 //                      Both Megatron forms count 3 FFN matrices only under Megatron's --swiglu
 //                      (a SiLU gated unit): GeGLU models and GPT-OSS (its Megatron-Bridge
 //                      provider's quick_gelu gated unit) are counted with 2.
+//                      A hybrid Mamba-2 model (hybrid_layer_pattern) under either Megatron form:
+//                      its hybrid_flops branch (training.py @d98e8a6), layer by kind with
+//                      Megatron's own Mamba count (d_inner taken as 2 h whatever the heads;
+//                      7 d_inner N per token for the scan).
 //   kNemoLlama         NeMo nemo/utils/flops_formulas.py llama2/llama3/mixtral (the dgxc
 //                      READMEs' "12 L h^2 (1 + g/a + s/h) + 18 L f h + 6 V h" per token) with
 //                      NeMo's vocabulary constant of the family (perf_metrics_utils.py

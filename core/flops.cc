@@ -15,13 +15,21 @@ double ForwardGemmFlopsPerToken(const ModelShape& in) {
 double ForwardAttentionFlopsPerToken(const ModelShape& in, int64_t seq_length) {
   ModelShape storage;
   const ModelShape& s = Resolve(in, storage);
-  return 2.0 * seq_length * s.attention_heads * (s.QkHeadDim() + s.VHeadDim()) * s.layers;
+  return 2.0 * seq_length * s.attention_heads * (s.QkHeadDim() + s.VHeadDim()) * s.AttentionLayerCount();
+}
+
+double ForwardSsdFlopsPerToken(const ModelShape& in) {
+  if (!in.Hybrid()) return 0;
+  ModelShape storage;
+  const ModelShape& s = Resolve(in, storage);
+  return 7.0 * s.mamba.InnerSize() * s.mamba.state_dim * s.HybridCounts().mamba;
 }
 
 double ModelFlopsPerStep(const ModelShape& shape, int64_t seq_length, double sequences) {
   const double tokens = sequences * seq_length;
   return 3.0 * tokens *
-         (ForwardGemmFlopsPerToken(shape) + ForwardAttentionFlopsPerToken(shape, seq_length));
+         (ForwardGemmFlopsPerToken(shape) + ForwardAttentionFlopsPerToken(shape, seq_length) +
+          ForwardSsdFlopsPerToken(shape));
 }
 
 double HardwareFlopsPerStep(const ModelShape& in, int64_t seq_length, double sequences,
@@ -41,7 +49,7 @@ double HardwareFlopsPerStep(const ModelShape& in, int64_t seq_length, double seq
     case Recompute::kSelective: return flash_attention ? model : model + 3.0 * tokens * attn_fwd;
     case Recompute::kFull: {
       const double logits_fwd = 2.0 * static_cast<double>(s.vocab_size) * s.hidden_size;
-      return model + tokens * (ForwardGemmFlopsPerToken(s) - logits_fwd + attn_fwd);
+      return model + tokens * (ForwardGemmFlopsPerToken(s) - logits_fwd + attn_fwd + ForwardSsdFlopsPerToken(s));
     }
   }
   return model;

@@ -19,11 +19,18 @@ namespace stepcast {
 double ForwardGemmFlopsPerToken(const ModelShape& shape);
 
 // Forward FLOPs per token of the attention core (QK^T and AV) over all layers at sequence length
-// s, non-causal: 2 * s * heads * (qk_head_dim + v_head_dim) per layer.
+// s, non-causal: 2 * s * heads * (qk_head_dim + v_head_dim) per attention layer (every layer,
+// or a hybrid's '*' layers).
 double ForwardAttentionFlopsPerToken(const ModelShape& shape, int64_t seq_length);
 
+// Forward FLOPs per token of a hybrid model's Mamba-2 scans (0 without Mamba layers), counted
+// as Megatron-LM counts them (megatron/training/training.py hybrid_flops / mamba_layer_flops:
+// 7 * d_inner * state_dim per token and Mamba layer; its in_proj / out_proj are GEMMs above).
+double ForwardSsdFlopsPerToken(const ModelShape& shape);
+
 // Model FLOPs of one step of `sequences` sequences of seq_length tokens:
-//   tokens * 3 * (ForwardGemmFlopsPerToken + ForwardAttentionFlopsPerToken).
+//   tokens * 3 * (ForwardGemmFlopsPerToken + ForwardAttentionFlopsPerToken
+//                 + ForwardSsdFlopsPerToken).
 // For a GPT (GELU, f = 4h, MHA) this equals Korthikanti et al. 2022 App. A:
 //   72 * B * s * l * h^2 * (1 + s/(6h) + V/(12*l*h)).
 double ModelFlopsPerStep(const ModelShape& shape, int64_t seq_length, double sequences);

@@ -163,6 +163,18 @@ absl::Status ValidateJob(const Job& job) {
     return Bad("parallelism.tp", absl::StrCat(p.tp, " does not divide model ffn_hidden_size ",
                                               m.ffn_hidden_size));
   }
+  if (m.Hybrid() && m.HybridCounts().mamba > 0) {
+    // Megatron-Core mamba_mixer.py: every TP rank holds whole heads and whole groups.
+    if (m.mamba.num_heads % p.tp != 0 || m.mamba.num_groups % p.tp != 0) {
+      return Bad("parallelism.tp", absl::StrCat(p.tp, " does not divide the Mamba layers' num_heads ", m.mamba.num_heads,
+                                                " and num_groups ", m.mamba.num_groups,
+                                                " (mamba_mixer.py: whole heads and groups per TP rank)"));
+    }
+    if (p.cp > 1) {
+      return Bad("parallelism.cp", "context parallelism of Mamba layers (Megatron-Core mamba_context_parallel.py: "
+                                   "all-to-alls around the scan) is not modelled; use cp 1");
+    }
+  }
   // Uneven splits are allowed (Megatron's decoder_first/last_pipeline_num_layers or pipeline
   // layouts); the slowest stage carries ceil(layers / (pp * vpp)) layers per chunk.
   if (m.layers < p.pp * p.vpp) {

@@ -35,15 +35,22 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   // are kept.
   const bool tt_sac = dropped(kRecomputeEverySecondMm);
 
+  // The sub-layers: a transformer layer's attention + MLP (or MoE), or a hybrid's one.
+  const char kind = x.hybrid_kind;
+  const bool has_attention = kind == 0 || kind == '*', has_mamba = kind == 'M';
+  const bool has_moe = kind == 0 ? x.moe_layer : kind == 'E', has_mlp = kind == 0 ? !x.moe_layer : kind == '-';
+  const double sublayers = kind == 0 ? 2.0 : 1.0;
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10"): the two norm
   // inputs, the norm outputs (QKV and MLP GEMM inputs), two dropout masks.
   const bool norm_out_dropped = dropped(kRecomputeLayernorm) || op_sac;
-  double replicated = 2 * en * sb * h + 2 * mask * sb * h;
-  if (!norm_out_dropped) replicated += 2 * eg * sb * h;
+  double replicated = sublayers * (en * sb * h + mask * sb * h);
+  if (!norm_out_dropped) replicated += sublayers * eg * sb * h;
   // Split by TP (Korthikanti's "24/t" for GPT): Q, K, V (attention in the activation dtype),
   // the projection input, MLP internals.
   double split = 0;
-  if (m.mla.enabled()) {
+  if (!has_attention) {
+    // No attention in this layer.
+  } else if (m.mla.enabled()) {
     // Latents (kept) and the heads the up projections make.
     split += e * sb * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * t;  // replicated: x t / t
     // torchtitan's DeepSeek-V3 Attention calls wq_a, wq_b, wkv_a, wkv_b, wo in that order: its
@@ -54,7 +61,11 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
     const double k_saved = dropped(kRecomputeEverySecondMm) && !m.mla.enabled() ? 0.0 : kv * dqk;
     split += e * sb * (a * dqk + k_saved + kv * dv);
   }
-  split += eg * sb * a * dv;  // projection input
+  if (has_attention) split += eg * sb * a * dv;  // projection input
+  if (has_mamba) {
+    const MambaShape& mb = m.mamba;
+    split += e * sb * (mb.InProjOutputs() + 2.0 * mb.InnerSize()) + eg * sb * mb.InnerSize() + 8.0 * sb * mb.num_heads;
+  }
   // One MLP of width f over `tokens` tokens: fc1 outputs (gated: gate and up), activation output.
   auto mlp_internal = [&](double f, double tokens, bool drop_all, bool drop_act) {
     if (drop_all) return 0.0;
@@ -68,7 +79,7 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
     return up + act;
   };
   double per_rank = 0;  // bytes on this rank already (not split by TP below)
-  if (x.moe_layer) {
+  if (has_moe) {
     if (!dropped(kRecomputeMoe)) {
       // An EP rank processes the tokens it holds (its sequence-parallel share sb/t, gathered
       // over the expert-TP group: sb * etp / t), each routed to top_k experts, with a 1/etp
@@ -90,15 +101,17 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
         split += m.moe.shared_experts * mlp_internal(m.moe.shared_expert_ffn_hidden_size, sb, false, false);
       }
     }
-  } else {
+  } else if (has_mlp) {
     split += mlp_internal(m.ffn_hidden_size, sb, dropped(kRecomputeMlp) || dropped(kRecomputeMlpUp), false);
   }
   double core = 0;
-  if (!x.flash_attention && !dropped(kRecomputeCoreAttn)) {
+  if (!has_attention) {
+    // No attention core.
+  } else if (!x.flash_attention && !dropped(kRecomputeCoreAttn)) {
     const double scores = a * b * s * x.kv_tokens;
     core = e * scores + (x.dropout ? (mask + e) * scores : 0.0);
   }
-  if (x.flash_attention && !dropped(kRecomputeCoreAttn)) split += 4.0 * a * sb;  // fp32 log-sum-exp per head and token
+  if (has_attention && x.flash_attention && !dropped(kRecomputeCoreAttn)) split += 4.0 * a * sb;  // fp32 log-sum-exp per head and token
   return replicated * sp + split / t + per_rank + core / t;
 }
 
@@ -126,9 +139,12 @@ StageLayers LayersOfStage(const Job& job, bool last_stage) {
       begin = last_stage ? m.layers - l : 0;
       end = last_stage ? m.layers : f;
     }
-    // MoE layers in [begin, end): first_dense_layers, then every freq-th layer.
+    // MoE layers in [begin, end): first_dense_layers, then every freq-th layer; a hybrid's 'E'
+    // layers there.
     int64_t moe = 0;
-    if (m.moe.enabled() && end > begin) {
+    if (m.Hybrid()) {
+      for (int64_t i = begin; i < end; ++i) moe += m.IsMoeLayer(i) ? 1 : 0;
+    } else if (m.moe.enabled() && end > begin) {
       const int64_t fd = m.moe.first_dense_layers;
       const int64_t lo = std::max(begin, fd);
       if (freq == 1) {
@@ -261,26 +277,57 @@ LayerActivationTerms ComputeLayerActivationTerms(const Job& job) {
   LayerActivationInput lm = li;
   lm.moe_layer = true;
   const bool moe = m.moe.enabled();
+  if (m.Hybrid()) lm.hybrid_kind = 'E';
+  // A dense layer's bytes; a hybrid's "dense" layer is the mean of its Mamba, attention and MLP
+  // layers by their counts (the stage sums take layers in these shares, as the step model does).
+  const HybridLayerCounts hc = m.HybridCounts();
+  auto dense_bytes = [&](LayerActivationInput in) {
+    if (!m.Hybrid()) return LayerActivationBytes(m, in);
+    const double n = static_cast<double>(hc.NonMoe());
+    double sum = 0;
+    for (auto [kind, count] : {std::pair<char, int64_t>{'M', hc.mamba}, {'*', hc.attention}, {'-', hc.mlp}}) {
+      if (count == 0) continue;
+      in.hybrid_kind = kind;
+      sum += static_cast<double>(count) * LayerActivationBytes(m, in);
+    }
+    return n > 0 ? sum / n : 0.0;
+  };
+  // The largest single layer (a working set is one layer's).
+  auto largest_bytes = [&](LayerActivationInput in) {
+    if (!m.Hybrid()) return LayerActivationBytes(m, in);
+    double most = 0;
+    for (auto [kind, count] : {std::pair<char, int64_t>{'M', hc.mamba}, {'*', hc.attention}, {'-', hc.mlp}}) {
+      if (count == 0) continue;
+      in.hybrid_kind = kind;
+      most = std::max(most, LayerActivationBytes(m, in));
+    }
+    return most;
+  };
   LayerActivationTerms out;
-  out.dense_layer_bytes = LayerActivationBytes(m, li);
+  out.dense_layer_bytes = dense_bytes(li);
   out.moe_layer_bytes = moe ? LayerActivationBytes(m, lm) : out.dense_layer_bytes;
   if (t.recompute == Recompute::kFull && t.recompute_num_layers > 0) {
     LayerActivationInput none = li, none_m = lm;
     none.recompute = none_m.recompute = Recompute::kNone;
-    out.kept_dense_layer_bytes = LayerActivationBytes(m, none);
+    out.kept_dense_layer_bytes = dense_bytes(none);
     out.kept_moe_layer_bytes = moe ? LayerActivationBytes(m, none_m) : out.kept_dense_layer_bytes;
   }
   if (t.recompute == Recompute::kFull) {
     LayerActivationInput full = li;
     full.recompute = Recompute::kNone;
-    out.recompute_working_set_bytes = LayerActivationBytes(m, full);
+    out.recompute_working_set_bytes = largest_bytes(full);
+    if (m.Hybrid() && moe) {
+      LayerActivationInput full_m = lm;
+      full_m.recompute = Recompute::kNone;
+      out.recompute_working_set_bytes = std::max(out.recompute_working_set_bytes, LayerActivationBytes(m, full_m));
+    }
   } else if (t.recompute == Recompute::kSelective) {
     // Selective: while one layer's backward runs, the tensors its recompute rebuilt are alive
     // beside every stored activation: the layer's activations without recomputation less those
     // it stores (the larger of a dense and an MoE layer).
     LayerActivationInput none = li, none_m = lm;
     none.recompute = none_m.recompute = Recompute::kNone;
-    double ws = LayerActivationBytes(m, none) - out.dense_layer_bytes;
+    double ws = dense_bytes(none) - out.dense_layer_bytes;
     if (moe) ws = std::max(ws, LayerActivationBytes(m, none_m) - out.moe_layer_bytes);
     out.recompute_working_set_bytes = std::max(0.0, ws);
   }

@@ -38,6 +38,11 @@ namespace stepcast {
 //   two consecutive up projections one output is saved (dense and shared-expert FFNs), MLA's up
 //   projections (its 2nd and 4th mm) are recomputed, and routed experts keep only the
 //   dispatched tokens (grouped GEMMs are not in its save list; the all-to-all output is).
+//   A hybrid's layer (hybrid_kind) holds one sub-layer: its norm's input and output and one
+//   mask, and that sub-layer's terms above; a Mamba-2 layer (Megatron-Core mamba_mixer.py
+//   _ssm_training, memory-efficient path) keeps the contiguous in_proj output [z, x, B, C, dt]
+//   (mamba_split_conv1d_scan_combined saves it and recomputes the conv in backward), the scan's
+//   output, the norm's input, out_proj's input, and fp32 dt and its cumulative sum per head.
 struct LayerActivationInput {
   double seq_tokens = 0;     // s: tokens of one sequence on this CP rank (seq_length / cp)
   double kv_tokens = 0;      // keys each query attends to (seq_length)
@@ -54,6 +59,9 @@ struct LayerActivationInput {
   double bytes_per_norm_input = 0;             // the two norms' inputs (residual stream); 0: bytes_per_activation
   double expert_tp = 0;                        // ETP for expert internals; 0: tp
   double moe_tokens_factor = 1;                // routing imbalance: max/mean tokens per expert (1: balanced)
+  // A hybrid model's layer kind ('M' Mamba-2, '*' attention, '-' MLP, 'E' MoE: one sub-layer
+  // with one norm); 0: a transformer layer (attention + MLP, or + MoE with moe_layer).
+  char hybrid_kind = 0;
 };
 double LayerActivationBytes(const ModelShape& shape, const LayerActivationInput& in);
 

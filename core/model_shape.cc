@@ -36,6 +36,18 @@ ModelShape ModelShape::Resolved() const {
   s.position_encoding = position_encoding;
   s.embedding_norm = embedding_norm;
   s.mtp_layers = mtp_layers;
+  s.hybrid_layer_pattern = hybrid_layer_pattern;
+  s.mamba = mamba;
+  if (s.Hybrid()) {
+    // Megatron-Core's defaults (transformer_config.py, mamba_mixer.py).
+    MambaShape& mb = s.mamba;
+    if (mb.state_dim == 0) mb.state_dim = 128;
+    if (mb.head_dim == 0) mb.head_dim = 64;
+    if (mb.num_groups == 0) mb.num_groups = 8;
+    if (mb.num_heads == 0 && mb.head_dim > 0) mb.num_heads = 2 * s.hidden_size / mb.head_dim;
+    if (mb.conv_kernel == 0) mb.conv_kernel = 4;
+    if (mb.chunk_size == 0) mb.chunk_size = 128;
+  }
   if (s.kv_heads == 0) s.kv_heads = s.attention_heads;
   if (s.head_dim == 0 && s.attention_heads > 0) s.head_dim = s.hidden_size / s.attention_heads;
   if (s.ffn_hidden_size == 0) s.ffn_hidden_size = 4 * s.hidden_size;
@@ -47,7 +59,24 @@ ModelShape ModelShape::Resolved() const {
   return s;
 }
 
+HybridLayerCounts ModelShape::HybridCounts() const {
+  HybridLayerCounts c;
+  for (char k : hybrid_layer_pattern) {
+    switch (k) {
+      case 'M': ++c.mamba; break;
+      case '*': ++c.attention; break;
+      case '-': ++c.mlp; break;
+      case 'E': ++c.moe; break;
+      default: break;  // refused by ValidateModelShape
+    }
+  }
+  return c;
+}
+
+int64_t ModelShape::AttentionLayerCount() const { return Hybrid() ? HybridCounts().attention : layers; }
+
 int64_t ModelShape::MoeLayerCount() const {
+  if (Hybrid()) return moe.enabled() ? HybridCounts().moe : 0;
   if (!moe.enabled()) return 0;
   // Layers first_dense_layers, +freq, +2 freq, ... below `layers`.
   const int64_t freq = moe.layer_freq > 0 ? moe.layer_freq : 1;
@@ -56,13 +85,17 @@ int64_t ModelShape::MoeLayerCount() const {
 }
 
 bool ModelShape::IsMoeLayer(int64_t i) const {
+  if (Hybrid()) {
+    return moe.enabled() && i >= 0 && i < static_cast<int64_t>(hybrid_layer_pattern.size()) &&
+           hybrid_layer_pattern[i] == 'E';
+  }
   if (!moe.enabled() || i < moe.first_dense_layers || i >= layers) return false;
   const int64_t freq = moe.layer_freq > 0 ? moe.layer_freq : 1;
   return (i - moe.first_dense_layers) % freq == 0;
 }
 
 int64_t ModelShape::LocalAttentionLayerCount() const {
-  if (local_attention_window <= 0) return 0;
+  if (local_attention_window <= 0 || Hybrid()) return 0;
   if (global_attention_every <= 0) return layers;
   return layers - layers / global_attention_every;
 }
@@ -81,6 +114,57 @@ namespace {
 absl::Status Bad(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat("model.shape.", field, ": ", why));
 }
+
+// A hybrid pattern and its Mamba-2 dimensions (Megatron-Core hybrid_layer_allocation.py,
+// mamba_mixer.py asserts).
+absl::Status ValidateHybrid(const ModelShape& in, const ModelShape& s) {
+  const std::string& p = in.hybrid_layer_pattern;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char k = p[i];
+    if (k == 'M' || k == '*' || k == '-' || k == 'E') continue;
+    std::string why;
+    switch (k) {
+      case 'G': why = "a Gated DeltaNet layer, which the model does not describe"; break;
+      case 'D': why = "a DeepSeek-style sparse attention layer, which the model does not describe"; break;
+      case '+': why = "an MLA layer, which the model does not describe inside a hybrid"; break;
+      case '|': why = "a pipeline-stage mark: give the layers only (the model splits them evenly)"; break;
+      case '/': why = "an MTP separator: give the main pattern only (hybrid MTP is not modelled)"; break;
+      default: why = "not a layer symbol (M Mamba-2, * attention, - MLP, E MoE)"; break;
+    }
+    return Bad("hybrid_layer_pattern", absl::StrCat("'", std::string(1, k), "' at position ", i, " is ", why));
+  }
+  if (static_cast<int64_t>(p.size()) != in.layers) {
+    return Bad("layers", absl::StrCat(in.layers, " is not the hybrid_layer_pattern's length ", p.size()));
+  }
+  const HybridLayerCounts c = in.HybridCounts();
+  if (c.moe > 0 && !in.moe.enabled()) return Bad("moe.routed_experts", "must be > 0: the hybrid pattern has MoE ('E') layers");
+  if (c.moe == 0 && in.moe.enabled()) return Bad("moe.routed_experts", "is set but the hybrid pattern has no MoE ('E') layer");
+  if (in.moe.first_dense_layers != 0 || in.moe.layer_freq > 1) {
+    return Bad("moe.layer_freq", "a hybrid's MoE layers are its pattern's 'E' layers (leave layer_freq and first_dense_layers 0)");
+  }
+  if (in.mla.enabled()) return Bad("mla", "MLA inside a hybrid pattern is not modelled");
+  if (in.local_attention_window > 0) return Bad("local_attention_window", "local attention inside a hybrid pattern is not modelled");
+  if (in.mtp_layers > 0) return Bad("mtp_layers", "MTP modules of a hybrid model are not modelled");
+  const MambaShape& m = in.mamba;
+  for (auto [field, v] : {std::pair<const char*, int64_t>{"mamba.state_dim", m.state_dim}, {"mamba.head_dim", m.head_dim},
+                          {"mamba.num_groups", m.num_groups}, {"mamba.num_heads", m.num_heads},
+                          {"mamba.conv_kernel", m.conv_kernel}, {"mamba.chunk_size", m.chunk_size}}) {
+    if (v < 0) return Bad(field, "must be >= 0 (0: Megatron-Core's default)");
+  }
+  const MambaShape& r = s.mamba;
+  if (c.mamba > 0) {
+    if (r.num_heads <= 0) {
+      return Bad("mamba.num_heads", absl::StrCat("2 * hidden_size / head_dim is 0 (hidden_size ", in.hidden_size,
+                                                 ", head_dim ", r.head_dim, ")"));
+    }
+    if (r.num_heads % r.num_groups != 0) {
+      return Bad("mamba.num_groups", absl::StrCat(r.num_groups, " does not divide num_heads ", r.num_heads,
+                                                  " (mamba_mixer.py: every group has whole heads)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateModelShape(const ModelShape& in) {
@@ -146,6 +230,11 @@ absl::Status ValidateModelShape(const ModelShape& in) {
       in.learned_position_embeddings > 0) {
     return Bad("learned_position_embeddings", "must be 0 with rotary or ALiBi positions (no position table)");
   }
+  if (in.Hybrid()) {
+    if (absl::Status st = ValidateHybrid(in, s); !st.ok()) return st;
+  } else if (in.mamba != MambaShape{}) {
+    return Bad("mamba", "needs hybrid_layer_pattern (the layers that are Mamba-2 mixers)");
+  }
   if (s.mla.enabled()) {
     if (s.mla.qk_rope_head_dim <= 0 || s.mla.qk_nope_head_dim <= 0 || s.mla.v_head_dim <= 0) {
       return Bad("mla", "qk_nope_head_dim, qk_rope_head_dim and v_head_dim must be > 0 with kv_lora_rank");
@@ -179,9 +268,16 @@ struct Dimensions {
   int64_t embedding_norm;
   int64_t mtp_layers;
   int64_t resolved;
+  // A hybrid's layers by kind and its last layer's kind (the parameter counts depend on the
+  // pattern only through these), and its Mamba-2 dimensions.
+  HybridLayerCounts hybrid;
+  int64_t hybrid_last;
+  MambaShape mamba;
 };
-static_assert(sizeof(MoeShape) % 8 == 0 && sizeof(MlaShape) % 8 == 0 &&
-              sizeof(Dimensions) == 8 * 22 + sizeof(MoeShape) + sizeof(MlaShape));
+static_assert(sizeof(MoeShape) % 8 == 0 && sizeof(MlaShape) % 8 == 0 && sizeof(MambaShape) % 8 == 0 &&
+              sizeof(HybridLayerCounts) % 8 == 0 &&
+              sizeof(Dimensions) ==
+                  8 * 23 + sizeof(MoeShape) + sizeof(MlaShape) + sizeof(HybridLayerCounts) + sizeof(MambaShape));
 
 Dimensions DimensionsOf(const ModelShape& s) {
   return {s.layers, s.hidden_size, s.attention_heads, s.kv_heads, s.head_dim, s.ffn_hidden_size,
@@ -189,7 +285,8 @@ Dimensions DimensionsOf(const ModelShape& s) {
           s.learned_position_embeddings, static_cast<int64_t>(s.norm_type), s.moe, s.mla, s.local_attention_window,
           static_cast<int64_t>(s.local_attention_kind), s.global_attention_every, s.attention_sinks,
           s.attention_logit_softcap, s.final_logit_softcap, static_cast<int64_t>(s.position_encoding),
-          s.embedding_norm, s.mtp_layers, s.resolved};
+          s.embedding_norm, s.mtp_layers, s.resolved, s.HybridCounts(),
+          s.hybrid_layer_pattern.empty() ? 0 : static_cast<int64_t>(s.hybrid_layer_pattern.back()), s.mamba};
 }
 
 ParameterCounts CountParametersUncached(const ModelShape& in);
@@ -259,10 +356,29 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
   const double n_moe = s.MoeLayerCount();
   const double n_dense = s.DenseLayerCount();
   const double per_layer_fixed = attn + attn_extra + 2 * norm;
-  const double layers_total = n_dense * (per_layer_fixed + dense_ffn + dense_ffn_bias) +
-                              n_moe * (per_layer_fixed + moe_total);
-  const double layers_active = n_dense * (per_layer_fixed + dense_ffn + dense_ffn_bias) +
-                               n_moe * (per_layer_fixed + moe_active);
+  double layers_total = n_dense * (per_layer_fixed + dense_ffn + dense_ffn_bias) +
+                        n_moe * (per_layer_fixed + moe_total);
+  double layers_active = n_dense * (per_layer_fixed + dense_ffn + dense_ffn_bias) +
+                         n_moe * (per_layer_fixed + moe_active);
+  // A hybrid: one block per layer, each with one pre-norm (Megatron-Core mamba_layer.py /
+  // hybrid_layer_specs.py: the norm is fused into the first linear of the block).
+  double mamba_gemm = 0, mamba_all = 0;
+  const HybridLayerCounts hc = s.HybridCounts();
+  if (s.Hybrid()) {
+    const MambaShape& mb = s.mamba;
+    const double d_in = mb.InnerSize();
+    // in_proj [z, x, B, C, dt] and out_proj (no biases: mamba_mixer.py asserts not bias); the
+    // depthwise conv's weights and biases; A_log, D (per head, D_has_hdim False) and dt_bias;
+    // the gated RMSNorm over d_inner.
+    mamba_gemm = h * mb.InProjOutputs() + d_in * h;
+    mamba_all = mamba_gemm + static_cast<double>(mb.ConvChannels()) * (mb.conv_kernel + 1) + 3.0 * mb.num_heads + d_in +
+                norm;
+    const double attention_layer = attn + attn_extra + norm;
+    const double mlp_layer = dense_ffn + dense_ffn_bias + norm;
+    const double common = hc.mamba * mamba_all + hc.attention * attention_layer + hc.mlp * mlp_layer;
+    layers_total = common + hc.moe * (moe_total + norm);
+    layers_active = common + hc.moe * (moe_active + norm);
+  }
   // The final norm, and BLOOM's norm on the embedding output.
   const double model_norms = norm * (s.embedding_norm ? 2 : 1);
 
@@ -290,6 +406,14 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
   c.dense_layer_gemm = attn + dense_ffn;
   c.moe_layer_gemm_active = attn + moe_active;
   c.moe_layer_gemm_total = attn + moe_total;
+  if (s.Hybrid()) {
+    c.mamba_layer_gemm = mamba_gemm;
+    c.mamba_layer = mamba_all;
+    const double non_moe = static_cast<double>(hc.NonMoe());
+    c.dense_layer_gemm = non_moe > 0 ? (hc.mamba * mamba_gemm + hc.attention * attn + hc.mlp * dense_ffn) / non_moe : 0.0;
+    c.moe_layer_gemm_active = moe_active;
+    c.moe_layer_gemm_total = moe_total;
+  }
   return c;
 }
 

@@ -51,6 +51,36 @@ struct MlaShape {
   bool operator==(const MlaShape&) const = default;
 };
 
+// Mamba-2 mixer of a hybrid model (Dao & Gu 2024, arXiv:2405.21060 Sec. 7; Megatron-Core
+// megatron/core/ssm/mamba_mixer.py MambaMixer). d_inner = num_heads * head_dim; in_proj packs
+// [z, x, B, C, dt] (2 d_inner + 2 num_groups state_dim + num_heads outputs), a depthwise causal
+// conv of conv_kernel taps runs over [x, B, C], the SSD scan in chunks of chunk_size tokens,
+// a gated RMSNorm over d_inner, out_proj d_inner -> h. Fields left 0 take Megatron-Core's
+// defaults in Resolved() (megatron/core/transformer/transformer_config.py mamba_state_dim 128,
+// mamba_head_dim 64, mamba_num_groups 8, mamba_num_heads None = expand 2 x hidden / head_dim;
+// MambaMixer d_conv 4, chunk_size 128).
+struct MambaShape {
+  int64_t state_dim = 0;
+  int64_t head_dim = 0;
+  int64_t num_groups = 0;
+  int64_t num_heads = 0;
+  int64_t conv_kernel = 0;
+  int64_t chunk_size = 0;
+  int64_t InnerSize() const { return num_heads * head_dim; }
+  // [x, B, C]: the causal conv's channels.
+  int64_t ConvChannels() const { return InnerSize() + 2 * num_groups * state_dim; }
+  // [z, x, B, C, dt]: in_proj's outputs.
+  int64_t InProjOutputs() const { return 2 * InnerSize() + 2 * num_groups * state_dim + num_heads; }
+  bool operator==(const MambaShape&) const = default;
+};
+
+// Layers of a hybrid model by kind (Megatron-Core hybrid_layer_allocation.py Symbols): Mamba
+// 'M', attention '*', MLP '-', MoE 'E', each one sub-layer with its own pre-norm and residual.
+struct HybridLayerCounts {
+  int64_t mamba = 0, attention = 0, mlp = 0, moe = 0;
+  int64_t NonMoe() const { return mamba + attention + mlp; }
+};
+
 // A decoder-only transformer. All sizes are element counts. Fields left 0 where the comment
 // gives a default are resolved by Resolved().
 struct ModelShape {
@@ -86,6 +116,12 @@ struct ModelShape {
   PositionEncoding position_encoding = PositionEncoding::kDefault;
   bool embedding_norm = false;           // a norm after the embedding (BLOOM)
   int64_t mtp_layers = 0;                // multi-token-prediction modules (DeepSeek-V3 Sec. 2.2)
+  // A hybrid Mamba-2 model: one symbol per layer, 'M' Mamba-2 mixer, '*' self-attention, '-'
+  // MLP (ffn_hidden_size, ffn_type), 'E' MoE (moe); `layers` is its length. Empty: every layer
+  // is attention + FFN (the transformer above). Megatron-Core --hybrid-layer-pattern (its '|'
+  // stage marks are the importers'); Nemotron-H 8B "M-M-M-MM-M-M-M*-..." (52 layers).
+  std::string hybrid_layer_pattern;
+  MambaShape mamba;
   std::string source;
   // A new dimension must also be added to Dimensions (model_shape.cc), which keys the per-thread
   // memo of CountParameters(), and to Resolved().
@@ -96,7 +132,13 @@ struct ModelShape {
 
   // A copy of the dimensions with the defaults above filled in (name and source left empty).
   ModelShape Resolved() const;
-  // Number of MoE layers and dense layers (they add up to `layers`).
+  bool Hybrid() const { return !hybrid_layer_pattern.empty(); }
+  // A hybrid's layers by kind (all zero when not hybrid).
+  HybridLayerCounts HybridCounts() const;
+  // Layers with self-attention: every layer, or a hybrid's '*' layers.
+  int64_t AttentionLayerCount() const;
+  // Number of MoE layers and dense layers (they add up to `layers`). A hybrid's MoE layers are
+  // its 'E' layers; its "dense" layers are the others (Mamba, attention, MLP).
   int64_t MoeLayerCount() const;
   int64_t DenseLayerCount() const { return layers - MoeLayerCount(); }
   // Width of the attention output (heads * value head dim) and of q/k per head.
@@ -106,7 +148,8 @@ struct ModelShape {
   // global one (see global_attention_every). GPT-OSS 120B: 18 of 36; Gemma 3 27B: 52 of 62.
   int64_t LocalAttentionLayerCount() const;
   // Whether layer i (from 0) is an MoE layer: moe enabled, i >= first_dense_layers and
-  // (i - first_dense_layers) % layer_freq == 0, the layout MoeLayerCount() counts.
+  // (i - first_dense_layers) % layer_freq == 0, the layout MoeLayerCount() counts; a hybrid's
+  // 'E' layers.
   bool IsMoeLayer(int64_t i) const;
   // The position encoding with kDefault resolved.
   PositionEncoding Positions() const;
@@ -134,6 +177,10 @@ absl::Status ValidateModelShape(const ModelShape& shape);
 //   norms: 2 per layer + final (LayerNorm 2h, RMSNorm h), + 1 with embedding_norm (BLOOM);
 //          biases when linear_bias.
 //   embedding: V*h (+ positions when learned), output head V*h unless tied.
+//   hybrid (hybrid_layer_pattern): each layer is one block with one pre-norm: 'M' in_proj
+//          h*(2*d_in + 2*G*N + H) + conv (d_in + 2*G*N)*(K + 1) + A_log, D, dt_bias (H each) +
+//          gated norm d_in + out_proj d_in*h (Megatron-Core mamba_mixer.py); '*' the attention
+//          above; '-' the FFN above; 'E' the MoE block above. Nemotron-H 8B: 8.10e9 (tested).
 // "total" is the main model: the MTP modules (mtp_layers) are counted apart in "mtp", as the
 // DeepSeek-V3 card does (671B main model + 14B MTP module, its embedding and head shared).
 // "active" counts top_k routed experts instead of all (the weights one token's path touches,
@@ -154,11 +201,14 @@ struct ParameterCounts {
   double mtp = 0;         // mtp_layers x mtp_module
   double mtp_module = 0;  // one MTP module, whether the shape has any (a job's training.mtp_layers may)
   // Parameters of one layer's GEMM weights (no biases/norms), dense and MoE (active) layers;
-  // the FLOP model uses these.
+  // the FLOP model uses these. A hybrid's "dense" layer is the mean of its Mamba, attention and
+  // MLP layers (weighted by their counts), its MoE layer the 'E' block alone.
   double dense_layer_gemm = 0;
   double moe_layer_gemm_active = 0;
   double moe_layer_gemm_total = 0;
   double attention_gemm = 0;  // per layer, part of the two above
+  double mamba_layer_gemm = 0;  // a hybrid's Mamba layer: in_proj + out_proj
+  double mamba_layer = 0;       // and all its parameters (conv, A_log, D, dt_bias, norms)
 };
 ParameterCounts CountParameters(const ModelShape& shape);
 

@@ -355,9 +355,44 @@ Framework Effective(const Job& job) {
 }  // namespace
 
 // The per-micro-batch costs of a dense layer, an MoE layer and the output layer (step_time.h).
+// A hybrid model's "dense" layer is the mean of its Mamba, attention and MLP layers weighted by
+// their counts, its MoE layer the 'E' block (the stage sums below take layers in these shares).
 struct StepLayerCosts {
   LayerCost dense, moe, logits;
 };
+
+// The SSD chunk scan's sustained rate as a fraction of the GPU's dense bf16 peak: a tuned Hopper
+// chunk_scan forward kernel measured at about 135 TFLOP/s on an H800 SXM (989.4 TFLOP/s bf16
+// dense) at batch 8, 80 heads, 1 group, chunk 256, head dim 64, state 128, sequence 8K-32K
+// (tile-ai/tilelang benchmark/mamba2/README.md @ be9c08f: 1.278 ms at 8K; its FLOP count
+// 2 B L Q H P / 2 + 2 B L H P N, the one used here). mamba_ssm's Triton kernels, which
+// Megatron-Core runs, are not measured at a stated shape anywhere we found: this is the rate
+// of a kernel at least as fast, so hybrid predictions lean fast here (docs/MODEL.md).
+constexpr double kSsdPeakFraction = 135e12 / 989.4e12;
+
+// Sub-layers a layer holds (StepModel::Layer): a transformer layer is attention + MLP or
+// attention + MoE; a hybrid model's layer one of the four (Megatron-Core
+// hybrid_layer_allocation.py Symbols M, *, -, E).
+enum LayerPart : unsigned { kAttentionPart = 1, kMlpPart = 2, kMoePart = 4, kMambaPart = 8 };
+constexpr unsigned kDenseLayerParts = kAttentionPart | kMlpPart;
+constexpr unsigned kMoeLayerParts = kAttentionPart | kMoePart;
+
+// into += k * c, term by term (every member of a LayerCost is additive).
+void AddScaled(LayerCost& into, const LayerCost& c, double k) {
+  for (auto member : {&LayerCost::gemm_fwd, &LayerCost::gemm_bwd, &LayerCost::attn_fwd, &LayerCost::attn_bwd,
+                      &LayerCost::elem_fwd, &LayerCost::elem_bwd, &LayerCost::tp_fwd, &LayerCost::tp_bwd,
+                      &LayerCost::cp, &LayerCost::ep_fwd, &LayerCost::ep_bwd, &LayerCost::launch}) {
+    into.*member += (c.*member).Scaled(k);
+  }
+  into.ep_a2a_s += k * c.ep_a2a_s;
+  into.ep_etp_s += k * c.ep_etp_s;
+  for (auto member : {&ModuleForward::core_attn, &ModuleForward::mlp, &ModuleForward::mlp_up, &ModuleForward::moe_act,
+                      &ModuleForward::layernorm, &ModuleForward::mla_up_proj, &ModuleForward::moe,
+                      &ModuleForward::shared_experts, &ModuleForward::activation_functions,
+                      &ModuleForward::every_second_mm, &ModuleForward::mlp_act}) {
+    into.module.*member += (c.module.*member).Scaled(k);
+  }
+}
 
 namespace {
 
@@ -422,7 +457,7 @@ class StepModel {
     LayerModuleTimes out;
     modules_ = &out;
     LayerCost c;
-    Layer(moe, c);
+    Layer(moe ? kMoeLayerParts : kDenseLayerParts, c);
     modules_ = nullptr;
     return out;
   }
@@ -434,8 +469,42 @@ class StepModel {
   // Fills freshly constructed (zero) layer costs in place: each LayerCost is over a kilobyte, so
   // they are not built and copied.
   void FillLayers(StepLayerCosts& c) {
-    Layer(false, c.dense);
-    if (m_.MoeLayerCount() > 0) Layer(true, c.moe);
+    if (m_.Hybrid()) {
+      // A hybrid: each kind of layer once, its non-MoE kinds averaged by their counts.
+      const HybridLayerCounts n = m_.HybridCounts();
+      const double non_moe = static_cast<double>(n.NonMoe());
+      // The host launch floor is the average layer's (the host issues the kernels of a stage's
+      // layers one after another: a short attention layer's launches are hidden by the long
+      // Mamba or MLP layer beside it, as inside a transformer layer).
+      double share = 0;
+      skip_launch_floor_ = true;
+      for (auto [part, count] : {std::pair<unsigned, int64_t>{kMambaPart, n.mamba}, {kAttentionPart, n.attention},
+                                 {kMlpPart, n.mlp}}) {
+        if (count == 0) continue;
+        LayerCost one;
+        Layer(part, one);
+        AddScaled(c.dense, one, static_cast<double>(count) / non_moe);
+        share += LaunchShare(part) * static_cast<double>(count) / non_moe;
+      }
+      if (non_moe > 0) LaunchFloor(kDenseLayerParts, c.dense, share);
+      if (m_.MoeLayerCount() > 0) {
+        Layer(kMoePart, c.moe);
+        // An MoE layer's wait for its token counts (LaunchFloor) drains the queue the layer before
+        // it filled: its floor is that of the pair, as a transformer MoE layer's is of its
+        // attention and MoE halves, less the layer before's own.
+        LayerCost pair = c.dense;
+        pair.launch = Work{};
+        AddScaled(pair, c.moe, 1.0);
+        LaunchFloor(kMoeLayerParts, pair, non_moe > 0 ? share + LaunchShare(kMoePart) : LaunchShare(kMoePart));
+        c.moe.launch = pair.launch;
+        if (non_moe > 0) c.moe.launch.time_s = std::max(0.0, pair.launch.time_s - c.dense.launch.time_s);
+        c.moe.launch.compute_s = c.moe.launch.time_s;
+      }
+      skip_launch_floor_ = false;
+    } else {
+      Layer(kDenseLayerParts, c.dense);
+      if (m_.MoeLayerCount() > 0) Layer(kMoeLayerParts, c.moe);
+    }
     Logits(c.logits);
   }
 
@@ -756,9 +825,9 @@ class StepModel {
     return std::max(1.0, static_cast<double>(std::max(1, o.chunks))) *
            (o.chunks_per_group_rank ? static_cast<double>(std::max<int64_t>(1, group)) : 1.0);
   }
-  // Add one layer's (one output layer's) per-micro-batch costs to `c`, which starts at zero.
-  // The steps below, in this order.
-  void Layer(bool moe, LayerCost& c);
+  // Add one layer's (one output layer's) per-micro-batch costs to `c`, which starts at zero:
+  // the sub-layers in `parts` (LayerPart bits). The steps below, in this order.
+  void Layer(unsigned parts, LayerCost& c);
   // A forward GEMM of the layer, m x n x k (for Transformer Engine userbuffers' chunking).
   struct LayerGemmShape {
     double m, n, k;
@@ -788,12 +857,18 @@ class StepModel {
   void MoeBlock(LayerCost& c, LayerScratch& s);
   // A dense layer's MLP GEMMs and activation (torchtitan FeedForward for the SAC module split).
   void DenseMlp(LayerCost& c, LayerScratch& s);
+  // A hybrid's Mamba-2 mixer as Megatron-Core trains it (megatron/core/ssm/mamba_mixer.py
+  // forward / _ssm_training, use_mamba_mem_eff_path on by default): in_proj and out_proj GEMMs,
+  // the layout copies around mamba_split_conv1d_scan_combined, its causal conv and the SSD
+  // chunk scan's batched matmuls (state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py), the
+  // gated RMSNorm.
+  void MambaMixer(LayerCost& c, LayerScratch& s);
   // Norms, residual adds, dropout masks and RoPE (MLA's query/key assembly) as memory-bound
   // bytes; the attention / MLP split of the layer's time into modules_.
-  void NormsAndElementwise(LayerCost& c, const LayerScratch& s);
+  void NormsAndElementwise(unsigned parts, LayerCost& c, const LayerScratch& s);
   // TP all-gather / reduce-scatter (or all-reduce), overlapped as the framework's mechanism does
   // (Megatron-LM 2022; TE userbuffers).
-  void TpComm(bool moe, LayerCost& c, const LayerScratch& s);
+  void TpComm(unsigned parts, LayerCost& c, const LayerScratch& s);
   // CP ring exchange of K and V behind the attention core (TE context_parallel.py p2p).
   void CpComm(LayerCost& c, const LayerScratch& s);
   // MoE dispatch / combine over EP and ETP (Megatron-Core MoEAlltoAllTokenDispatcher, DeepEP).
@@ -802,7 +877,14 @@ class StepModel {
   void FillModuleComm(bool moe, const LayerCost& c);
   // Host launch floor of an eager framework (framework preset's kernels per layer x launch
   // overhead; an MoE layer adds its block's launches and may wait for the GPU once per forward).
-  void LaunchFloor(bool moe, LayerCost& c);
+  // `kernels_share`: the layer's share of the preset's kernels_per_layer_forward (LaunchShare of
+  // its parts when < 0).
+  void LaunchFloor(unsigned parts, LayerCost& c, double kernels_share = -1);
+  // A layer's share of a transformer layer's kernels: a hybrid's attention, MLP or MoE layer
+  // half (the preset's count is both halves'), its Mamba layer all of it (LaunchFloor).
+  static double LaunchShare(unsigned parts) {
+    return parts == kDenseLayerParts || parts == kMoeLayerParts || (parts & kMambaPart) ? 1.0 : 0.5;
+  }
   // What Run()'s steps share: micro-batches m, pp, vpp v, the slowest stage's layers and MoE
   // share, and per micro-batch of that stage the work by term (forward and backward apart where
   // the bubble and the DP overlap windows read them), the last stage's extra work, the average
@@ -934,6 +1016,7 @@ class StepModel {
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;
   LayerModuleTimes* modules_ = nullptr;  // filled by Layer() when set (EstimateLayerModules)
+  bool skip_launch_floor_ = false;       // Layer() leaves the launch floor to its caller (a hybrid's)
 };
 
 double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_bytes) {
@@ -1043,7 +1126,8 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
   *fwd = *bwd = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk);
 }
 
-void StepModel::Layer(bool moe, LayerCost& c) {
+void StepModel::Layer(unsigned parts, LayerCost& c) {
+  const bool moe = (parts & kMoePart) != 0;
   const bool gated = m_.ffn_type == FfnType::kSwiGlu || m_.ffn_type == FfnType::kGeGlu;
   LayerScratch s;
   s.T = tokens_, s.h = m_.hidden_size, s.t = p_.tp;
@@ -1051,21 +1135,24 @@ void StepModel::Layer(bool moe, LayerCost& c) {
   s.dqk = m_.QkHeadDim(), s.dv = m_.VHeadDim();
   s.gated = gated;
   s.fm = gated ? 3 : 2;
-  AttentionProjections(c, s);
-  AttentionCore(c, s);
+  if (parts & kAttentionPart) {
+    AttentionProjections(c, s);
+    AttentionCore(c, s);
+  }
+  if (parts & kMambaPart) MambaMixer(c, s);
   s.attn_part_f = LayerFwdS(c), s.attn_part_b = LayerBwdS(c);
   s.attn_gemm_f = c.gemm_fwd.time_s, s.attn_gemm_b = c.gemm_bwd.time_s;
   if (moe) {
     MoeBlock(c, s);
-  } else {
+  } else if (parts & kMlpPart) {
     DenseMlp(c, s);
   }
-  NormsAndElementwise(c, s);
-  TpComm(moe, c, s);
-  CpComm(c, s);
+  NormsAndElementwise(parts, c, s);
+  TpComm(parts, c, s);
+  if (parts & kAttentionPart) CpComm(c, s);
   EpComm(moe, c, s);
   if (modules_ != nullptr) FillModuleComm(moe, c);
-  LaunchFloor(moe, c);
+  if (!skip_launch_floor_) LaunchFloor(parts, c);
 }
 
 void StepModel::AttentionProjections(LayerCost& c, LayerScratch& s) {
@@ -1267,18 +1354,72 @@ void StepModel::DenseMlp(LayerCost& c, LayerScratch& s) {
   mod.mlp_act.bytes -= before.bytes;
 }
 
-void StepModel::NormsAndElementwise(LayerCost& c, const LayerScratch& s) {
+void StepModel::MambaMixer(LayerCost& c, LayerScratch& s) {
+  const MambaShape& mb = m_.mamba;
+  const double T = s.T, h = s.h, t = s.t;
+  // Per TP rank: heads, groups and d_inner split by TP (mamba_mixer.py nheads_local_tp,
+  // ngroups_local_tp, d_inner_local_tp); in_proj is column-, out_proj row-parallel.
+  const double proj = static_cast<double>(mb.InProjOutputs()) / t, d_in = static_cast<double>(mb.InnerSize()) / t;
+  const double conv = static_cast<double>(mb.ConvChannels()) / t;
+  const double heads = static_cast<double>(mb.num_heads) / t, groups = static_cast<double>(mb.num_groups) / t;
+  const double N = mb.state_dim, P = mb.head_dim, Q = mb.chunk_size;
+  Gemm(T, proj, h, c);
+  s.tp_ag_gemms.push_back({T, proj, h});
+  Gemm(T, h, d_in, c);
+  s.tp_rs_gemms.push_back({T, h, d_in});
+  // _ssm_training: rearrange(zxBCdt, "l b d -> b l d").contiguous() before the fused kernel and
+  // y back after it, each a read and a write (forward; their gradients the same backward); with
+  // one sequence per micro-batch the views are already contiguous and nothing is copied.
+  if (t_.micro_batch_size > 1) {
+    const double copies = 2 * e_act_ * T * (proj + d_in) * elem_factor_;
+    c.elem_fwd.Bytes(copies, bw_);
+    c.elem_bwd.Bytes(copies, bw_);
+  }
+  // The depthwise causal conv + SiLU over [x, B, C] (causal_conv1d_fwd): read and write; the
+  // memory-efficient path recomputes it in backward (ssd_combined.py MambaSplitConv1dScanCombinedFn
+  // .backward), then its backward reads x and dout and writes dx.
+  const double conv_bytes = 2 * e_act_ * T * conv * elem_factor_;
+  c.elem_fwd.Bytes(conv_bytes, bw_);
+  c.elem_bwd.Bytes(conv_bytes + 1.5 * conv_bytes, bw_);
+  // The SSD chunk scan (Dao & Gu 2024, arXiv:2405.21060 Sec. 6; state-spaces/mamba
+  // mamba_ssm/ops/triton/ssd_combined.py _mamba_chunk_scan_combined_fwd), per chunk of Q tokens:
+  // chunk_state B^T X (N x P x Q per head), bmm_chunk C B^T (Q x Q x N per group), chunk_scan
+  // (C B^T o L) X (causal: half of Q x P x Q per head) and C times the passed states (Q x P x N per
+  // head); state_passing reads and writes the chunk states (N x P per head and chunk, in the
+  // parameters' dtype: mamba_training_ssm_states_dtype None), chunk_state writes and chunk_scan
+  // reads them; x, B and C are read twice, z once, the output written. Backward
+  // (_mamba_chunk_scan_combined_bwd): the states and C B^T recomputed, then the gradients of both
+  // operands of every forward matmul, twice the bytes. A roofline at kSsdPeakFraction of the
+  // GPU's dense bf16 peak (the scan kernels run in bf16 / fp32 whatever the GEMMs' dtype).
+  const double f_ssd = 2 * T * (2 * heads * P * N + groups * Q * N + heads * Q * P / 2);
+  const double f_recompute = 2 * T * (heads * P * N + groups * Q * N);
+  const double states_bytes = T / Q * heads * P * N * e_act_;
+  const double io_bytes = e_act_ * T * (4 * d_in + 4 * groups * N);
+  const double ssd_rate = kSsdPeakFraction * job_.hardware.PeakFlops(DType::kBF16);
+  if (ssd_rate > 0) {
+    c.attn_fwd.Roofline(f_ssd, 4 * states_bytes + io_bytes, ssd_rate, bw_);
+    c.attn_bwd.Roofline(2 * f_ssd + f_recompute, 8 * states_bytes + 2 * io_bytes, ssd_rate, bw_);
+  }
+  // The RMSNorm over d_inner (mamba_mixer.py self.norm; the z gate is applied inside the scan
+  // kernel, which reads z): read y, write.
+  Elementwise(2 * e_act_ * T * d_in, c, &c.module.layernorm);
+}
+
+void StepModel::NormsAndElementwise(unsigned parts, LayerCost& c, const LayerScratch& s) {
   ModuleForward& mod = c.module;
   const double T = s.T, h = s.h, t = s.t, a = s.a, kv = s.kv, dqk = s.dqk, dv = s.dv;
   const double ffn_part_f = LayerFwdS(c) - s.attn_part_f, ffn_part_b = LayerBwdS(c) - s.attn_part_b;
   const double ffn_gemm_f = c.gemm_fwd.time_s - s.attn_gemm_f, ffn_gemm_b = c.gemm_bwd.time_s - s.attn_gemm_b;
-  // Norms and residual adds (+ dropout masks) on h-wide activations.
+  // Norms and residual adds (+ dropout masks) on h-wide activations: one of each per sub-layer
+  // (two in a transformer layer, one in a hybrid's).
+  const bool attention = (parts & kAttentionPart) != 0;
+  const double sublayers = static_cast<double>(std::popcount(parts));
   const double xh = T * h / (sp_ ? t : 1);
-  const double norms = 2 * (2 * e_act_ * xh);
+  const double norms = sublayers * (2 * e_act_ * xh);
   Elementwise(norms, c, &mod.layernorm);
-  double elem = 2 * (3 * e_act_ * xh + (t_.dropout ? xh : 0));
-  double rope = m_.learned_position_embeddings == 0 ? 2 * e_act_ * T * (a + kv) * dqk / t : 0.0;
-  if (m_.mla.enabled()) {
+  double elem = sublayers * (3 * e_act_ * xh + (t_.dropout ? xh : 0));
+  double rope = attention && m_.learned_position_embeddings == 0 ? 2 * e_act_ * T * (a + kv) * dqk / t : 0.0;
+  if (attention && m_.mla.enabled()) {
     // MLA's unfused query/key assembly (Megatron-Core multi_latent_attention.py, as DeepSeek's
     // own): RoPE on the rotary parts of q (every head) and of the shared k_pe, the q_a and kv_a
     // norms, q = cat(q_nope, q_pe) and k = cat(k_nope, k_pe expanded to every head) written as
@@ -1292,7 +1433,7 @@ void StepModel::NormsAndElementwise(LayerCost& c, const LayerScratch& s) {
   elem += rope;
   Elementwise(elem, c);
   double rope_eager_f_s = 0, rope_eager_b_s = 0;
-  if (ScaledRopeEager()) {
+  if (attention && ScaledRopeEager()) {
     // Megatron-Core rope_utils.py _apply_rotary_pos_emb_bshd (core_r0.16 b0cc2706 l.92-126), per
     // value of q and of k: forward t * cos (2 e), rotate_half's neg and cat (3 e), * sin (2 e), the
     // add (3 e), the final cat with the empty pass-through part (2 e) = 12 e; backward the two
@@ -1319,7 +1460,7 @@ void StepModel::NormsAndElementwise(LayerCost& c, const LayerScratch& s) {
   }
 }
 
-void StepModel::TpComm(bool moe, LayerCost& c, const LayerScratch& s) {
+void StepModel::TpComm(unsigned parts, LayerCost& c, const LayerScratch& s) {
   const double T = s.T, h = s.h;
   const auto& tp_ag_gemms = s.tp_ag_gemms;
   const auto& tp_rs_gemms = s.tp_rs_gemms;
@@ -1327,10 +1468,13 @@ void StepModel::TpComm(bool moe, LayerCost& c, const LayerScratch& s) {
   // (overlap efficiency from the framework preset).
   if (p_.tp > 1) {
     const double S = T * h * e_act_;
-    // One gather/scatter pair (or all-reduce) per TP block: attention, and a dense layer's MLP or
-    // an MoE layer's shared experts. An MoE layer's routed experts gather their dispatched
-    // tokens over ETP instead (below).
-    const double blocks = moe ? 1.0 + (m_.moe.shared_experts > 0 ? 1.0 : 0.0) : 2.0;
+    // One gather/scatter pair (or all-reduce) per TP block: attention (or a hybrid's Mamba
+    // mixer: in_proj column-, out_proj row-parallel), and a dense layer's MLP or an MoE layer's
+    // shared experts. An MoE layer's routed experts gather their dispatched tokens over ETP
+    // instead (EpComm).
+    const double blocks = ((parts & kAttentionPart) ? 1.0 : 0.0) + ((parts & kMambaPart) ? 1.0 : 0.0) +
+                          ((parts & kMlpPart) ? 1.0 : 0.0) +
+                          ((parts & kMoePart) && m_.moe.shared_experts > 0 ? 1.0 : 0.0);
     double fwd = 0;
     if (sp_) {
       fwd = blocks * (Comm(Collective::kAllGather, place_.tp, S) + Comm(Collective::kReduceScatter, place_.tp, S));
@@ -1450,14 +1594,21 @@ void StepModel::FillModuleComm(bool moe, const LayerCost& c) {
   modules_->cp_s = c.cp.time_s;
 }
 
-void StepModel::LaunchFloor(bool moe, LayerCost& c) {
+void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share) {
   // Host launch floor: an eager framework cannot run a layer faster than it launches its
   // kernels (forward n kernels, backward ~2n), unless CUDA graphs replay them.
   if (!launch_floor_) return;
+  const bool moe = (parts & kMoePart) != 0;
   const double L = fw_.launch.kernel_launch_overhead_s;
   // The dense layer's kernels: n forward, 2n backward, and eager RoPE's own counts beside them.
-  const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward);
-  const bool rope_eager = ScaledRopeEager();
+  // A hybrid's attention, MLP or MoE layer is half a transformer layer's n (the preset's count
+  // is both halves'); its Mamba layer n: LayerNorm + in_proj (2), the layout copy, the causal
+  // conv and the SSD's five chunk kernels (mamba_split_conv1d_scan_combined: conv, chunk_cumsum,
+  // chunk_state, state_passing, bmm_chunk, chunk_scan), the copy back, the gated norm, out_proj
+  // and the residual add: 13 (counted from mamba_mixer.py and ssd_combined.py, not measured).
+  const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward) *
+                   (kernels_share >= 0 ? kernels_share : LaunchShare(parts));
+  const bool rope_eager = (parts & kAttentionPart) && ScaledRopeEager();
   const double n_f = n + (rope_eager ? fw_.launch.scaled_rope_kernels_forward : 0.0);
   const double n_b = 2 * n + (rope_eager ? fw_.launch.scaled_rope_kernels_backward : 0.0);
   const double gpu_fwd = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s;

@@ -280,6 +280,13 @@ absl::Status ArchitectureFieldsFromProto(const v1::ModelShape& m, const std::str
         absl::StrCat(prefix, ".rope_attention_factor: ", m.rope_attention_factor(), " must be in [0, 100)"));
   }
   s->rope_attention_factor = m.rope_attention_factor();
+  s->hybrid_layer_pattern = m.hybrid_layer_pattern();
+  s->mamba.state_dim = m.mamba().state_dim();
+  s->mamba.head_dim = m.mamba().head_dim();
+  s->mamba.num_groups = m.mamba().num_groups();
+  s->mamba.num_heads = m.mamba().num_heads();
+  s->mamba.conv_kernel = m.mamba().conv_kernel();
+  s->mamba.chunk_size = m.mamba().chunk_size();
   return absl::OkStatus();
 }
 
@@ -304,6 +311,16 @@ void ArchitectureFieldsToProto(const ModelShape& s, v1::ModelShape* m) {
   }
   m->set_embedding_norm(s.embedding_norm);
   m->set_mtp_layers(s.mtp_layers);
+  if (s.Hybrid() || s.mamba != MambaShape{}) {
+    m->set_hybrid_layer_pattern(s.hybrid_layer_pattern);
+    v1::MambaShape* mb = m->mutable_mamba();
+    mb->set_state_dim(s.mamba.state_dim);
+    mb->set_head_dim(s.mamba.head_dim);
+    mb->set_num_groups(s.mamba.num_groups);
+    mb->set_num_heads(s.mamba.num_heads);
+    mb->set_conv_kernel(s.mamba.conv_kernel);
+    mb->set_chunk_size(s.mamba.chunk_size);
+  }
 }
 
 }  // namespace stepcast

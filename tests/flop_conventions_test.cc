@@ -156,6 +156,23 @@ TEST(FlopConventions, DeepSeekV3RatesCountItsMtpModule) {
   EXPECT_NEAR(mtp / no_mtp, 1.0 / 0.961, 0.003);
 }
 
+// Megatron-Bridge's "Model TFLOP / sec / GPU" of the hybrid Mamba-2 Nemotron 3 Nano
+// (docs/performance-summary-archive.md @067f987, 26.02.01 DGX-H100 16 GPUs FP8 GBS 1024 x 8192:
+// 14890 tokens/s/GPU, 331 TFLOP/s; 26.04 DGX-H100: 14507, 323; 26.06.01 DGX-GB300 8 GPUs
+// 40960, 905; DGX-GB200 34816, 776) is hybrid_flops: tokens/s x the count per token.
+TEST(FlopConventions, HybridMambaRatesAreMegatronsHybridCount) {
+  const ModelShape nano = *testing::BuiltinCatalog().FindModel("nemotron-3-nano-30b-a3b");
+  const FlopCountInput in{nano, "nemotron_h", 8192, 1, 0};
+  const double per_token = *ConventionFlopsPerStep(FlopConvention::kMegatron2025, in) / 8192;
+  EXPECT_EQ(*ConventionFlopsPerStep(FlopConvention::kMegatron2024, in), per_token * 8192);
+  for (auto [tokens_per_gpu, printed] : {std::pair<double, double>{14890, 331e12}, {14507, 323e12},
+                                         {40960, 905e12}, {34816, 776e12}}) {
+    SCOPED_TRACE(tokens_per_gpu);
+    // Within 1%: the GB300 and GB200 tokens/s are printed rounded (40960 = 40 x 1024).
+    EXPECT_NEAR(tokens_per_gpu * per_token / printed, 1.0, 0.01);
+  }
+}
+
 TEST(FlopConventions, PaperAndFrameworkFigures) {
   // Korthikanti et al. 2022 Table 5: GPT-3 175B on 64 A100, batch 64 x 2048, 13.75 s per
   // iteration (selective recompute + SP), MFU 51.4% of 312 TFLOP/s; 22B on 8 A100, batch 4,

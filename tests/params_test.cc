@@ -28,6 +28,11 @@ TEST(ParameterCounts, MatchPublishedTotals) {
       {"kimi-k2", 1.04e12, 32.6e9, 0.014, "Kimi K2 report (arXiv:2507.20534): 1.04T total, 32.6B activated"},
       {"gpt-oss-120b", 116.83e9, 5.13e9 + 201088.0 * 2880, 0.002,
        "arXiv:2508.10925 Table 1: 116.83B total, 5.13B active without the input table (+201088 x 2880 with it)"},
+      // Hybrid Mamba-2 models (hybrid_layer_pattern).
+      // Card figures to 0.1B: 3.6B active reads 3.55-3.65B (1.4%; tol x 1.5).
+      {"nemotron-3-nano-30b-a3b", 31.6e9, 3.6e9, 0.01,
+       "NVIDIA-Nemotron-3-Nano-30B-A3B card: 31.6B total, 3.2B active (3.6B including embeddings)"},
+      {"nemotron-nano-9b-v2", 8.89e9, 8.89e9, 0.001, "NVIDIA-Nemotron-Nano-9B-v2 (HF safetensors): 8.89B"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.preset);
@@ -38,6 +43,29 @@ TEST(ParameterCounts, MatchPublishedTotals) {
     EXPECT_NEAR(p.active, c.active, c.tol * c.active * 1.5) << c.source;
     EXPECT_DOUBLE_EQ(p.non_embedding, p.total - p.embedding);
   }
+}
+
+// A hybrid Mamba-2 model counted tensor by tensor by Megatron-Bridge's verification card:
+// examples/model_verification_cards/nemotron-3-nano-4b/card.yaml @067f987 ("all 263 tensors and
+// 3,973,556,832 parameters match" the HF checkpoint). Exact: every Mamba layer's in_proj, fused
+// pre-norm, conv weights and biases, A_log, D, dt_bias, gated norm and out_proj; the attention and
+// MLP layers' single norms; untied embedding and head; the final norm.
+TEST(ParameterCounts, HybridMambaModelExactlyAsItsVerificationCard) {
+  absl::StatusOr<ModelShape> m = testing::BuiltinCatalog().FindModel("nemotron-3-nano-4b");
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ParameterCounts p = CountParameters(*m);
+  EXPECT_EQ(static_cast<int64_t>(p.total), 3973556832);
+  EXPECT_EQ(m->HybridCounts().mamba, 21);
+  EXPECT_EQ(m->HybridCounts().attention, 4);
+  EXPECT_EQ(m->HybridCounts().mlp, 17);
+  EXPECT_EQ(m->AttentionLayerCount(), 4);
+  // The 30B-A3B card's "3.2B active" leaves the input table out (arXiv-style count of the head).
+  absl::StatusOr<ModelShape> nano = testing::BuiltinCatalog().FindModel("nemotron-3-nano-30b-a3b");
+  ASSERT_TRUE(nano.ok()) << nano.status();
+  EXPECT_NEAR(CountParameters(*nano).active_without_input_embedding, 3.2e9, 0.05e9);
+  EXPECT_EQ(nano->MoeLayerCount(), 23);
+  EXPECT_TRUE(nano->IsMoeLayer(1));
+  EXPECT_FALSE(nano->IsMoeLayer(0));
 }
 
 TEST(ParameterCounts, Llama3_8B_ByHand) {

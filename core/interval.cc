@@ -503,6 +503,31 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
   }
   i.low_s = step_time_s * res.low_ratio;
   i.high_s = step_time_s * res.high_ratio;
+  // A hybrid Mamba-2 model: no published hybrid run is in the table (its regimes are the
+  // transformers'), so it is outside the validated region whatever its regime: the out-of-region
+  // runs' interval, the widest where there is none.
+  if (job.model.Hybrid()) {
+    i.hybrid = true;
+    i.validated = false;
+    i.below_minimum = false;
+    i.level = -1;
+    i.region_experiments = 0;
+    const bool outside = table.outside_bounds().finite;
+    i.from_outside_runs = outside;
+    if (outside) {
+      i.experiments = table.outside_bounds().weight;
+      i.rows = table.outside_rows();
+      i.sources = table.outside_sources();
+      i.low_s = step_time_s * std::exp(table.outside_bounds().lo);
+      i.high_s = step_time_s * std::exp(table.outside_bounds().hi);
+    } else if (const IntervalTable::Node* all = table.FindNode(kRegimeFeatures, i.regime); all != nullptr) {
+      i.experiments = all->experiments;
+      i.rows = all->rows;
+      i.sources = all->sources;
+      i.low_s = step_time_s * std::exp(all->bounds.lo);
+      i.high_s = step_time_s * std::exp(all->bounds.hi);
+    }
+  }
   // The GPU generation's own lean where the interval does not condition on it.
   if (i.level != 0 && i.regime.gpu != GpuGeneration::kOther) {
     const IntervalTable::GenerationLean& g = table.generation_lean(i.regime.gpu);
@@ -577,7 +602,14 @@ std::string IntervalSummary(const StepTimeInterval& i) {
 std::vector<std::string> IntervalNotes(const StepTimeInterval& i) {
   std::vector<std::string> out;
   if (!i.available) return out;
-  if (!i.validated) {
+  if (i.hybrid) {
+    out.push_back(absl::StrCat(
+        "no published run of a hybrid Mamba-2 model was validated: outside the validated region, the interval is ",
+        i.from_outside_runs ? "how far the model has been off on regimes it had no validated run of"
+                            : "the widest the table holds",
+        "; its Mamba-2 scan is costed at a tuned Hopper chunk-scan kernel's rate, which the Triton kernels Megatron-Core "
+        "runs may not reach (the step leans fast)"));
+  } else if (!i.validated) {
     out.push_back(absl::StrCat("no published run of ", RegimePhrase(i.regime, std::max(1, i.unvalidated_prefix)),
                                i.from_outside_runs
                                    ? " was validated: outside the validated region, the interval is how far the model "

@@ -274,6 +274,7 @@ struct StepTimeInterval {
   // band (its regime at kValidatedRegionLevel: the mechanisms; the finer features refine it).
   double region_experiments = 0;
   bool validated = false;         // region_experiments > 0: inside the validated region
+  bool hybrid = false;            // a hybrid Mamba-2 model: outside the validated region whatever its regime
   bool below_minimum = false;     // 0 < region_experiments < the minimum: a broader regime's residuals
   int unvalidated_prefix = 0;     // RegimePhrase(regime, unvalidated_prefix) has no validated run
   uint32_t low_confidence = 0;    // OverlapMechanismBit of the low-confidence values it rests on

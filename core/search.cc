@@ -342,7 +342,10 @@ double HighRatio(const Plan& plan, int64_t gpus, int precision, int64_t pp, Shar
 // not O(layers): reliability review 2, N1).
 std::vector<int64_t> VppOptions(const Plan& plan, int64_t pp) {
   std::vector<int64_t> out = {1};
-  if (pp == 1) return out;
+  // A hybrid's virtual stages need '|' stage marks in its pattern (Megatron-Core
+  // hybrid_layer_allocation.py select_pipeline_segment refuses VPP without them), which the
+  // model's even split does not describe: none searched.
+  if (pp == 1 || plan.m.Hybrid()) return out;
   for (int64_t d : plan.layer_divisors) {
     if (d <= pp || d % pp != 0) continue;
     const int64_t v = d / pp;
@@ -915,11 +918,15 @@ absl::Status EnumerateUnits(const Job& base, const SearchOptions& options, const
         if (tp > plan.max_tp) break;
         if (m.attention_heads % tp != 0 || m.ffn_hidden_size % tp != 0) continue;
         if (!m.mla.enabled() && m.kv_heads % tp != 0 && tp % m.kv_heads != 0) continue;
+        // Mamba-2 layers: whole heads and groups per TP rank (mamba_mixer.py), no CP (ValidateJob).
+        const bool mamba = m.Hybrid() && m.HybridCounts().mamba > 0;
+        if (mamba && (m.mamba.num_heads % tp != 0 || m.mamba.num_groups % tp != 0)) continue;
         for (int64_t cp : g_divisors) {
           if (enumeration_stopped()) break;
           if ((g / tp) % cp != 0) continue;
           if (cp > g / tp || (sp.max_cp > 0 && cp > sp.max_cp)) break;
           if (cp > 1 && base.training.seq_length % (2 * cp) != 0) continue;
+          if (cp > 1 && mamba) break;
           for (int64_t pp : g_divisors) {
             if (enumeration_stopped()) break;
             if ((g / (tp * cp)) % pp != 0) continue;

@@ -21,13 +21,14 @@ const std::set<std::string>& KnownFields() {
       "moe.expert_ffn_hidden_size", "moe.shared_experts", "moe.shared_expert_ffn_hidden_size", "moe.layer_freq",
       "moe.first_dense_layers", "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim", "mla.qk_rope_head_dim",
       "mla.v_head_dim", "local_attention_window", "global_attention_every", "attention_logit_softcap",
-      "final_logit_softcap", "mtp_layers"};
+      "final_logit_softcap", "mtp_layers", "mamba.state_dim", "mamba.head_dim", "mamba.num_groups", "mamba.num_heads",
+      "mamba.conv_kernel", "mamba.chunk_size"};
   return k;
 }
 const std::set<std::string>& KnownRules() {
   static const std::set<std::string> k = {"",           "activation",         "layer_types", "moe_layer_indices",
                                           "nope_layers", "shared_expert_size", "sparse_step", "moe_layer_freq", "plus_offset",
-                                          "equals_hidden"};
+                                          "equals_hidden", "hybrid_pattern"};
   return k;
 }
 
@@ -120,11 +121,13 @@ const v1::Architecture* ArchitectureRegistry::ForModelName(absl::string_view nam
     for (const std::string& pattern : a.model_names()) {
       const size_t at = n.find(pattern);
       if (at == std::string::npos || pattern.empty()) continue;
-      // A refused family's pattern wins wherever it stands: a name stating a layer kind stepcast
-      // does not model ("Nemotron 30B (hybrid Mamba-2)", "Llama3.2-Mamba2-3B") names a model it
-      // cannot predict, whatever supported family's name it also carries.
-      const bool refused = !a.refused().empty();
-      const bool best_refused = best != nullptr && !best->refused().empty();
+      // A refused family's pattern wins wherever it stands over a transformer family: a name
+      // stating a layer kind stepcast does not model ("Llama3.2-Mamba2-3B") names a model it
+      // cannot predict, whatever transformer family's name it also carries. A hybrid family
+      // (nemotron_h) competes with the refused ones by place: "Nemotron 3 Nano (hybrid Mamba-2)"
+      // is nemotron_h's, "Jamba (Mamba)" hybrid_ssm's.
+      const bool refused = !a.refused().empty() || a.hybrid();
+      const bool best_refused = best != nullptr && (!best->refused().empty() || best->hybrid());
       const bool better =
           best == nullptr || (refused && !best_refused) ||
           (refused == best_refused &&

@@ -253,6 +253,7 @@ class HfReader {
     if (rule == "activation") return ApplyActivation(key, value, shape);
     if (rule == "layer_types" || rule == "nope_layers") return ApplyLayerPattern(rule, key, value, shape);
     if (rule == "moe_layer_indices") return ApplyMoeLayerIndices(key, value, shape);
+    if (rule == "hybrid_pattern") return ApplyHybridPattern(key, value, shape);
     if (rule == "shared_expert_size" || rule == "sparse_step" || rule == "moe_layer_freq" || rule == "plus_offset" ||
         rule == "equals_hidden") {
       return ApplyIntegerRule(k, key, value, shape);
@@ -263,6 +264,41 @@ class HfReader {
   std::set<std::string> family_listed_;  // keys listed by the family itself (reported as notes)
 
  private:
+  // rule "hybrid_pattern": Nemotron-H's hybrid_override_pattern ("M-M-M*-...", Megatron-Core's
+  // symbols) or transformers' layers_block_type list (configuration_nemotron_h.py maps M, *, -, E
+  // to linear_attention (older: mamba), full_attention (attention), mlp, moe): the model's layers.
+  absl::Status ApplyHybridPattern(const std::string& key, const YAML::Node& value, v1::ModelShape* shape) const {
+    std::string pattern;
+    if (value.IsScalar() && value.Tag() != "?") {
+      pattern = value.Scalar();
+    } else if (value.IsSequence() && value.size() <= kMaxList) {
+      for (size_t i = 0; i < value.size(); ++i) {
+        const std::string kind = value[i].IsScalar() ? value[i].Scalar() : std::string();
+        if (kind == "mamba" || kind == "linear_attention") pattern += 'M';
+        else if (kind == "attention" || kind == "full_attention") pattern += '*';
+        else if (kind == "mlp") pattern += '-';
+        else if (kind == "moe") pattern += 'E';
+        else return Err(key, absl::StrCat("entry ", i, " '", kind.substr(0, 32), "' is not mamba, attention, mlp or moe"));
+      }
+    } else {
+      return Err(key, "is not a layer pattern (a string of M, *, -, E or a list of layer kinds)");
+    }
+    if (pattern.empty() || pattern.size() > kMaxList) {
+      return Err(key, absl::StrCat("must name between 1 and ", kMaxList, " layers"));
+    }
+    for (size_t i = 0; i < pattern.size(); ++i) {
+      const char c = pattern[i];
+      if (c != 'M' && c != '*' && c != '-' && c != 'E') {
+        return Err(key, absl::StrCat("'", std::string(1, c), "' at position ", i,
+                                     " is not a layer this family's layers are read as (M Mamba-2, * attention, - MLP, "
+                                     "E MoE; MTP patterns after '/' are not modelled)"));
+      }
+    }
+    shape->set_hybrid_layer_pattern(pattern);
+    shape->set_layers(static_cast<int64_t>(pattern.size()));
+    return absl::OkStatus();
+  }
+
   // rule "activation": hidden_act / hidden_activation as the FFN type, gated (SwiGLU / GeGLU) or
   // not (GELU, squared ReLU) as the family's conventions say.
   absl::Status ApplyActivation(const std::string& key, const YAML::Node& value, v1::ModelShape* shape) const {
@@ -567,6 +603,10 @@ void CompleteHfShape(const v1::Architecture& family, v1::ModelShape& shape) {
   // MoE families without a dense FFN: the dense size is the experts' (every layer MoE).
   if (shape.ffn_hidden_size() == 0 && shape.moe().routed_experts() > 0) {
     shape.set_ffn_hidden_size(shape.moe().expert_ffn_hidden_size());
+  }
+  // A hybrid without MoE layers has no MoE block, whatever the config class's expert defaults.
+  if (!shape.hybrid_layer_pattern().empty() && shape.hybrid_layer_pattern().find('E') == std::string::npos) {
+    shape.clear_moe();
   }
   if (shape.moe().routed_experts() == 0) shape.clear_moe();
 }

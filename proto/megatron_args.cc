@@ -40,7 +40,10 @@ const std::set<std::string>& ValueFlags() {
       // Added for issue 10.
       "q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim",
       "num-virtual-stages-per-pipeline-rank", "expert-tensor-parallel-size", "padded-vocab-size",
-      "data-parallel-sharding-strategy", "cuda-graph-impl"};
+      "data-parallel-sharding-strategy", "cuda-graph-impl",
+      // Hybrid Mamba-2 models (eleventh session).
+      "hybrid-layer-pattern", "hybrid-override-pattern", "hybrid-attention-ratio", "hybrid-mlp-ratio",
+      "mamba-state-dim", "mamba-head-dim", "mamba-num-groups", "mamba-num-heads"};
   return k;
 }
 // Flags with nargs='*' / '+' that are modelled.
@@ -56,7 +59,7 @@ const std::set<std::string>& SwitchFlags() {
       // Added for issue 10.
       "multi-latent-attention", "quick-geglu", "squared-relu", "grad-reduce-in-bf16", "fp8-param-gather",
       "accumulate-allreduce-grads-in-fp32",
-      "enable-cuda-graph", "external-cuda-graph", "checkpoint-activations"};
+      "enable-cuda-graph", "external-cuda-graph", "checkpoint-activations", "is-hybrid-model"};
   return k;
 }
 
@@ -237,29 +240,13 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Megatron-LM's training programs that do not build a GPT model (megatron/training/ and the
-// repository root at the pinned commit): their launch lines are refused, not misread as GPT.
+// Megatron-LM's training programs that do not build a GPT or hybrid model (megatron/training/ and
+// the repository root at the pinned commit): their launch lines are refused, not misread as GPT.
+// pretrain_mamba.py / pretrain_hybrid.py build hybrid Mamba-2 models (MegatronHybridPattern).
 absl::Status CheckMegatronProgram(const std::string& program, const std::vector<std::string>& argv, size_t start) {
   const std::string base = Basename(program);
-  // Hybrid Mamba / attention models (pretrain_mamba.py, pretrain_hybrid.py, Nemotron-H): their
-  // layer pattern (--hybrid-override-pattern / --hybrid-layer-pattern, --hybrid-attention-ratio,
-  // --hybrid-mlp-ratio) mixes Mamba-2 SSM layers, whose cost the model does not describe.
-  std::string hybrid_flag;
-  for (size_t i = start; i < argv.size(); ++i) {
-    std::string a = argv[i];
-    std::replace(a.begin(), a.end(), '_', '-');
-    for (const char* f : {"--hybrid-override-pattern", "--hybrid-layer-pattern", "--hybrid-attention-ratio",
-                          "--hybrid-mlp-ratio", "--is-hybrid-model", "--mamba-num-heads", "--mamba-state-dim"}) {
-      if (a == f || absl::StartsWith(a, absl::StrCat(f, "="))) hybrid_flag = f;
-    }
-  }
-  if (base == "pretrain_mamba.py" || base == "pretrain_hybrid.py" || !hybrid_flag.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        hybrid_flag.empty() ? base : hybrid_flag,
-        ": hybrid Mamba/attention models (pretrain_mamba.py, pretrain_hybrid.py, Nemotron-H) are not modelled: "
-        "the model describes transformer (attention + MLP/MoE) layers only, not Mamba-2 SSM layers; "
-        "nothing is predicted rather than a wrong answer"));
-  }
+  (void)argv;
+  (void)start;
   for (const char* other : {"pretrain_bert.py", "pretrain_t5.py", "pretrain_vlm.py", "pretrain_retro.py",
                             "pretrain_ict.py", "pretrain_vision_classify.py", "pretrain_vision_dino.py",
                             "pretrain_vision_inpaint.py"}) {
@@ -838,16 +825,100 @@ absl::Status ReadMegatronInts(const MegatronFlags& f, std::initializer_list<Mega
   return absl::OkStatus();
 }
 
+// Megatron-Core hybrid_layer_allocation.py pattern_from_ratios: `layers` Mamba layers with
+// round(layers x attention_ratio) attention layers spaced evenly (starting and ending with Mamba),
+// then round(layers x mlp_ratio) of the Mamba layers made MLP layers, spaced the same way.
+std::string HybridPatternFromRatios(int64_t layers, double attention_ratio, double mlp_ratio) {
+  std::string t(static_cast<size_t>(layers), 'M');
+  const int64_t attention = static_cast<int64_t>(std::nearbyint(layers * attention_ratio));
+  int64_t mamba = layers - attention;
+  const double section = static_cast<double>(mamba) / static_cast<double>(attention + 1);
+  double x = section;
+  for (int64_t i = 0; i < layers; ++i) {
+    if (x < 0.5) {
+      t[i] = '*';
+      x += section;
+    } else {
+      x -= 1;
+    }
+  }
+  const int64_t mlp = static_cast<int64_t>(std::nearbyint(layers * mlp_ratio));
+  if (mlp > 0) {
+    mamba -= mlp;
+    const double ratio = static_cast<double>(mamba) / static_cast<double>(mlp);
+    x = ratio;
+    for (int64_t i = 0; i < layers; ++i) {
+      if (t[i] != 'M') continue;
+      if (x < 0.5) {
+        t[i] = '-';
+        x += ratio;
+      } else {
+        x -= 1;
+      }
+    }
+  }
+  return t;
+}
+
+// A hybrid model's layer pattern (megatron/training/arguments.py validate_args, Megatron-Core
+// hybrid_layer_allocation.py): --hybrid-layer-pattern (or the deprecated
+// --hybrid-override-pattern, not both), its '|' pipeline-segment marks removed (`segments` gets
+// their count, 1 without marks; the model splits the layers evenly); else, for pretrain_mamba.py /
+// pretrain_hybrid.py / --is-hybrid-model / the ratio flags, pattern_from_ratios over --num-layers.
+// Empty: not a hybrid. MTP patterns ('/') and layer kinds other than M * - E are refused.
+absl::StatusOr<std::string> MegatronHybridPattern(const MegatronFlags& f, const std::string& program, int64_t* segments) {
+  *segments = 1;
+  if (f.Has("hybrid-layer-pattern") && f.Has("hybrid-override-pattern")) {
+    return FlagError("hybrid-override-pattern",
+                     "and --hybrid-layer-pattern cannot both be specified (arguments.py validate_args)");
+  }
+  const char* flag = f.Has("hybrid-layer-pattern") ? "hybrid-layer-pattern" : "hybrid-override-pattern";
+  if (f.Has(flag)) {
+    std::string pattern = f.Val(flag);
+    if (pattern.find('/') != std::string::npos) {
+      return FlagError(flag, "an MTP pattern after '/' is not modelled for hybrid models");
+    }
+    for (char c : pattern) *segments += c == '|' ? 1 : 0;
+    pattern.erase(std::remove(pattern.begin(), pattern.end(), '|'), pattern.end());
+    for (size_t i = 0; i < pattern.size(); ++i) {
+      const char c = pattern[i];
+      if (c != 'M' && c != '*' && c != '-' && c != 'E') {
+        return FlagError(flag, absl::StrCat("'", std::string(1, c), "' at position ", i,
+                                            " is not a layer the model describes (M Mamba-2, * attention, - MLP, E MoE)"));
+      }
+    }
+    if (pattern.empty() || static_cast<int64_t>(pattern.size()) > kMaxCount) {
+      return FlagError(flag, "must name at least one layer");
+    }
+    return pattern;
+  }
+  const std::string base = Basename(program);
+  const bool ratios = f.Has("hybrid-attention-ratio") || f.Has("hybrid-mlp-ratio");
+  if (!ratios && !f.On("is-hybrid-model") && base != "pretrain_mamba.py" && base != "pretrain_hybrid.py") return std::string();
+  absl::StatusOr<int64_t> layers = f.Int("num-layers", -1, kMaxCount);
+  if (!layers.ok()) return layers.status();
+  double ratio[2] = {0, 0};
+  int k = 0;
+  for (const char* r : {"hybrid-attention-ratio", "hybrid-mlp-ratio"}) {
+    if (f.Has(r) && (!absl::SimpleAtod(f.Val(r), &ratio[k]) || !(ratio[k] >= 0 && ratio[k] <= 1))) {
+      return FlagError(r, absl::StrCat("'", f.Val(r), "' is not a ratio in [0, 1]"));
+    }
+    ++k;
+  }
+  if (ratio[0] + ratio[1] > 1) return FlagError("hybrid-mlp-ratio", "the two ratios add up to more than 1");
+  return HybridPatternFromRatios(*layers, ratio[0], ratio[1]);
+}
+
 // Reads the integer flags in Megatron-LM's order of checks, with the defaults of
 // megatron/training/arguments.py (required: num_layers, hidden_size, num_attention_heads,
 // max_position_embeddings, seq_length; ffn_hidden_size 4h, or int((4h * 2 / 3) / 64) * 64 with
 // --swiglu; MLA: q_lora_rank None, kv_lora_rank 32, qk_head_dim 128, qk_pos_emb_head_dim 64,
 // v_head_dim 128), and refuses a 0 where Megatron takes only >= 1.
-absl::Status ReadMegatronNumbers(const MegatronFlags& f, MegatronNumbers& n) {
+absl::Status ReadMegatronNumbers(const MegatronFlags& f, MegatronNumbers& n, int64_t layers_default = -1) {
   using N = MegatronNumbers;
   if (absl::Status s = ReadMegatronInts(
           f,
-          {{"num-layers", -1, &N::layers},
+          {{"num-layers", layers_default, &N::layers},
            {"hidden-size", -1, &N::hidden},
            {"num-attention-heads", -1, &N::heads},
            {"seq-length", -1, &N::seq},
@@ -1016,8 +1087,30 @@ absl::Status SetMoeLayerFreq(const std::string& f, int64_t layers, v1::MoeShape&
 // The model shape from the model flags: layers, sizes, attention (GQA --group-query-attention,
 // MLA --multi-latent-attention), FFN activation, embeddings, norm, MoE. Reads arguments.py
 // core_transformer_config_from_args.
-absl::Status SetMegatronModel(const MegatronFlags& f, const MegatronNumbers& n, int64_t vocab, v1::ModelShape& m) {
+absl::Status SetMegatronModel(const MegatronFlags& f, const MegatronNumbers& n, int64_t vocab, const std::string& hybrid,
+                              v1::ModelShape& m) {
   m.set_name(absl::StrCat("megatron-", n.layers, "L-", n.hidden, "h"));
+  if (!hybrid.empty()) {
+    // A hybrid Mamba-2 model (pretrain_mamba.py / pretrain_hybrid.py): its pattern and the mixer's
+    // dimensions (TransformerConfig mamba_state_dim 128, mamba_head_dim 64, mamba_num_groups 8,
+    // mamba_num_heads None; 0 leaves ModelShape's same defaults).
+    m.set_hybrid_layer_pattern(hybrid);
+    v1::MambaShape& mb = *m.mutable_mamba();
+    for (auto [flag, setter] : std::initializer_list<std::pair<const char*, void (v1::MambaShape::*)(int64_t)>>{
+             {"mamba-state-dim", &v1::MambaShape::set_state_dim},
+             {"mamba-head-dim", &v1::MambaShape::set_head_dim},
+             {"mamba-num-groups", &v1::MambaShape::set_num_groups},
+             {"mamba-num-heads", &v1::MambaShape::set_num_heads}}) {
+      absl::StatusOr<int64_t> v = f.Int(flag, 0, kMaxSize);
+      if (!v.ok()) return v.status();
+      if (f.Has(flag) && *v < 1) return FlagError(flag, "must be at least 1");
+      (mb.*setter)(*v);
+    }
+  } else {
+    for (const char* flag : {"mamba-state-dim", "mamba-head-dim", "mamba-num-groups", "mamba-num-heads"}) {
+      if (f.Has(flag)) return FlagError(flag, "is given without a hybrid layer pattern (--hybrid-layer-pattern)");
+    }
+  }
   m.set_source("Megatron-LM arguments");
   m.set_layers(n.layers);
   m.set_hidden_size(n.hidden);
@@ -1469,11 +1562,24 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   if (absl::Status s = CheckMegatronProgram(launch.program, argv, launch.args_index); !s.ok()) return s;
   MegatronFlags f;
   if (absl::Status s = SortMegatronFlags(argv, launch.args_index, f, out); !s.ok()) return s;
+  int64_t segments = 1;
+  absl::StatusOr<std::string> hybrid = MegatronHybridPattern(f, launch.program, &segments);
+  if (!hybrid.ok()) return hybrid.status();
   MegatronNumbers n;
-  if (absl::Status s = ReadMegatronNumbers(f, n); !s.ok()) return s;
+  if (absl::Status s = ReadMegatronNumbers(f, n, hybrid->empty() ? -1 : static_cast<int64_t>(hybrid->size())); !s.ok()) {
+    return s;
+  }
+  if (!hybrid->empty() && n.layers != static_cast<int64_t>(hybrid->size())) {
+    // arguments.py: the pattern's count wins over --num-layers (a warning there).
+    out.ignored.push_back(absl::StrCat("--num-layers ", n.layers, " (the hybrid layer pattern has ", hybrid->size(),
+                                       " layers, which Megatron-LM uses)"));
+    n.layers = static_cast<int64_t>(hybrid->size());
+  }
   absl::StatusOr<int64_t> vocab = MegatronVocab(f, n, launch.program);
   if (!vocab.ok()) return vocab.status();
-  if (absl::Status s = SetMegatronModel(f, n, *vocab, *out.spec.mutable_model()->mutable_shape()); !s.ok()) return s;
+  if (absl::Status s = SetMegatronModel(f, n, *vocab, *hybrid, *out.spec.mutable_model()->mutable_shape()); !s.ok()) {
+    return s;
+  }
 
   v1::TrainingSpec& t = *out.spec.mutable_training();
   t.set_seq_length(n.seq);
@@ -1492,6 +1598,23 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   if (n.etp > 0) p.set_etp(n.etp);
   // What Megatron-LM asserts before it trains: a launch it refuses is an error naming the flag,
   // never a prediction.
+  if (!hybrid->empty()) {
+    // arguments.py validate_args with --hybrid-layer-pattern: the pattern's '|' segments are the
+    // pipeline (and virtual) stages; the layout flags are refused beside it.
+    for (const char* flag : {"num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank",
+                             "pipeline-model-parallel-layout"}) {
+      if (f.Has(flag)) return FlagError(flag, "should not be used with a hybrid layer pattern (its '|' segments are the stages)");
+    }
+    if (segments > 1) {
+      if (segments % n.pp != 0) {
+        return FlagError("pipeline-model-parallel-size", absl::StrCat(n.pp, " does not divide the hybrid pattern's ",
+                                                                      segments, " '|' segments (arguments.py asserts)"));
+      }
+      if (segments > n.pp) n.vstages_per_rank = segments / n.pp;
+      out.ignored.push_back(absl::StrCat("the hybrid pattern's ", segments,
+                                         " '|' segments (stages are costed as an even split of the layers)"));
+    }
+  }
   if (absl::Status s = SetMegatronPipeline(f, n, p); !s.ok()) return s;
   if (absl::Status s = SetMegatronUnevenStages(f, n, p, out.ignored); !s.ok()) return s;
   if (absl::Status s = CheckMegatronShapeAsserts(f, n); !s.ok()) return s;

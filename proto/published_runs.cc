@@ -655,6 +655,15 @@ absl::StatusOr<PublishedRun> PublishedRunFromRow(const PublishedRow& r, const Ca
   if (!layers.ok()) return layers.status();
   if (const v1::FamilyModel* named = ArchitectureRegistry::ModelOf(*family->family, model_name); named != nullptr) {
     if (absl::Status s = SetRowModelPreset(r, catalog, *named, family->source, out); !s.ok()) return s;
+  } else if (family->family->hybrid()) {
+    // A hybrid's layer pattern is no column of the table: only a model the family names a preset
+    // for can be read.
+    std::vector<std::string> presets;
+    for (const v1::FamilyModel& m : family->family->models()) presets.push_back(m.preset());
+    return absl::InvalidArgumentError(absl::StrCat("model: '", model_name, "' is ", family->family->display_name(),
+                                                   ", whose layer pattern the row does not give, and no model preset of "
+                                                   "the family is named (",
+                                                   absl::StrJoin(presets, ", "), ")"));
   } else {
     if (absl::Status s = SetRowModelShape(r, model_name, *family, *fw, row_moe, out); !s.ok()) return s;
   }

@@ -68,6 +68,47 @@ TEST(HfConfig, ErrorsNameTheFileAndField) {
   EXPECT_EQ(LoadHfConfig("/nonexistent.json").status().code(), absl::StatusCode::kNotFound);
 }
 
+// Nemotron 3 Nano's config.json (the keys of Megatron-Bridge's fixture
+// tests/unit_tests/models/nemotronh/test_nemotron_h_bridge.py @067f987 with the MoE keys of
+// Megatron-LM's NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh: 128 experts top-6 of 1856, shared 3712)
+// reads as the preset built from Megatron-Bridge's recipe; a dense Nemotron-H config drops the
+// config class's expert defaults; bad patterns name the key.
+TEST(HfConfig, NemotronHHybridIsItsPattern) {
+  absl::StatusOr<HfImport> nano = LoadHfConfigWithNotes(Example("nemotron-3-nano-30b-a3b-config.json"));
+  ASSERT_TRUE(nano.ok()) << nano.status();
+  EXPECT_EQ(nano->family, "nemotron_h");
+  const ModelShape preset = *testing::BuiltinCatalog().FindModel("nemotron-3-nano-30b-a3b");
+  const ModelShape a = nano->shape.Resolved(), b = preset.Resolved();
+  EXPECT_EQ(a.hybrid_layer_pattern, b.hybrid_layer_pattern);
+  EXPECT_EQ(a.layers, 52);
+  EXPECT_TRUE(a.mamba == b.mamba);
+  EXPECT_TRUE(a.moe == b.moe);
+  EXPECT_EQ(a.ffn_type, FfnType::kSquaredRelu);
+  EXPECT_EQ(CountParameters(a).total, CountParameters(b).total);
+  const std::string dense = R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*-M-", "hidden_size": 1024,
+    "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 4096,
+    "mamba_num_heads": 32, "mamba_head_dim": 64})";
+  absl::StatusOr<HfImport> d = ReadHfConfig(dense, "dense.json");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->shape.moe.enabled());
+  EXPECT_EQ(d->shape.HybridCounts().mamba, 3);
+  EXPECT_EQ(d->shape.layers, 7);
+  auto err = [](const std::string& text) {
+    absl::StatusOr<HfImport> r = ReadHfConfig(text, "c.json");
+    return r.ok() ? std::string("ok") : std::string(r.status().message());
+  };
+  EXPECT_THAT(err(R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M-G*"})"),
+              ::testing::HasSubstr("hybrid_override_pattern: 'G' at position 2"));
+  EXPECT_THAT(err(R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*", "moe_latent_size": 1024})"),
+              ::testing::HasSubstr("moe_latent_size"));
+  EXPECT_THAT(err(R"({"model_type": "nemotron_h", "layers_block_type": ["mamba", "mlp", "conv"]})"),
+              ::testing::HasSubstr("entry 2 'conv'"));
+  absl::StatusOr<HfImport> listed = ReadHfConfig(
+      R"({"model_type": "nemotron_h", "layers_block_type": ["linear_attention", "mlp", "full_attention", "mlp"]})", "l.json");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->shape.hybrid_layer_pattern, "M-*-");
+}
+
 TEST(ArchitectureRegistry, LoadsAndLooksUpFamilies) {
   auto reg = ArchitectureRegistry::Builtin();
   ASSERT_TRUE(reg.ok()) << reg.status();
@@ -89,7 +130,7 @@ TEST(ArchitectureRegistry, LoadsAndLooksUpFamilies) {
       {"Llama 4 Maverick 400B", true, "llama4"}, {"Qwen3-30B-A3B", true, "qwen3_moe"},
       {"Qwen3-8B", false, "qwen3"},            {"DeepSeekV3 (w/o MTP)", true, "deepseek_v3"},
       {"DeepSeek-V2", true, "deepseek_v2"},    {"Kimi K2", true, "kimi_k2"},
-      {"Nemotron-4 340B", false, "nemotron"},  {"Nemotron-H 56B", false, "hybrid_ssm"},
+      {"Nemotron-4 340B", false, "nemotron"},  {"Nemotron-H 56B", false, "nemotron_h"},
       {"MPT-7b", false, "mpt"},                {"Grok-1 314B", true, "grok"},
       {"Mixtral 8x7B", true, "mixtral"},       {"Skywork-MoE 146B", true, "skywork_moe"},
       {"BLOOM 176B", false, "bloom"},          {"OPT-175B", false, "opt"},
@@ -124,10 +165,13 @@ TEST(ArchitectureRegistry, LoadsAndLooksUpFamilies) {
   EXPECT_EQ(head_dim_keys, 1);
 }
 
-// Hybrid Mamba/attention models under the names their publishers and tables use resolve to the
-// refused hybrid family, whatever supported family's name they also contain; Nemotron-4 (and the
+// Hybrid Mamba/attention models under the names their publishers and tables use: Nemotron-H
+// hybrids (Nemotron-H, Nemotron Nano v2, Nemotron 3 Nano) resolve to nemotron_h, whatever
+// "Mamba" the name also states; the hybrids the model does not describe (Nemotron 3 Super /
+// Ultra with latent MoE and MTP, Mamba-1 and parallel-head hybrids, a bare "Mamba") to the
+// refused hybrid_ssm, whatever transformer family's name they also contain; Nemotron-4 (and the
 // 2023 attention-only Nemotron-3 8B) keep the nemotron family. Names: Megatron-Bridge
-// docs/performance-summary-archive.md table "Nemotron_3_Nano"; HF id
+// docs/performance-summary-archive.md tables "Nemotron_3_Nano", "Nemotron_3_Super"; HF id
 // NVIDIA-Nemotron-3-Nano-30B-A3B (Megatron-Bridge docs/models/llm/nemotron3.md); "Nemotron 3
 // Ultra is a 550B total / A55B active hybrid Mamba-Transformer MoE" (Megatron-Bridge
 // docs/models/nemotron/nemotron3-ultra.md); HF model_type nemotron_h; MambaInLlama's distilled
@@ -141,16 +185,20 @@ TEST(ArchitectureRegistry, HybridNamesResolveToTheHybridFamily) {
     bool moe;
     const char* family;
   } cases[] = {
-      {"Nemotron_3_Nano", true, "hybrid_ssm"},
-      {"NVIDIA-Nemotron-3-Nano-30B-A3B", true, "hybrid_ssm"},
-      {"Nemotron 3 Nano (30B-A3.5B, hybrid Mamba-2/MoE)", true, "hybrid_ssm"},
+      {"Nemotron_3_Nano", true, "nemotron_h"},
+      {"NVIDIA-Nemotron-3-Nano-30B-A3B", true, "nemotron_h"},
+      {"Nemotron 3 Nano (30B-A3.5B, hybrid Mamba-2/MoE)", true, "nemotron_h"},
       {"Nemotron 3 Super", true, "hybrid_ssm"},
       {"Nemotron-3-Ultra 550B", true, "hybrid_ssm"},
-      {"NemotronH Nano", false, "hybrid_ssm"},
-      {"nemotron_h 8B", false, "hybrid_ssm"},
-      {"Nemotron-H 56B", false, "hybrid_ssm"},
+      {"Nemotron_3_5_Lightning", true, "hybrid_ssm"},
+      {"NemotronH Nano", false, "nemotron_h"},
+      {"nemotron_h 8B", false, "nemotron_h"},
+      {"Nemotron-H 56B", false, "nemotron_h"},
+      {"Nemotron5-H_56B", false, "nemotron_h"},
+      {"NVIDIA-Nemotron-Nano-9B-v2", false, "nemotron_h"},
       {"Nemotron 30B (hybrid Mamba-2/MoE)", true, "hybrid_ssm"},
       {"Llama3.2-Mamba2-3B", false, "hybrid_ssm"},
+      {"Jamba 1.5 Mini", true, "hybrid_ssm"},
       {"Nemotron-4 15B", false, "nemotron"},
       {"Nemotron-4 340B", false, "nemotron"},
       {"Nemotron-340B", false, "nemotron"},
@@ -160,7 +208,7 @@ TEST(ArchitectureRegistry, HybridNamesResolveToTheHybridFamily) {
       {"nemotron3_8b", false, "nemotron"},
       {"Nemotron3 22B", false, "nemotron"},
       {"Nemotron3-8B-Base-4k", false, "nemotron"},
-      {"Nemotron3 Nano 30B", true, "hybrid_ssm"},
+      {"Nemotron3 Nano 30B", true, "nemotron_h"},
       {"Llama 3.2 3B", false, "llama"},
   };
   for (const Case& c : cases) {
@@ -195,7 +243,18 @@ TEST(ArchitectureRegistry, RefusedFamilyNamesWinWhereverTheyStand) {
     EXPECT_EQ(a->name(), c.family);
   }
   EXPECT_EQ(r.ForModelName("delta", false), nullptr);
+  // A hybrid family (hybrid: true) competes with the refused one by place and beats a
+  // transformer family wherever it stands.
+  ASSERT_TRUE(r.Add("h.yaml", "name: \"eta\"\nsources: [\"s\"]\nmodel_names: [\"hx\"]\nhybrid: true\n").ok());
+  for (auto [model, family] : {std::pair<const char*, const char*>{"hx (bx)", "eta"}, {"bx hx", "beta"},
+                               {"Alpha 7B hx", "eta"}, {"hx alpha", "eta"}}) {
+    SCOPED_TRACE(model);
+    const v1::Architecture* a = r.ForModelName(model, false);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->name(), family);
+  }
 }
+
 
 TEST(ArchitectureRegistry, MalformedEntriesAreErrors) {
   ArchitectureRegistry r;

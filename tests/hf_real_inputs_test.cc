@@ -288,8 +288,8 @@ TEST(HfRealInputs, OlmoeReadsItsExperts) {
 
 TEST(HfRealInputs, HybridsAreRefusedSayingSo) {
   // Falcon-H1 (Mamba-2 heads beside attention) and Qwen3-Next (Gated DeltaNet) were predicted as
-  // softmax-attention transformers (issue 23).
-  for (const char* type : {"falcon_h1", "qwen3_next", "jamba", "nemotron_h", "mamba2", "minimax"}) {
+  // softmax-attention transformers (issue 23). (nemotron_h is read: HfConfig.NemotronHHybridIsItsPattern.)
+  for (const char* type : {"falcon_h1", "qwen3_next", "jamba", "granitemoehybrid", "mamba2", "minimax"}) {
     SCOPED_TRACE(type);
     auto m = ModelShapeFromHfConfig(absl::StrCat(R"({"model_type": ")", type, R"(", "hidden_size": 1024,
         "num_hidden_layers": 24, "num_attention_heads": 8, "vocab_size": 1000, "intermediate_size": 4096})"),

@@ -165,8 +165,9 @@ TEST(Validate, HeldOutRunsAreReadAsTheirSourcesSay) {
   auto r = cli::Validate(STEPCAST_HELDOUT_RUNS, testing::BuiltinCatalog());
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->rows_size(), 39);  // 1039 added 2026-11-28 (fourth session)
-  const std::map<std::string, std::string> refused = {
-      {"1010", "Mamba"}};  // Nemotron 3 Nano, a hybrid Mamba-2 / attention MoE model
+  // Row 1010 (Nemotron 3 Nano, a hybrid Mamba-2 / attention MoE model) was refused until the
+  // eleventh session; it is read as the nemotron_h family's preset.
+  const std::map<std::string, std::string> refused = {};
   // Row 1011 (Kimi K2 on 256 GB300, PP 4 VPP 4 EP 64, micro-batch 2) fits only with the recipe's
   // recomputation: Megatron-Bridge v0.3.1's KIMI_K2_PRETRAIN_CONFIG_GB300 recomputes mla_up_proj
   // (the megatron-bridge preset's Kimi K2 recipe). Without it the model needed 323 GiB of 277.5;
@@ -205,7 +206,8 @@ TEST(Validate, HeldOutRunsAreReadAsTheirSourcesSay) {
   for (const auto& row : r->rows()) {
     if (row.row_id() == "1011") EXPECT_DOUBLE_EQ(row.memory_capacity_bytes(), 284208.0 * 1024 * 1024);  // nvidia-smi
   }
-  EXPECT_EQ(framework.size(), 38u);  // 39 rows, the Mamba hybrid refused
+  EXPECT_EQ(framework.size(), 39u);  // every row, the Mamba-2 hybrid 1010 included
+  EXPECT_EQ(framework["1010"], "megatron-bridge");
 }
 
 TEST(Validate, HugeCellsAreErrorsNotCrashes) {
@@ -313,10 +315,15 @@ TEST(PublishedRuns, RowsAreReadThroughTheArchitectureRegistry) {
       catalog);
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_EQ(q->spec.model().shape().head_dim(), 128);
-  // A hybrid is refused saying so; a name no family has is refused naming it.
-  auto h = PublishedRunFromRow(MaverickRow({{"model", "Nemotron-H 56B"}, {"moe_routed_experts", ""}}), catalog);
+  // A hybrid the model does not describe is refused saying so; a Nemotron-H hybrid without a
+  // preset is refused for its pattern (no column gives it); a name no family has is refused
+  // naming it.
+  auto h = PublishedRunFromRow(MaverickRow({{"model", "Nemotron 3 Super"}, {"moe_routed_experts", ""}}), catalog);
   ASSERT_FALSE(h.ok());
   EXPECT_THAT(std::string(h.status().message()), ::testing::HasSubstr("refused"));
+  auto h56 = PublishedRunFromRow(MaverickRow({{"model", "Nemotron-H 56B"}, {"moe_routed_experts", ""}}), catalog);
+  ASSERT_FALSE(h56.ok());
+  EXPECT_THAT(std::string(h56.status().message()), ::testing::HasSubstr("whose layer pattern the row does not give"));
   auto u = PublishedRunFromRow(MaverickRow({{"model", "Falcon 40B"}, {"moe_routed_experts", ""}}), catalog);
   ASSERT_FALSE(u.ok());
   EXPECT_THAT(std::string(u.status().message()), ::testing::HasSubstr("no architecture family of the registry"));
@@ -363,13 +370,23 @@ TEST(PublishedRuns, StatedParamsAreCheckedAgainstTheModelRead) {
       EXPECT_THAT(std::string(run.status().message()), ::testing::HasSubstr(c.error));
     }
   }
-  // The held-out table's own hybrid names are refused as hybrids, before any count.
-  for (const char* name : {"Nemotron_3_Nano", "NemotronH Nano", "Nemotron 3 Nano (30B-A3.5B, hybrid Mamba-2/MoE)"}) {
+  // Hybrids the model does not describe are refused as hybrids, before any count; Nemotron 3
+  // Nano, whose dimensions the row leaves blank, is its preset (31.6B: 30 is within 1.5x).
+  for (const char* name : {"Nemotron 3 Super", "Jamba 1.5 Large", "Llama3.2-Mamba2-3B"}) {
     SCOPED_TRACE(name);
     auto run = PublishedRunFromRow(MaverickRow({{"model", name}, {"params_b", "30"}}), catalog);
     ASSERT_FALSE(run.ok());
-    EXPECT_THAT(std::string(run.status().message()), ::testing::HasSubstr("refused: it has Mamba / Mamba-2"));
+    EXPECT_THAT(std::string(run.status().message()), ::testing::HasSubstr("refused: it has state-space layers"));
   }
+  std::map<std::string, std::string> blank = {{"model", "Nemotron 3 Nano (30B-A3.5B, hybrid Mamba-2/MoE)"},
+                                              {"params_b", "30"}};
+  for (const char* col : {"n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "moe_routed_experts",
+                          "moe_topk", "moe_shared_experts", "moe_expert_ffn"}) {
+    blank[col] = "";
+  }
+  auto nano = PublishedRunFromRow(MaverickRow(blank), catalog);
+  ASSERT_TRUE(nano.ok()) << nano.status();
+  EXPECT_EQ(nano->spec.model().preset(), "nemotron-3-nano-30b-a3b");
 }
 
 TEST(PublishedRuns, AnOptimizerShardingCellNamingMuonRunsMuon) {

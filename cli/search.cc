@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "cli/html.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -134,13 +135,21 @@ std::string FormatConfidence(const SearchResult& r) {
                           "interval from a broader regime). runs: validated runs of the layout's regime.\n",
                           r.top_outside_validated, static_cast<int>(r.top.size()), r.top_below_minimum,
                           r.top[0].prediction.interval.minimum_experiments);
+    // Each unvalidated layout's first note; layouts sharing a note are listed once ("#1, #3: ...").
+    std::vector<std::pair<std::string, std::vector<int>>> notes;
     for (const RankedLayout& x : r.top) {
-      for (const std::string& n : IntervalNotes(x.prediction.interval)) {
-        if (!x.prediction.interval.validated) {
-          absl::StrAppendFormat(&out, "  #%d: %s\n", x.rank, n);
-          break;
-        }
+      if (x.prediction.interval.validated) continue;
+      const std::vector<std::string> n = IntervalNotes(x.prediction.interval);
+      if (n.empty()) continue;
+      auto it = std::find_if(notes.begin(), notes.end(), [&](const auto& e) { return e.first == n.front(); });
+      if (it == notes.end()) {
+        notes.push_back({n.front(), {x.rank}});
+      } else {
+        it->second.push_back(x.rank);
       }
+    }
+    for (const auto& [note, ranks] : notes) {
+      absl::StrAppendFormat(&out, "  #%s: %s\n", absl::StrJoin(ranks, ", #"), note);
     }
   }
   return out;

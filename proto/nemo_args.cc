@@ -96,13 +96,44 @@ absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
     return out;
   };
   auto flavor = [&](const char* module, const char* f) { return TorchtitanFlavorModel(module, f); };
-  // Hybrids and families the model does not describe (refused by name).
-  if (absl::StrContains(l, "hybridmodelprovider") || absl::StrContains(l, "nemotronh") || absl::StrContains(l, "nemotron-h") ||
-      absl::StrContains(l, "mamba") || absl::StrContains(l, "nemotron_nano") || absl::StrContains(l, "nemotron_3") ||
-      absl::StrContains(l, "nemotron-3") || absl::StrContains(l, "nemotron-nano") ||
-      absl::StrContains(l, "nemotronnano")) {
-    return absl::InvalidArgumentError(absl::StrCat(id, ": a hybrid Mamba/attention model (Nemotron-H family), not "
-                                                       "modelled: the model describes transformer layers only"));
+  // Nemotron-H hybrids: the family's presets (presets/architectures/nemotron_h.yaml) by the
+  // recipe's or provider's name (Megatron-Bridge recipes/nemotronh/: nemotronh_8b, nemotron_3_nano,
+  // nemotron_nano_9b_v2; providers NemotronHModelProvider56B, Nemotron3NanoProvider; HF ids
+  // NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, Nemotron-H-8B-Base-8K). Nemotron 3 Super / Ultra / 3.5
+  // (latent MoE, MTP), other Mamba hybrids and a bare HybridModelProvider are refused.
+  // Not a bare "nemotron3" / "nemotron-3": NeMo 2's attention-only Nemotron-3 (2023) recipes are
+  // nemotron3_4b / _8b / _22b (Nemotron3Config8B(NemotronConfig)), its HF ids nemotron-3-8b-*.
+  bool nemotron_h_family = false;
+  for (const char* k : {"nemotronh", "nemotron-h", "nemotron_h", "nemotron_nano", "nemotron-nano", "nemotronnano",
+                        "nemotron_3_nano", "nemotron-3-nano", "nemotron3nano", "nemotron_3_super", "nemotron-3-super",
+                        "nemotron3super", "nemotron_3_ultra", "nemotron-3-ultra", "nemotron3ultra", "nemotron_3_5",
+                        "nemotron-3.5", "nemotron-3-5"}) {
+    nemotron_h_family = nemotron_h_family || absl::StrContains(l, k);
+  }
+  if (nemotron_h_family) {
+    const bool super_ultra = absl::StrContains(l, "super") || absl::StrContains(l, "ultra") ||
+                             absl::StrContains(l, "3_5") || absl::StrContains(l, "3.5") ||
+                             absl::StrContains(l, "3-5") || absl::StrContains(l, "lightning");
+    if (!super_ultra) {
+      struct Named {
+        const char* key;
+        const char* preset;
+      };
+      // The most specific first: Nano 4B before Nano 30B, sizes after the Nano names.
+      for (const Named& n : {Named{"nano_4b", "nemotron-3-nano-4b"}, {"nano-4b", "nemotron-3-nano-4b"},
+                             {"nano4b", "nemotron-3-nano-4b"}, {"3_nano", "nemotron-3-nano-30b-a3b"},
+                             {"3-nano", "nemotron-3-nano-30b-a3b"}, {"3nano", "nemotron-3-nano-30b-a3b"},
+                             {"12b", "nemotron-nano-12b-v2"}, {"9b", "nemotron-nano-9b-v2"}, {"56b", "nemotron-h-56b"},
+                             {"47b", "nemotron-h-47b"}, {"8b", "nemotron-h-8b"}, {"4b", "nemotron-h-4b"}}) {
+        if (absl::StrContains(l, n.key)) return preset(n.preset);
+      }
+    }
+  }
+  if (nemotron_h_family || absl::StrContains(l, "hybridmodelprovider") || absl::StrContains(l, "mamba")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        id, ": a hybrid Mamba/attention model the model does not describe (Nemotron 3 Super / Ultra / 3.5 with latent "
+            "MoE and MTP, another Mamba hybrid, or a Nemotron-H size without a preset: ",
+        "nemotron-h-4b/8b/47b/56b, nemotron-nano-9b-v2/12b-v2, nemotron-3-nano-4b/30b-a3b)"));
   }
   if (absl::StrContains(l, "-vl-") || absl::StrContains(l, "_vl_") || absl::StrContains(l, "-vl") ||
       absl::StrContains(l, "vlm")) {
@@ -348,6 +379,11 @@ absl::StatusOr<std::string> LoadRecipeValues(bool nemo, const std::string& name,
     model_id = values.count("model._hf_model") ? values["model._hf_model"] : values["model._provider"];
     if (values["model._provider"] == "GPTModelProvider" && absl::StrContains(values["source"], "gpt3_175b")) {
       model_id = "gpt3_175b";
+    }
+    // The Nemotron-H recipes build a generic HybridModelProvider(...) (recipes/nemotronh/ @067f987):
+    // the recipe's name says which model.
+    if (values["model._provider"] == "HybridModelProvider" && !values.count("model._hf_model")) {
+      model_id = recipe_flag;
     }
   }
   return model_id;

@@ -65,7 +65,7 @@ check predict-json-ignored 0 "$bin" predict --json --gpus 8 --hardware h100-sxm 
 contains predict-json-lists-lr 'ignored (not modelled): --lr 3e-4'
 # Issue 23: `import` is listed in --help; torchtitan commands run as the torchtitan preset and
 # --framework overrides it; the GPU count comes from torchrun when --gpus is absent; launch lines
-# Megatron refuses are errors naming the flag; hybrid Mamba lines are refused saying so.
+# Megatron refuses are errors naming the flag.
 check help-lists-import 0 "$bin" --help
 contains help-lists-import-says "import"
 check predict-torchtitan-framework 0 "$bin" predict --gpus 64 --hardware h100-sxm -- torchrun --nproc_per_node 8 \
@@ -94,9 +94,15 @@ check predict-uneven-pp 2 "$bin" predict --gpus 64 --hardware h100-sxm -- pretra
 contains predict-uneven-pp-says "--num-layers: 8 is not divisible by --pipeline-model-parallel-size 3"
 check predict-tp-overlap-tp1 2 "$bin" predict --gpus 8 --hardware h100-sxm -- pretrain_gpt.py $MEG --tp-comm-overlap
 contains predict-tp-overlap-tp1-says "--tp-comm-overlap: needs --tensor-model-parallel-size > 1"
-check predict-hybrid 2 "$bin" predict --gpus 8 --hardware h100-sxm -- torchrun --nproc_per_node 8 pretrain_hybrid.py \
-  --hybrid-layer-pattern "M-M-M*-" --hidden-size 4096 --num-attention-heads 32 --seq-length 4096
-contains predict-hybrid-says "hybrid Mamba/attention models"
+# Hybrid Mamba-2 lines are their layer pattern (eleventh session); an MTP pattern is refused.
+check predict-hybrid 0 "$bin" predict --gpus 8 --hardware h100-sxm -- torchrun --nproc_per_node 8 pretrain_hybrid.py \
+  --hybrid-layer-pattern "M-M-M*-" --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 \
+  --max-position-embeddings 4096 --vocab-size 131072 --global-batch-size 64 --bf16
+contains predict-hybrid-says "no published run of a hybrid Mamba-2 model was validated"
+check predict-hybrid-mtp 2 "$bin" predict --gpus 8 --hardware h100-sxm -- torchrun --nproc_per_node 8 pretrain_hybrid.py \
+  --hybrid-layer-pattern "M-M-M*-/*-" --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 \
+  --max-position-embeddings 4096 --vocab-size 131072 --global-batch-size 64 --bf16
+contains predict-hybrid-mtp-says "an MTP pattern after '/' is not modelled"
 
 # The search's "To run #1" names the flags Megatron-LM needs to start the best layout (issue 23
 # item 4): DeepSeek-V3's 61 layers at PP 9 only with the embedding and the loss counted as

@@ -603,19 +603,88 @@ TEST(MegatronLaunchLines, DeepSeekV3MegatronFsdpExample) {
   EXPECT_THAT(r->ignored, ::testing::Contains("--megatron-fsdp-main-grads-dtype bf16"));
 }
 
-TEST(MegatronLaunchLines, HybridAndNonGptProgramsAreRefusedByName) {
+TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {
   // examples/mamba/train.sh (NVIDIA/Megatron-LM 60408d5f12fb2757df6ba015db5787c3ed648652,
-  // tests/data/real_inputs/megatron/examples_mamba_train.sh): pretrain_hybrid.py with a layer pattern.
+  // tests/data/real_inputs/megatron/examples_mamba_train.sh, MODEL_SCALE 8B): pretrain_hybrid.py with
+  // a layer pattern of 24 Mamba-2, 4 attention and 28 MLP layers (the 8B Mamba-2-Hybrid of Waleffe
+  // et al. 2024, arXiv:2406.07887; NeMo NVIDIAMambaHybridConfig8B: ffn 16384 = 4h). Its tokenizer
+  // is a SentencePiece file, so the vocabulary is given here.
   auto hybrid = JobFromCommand(
-      Split("torchrun --nproc_per_node 8 ../../pretrain_hybrid.py --tensor-model-parallel-size 8 --sequence-parallel "
-            "--pipeline-model-parallel-size 1 --hybrid-layer-pattern M-M-M--M-M*-M-M-M-M--M*-M-M-M-M-M*--M-M-M-M-M*-M "
+      Split("torchrun --nproc_per_node 8 ../../pretrain_hybrid.py --tensor-model-parallel-size 4 --sequence-parallel "
+            "--pipeline-model-parallel-size 1 --use-distributed-optimizer --untie-embeddings-and-output-weights "
+            "--position-embedding-type none --hybrid-layer-pattern "
+            "M-M-M--M-M*-M-M-M-M--M*-M-M-M-M-M*--M-M-M-M-M*-M--M-M-M- "
             "--hidden-size 4096 --num-attention-heads 32 --group-query-attention --num-query-groups 8 "
-            "--seq-length 4096 --max-position-embeddings 4096 --bf16"),
+            "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 4 --global-batch-size 8 "
+            "--vocab-size 256000 --bf16"),
       "");
-  ASSERT_FALSE(hybrid.ok());
-  EXPECT_THAT(std::string(hybrid.status().message()), HasSubstr("hybrid Mamba/attention models"));
-  EXPECT_THAT(std::string(hybrid.status().message()), HasSubstr("not modelled"));
-  EXPECT_EQ(std::string(hybrid.status().message()).find("no --num-layers"), std::string::npos);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status();
+  const v1::ModelShape& hs = hybrid->spec.model().shape();
+  EXPECT_EQ(hs.layers(), 56);
+  auto shape = ModelShapeFromProto(hs, "model.shape");
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->HybridCounts().mamba, 24);
+  EXPECT_EQ(shape->HybridCounts().attention, 4);
+  EXPECT_EQ(shape->HybridCounts().mlp, 28);
+  EXPECT_EQ(shape->ffn_hidden_size, 16384);
+  EXPECT_NEAR(Count(*hybrid).total / 8.0e9, 1.0, 0.1);  // "8B"
+  // Nemotron 3 Nano's Megatron-LM arguments (examples/post_training/modelopt/conf/nvidia/
+  // NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh @d98e8a6) with a training layout: the model of the
+  // preset built from Megatron-Bridge's recipe.
+  auto nano = JobFromCommand(
+      Split("torchrun --nproc_per_node 8 --nnodes 2 pretrain_hybrid.py --micro-batch-size 1 "
+            "--moe-token-dispatcher-type alltoall --moe-router-score-function sigmoid --moe-grouped-gemm "
+            "--num-experts 128 --moe-router-topk 6 --moe-router-topk-scaling-factor 2.5 "
+            "--moe-shared-expert-intermediate-size 3712 --mamba-num-heads 64 --mamba-head-dim 64 "
+            "--hybrid-layer-pattern MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME --untie-embeddings-and-output-weights "
+            "--disable-bias-linear --position-embedding-type none --squared-relu --hidden-size 2688 "
+            "--num-attention-heads 32 --group-query-attention --num-query-groups 2 --ffn-hidden-size 1856 --kv-channels 128 "
+            "--normalization RMSNorm --tokenizer-type HuggingFaceTokenizer --bf16 --seq-length 8192 "
+            "--max-position-embeddings 8192 --vocab-size 131072 --expert-model-parallel-size 8 --global-batch-size 1024"),
+      "");
+  ASSERT_TRUE(nano.ok()) << nano.status();
+  const ModelShape preset = *testing::BuiltinCatalog().FindModel("nemotron-3-nano-30b-a3b");
+  EXPECT_EQ(nano->spec.model().shape().hybrid_layer_pattern(), preset.hybrid_layer_pattern);
+  EXPECT_DOUBLE_EQ(Count(*nano).total, CountParameters(preset).total);
+  // pretrain_mamba.py without a pattern: every layer Mamba (pattern_from_ratios with no ratios);
+  // the ratios as Megatron-Core spaces them (hybrid_layer_allocation.py pattern_from_ratios).
+  const std::string dims =
+      " --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+      "--vocab-size 32000 --global-batch-size 8 --bf16";
+  auto mamba = JobFromCommand(Split("python pretrain_mamba.py --num-layers 8" + dims), "");
+  ASSERT_TRUE(mamba.ok()) << mamba.status();
+  EXPECT_EQ(mamba->spec.model().shape().hybrid_layer_pattern(), "MMMMMMMM");
+  auto ratios = JobFromCommand(
+      Split("python pretrain_hybrid.py --num-layers 10 --hybrid-attention-ratio 0.2 --hybrid-mlp-ratio 0.4" + dims), "");
+  ASSERT_TRUE(ratios.ok()) << ratios.status();
+  EXPECT_EQ(ratios->spec.model().shape().hybrid_layer_pattern(), "M-M*-M*-M-");  // pattern_from_ratios run in Python
+  // Stage marks: 4 segments on PP 2 are 2 virtual stages; the pattern overrides --num-layers.
+  auto pipes = JobFromCommand(
+      Split("python pretrain_hybrid.py --num-layers 7 --hybrid-layer-pattern M-|M*|M-|M- --pipeline-model-parallel-size 2" +
+            dims),
+      "");
+  ASSERT_TRUE(pipes.ok()) << pipes.status();
+  EXPECT_EQ(pipes->spec.model().shape().layers(), 8);
+  EXPECT_EQ(pipes->spec.parallelism().vpp(), 2);
+  EXPECT_THAT(pipes->ignored, ::testing::Contains(HasSubstr("--num-layers 7")));
+  const struct {
+    const char* flags;
+    const char* error;
+  } bad[] = {
+      {"--hybrid-layer-pattern M*M*/*M", "an MTP pattern after '/'"},
+      {"--hybrid-layer-pattern M*G-", "'G' at position 2"},
+      {"--hybrid-layer-pattern M*M- --hybrid-override-pattern M*M-", "cannot both be specified"},
+      {"--hybrid-layer-pattern M*M- --num-virtual-stages-per-pipeline-rank 2 --pipeline-model-parallel-size 2",
+       "--num-virtual-stages-per-pipeline-rank: should not be used with a hybrid layer pattern"},
+      {"--num-layers 4 --mamba-state-dim 64", "--mamba-state-dim: is given without a hybrid layer pattern"},
+      {"--num-layers 4 --hybrid-attention-ratio 1.5", "--hybrid-attention-ratio: '1.5' is not a ratio"},
+  };
+  for (const auto& c : bad) {
+    SCOPED_TRACE(c.flags);
+    auto r = JobFromCommand(Split(std::string("python pretrain_gpt.py ") + c.flags + dims), "");
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.error));
+  }
   auto bert = JobFromCommand(Split(std::string("python pretrain_bert.py ") + "--num-layers 24 --hidden-size 1024"), "");
   ASSERT_FALSE(bert.ok());
   EXPECT_THAT(std::string(bert.status().message()), HasSubstr("pretrain_bert.py: not a GPT model"));

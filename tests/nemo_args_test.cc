@@ -195,9 +195,25 @@ TEST(Nemo, CurrentNemo2Recipes) {
   EXPECT_EQ(d->spec.parallelism().pp(), 16);
   EXPECT_EQ(d->spec.parallelism().ep(), 64);
   EXPECT_EQ(d->spec.training().seq_length(), 4096);
+  // NeMo 2's Nemotron-H recipes are the hybrid presets (nemo/collections/llm/recipes/nemotronh_56b.py).
   auto h = JobFromCommand(Split("nemo llm pretrain --factory nemotronh_56b"), "");
-  ASSERT_FALSE(h.ok());
-  EXPECT_THAT(std::string(h.status().message()), HasSubstr("hybrid"));
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->spec.model().preset(), "nemotron-h-56b");
+  // NeMo 2's attention-only Nemotron-3 (2023) recipes are not the Nemotron-H hybrids of the same
+  // size (nemo/collections/llm/recipes/nemotron3_8b.py: Nemotron3Config8B(NemotronConfig)).
+  for (const char* factory : {"nemotron3_8b", "nemotron3_4b", "nemotron3_22b"}) {
+    SCOPED_TRACE(factory);
+    auto n3 = JobFromCommand(Split(std::string("nemo llm pretrain --factory ") + factory), "");
+    if (n3.ok()) {
+      EXPECT_FALSE(n3->spec.model().shape().hybrid_layer_pattern().size() > 0 ||
+                   absl::StartsWith(n3->spec.model().preset(), "nemotron-h"));
+    } else {
+      EXPECT_THAT(std::string(n3.status().message()), ::testing::Not(HasSubstr("hybrid")));
+    }
+  }
+  auto nano = JobFromCommand(Split("nemo llm pretrain --factory nemotron_nano_9b_v2"), "");
+  ASSERT_TRUE(nano.ok()) << nano.status();
+  EXPECT_EQ(nano->spec.model().preset(), "nemotron-nano-9b-v2");
 }
 
 TEST(Nemo, ErrorsNameTheRecipeOrKey) {
@@ -207,7 +223,7 @@ TEST(Nemo, ErrorsNameTheRecipeOrKey) {
        "recipes of this model: llama3_8b_pretrain_"},
       {"nemo llm pretrain --factory llama3_8b trainer.strategy.tensor_model_parallel_size=two",
        "trainer.strategy.tensor_model_parallel_size: 'two' is not an integer"},
-      {"run_recipe.py --recipe nemotronh_56b_pretrain_config", "hybrid Mamba/attention"},
+      {"run_recipe.py --recipe nemotron_3_super_pretrain_config", "hybrid Mamba/attention"},
   };
   for (const auto& c : cases) {
     auto r = JobFromCommand(Split(c.cmd), "");

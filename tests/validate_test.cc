@@ -321,9 +321,13 @@ TEST(PublishedRuns, RowsAreReadThroughTheArchitectureRegistry) {
   auto h = PublishedRunFromRow(MaverickRow({{"model", "Nemotron 3 Super"}, {"moe_routed_experts", ""}}), catalog);
   ASSERT_FALSE(h.ok());
   EXPECT_THAT(std::string(h.status().message()), ::testing::HasSubstr("refused"));
+  auto h2 = PublishedRunFromRow(MaverickRow({{"model", "Nemotron-H 2B"}, {"moe_routed_experts", ""}}), catalog);
+  ASSERT_FALSE(h2.ok());
+  EXPECT_THAT(std::string(h2.status().message()), ::testing::HasSubstr("whose layer pattern the row does not give"));
+  // A named one runs its preset, checked against the row's dimensions (Maverick's 48 here).
   auto h56 = PublishedRunFromRow(MaverickRow({{"model", "Nemotron-H 56B"}, {"moe_routed_experts", ""}}), catalog);
   ASSERT_FALSE(h56.ok());
-  EXPECT_THAT(std::string(h56.status().message()), ::testing::HasSubstr("whose layer pattern the row does not give"));
+  EXPECT_THAT(std::string(h56.status().message()), ::testing::HasSubstr("differs from Nemotron-H 56B's 118"));
   auto u = PublishedRunFromRow(MaverickRow({{"model", "Falcon 40B"}, {"moe_routed_experts", ""}}), catalog);
   ASSERT_FALSE(u.ok());
   EXPECT_THAT(std::string(u.status().message()), ::testing::HasSubstr("no architecture family of the registry"));

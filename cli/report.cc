@@ -91,7 +91,9 @@ std::string FormatReport(const Job& job, const Prediction& p) {
   if (b.Total() > 0) {
     o += "  step breakdown (slowest stage)      seconds    share\n";
     const struct { const char* name; double v; } rows[] = {
-        {"GEMM (fwd+bwd)", b.gemm_s},           {"attention core", b.attention_s},
+        {"GEMM (fwd+bwd)", b.gemm_s},
+        // A hybrid's Mamba-2 scan is booked with the attention core (StepModel::MambaMixer).
+        {job.model.Hybrid() ? "attention core + SSD scan" : "attention core", b.attention_s},
         {"elementwise / memory-bound", b.elementwise_s}, {"recompute", b.recompute_s},
         {"TP communication", b.tp_comm_s},      {"CP communication", b.cp_comm_s},
         {"MoE dispatch (EP a2a, ETP)", b.ep_comm_s},        {"PP send/recv", b.pp_comm_s},

@@ -1401,8 +1401,9 @@ void StepModel::MambaMixer(LayerCost& c, LayerScratch& s) {
     c.attn_bwd.Roofline(2 * f_ssd + f_recompute, 8 * states_bytes + 2 * io_bytes, ssd_rate, bw_);
   }
   // The RMSNorm over d_inner (mamba_mixer.py self.norm; the z gate is applied inside the scan
-  // kernel, which reads z): read y, write.
-  Elementwise(2 * e_act_ * T * d_in, c, &c.module.layernorm);
+  // kernel, which reads z): read y, write. Not the "layernorm" of selective recompute (the
+  // TransformerLayer norms).
+  Elementwise(2 * e_act_ * T * d_in, c);
 }
 
 void StepModel::NormsAndElementwise(unsigned parts, LayerCost& c, const LayerScratch& s) {

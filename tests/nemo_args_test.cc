@@ -183,6 +183,38 @@ TEST(Nemo, BridgeDeepSeekV3EtpIsAnAssumedInput) {
   EXPECT_TRUE(assumed);
 }
 
+// Nemotron 3 Nano on H100 in FP8 under Megatron-Bridge: v0.3.1's (26.02) performance config
+// NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 recomputes moe, layernorm, core_attn and moe_act
+// and dispatches with HybridEP; a job naming neither gets them, listed as assumed; BF16 recomputes
+// moe and layernorm only; a job's own values win.
+TEST(Nemo, BridgeNemotron3NanoRecipeIsAssumed) {
+  auto job = [](const std::string& gemm, const std::string& extra) {
+    return testing::JobFromYaml(absl::StrCat(R"(
+model: nemotron-3-nano-30b-a3b
+hardware: h100-sxm
+framework: megatron-bridge
+cluster: {gpu_count: 16}
+parallelism: {tp: 1, ep: 8}
+training: {seq_length: 8192, global_batch_size: 1024, micro_batch_size: 1, precision: {gemm: )",
+                                             gemm, "}", extra, "}"));
+  };
+  auto fp8 = job("fp8", "");
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  EXPECT_EQ(fp8->training.recompute, Recompute::kSelective);
+  EXPECT_THAT(fp8->training.recompute_modules, ::testing::ElementsAre("moe", "layernorm", "core_attn", "moe_act"));
+  EXPECT_EQ(fp8->training.moe_dispatcher, MoeDispatcher::kHybridEP);
+  bool assumed = false;
+  for (const auto& a : *fp8->assumed) assumed = assumed || a.field == "training.recompute_modules";
+  EXPECT_TRUE(assumed);
+  auto bf16 = job("bf16", "");
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_THAT(bf16->training.recompute_modules, ::testing::ElementsAre("moe", "layernorm"));
+  auto own = job("fp8", ", recompute: none, moe_dispatcher: alltoall");
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->training.recompute, Recompute::kNone);
+  EXPECT_EQ(own->training.moe_dispatcher, MoeDispatcher::kAllToAll);
+}
+
 TEST(Nemo, CurrentNemo2Recipes) {
   // nemo/collections/llm/recipes/qwen3_30b_a3b.py and deepseek_v3.py (NVIDIA/NeMo 8cfedd72).
   auto q = JobFromCommand(Split("nemo llm pretrain --factory qwen3_30b_a3b"), "");

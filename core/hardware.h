@@ -116,6 +116,10 @@ struct RateProfile {
   // hardware.proto field 13.
   double compute_rate_low_fraction = 0;
   std::string compute_rate_low_source;
+  // The Mamba-2 SSD chunk scan's sustained rate (a hybrid's Mamba layers, core/step_time.cc
+  // MambaMixer); 0: kSsdPeakFraction of the dense bf16 peak (core/step_time.h). Not measured by
+  // stepcast-calibrate (no calibration kernel yet); the interval sets it to kSsdTritonFlopsPerS.
+  double ssd_flops_per_s = 0;
   RateOrigin attention_origin = RateOrigin::kUnknown;
   RateOrigin hbm_origin = RateOrigin::kUnknown;
   int format_version = 0;  // as read (0: absent, a version-1 profile); written as kRateProfileFormatVersion

@@ -568,6 +568,16 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
       i.high_s *= up;
     }
   }
+  // A hybrid's SSD scan at the Triton kernels' measured rate (core/step_time.h): the upper end.
+  if (i.hybrid && job.profile.ssd_flops_per_s <= 0 && job.model.HybridCounts().mamba > 0 && step_time_s > 0) {
+    Job slow = job;
+    slow.profile.ssd_flops_per_s = kSsdTritonFlopsPerS;
+    const double up = EstimateStepTime(slow).step_time_s / step_time_s;
+    if (std::isfinite(up) && up > 1) {
+      i.ssd_slow_step_ratio = up;
+      i.high_s *= up;
+    }
+  }
   return i;
 }
 
@@ -608,7 +618,11 @@ std::vector<std::string> IntervalNotes(const StepTimeInterval& i) {
         i.from_outside_runs ? "how far the model has been off on regimes it had no validated run of"
                             : "the widest the table holds",
         "; its Mamba-2 scan is costed at a tuned Hopper chunk-scan kernel's rate, which the Triton kernels Megatron-Core "
-        "runs may not reach (the step leans fast)"));
+        "runs may not reach (the step leans fast)",
+        i.ssd_slow_step_ratio > 1
+            ? absl::StrFormat(": the upper end holds the step with the scan at their measured %.3g TFLOP/s, %.1f%% slower",
+                              kSsdTritonFlopsPerS / 1e12, 100 * (i.ssd_slow_step_ratio - 1))
+            : std::string()));
   } else if (!i.validated) {
     out.push_back(absl::StrCat("no published run of ", RegimePhrase(i.regime, std::max(1, i.unvalidated_prefix)),
                                i.from_outside_runs

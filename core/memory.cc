@@ -42,7 +42,10 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   const double sublayers = kind == 0 ? 2.0 : 1.0;
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10"): the two norm
   // inputs, the norm outputs (QKV and MLP GEMM inputs), two dropout masks.
-  const bool norm_out_dropped = dropped(kRecomputeLayernorm) || op_sac;
+  // A hybrid's M / * / - layers fuse their norm into the first linear (hybrid_layer_specs.py): the
+  // "layernorm" recompute module has nothing to drop there.
+  const bool fused_norm = kind == 'M' || kind == '*' || kind == '-';
+  const bool norm_out_dropped = (dropped(kRecomputeLayernorm) && !fused_norm) || op_sac;
   double replicated = sublayers * (en * sb * h + mask * sb * h);
   if (!norm_out_dropped) replicated += sublayers * eg * sb * h;
   // Split by TP (Korthikanti's "24/t" for GPT): Q, K, V (attention in the activation dtype),

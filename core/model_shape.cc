@@ -38,8 +38,8 @@ ModelShape ModelShape::Resolved() const {
   s.mtp_layers = mtp_layers;
   s.hybrid_layer_pattern = hybrid_layer_pattern;
   s.mamba = mamba;
-  if (s.Hybrid()) {
-    // Megatron-Core's defaults (transformer_config.py, mamba_mixer.py).
+  if (s.Hybrid() && s.hybrid_layer_pattern.find('M') != std::string::npos) {
+    // Megatron-Core's defaults (transformer_config.py, mamba_mixer.py), for the Mamba layers.
     MambaShape& mb = s.mamba;
     if (mb.state_dim == 0) mb.state_dim = 128;
     if (mb.head_dim == 0) mb.head_dim = 64;
@@ -150,6 +150,12 @@ absl::Status ValidateHybrid(const ModelShape& in, const ModelShape& s) {
                           {"mamba.num_groups", m.num_groups}, {"mamba.num_heads", m.num_heads},
                           {"mamba.conv_kernel", m.conv_kernel}, {"mamba.chunk_size", m.chunk_size}}) {
     if (v < 0) return Bad(field, "must be >= 0 (0: Megatron-Core's default)");
+    // Bounded so that the mixer's widths (2 heads x head_dim + 2 groups x state + heads) cannot
+    // overflow int64 (review of 2026-11-29).
+    if (v > (int64_t{1} << 20)) return Bad(field, absl::StrCat(v, " is above 2^20"));
+  }
+  if (c.mamba == 0 && in.mamba != MambaShape{}) {
+    return Bad("mamba", "is given but the hybrid pattern has no Mamba ('M') layer");
   }
   const MambaShape& r = s.mamba;
   if (c.mamba > 0) {

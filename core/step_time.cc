@@ -361,14 +361,6 @@ struct StepLayerCosts {
   LayerCost dense, moe, logits;
 };
 
-// The SSD chunk scan's sustained rate as a fraction of the GPU's dense bf16 peak: a tuned Hopper
-// chunk_scan forward kernel measured at about 135 TFLOP/s on an H800 SXM (989.4 TFLOP/s bf16
-// dense) at batch 8, 80 heads, 1 group, chunk 256, head dim 64, state 128, sequence 8K-32K
-// (tile-ai/tilelang benchmark/mamba2/README.md @ be9c08f: 1.278 ms at 8K; its FLOP count
-// 2 B L Q H P / 2 + 2 B L H P N, the one used here). mamba_ssm's Triton kernels, which
-// Megatron-Core runs, are not measured at a stated shape anywhere we found: this is the rate
-// of a kernel at least as fast, so hybrid predictions lean fast here (docs/MODEL.md).
-constexpr double kSsdPeakFraction = 135e12 / 989.4e12;
 
 // Sub-layers a layer holds (StepModel::Layer): a transformer layer is attention + MLP or
 // attention + MoE; a hybrid model's layer one of the four (Megatron-Core
@@ -1362,7 +1354,8 @@ void StepModel::MambaMixer(LayerCost& c, LayerScratch& s) {
   const double proj = static_cast<double>(mb.InProjOutputs()) / t, d_in = static_cast<double>(mb.InnerSize()) / t;
   const double conv = static_cast<double>(mb.ConvChannels()) / t;
   const double heads = static_cast<double>(mb.num_heads) / t, groups = static_cast<double>(mb.num_groups) / t;
-  const double N = mb.state_dim, P = mb.head_dim, Q = mb.chunk_size;
+  const double N = mb.state_dim, P = mb.head_dim;
+  const double Q = std::min(static_cast<double>(mb.chunk_size), static_cast<double>(t_.seq_length) / p_.cp);
   Gemm(T, proj, h, c);
   s.tp_ag_gemms.push_back({T, proj, h});
   Gemm(T, h, d_in, c);
@@ -1389,13 +1382,15 @@ void StepModel::MambaMixer(LayerCost& c, LayerScratch& s) {
   // parameters' dtype: mamba_training_ssm_states_dtype None), chunk_state writes and chunk_scan
   // reads them; x, B and C are read twice, z once, the output written. Backward
   // (_mamba_chunk_scan_combined_bwd): the states and C B^T recomputed, then the gradients of both
-  // operands of every forward matmul, twice the bytes. A roofline at kSsdPeakFraction of the
-  // GPU's dense bf16 peak (the scan kernels run in bf16 / fp32 whatever the GEMMs' dtype).
+  // operands of every forward matmul, twice the bytes. A roofline at the profile's SSD rate, else
+  // kSsdPeakFraction of the GPU's dense bf16 peak (the scan kernels run in bf16 / fp32 whatever
+  // the GEMMs' dtype; step_time.h). A chunk longer than the sequence is the sequence.
   const double f_ssd = 2 * T * (2 * heads * P * N + groups * Q * N + heads * Q * P / 2);
   const double f_recompute = 2 * T * (heads * P * N + groups * Q * N);
   const double states_bytes = T / Q * heads * P * N * e_act_;
   const double io_bytes = e_act_ * T * (4 * d_in + 4 * groups * N);
-  const double ssd_rate = kSsdPeakFraction * job_.hardware.PeakFlops(DType::kBF16);
+  const double ssd_rate = job_.profile.ssd_flops_per_s > 0 ? job_.profile.ssd_flops_per_s
+                                                           : kSsdPeakFraction * job_.hardware.PeakFlops(DType::kBF16);
   if (ssd_rate > 0) {
     c.attn_fwd.Roofline(f_ssd, 4 * states_bytes + io_bytes, ssd_rate, bw_);
     c.attn_bwd.Roofline(2 * f_ssd + f_recompute, 8 * states_bytes + 2 * io_bytes, ssd_rate, bw_);
@@ -1417,7 +1412,11 @@ void StepModel::NormsAndElementwise(unsigned parts, LayerCost& c, const LayerScr
   const double sublayers = static_cast<double>(std::popcount(parts));
   const double xh = T * h / (sp_ ? t : 1);
   const double norms = sublayers * (2 * e_act_ * xh);
-  Elementwise(norms, c, &mod.layernorm);
+  // A hybrid's Mamba, attention and MLP layers fuse their norm into the first linear
+  // (TELayerNormColumnParallelLinear, hybrid_layer_specs.py): selective "layernorm" recompute has
+  // nothing to rerun there; its MoE layers keep a separate pre-MLP TENorm.
+  const bool fused_norm = m_.Hybrid() && !(parts & kMoePart);
+  Elementwise(norms, c, fused_norm ? nullptr : &mod.layernorm);
   double elem = sublayers * (3 * e_act_ * xh + (t_.dropout ? xh : 0));
   double rope = attention && m_.learned_position_embeddings == 0 ? 2 * e_act_ * T * (a + kv) * dqk / t : 0.0;
   if (attention && m_.mla.enabled()) {

@@ -115,24 +115,26 @@ const v1::Architecture* ArchitectureRegistry::ForHfModelType(absl::string_view m
 
 const v1::Architecture* ArchitectureRegistry::ForModelName(absl::string_view name, bool moe) const {
   const std::string n = absl::AsciiStrToLower(name);
+  // A refused family's pattern anywhere in the name wins over every transformer family: a name
+  // stating a layer kind stepcast does not model ("Llama3.2-Mamba2-3B") names a model it cannot
+  // predict, whatever transformer family's name it also carries. Then only the refused and the
+  // hybrid families (nemotron_h) compete, by place: "Nemotron 3 Nano (hybrid Mamba-2)" is
+  // nemotron_h's, "Jamba (Mamba)" hybrid_ssm's. Without a refused match every family competes by
+  // place: "Llama-3.1-Nemotron-Nano-8B" (a Llama transformer) is llama's.
+  bool refused_match = false;
+  for (const auto& [key, a] : entries_) {
+    if (a.refused().empty()) continue;
+    for (const std::string& pattern : a.model_names()) refused_match |= !pattern.empty() && n.find(pattern) != std::string::npos;
+  }
   const v1::Architecture* best = nullptr;
   size_t best_at = std::string::npos, best_len = 0;
   for (const auto& [key, a] : entries_) {
+    if (refused_match && a.refused().empty() && !a.hybrid()) continue;
     for (const std::string& pattern : a.model_names()) {
       const size_t at = n.find(pattern);
       if (at == std::string::npos || pattern.empty()) continue;
-      // A refused family's pattern wins wherever it stands over a transformer family: a name
-      // stating a layer kind stepcast does not model ("Llama3.2-Mamba2-3B") names a model it
-      // cannot predict, whatever transformer family's name it also carries. A hybrid family
-      // (nemotron_h) competes with the refused ones by place: "Nemotron 3 Nano (hybrid Mamba-2)"
-      // is nemotron_h's, "Jamba (Mamba)" hybrid_ssm's.
-      const bool refused = !a.refused().empty() || a.hybrid();
-      const bool best_refused = best != nullptr && (!best->refused().empty() || best->hybrid());
-      const bool better =
-          best == nullptr || (refused && !best_refused) ||
-          (refused == best_refused &&
-           (at < best_at || (at == best_at && pattern.size() > best_len) ||
-            (at == best_at && pattern.size() == best_len && a.moe() == moe && best->moe() != moe)));
+      const bool better = best == nullptr || at < best_at || (at == best_at && pattern.size() > best_len) ||
+                          (at == best_at && pattern.size() == best_len && a.moe() == moe && best->moe() != moe);
       if (better) {
         best = &a;
         best_at = at;

@@ -43,13 +43,14 @@ class ArchitectureRegistry {
   const v1::Architecture* Find(absl::string_view name) const;
   // The entry reading a config.json of this model_type (case-insensitive).
   const v1::Architecture* ForHfModelType(absl::string_view model_type) const;
-  // The family a model name names ("GPT-OSS 120B", "Llama 4 Maverick 400B", "LLAMA3_8B"): a
-  // refused or hybrid entry's pattern anywhere in the lower-case name first (a name stating Mamba
-  // layers names a hybrid, whatever transformer family it also names: "Llama3.2-Mamba2-3B"; among
-  // those, by place as below: "Nemotron 3 Nano (hybrid Mamba-2)" is nemotron_h's); then the
-  // entry whose model_names pattern occurs earliest, the longer pattern at the same place
-  // ("Nemotron_3_Nano" is nemotron_h's "nemotron_3_nano", not nemotron's "nemotron"); between
-  // entries matching equally, the one whose `moe` equals `moe`.
+  // The family a model name names ("GPT-OSS 120B", "Llama 4 Maverick 400B", "LLAMA3_8B"): when a
+  // refused entry's pattern occurs anywhere in the lower-case name, only refused and hybrid entries
+  // compete (a name stating Mamba layers names a hybrid, whatever transformer family it also names:
+  // "Llama3.2-Mamba2-3B"; "Nemotron 3 Nano (hybrid Mamba-2)" is nemotron_h's); otherwise every
+  // entry. Among them the entry whose model_names pattern occurs earliest wins, the longer pattern
+  // at the same place ("Nemotron_3_Nano" is nemotron_h's "nemotron_3_nano", not nemotron's
+  // "nemotron"; "Llama-3.1-Nemotron-Nano-8B" is llama's); between entries matching equally, the
+  // one whose `moe` equals `moe`.
   const v1::Architecture* ForModelName(absl::string_view name, bool moe) const;
   // The named model of `family` that `name` names (its FamilyModel), or nullptr.
   static const v1::FamilyModel* ModelOf(const v1::Architecture& family, absl::string_view name);

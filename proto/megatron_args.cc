@@ -806,6 +806,9 @@ struct MegatronNumbers {
   int64_t layers_per_vstage = 0, vstages_per_rank = 0, recompute_layers = 0;
   int64_t q_lora = 0, kv_lora = 0, qk_head_dim = 0, qk_pos_dim = 0, v_head_dim = 0;
   bool swiglu = false, quick_geglu = false, squared_relu = false;
+  // A hybrid pattern with '|' segments: they are the stages, of any length (arguments.py skips the
+  // layers % PP check with a hybrid pattern).
+  bool hybrid_segments = false;
 };
 
 // One integer flag: its name, its default (-1: required), the field it fills, its upper bound.
@@ -873,7 +876,21 @@ absl::StatusOr<std::string> MegatronHybridPattern(const MegatronFlags& f, const 
                      "and --hybrid-layer-pattern cannot both be specified (arguments.py validate_args)");
   }
   const char* flag = f.Has("hybrid-layer-pattern") ? "hybrid-layer-pattern" : "hybrid-override-pattern";
+  double ratio[2] = {0, 0};
+  int k = 0;
+  for (const char* r : {"hybrid-attention-ratio", "hybrid-mlp-ratio"}) {
+    if (f.Has(r) && (!absl::SimpleAtod(f.Val(r), &ratio[k]) || !(ratio[k] >= 0 && ratio[k] <= 1))) {
+      return FlagError(r, absl::StrCat("'", f.Val(r), "' is not a ratio in [0, 1]"));
+    }
+    ++k;
+  }
   if (f.Has(flag)) {
+    // hybrid_model.py: "hybrid_layer_pattern cannot be used together with hybrid_attention_ratio
+    // or hybrid_mlp_ratio" (a ValueError for a ratio > 0).
+    if (ratio[0] > 0 || ratio[1] > 0) {
+      return FlagError(ratio[0] > 0 ? "hybrid-attention-ratio" : "hybrid-mlp-ratio",
+                       absl::StrCat("cannot be used together with --", flag, " (hybrid_model.py raises)"));
+    }
     std::string pattern = f.Val(flag);
     if (pattern.find('/') != std::string::npos) {
       return FlagError(flag, "an MTP pattern after '/' is not modelled for hybrid models");
@@ -897,14 +914,6 @@ absl::StatusOr<std::string> MegatronHybridPattern(const MegatronFlags& f, const 
   if (!ratios && !f.On("is-hybrid-model") && base != "pretrain_mamba.py" && base != "pretrain_hybrid.py") return std::string();
   absl::StatusOr<int64_t> layers = f.Int("num-layers", -1, kMaxCount);
   if (!layers.ok()) return layers.status();
-  double ratio[2] = {0, 0};
-  int k = 0;
-  for (const char* r : {"hybrid-attention-ratio", "hybrid-mlp-ratio"}) {
-    if (f.Has(r) && (!absl::SimpleAtod(f.Val(r), &ratio[k]) || !(ratio[k] >= 0 && ratio[k] <= 1))) {
-      return FlagError(r, absl::StrCat("'", f.Val(r), "' is not a ratio in [0, 1]"));
-    }
-    ++k;
-  }
   if (ratio[0] + ratio[1] > 1) return FlagError("hybrid-mlp-ratio", "the two ratios add up to more than 1");
   return HybridPatternFromRatios(*layers, ratio[0], ratio[1]);
 }
@@ -1390,7 +1399,9 @@ absl::Status SetMegatronPipeline(const MegatronFlags& f, const MegatronNumbers& 
     vpp = n.vstages_per_rank;
   }
   if (vpp > 1 || n.layers_per_vstage > 0 || n.vstages_per_rank > 0) p.set_vpp(vpp);
-  if (absl::Status st = CheckMegatronPipelineSplit(n.layers, n.pp, vpp, uneven); !st.ok()) return st;
+  if (!n.hybrid_segments) {
+    if (absl::Status st = CheckMegatronPipelineSplit(n.layers, n.pp, vpp, uneven); !st.ok()) return st;
+  }
   if (vpp > 1) {
     // arguments.py: the interleaved schedule needs PP > 1, and PP > 2 when p2p overlap is off.
     const bool p2p_overlap = !f.Given("no-overlap-p2p-communication");
@@ -1580,6 +1591,20 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   if (absl::Status s = SetMegatronModel(f, n, *vocab, *hybrid, *out.spec.mutable_model()->mutable_shape()); !s.ok()) {
     return s;
   }
+  if (!hybrid->empty() && out.spec.model().shape().has_moe()) {
+    // A hybrid's MoE blocks are its pattern's E layers (hybrid_layer_specs.py): without one the
+    // MoE flags build nothing, and --moe-layer-freq places nothing.
+    v1::ModelShape& ms = *out.spec.mutable_model()->mutable_shape();
+    if (hybrid->find('E') == std::string::npos) {
+      out.ignored.push_back(absl::StrCat("--num-experts ", n.experts, " (the hybrid layer pattern has no MoE 'E' layer)"));
+      ms.clear_moe();
+    } else if (ms.moe().layer_freq() > 1 || ms.moe().first_dense_layers() > 0) {
+      out.ignored.push_back(absl::StrCat("--moe-layer-freq ", f.Val("moe-layer-freq"),
+                                         " (a hybrid's MoE layers are its pattern's 'E' layers)"));
+      ms.mutable_moe()->clear_layer_freq();
+      ms.mutable_moe()->clear_first_dense_layers();
+    }
+  }
 
   v1::TrainingSpec& t = *out.spec.mutable_training();
   t.set_seq_length(n.seq);
@@ -1611,6 +1636,7 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
                                                                       segments, " '|' segments (arguments.py asserts)"));
       }
       if (segments > n.pp) n.vstages_per_rank = segments / n.pp;
+      n.hybrid_segments = true;
       out.ignored.push_back(absl::StrCat("the hybrid pattern's ", segments,
                                          " '|' segments (stages are costed as an even split of the layers)"));
     }

@@ -110,6 +110,9 @@ absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
                         "nemotron-3.5", "nemotron-3-5"}) {
     nemotron_h_family = nemotron_h_family || absl::StrContains(l, k);
   }
+  // NVIDIA's Llama-Nemotron models (llama31_nemotron_nano_8b, Llama31NemotronNano8BConfig) are
+  // Llama 3.1 transformers, not hybrids.
+  if (absl::StrContains(l, "llama")) nemotron_h_family = false;
   if (nemotron_h_family) {
     const bool super_ultra = absl::StrContains(l, "super") || absl::StrContains(l, "ultra") ||
                              absl::StrContains(l, "3_5") || absl::StrContains(l, "3.5") ||

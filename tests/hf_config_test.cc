@@ -107,6 +107,22 @@ TEST(HfConfig, NemotronHHybridIsItsPattern) {
       R"({"model_type": "nemotron_h", "layers_block_type": ["linear_attention", "mlp", "full_attention", "mlp"]})", "l.json");
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->shape.hybrid_layer_pattern, "M-*-");
+  // transformers' precedence (configuration_nemotron_h.py): layers_block_type over
+  // hybrid_override_pattern, the legacy mamba_n_groups / mamba_chunk_size over n_groups /
+  // chunk_size; the shared expert is one block of moe_shared_expert_intermediate_size
+  // (Megatron-Bridge's bridge maps no n_shared_experts).
+  absl::StatusOr<HfImport> both = ReadHfConfig(
+      R"({"model_type": "nemotron_h", "layers_block_type": ["mamba", "moe", "attention", "moe"],
+          "hybrid_override_pattern": "M-M-", "n_groups": 8, "mamba_n_groups": 4, "chunk_size": 128,
+          "mamba_chunk_size": 256, "n_routed_experts": 16, "moe_shared_expert_intermediate_size": 1024,
+          "n_shared_experts": 2})",
+      "b.json");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->shape.hybrid_layer_pattern, "ME*E");
+  EXPECT_EQ(both->shape.mamba.num_groups, 4);
+  EXPECT_EQ(both->shape.mamba.chunk_size, 256);
+  EXPECT_EQ(both->shape.moe.shared_experts, 1);
+  EXPECT_EQ(both->shape.moe.shared_expert_ffn_hidden_size, 1024);
 }
 
 TEST(ArchitectureRegistry, LoadsAndLooksUpFamilies) {
@@ -209,6 +225,10 @@ TEST(ArchitectureRegistry, HybridNamesResolveToTheHybridFamily) {
       {"Nemotron3 22B", false, "nemotron"},
       {"Nemotron3-8B-Base-4k", false, "nemotron"},
       {"Nemotron3 Nano 30B", true, "nemotron_h"},
+      // NVIDIA's Llama-Nemotron models are Llama transformers (review of 2026-11-29: the held-out
+      // style name below resolved to nemotron_h's "nemotron_nano").
+      {"Llama_3.1_Nemotron_Nano_4B_v1.1", false, "llama"},
+      {"Llama-3.1-Nemotron-Nano-8B-v1", false, "llama"},
       {"Llama 3.2 3B", false, "llama"},
   };
   for (const Case& c : cases) {
@@ -243,11 +263,11 @@ TEST(ArchitectureRegistry, RefusedFamilyNamesWinWhereverTheyStand) {
     EXPECT_EQ(a->name(), c.family);
   }
   EXPECT_EQ(r.ForModelName("delta", false), nullptr);
-  // A hybrid family (hybrid: true) competes with the refused one by place and beats a
-  // transformer family wherever it stands.
+  // A hybrid family (hybrid: true) competes with the refused one by place, and with a transformer
+  // family by place where no refused pattern occurs.
   ASSERT_TRUE(r.Add("h.yaml", "name: \"eta\"\nsources: [\"s\"]\nmodel_names: [\"hx\"]\nhybrid: true\n").ok());
   for (auto [model, family] : {std::pair<const char*, const char*>{"hx (bx)", "eta"}, {"bx hx", "beta"},
-                               {"Alpha 7B hx", "eta"}, {"hx alpha", "eta"}}) {
+                               {"Alpha 7B hx", "alpha"}, {"hx alpha", "eta"}, {"Alpha hx bx", "eta"}}) {
     SCOPED_TRACE(model);
     const v1::Architecture* a = r.ForModelName(model, false);
     ASSERT_NE(a, nullptr);

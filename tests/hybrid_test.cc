@@ -6,9 +6,11 @@
 // own terms against its definition, the TP / CP rules of Megatron-Core's mixer, and the errors.
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "core/flops.h"
+#include "core/interval.h"
 #include "core/memory.h"
 #include "core/predict.h"
 #include "core/step_time.h"
@@ -77,6 +79,23 @@ TEST(Hybrid, AlternatingAttentionAndMoeIsTheMoeTransformer) {
   EXPECT_NEAR(b->breakdown.launch_overhead_s / a->breakdown.launch_overhead_s, 1.0, 1e-9);
   EXPECT_NEAR(b->memory.total_bytes / a->memory.total_bytes, 1.0, 1e-9);
   EXPECT_NEAR(b->parameters.active / a->parameters.active, 1.0, 1e-12);
+  // A small model whose attention half alone is launch-bound too: the pair's floor, not the sum
+  // of the two halves' floors.
+  const std::string small = "{layers: 8, hidden_size: 512, attention_heads: 8, kv_heads: 8, ffn_hidden_size: 1024, "
+                            "ffn_type: swiglu, vocab_size: 32000, norm_type: rmsnorm, moe: {routed_experts: 8, top_k: 2, "
+                            "expert_ffn_hidden_size: 1024}";
+  std::string pattern;
+  for (int i = 0; i < 8; ++i) pattern += "*E";
+  absl::StatusOr<Job> tf_small = JobOf(small + "}", "{tp: 1, ep: 4}", 8, ", seq_length: 512");
+  absl::StatusOr<Job> hy_small =
+      JobOf(absl::StrCat("{layers: 16", small.substr(small.find(',')), ", hybrid_layer_pattern: '", pattern, "'}"),
+            "{tp: 1, ep: 4}", 8, ", seq_length: 512");
+  ASSERT_TRUE(tf_small.ok()) << tf_small.status();
+  ASSERT_TRUE(hy_small.ok()) << hy_small.status();
+  absl::StatusOr<Prediction> c = Predict(*tf_small), d = Predict(*hy_small);
+  ASSERT_TRUE(c.ok() && d.ok());
+  EXPECT_GT(c->breakdown.launch_overhead_s, 0.3 * c->step_time_s);
+  EXPECT_NEAR(d->step_time_s / c->step_time_s, 1.0, 1e-9);
 }
 
 TEST(Hybrid, MambaLayerFlopsAndTermsFromItsDefinition) {
@@ -127,6 +146,37 @@ TEST(Hybrid, MambaCostGrowsWithItsStateAndNotWithTheSequencesAttention) {
   EXPECT_GT(with_state(256), with_state(64));
 }
 
+TEST(Hybrid, TheScanRateIsTheProfilesAndTheIntervalHoldsTheTritonRate) {
+  // The scan at the profile's rate: on a pure-Mamba model the attention term is the scan alone, so
+  // a quarter of the rate (both compute-bound) is four times its seconds; the interval's upper end
+  // holds the step at kSsdTritonFlopsPerS and says so.
+  auto job = testing::JobFromYaml(R"(
+model: {shape: {layers: 8, hidden_size: 4096, attention_heads: 32, kv_heads: 8, ffn_hidden_size: 16384,
+  ffn_type: squared_relu, vocab_size: 131072, norm_type: rmsnorm, hybrid_layer_pattern: 'MMMMMMMM'}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 8}
+training: {seq_length: 8192, global_batch_size: 8})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  Job slow = *job, slower = *job;
+  slow.profile.ssd_flops_per_s = 40e12;
+  slower.profile.ssd_flops_per_s = 10e12;
+  const double a = EstimateStepTime(slow).breakdown.attention_s, b = EstimateStepTime(slower).breakdown.attention_s;
+  EXPECT_GT(a, 0);
+  EXPECT_NEAR(b / a, 4.0, 1e-9);
+  absl::StatusOr<Prediction> p = Predict(*job);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(p->interval.available);
+  EXPECT_TRUE(p->interval.hybrid);
+  EXPECT_GT(p->interval.ssd_slow_step_ratio, 1.0);
+  Job triton = *job;
+  triton.profile.ssd_flops_per_s = kSsdTritonFlopsPerS;
+  EXPECT_NEAR(p->interval.ssd_slow_step_ratio, EstimateStepTime(triton).step_time_s / p->step_time_s, 1e-12);
+  bool said = false;
+  for (const std::string& n : IntervalNotes(p->interval)) said |= absl::StrContains(n, "15.1 TFLOP/s");
+  EXPECT_TRUE(said);
+}
+
 TEST(Hybrid, MegatronsMixerRulesAreTheJobsErrors) {
   // Nemotron-H 8B: 128 heads, 8 groups: TP 16 splits a group (mamba_mixer.py asserts
   // ngroups % tp == 0); CP of Mamba layers (mamba_context_parallel.py) is not modelled.
@@ -155,6 +205,8 @@ TEST(Hybrid, PatternErrorsNameTheFieldAndTheSymbol) {
   EXPECT_THAT(err("hybrid_layer_pattern: 'M*-E'"), HasSubstr("model.shape.moe.routed_experts"));
   EXPECT_THAT(err("mamba: {state_dim: 64}"), HasSubstr("model.shape.mamba: needs hybrid_layer_pattern"));
   EXPECT_THAT(err("hybrid_layer_pattern: 'M*-M', mamba: {num_heads: 12}"), HasSubstr("model.shape.mamba.num_groups"));
+  EXPECT_THAT(err("hybrid_layer_pattern: 'M*-M', mamba: {state_dim: 4194304}"), HasSubstr("mamba.state_dim: 4194304 is above 2^20"));
+  EXPECT_THAT(err("hybrid_layer_pattern: '**--', mamba: {state_dim: 64}"), HasSubstr("no Mamba ('M') layer"));
   EXPECT_EQ(err("hybrid_layer_pattern: 'M*-M'"), "ok");
 }
 

@@ -667,6 +667,16 @@ TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {
   EXPECT_EQ(pipes->spec.model().shape().layers(), 8);
   EXPECT_EQ(pipes->spec.parallelism().vpp(), 2);
   EXPECT_THAT(pipes->ignored, ::testing::Contains(HasSubstr("--num-layers 7")));
+  // Segments of unequal length are accepted (arguments.py skips the layers % PP check with a
+  // pattern); MoE flags of a pattern without E layers build nothing and are listed.
+  auto uneven = JobFromCommand(
+      Split("python pretrain_hybrid.py --hybrid-layer-pattern M-M*-|M-M- --pipeline-model-parallel-size 2 "
+            "--num-experts 8 --moe-router-topk 2" + dims),
+      "");
+  ASSERT_TRUE(uneven.ok()) << uneven.status();
+  EXPECT_EQ(uneven->spec.model().shape().layers(), 9);
+  EXPECT_FALSE(uneven->spec.model().shape().has_moe());
+  EXPECT_THAT(uneven->ignored, ::testing::Contains(HasSubstr("--num-experts 8 (the hybrid layer pattern has no MoE")));
   const struct {
     const char* flags;
     const char* error;
@@ -678,6 +688,7 @@ TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {
        "--num-virtual-stages-per-pipeline-rank: should not be used with a hybrid layer pattern"},
       {"--num-layers 4 --mamba-state-dim 64", "--mamba-state-dim: is given without a hybrid layer pattern"},
       {"--num-layers 4 --hybrid-attention-ratio 1.5", "--hybrid-attention-ratio: '1.5' is not a ratio"},
+      {"--hybrid-layer-pattern M*M- --hybrid-mlp-ratio 0.5", "--hybrid-mlp-ratio: cannot be used together with"},
   };
   for (const auto& c : bad) {
     SCOPED_TRACE(c.flags);

@@ -233,7 +233,9 @@ TEST(Nemo, CurrentNemo2Recipes) {
   EXPECT_EQ(h->spec.model().preset(), "nemotron-h-56b");
   // NeMo 2's attention-only Nemotron-3 (2023) recipes are not the Nemotron-H hybrids of the same
   // size (nemo/collections/llm/recipes/nemotron3_8b.py: Nemotron3Config8B(NemotronConfig)).
-  for (const char* factory : {"nemotron3_8b", "nemotron3_4b", "nemotron3_22b"}) {
+  // Nor is Llama-3.1-Nemotron-Nano-8B (llama31_nemotron_nano_8b.py: Llama31NemotronNano8BConfig, a
+  // Llama 3.1 transformer; review of 2026-11-29).
+  for (const char* factory : {"nemotron3_8b", "nemotron3_4b", "nemotron3_22b", "llama31_nemotron_nano_8b"}) {
     SCOPED_TRACE(factory);
     auto n3 = JobFromCommand(Split(std::string("nemo llm pretrain --factory ") + factory), "");
     if (n3.ok()) {

@@ -217,6 +217,9 @@ absl::StatusOr<double> ConventionFlopsPerStep(FlopConvention c, const FlopCountI
   }
   const double B = in.sequences, s = static_cast<double>(in.seq_length), L = m.layers, h = m.hidden_size,
                a = m.attention_heads, g = m.kv_heads, dh = m.head_dim, V = m.vocab_size, f = m.ffn_hidden_size;
+  // The 6N + 12 L a d_h s conventions' attention term counts the layers with attention (a
+  // hybrid's '*' layers; every layer of a transformer).
+  const double La = static_cast<double>(m.AttentionLayerCount());
   const double k = m.moe.enabled() ? m.moe.top_k : 1;
   const double fe = m.moe.enabled() ? m.moe.expert_ffn_hidden_size : f;
   const double fsh = m.moe.enabled() ? m.moe.shared_experts * m.moe.shared_expert_ffn_hidden_size : 0;
@@ -285,13 +288,13 @@ absl::StatusOr<double> ConventionFlopsPerStep(FlopConvention c, const FlopCountI
       return (24.0 * B * s * h * h + 4.0 * B * s * s * h) * (3.0 * L) + 6.0 * B * s * h * v;
     }
     case FlopConvention::kLlmFoundry:
-      return B * (6.0 * ParamsOf(m, true, true) * s + 12.0 * L * h * s * s);
+      return B * (6.0 * ParamsOf(m, true, true) * s + 12.0 * La * h * s * s);
     case FlopConvention::kTorchtitan:
-      return B * s * (6.0 * ParamsOf(m, false, false) + 12.0 * L * a * dh * s);
+      return B * s * (6.0 * ParamsOf(m, false, false) + 12.0 * La * a * dh * s);
     case FlopConvention::kTorchtitan2024:
-      return B * s * (6.0 * ParamsOf(m, true, true) + 12.0 * L * a * dh * s);
+      return B * s * (6.0 * ParamsOf(m, true, true) + 12.0 * La * a * dh * s);
     case FlopConvention::kPalm:
-      return B * s * (6.0 * ParamsOf(m, true, false) + 12.0 * L * a * dh * s);
+      return B * s * (6.0 * ParamsOf(m, true, false) + 12.0 * La * a * dh * s);
     case FlopConvention::kMlperfConstant: {
       // MODEL_TFLOP_PER_SAMPLE of the benchmark whose model this is (8192-token samples).
       double per_sample = 0;

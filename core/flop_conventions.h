@@ -28,7 +28,8 @@
 //                      A hybrid Mamba-2 model (hybrid_layer_pattern) under either Megatron form:
 //                      its hybrid_flops branch (training.py @d98e8a6), layer by kind with
 //                      Megatron's own Mamba count (d_inner taken as 2 h whatever the heads;
-//                      7 d_inner N per token for the scan).
+//                      7 d_inner N per token for the scan). The 6N + 12 L a d_h s forms
+//                      (llm-foundry, torchtitan, PaLM) count L as the layers with attention.
 //   kNemoLlama         NeMo nemo/utils/flops_formulas.py llama2/llama3/mixtral (the dgxc
 //                      READMEs' "12 L h^2 (1 + g/a + s/h) + 18 L f h + 6 V h" per token) with
 //                      NeMo's vocabulary constant of the family (perf_metrics_utils.py

@@ -14,6 +14,7 @@
 #include "core/memory.h"
 #include "core/predict.h"
 #include "core/step_time.h"
+#include "proto/codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -208,6 +209,28 @@ TEST(Hybrid, PatternErrorsNameTheFieldAndTheSymbol) {
   EXPECT_THAT(err("hybrid_layer_pattern: 'M*-M', mamba: {state_dim: 4194304}"), HasSubstr("mamba.state_dim: 4194304 is above 2^20"));
   EXPECT_THAT(err("hybrid_layer_pattern: '**--', mamba: {state_dim: 64}"), HasSubstr("no Mamba ('M') layer"));
   EXPECT_EQ(err("hybrid_layer_pattern: 'M*-M'"), "ok");
+}
+
+TEST(Hybrid, AJsonJobCarriesThePatternAndTheMixer) {
+  // The service and `--json` read the same message (JobSpec JSON): the pattern and the mixer's
+  // fields arrive, and the prediction's model echoes them.
+  v1::JobSpec spec;
+  ASSERT_TRUE(ParseMessage(R"({"model": {"shape": {"layers": 4, "hidden_size": 1024, "attention_heads": 8,
+      "ffn_type": "FFN_TYPE_SQUARED_RELU", "vocab_size": 32000, "hybrid_layer_pattern": "M*-M",
+      "mamba": {"state_dim": 64, "num_heads": 32}}}, "hardware": {"preset": "h100-sxm"},
+      "cluster": {"gpu_count": 1}, "training": {"seq_length": 2048, "global_batch_size": 4}})",
+                           SpecFormat::kJson, "job.json", &spec)
+                  .ok());
+  absl::StatusOr<Job> job = JobFromSpec(spec, testing::BuiltinCatalog(), "", nullptr);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->model.hybrid_layer_pattern, "M*-M");
+  EXPECT_EQ(job->model.mamba.state_dim, 64);
+  EXPECT_EQ(job->model.mamba.num_heads, 32);
+  EXPECT_EQ(job->model.mamba.num_groups, 8);  // Megatron-Core's default
+  const v1::ModelShape back = ModelShapeToProto(job->model);
+  EXPECT_EQ(back.hybrid_layer_pattern(), "M*-M");
+  EXPECT_EQ(back.mamba().num_heads(), 32);
+  EXPECT_TRUE(Predict(*job).ok());
 }
 
 TEST(Hybrid, PublishedHybridRunsFitInMemory) {

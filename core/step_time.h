@@ -98,7 +98,9 @@ StepTimeEstimate EstimateStepTime(const Job& job);
 //   tp / ep / cp: the layer's communication as exposed by the framework's overlap (EP: dispatch
 //   and combine together).
 // Backward includes dgrad and wgrad (the trace's B + W). Recompute and the launch floor are not
-// included. `moe_layer` false gives a dense layer (an MoE model's first dense layers).
+// included. `moe_layer` false gives a dense layer (an MoE model's first dense layers). A hybrid
+// model's layers are one kind each: this gives the transformer layer of its dimensions, which it
+// does not have (the DeepSeek-V3 trace comparison is its only use).
 struct LayerModuleTimes {
   double attention_fwd_s = 0, attention_bwd_s = 0;
   double mlp_fwd_s = 0, mlp_bwd_s = 0;

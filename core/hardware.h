@@ -120,6 +120,7 @@ struct RateProfile {
   // MambaMixer); 0: kSsdPeakFraction of the dense bf16 peak (core/step_time.h). Not measured by
   // stepcast-calibrate (no calibration kernel yet); the interval sets it to kSsdTritonFlopsPerS.
   double ssd_flops_per_s = 0;
+  std::string ssd_source;
   RateOrigin attention_origin = RateOrigin::kUnknown;
   RateOrigin hbm_origin = RateOrigin::kUnknown;
   int format_version = 0;  // as read (0: absent, a version-1 profile); written as kRateProfileFormatVersion

@@ -293,9 +293,9 @@ struct StepTimeInterval {
   double compute_rate_low_fraction = 0;
   std::string compute_rate_low_source;
   double compute_rate_low_step_ratio = 1;
-  // A hybrid Mamba-2 model: the step with its SSD scan at kSsdTritonFlopsPerS (core/step_time.h,
-  // the Triton kernels' measured rate) over the point estimate, by which high_s was widened; 1: no
-  // Mamba layer, or the profile gives the scan's rate.
+  // A hybrid Mamba-2 model: the step with its SSD scan at kSsdTritonShare of the point rate
+  // (core/step_time.h: the Triton kernels' measured rate over the tuned kernel's) over the point
+  // estimate, by which high_s was widened; 1: no Mamba layer, or the profile gives the scan's rate.
   double ssd_slow_step_ratio = 1;
 };
 // Fewest runs of a GPU generation whose median the notes report (a median of one or two runs says

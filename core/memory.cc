@@ -67,7 +67,7 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
   if (has_attention) split += eg * sb * a * dv;  // projection input
   if (has_mamba) {
     const MambaShape& mb = m.mamba;
-    split += e * sb * (mb.InProjOutputs() + 2.0 * mb.InnerSize()) + eg * sb * mb.InnerSize() + 8.0 * sb * mb.num_heads;
+    split += e * sb * (mb.InProjOutputs() + 2.0 * mb.InnerSize()) + eg * sb * mb.InnerSize();
   }
   // One MLP of width f over `tokens` tokens: fc1 outputs (gated: gate and up), activation output.
   auto mlp_internal = [&](double f, double tokens, bool drop_all, bool drop_act) {

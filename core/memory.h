@@ -42,7 +42,7 @@ namespace stepcast {
 //   mask, and that sub-layer's terms above; a Mamba-2 layer (Megatron-Core mamba_mixer.py
 //   _ssm_training, memory-efficient path) keeps the contiguous in_proj output [z, x, B, C, dt]
 //   (mamba_split_conv1d_scan_combined saves it and recomputes the conv in backward), the scan's
-//   output, the norm's input, out_proj's input, and fp32 dt and its cumulative sum per head.
+//   output, the norm's input and out_proj's input (dt and its cumulative sum are recomputed).
 struct LayerActivationInput {
   double seq_tokens = 0;     // s: tokens of one sequence on this CP rank (seq_length / cp)
   double kv_tokens = 0;      // keys each query attends to (seq_length)

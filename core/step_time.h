@@ -75,15 +75,19 @@ struct StepTimeEstimate {
 //   head dim 64, state 128, 8K-32K tokens (tile-ai/tilelang benchmark/mamba2/README.md @be9c08f:
 //   1.278 ms at 8K by its FLOP count 2 B L Q H P / 2 + 2 B L H P N, the count used here), as a
 //   fraction of the GPU's dense bf16 peak;
-// - kSsdTritonFlopsPerS (the interval's slow end): mamba_ssm's own mamba_chunk_scan_combined (the
+// - kSsdTritonFlopsPerS: mamba_ssm's own mamba_chunk_scan_combined (the
 //   Triton kernels Megatron-Core runs), forward, bf16, batch 16, 8 heads of 128, 8 groups of state
 //   128, chunk 64, 2K-16K tokens: 0.76 ms per 1K tokens (6.25 ms at 8K; fla-org/flash-linear-
 //   attention PR #50, benchmarks/ops/benchmark_simple_gla_vs_mamba2.py @3e820d1, mamba-ssm 2.2.2,
 //   triton 2.3.1; its GPU is not stated), 15.1 TFLOP/s by the same count.
 // The Triton kernels Megatron-Core runs are the second kind, newer versions and GPUs faster: the
-// point estimate leans fast and the interval's upper end holds the step at the second rate.
-inline constexpr double kSsdPeakFraction = 135e12 / 989.4e12;
+// point estimate leans fast, and the interval's upper end holds the step with the scan at
+// kSsdTritonShare of the point rate (the second measurement over the first: the GPU of the second
+// is not stated, so its share, not its absolute rate, is carried to other GPUs).
+inline constexpr double kSsdTunedFlopsPerS = 135e12;
+inline constexpr double kSsdPeakFraction = kSsdTunedFlopsPerS / 989.4e12;
 inline constexpr double kSsdTritonFlopsPerS = 15.1e12;
+inline constexpr double kSsdTritonShare = kSsdTritonFlopsPerS / kSsdTunedFlopsPerS;
 
 // Requires ValidateJob(job).ok().
 StepTimeEstimate EstimateStepTime(const Job& job);

@@ -757,6 +757,14 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
   }
   r.compute_rate_low_fraction = p.compute_rate_low_fraction();
   r.compute_rate_low_source = p.compute_rate_low_source();
+  r.ssd_flops_per_s = p.ssd_flops_per_s();
+  r.ssd_source = p.ssd_source();
+  if (!(r.ssd_flops_per_s >= 0 && r.ssd_flops_per_s < 1e18)) {
+    return FieldError(prefix + ".ssd_flops_per_s", "must be a rate in FLOP/s >= 0 (0: the model's default)");
+  }
+  if (r.ssd_flops_per_s > 0 && r.ssd_source.empty()) {
+    return FieldError(prefix + ".ssd_source", "required with ssd_flops_per_s (where the rate was measured)");
+  }
   if (!(r.compute_rate_low_fraction == 0 ||
         (r.compute_rate_low_fraction >= 0.1 && r.compute_rate_low_fraction <= 1))) {
     return FieldError(prefix + ".compute_rate_low_fraction",
@@ -837,6 +845,10 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
   p.set_fp8_split_accumulation_fraction(r.fp8_split_accumulation_fraction);
   p.set_fp8_split_accumulation_source(r.fp8_split_accumulation_source);
   p.set_compute_rate_low_fraction(r.compute_rate_low_fraction);
+  if (r.ssd_flops_per_s > 0) {
+    p.set_ssd_flops_per_s(r.ssd_flops_per_s);
+    p.set_ssd_source(r.ssd_source);
+  }
   p.set_compute_rate_low_source(r.compute_rate_low_source);
   for (const auto& c : r.collectives) {
     auto* x = p.add_collectives();

@@ -160,7 +160,10 @@ class HfReader {
       case pb::FieldDescriptor::CPPTYPE_INT64: {
         absl::StatusOr<int64_t> v = Int(key, value);
         if (!v.ok()) return v.status();
-        static const std::set<std::string> kCounts = {"layers", "hidden_size", "attention_heads", "vocab_size"};
+        static const std::set<std::string> kCounts = {"layers",          "hidden_size",       "attention_heads",
+                                                      "vocab_size",      "mamba.state_dim",   "mamba.head_dim",
+                                                      "mamba.num_groups", "mamba.num_heads",  "mamba.conv_kernel",
+                                                      "mamba.chunk_size"};
         if (kCounts.count(field) && *v < 1) return Err(key, absl::StrCat("must be at least 1 (got ", *v, ")"));
         r->SetInt64(msg, f, *v);
         return absl::OkStatus();
@@ -603,6 +606,10 @@ void CompleteHfShape(const v1::Architecture& family, v1::ModelShape& shape) {
   // MoE families without a dense FFN: the dense size is the experts' (every layer MoE).
   if (shape.ffn_hidden_size() == 0 && shape.moe().routed_experts() > 0) {
     shape.set_ffn_hidden_size(shape.moe().expert_ffn_hidden_size());
+  }
+  // A hybrid without Mamba layers has no mixer, whatever the config class writes for it.
+  if (!shape.hybrid_layer_pattern().empty() && shape.hybrid_layer_pattern().find('M') == std::string::npos) {
+    shape.clear_mamba();
   }
   // A hybrid without MoE layers has no MoE block, whatever the config class's expert defaults.
   if (!shape.hybrid_layer_pattern().empty() && shape.hybrid_layer_pattern().find('E') == std::string::npos) {

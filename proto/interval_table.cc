@@ -253,6 +253,7 @@ void StepTimeIntervalToProto(const StepTimeInterval& i, v1::StepTimeInterval* ou
     out.set_gpu_generation_rows(i.gpu_generation_rows);
     out.set_gpu_generation_median_ratio(i.gpu_generation_median_ratio);
   }
+  if (i.ssd_slow_step_ratio > 1) out.set_ssd_slow_step_ratio(i.ssd_slow_step_ratio);
   if (i.compute_rate_low_fraction > 0) {
     out.set_compute_rate_low_fraction(i.compute_rate_low_fraction);
     out.set_compute_rate_low_source(i.compute_rate_low_source);

@@ -885,12 +885,6 @@ absl::StatusOr<std::string> MegatronHybridPattern(const MegatronFlags& f, const 
     ++k;
   }
   if (f.Has(flag)) {
-    // hybrid_model.py: "hybrid_layer_pattern cannot be used together with hybrid_attention_ratio
-    // or hybrid_mlp_ratio" (a ValueError for a ratio > 0).
-    if (ratio[0] > 0 || ratio[1] > 0) {
-      return FlagError(ratio[0] > 0 ? "hybrid-attention-ratio" : "hybrid-mlp-ratio",
-                       absl::StrCat("cannot be used together with --", flag, " (hybrid_model.py raises)"));
-    }
     std::string pattern = f.Val(flag);
     if (pattern.find('/') != std::string::npos) {
       return FlagError(flag, "an MTP pattern after '/' is not modelled for hybrid models");
@@ -906,6 +900,22 @@ absl::StatusOr<std::string> MegatronHybridPattern(const MegatronFlags& f, const 
     }
     if (pattern.empty() || static_cast<int64_t>(pattern.size()) > kMaxCount) {
       return FlagError(flag, "must name at least one layer");
+    }
+    // The ratio flags (older Megatron-LM, mamba_hybrid_layer_allocation.py allocate_layers) beside
+    // a pattern: accepted when the pattern has the layers they allocate ("The number of each type
+    // of layer in the override pattern must match the number in the overridden pattern").
+    if (ratio[0] > 0 || ratio[1] > 0) {
+      const std::string allocated = HybridPatternFromRatios(static_cast<int64_t>(pattern.size()), ratio[0], ratio[1]);
+      for (char kind : {'*', '-'}) {
+        const auto have = std::count(pattern.begin(), pattern.end(), kind);
+        const auto want = std::count(allocated.begin(), allocated.end(), kind);
+        if (have != want) {
+          return FlagError(kind == '*' ? "hybrid-attention-ratio" : "hybrid-mlp-ratio",
+                           absl::StrCat("allocates ", want, kind == '*' ? " attention" : " MLP", " layers of ",
+                                        pattern.size(), "; --", flag, " has ", have,
+                                        " (mamba_hybrid_layer_allocation.py: the counts must match)"));
+        }
+      }
     }
     return pattern;
   }
@@ -1590,6 +1600,13 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   if (!vocab.ok()) return vocab.status();
   if (absl::Status s = SetMegatronModel(f, n, *vocab, *hybrid, *out.spec.mutable_model()->mutable_shape()); !s.ok()) {
     return s;
+  }
+  if (!hybrid->empty() && hybrid->find('M') == std::string::npos && out.spec.model().shape().has_mamba()) {
+    // No Mamba layer: the mixer's flags build nothing.
+    for (const char* flag : {"mamba-state-dim", "mamba-head-dim", "mamba-num-groups", "mamba-num-heads"}) {
+      if (f.Has(flag)) out.ignored.push_back(absl::StrCat("--", flag, " ", f.Val(flag), " (the hybrid layer pattern has no Mamba 'M' layer)"));
+    }
+    out.spec.mutable_model()->mutable_shape()->clear_mamba();
   }
   if (!hybrid->empty() && out.spec.model().shape().has_moe()) {
     // A hybrid's MoE blocks are its pattern's E layers (hybrid_layer_specs.py): without one the

@@ -134,8 +134,9 @@ absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
   }
   if (nemotron_h_family || absl::StrContains(l, "hybridmodelprovider") || absl::StrContains(l, "mamba")) {
     return absl::InvalidArgumentError(absl::StrCat(
-        id, ": a hybrid Mamba/attention model the model does not describe (Nemotron 3 Super / Ultra / 3.5 with latent "
-            "MoE and MTP, another Mamba hybrid, or a Nemotron-H size without a preset: ",
+        id, ": a Mamba model without a preset here (Nemotron 3 Super / Ultra / 3.5: latent MoE and MTP, a hybrid the "
+            "model does not describe; NeMo's mamba2_* and Mamba-2-Hybrid configs, which it describes but has no preset for: "
+            "give the shape, e.g. as the Megatron-LM line; Nemotron-H presets: ",
         "nemotron-h-4b/8b/47b/56b, nemotron-nano-9b-v2/12b-v2, nemotron-3-nano-4b/30b-a3b)"));
   }
   if (absl::StrContains(l, "-vl-") || absl::StrContains(l, "_vl_") || absl::StrContains(l, "-vl") ||

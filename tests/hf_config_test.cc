@@ -123,6 +123,14 @@ TEST(HfConfig, NemotronHHybridIsItsPattern) {
   EXPECT_EQ(both->shape.mamba.chunk_size, 256);
   EXPECT_EQ(both->shape.moe.shared_experts, 1);
   EXPECT_EQ(both->shape.moe.shared_expert_ffn_hidden_size, 1024);
+  // A pattern without Mamba layers drops the mixer keys the config class always writes; a zero
+  // mixer dimension is an error naming the key (transformers would build a broken mixer).
+  absl::StatusOr<HfImport> attn_only = ReadHfConfig(
+      R"({"model_type": "nemotron_h", "hybrid_override_pattern": "*-*-", "mamba_num_heads": 64, "ssm_state_size": 128})",
+      "a.json");
+  ASSERT_TRUE(attn_only.ok()) << attn_only.status();
+  EXPECT_EQ(err(R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M-*-", "mamba_num_heads": 0})"),
+            "c.json: mamba_num_heads: must be at least 1 (got 0)");
 }
 
 TEST(ArchitectureRegistry, LoadsAndLooksUpFamilies) {

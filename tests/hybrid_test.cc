@@ -171,10 +171,31 @@ training: {seq_length: 8192, global_batch_size: 8})");
   EXPECT_TRUE(p->interval.hybrid);
   EXPECT_GT(p->interval.ssd_slow_step_ratio, 1.0);
   Job triton = *job;
-  triton.profile.ssd_flops_per_s = kSsdTritonFlopsPerS;
+  triton.profile.ssd_flops_per_s = kSsdTritonShare * kSsdPeakFraction * job->hardware.PeakFlops(DType::kBF16);
   EXPECT_NEAR(p->interval.ssd_slow_step_ratio, EstimateStepTime(triton).step_time_s / p->step_time_s, 1e-12);
   bool said = false;
   for (const std::string& n : IntervalNotes(p->interval)) said |= absl::StrContains(n, "15.1 TFLOP/s");
+  // On another GPU the share, not the absolute rate, carries over (GB200: 2.5x the H100's peak).
+  Job gb200 = *testing::JobFromYaml(R"(
+model: {shape: {layers: 8, hidden_size: 4096, attention_heads: 32, kv_heads: 8, ffn_hidden_size: 16384,
+  ffn_type: squared_relu, vocab_size: 131072, norm_type: rmsnorm, hybrid_layer_pattern: 'MMMMMMMM'}}
+hardware: gb200
+framework: megatron-core
+cluster: {gpu_count: 8}
+training: {seq_length: 8192, global_batch_size: 8})");
+  absl::StatusOr<Prediction> g = Predict(gb200);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Job gb200_slow = gb200;
+  gb200_slow.profile.ssd_flops_per_s = kSsdTritonShare * kSsdPeakFraction * gb200.hardware.PeakFlops(DType::kBF16);
+  EXPECT_NEAR(g->interval.ssd_slow_step_ratio, EstimateStepTime(gb200_slow).step_time_s / g->step_time_s, 1e-12);
+  // A profile's own scan rate (hardware.proto RateProfile.ssd_flops_per_s) is used and not widened.
+  Job measured = *job;
+  measured.profile.ssd_flops_per_s = 50e12;
+  measured.profile.ssd_source = "a test";
+  absl::StatusOr<Prediction> q = Predict(measured);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->interval.ssd_slow_step_ratio, 1.0);
+  EXPECT_GT(q->step_time_s, p->step_time_s);
   EXPECT_TRUE(said);
 }
 

@@ -667,6 +667,18 @@ TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {
   EXPECT_EQ(pipes->spec.model().shape().layers(), 8);
   EXPECT_EQ(pipes->spec.parallelism().vpp(), 2);
   EXPECT_THAT(pipes->ignored, ::testing::Contains(HasSubstr("--num-layers 7")));
+  // An older line giving the ratios beside a pattern that has the layers they allocate (the
+  // mamba_hybrid_layer_allocation.py check), and mixer flags beside a pattern without Mamba
+  // layers (listed: they build nothing).
+  auto both = JobFromCommand(
+      Split("python pretrain_hybrid.py --num-layers 10 --hybrid-attention-ratio 0.2 --hybrid-mlp-ratio 0.4 "
+            "--hybrid-override-pattern M-*M-M*M-- --is-hybrid-model" + dims),
+      "");
+  ASSERT_TRUE(both.ok()) << both.status();
+  auto no_mamba = JobFromCommand(Split("python pretrain_hybrid.py --hybrid-layer-pattern *-*- --mamba-state-dim 64" + dims), "");
+  ASSERT_TRUE(no_mamba.ok()) << no_mamba.status();
+  EXPECT_FALSE(no_mamba->spec.model().shape().has_mamba());
+  EXPECT_THAT(no_mamba->ignored, ::testing::Contains(HasSubstr("--mamba-state-dim 64 (the hybrid layer pattern has no Mamba")));
   // Segments of unequal length are accepted (arguments.py skips the layers % PP check with a
   // pattern); MoE flags of a pattern without E layers build nothing and are listed.
   auto uneven = JobFromCommand(
@@ -688,7 +700,8 @@ TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {
        "--num-virtual-stages-per-pipeline-rank: should not be used with a hybrid layer pattern"},
       {"--num-layers 4 --mamba-state-dim 64", "--mamba-state-dim: is given without a hybrid layer pattern"},
       {"--num-layers 4 --hybrid-attention-ratio 1.5", "--hybrid-attention-ratio: '1.5' is not a ratio"},
-      {"--hybrid-layer-pattern M*M- --hybrid-mlp-ratio 0.5", "--hybrid-mlp-ratio: cannot be used together with"},
+      {"--hybrid-layer-pattern M*M- --hybrid-mlp-ratio 0.5", "--hybrid-attention-ratio: allocates 0 attention layers of 4"},
+      {"--hybrid-layer-pattern M*M- --hybrid-attention-ratio 0.25 --hybrid-mlp-ratio 0.5", "--hybrid-mlp-ratio: allocates 2 MLP layers of 4"},
   };
   for (const auto& c : bad) {
     SCOPED_TRACE(c.flags);

@@ -257,7 +257,7 @@ TEST(Nemo, ErrorsNameTheRecipeOrKey) {
        "recipes of this model: llama3_8b_pretrain_"},
       {"nemo llm pretrain --factory llama3_8b trainer.strategy.tensor_model_parallel_size=two",
        "trainer.strategy.tensor_model_parallel_size: 'two' is not an integer"},
-      {"run_recipe.py --recipe nemotron_3_super_pretrain_config", "hybrid Mamba/attention"},
+      {"run_recipe.py --recipe nemotron_3_super_pretrain_config", "latent MoE and MTP, a hybrid the model does not describe"},
   };
   for (const auto& c : cases) {
     auto r = JobFromCommand(Split(c.cmd), "");

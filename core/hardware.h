@@ -118,7 +118,8 @@ struct RateProfile {
   std::string compute_rate_low_source;
   // The Mamba-2 SSD chunk scan's sustained rate (a hybrid's Mamba layers, core/step_time.cc
   // MambaMixer); 0: kSsdPeakFraction of the dense bf16 peak (core/step_time.h). Not measured by
-  // stepcast-calibrate (no calibration kernel yet); the interval sets it to kSsdTritonFlopsPerS.
+  // stepcast-calibrate (no calibration kernel yet); given here, the interval does not widen for it
+  // (else it holds the step at kSsdTritonShare of the default). hardware.proto field 15-16.
   double ssd_flops_per_s = 0;
   std::string ssd_source;
   RateOrigin attention_origin = RateOrigin::kUnknown;

@@ -344,7 +344,12 @@ IntervalTable IntervalTable::Build(std::vector<ResidualRun> step, std::vector<Me
   }
   t.BuildOutsideBounds(region_sources, per_experiment);
 
-  // Every key's resolution.
+  // Every key's resolution, and that of a job outside the region whatever its key.
+  {
+    const bool outside = t.outside_bounds_.finite;
+    t.outside_resolution_.low_ratio = std::exp(outside ? t.outside_bounds_.lo : t.widest_lo_);
+    t.outside_resolution_.high_ratio = std::exp(outside ? t.outside_bounds_.hi : t.widest_hi_);
+  }
   t.resolution_.assign(kRegimeKeyCount, Resolution{});
   for (uint32_t key = 0; key < kRegimeKeyCount; ++key) {
     const Regime r = Regime::FromKey(key);
@@ -360,9 +365,8 @@ IntervalTable IntervalTable::Build(std::vector<ResidualRun> step, std::vector<Me
           break;
         }
       }
-      const bool outside = t.outside_bounds_.finite;
-      res.low_ratio = std::exp(outside ? t.outside_bounds_.lo : t.widest_lo_);
-      res.high_ratio = std::exp(outside ? t.outside_bounds_.hi : t.widest_hi_);
+      res.low_ratio = t.outside_resolution_.low_ratio;
+      res.high_ratio = t.outside_resolution_.high_ratio;
       continue;
     }
     for (int level = 0; level < kRegimeLevels; ++level) {
@@ -480,7 +484,10 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
   i.coverage = table.coverage();
   i.minimum_experiments = MinimumWeight(table.coverage());
   i.regime = regime;
-  const IntervalTable::Resolution& res = table.Resolve(i.regime);
+  // A hybrid Mamba-2 model: no published hybrid run is in the table (its regimes are the
+  // transformers'), so it is outside the validated region whatever its regime.
+  i.hybrid = job.model.Hybrid();
+  const IntervalTable::Resolution& res = i.hybrid ? table.OutsideRegion() : table.Resolve(i.regime);
   i.validated = res.validated;
   i.unvalidated_prefix = res.unvalidated_prefix;
   i.region_experiments = res.region_experiments;
@@ -503,31 +510,6 @@ StepTimeInterval EstimateStepTimeInterval(const Job& job, double step_time_s, co
   }
   i.low_s = step_time_s * res.low_ratio;
   i.high_s = step_time_s * res.high_ratio;
-  // A hybrid Mamba-2 model: no published hybrid run is in the table (its regimes are the
-  // transformers'), so it is outside the validated region whatever its regime: the out-of-region
-  // runs' interval, the widest where there is none.
-  if (job.model.Hybrid()) {
-    i.hybrid = true;
-    i.validated = false;
-    i.below_minimum = false;
-    i.level = -1;
-    i.region_experiments = 0;
-    const bool outside = table.outside_bounds().finite;
-    i.from_outside_runs = outside;
-    if (outside) {
-      i.experiments = table.outside_bounds().weight;
-      i.rows = table.outside_rows();
-      i.sources = table.outside_sources();
-      i.low_s = step_time_s * std::exp(table.outside_bounds().lo);
-      i.high_s = step_time_s * std::exp(table.outside_bounds().hi);
-    } else if (const IntervalTable::Node* all = table.FindNode(kRegimeFeatures, i.regime); all != nullptr) {
-      i.experiments = all->experiments;
-      i.rows = all->rows;
-      i.sources = all->sources;
-      i.low_s = step_time_s * std::exp(all->bounds.lo);
-      i.high_s = step_time_s * std::exp(all->bounds.hi);
-    }
-  }
   // The GPU generation's own lean where the interval does not condition on it.
   if (i.level != 0 && i.regime.gpu != GpuGeneration::kOther) {
     const IntervalTable::GenerationLean& g = table.generation_lean(i.regime.gpu);

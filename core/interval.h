@@ -204,6 +204,10 @@ class IntervalTable {
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node* FindNode(int level, const Regime& r) const;
   const Resolution& Resolve(const Regime& r) const { return resolution_[r.Key()]; }
+  // The resolution of a job outside the validated region whatever its regime (a hybrid Mamba-2
+  // model: no published hybrid run is in the table): the out-of-region runs' bounds, else the
+  // widest.
+  const Resolution& OutsideRegion() const { return outside_resolution_; }
   // The range of every residual: the widest interval (ln ratios); both 0 without runs.
   double widest_lo() const { return widest_lo_; }
   double widest_hi() const { return widest_hi_; }
@@ -238,6 +242,7 @@ class IntervalTable {
   std::vector<MemoryResidualRun> memory_;
   std::vector<Node> nodes_;  // sorted by (level, key)
   std::vector<Resolution> resolution_;
+  Resolution outside_resolution_;
   double widest_lo_ = 0, widest_hi_ = 0;
   ConformalBounds outside_bounds_;
   int outside_rows_ = 0, outside_sources_ = 0;

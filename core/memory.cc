@@ -281,44 +281,42 @@ LayerActivationTerms ComputeLayerActivationTerms(const Job& job) {
   lm.moe_layer = true;
   const bool moe = m.moe.enabled();
   if (m.Hybrid()) lm.hybrid_kind = 'E';
-  // A dense layer's bytes; a hybrid's "dense" layer is the mean of its Mamba, attention and MLP
-  // layers by their counts (the stage sums take layers in these shares, as the step model does).
+  // A dense layer's bytes (mean) and, for a working set, the largest single layer's; a hybrid's
+  // "dense" layer is the mean of its Mamba, attention and MLP layers by their counts (the stage
+  // sums take layers in these shares, as the step model does), its largest the largest kind's.
   const HybridLayerCounts hc = m.HybridCounts();
-  auto dense_bytes = [&](LayerActivationInput in) {
-    if (!m.Hybrid()) return LayerActivationBytes(m, in);
-    const double n = static_cast<double>(hc.NonMoe());
-    double sum = 0;
-    for (auto [kind, count] : {std::pair<char, int64_t>{'M', hc.mamba}, {'*', hc.attention}, {'-', hc.mlp}}) {
-      if (count == 0) continue;
-      in.hybrid_kind = kind;
-      sum += static_cast<double>(count) * LayerActivationBytes(m, in);
-    }
-    return n > 0 ? sum / n : 0.0;
+  struct KindBytes {
+    double mean = 0, largest = 0;
   };
-  // The largest single layer (a working set is one layer's).
-  auto largest_bytes = [&](LayerActivationInput in) {
-    if (!m.Hybrid()) return LayerActivationBytes(m, in);
-    double most = 0;
+  auto non_moe_layers = [&](LayerActivationInput in) {
+    KindBytes k;
+    if (!m.Hybrid()) {
+      k.mean = k.largest = LayerActivationBytes(m, in);
+      return k;
+    }
     for (auto [kind, count] : {std::pair<char, int64_t>{'M', hc.mamba}, {'*', hc.attention}, {'-', hc.mlp}}) {
       if (count == 0) continue;
       in.hybrid_kind = kind;
-      most = std::max(most, LayerActivationBytes(m, in));
+      const double bytes = LayerActivationBytes(m, in);
+      k.mean += static_cast<double>(count) * bytes;
+      k.largest = std::max(k.largest, bytes);
     }
-    return most;
+    if (hc.NonMoe() > 0) k.mean /= static_cast<double>(hc.NonMoe());
+    return k;
   };
   LayerActivationTerms out;
-  out.dense_layer_bytes = dense_bytes(li);
+  out.dense_layer_bytes = non_moe_layers(li).mean;
   out.moe_layer_bytes = moe ? LayerActivationBytes(m, lm) : out.dense_layer_bytes;
   if (t.recompute == Recompute::kFull && t.recompute_num_layers > 0) {
     LayerActivationInput none = li, none_m = lm;
     none.recompute = none_m.recompute = Recompute::kNone;
-    out.kept_dense_layer_bytes = dense_bytes(none);
+    out.kept_dense_layer_bytes = non_moe_layers(none).mean;
     out.kept_moe_layer_bytes = moe ? LayerActivationBytes(m, none_m) : out.kept_dense_layer_bytes;
   }
   if (t.recompute == Recompute::kFull) {
     LayerActivationInput full = li;
     full.recompute = Recompute::kNone;
-    out.recompute_working_set_bytes = largest_bytes(full);
+    out.recompute_working_set_bytes = non_moe_layers(full).largest;
     if (m.Hybrid() && moe) {
       LayerActivationInput full_m = lm;
       full_m.recompute = Recompute::kNone;
@@ -330,7 +328,7 @@ LayerActivationTerms ComputeLayerActivationTerms(const Job& job) {
     // it stores (the larger of a dense and an MoE layer).
     LayerActivationInput none = li, none_m = lm;
     none.recompute = none_m.recompute = Recompute::kNone;
-    double ws = dense_bytes(none) - out.dense_layer_bytes;
+    double ws = non_moe_layers(none).mean - out.dense_layer_bytes;
     if (moe) ws = std::max(ws, LayerActivationBytes(m, none_m) - out.moe_layer_bytes);
     out.recompute_working_set_bytes = std::max(0.0, ws);
   }

@@ -121,7 +121,7 @@ absl::Status ValidateHybrid(const ModelShape& in, const ModelShape& s) {
   const std::string& p = in.hybrid_layer_pattern;
   for (size_t i = 0; i < p.size(); ++i) {
     const char k = p[i];
-    if (k == 'M' || k == '*' || k == '-' || k == 'E') continue;
+    if (IsHybridLayerSymbol(k)) continue;
     std::string why;
     switch (k) {
       case 'G': why = "a Gated DeltaNet layer, which the model does not describe"; break;

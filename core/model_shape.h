@@ -74,6 +74,10 @@ struct MambaShape {
   bool operator==(const MambaShape&) const = default;
 };
 
+// The layer symbols of a hybrid pattern the model describes (Megatron-Core
+// hybrid_layer_allocation.py Symbols): Mamba 'M', attention '*', MLP '-', MoE 'E'.
+constexpr bool IsHybridLayerSymbol(char c) { return c == 'M' || c == '*' || c == '-' || c == 'E'; }
+
 // Layers of a hybrid model by kind (Megatron-Core hybrid_layer_allocation.py Symbols): Mamba
 // 'M', attention '*', MLP '-', MoE 'E', each one sub-layer with its own pre-norm and residual.
 struct HybridLayerCounts {

@@ -469,18 +469,17 @@ class StepModel {
       // layers one after another: a short attention layer's launches are hidden by the long
       // Mamba or MLP layer beside it, as inside a transformer layer).
       double share = 0;
-      skip_launch_floor_ = true;
       for (auto [part, count] : {std::pair<unsigned, int64_t>{kMambaPart, n.mamba}, {kAttentionPart, n.attention},
                                  {kMlpPart, n.mlp}}) {
         if (count == 0) continue;
         LayerCost one;
-        Layer(part, one);
+        Layer(part, one, /*launch_floor=*/false);
         AddScaled(c.dense, one, static_cast<double>(count) / non_moe);
         share += LaunchShare(part) * static_cast<double>(count) / non_moe;
       }
       if (non_moe > 0) LaunchFloor(kDenseLayerParts, c.dense, share);
       if (m_.MoeLayerCount() > 0) {
-        Layer(kMoePart, c.moe);
+        Layer(kMoePart, c.moe, /*launch_floor=*/false);
         // An MoE layer's wait for its token counts (LaunchFloor) drains the queue the layer before
         // it filled: its floor is that of the pair, as a transformer MoE layer's is of its
         // attention and MoE halves, less the layer before's own.
@@ -492,7 +491,6 @@ class StepModel {
         if (non_moe > 0) c.moe.launch.time_s = std::max(0.0, pair.launch.time_s - c.dense.launch.time_s);
         c.moe.launch.compute_s = c.moe.launch.time_s;
       }
-      skip_launch_floor_ = false;
     } else {
       Layer(kDenseLayerParts, c.dense);
       if (m_.MoeLayerCount() > 0) Layer(kMoeLayerParts, c.moe);
@@ -818,8 +816,9 @@ class StepModel {
            (o.chunks_per_group_rank ? static_cast<double>(std::max<int64_t>(1, group)) : 1.0);
   }
   // Add one layer's (one output layer's) per-micro-batch costs to `c`, which starts at zero:
-  // the sub-layers in `parts` (LayerPart bits). The steps below, in this order.
-  void Layer(unsigned parts, LayerCost& c);
+  // the sub-layers in `parts` (LayerPart bits). The steps below, in this order; without
+  // `launch_floor` the caller adds the host launch floor (a hybrid's, over its layer mix).
+  void Layer(unsigned parts, LayerCost& c, bool launch_floor = true);
   // A forward GEMM of the layer, m x n x k (for Transformer Engine userbuffers' chunking).
   struct LayerGemmShape {
     double m, n, k;
@@ -1008,7 +1007,6 @@ class StepModel {
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
   std::vector<std::string> warnings_;
   LayerModuleTimes* modules_ = nullptr;  // filled by Layer() when set (EstimateLayerModules)
-  bool skip_launch_floor_ = false;       // Layer() leaves the launch floor to its caller (a hybrid's)
 };
 
 double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_bytes) {
@@ -1118,7 +1116,7 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
   *fwd = *bwd = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk);
 }
 
-void StepModel::Layer(unsigned parts, LayerCost& c) {
+void StepModel::Layer(unsigned parts, LayerCost& c, bool launch_floor) {
   const bool moe = (parts & kMoePart) != 0;
   const bool gated = m_.ffn_type == FfnType::kSwiGlu || m_.ffn_type == FfnType::kGeGlu;
   LayerScratch s;
@@ -1144,7 +1142,7 @@ void StepModel::Layer(unsigned parts, LayerCost& c) {
   if (parts & kAttentionPart) CpComm(c, s);
   EpComm(moe, c, s);
   if (modules_ != nullptr) FillModuleComm(moe, c);
-  if (!skip_launch_floor_) LaunchFloor(parts, c);
+  if (launch_floor) LaunchFloor(parts, c);
 }
 
 void StepModel::AttentionProjections(LayerCost& c, LayerScratch& s) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "core/model_shape.h"
 #include "proto/architectures.h"
 #include "proto/codec.h"
 #include "yaml-cpp/yaml.h"
@@ -291,7 +292,7 @@ class HfReader {
     }
     for (size_t i = 0; i < pattern.size(); ++i) {
       const char c = pattern[i];
-      if (c != 'M' && c != '*' && c != '-' && c != 'E') {
+      if (!IsHybridLayerSymbol(c)) {
         return Err(key, absl::StrCat("'", std::string(1, c), "' at position ", i,
                                      " is not a layer this family's layers are read as (M Mamba-2, * attention, - MLP, "
                                      "E MoE; MTP patterns after '/' are not modelled)"));

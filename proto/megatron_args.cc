@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/model_shape.h"
 #include "proto/codec.h"
 #include "proto/launch_data.h"
 
@@ -243,10 +244,8 @@ std::string Basename(const std::string& path) {
 // Megatron-LM's training programs that do not build a GPT or hybrid model (megatron/training/ and
 // the repository root at the pinned commit): their launch lines are refused, not misread as GPT.
 // pretrain_mamba.py / pretrain_hybrid.py build hybrid Mamba-2 models (MegatronHybridPattern).
-absl::Status CheckMegatronProgram(const std::string& program, const std::vector<std::string>& argv, size_t start) {
+absl::Status CheckMegatronProgram(const std::string& program) {
   const std::string base = Basename(program);
-  (void)argv;
-  (void)start;
   for (const char* other : {"pretrain_bert.py", "pretrain_t5.py", "pretrain_vlm.py", "pretrain_retro.py",
                             "pretrain_ict.py", "pretrain_vision_classify.py", "pretrain_vision_dino.py",
                             "pretrain_vision_inpaint.py"}) {
@@ -893,7 +892,7 @@ absl::StatusOr<std::string> MegatronHybridPattern(const MegatronFlags& f, const 
     pattern.erase(std::remove(pattern.begin(), pattern.end(), '|'), pattern.end());
     for (size_t i = 0; i < pattern.size(); ++i) {
       const char c = pattern[i];
-      if (c != 'M' && c != '*' && c != '-' && c != 'E') {
+      if (!IsHybridLayerSymbol(c)) {
         return FlagError(flag, absl::StrCat("'", std::string(1, c), "' at position ", i,
                                             " is not a layer the model describes (M Mamba-2, * attention, - MLP, E MoE)"));
       }
@@ -1580,7 +1579,7 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   out.source = "megatron";
   out.launcher_gpus = launch.gpus;
   out.launcher_gpus_from = launch.gpus_from;
-  if (absl::Status s = CheckMegatronProgram(launch.program, argv, launch.args_index); !s.ok()) return s;
+  if (absl::Status s = CheckMegatronProgram(launch.program); !s.ok()) return s;
   MegatronFlags f;
   if (absl::Status s = SortMegatronFlags(argv, launch.args_index, f, out); !s.ok()) return s;
   int64_t segments = 1;

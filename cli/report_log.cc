@@ -43,6 +43,7 @@ absl::Status ConvertFrameworkReported(const Job& job, int gpus, int log_year, v1
   in.family = family;
   in.seq_length = job.training.seq_length;
   in.sequences = static_cast<double>(job.training.global_batch_size);
+  in.mtp_depths = job.training.mtp_layers;
   std::vector<FlopConvention> tries;
   if (fw == "megatron") {
     // Megatron's count changed in 2025 (transformer_flops): the log's own year picks the form,

@@ -98,6 +98,7 @@ absl::string_view FlopConventionSource(FlopConvention c);
 struct FlopConventionChoice {
   FlopConvention convention;
   double stated_flops_per_sample = 0;  // kStatedPerSample
+  int64_t mtp_depths = -1;             // MTP depths trained (training.mtp_layers); -1: model.mtp_layers
 };
 absl::StatusOr<FlopConventionChoice> FlopConventionFromText(absl::string_view definition, int framework_year);
 
@@ -110,6 +111,7 @@ struct FlopCountInput {
   int64_t seq_length = 0;
   double sequences = 0;
   double stated_flops_per_sample = 0;  // kStatedPerSample
+  int64_t mtp_depths = -1;             // MTP depths trained (training.mtp_layers); -1: model.mtp_layers
 };
 
 // FLOPs of one step under `c`. InvalidArgument when the inputs are not positive, or the

@@ -114,6 +114,9 @@ absl::Status ValidateJob(const Job& job) {
   if (t.micro_batch_size <= 0) return Bad("training.micro_batch_size", "must be > 0");
   if (t.dataset_tokens < 0) return Bad("training.dataset_tokens", "must be >= 0");
   if (t.train_iters < 0) return Bad("training.train_iters", "must be >= 0");
+  if (m.Hybrid() && t.mtp_layers > 0 && m.hybrid_mtp_pattern.empty()) {
+    return Bad("training.mtp_layers", "the hybrid model has no MTP module (model.shape.hybrid_mtp_pattern is empty)");
+  }
   if (t.precision.gemm != DType::kBF16 && t.precision.gemm != DType::kFP16 &&
       t.precision.gemm != DType::kFP8 && t.precision.gemm != DType::kTF32 &&
       t.precision.gemm != DType::kFP32) {

@@ -126,6 +126,16 @@ struct TrainingConfig {
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   bool overlap_ep_comm = false;  // MoE all-to-all beside another micro-batch's compute
   int64_t mtp_layers = -1;       // MTP modules trained; -1: the model shape's mtp_layers
+  // MoE expert capacity with padding (Megatron-Core moe_expert_capacity_factor,
+  // moe_pad_expert_input_to_capacity; job.proto): each expert computes `factor` x its balanced
+  // share of rows. 0 / false: none.
+  double moe_expert_capacity_factor = 0;
+  bool moe_pad_expert_input_to_capacity = false;
+  // The rows each expert computes over its balanced share: the capacity factor when its input is
+  // padded to capacity, else 1 (token_dispatcher.py drop_and_pad).
+  double MoePaddedRowsFactor() const {
+    return moe_pad_expert_input_to_capacity && moe_expert_capacity_factor > 0 ? moe_expert_capacity_factor : 1.0;
+  }
 };
 
 // Parallel layout. Ranks are ordered as in Megatron-Core: TP innermost, then CP, then DP (EP

@@ -91,15 +91,21 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
       // sequence parallelism).
       const double etp = x.expert_tp > 0 ? x.expert_tp : t;
       const double rank_tokens = sb * etp / t * x.moe_tokens_factor;
+      // The dispatched rows' width (latent MoE: moe_latent_size).
+      const double w = static_cast<double>(m.moe.ExpertWidth(m.hidden_size));
       if (tt_sac) {
         // torchtitan op SAC: the experts' grouped-GEMM outputs, their activations and the combine
         // input are recomputed; the dispatched tokens (all-to-all / DeepEP dispatch output, in the
         // save list) are kept.
-        per_rank += e * rank_tokens * m.moe.top_k * h;
+        per_rank += e * rank_tokens * m.moe.top_k * w;
       } else {
         per_rank += mlp_internal(m.moe.expert_ffn_hidden_size, rank_tokens * m.moe.top_k, false, dropped(kRecomputeMoeAct)) / etp;
-        per_rank += 2 * e * rank_tokens * m.moe.top_k * h;
+        per_rank += 2 * e * rank_tokens * m.moe.top_k * w;
       }
+      // Latent MoE: fc1_latent_proj's input is the norm output (counted above); its output is
+      // the expert input (w wide, counted); fc2_latent_proj keeps its input, the combined rows
+      // (sequence-parallel share, w wide, duplicated on every TP rank).
+      if (m.moe.latent_size > 0) per_rank += e * sb / t * w;
       if (!dropped(kRecomputeSharedExperts)) {
         split += m.moe.shared_experts * mlp_internal(m.moe.shared_expert_ffn_hidden_size, sb, false, false);
       }
@@ -176,8 +182,8 @@ LocalParameters LocalParametersOf(const Job& job, const ModelShape& m, const Par
   double expert_total = 0;
   if (m.moe.enabled()) {
     const int f_mats = GatedFfn(m.ffn_type) ? 3 : 2;
-    expert_total = static_cast<double>(moe_layer_count) * m.moe.routed_experts * f_mats * h *
-                   m.moe.expert_ffn_hidden_size;
+    expert_total = static_cast<double>(moe_layer_count) * m.moe.routed_experts * f_mats *
+                   static_cast<double>(m.moe.ExpertWidth(m.hidden_size)) * m.moe.expert_ffn_hidden_size;
   }
   const double input_emb = c.embedding - (m.tied_embeddings ? 0.0 : m.vocab_size * h);
   const double output_head = m.tied_embeddings ? 0.0 : m.vocab_size * h;
@@ -264,6 +270,9 @@ LayerActivationInput StageLayerInput(const Job& job) {
   li.bytes_per_gemm_input = pr.gemm == DType::kFP8 ? 1.0 : e;
   if (pr.Autocast()) li.bytes_per_norm_input = BytesPerElement(pr.params);
   li.expert_tp = static_cast<double>(p.Etp());
+  // Experts' inputs padded to capacity (token_dispatcher.py drop_and_pad): their rows and what
+  // the grouped GEMMs keep of them grow by the capacity factor.
+  li.moe_tokens_factor = t.MoePaddedRowsFactor();
   return li;
 }
 

@@ -58,7 +58,7 @@ struct LayerActivationInput {
   double bytes_per_gemm_input = 0;             // 0: bytes_per_activation (fp8 GEMMs: 1)
   double bytes_per_norm_input = 0;             // the two norms' inputs (residual stream); 0: bytes_per_activation
   double expert_tp = 0;                        // ETP for expert internals; 0: tp
-  double moe_tokens_factor = 1;                // routing imbalance: max/mean tokens per expert (1: balanced)
+  double moe_tokens_factor = 1;                // rows per expert over its balanced share (capacity padding)
   // A hybrid model's layer kind ('M' Mamba-2, '*' attention, '-' MLP, 'E' MoE: one sub-layer
   // with one norm); 0: a transformer layer (attention + MLP, or + MoE with moe_layer).
   char hybrid_kind = 0;

@@ -36,9 +36,12 @@ ModelShape ModelShape::Resolved() const {
   s.position_encoding = position_encoding;
   s.embedding_norm = embedding_norm;
   s.mtp_layers = mtp_layers;
+  s.mtp_repeated_layer = mtp_repeated_layer;
   s.hybrid_layer_pattern = hybrid_layer_pattern;
+  s.hybrid_mtp_pattern = hybrid_mtp_pattern;
   s.mamba = mamba;
-  if (s.Hybrid() && s.hybrid_layer_pattern.find('M') != std::string::npos) {
+  if (s.Hybrid() && (s.hybrid_layer_pattern.find('M') != std::string::npos ||
+                     s.hybrid_mtp_pattern.find('M') != std::string::npos)) {
     // Megatron-Core's defaults (transformer_config.py, mamba_mixer.py), for the Mamba layers.
     MambaShape& mb = s.mamba;
     if (mb.state_dim == 0) mb.state_dim = 128;
@@ -59,9 +62,10 @@ ModelShape ModelShape::Resolved() const {
   return s;
 }
 
-HybridLayerCounts ModelShape::HybridCounts() const {
+namespace {
+HybridLayerCounts CountSymbols(const std::string& pattern) {
   HybridLayerCounts c;
-  for (char k : hybrid_layer_pattern) {
+  for (char k : pattern) {
     switch (k) {
       case 'M': ++c.mamba; break;
       case '*': ++c.attention; break;
@@ -72,6 +76,10 @@ HybridLayerCounts ModelShape::HybridCounts() const {
   }
   return c;
 }
+}  // namespace
+
+HybridLayerCounts ModelShape::HybridCounts() const { return CountSymbols(hybrid_layer_pattern); }
+HybridLayerCounts ModelShape::HybridMtpCounts() const { return CountSymbols(hybrid_mtp_pattern); }
 
 int64_t ModelShape::AttentionLayerCount() const { return Hybrid() ? HybridCounts().attention : layers; }
 
@@ -128,7 +136,7 @@ absl::Status ValidateHybrid(const ModelShape& in, const ModelShape& s) {
       case 'D': why = "a DeepSeek-style sparse attention layer, which the model does not describe"; break;
       case '+': why = "an MLA layer, which the model does not describe inside a hybrid"; break;
       case '|': why = "a pipeline-stage mark: give the layers only (the model splits them evenly)"; break;
-      case '/': why = "an MTP separator: give the main pattern only (hybrid MTP is not modelled)"; break;
+      case '/': why = "an MTP separator: give the main pattern here, one MTP module's layers in hybrid_mtp_pattern and its depths in mtp_layers"; break;
       default: why = "not a layer symbol (M Mamba-2, * attention, - MLP, E MoE)"; break;
     }
     return Bad("hybrid_layer_pattern", absl::StrCat("'", std::string(1, k), "' at position ", i, " is ", why));
@@ -144,7 +152,20 @@ absl::Status ValidateHybrid(const ModelShape& in, const ModelShape& s) {
   }
   if (in.mla.enabled()) return Bad("mla", "MLA inside a hybrid pattern is not modelled");
   if (in.local_attention_window > 0) return Bad("local_attention_window", "local attention inside a hybrid pattern is not modelled");
-  if (in.mtp_layers > 0) return Bad("mtp_layers", "MTP modules of a hybrid model are not modelled");
+  const std::string& mp = in.hybrid_mtp_pattern;
+  for (size_t i = 0; i < mp.size(); ++i) {
+    if (!IsHybridLayerSymbol(mp[i])) {
+      return Bad("hybrid_mtp_pattern", absl::StrCat("'", std::string(1, mp[i]), "' at position ", i,
+                                                    " is not a layer symbol (M Mamba-2, * attention, - MLP, E MoE; "
+                                                    "one module's layers, without '/')"));
+    }
+  }
+  if (mp.size() > 64) return Bad("hybrid_mtp_pattern", absl::StrCat("has ", mp.size(), " layers (at most 64)"));
+  if (in.mtp_layers > 0 && mp.empty()) {
+    return Bad("hybrid_mtp_pattern", "must name the MTP module's layers (e.g. \"*E\") when a hybrid has mtp_layers");
+  }
+  const HybridLayerCounts mc = in.HybridMtpCounts();
+  if (mc.moe > 0 && !in.moe.enabled()) return Bad("moe.routed_experts", "must be > 0: the MTP pattern has MoE ('E') layers");
   const MambaShape& m = in.mamba;
   for (auto [field, v] : {std::pair<const char*, int64_t>{"mamba.state_dim", m.state_dim}, {"mamba.head_dim", m.head_dim},
                           {"mamba.num_groups", m.num_groups}, {"mamba.num_heads", m.num_heads},
@@ -154,11 +175,11 @@ absl::Status ValidateHybrid(const ModelShape& in, const ModelShape& s) {
     // overflow int64 (review of 2026-11-29).
     if (v > (int64_t{1} << 20)) return Bad(field, absl::StrCat(v, " is above 2^20"));
   }
-  if (c.mamba == 0 && in.mamba != MambaShape{}) {
+  if (c.mamba == 0 && mc.mamba == 0 && in.mamba != MambaShape{}) {
     return Bad("mamba", "is given but the hybrid pattern has no Mamba ('M') layer");
   }
   const MambaShape& r = s.mamba;
-  if (c.mamba > 0) {
+  if (c.mamba > 0 || mc.mamba > 0) {
     if (r.num_heads <= 0) {
       return Bad("mamba.num_heads", absl::StrCat("2 * hidden_size / head_dim is 0 (hidden_size ", in.hidden_size,
                                                  ", head_dim ", r.head_dim, ")"));
@@ -202,6 +223,7 @@ absl::Status ValidateModelShape(const ModelShape& in) {
   }
   const MoeShape& m = s.moe;
   if (m.routed_experts < 0) return Bad("moe.routed_experts", "must be >= 0");
+  if (!m.enabled() && m.latent_size != 0) return Bad("moe.latent_size", "needs MoE layers (moe.routed_experts > 0)");
   if (m.enabled()) {
     if (m.top_k <= 0) return Bad("moe.top_k", "must be > 0 when moe.routed_experts > 0");
     if (m.top_k > m.routed_experts) {
@@ -212,6 +234,9 @@ absl::Status ValidateModelShape(const ModelShape& in) {
     if (m.layer_freq < 0) return Bad("moe.layer_freq", "must be >= 0");
     if (m.first_dense_layers < 0 || m.first_dense_layers >= s.layers) {
       return Bad("moe.first_dense_layers", "must be in [0, layers)");
+    }
+    if (m.latent_size < 0 || m.latent_size > (int64_t{1} << 20)) {
+      return Bad("moe.latent_size", absl::StrCat(m.latent_size, " must be in [0, 2^20] (0: experts at hidden_size)"));
     }
     if (m.routed_groups < 0 || m.max_routed_groups < 0 || m.max_routed_groups > m.routed_groups ||
         (m.routed_groups > 0 && m.routed_experts % m.routed_groups != 0)) {
@@ -240,6 +265,8 @@ absl::Status ValidateModelShape(const ModelShape& in) {
     if (absl::Status st = ValidateHybrid(in, s); !st.ok()) return st;
   } else if (in.mamba != MambaShape{}) {
     return Bad("mamba", "needs hybrid_layer_pattern (the layers that are Mamba-2 mixers)");
+  } else if (!in.hybrid_mtp_pattern.empty()) {
+    return Bad("hybrid_mtp_pattern", "needs hybrid_layer_pattern (a transformer's MTP module is a block of its last layer's type)");
   }
   if (s.mla.enabled()) {
     if (s.mla.qk_rope_head_dim <= 0 || s.mla.qk_nope_head_dim <= 0 || s.mla.v_head_dim <= 0) {
@@ -273,17 +300,19 @@ struct Dimensions {
   int64_t position_encoding;
   int64_t embedding_norm;
   int64_t mtp_layers;
+  int64_t mtp_repeated_layer;
   int64_t resolved;
   // A hybrid's layers by kind and its last layer's kind (the parameter counts depend on the
   // pattern only through these), and its Mamba-2 dimensions.
   HybridLayerCounts hybrid;
   int64_t hybrid_last;
   MambaShape mamba;
+  HybridLayerCounts hybrid_mtp;  // one hybrid MTP module's layers by kind
 };
 static_assert(sizeof(MoeShape) % 8 == 0 && sizeof(MlaShape) % 8 == 0 && sizeof(MambaShape) % 8 == 0 &&
               sizeof(HybridLayerCounts) % 8 == 0 &&
               sizeof(Dimensions) ==
-                  8 * 23 + sizeof(MoeShape) + sizeof(MlaShape) + sizeof(HybridLayerCounts) + sizeof(MambaShape));
+                  8 * 24 + sizeof(MoeShape) + sizeof(MlaShape) + 2 * sizeof(HybridLayerCounts) + sizeof(MambaShape));
 
 Dimensions DimensionsOf(const ModelShape& s) {
   return {s.layers, s.hidden_size, s.attention_heads, s.kv_heads, s.head_dim, s.ffn_hidden_size,
@@ -291,8 +320,9 @@ Dimensions DimensionsOf(const ModelShape& s) {
           s.learned_position_embeddings, static_cast<int64_t>(s.norm_type), s.moe, s.mla, s.local_attention_window,
           static_cast<int64_t>(s.local_attention_kind), s.global_attention_every, s.attention_sinks,
           s.attention_logit_softcap, s.final_logit_softcap, static_cast<int64_t>(s.position_encoding),
-          s.embedding_norm, s.mtp_layers, s.resolved, s.HybridCounts(),
-          s.hybrid_layer_pattern.empty() ? 0 : static_cast<int64_t>(s.hybrid_layer_pattern.back()), s.mamba};
+          s.embedding_norm, s.mtp_layers, s.mtp_repeated_layer, s.resolved, s.HybridCounts(),
+          s.hybrid_layer_pattern.empty() ? 0 : static_cast<int64_t>(s.hybrid_layer_pattern.back()), s.mamba,
+          s.HybridMtpCounts()};
 }
 
 ParameterCounts CountParametersUncached(const ModelShape& in);
@@ -348,15 +378,20 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
 
   double moe_total = 0, moe_active = 0;
   if (s.moe.enabled()) {
-    const double fe = f_mats * h * s.moe.expert_ffn_hidden_size;
+    // Routed experts at their width w (latent MoE: latent_size, else h).
+    const double w = static_cast<double>(s.moe.ExpertWidth(s.hidden_size));
+    const double fe = f_mats * w * s.moe.expert_ffn_hidden_size;
     const double fs = f_mats * h * s.moe.shared_expert_ffn_hidden_size;
     // With linear_bias every expert carries its biases: the up (and gate) outputs and the down
     // output (GPT-OSS gate_up_proj_bias 2*f_e, down_proj_bias h), and the router its E.
-    const double expert_bias = s.linear_bias ? (f_mats - 1) * s.moe.expert_ffn_hidden_size + h : 0;
+    const double expert_bias = s.linear_bias ? (f_mats - 1) * s.moe.expert_ffn_hidden_size + w : 0;
     const double shared_bias = s.linear_bias ? (f_mats - 1) * s.moe.shared_expert_ffn_hidden_size + h : 0;
     const double router = h * s.moe.routed_experts + (s.linear_bias ? s.moe.routed_experts : 0);
-    moe_total = s.moe.routed_experts * (fe + expert_bias) + s.moe.shared_experts * (fs + shared_bias) + router;
-    moe_active = s.moe.top_k * (fe + expert_bias) + s.moe.shared_experts * (fs + shared_bias) + router;
+    // Latent MoE: fc1_latent_proj h -> w and fc2_latent_proj w -> h (moe_layer.py TELinear,
+    // bias = add_bias_linear), on every token's path.
+    const double latent_proj = s.moe.latent_size > 0 ? 2 * h * w + (s.linear_bias ? w + h : 0.0) : 0.0;
+    moe_total = s.moe.routed_experts * (fe + expert_bias) + s.moe.shared_experts * (fs + shared_bias) + router + latent_proj;
+    moe_active = s.moe.top_k * (fe + expert_bias) + s.moe.shared_experts * (fs + shared_bias) + router + latent_proj;
   }
 
   const double n_moe = s.MoeLayerCount();
@@ -399,14 +434,22 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
   c.active_without_input_embedding = layers_active + model_norms + s.vocab_size * h;
   c.non_embedding = c.total - c.embedding;
   {
-    // One MTP module (DeepSeek-V3 Sec. 2.2, Fig. 3): a transformer block of the model's last
-    // layer type, the projection M (h x 2h) of [norm(h_i); norm(emb)], and those two norms; the
-    // embedding and output head are the main model's. Sized for every model: a job may train
-    // modules its shape does not have (training.mtp_layers).
+    // One MTP module (DeepSeek-V3 Sec. 2.2, Fig. 3; Megatron-Core multi_token_prediction.py
+    // MultiTokenPredictionLayer): a transformer block of the model's last layer type (a hybrid:
+    // the layers of hybrid_mtp_pattern), the projection eh_proj (h x 2h) of [norm(h_i);
+    // norm(emb)], those two norms (enorm, hnorm) and the module's final norm; the embedding and
+    // output head are the main model's. Sized for every model: a job may train modules its shape
+    // does not have (training.mtp_layers). Nemotron 3 Super's checkpoint, 123,611,033,088
+    // elements, is the main model, one "*E" module and 41 router bias buffers (tested).
     const bool moe_block = s.IsMoeLayer(s.layers - 1);
-    const double block = per_layer_fixed + (moe_block ? moe_total : dense_ffn + dense_ffn_bias);
-    c.mtp_module = block + 2.0 * h * h + 2 * norm;
-    c.mtp = s.mtp_layers * c.mtp_module;
+    double block = per_layer_fixed + (moe_block ? moe_total : dense_ffn + dense_ffn_bias);
+    if (s.Hybrid()) {
+      const HybridLayerCounts mc = s.HybridMtpCounts();
+      block = mc.mamba * mamba_all + mc.attention * (attn + attn_extra + norm) +
+              mc.mlp * (dense_ffn + dense_ffn_bias + norm) + mc.moe * (moe_total + norm);
+    }
+    c.mtp_module = block + 2.0 * h * h + 3 * norm;
+    c.mtp = s.MtpModulesWithWeights(s.mtp_layers) * c.mtp_module;
   }
   c.attention_gemm = attn;
   c.dense_layer_gemm = attn + dense_ffn;

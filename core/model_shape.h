@@ -36,6 +36,13 @@ struct MoeShape {
   int64_t first_dense_layers = 0;             // leading dense layers (DeepSeek-V3: 3)
   int64_t routed_groups = 0;                  // group-limited routing: groups (HF n_group); 0: none
   int64_t max_routed_groups = 0;              // groups a token may reach (HF topk_group); 0: no limit
+  // Latent MoE (Nemotron 3 Super / Ultra; Megatron-Core moe_latent_size, moe_layer.py): the
+  // routed experts run at this width; fc1_latent_proj (h -> latent_size) before the dispatch and
+  // fc2_latent_proj (latent_size -> h) after the combine, both duplicated on every TP rank, so
+  // tokens travel at latent_size. The router and shared experts keep hidden_size. 0: none.
+  int64_t latent_size = 0;
+  // The width the routed experts read and write and the dispatch moves: latent_size, else h.
+  int64_t ExpertWidth(int64_t hidden_size) const { return latent_size > 0 ? latent_size : hidden_size; }
   bool enabled() const { return routed_experts > 0; }
   bool operator==(const MoeShape&) const = default;
 };
@@ -120,6 +127,13 @@ struct ModelShape {
   PositionEncoding position_encoding = PositionEncoding::kDefault;
   bool embedding_norm = false;           // a norm after the embedding (BLOOM)
   int64_t mtp_layers = 0;                // multi-token-prediction modules (DeepSeek-V3 Sec. 2.2)
+  // The MTP depths share one module's weights (Megatron-Core mtp_use_repeated_layer; HF
+  // Nemotron-H mtp_use_repeated_layer): the parameters of one module, the compute of each depth.
+  bool mtp_repeated_layer = false;
+  // A hybrid's MTP module, one symbol per layer (Megatron-Core's pattern after '/', HF
+  // mtp_hybrid_override_pattern; Nemotron 3 Super "*E": an attention and an MoE layer), with the
+  // embedding projection and norms of a transformer's. Empty: a hybrid has no MTP module.
+  std::string hybrid_mtp_pattern;
   // A hybrid Mamba-2 model: one symbol per layer, 'M' Mamba-2 mixer, '*' self-attention, '-'
   // MLP (ffn_hidden_size, ffn_type), 'E' MoE (moe); `layers` is its length. Empty: every layer
   // is attention + FFN (the transformer above). Megatron-Core --hybrid-layer-pattern (its '|'
@@ -139,6 +153,13 @@ struct ModelShape {
   bool Hybrid() const { return !hybrid_layer_pattern.empty(); }
   // A hybrid's layers by kind (all zero when not hybrid).
   HybridLayerCounts HybridCounts() const;
+  // The layers of one hybrid MTP module by kind (hybrid_mtp_pattern; all zero without one).
+  HybridLayerCounts HybridMtpCounts() const;
+  // MTP modules whose weights exist when `depths` are trained: one when they share a layer
+  // (mtp_repeated_layer), else each.
+  int64_t MtpModulesWithWeights(int64_t depths) const {
+    return mtp_repeated_layer && depths > 0 ? 1 : depths;
+  }
   // Layers with self-attention: every layer, or a hybrid's '*' layers.
   int64_t AttentionLayerCount() const;
   // Number of MoE layers and dense layers (they add up to `layers`). A hybrid's MoE layers are
@@ -175,7 +196,8 @@ absl::Status ValidateModelShape(const ModelShape& shape);
 //              MLA per DeepSeek-V2 Sec. 2.1 (down/up projections, decoupled RoPE key);
 //              + one sink logit per head with attention_sinks (GPT-OSS modeling_gpt_oss.py).
 //   dense FFN: GELU 2*h*f, SwiGLU 3*h*f (Shazeer 2020, arXiv:2002.05202).
-//   MoE layer: routed * 3*h*f_e + shared * 3*h*f_s + router h*E (SwiGLU experts); with
+//   MoE layer: routed * 3*h*f_e + shared * 3*h*f_s + router h*E (SwiGLU experts); latent MoE:
+//              routed experts at width moe.latent_size L (3*L*f_e) + 2*h*L projections; with
 //              linear_bias each expert has its biases (gated: 2*f_e + h, else f_e + h) and the
 //              router E (GPT-OSS gate_up_proj_bias, down_proj_bias, router.bias).
 //   norms: 2 per layer + final (LayerNorm 2h, RMSNorm h), + 1 with embedding_norm (BLOOM);
@@ -202,7 +224,7 @@ struct ParameterCounts {
   double active_without_input_embedding = 0;
   double embedding = 0;
   double non_embedding = 0;
-  double mtp = 0;         // mtp_layers x mtp_module
+  double mtp = 0;         // MtpModulesWithWeights(mtp_layers) x mtp_module
   double mtp_module = 0;  // one MTP module, whether the shape has any (a job's training.mtp_layers may)
   // Parameters of one layer's GEMM weights (no biases/norms), dense and MoE (active) layers;
   // the FLOP model uses these. A hybrid's "dense" layer is the mean of its Mamba, attention and

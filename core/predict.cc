@@ -37,7 +37,9 @@ void FillCommon(const Job& job, Prediction& p) {
   p.micro_batches_per_step = job.MicroBatchesPerStep();
   p.parameters = CountParameters(job.model);
   // The MTP modules the job trains (training.mtp_layers, e.g. a recipe's), else the shape's.
-  if (job.training.mtp_layers >= 0) p.parameters.mtp = job.training.mtp_layers * p.parameters.mtp_module;
+  if (job.training.mtp_layers >= 0) {
+    p.parameters.mtp = job.model.MtpModulesWithWeights(job.training.mtp_layers) * p.parameters.mtp_module;
+  }
   const double seqs = static_cast<double>(job.training.global_batch_size);
   p.model_flops_per_step = ModelFlopsPerStep(job.model, job.training.seq_length, seqs);
   p.hardware_flops_per_step =

@@ -357,8 +357,13 @@ Framework Effective(const Job& job) {
 // The per-micro-batch costs of a dense layer, an MoE layer and the output layer (step_time.h).
 // A hybrid model's "dense" layer is the mean of its Mamba, attention and MLP layers weighted by
 // their counts, its MoE layer the 'E' block (the stage sums below take layers in these shares).
+// One MTP depth's block (MtpBlock): a transformer's is a layer of its last layer's type (dense
+// or moe, not copied); a hybrid's the layers of its hybrid_mtp_pattern, summed into `mtp`.
 struct StepLayerCosts {
   LayerCost dense, moe, logits;
+  LayerCost mtp;
+  bool mtp_own = false;
+  const LayerCost& MtpBlock(bool last_layer_moe) const { return mtp_own ? mtp : last_layer_moe ? moe : dense; }
 };
 
 
@@ -490,6 +495,23 @@ class StepModel {
         c.moe.launch = pair.launch;
         if (non_moe > 0) c.moe.launch.time_s = std::max(0.0, pair.launch.time_s - c.dense.launch.time_s);
         c.moe.launch.compute_s = c.moe.launch.time_s;
+      }
+      if (!m_.hybrid_mtp_pattern.empty()) {
+        // One MTP depth: the module's layers one after another (Megatron-Core
+        // MultiTokenPredictionLayer over the pattern after '/'), its launch floor that of
+        // their kernels together.
+        c.mtp_own = true;
+        unsigned parts = 0;
+        double mtp_share = 0;
+        for (char k : m_.hybrid_mtp_pattern) {
+          const unsigned part = k == 'M' ? kMambaPart : k == '*' ? kAttentionPart : k == '-' ? kMlpPart : kMoePart;
+          LayerCost one;
+          Layer(part, one, /*launch_floor=*/false);
+          AddScaled(c.mtp, one, 1.0);
+          parts |= part;
+          mtp_share += LaunchShare(part);
+        }
+        LaunchFloor(parts, c.mtp, mtp_share);
       }
     } else {
       Layer(kDenseLayerParts, c.dense);
@@ -1230,13 +1252,25 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
   // sigmoid), top-k, the probabilities and the auxiliary loss, in fp32 over T x E).
   const double t_local = T / t;
   Gemm(t_local, E, h, c);
+  // Latent MoE (Megatron-Core moe_layer.py, moe_latent_size): fc1_latent_proj h -> w before the
+  // dispatch and fc2_latent_proj w -> h after the combine, TELinear parallel_mode "duplicated"
+  // (not split by TP) on the rank's own tokens; the routed experts and the dispatched rows are
+  // w wide (w = h without one).
+  const double w = static_cast<double>(m_.moe.ExpertWidth(m_.hidden_size));
+  if (m_.moe.latent_size > 0) {
+    Gemm(t_local, w, h, c);
+    Gemm(t_local, h, w, c);
+  }
   // Tokens each GPU dispatches: its T/tp sequence-parallel share, gathered over ETP
   // (Megatron-Core's MoE layer runs with sequence parallelism when TP > 1).
   const double t_rank = T * etp / t;
-  const double per_expert_tokens = t_rank * k * p_.ep / E;
+  // Each expert's rows: its balanced share, padded to capacity when the job pads
+  // (token_dispatcher.py drop_and_pad: tokens_per_expert = capacity x EP).
+  const double pad = t_.MoePaddedRowsFactor();
+  const double per_expert_tokens = t_rank * k * p_.ep / E * pad;
   const double local_experts = E / p_.ep;
-  Gemm(per_expert_tokens, (fm - 1) * fe / etp, h, c, local_experts);
-  Gemm(per_expert_tokens, h, fe / etp, c, local_experts);
+  Gemm(per_expert_tokens, (fm - 1) * fe / etp, w, c, local_experts);
+  Gemm(per_expert_tokens, w, fe / etp, c, local_experts);
   if (m_.moe.shared_experts > 0) {
     const double fs = m_.moe.shared_expert_ffn_hidden_size * m_.moe.shared_experts;
     Gemm(T, (fm - 1) * fs / t, h, c, 1, &mod.shared_experts);
@@ -1244,7 +1278,7 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     s.tp_ag_gemms.push_back({T, (fm - 1) * fs / t, h});
     s.tp_rs_gemms.push_back({T, h, fs / t});
   }
-  const double routed_act = (gated ? 3 : 2) * e_act_ * t_rank * k * fe / etp;
+  const double routed_act = (gated ? 3 : 2) * e_act_ * t_rank * k * pad * fe / etp;
   const double shared_act = (gated ? 3 : 2) * e_act_ * T * m_.moe.shared_experts *
                             m_.moe.shared_expert_ffn_hidden_size / t;
   // Routing: the routing map Transformer Engine's fused permute builds (make_row_id_map: about
@@ -1252,8 +1286,8 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
   // written, probabilities written, top-k read): 16 T E bytes (TE transformer_engine/common/
   // triton/permutation.py; Megatron-Core moe/router.py, moe_utils.py).
   const double routing = t_local * (33 * E + 4 * (2 * k + 1));
-  // Rows this rank's experts receive (balanced routing).
-  const double rows = t_rank * k;
+  // Rows this rank's experts receive (balanced routing; padded to capacity when the job pads).
+  const double rows = t_rank * k * pad;
   double permute = 0;
   if (t_.moe_dispatcher == MoeDispatcher::kAllToAll) {
     // TE fused permute / unpermute around the all-to-all (token_dispatcher.py with
@@ -1262,10 +1296,10 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     // and writes every received row (only with more than one local expert), and the combine
     // side mirrors it: e h (2 T + 2 T k + 4 N) bytes (TE permutation.py _permute_kernel,
     // _unpermute_kernel, sort_chunks_by_map).
-    permute = e_act_ * h * (2 * t_local + 2 * t_local * k + (local_experts > 1 ? 4 * rows : 0.0));
+    permute = e_act_ * w * (2 * t_local + 2 * t_local * k + (local_experts > 1 ? 4 * rows : 0.0));
     // fp8 GEMMs: each expert's rows padded to the fp8 alignment and unpadded after (TE
-    // Fp8Padding / Fp8Unpadding, one read and write of [N, h] each).
-    if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * h;
+    // Fp8Padding / Fp8Unpadding, one read and write of [N, w] each).
+    if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * w;
   } else if (t_.moe_dispatcher == MoeDispatcher::kDeepEP) {
     // Megatron-Core's flex dispatcher with DeepEP (token_dispatcher.py _DeepepManager,
     // get_permuted_hidden_states_by_experts / get_restored_hidden_states_by_experts): DeepEP
@@ -1274,8 +1308,8 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     // unpermute before the combine reads N and writes R: e h (2 R + 2 N) forward. R = t_rank x the
     // ranks a token reaches (ExpectedGroupsReached).
     const double received = t_rank * ExpectedGroupsReached(E, static_cast<double>(p_.ep), k);
-    permute = e_act_ * h * (2 * received + 2 * rows);
-    if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * h;
+    permute = e_act_ * w * (2 * received + 2 * rows);
+    if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * w;
   }
   // HybridEP permutes inside its dispatch / combine kernels (Megatron-Core
   // _HybridEPManager.get_permuted_hidden_states_by_experts returns the dispatched rows as they
@@ -1290,7 +1324,7 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     // split(probs))])): forward, b x p written (e), the add reads the GEMM output and b x p and
     // writes (3e), the cat reads and writes (2e): 6e per element of the [N, h] output; backward,
     // the cat's split, the add's gradient and the bias / probability reductions: 8e.
-    const double elems = rows * h;
+    const double elems = rows * w;
     c.elem_fwd.Bytes(6 * e_act_ * elems * elem_factor_, bw_);
     c.elem_bwd.Bytes(8 * e_act_ * elems * elem_factor_, bw_);
   }
@@ -1541,17 +1575,24 @@ void StepModel::CpComm(LayerCost& c, const LayerScratch& s) {
 
 void StepModel::EpComm(bool moe, LayerCost& c, const LayerScratch& s) {
   ModuleForward& mod = c.module;
-  const double T = s.T, h = s.h;
+  const double T = s.T;
   // MoE token dispatch and combine, forward and backward (Megatron-Core
   // MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/token_dispatcher.py): each rank
   // all-to-alls its T/tp sequence-parallel tokens x top-k over EP, then all-gathers the received
   // tokens over ETP; the combine reduce-scatters over ETP, then all-to-alls back. On the compute
   // stream: TP comm overlap does not cover it.
   if (moe && (p_.ep > 1 || p_.Etp() > 1)) {
-    const double S = T / p_.tp * m_.moe.top_k * h * e_act_;
+    // Rows travel at the experts' width (latent MoE: moe_latent_size; token_dispatcher.py
+    // hidden_dim = moe_latent_size or hidden_size).
+    const double w = static_cast<double>(m_.moe.ExpertWidth(m_.hidden_size));
+    // The all-to-all dispatcher sends each expert's capacity when it pads (token_dispatcher.py
+    // MoEAlltoAllTokenDispatcher drop_and_pad: num_global_tokens_per_local_expert = capacity);
+    // the flex dispatchers move the routed tokens and pad after the permute.
+    const double pad = t_.moe_dispatcher == MoeDispatcher::kAllToAll ? t_.MoePaddedRowsFactor() : 1.0;
+    const double S = T / p_.tp * m_.moe.top_k * w * e_act_ * pad;
     const double a2a = p_.ep > 1 ? (t_.moe_dispatcher == MoeDispatcher::kAllToAll
                                         ? 2 * Comm(Collective::kAllToAll, place_.ep, S)
-                                        : DeepEpDispatchCombine(T / p_.tp, h))
+                                        : DeepEpDispatchCombine(T / p_.tp, w))
                                  : 0.0;
     double etp_s = 0;
     if (p_.Etp() > 1) {
@@ -1744,7 +1785,7 @@ void StepModel::SlowestStage(const StepLayerCosts& layers, RunScratch& r) {
   };
   const double per_layer = layer_s(dense) * (1 - moe_frac) + (moe_frac > 0 ? layer_s(moe) * moe_frac : 0.0);
   const double logits_s = layer_s(logits);
-  const double extra = logits_s * (1 + mtp_layers) + mtp_layers * layer_s(m_.MoeLayerCount() > 0 ? moe : dense);
+  const double extra = logits_s * (1 + mtp_layers) + mtp_layers * layer_s(layers.MtpBlock(m_.MoeLayerCount() > 0));
   const int64_t given_f = p_.first_stage_layers, given_l = p_.last_stage_layers;
   const int64_t middle_stages = p_.pp - (given_f > 0 ? 1 : 0) - (given_l > 0 ? 1 : 0);
   const double mid = middle_stages > 0 ? static_cast<double>(m_.layers - given_f - given_l) / middle_stages : 0.0;
@@ -1833,8 +1874,6 @@ void StepModel::PipelineComm(RunScratch& r) {
 }
 
 void StepModel::LastStageExtra(const StepLayerCosts& layers, RunScratch& r) {
-  const LayerCost& dense = layers.dense;
-  const LayerCost& moe = layers.moe;
   const LayerCost& logits = layers.logits;
   const int64_t mtp_layers = r.mtp_layers;
   const double pp = r.pp;
@@ -1853,9 +1892,10 @@ void StepModel::LastStageExtra(const StepLayerCosts& layers, RunScratch& r) {
   if (mtp_layers > 0) {
     // Multi-token prediction (DeepSeek-V3 report Sec. 2.2; Megatron-Core --mtp-num-layers puts
     // the MTP modules on the last pipeline stage): each module is one more transformer block of
-    // the model's last layer type and one more pass of the shared output head and its loss. (Its
-    // 2h x h projection and two norms, under 1% of a block, are not counted.)
-    const LayerCost& block = m_.MoeLayerCount() > 0 ? moe : dense;
+    // the model's last layer type (a hybrid: its MTP pattern's layers) and one more pass of the
+    // shared output head and its loss. (Its 2h x h projection and norms, under 1% of a block,
+    // are not counted.)
+    const LayerCost& block = layers.MtpBlock(m_.MoeLayerCount() > 0);
     const double k = static_cast<double>(mtp_layers);
     auto both = [](const Work& a, const Work& b) {
       Work w = a;

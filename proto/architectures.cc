@@ -22,13 +22,13 @@ const std::set<std::string>& KnownFields() {
       "moe.first_dense_layers", "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim", "mla.qk_rope_head_dim",
       "mla.v_head_dim", "local_attention_window", "global_attention_every", "attention_logit_softcap",
       "final_logit_softcap", "mtp_layers", "mamba.state_dim", "mamba.head_dim", "mamba.num_groups", "mamba.num_heads",
-      "mamba.conv_kernel", "mamba.chunk_size"};
+      "mamba.conv_kernel", "mamba.chunk_size", "moe.latent_size", "mtp_repeated_layer"};
   return k;
 }
 const std::set<std::string>& KnownRules() {
   static const std::set<std::string> k = {"",           "activation",         "layer_types", "moe_layer_indices",
                                           "nope_layers", "shared_expert_size", "sparse_step", "moe_layer_freq", "plus_offset",
-                                          "equals_hidden", "hybrid_pattern"};
+                                          "equals_hidden", "hybrid_pattern", "hybrid_mtp_pattern"};
   return k;
 }
 
@@ -286,6 +286,8 @@ absl::Status ArchitectureFieldsFromProto(const v1::ModelShape& m, const std::str
   }
   s->rope_attention_factor = m.rope_attention_factor();
   s->hybrid_layer_pattern = m.hybrid_layer_pattern();
+  s->hybrid_mtp_pattern = m.hybrid_mtp_pattern();
+  s->mtp_repeated_layer = m.mtp_repeated_layer();
   s->mamba.state_dim = m.mamba().state_dim();
   s->mamba.head_dim = m.mamba().head_dim();
   s->mamba.num_groups = m.mamba().num_groups();
@@ -316,6 +318,8 @@ void ArchitectureFieldsToProto(const ModelShape& s, v1::ModelShape* m) {
   }
   m->set_embedding_norm(s.embedding_norm);
   m->set_mtp_layers(s.mtp_layers);
+  m->set_mtp_repeated_layer(s.mtp_repeated_layer);
+  m->set_hybrid_mtp_pattern(s.hybrid_mtp_pattern);
   if (s.Hybrid() || s.mamba != MambaShape{}) {
     m->set_hybrid_layer_pattern(s.hybrid_layer_pattern);
     v1::MambaShape* mb = m->mutable_mamba();

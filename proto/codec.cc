@@ -720,6 +720,7 @@ absl::StatusOr<ModelShape> ModelShapeFromProto(const v1::ModelShape& m, const st
   s.moe.first_dense_layers = m.moe().first_dense_layers();
   s.moe.routed_groups = m.moe().routed_groups();
   s.moe.max_routed_groups = m.moe().max_routed_groups();
+  s.moe.latent_size = m.moe().latent_size();
   s.mla.q_lora_rank = m.mla().q_lora_rank();
   s.mla.kv_lora_rank = m.mla().kv_lora_rank();
   s.mla.qk_nope_head_dim = m.mla().qk_nope_head_dim();
@@ -914,6 +915,7 @@ v1::ModelShape ModelShapeToProto(const ModelShape& s) {
   moe->set_first_dense_layers(s.moe.first_dense_layers);
   moe->set_routed_groups(s.moe.routed_groups);
   moe->set_max_routed_groups(s.moe.max_routed_groups);
+  moe->set_latent_size(s.moe.latent_size);
   auto* mla = m.mutable_mla();
   mla->set_q_lora_rank(s.mla.q_lora_rank);
   mla->set_kv_lora_rank(s.mla.kv_lora_rank);
@@ -1480,6 +1482,19 @@ absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vec
     }
     t.mtp_layers = tr.mtp_layers();
   }
+  const double cap = tr.moe_expert_capacity_factor();
+  if (!(cap == 0 || (cap >= 1 && cap <= 64))) {
+    // Megatron-Core pads to ceil(tokens x k / E x factor): a factor under 1 drops tokens even
+    // when routing is balanced, which the model does not describe.
+    return FieldError("training.moe_expert_capacity_factor",
+                      absl::StrCat(cap, " must be 0 (none) or in [1, 64] (below 1 drops balanced tokens: not modelled)"));
+  }
+  if (tr.moe_pad_expert_input_to_capacity() && cap == 0) {
+    return FieldError("training.moe_pad_expert_input_to_capacity",
+                      "needs training.moe_expert_capacity_factor (Megatron-Core asserts it: token_dispatcher.py)");
+  }
+  t.moe_expert_capacity_factor = cap;
+  t.moe_pad_expert_input_to_capacity = tr.moe_pad_expert_input_to_capacity();
   if (const std::string& d = tr.moe_dispatcher(); d == "alltoall" || d.empty()) {
     t.moe_dispatcher = MoeDispatcher::kAllToAll;
   } else if (d == "deepep") {

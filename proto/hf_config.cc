@@ -257,7 +257,9 @@ class HfReader {
     if (rule == "activation") return ApplyActivation(key, value, shape);
     if (rule == "layer_types" || rule == "nope_layers") return ApplyLayerPattern(rule, key, value, shape);
     if (rule == "moe_layer_indices") return ApplyMoeLayerIndices(key, value, shape);
-    if (rule == "hybrid_pattern") return ApplyHybridPattern(key, value, shape);
+    if (rule == "hybrid_pattern" || rule == "hybrid_mtp_pattern") {
+      return ApplyHybridPattern(key, value, rule == "hybrid_mtp_pattern", shape);
+    }
     if (rule == "shared_expert_size" || rule == "sparse_step" || rule == "moe_layer_freq" || rule == "plus_offset" ||
         rule == "equals_hidden") {
       return ApplyIntegerRule(k, key, value, shape);
@@ -271,7 +273,10 @@ class HfReader {
   // rule "hybrid_pattern": Nemotron-H's hybrid_override_pattern ("M-M-M*-...", Megatron-Core's
   // symbols) or transformers' layers_block_type list (configuration_nemotron_h.py maps M, *, -, E
   // to linear_attention (older: mamba), full_attention (attention), mlp, moe): the model's layers.
-  absl::Status ApplyHybridPattern(const std::string& key, const YAML::Node& value, v1::ModelShape* shape) const {
+  // rule "hybrid_mtp_pattern" (`mtp`): the same for one MTP module (mtp_hybrid_override_pattern /
+  // mtp_layers_block_type; Nemotron 3 "*E").
+  absl::Status ApplyHybridPattern(const std::string& key, const YAML::Node& value, bool mtp,
+                                  v1::ModelShape* shape) const {
     std::string pattern;
     if (value.IsScalar() && value.Tag() != "?") {
       pattern = value.Scalar();
@@ -287,16 +292,22 @@ class HfReader {
     } else {
       return Err(key, "is not a layer pattern (a string of M, *, -, E or a list of layer kinds)");
     }
-    if (pattern.empty() || pattern.size() > kMaxList) {
-      return Err(key, absl::StrCat("must name between 1 and ", kMaxList, " layers"));
+    const size_t max_layers = mtp ? 64 : kMaxList;
+    if (pattern.empty() || pattern.size() > max_layers) {
+      return Err(key, absl::StrCat("must name between 1 and ", max_layers, " layers"));
     }
     for (size_t i = 0; i < pattern.size(); ++i) {
       const char c = pattern[i];
       if (!IsHybridLayerSymbol(c)) {
         return Err(key, absl::StrCat("'", std::string(1, c), "' at position ", i,
                                      " is not a layer this family's layers are read as (M Mamba-2, * attention, - MLP, "
-                                     "E MoE; MTP patterns after '/' are not modelled)"));
+                                     "E MoE", mtp ? ": one MTP module's layers" : "; the MTP module's layers are mtp_hybrid_override_pattern's",
+                                     ")"));
       }
+    }
+    if (mtp) {
+      shape->set_hybrid_mtp_pattern(pattern);
+      return absl::OkStatus();
     }
     shape->set_hybrid_layer_pattern(pattern);
     shape->set_layers(static_cast<int64_t>(pattern.size()));
@@ -608,14 +619,17 @@ void CompleteHfShape(const v1::Architecture& family, v1::ModelShape& shape) {
   if (shape.ffn_hidden_size() == 0 && shape.moe().routed_experts() > 0) {
     shape.set_ffn_hidden_size(shape.moe().expert_ffn_hidden_size());
   }
-  // A hybrid without Mamba layers has no mixer, whatever the config class writes for it.
-  if (!shape.hybrid_layer_pattern().empty() && shape.hybrid_layer_pattern().find('M') == std::string::npos) {
-    shape.clear_mamba();
+  // Without MTP depths the MTP pattern is not read (Megatron-Bridge nemotron_h_bridge.py
+  // _hf_mtp_config returns (0, None)), nor whether the depths share a layer.
+  if (shape.mtp_layers() == 0) {
+    shape.clear_hybrid_mtp_pattern();
+    shape.clear_mtp_repeated_layer();
   }
-  // A hybrid without MoE layers has no MoE block, whatever the config class's expert defaults.
-  if (!shape.hybrid_layer_pattern().empty() && shape.hybrid_layer_pattern().find('E') == std::string::npos) {
-    shape.clear_moe();
-  }
+  // A hybrid without Mamba layers (its MTP module's included) has no mixer, whatever the config
+  // class writes for it; the same for MoE layers and the config class's expert defaults.
+  const std::string all_layers = shape.hybrid_layer_pattern() + shape.hybrid_mtp_pattern();
+  if (!shape.hybrid_layer_pattern().empty() && all_layers.find('M') == std::string::npos) shape.clear_mamba();
+  if (!shape.hybrid_layer_pattern().empty() && all_layers.find('E') == std::string::npos) shape.clear_moe();
   if (shape.moe().routed_experts() == 0) shape.clear_moe();
 }
 

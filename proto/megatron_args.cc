@@ -44,7 +44,9 @@ const std::set<std::string>& ValueFlags() {
       "data-parallel-sharding-strategy", "cuda-graph-impl",
       // Hybrid Mamba-2 models (eleventh session).
       "hybrid-layer-pattern", "hybrid-override-pattern", "hybrid-attention-ratio", "hybrid-mlp-ratio",
-      "mamba-state-dim", "mamba-head-dim", "mamba-num-groups", "mamba-num-heads"};
+      "mamba-state-dim", "mamba-head-dim", "mamba-num-groups", "mamba-num-heads",
+      // Latent MoE and MTP (twelfth session).
+      "moe-latent-size", "mtp-num-layers", "mtp-hybrid-override-pattern", "moe-expert-capacity-factor"};
   return k;
 }
 // Flags with nargs='*' / '+' that are modelled.
@@ -60,7 +62,8 @@ const std::set<std::string>& SwitchFlags() {
       // Added for issue 10.
       "multi-latent-attention", "quick-geglu", "squared-relu", "grad-reduce-in-bf16", "fp8-param-gather",
       "accumulate-allreduce-grads-in-fp32",
-      "enable-cuda-graph", "external-cuda-graph", "checkpoint-activations", "is-hybrid-model"};
+      "enable-cuda-graph", "external-cuda-graph", "checkpoint-activations", "is-hybrid-model",
+      "mtp-use-repeated-layer", "moe-pad-expert-input-to-capacity"};
   return k;
 }
 
@@ -867,9 +870,15 @@ std::string HybridPatternFromRatios(int64_t layers, double attention_ratio, doub
 // --hybrid-override-pattern, not both), its '|' pipeline-segment marks removed (`segments` gets
 // their count, 1 without marks; the model splits the layers evenly); else, for pretrain_mamba.py /
 // pretrain_hybrid.py / --is-hybrid-model / the ratio flags, pattern_from_ratios over --num-layers.
-// Empty: not a hybrid. MTP patterns ('/') and layer kinds other than M * - E are refused.
-absl::StatusOr<std::string> MegatronHybridPattern(const MegatronFlags& f, const std::string& program, int64_t* segments) {
+// Empty: not a hybrid. Layer kinds other than M * - E are refused. The MTP module's pattern goes
+// to `mtp` and its depth count to `mtp_depths` (0: none): the unified pattern's parts after '/'
+// (parse_hybrid_pattern: one per depth, all identical), or the legacy --mtp-hybrid-override-pattern
+// repeated --mtp-num-layers times (arguments.py's backward-compatible conversion).
+absl::StatusOr<std::string> MegatronHybridPattern(const MegatronFlags& f, const std::string& program, int64_t* segments,
+                                                  std::string* mtp, int64_t* mtp_depths) {
   *segments = 1;
+  mtp->clear();
+  *mtp_depths = 0;
   if (f.Has("hybrid-layer-pattern") && f.Has("hybrid-override-pattern")) {
     return FlagError("hybrid-override-pattern",
                      "and --hybrid-layer-pattern cannot both be specified (arguments.py validate_args)");
@@ -885,8 +894,43 @@ absl::StatusOr<std::string> MegatronHybridPattern(const MegatronFlags& f, const 
   }
   if (f.Has(flag)) {
     std::string pattern = f.Val(flag);
-    if (pattern.find('/') != std::string::npos) {
-      return FlagError(flag, "an MTP pattern after '/' is not modelled for hybrid models");
+    if (size_t slash = pattern.find('/'); slash != std::string::npos) {
+      const std::vector<std::string> parts = absl::StrSplit(pattern.substr(slash + 1), '/');
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (parts[i] != parts[0]) {
+          return FlagError(flag, absl::StrCat("MTP pattern ", i + 1, " '", parts[i].substr(0, 32), "' differs from the first '",
+                                              parts[0].substr(0, 32),
+                                              "' (hybrid_layer_allocation.py parse_hybrid_pattern: all depths identical)"));
+        }
+      }
+      for (size_t i = 0; i < parts[0].size(); ++i) {
+        if (!IsHybridLayerSymbol(parts[0][i])) {
+          return FlagError(flag, absl::StrCat("'", std::string(1, parts[0][i]), "' at position ", i,
+                                              " of the MTP pattern is not a layer the model describes (M Mamba-2, * "
+                                              "attention, - MLP, E MoE)"));
+        }
+      }
+      if (parts[0].size() > 64) return FlagError(flag, "an MTP pattern of more than 64 layers");
+      if (!parts[0].empty()) {
+        *mtp = parts[0];
+        *mtp_depths = static_cast<int64_t>(parts.size());
+      }
+      pattern = pattern.substr(0, slash);
+    } else if (f.Has("mtp-hybrid-override-pattern")) {
+      absl::StatusOr<int64_t> depths = f.Int("mtp-num-layers", 0, 16);
+      if (!depths.ok()) return depths.status();
+      if (*depths > 0) {
+        *mtp = f.Val("mtp-hybrid-override-pattern");
+        *mtp_depths = *depths;
+        for (size_t i = 0; i < mtp->size(); ++i) {
+          if (!IsHybridLayerSymbol((*mtp)[i])) {
+            return FlagError("mtp-hybrid-override-pattern",
+                             absl::StrCat("'", std::string(1, (*mtp)[i]), "' at position ", i,
+                                          " is not a layer the model describes (M Mamba-2, * attention, - MLP, E MoE)"));
+          }
+        }
+        if (mtp->empty() || mtp->size() > 64) return FlagError("mtp-hybrid-override-pattern", "must name 1 to 64 layers");
+      }
     }
     for (char c : pattern) *segments += c == '|' ? 1 : 0;
     pattern.erase(std::remove(pattern.begin(), pattern.end(), '|'), pattern.end());
@@ -1168,6 +1212,16 @@ absl::Status SetMegatronModel(const MegatronFlags& f, const MegatronNumbers& n, 
     if (f.Has("moe-layer-freq")) {
       if (absl::Status s = SetMoeLayerFreq(f.Val("moe-layer-freq"), n.layers, moe); !s.ok()) return s;
     }
+    // --moe-latent-size (arguments.py: "MoE latent projection dimension has to be greater than
+    // zero"): the routed experts' width (Megatron-Core moe_layer.py).
+    if (f.Has("moe-latent-size")) {
+      absl::StatusOr<int64_t> lat = f.Int("moe-latent-size", 0, 1 << 20);
+      if (!lat.ok()) return lat.status();
+      if (*lat < 1) return FlagError("moe-latent-size", "must be greater than zero (arguments.py validate_args)");
+      moe.set_latent_size(*lat);
+    }
+  } else if (f.Has("moe-latent-size")) {
+    return FlagError("moe-latent-size", "is given without --num-experts (latent MoE projects the experts' input)");
   }
   return absl::OkStatus();
 }
@@ -1335,6 +1389,21 @@ absl::Status SetMegatronKernelsAndLength(const MegatronFlags& f, const MegatronN
   }
   if ((!graphs.empty() && graphs != "none") || f.On("enable-cuda-graph") || f.On("external-cuda-graph")) {
     t.set_cuda_graphs(true);
+  }
+  // MoE capacity (arguments.py: --moe-expert-capacity-factor, --moe-pad-expert-input-to-capacity
+  // "requires --moe-expert-capacity-factor"): the padded rows the experts compute.
+  if (f.Has("moe-expert-capacity-factor")) {
+    double cap = 0;
+    if (!absl::SimpleAtod(f.Val("moe-expert-capacity-factor"), &cap) || !std::isfinite(cap)) {
+      return FlagError("moe-expert-capacity-factor", absl::StrCat("'", f.Val("moe-expert-capacity-factor"), "' is not a number"));
+    }
+    t.set_moe_expert_capacity_factor(cap);
+  }
+  if (f.On("moe-pad-expert-input-to-capacity")) {
+    if (!f.Has("moe-expert-capacity-factor")) {
+      return FlagError("moe-pad-expert-input-to-capacity", "needs --moe-expert-capacity-factor (arguments.py validate_args)");
+    }
+    t.set_moe_pad_expert_input_to_capacity(true);
   }
   double hd = 0.1, ad = 0.1;  // Megatron's default dropouts
   if (f.Has("hidden-dropout") && (!absl::SimpleAtod(f.Val("hidden-dropout"), &hd) || !(hd >= 0 && hd <= 1))) {
@@ -1572,6 +1641,42 @@ absl::Status CheckMegatronRuntimeAsserts(const MegatronFlags& f, const MegatronN
 
 }  // namespace
 
+// The MTP modules (megatron/training/arguments.py validate_args; Megatron-Core
+// multi_token_prediction.py): a hybrid's from its pattern (MegatronHybridPattern: `mtp_pattern`,
+// `mtp_depths`), --mtp-num-layers giving way to the pattern's depth count as Megatron-LM does (with
+// a warning there, a note here); a transformer's --mtp-num-layers blocks of its last layer's type.
+// --mtp-use-repeated-layer: the depths share one module's weights. A hybrid with --mtp-num-layers
+// and no MTP pattern is refused (Megatron-LM warns and has no module to build).
+absl::Status SetMegatronMtp(const MegatronFlags& f, const std::string& hybrid, const std::string& mtp_pattern,
+                            int64_t mtp_depths, ImportedJob& out) {
+  v1::ModelShape& ms = *out.spec.mutable_model()->mutable_shape();
+  absl::StatusOr<int64_t> given = f.Int("mtp-num-layers", 0, 16);
+  if (!given.ok()) return given.status();
+  int64_t depths = *given;
+  if (!hybrid.empty()) {
+    if (mtp_depths > 0 && f.Has("mtp-num-layers") && *given != mtp_depths) {
+      out.ignored.push_back(absl::StrCat("--mtp-num-layers ", *given, " (the hybrid pattern has ", mtp_depths,
+                                         " MTP depths, which Megatron-LM uses)"));
+    }
+    if (mtp_depths == 0 && depths > 0) {
+      return FlagError("mtp-num-layers", "a hybrid model needs its MTP module's layers: give them after '/' in "
+                                         "--hybrid-layer-pattern (e.g. 'M*M*/*E/*E')");
+    }
+    depths = mtp_depths;
+    if (depths > 0) ms.set_hybrid_mtp_pattern(mtp_pattern);
+  } else if (f.Has("mtp-hybrid-override-pattern")) {
+    out.ignored.push_back(absl::StrCat("--mtp-hybrid-override-pattern ", f.Val("mtp-hybrid-override-pattern"),
+                                       " (for hybrid models only: arguments.py ignores it for GPT models)"));
+  }
+  if (depths > 0) {
+    ms.set_mtp_layers(depths);
+    ms.set_mtp_repeated_layer(f.On("mtp-use-repeated-layer"));
+  } else if (f.On("mtp-use-repeated-layer")) {
+    out.ignored.push_back("--mtp-use-repeated-layer (no MTP layers)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& argv) {
   // Skip the launchers (python, torchrun, srun and their options): start after the program.
   const LauncherPrefix launch = ParseLauncherPrefix(argv, /*shell_scripts=*/false);
@@ -1582,8 +1687,9 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   if (absl::Status s = CheckMegatronProgram(launch.program); !s.ok()) return s;
   MegatronFlags f;
   if (absl::Status s = SortMegatronFlags(argv, launch.args_index, f, out); !s.ok()) return s;
-  int64_t segments = 1;
-  absl::StatusOr<std::string> hybrid = MegatronHybridPattern(f, launch.program, &segments);
+  int64_t segments = 1, mtp_depths = 0;
+  std::string mtp_pattern;
+  absl::StatusOr<std::string> hybrid = MegatronHybridPattern(f, launch.program, &segments, &mtp_pattern, &mtp_depths);
   if (!hybrid.ok()) return hybrid.status();
   MegatronNumbers n;
   if (absl::Status s = ReadMegatronNumbers(f, n, hybrid->empty() ? -1 : static_cast<int64_t>(hybrid->size())); !s.ok()) {
@@ -1600,18 +1706,19 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   if (absl::Status s = SetMegatronModel(f, n, *vocab, *hybrid, *out.spec.mutable_model()->mutable_shape()); !s.ok()) {
     return s;
   }
-  if (!hybrid->empty() && hybrid->find('M') == std::string::npos && out.spec.model().shape().has_mamba()) {
+  if (!hybrid->empty() && (*hybrid + mtp_pattern).find('M') == std::string::npos && out.spec.model().shape().has_mamba()) {
     // No Mamba layer: the mixer's flags build nothing.
     for (const char* flag : {"mamba-state-dim", "mamba-head-dim", "mamba-num-groups", "mamba-num-heads"}) {
       if (f.Has(flag)) out.ignored.push_back(absl::StrCat("--", flag, " ", f.Val(flag), " (the hybrid layer pattern has no Mamba 'M' layer)"));
     }
     out.spec.mutable_model()->mutable_shape()->clear_mamba();
   }
+  if (absl::Status s = SetMegatronMtp(f, *hybrid, mtp_pattern, mtp_depths, out); !s.ok()) return s;
   if (!hybrid->empty() && out.spec.model().shape().has_moe()) {
     // A hybrid's MoE blocks are its pattern's E layers (hybrid_layer_specs.py): without one the
     // MoE flags build nothing, and --moe-layer-freq places nothing.
     v1::ModelShape& ms = *out.spec.mutable_model()->mutable_shape();
-    if (hybrid->find('E') == std::string::npos) {
+    if ((*hybrid + mtp_pattern).find('E') == std::string::npos) {
       out.ignored.push_back(absl::StrCat("--num-experts ", n.experts, " (the hybrid layer pattern has no MoE 'E' layer)"));
       ms.clear_moe();
     } else if (ms.moe().layer_freq() > 1 || ms.moe().first_dense_layers() > 0) {

@@ -99,8 +99,11 @@ TEST(HfConfig, NemotronHHybridIsItsPattern) {
   };
   EXPECT_THAT(err(R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M-G*"})"),
               ::testing::HasSubstr("hybrid_override_pattern: 'G' at position 2"));
-  EXPECT_THAT(err(R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*", "moe_latent_size": 1024})"),
-              ::testing::HasSubstr("moe_latent_size"));
+  EXPECT_THAT(err(R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*", "num_nextn_predict_layers": 1})"),
+              ::testing::HasSubstr("hybrid_mtp_pattern: must name the MTP module's layers"));
+  EXPECT_THAT(err(R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*", "num_nextn_predict_layers": 1,
+                      "mtp_hybrid_override_pattern": "*/E"})"),
+              ::testing::HasSubstr("mtp_hybrid_override_pattern: '/' at position 1"));
   EXPECT_THAT(err(R"({"model_type": "nemotron_h", "layers_block_type": ["mamba", "mlp", "conv"]})"),
               ::testing::HasSubstr("entry 2 'conv'"));
   absl::StatusOr<HfImport> listed = ReadHfConfig(
@@ -190,9 +193,9 @@ TEST(ArchitectureRegistry, LoadsAndLooksUpFamilies) {
 }
 
 // Hybrid Mamba/attention models under the names their publishers and tables use: Nemotron-H
-// hybrids (Nemotron-H, Nemotron Nano v2, Nemotron 3 Nano) resolve to nemotron_h, whatever
-// "Mamba" the name also states; the hybrids the model does not describe (Nemotron 3 Super /
-// Ultra with latent MoE and MTP, Mamba-1 and parallel-head hybrids, a bare "Mamba") to the
+// hybrids (Nemotron-H, Nemotron Nano v2, Nemotron 3 Nano / Super / Ultra) resolve to nemotron_h,
+// whatever "Mamba" the name also states; the hybrids the model does not describe (Nemotron 3.5,
+// Mamba-1 and parallel-head hybrids, a bare "Mamba") to the
 // refused hybrid_ssm, whatever transformer family's name they also contain; Nemotron-4 (and the
 // 2023 attention-only Nemotron-3 8B) keep the nemotron family. Names: Megatron-Bridge
 // docs/performance-summary-archive.md tables "Nemotron_3_Nano", "Nemotron_3_Super"; HF id
@@ -212,8 +215,10 @@ TEST(ArchitectureRegistry, HybridNamesResolveToTheHybridFamily) {
       {"Nemotron_3_Nano", true, "nemotron_h"},
       {"NVIDIA-Nemotron-3-Nano-30B-A3B", true, "nemotron_h"},
       {"Nemotron 3 Nano (30B-A3.5B, hybrid Mamba-2/MoE)", true, "nemotron_h"},
-      {"Nemotron 3 Super", true, "hybrid_ssm"},
-      {"Nemotron-3-Ultra 550B", true, "hybrid_ssm"},
+      {"Nemotron 3 Super", true, "nemotron_h"},
+      {"Nemotron_3_Super", true, "nemotron_h"},
+      {"NVIDIA-Nemotron-3-Super-120B-A12B-BF16", true, "nemotron_h"},
+      {"Nemotron-3-Ultra 550B", true, "nemotron_h"},
       {"Nemotron_3_5_Lightning", true, "hybrid_ssm"},
       {"NemotronH Nano", false, "nemotron_h"},
       {"nemotron_h 8B", false, "nemotron_h"},

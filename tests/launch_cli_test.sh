@@ -43,7 +43,7 @@ contains import-first-dense '"first_dense_layers": "2"'
 contains import-vpp '"vpp": "2"'
 contains import-etp '"etp": "1"'
 contains import-lists-data-path "ignored (not modelled): --data-path 0.5 /a 0.5 /b"
-contains import-lists-mtp "ignored (not modelled): --mtp-num-layers 1"
+contains import-reads-mtp '"mtp_layers": "1"'
 check import-no-vocab 2 "$bin" import --gpus 8 --hardware h100-sxm -- pretrain_gpt.py --num-layers 2 \
   --hidden-size 64 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16 --global-batch-size 8 \
   --tokenizer-type HuggingFaceTokenizer --tokenizer-model /nowhere/tok
@@ -94,15 +94,20 @@ check predict-uneven-pp 2 "$bin" predict --gpus 64 --hardware h100-sxm -- pretra
 contains predict-uneven-pp-says "--num-layers: 8 is not divisible by --pipeline-model-parallel-size 3"
 check predict-tp-overlap-tp1 2 "$bin" predict --gpus 8 --hardware h100-sxm -- pretrain_gpt.py $MEG --tp-comm-overlap
 contains predict-tp-overlap-tp1-says "--tp-comm-overlap: needs --tensor-model-parallel-size > 1"
-# Hybrid Mamba-2 lines are their layer pattern (eleventh session); an MTP pattern is refused.
+# Hybrid Mamba-2 lines are their layer pattern (eleventh session), an MTP pattern after '/' its
+# module (twelfth); MTP depths that differ are refused.
 check predict-hybrid 0 "$bin" predict --gpus 8 --hardware h100-sxm -- torchrun --nproc_per_node 8 pretrain_hybrid.py \
   --hybrid-layer-pattern "M-M-M*-" --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 \
   --max-position-embeddings 4096 --vocab-size 131072 --global-batch-size 64 --bf16
 contains predict-hybrid-says "no published run of a hybrid Mamba-2 model was validated"
-check predict-hybrid-mtp 2 "$bin" predict --gpus 8 --hardware h100-sxm -- torchrun --nproc_per_node 8 pretrain_hybrid.py \
-  --hybrid-layer-pattern "M-M-M*-/*-" --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 \
+check predict-hybrid-mtp 0 "$bin" import --gpus 8 --hardware h100-sxm -- torchrun --nproc_per_node 8 pretrain_hybrid.py \
+  --hybrid-layer-pattern "M-M-M*-/*-/*-" --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 \
+  --max-position-embeddings 4096 --vocab-size 131072 --global-batch-size 64 --bf16 --position-embedding-type none
+contains predict-hybrid-mtp-says '"hybrid_mtp_pattern": "*-"'
+check predict-hybrid-mtp-uneven 2 "$bin" predict --gpus 8 --hardware h100-sxm -- torchrun --nproc_per_node 8 pretrain_hybrid.py \
+  --hybrid-layer-pattern "M-M-M*-/*-/*E" --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 \
   --max-position-embeddings 4096 --vocab-size 131072 --global-batch-size 64 --bf16
-contains predict-hybrid-mtp-says "an MTP pattern after '/' is not modelled"
+contains predict-hybrid-mtp-uneven-says "MTP pattern 2 '*E' differs from the first '*-'"
 
 # The search's "To run #1" names the flags Megatron-LM needs to start the best layout (issue 23
 # item 4): DeepSeek-V3's 61 layers at PP 9 only with the embedding and the loss counted as

@@ -192,7 +192,10 @@ TEST(MegatronLaunchLines, DeepSeekV3) {
   EXPECT_EQ(p.ep(), 64);
   EXPECT_EQ(p.etp(), 1);
   EXPECT_THAT(r->spec.training().recompute_modules(), ::testing::ElementsAre("mla_up_proj", "moe_act"));
-  EXPECT_THAT(r->ignored, ::testing::Contains("--mtp-num-layers 1"));
+  // --mtp-num-layers 1: one MTP module, a block of the last layer's type (read since the
+  // twelfth session; it was listed as not modelled before).
+  EXPECT_EQ(r->spec.model().shape().mtp_layers(), 1);
+  EXPECT_FALSE(r->spec.model().shape().mtp_repeated_layer());
   EXPECT_THAT(r->ignored, ::testing::Contains("--pipeline-model-parallel-layout Et|(tt|)*30mL"));
 }
 
@@ -693,7 +696,10 @@ TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {
     const char* flags;
     const char* error;
   } bad[] = {
-      {"--hybrid-layer-pattern M*M*/*M", "an MTP pattern after '/'"},
+      {"--hybrid-layer-pattern M*M*/*M/*E", "MTP pattern 2 '*E' differs from the first '*M'"},
+      {"--hybrid-layer-pattern M*M*/*G", "'G' at position 1 of the MTP pattern"},
+      {"--hybrid-layer-pattern M*M* --mtp-num-layers 2", "--mtp-num-layers: a hybrid model needs its MTP module's layers"},
+      {"--num-layers 4 --moe-latent-size 512", "--moe-latent-size: is given without --num-experts"},
       {"--hybrid-layer-pattern M*G-", "'G' at position 2"},
       {"--hybrid-layer-pattern M*M- --hybrid-override-pattern M*M-", "cannot both be specified"},
       {"--hybrid-layer-pattern M*M- --num-virtual-stages-per-pipeline-rank 2 --pipeline-model-parallel-size 2",

@@ -145,14 +145,22 @@ TEST(ParameterCounts, ArchitectureFields) {
   b.position_encoding = PositionEncoding::kAlibi;
   EXPECT_DOUBLE_EQ(CountParameters(b).total - base, 2 * 64.0);
 
-  // One MTP module of a dense Llama-style model: a layer, the 2h x h projection, two norms.
+  // One MTP module of a dense Llama-style model: a layer, the 2h x h projection, three norms
+  // (Megatron-Core MultiTokenPredictionLayer enorm, hnorm, final_layernorm; DeepSeek-V3's HF
+  // checkpoint: enorm, hnorm, shared_head.norm).
   ModelShape l;
   l.layers = 32; l.hidden_size = 4096; l.attention_heads = 32; l.kv_heads = 8; l.ffn_hidden_size = 14336;
   l.ffn_type = FfnType::kSwiGlu; l.vocab_size = 128256; l.norm_type = NormType::kRmsNorm;
   const double total = CountParameters(l).total;
   l.mtp_layers = 1;
   EXPECT_DOUBLE_EQ(CountParameters(l).total, total);  // the main model's count is unchanged
-  EXPECT_DOUBLE_EQ(CountParameters(l).mtp, 218112000.0 + 2 * 4096.0 * 4096 + 2 * 4096);
+  EXPECT_DOUBLE_EQ(CountParameters(l).mtp, 218112000.0 + 2 * 4096.0 * 4096 + 3 * 4096);
+  // Depths sharing one layer's weights (mtp_use_repeated_layer): one module's parameters.
+  l.mtp_layers = 2;
+  l.mtp_repeated_layer = true;
+  EXPECT_DOUBLE_EQ(CountParameters(l).mtp, CountParameters(l).mtp_module);
+  l.mtp_repeated_layer = false;
+  EXPECT_DOUBLE_EQ(CountParameters(l).mtp, 2 * CountParameters(l).mtp_module);
 }
 
 TEST(ModelShape, MoeLayersAndLocalLayers) {

@@ -202,6 +202,18 @@ LocalParameters LocalParametersOf(const Job& job, const ModelShape& m, const Par
   const double expert_frac = moe_layers > 0 ? sl.moe / moe_layers : 0.0;
   out.dense = (layer_dense * stage_frac + stage_emb) / p.tp;
   out.expert = expert_total * expert_frac / (p.ep * p.Etp());
+  // The MTP modules with weights, on the last stage (Megatron-Core multi_token_prediction.py:
+  // the MTP block follows the decoder on the last pipeline stage): their routed experts sharded
+  // as the model's, the rest by TP.
+  const int64_t depths = job.training.mtp_layers >= 0 ? job.training.mtp_layers : m.mtp_layers;
+  if ((last_stage || p.pp == 1) && depths > 0) {
+    const double modules = static_cast<double>(m.MtpModulesWithWeights(depths));
+    const double moe_blocks = m.Hybrid() ? static_cast<double>(m.HybridMtpCounts().moe)
+                                         : (m.IsMoeLayer(m.layers - 1) ? 1.0 : 0.0);
+    const double module_experts = moe_layer_count > 0 ? moe_blocks * expert_total / moe_layers : 0.0;
+    out.dense += modules * (c.mtp_module - module_experts) / p.tp;
+    out.expert += modules * module_experts / (p.ep * p.Etp());
+  }
   return out;
 }
 
@@ -316,6 +328,18 @@ LayerActivationTerms ComputeLayerActivationTerms(const Job& job) {
   LayerActivationTerms out;
   out.dense_layer_bytes = non_moe_layers(li).mean;
   out.moe_layer_bytes = moe ? LayerActivationBytes(m, lm) : out.dense_layer_bytes;
+  if ((t.mtp_layers >= 0 ? t.mtp_layers : m.mtp_layers) > 0) {
+    if (!m.Hybrid()) {
+      out.mtp_block_bytes = m.IsMoeLayer(m.layers - 1) ? out.moe_layer_bytes : out.dense_layer_bytes;
+    } else {
+      LayerActivationInput in = li;
+      for (char kind : m.hybrid_mtp_pattern) {
+        in.hybrid_kind = kind;
+        in.moe_layer = kind == 'E';
+        out.mtp_block_bytes += LayerActivationBytes(m, in);
+      }
+    }
+  }
   if (t.recompute == Recompute::kFull && t.recompute_num_layers > 0) {
     LayerActivationInput none = li, none_m = lm;
     none.recompute = none_m.recompute = Recompute::kNone;
@@ -493,7 +517,13 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
     // the vocab-parallel cross entropy (4 bytes per logit), or what the framework's loss holds
     // then (framework.proto ElementwiseModel.loss_peak_bytes_per_logit).
     const double loss_bytes = job.framework.loss_peak_bytes_per_logit > 0 ? job.framework.loss_peak_bytes_per_logit : 4.0;
-    act += loss_bytes * seq_tokens * micro_batch * m.vocab_size / p.tp;
+    // MTP depths (on this stage): each one more block's activations per in-flight micro-batch,
+    // and one more loss over the vocabulary (Megatron-Core multi_token_prediction.py: each
+    // depth's logits and cross entropy, all in the graph when the backward starts).
+    const int64_t depths = t.mtp_layers >= 0 ? t.mtp_layers : m.mtp_layers;
+    act += static_cast<double>(depths) * terms.mtp_block_bytes * in_flight;
+    act += (1.0 + static_cast<double>(std::max<int64_t>(0, depths))) * loss_bytes * seq_tokens * micro_batch *
+           m.vocab_size / p.tp;
   }
   // Working set while recomputing one layer (full or selective recomputation).
   act += terms.recompute_working_set_bytes;

@@ -143,6 +143,9 @@ struct LayerActivationTerms {
   double kept_dense_layer_bytes = 0;  // without recomputation (partial full recompute)
   double kept_moe_layer_bytes = 0;
   double recompute_working_set_bytes = 0;  // full: a layer's full activations; selective: what its recompute rebuilds
+  // One MTP depth's block as stored (a transformer's: a layer of its last layer's type; a
+  // hybrid's: its hybrid_mtp_pattern's layers); 0 when the job trains no MTP depth.
+  double mtp_block_bytes = 0;
 };
 LayerActivationTerms ComputeLayerActivationTerms(const Job& job);
 // EstimateMemory with the terms given: equal, bit for bit, to EstimateMemory(job) when `terms`
@@ -153,7 +156,8 @@ MemoryEstimate EstimateMemory(const Job& job, const LayerActivationTerms& terms)
 MemoryEstimate EstimateStageMemory(const Job& job, bool last_stage, const LayerActivationTerms& terms);
 
 // Parameters held by one GPU of the most loaded stage (before ZeRO sharding), split into the
-// dense part (sharded by TP) and the expert part (sharded by EP x TP).
+// dense part (sharded by TP) and the expert part (sharded by EP x TP). The last stage also holds
+// the MTP modules (Megatron-Core puts them there): MtpModulesWithWeights(depths) of them.
 struct LocalParameters {
   double dense = 0;
   double expert = 0;

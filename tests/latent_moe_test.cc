@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "core/flop_conventions.h"
 #include "core/flops.h"
+#include "core/memory.h"
 #include "core/predict.h"
 #include "core/step_time.h"
 #include "proto/codec.h"
@@ -164,6 +165,34 @@ TEST(HybridMtp, AnAttentionAndMoeModuleIsTheTransformersMtpModule) {
     tf->training.mtp_layers = 0;
     EXPECT_LT(EstimateStepTime(*tf).step_time_s, 0.99 * a->step_time_s);
   }
+}
+
+TEST(HybridMtp, TheLastStageHoldsTheModulesWeightsAndTheirDepthsActivations) {
+  // Megatron-Core builds the MTP block after the decoder on the last pipeline stage
+  // (multi_token_prediction.py): its weights (one module when the depths share a layer,
+  // mtp_use_repeated_layer) and each depth's block activations and loss are that stage's. Nemotron
+  // 3 Super's module: an attention and a latent MoE layer, 2.82e9 expert weights of its 2.94e9.
+  auto stage = [](int depths, bool repeated) {
+    absl::StatusOr<Job> job = testing::JobFromYaml(absl::StrCat(
+        "model: nemotron-3-super-120b-a12b\nhardware: h100-sxm\nframework: megatron-core\n"
+        "cluster: {gpu_count: 64}\nparallelism: {tp: 1, pp: 2, ep: 32}\n"
+        "training: {seq_length: 4096, global_batch_size: 1280, micro_batch_size: 1, mtp_layers: ",
+        depths, "}"));
+    EXPECT_TRUE(job.ok()) << job.status();
+    job->model.mtp_repeated_layer = repeated;
+    return std::make_pair(EstimateStageMemory(*job, true), EstimateStageMemory(*job, false));
+  };
+  const ParameterCounts c = CountParameters(Super());
+  const double experts = 512.0 * 2 * 1024 * 2688, module = c.mtp_module;
+  const auto [none, none_first] = stage(0, true);
+  const auto [shared, shared_first] = stage(2, true);
+  const auto [own, own_first] = stage(2, false);
+  // bf16 weights: 2 bytes per local parameter; experts over EP 32, the rest over TP 1.
+  EXPECT_NEAR(shared.weights_bytes - none.weights_bytes, 2 * ((module - experts) + experts / 32), 1.0);
+  EXPECT_NEAR(own.weights_bytes - none.weights_bytes, 2 * 2 * ((module - experts) + experts / 32), 1.0);
+  EXPECT_GT(shared.activations_bytes, none.activations_bytes);
+  EXPECT_DOUBLE_EQ(shared.activations_bytes, own.activations_bytes);  // the depths' compute is the same
+  EXPECT_DOUBLE_EQ(shared_first.total_bytes, none_first.total_bytes);  // the first stage holds none of it
 }
 
 TEST(HybridMtp, MegatronLinesCarryTheModuleAfterTheSlash) {

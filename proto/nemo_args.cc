@@ -99,8 +99,8 @@ absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
   // Nemotron-H hybrids: the family's presets (presets/architectures/nemotron_h.yaml) by the
   // recipe's or provider's name (Megatron-Bridge recipes/nemotronh/: nemotronh_8b, nemotron_3_nano,
   // nemotron_nano_9b_v2; providers NemotronHModelProvider56B, Nemotron3NanoProvider; HF ids
-  // NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, Nemotron-H-8B-Base-8K). Nemotron 3 Super / Ultra / 3.5
-  // (latent MoE, MTP), other Mamba hybrids and a bare HybridModelProvider are refused.
+  // NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, Nemotron-H-8B-Base-8K), Nemotron 3 Super / Ultra (latent
+  // MoE, MTP). Nemotron 3.5, other Mamba hybrids and a bare HybridModelProvider are refused.
   // Not a bare "nemotron3" / "nemotron-3": NeMo 2's attention-only Nemotron-3 (2023) recipes are
   // nemotron3_4b / _8b / _22b (Nemotron3Config8B(NemotronConfig)), its HF ids nemotron-3-8b-*.
   bool nemotron_h_family = false;
@@ -114,10 +114,13 @@ absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
   // Llama 3.1 transformers, not hybrids.
   if (absl::StrContains(l, "llama")) nemotron_h_family = false;
   if (nemotron_h_family) {
-    const bool super_ultra = absl::StrContains(l, "super") || absl::StrContains(l, "ultra") ||
-                             absl::StrContains(l, "3_5") || absl::StrContains(l, "3.5") ||
-                             absl::StrContains(l, "3-5") || absl::StrContains(l, "lightning");
-    if (!super_ultra) {
+    // Nemotron 3 Super / Ultra (latent MoE, MTP: their presets since the twelfth session); 3.5
+    // (Lightning) has no preset.
+    const bool three_five = absl::StrContains(l, "3_5") || absl::StrContains(l, "3.5") || absl::StrContains(l, "3-5") ||
+                            absl::StrContains(l, "lightning");
+    if (!three_five && absl::StrContains(l, "super")) return preset("nemotron-3-super-120b-a12b");
+    if (!three_five && absl::StrContains(l, "ultra")) return preset("nemotron-3-ultra-550b-a55b");
+    if (!three_five) {
       struct Named {
         const char* key;
         const char* preset;
@@ -134,10 +137,11 @@ absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
   }
   if (nemotron_h_family || absl::StrContains(l, "hybridmodelprovider") || absl::StrContains(l, "mamba")) {
     return absl::InvalidArgumentError(absl::StrCat(
-        id, ": a Mamba model without a preset here (Nemotron 3 Super / Ultra / 3.5: latent MoE and MTP, a hybrid the "
-            "model does not describe; NeMo's mamba2_* and Mamba-2-Hybrid configs, which it describes but has no preset for: "
+        id, ": a Mamba model without a preset here (Nemotron 3.5, a hybrid whose layers are not published in a form read here; "
+            "NeMo's mamba2_* and Mamba-2-Hybrid configs, which it describes but has no preset for: "
             "give the shape, e.g. as the Megatron-LM line; Nemotron-H presets: ",
-        "nemotron-h-4b/8b/47b/56b, nemotron-nano-9b-v2/12b-v2, nemotron-3-nano-4b/30b-a3b)"));
+        "nemotron-h-4b/8b/47b/56b, nemotron-nano-9b-v2/12b-v2, nemotron-3-nano-4b/30b-a3b, nemotron-3-super-120b-a12b, "
+        "nemotron-3-ultra-550b-a55b)"));
   }
   if (absl::StrContains(l, "-vl-") || absl::StrContains(l, "_vl_") || absl::StrContains(l, "-vl") ||
       absl::StrContains(l, "vlm")) {
@@ -434,7 +438,8 @@ void ListUnreadOverrides(const NemoLine& line, ImportedJob& out) {
         leaf == "recompute_granularity" || leaf == "recompute_modules" || key == "trainer.plugins" ||
         key == "mixed_precision" || absl::StartsWith(key, "mixed_precision.") || key == "ddp.use_distributed_optimizer" ||
         key == "ddp.use_megatron_fsdp" || key == "ddp.data_parallel_sharding_strategy" || key == "ddp.overlap_grad_reduce" ||
-        key == "ddp.grad_reduce_in_fp32" || key == "comm_overlap.tp_comm_overlap" || leaf == "cuda_graph_impl";
+        key == "ddp.grad_reduce_in_fp32" || key == "comm_overlap.tp_comm_overlap" || leaf == "cuda_graph_impl" ||
+        (!absl::StartsWith(key, "trainer.") && leaf == "mtp_num_layers");
     if (key == "trainer.num_nodes" || key == "trainer.devices") {
       out.ignored.push_back(absl::StrCat(kv.first, "=", kv.second, " (the GPU count comes from the allocation or --gpus)"));
     } else if (!read) {
@@ -587,7 +592,8 @@ absl::Status SetNemoRecompute(const NemoValues& v, v1::TrainingSpec& t) {
 
 // Megatron-Bridge's sharding and overlaps (ddp.use_megatron_fsdp, ddp.use_distributed_optimizer,
 // ddp.data_parallel_sharding_strategy, ddp.overlap_grad_reduce, ddp.grad_reduce_in_fp32,
-// comm_overlap.tp_comm_overlap) and CUDA graphs (model.cuda_graph_impl / _scope).
+// comm_overlap.tp_comm_overlap), CUDA graphs (model.cuda_graph_impl / _scope) and the MTP depths
+// (model.mtp_num_layers).
 absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::TrainingSpec& t) {
   NEMO_BOOL(mfsdp, "ddp.use_megatron_fsdp", false);
   NEMO_BOOL(dist, "ddp.use_distributed_optimizer", true);
@@ -623,6 +629,13 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
   if (graphs == "none") t.set_cuda_graphs(false);
   else if (graphs == "local" && absl::StrContains(v.Get("model.cuda_graph_scope"), "full_iteration")) t.set_cuda_graphs(true);
   else if (graphs == "full_iteration") t.set_cuda_graphs(true);
+  // MTP depths (model.mtp_num_layers: Nemotron 3 Super / Ultra 2, with the model preset's
+  // repeated layer; DeepSeek-V3's recipes 1).
+  if (v.Has("model.mtp_num_layers")) {
+    NEMO_INT(mtp, "model.mtp_num_layers", 0, 0);
+    if (mtp > 16) return Bad(v.SourceOf("model.mtp_num_layers"), absl::StrCat(mtp, " MTP layers: at most 16 are modelled"));
+    t.set_mtp_layers(mtp);
+  }
   return absl::OkStatus();
 }
 

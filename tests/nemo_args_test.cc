@@ -248,6 +248,16 @@ TEST(Nemo, CurrentNemo2Recipes) {
   auto nano = JobFromCommand(Split("nemo llm pretrain --factory nemotron_nano_9b_v2"), "");
   ASSERT_TRUE(nano.ok()) << nano.status();
   EXPECT_EQ(nano->spec.model().preset(), "nemotron-nano-9b-v2");
+  // Nemotron 3 Super's canonical H100 recipe (perf_recipes/nemotronh/h100/nemotronh.py @067f987d):
+  // the latent-MoE preset, its layout and its MTP depths (model.mtp_num_layers 2).
+  auto super = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_super_pretrain_64gpu_h100_bf16_config"), "");
+  ASSERT_TRUE(super.ok()) << super.status();
+  EXPECT_EQ(super->spec.model().preset(), "nemotron-3-super-120b-a12b");
+  EXPECT_EQ(super->spec.training().mtp_layers(), 2);
+  EXPECT_EQ(super->spec.parallelism().pp(), 2);
+  EXPECT_EQ(super->spec.parallelism().ep(), 32);
+  auto ultra = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_ultra_pretrain_config"), "");
+  if (ultra.ok()) EXPECT_EQ(ultra->spec.model().preset(), "nemotron-3-ultra-550b-a55b");
 }
 
 TEST(Nemo, ErrorsNameTheRecipeOrKey) {
@@ -257,7 +267,8 @@ TEST(Nemo, ErrorsNameTheRecipeOrKey) {
        "recipes of this model: llama3_8b_pretrain_"},
       {"nemo llm pretrain --factory llama3_8b trainer.strategy.tensor_model_parallel_size=two",
        "trainer.strategy.tensor_model_parallel_size: 'two' is not an integer"},
-      {"run_recipe.py --recipe nemotron_3_super_pretrain_config", "latent MoE and MTP, a hybrid the model does not describe"},
+      {"run_recipe.py --recipe nemotron_3_5_lightning_pretrain_16gpu_h100_bf16_config",
+       "Nemotron 3.5, a hybrid whose layers are not published in a form read here"},
   };
   for (const auto& c : cases) {
     auto r = JobFromCommand(Split(c.cmd), "");

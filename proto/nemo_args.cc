@@ -100,7 +100,8 @@ absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
   // recipe's or provider's name (Megatron-Bridge recipes/nemotronh/: nemotronh_8b, nemotron_3_nano,
   // nemotron_nano_9b_v2; providers NemotronHModelProvider56B, Nemotron3NanoProvider; HF ids
   // NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, Nemotron-H-8B-Base-8K), Nemotron 3 Super / Ultra (latent
-  // MoE, MTP). Nemotron 3.5, other Mamba hybrids and a bare HybridModelProvider are refused.
+  // MoE, MTP), Nemotron 3.5 Lightning. Other Mamba hybrids and a bare HybridModelProvider are
+  // refused.
   // Not a bare "nemotron3" / "nemotron-3": NeMo 2's attention-only Nemotron-3 (2023) recipes are
   // nemotron3_4b / _8b / _22b (Nemotron3Config8B(NemotronConfig)), its HF ids nemotron-3-8b-*.
   bool nemotron_h_family = false;
@@ -114,10 +115,16 @@ absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
   // Llama 3.1 transformers, not hybrids.
   if (absl::StrContains(l, "llama")) nemotron_h_family = false;
   if (nemotron_h_family) {
-    // Nemotron 3 Super / Ultra (latent MoE, MTP: their presets since the twelfth session); 3.5
-    // (Lightning) has no preset.
-    const bool three_five = absl::StrContains(l, "3_5") || absl::StrContains(l, "3.5") || absl::StrContains(l, "3-5") ||
-                            absl::StrContains(l, "lightning");
+    // Nemotron 3 Super / Ultra (latent MoE, MTP) and 3.5 Lightning: their presets since the twelfth
+    // session.
+    // Not a bare "3.5": Nano's "30B-A3.5B" has one.
+    bool three_five = absl::StrContains(l, "lightning");
+    for (const char* k : {"nemotron_3_5", "nemotron-3.5", "nemotron_3.5", "nemotron3.5", "nemotron-3-5", "nemotron3_5"}) {
+      three_five = three_five || absl::StrContains(l, k);
+    }
+    // Nemotron 3.5 Lightning: the Nano recipe's model with an MTP module
+    // (perf_recipes/nemotronh/gb200/nemotronh.py nemotron_3_5_lightning_*).
+    if (three_five) return preset("nemotron-3.5-lightning-30b-a3b");
     if (!three_five && absl::StrContains(l, "super")) return preset("nemotron-3-super-120b-a12b");
     if (!three_five && absl::StrContains(l, "ultra")) return preset("nemotron-3-ultra-550b-a55b");
     if (!three_five) {
@@ -137,11 +144,11 @@ absl::StatusOr<v1::ModelSpec> RecipeModel(const std::string& id) {
   }
   if (nemotron_h_family || absl::StrContains(l, "hybridmodelprovider") || absl::StrContains(l, "mamba")) {
     return absl::InvalidArgumentError(absl::StrCat(
-        id, ": a Mamba model without a preset here (Nemotron 3.5, a hybrid whose layers are not published in a form read here; "
-            "NeMo's mamba2_* and Mamba-2-Hybrid configs, which it describes but has no preset for: "
+        id, ": a Mamba model without a preset here (NeMo's mamba2_* and Mamba-2-Hybrid configs, a hybrid it describes "
+            "but has no preset for: "
             "give the shape, e.g. as the Megatron-LM line; Nemotron-H presets: ",
         "nemotron-h-4b/8b/47b/56b, nemotron-nano-9b-v2/12b-v2, nemotron-3-nano-4b/30b-a3b, nemotron-3-super-120b-a12b, "
-        "nemotron-3-ultra-550b-a55b)"));
+        "nemotron-3-ultra-550b-a55b, nemotron-3.5-lightning-30b-a3b)"));
   }
   if (absl::StrContains(l, "-vl-") || absl::StrContains(l, "_vl_") || absl::StrContains(l, "-vl") ||
       absl::StrContains(l, "vlm")) {

@@ -194,8 +194,8 @@ TEST(ArchitectureRegistry, LoadsAndLooksUpFamilies) {
 
 // Hybrid Mamba/attention models under the names their publishers and tables use: Nemotron-H
 // hybrids (Nemotron-H, Nemotron Nano v2, Nemotron 3 Nano / Super / Ultra) resolve to nemotron_h,
-// whatever "Mamba" the name also states; the hybrids the model does not describe (Nemotron 3.5,
-// Mamba-1 and parallel-head hybrids, a bare "Mamba") to the
+// whatever "Mamba" the name also states, and Nemotron 3.5 Lightning; the hybrids the model does
+// not describe (Mamba-1 and parallel-head hybrids, a bare "Mamba") to the
 // refused hybrid_ssm, whatever transformer family's name they also contain; Nemotron-4 (and the
 // 2023 attention-only Nemotron-3 8B) keep the nemotron family. Names: Megatron-Bridge
 // docs/performance-summary-archive.md tables "Nemotron_3_Nano", "Nemotron_3_Super"; HF id
@@ -219,7 +219,8 @@ TEST(ArchitectureRegistry, HybridNamesResolveToTheHybridFamily) {
       {"Nemotron_3_Super", true, "nemotron_h"},
       {"NVIDIA-Nemotron-3-Super-120B-A12B-BF16", true, "nemotron_h"},
       {"Nemotron-3-Ultra 550B", true, "nemotron_h"},
-      {"Nemotron_3_5_Lightning", true, "hybrid_ssm"},
+      {"Nemotron_3_5_Lightning", true, "nemotron_h"},
+      {"NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16", true, "nemotron_h"},
       {"NemotronH Nano", false, "nemotron_h"},
       {"nemotron_h 8B", false, "nemotron_h"},
       {"Nemotron-H 56B", false, "nemotron_h"},

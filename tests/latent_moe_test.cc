@@ -71,6 +71,19 @@ TEST(LatentMoe, MegatronHybridFlopsAreBridgesPrintedRate) {
   EXPECT_NEAR(*ConventionFlopsPerStep(FlopConvention::kMegatron2025, in) / 8192 / (831e12 / 9856), 1.0, 0.01);
 }
 
+TEST(HybridMtp, NemotronLightningIsNanoWithAnMtpModuleAsItsPrintedRateSays) {
+  // Megatron-Bridge builds its Nemotron 3.5 Lightning benchmarks on Nemotron 3 Nano's model with
+  // a 2-depth '*E' MTP module (perf_recipes/nemotronh/gb200/nemotronh.py @067f987); its 26.08 table
+  // prints 807 TFLOP/s per GPU at 28,672 tokens/s per GPU (DGX-GB200, MXFP8, 8192 tokens).
+  const ModelShape lightning = *testing::BuiltinCatalog().FindModel("nemotron-3.5-lightning-30b-a3b");
+  FlopCountInput in{lightning, "nemotron_h", 8192, 1, 0};
+  in.mtp_depths = 2;
+  EXPECT_NEAR(*ConventionFlopsPerStep(FlopConvention::kMegatron2025, in) / 8192 / (807e12 / 28672), 1.0, 0.001);
+  // The same layers as Nano's: the main model's parameters are Nano's.
+  const ModelShape nano = *testing::BuiltinCatalog().FindModel("nemotron-3-nano-30b-a3b");
+  EXPECT_DOUBLE_EQ(CountParameters(lightning).total, CountParameters(nano).total);
+}
+
 TEST(LatentMoe, ExpertsAndDispatchRunAtTheLatentWidth) {
   // Megatron-Core moe_layer.py: the experts read and write latent_size-wide rows and the
   // dispatcher moves them (token_dispatcher.py hidden_dim = moe_latent_size); the projections

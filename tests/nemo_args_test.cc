@@ -258,6 +258,10 @@ TEST(Nemo, CurrentNemo2Recipes) {
   EXPECT_EQ(super->spec.parallelism().ep(), 32);
   auto ultra = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_ultra_pretrain_config"), "");
   if (ultra.ok()) EXPECT_EQ(ultra->spec.model().preset(), "nemotron-3-ultra-550b-a55b");
+  // Nemotron 3.5 Lightning's perf recipes build on Nano's model with a 2-depth MTP module.
+  auto lightning = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_5_lightning_pretrain_8gpu_gb200_bf16_config"), "");
+  ASSERT_TRUE(lightning.ok()) << lightning.status();
+  EXPECT_EQ(lightning->spec.model().preset(), "nemotron-3.5-lightning-30b-a3b");
 }
 
 TEST(Nemo, ErrorsNameTheRecipeOrKey) {
@@ -267,8 +271,7 @@ TEST(Nemo, ErrorsNameTheRecipeOrKey) {
        "recipes of this model: llama3_8b_pretrain_"},
       {"nemo llm pretrain --factory llama3_8b trainer.strategy.tensor_model_parallel_size=two",
        "trainer.strategy.tensor_model_parallel_size: 'two' is not an integer"},
-      {"run_recipe.py --recipe nemotron_3_5_lightning_pretrain_16gpu_h100_bf16_config",
-       "Nemotron 3.5, a hybrid whose layers are not published in a form read here"},
+      {"nemo llm pretrain --factory mamba2_hybrid_8b", "a hybrid it describes but has no preset for"},
   };
   for (const auto& c : cases) {
     auto r = JobFromCommand(Split(c.cmd), "");

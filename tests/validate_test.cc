@@ -166,8 +166,9 @@ TEST(Validate, HeldOutRunsAreReadAsTheirSourcesSay) {
   ASSERT_TRUE(r.ok()) << r.status();
   // 1039 added 2026-11-28 (fourth session); 1040-1042 (U9, Nemotron-H 56B on H100 / GB300 / GB200)
   // 2026-11-29 (eleventh session), after the hybrid model was built; 1043-1049 (U10, U11: Nemotron
-  // 3 Super and Ultra, latent MoE with MTP) in the twelfth, after that model was built.
-  ASSERT_EQ(r->rows_size(), 49);
+  // 3 Super and Ultra, latent MoE with MTP) in the twelfth, after that model was built; 1050-1051
+  // (U11: Nemotron 3.5 Lightning and 3 Nano on Blackwell, 26.08) after the Lightning preset.
+  ASSERT_EQ(r->rows_size(), 51);
   // Row 1010 (Nemotron 3 Nano, a hybrid Mamba-2 / attention MoE model) was refused until the
   // eleventh session; it is read as the nemotron_h family's preset.
   const std::map<std::string, std::string> refused = {};
@@ -209,7 +210,7 @@ TEST(Validate, HeldOutRunsAreReadAsTheirSourcesSay) {
   for (const auto& row : r->rows()) {
     if (row.row_id() == "1011") EXPECT_DOUBLE_EQ(row.memory_capacity_bytes(), 284208.0 * 1024 * 1024);  // nvidia-smi
   }
-  EXPECT_EQ(framework.size(), 49u);  // every row, the Mamba-2 hybrids 1010 and 1040-1049 included
+  EXPECT_EQ(framework.size(), 51u);  // every row, the Mamba-2 hybrids 1010 and 1040-1051 included
   EXPECT_EQ(framework["1010"], "megatron-bridge");
   EXPECT_EQ(framework["1043"], "megatron-bridge");
 }
@@ -322,7 +323,7 @@ TEST(PublishedRuns, RowsAreReadThroughTheArchitectureRegistry) {
   // A hybrid the model does not describe is refused saying so; a Nemotron-H hybrid without a
   // preset is refused for its pattern (no column gives it); a name no family has is refused
   // naming it.
-  auto h = PublishedRunFromRow(MaverickRow({{"model", "Nemotron 3.5 Lightning"}, {"moe_routed_experts", ""}}), catalog);
+  auto h = PublishedRunFromRow(MaverickRow({{"model", "Falcon-H1 34B"}, {"moe_routed_experts", ""}}), catalog);
   ASSERT_FALSE(h.ok());
   EXPECT_THAT(std::string(h.status().message()), ::testing::HasSubstr("refused"));
   auto h2 = PublishedRunFromRow(MaverickRow({{"model", "Nemotron-H 2B"}, {"moe_routed_experts", ""}}), catalog);
@@ -380,7 +381,7 @@ TEST(PublishedRuns, StatedParamsAreCheckedAgainstTheModelRead) {
   }
   // Hybrids the model does not describe are refused as hybrids, before any count; Nemotron 3
   // Nano, whose dimensions the row leaves blank, is its preset (31.6B: 30 is within 1.5x).
-  for (const char* name : {"Nemotron_3_5_Lightning", "Jamba 1.5 Large", "Llama3.2-Mamba2-3B"}) {
+  for (const char* name : {"Falcon-H1 34B", "Jamba 1.5 Large", "Llama3.2-Mamba2-3B"}) {
     SCOPED_TRACE(name);
     auto run = PublishedRunFromRow(MaverickRow({{"model", name}, {"params_b", "30"}}), catalog);
     ASSERT_FALSE(run.ok());

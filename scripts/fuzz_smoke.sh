@@ -29,7 +29,7 @@ seeds() {  # the seed files of a target
     fuzz_spec_yaml) ls examples/*.yaml $R/*.yaml fuzz/seeds/spec_*.yaml ;;
     fuzz_spec_json) ls examples/*.json $R/*.json 2>/dev/null || true ;;
     fuzz_spec_textproto) ls examples/*.textproto $R/*.textproto 2>/dev/null || true ;;
-    fuzz_hf_config) ls tests/data/real_inputs/hf/*.json examples/hf/*.json $R/*.json ;;
+    fuzz_hf_config) ls tests/data/real_inputs/hf/*.json examples/hf/*.json $R/*.json fuzz/seeds/hf_*.json ;;
     fuzz_megatron) ls $R/megatron_*.bin fuzz/seeds/megatron_*.txt ;;
     fuzz_torchtitan) ls tests/data/real_inputs/torchtitan/*.toml $R/*.toml ;;
     fuzz_validation_csv) ls $R/*.csv; head -c 60000 tests/data/validation/published_runs.csv > "$B/seed_published_runs.csv"; echo "$B/seed_published_runs.csv" ;;

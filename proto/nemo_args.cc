@@ -2,6 +2,7 @@
 #include "proto/nemo_args.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -446,7 +447,10 @@ void ListUnreadOverrides(const NemoLine& line, ImportedJob& out) {
         key == "mixed_precision" || absl::StartsWith(key, "mixed_precision.") || key == "ddp.use_distributed_optimizer" ||
         key == "ddp.use_megatron_fsdp" || key == "ddp.data_parallel_sharding_strategy" || key == "ddp.overlap_grad_reduce" ||
         key == "ddp.grad_reduce_in_fp32" || key == "comm_overlap.tp_comm_overlap" || leaf == "cuda_graph_impl" ||
-        (!absl::StartsWith(key, "trainer.") && leaf == "mtp_num_layers");
+        (!absl::StartsWith(key, "trainer.") &&
+         (leaf == "mtp_num_layers" || leaf == "moe_token_dispatcher_type" || leaf == "moe_flex_dispatcher_backend" ||
+          leaf == "moe_expert_capacity_factor" || leaf == "moe_pad_expert_input_to_capacity" ||
+          leaf == "fine_grained_activation_offloading" || leaf == "offload_modules"));
     if (key == "trainer.num_nodes" || key == "trainer.devices") {
       out.ignored.push_back(absl::StrCat(kv.first, "=", kv.second, " (the GPU count comes from the allocation or --gpus)"));
     } else if (!read) {
@@ -599,8 +603,8 @@ absl::Status SetNemoRecompute(const NemoValues& v, v1::TrainingSpec& t) {
 
 // Megatron-Bridge's sharding and overlaps (ddp.use_megatron_fsdp, ddp.use_distributed_optimizer,
 // ddp.data_parallel_sharding_strategy, ddp.overlap_grad_reduce, ddp.grad_reduce_in_fp32,
-// comm_overlap.tp_comm_overlap), CUDA graphs (model.cuda_graph_impl / _scope) and the MTP depths
-// (model.mtp_num_layers).
+// comm_overlap.tp_comm_overlap), CUDA graphs (model.cuda_graph_impl / _scope), the MTP depths
+// (model.mtp_num_layers), the MoE dispatcher and capacity padding.
 absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::TrainingSpec& t) {
   NEMO_BOOL(mfsdp, "ddp.use_megatron_fsdp", false);
   NEMO_BOOL(dist, "ddp.use_distributed_optimizer", true);
@@ -642,6 +646,51 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
     NEMO_INT(mtp, "model.mtp_num_layers", 0, 0);
     if (mtp > 16) return Bad(v.SourceOf("model.mtp_num_layers"), absl::StrCat(mtp, " MTP layers: at most 16 are modelled"));
     t.set_mtp_layers(mtp);
+  }
+  // The MoE token dispatcher (Megatron-Core TransformerConfig moe_token_dispatcher_type "alltoall" /
+  // "flex" with moe_flex_dispatcher_backend "deepep" (its default) or "hybridep"; "allgather" is not
+  // modelled and left to the preset) and capacity padding (moe_expert_capacity_factor with
+  // moe_pad_expert_input_to_capacity).
+  const std::string dispatcher = absl::AsciiStrToLower(v.Get("model.moe_token_dispatcher_type"));
+  if (dispatcher == "alltoall") {
+    t.set_moe_dispatcher("alltoall");
+  } else if (dispatcher == "flex") {
+    const std::string backend = absl::AsciiStrToLower(v.Get("model.moe_flex_dispatcher_backend"));
+    t.set_moe_dispatcher(backend == "hybridep" ? "hybridep" : "deepep");
+  }
+  if (v.Has("model.moe_expert_capacity_factor")) {
+    const std::string text = v.Get("model.moe_expert_capacity_factor");
+    double cap = 0;
+    if (text != "None" && text != "none" && !text.empty()) {
+      if (!absl::SimpleAtod(text, &cap) || !std::isfinite(cap)) {
+        return Bad(v.SourceOf("model.moe_expert_capacity_factor"), absl::StrCat("'", text, "' is not a number"));
+      }
+      // Megatron-Core reads a negative factor as none (transformer_config.py).
+      if (cap > 0) t.set_moe_expert_capacity_factor(cap);
+    }
+  }
+  // Fine-grained activation offloading (model.fine_grained_activation_offloading with
+  // model.offload_modules): "moe_act" and "expert_fc1" as named; "fused_group_mlp" (the fused
+  // grouped MLP's inputs above min_offloaded_tensor_size, which Nemotron 3 Ultra's recipes say
+  // "approximates offloading the moe_act (pre-activation input)") as moe_act; the attention
+  // modules are not modelled (listed by ListRecipeNotes' caller as the recipe's unread settings).
+  NEMO_BOOL(offload, "model.fine_grained_activation_offloading", false);
+  if (offload) {
+    std::string mods = v.Get("model.offload_modules");
+    for (char& c : mods) {
+      if (c == '[' || c == ']' || c == '\'' || c == '"') c = ' ';
+    }
+    bool act = false, fc1 = false;
+    for (absl::string_view part : absl::StrSplit(mods, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+      act = act || part == "moe_act" || part == "fused_group_mlp";
+      fc1 = fc1 || part == "expert_fc1";
+    }
+    if (act) t.add_offload_modules("moe_act");
+    if (fc1) t.add_offload_modules("expert_fc1");
+  }
+  if (v.Has("model.moe_pad_expert_input_to_capacity")) {
+    NEMO_BOOL(pad, "model.moe_pad_expert_input_to_capacity", false);
+    t.set_moe_pad_expert_input_to_capacity(pad && t.moe_expert_capacity_factor() > 0);
   }
   return absl::OkStatus();
 }

@@ -51,9 +51,23 @@ class Interp:
         self.aliases = {}    # alias -> (package, name, file that defines the alias)
         self.constants = {}  # module-level literal constants of every file (imported ones resolve here)
         self.depth = 0
+        # Per file: the functions it defines and the names it imports (local name -> (module,
+        # name)), so that a name resolves as Python resolves it in the calling function's file
+        # (perf_recipes/nemotronh/common.py imports the library's 16-GPU H100 Super recipe *as*
+        # nemotron_3_super_pretrain_config, a name the library also defines for another recipe).
+        self.file_funcs = {}    # path -> {name: (package, path, FunctionDef, consts)}
+        self.file_imports = {}  # path -> {local name: (module, name)}
+        self.module_files = {}  # "megatron.bridge.x.y" -> path
+        self.file_stack = []    # the files of the functions being evaluated
 
     def load(self, path, package):
         tree = ast.parse(open(path).read())
+        norm = path.replace(os.sep, "/")
+        if "/src/" in norm:
+            mod = norm.split("/src/", 1)[1][:-3].replace("/", ".")
+            self.module_files[mod[:-len(".__init__")] if mod.endswith(".__init__") else mod] = path
+        imports = self.file_imports.setdefault(path, {})
+        own = self.file_funcs.setdefault(path, {})
         consts = {}
         for node in tree.body:
             target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
@@ -67,6 +81,14 @@ class Interp:
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
                 self.funcs.setdefault(node.name, []).append((package, path, node, consts))
+                own[node.name] = (package, path, node, consts)
+            if isinstance(node, ast.ImportFrom) and node.module:
+                module = node.module
+                if node.level:
+                    base = norm.split("/src/", 1)[1].split("/")[:-node.level] if "/src/" in norm else []
+                    module = ".".join(base + [node.module])
+                for a in node.names:
+                    imports[a.asname or a.name] = (module, a.name)
             # `from megatron.bridge.recipes.x import a as b`: b names a (legacy recipe names are
             # kept this way, e.g. recipes/deepseek/deepseek_v3.py deepseek_v3_pretrain_config).
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("megatron.bridge"):
@@ -75,7 +97,23 @@ class Interp:
                     if a.asname and a.asname != a.name:
                         self.aliases[a.asname] = (pkg, a.name, path)
 
+    def resolve_in_file(self, path, name, depth=0):
+        """The function `name` means in file `path`: its own, or the one it imports under that name."""
+        if depth > 10:
+            return None
+        if name in self.file_funcs.get(path, {}):
+            return self.file_funcs[path][name]
+        imp = self.file_imports.get(path, {}).get(name)
+        if imp is None:
+            return None
+        target = self.module_files.get(imp[0])
+        return self.resolve_in_file(target, imp[1], depth + 1) if target else None
+
     def find(self, name, package):
+        if self.file_stack:
+            r = self.resolve_in_file(self.file_stack[-1], name)
+            if r is not None:
+                return r
         if name not in self.funcs and name in self.aliases:
             package, name = self.aliases[name][0], self.aliases[name][1]
         cands = self.funcs.get(name, [])
@@ -188,11 +226,13 @@ class Interp:
             if kw.arg:
                 inner[kw.arg] = self.value(kw.value, env, cfg, package)
         self.depth += 1
+        self.file_stack.append(path)
         try:
             r = self.body(fn.body, inner, cfg, pkg)
             return r.value if isinstance(r, Returned) else None
         finally:
             self.depth -= 1
+            self.file_stack.pop()
 
     def test(self, node, env, cfg, package):
         """True / False / None (not decidable)."""
@@ -315,7 +355,9 @@ def bridge(root, commit, out_dir):
                       r"use_megatron_fsdp|data_parallel_sharding_strategy|overlap_grad_reduce|grad_reduce_in_fp32)|"
                       r"comm_overlap\.tp_comm_overlap|model\.cuda_graph_(impl|scope)|model\.pipeline_model_parallel_layout|"
                       r"model\.num_layers_in_(first|last)_pipeline_stage|model\.account_for_[a-z_]+|model\.mtp_num_layers|"
-                      r"model\._hf_model|model\._provider|model\.cpu_offloading_num_layers|optimizer\.optimizer)$")
+                      r"model\._hf_model|model\._provider|model\.cpu_offloading_num_layers|optimizer\.optimizer|"
+                      r"model\.moe_(token_dispatcher_type|flex_dispatcher_backend|expert_capacity_factor|"
+                      r"pad_expert_input_to_capacity)|model\.fine_grained_activation_offloading|model\.offload_modules)$")
     lines = [
         "# Megatron-Bridge pre-training recipes: every *_pretrain_*_config function of",
         "# src/megatron/bridge/recipes/ and src/megatron/bridge/perf_recipes/ at NVIDIA-NeMo/Megatron-Bridge",

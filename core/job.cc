@@ -114,6 +114,12 @@ absl::Status ValidateJob(const Job& job) {
   if (t.micro_batch_size <= 0) return Bad("training.micro_batch_size", "must be > 0");
   if (t.dataset_tokens < 0) return Bad("training.dataset_tokens", "must be >= 0");
   if (t.train_iters < 0) return Bad("training.train_iters", "must be >= 0");
+  if (t.moe_pad_expert_input_to_capacity && (t.moe_dispatcher == MoeDispatcher::kDeepEP ||
+                                             t.moe_dispatcher == MoeDispatcher::kDeepEPFp8)) {
+    return Bad("training.moe_pad_expert_input_to_capacity",
+               "is not supported with the DeepEP dispatcher (Megatron-Core transformer_config.py raises: \"Flex token "
+               "dispatcher with deepep backend does not support moe_pad_expert_input_to_capacity\")");
+  }
   if (m.Hybrid() && t.mtp_layers > 0 && m.hybrid_mtp_pattern.empty()) {
     return Bad("training.mtp_layers", "the hybrid model has no MTP module (model.shape.hybrid_mtp_pattern is empty)");
   }

@@ -136,6 +136,10 @@ struct TrainingConfig {
   double MoePaddedRowsFactor() const {
     return moe_pad_expert_input_to_capacity && moe_expert_capacity_factor > 0 ? moe_expert_capacity_factor : 1.0;
   }
+  // Fine-grained activation offloading (job.proto offload_modules): the routed experts' fc1
+  // output ("moe_act") and their input rows ("expert_fc1") kept in host memory.
+  bool offload_moe_act_input = false;
+  bool offload_expert_fc1_input = false;
 };
 
 // Parallel layout. Ranks are ordered as in Megatron-Core: TP innermost, then CP, then DP (EP

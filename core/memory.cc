@@ -99,8 +99,12 @@ double LayerActivationBytes(const ModelShape& in, const LayerActivationInput& x)
         // save list) are kept.
         per_rank += e * rank_tokens * m.moe.top_k * w;
       } else {
-        per_rank += mlp_internal(m.moe.expert_ffn_hidden_size, rank_tokens * m.moe.top_k, false, dropped(kRecomputeMoeAct)) / etp;
-        per_rank += 2 * e * rank_tokens * m.moe.top_k * w;
+        // Fine-grained activation offloading (Megatron-Core offload_modules): "moe_act" keeps the
+        // activation's input, the fc1 output, in host memory; "expert_fc1" the experts' input rows.
+        const double rows = rank_tokens * m.moe.top_k, fe = m.moe.expert_ffn_hidden_size;
+        per_rank += mlp_internal(fe, rows, false, dropped(kRecomputeMoeAct)) / etp;
+        if (x.offload_moe_act_input) per_rank -= (GatedFfn(m.ffn_type) ? 2 : 1) * e * rows * fe / etp;
+        per_rank += (x.offload_expert_fc1_input ? 1 : 2) * e * rows * w;
       }
       // Latent MoE: fc1_latent_proj's input is the norm output (counted above); its output is
       // the expert input (w wide, counted); fc2_latent_proj keeps its input, the combined rows
@@ -194,24 +198,35 @@ LocalParameters LocalParametersOf(const Job& job, const ModelShape& m, const Par
   double stage_emb = 0;
   if (!last_stage || p.pp == 1) stage_emb += input_emb;
   if (last_stage || p.pp == 1) stage_emb += m.tied_embeddings && p.pp > 1 ? input_emb : output_head;
+  // MTP on a later stage than the embedding: the last stage builds its own copy of the word
+  // embedding for the MTP modules' inputs, kept in sync with the first stage's (Megatron-Core
+  // hybrid_model.py / gpt_model.py: `if self.pre_process or self.mtp_process: self.embedding`;
+  // language_module.py); a tied model's copy already is there.
+  const int64_t depths = job.training.mtp_layers >= 0 ? job.training.mtp_layers : m.mtp_layers;
+  if (last_stage && p.pp > 1 && depths > 0 && !m.tied_embeddings) stage_emb += input_emb;
   // The stage's own layers (ceil(layers / (pp*vpp)) per chunk, in order): its share of the dense
   // layer weights, and of the expert weights by its MoE layers (DeepSeek-V3's first dense
   // layers sit on the first stage).
   const double stage_frac = static_cast<double>(sl.total()) / m.layers;
   const double moe_layers = static_cast<double>(moe_layer_count);
   const double expert_frac = moe_layers > 0 ? sl.moe / moe_layers : 0.0;
-  out.dense = (layer_dense * stage_frac + stage_emb) / p.tp;
+  // Latent MoE's projections are duplicated on every TP rank (TELinear parallel_mode
+  // "duplicated": tp_size 1), not split by TP like the rest of the dense weights.
+  const double latent_per_moe_layer =
+      m.moe.latent_size > 0 ? 2.0 * h * static_cast<double>(m.moe.latent_size) : 0.0;
+  const double latent_total = latent_per_moe_layer * moe_layer_count;
+  out.dense = ((layer_dense - latent_total) * stage_frac + stage_emb) / p.tp + latent_per_moe_layer * sl.moe;
   out.expert = expert_total * expert_frac / (p.ep * p.Etp());
   // The MTP modules with weights, on the last stage (Megatron-Core multi_token_prediction.py:
   // the MTP block follows the decoder on the last pipeline stage): their routed experts sharded
   // as the model's, the rest by TP.
-  const int64_t depths = job.training.mtp_layers >= 0 ? job.training.mtp_layers : m.mtp_layers;
   if ((last_stage || p.pp == 1) && depths > 0) {
     const double modules = static_cast<double>(m.MtpModulesWithWeights(depths));
     const double moe_blocks = m.Hybrid() ? static_cast<double>(m.HybridMtpCounts().moe)
                                          : (m.IsMoeLayer(m.layers - 1) ? 1.0 : 0.0);
     const double module_experts = moe_layer_count > 0 ? moe_blocks * expert_total / moe_layers : 0.0;
-    out.dense += modules * (c.mtp_module - module_experts) / p.tp;
+    out.dense += modules * ((c.mtp_module - module_experts - moe_blocks * latent_per_moe_layer) / p.tp +
+                            moe_blocks * latent_per_moe_layer);
     out.expert += modules * module_experts / (p.ep * p.Etp());
   }
   return out;
@@ -285,6 +300,8 @@ LayerActivationInput StageLayerInput(const Job& job) {
   // Experts' inputs padded to capacity (token_dispatcher.py drop_and_pad): their rows and what
   // the grouped GEMMs keep of them grow by the capacity factor.
   li.moe_tokens_factor = t.MoePaddedRowsFactor();
+  li.offload_moe_act_input = t.offload_moe_act_input;
+  li.offload_expert_fc1_input = t.offload_expert_fc1_input;
   return li;
 }
 

@@ -59,6 +59,8 @@ struct LayerActivationInput {
   double bytes_per_norm_input = 0;             // the two norms' inputs (residual stream); 0: bytes_per_activation
   double expert_tp = 0;                        // ETP for expert internals; 0: tp
   double moe_tokens_factor = 1;                // rows per expert over its balanced share (capacity padding)
+  bool offload_moe_act_input = false;          // the experts' fc1 output is in host memory (offload_modules)
+  bool offload_expert_fc1_input = false;       // the experts' input rows are in host memory
   // A hybrid model's layer kind ('M' Mamba-2, '*' attention, '-' MLP, 'E' MoE: one sub-layer
   // with one norm); 0: a transformer layer (attention + MLP, or + MoE with moe_layer).
   char hybrid_kind = 0;

@@ -146,7 +146,9 @@ absl::Status ValidateHybrid(const ModelShape& in, const ModelShape& s) {
   }
   const HybridLayerCounts c = in.HybridCounts();
   if (c.moe > 0 && !in.moe.enabled()) return Bad("moe.routed_experts", "must be > 0: the hybrid pattern has MoE ('E') layers");
-  if (c.moe == 0 && in.moe.enabled()) return Bad("moe.routed_experts", "is set but the hybrid pattern has no MoE ('E') layer");
+  if (c.moe == 0 && in.HybridMtpCounts().moe == 0 && in.moe.enabled()) {
+    return Bad("moe.routed_experts", "is set but the hybrid pattern (and its MTP pattern) has no MoE ('E') layer");
+  }
   if (in.moe.first_dense_layers != 0 || in.moe.layer_freq > 1) {
     return Bad("moe.layer_freq", "a hybrid's MoE layers are its pattern's 'E' layers (leave layer_freq and first_dense_layers 0)");
   }

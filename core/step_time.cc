@@ -363,6 +363,9 @@ struct StepLayerCosts {
   LayerCost dense, moe, logits;
   LayerCost mtp;
   bool mtp_own = false;
+  // Each MTP depth's projection of [norm(h); norm(emb)] (eh_proj, 2h -> h, column-parallel;
+  // Megatron-Core multi_token_prediction.py) and its two input norms; zero without MTP depths.
+  LayerCost mtp_proj;
   const LayerCost& MtpBlock(bool last_layer_moe) const { return mtp_own ? mtp : last_layer_moe ? moe : dense; }
 };
 
@@ -518,6 +521,11 @@ class StepModel {
       if (m_.MoeLayerCount() > 0) Layer(kMoeLayerParts, c.moe);
     }
     Logits(c.logits);
+    if ((t_.mtp_layers >= 0 ? t_.mtp_layers : m_.mtp_layers) > 0) {
+      const double h = static_cast<double>(m_.hidden_size);
+      Gemm(tokens_, h / p_.tp, 2 * h, c.mtp_proj);
+      Elementwise(2 * 2 * e_act_ * tokens_ * h / (sp_ ? p_.tp : 1), c.mtp_proj);  // enorm, hnorm: read + write
+    }
   }
 
  private:
@@ -750,7 +758,11 @@ class StepModel {
   // the k copies over NVLink. Times at the profile's all-to-all rate of the EP group's scope (one
   // NIC per GPU across nodes).
   double DeepEpDispatchCombine(double tokens, double h) {
-    const double k = m_.moe.top_k;
+    // Capacity padding happens in the router (moe_utils.py apply_router_token_dropping with
+    // pad_to_capacity: the routing map holds capacity token-expert pairs per expert, the padding
+    // real tokens at probability 0), so HybridEP dispatches the padded pairs: k x the factor per
+    // token (Megatron-Core refuses DeepEP with padding: ValidateJob).
+    const double k = m_.moe.top_k * t_.MoePaddedRowsFactor();
     const GroupPlacement& g = place_.ep;
     const double per_node = std::max<int64_t>(1, g.members_per_node);
     const double nodes = std::max(1.0, static_cast<double>(g.size) / per_node);
@@ -1296,7 +1308,7 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     // and writes every received row (only with more than one local expert), and the combine
     // side mirrors it: e h (2 T + 2 T k + 4 N) bytes (TE permutation.py _permute_kernel,
     // _unpermute_kernel, sort_chunks_by_map).
-    permute = e_act_ * w * (2 * t_local + 2 * t_local * k + (local_experts > 1 ? 4 * rows : 0.0));
+    permute = e_act_ * w * (2 * t_local + 2 * t_local * k * pad + (local_experts > 1 ? 4 * rows : 0.0));
     // fp8 GEMMs: each expert's rows padded to the fp8 alignment and unpadded after (TE
     // Fp8Padding / Fp8Unpadding, one read and write of [N, w] each).
     if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * w;
@@ -1587,7 +1599,7 @@ void StepModel::EpComm(bool moe, LayerCost& c, const LayerScratch& s) {
     const double w = static_cast<double>(m_.moe.ExpertWidth(m_.hidden_size));
     // The all-to-all dispatcher sends each expert's capacity when it pads (token_dispatcher.py
     // MoEAlltoAllTokenDispatcher drop_and_pad: num_global_tokens_per_local_expert = capacity);
-    // the flex dispatchers move the routed tokens and pad after the permute.
+    // HybridEP the padded routing map's pairs (DeepEpDispatchCombine).
     const double pad = t_.moe_dispatcher == MoeDispatcher::kAllToAll ? t_.MoePaddedRowsFactor() : 1.0;
     const double S = T / p_.tp * m_.moe.top_k * w * e_act_ * pad;
     const double a2a = p_.ep > 1 ? (t_.moe_dispatcher == MoeDispatcher::kAllToAll
@@ -1785,7 +1797,8 @@ void StepModel::SlowestStage(const StepLayerCosts& layers, RunScratch& r) {
   };
   const double per_layer = layer_s(dense) * (1 - moe_frac) + (moe_frac > 0 ? layer_s(moe) * moe_frac : 0.0);
   const double logits_s = layer_s(logits);
-  const double extra = logits_s * (1 + mtp_layers) + mtp_layers * layer_s(layers.MtpBlock(m_.MoeLayerCount() > 0));
+  const double extra = logits_s * (1 + mtp_layers) +
+                       mtp_layers * (layer_s(layers.MtpBlock(m_.IsMoeLayer(m_.layers - 1))) + layer_s(layers.mtp_proj));
   const int64_t given_f = p_.first_stage_layers, given_l = p_.last_stage_layers;
   const int64_t middle_stages = p_.pp - (given_f > 0 ? 1 : 0) - (given_l > 0 ? 1 : 0);
   const double mid = middle_stages > 0 ? static_cast<double>(m_.layers - given_f - given_l) / middle_stages : 0.0;
@@ -1892,10 +1905,10 @@ void StepModel::LastStageExtra(const StepLayerCosts& layers, RunScratch& r) {
   if (mtp_layers > 0) {
     // Multi-token prediction (DeepSeek-V3 report Sec. 2.2; Megatron-Core --mtp-num-layers puts
     // the MTP modules on the last pipeline stage): each module is one more transformer block of
-    // the model's last layer type (a hybrid: its MTP pattern's layers) and one more pass of the
-    // shared output head and its loss. (Its 2h x h projection and norms, under 1% of a block,
-    // are not counted.)
-    const LayerCost& block = layers.MtpBlock(m_.MoeLayerCount() > 0);
+    // the model's last layer type (a hybrid: its MTP pattern's layers), its eh_proj (2h -> h) and
+    // input norms, and one more pass of the shared output head and its loss.
+    const LayerCost& block = layers.MtpBlock(m_.IsMoeLayer(m_.layers - 1));
+    const LayerCost& proj = layers.mtp_proj;
     const double k = static_cast<double>(mtp_layers);
     auto both = [](const Work& a, const Work& b) {
       Work w = a;
@@ -1903,9 +1916,11 @@ void StepModel::LastStageExtra(const StepLayerCosts& layers, RunScratch& r) {
       return w;
     };
     last_extra_gemm += both(block.gemm_fwd, block.gemm_bwd).Scaled(k);
+    last_extra_gemm += both(proj.gemm_fwd, proj.gemm_bwd).Scaled(k);
     last_extra_gemm += both(logits.gemm_fwd, logits.gemm_bwd).Scaled(k);
     last_extra_attn = both(block.attn_fwd, block.attn_bwd).Scaled(k);
     last_extra_elem += both(block.elem_fwd, block.elem_bwd).Scaled(k);
+    last_extra_elem += both(proj.elem_fwd, proj.elem_bwd).Scaled(k);
     last_extra_elem += both(logits.elem_fwd, logits.elem_bwd).Scaled(k);
     last_extra_tp += both(block.tp_fwd, block.tp_bwd).Scaled(k);
     last_extra_tp += both(logits.tp_fwd, logits.tp_bwd).Scaled(k);

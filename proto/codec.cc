@@ -1493,6 +1493,16 @@ absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vec
     return FieldError("training.moe_pad_expert_input_to_capacity",
                       "needs training.moe_expert_capacity_factor (Megatron-Core asserts it: token_dispatcher.py)");
   }
+  for (const std::string& mod : tr.offload_modules()) {
+    if (mod == "moe_act") {
+      t.offload_moe_act_input = true;
+    } else if (mod == "expert_fc1") {
+      t.offload_expert_fc1_input = true;
+    } else {
+      return FieldError("training.offload_modules",
+                        absl::StrCat("'", mod.substr(0, 64), "' is not modelled (moe_act, expert_fc1)"));
+    }
+  }
   t.moe_expert_capacity_factor = cap;
   t.moe_pad_expert_input_to_capacity = tr.moe_pad_expert_input_to_capacity();
   if (const std::string& d = tr.moe_dispatcher(); d == "alltoall" || d.empty()) {

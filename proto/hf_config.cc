@@ -277,6 +277,9 @@ class HfReader {
   // mtp_layers_block_type; Nemotron 3 "*E").
   absl::Status ApplyHybridPattern(const std::string& key, const YAML::Node& value, bool mtp,
                                   v1::ModelShape* shape) const {
+    // Without MTP depths (read before: num_nextn_predict_layers) the module's keys are not read
+    // (Megatron-Bridge _hf_mtp_config returns (0, None) first).
+    if (mtp && shape->mtp_layers() == 0) return absl::OkStatus();
     std::string pattern;
     if (value.IsScalar() && value.Tag() != "?") {
       pattern = value.Scalar();

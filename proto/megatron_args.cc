@@ -1220,8 +1220,6 @@ absl::Status SetMegatronModel(const MegatronFlags& f, const MegatronNumbers& n, 
       if (*lat < 1) return FlagError("moe-latent-size", "must be greater than zero (arguments.py validate_args)");
       moe.set_latent_size(*lat);
     }
-  } else if (f.Has("moe-latent-size")) {
-    return FlagError("moe-latent-size", "is given without --num-experts (latent MoE projects the experts' input)");
   }
   return absl::OkStatus();
 }
@@ -1397,10 +1395,11 @@ absl::Status SetMegatronKernelsAndLength(const MegatronFlags& f, const MegatronN
     if (!absl::SimpleAtod(f.Val("moe-expert-capacity-factor"), &cap) || !std::isfinite(cap)) {
       return FlagError("moe-expert-capacity-factor", absl::StrCat("'", f.Val("moe-expert-capacity-factor"), "' is not a number"));
     }
-    t.set_moe_expert_capacity_factor(cap);
+    // transformer_config.py: a negative factor is None (dropless, no padding).
+    if (cap > 0) t.set_moe_expert_capacity_factor(cap);
   }
   if (f.On("moe-pad-expert-input-to-capacity")) {
-    if (!f.Has("moe-expert-capacity-factor")) {
+    if (!f.Has("moe-expert-capacity-factor") || t.moe_expert_capacity_factor() <= 0) {
       return FlagError("moe-pad-expert-input-to-capacity", "needs --moe-expert-capacity-factor (arguments.py validate_args)");
     }
     t.set_moe_pad_expert_input_to_capacity(true);
@@ -1714,6 +1713,10 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
     out.spec.mutable_model()->mutable_shape()->clear_mamba();
   }
   if (absl::Status s = SetMegatronMtp(f, *hybrid, mtp_pattern, mtp_depths, out); !s.ok()) return s;
+  if (f.Has("moe-latent-size") && n.experts == 0) {
+    // Without experts the latent projections build nothing (moe_layer.py is not used).
+    out.ignored.push_back(absl::StrCat("--moe-latent-size ", f.Val("moe-latent-size"), " (no --num-experts)"));
+  }
   if (!hybrid->empty() && out.spec.model().shape().has_moe()) {
     // A hybrid's MoE blocks are its pattern's E layers (hybrid_layer_specs.py): without one the
     // MoE flags build nothing, and --moe-layer-freq places nothing.

@@ -699,7 +699,6 @@ TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {
       {"--hybrid-layer-pattern M*M*/*M/*E", "MTP pattern 2 '*E' differs from the first '*M'"},
       {"--hybrid-layer-pattern M*M*/*G", "'G' at position 1 of the MTP pattern"},
       {"--hybrid-layer-pattern M*M* --mtp-num-layers 2", "--mtp-num-layers: a hybrid model needs its MTP module's layers"},
-      {"--num-layers 4 --moe-latent-size 512", "--moe-latent-size: is given without --num-experts"},
       {"--hybrid-layer-pattern M*G-", "'G' at position 2"},
       {"--hybrid-layer-pattern M*M- --hybrid-override-pattern M*M-", "cannot both be specified"},
       {"--hybrid-layer-pattern M*M- --num-virtual-stages-per-pipeline-rank 2 --pipeline-model-parallel-size 2",

@@ -257,7 +257,27 @@ TEST(Nemo, CurrentNemo2Recipes) {
   EXPECT_EQ(super->spec.parallelism().pp(), 2);
   EXPECT_EQ(super->spec.parallelism().ep(), 32);
   auto ultra = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_ultra_pretrain_config"), "");
-  if (ultra.ok()) EXPECT_EQ(ultra->spec.model().preset(), "nemotron-3-ultra-550b-a55b");
+  ASSERT_TRUE(ultra.ok()) << ultra.status();
+  EXPECT_EQ(ultra->spec.model().preset(), "nemotron-3-ultra-550b-a55b");
+  // The Blackwell performance recipes build on the 16-GPU H100 library recipe
+  // (perf_recipes/nemotronh/common.py imports it *as* nemotron_3_super_pretrain_config, a name
+  // the library also gives the 64-GPU H100 recipe): sequence 8192, no recompute on GB300, the flex
+  // dispatcher with HybridEP; the 16-GPU H100 recipe itself the all-to-all dispatcher.
+  auto gb300 = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_super_pretrain_64gpu_gb300_fp8mx_config"), "");
+  ASSERT_TRUE(gb300.ok()) << gb300.status();
+  EXPECT_EQ(gb300->spec.training().seq_length(), 8192);
+  EXPECT_NE(gb300->spec.training().recompute(), v1::RECOMPUTE_SELECTIVE);
+  EXPECT_EQ(gb300->spec.training().moe_dispatcher(), "hybridep");
+  auto h100_16 = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_super_pretrain_16gpu_h100_bf16_config"), "");
+  ASSERT_TRUE(h100_16.ok()) << h100_16.status();
+  EXPECT_EQ(h100_16->spec.training().moe_dispatcher(), "alltoall");
+  EXPECT_EQ(h100_16->spec.training().moe_expert_capacity_factor(), 0);
+  // Nemotron 3 Ultra's 256-GPU GB300 recipe: Megatron-FSDP, moe_act recomputed, the fused grouped
+  // MLP's large inputs offloaded (read as the experts' fc1 output, as the recipe says).
+  auto ultra_gb300 = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config"), "");
+  ASSERT_TRUE(ultra_gb300.ok()) << ultra_gb300.status();
+  EXPECT_EQ(ultra_gb300->spec.training().sharding(), v1::SHARDING_ZERO3);
+  EXPECT_THAT(ultra_gb300->spec.training().offload_modules(), ::testing::ElementsAre("moe_act"));
   // Nemotron 3.5 Lightning's perf recipes build on Nano's model with a 2-depth MTP module.
   auto lightning = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_5_lightning_pretrain_8gpu_gb200_bf16_config"), "");
   ASSERT_TRUE(lightning.ok()) << lightning.status();

@@ -153,6 +153,44 @@ TEST(LatentMoe, CapacityPaddingGrowsTheExpertsRowsAndTheAllToAllsOnly) {
   }
 }
 
+TEST(LatentMoe, TheProjectionsAreWholeOnEveryTensorParallelRank) {
+  // fc1_latent_proj / fc2_latent_proj are TELinear with parallel_mode "duplicated" (tp_size 1):
+  // every TP rank holds them whole, while the rest of the dense weights split by TP.
+  auto dense = [](int tp) {
+    absl::StatusOr<Job> job = testing::JobFromYaml(absl::StrCat(
+        "model: nemotron-3-super-120b-a12b\nhardware: h100-sxm\nframework: megatron-core\ncluster: {gpu_count: 64}\n"
+        "parallelism: {tp: ", tp, ", ep: 32, sequence_parallel: ", tp > 1 ? "true" : "false",
+        "}\ntraining: {seq_length: 4096, global_batch_size: 1280, mtp_layers: 0}"));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return LocalParameterCount(*job).dense;
+  };
+  const double latent = 40 * 2.0 * 4096 * 1024;
+  EXPECT_NEAR(dense(2) - (dense(1) - latent) / 2, latent, 1.0);
+}
+
+TEST(LatentMoe, OffloadingTheExpertsActivationInputFreesItsBytes) {
+  // Megatron-Core fine_grained_activation_offloading with offload_modules ["moe_act"]: the routed
+  // experts' fc1 output (the activation's input) lives in host memory between forward and
+  // backward. Nemotron 3 Super, one stage, micro-batch 1 of 4096 tokens, EP 32: each of the 40
+  // MoE layers keeps 4096 x 22 rows of 2688 bf16 values fewer.
+  auto act = [](const std::string& offload) {
+    absl::StatusOr<Job> job = testing::JobFromYaml(absl::StrCat(
+        "model: nemotron-3-super-120b-a12b\nhardware: h100-sxm\nframework: megatron-core\ncluster: {gpu_count: 64}\n"
+        "parallelism: {tp: 1, ep: 32}\ntraining: {seq_length: 4096, global_batch_size: 1280, mtp_layers: 0, "
+        "recompute: none", offload, "}"));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return EstimateMemory(*job).activations_bytes;
+  };
+  EXPECT_NEAR(act("") - act(", offload_modules: [moe_act]"), 40 * 2.0 * 4096 * 22 * 2688, 1e3);
+  // expert_fc1: the experts' input rows (1024 wide), one of the two dispatched copies.
+  EXPECT_NEAR(act("") - act(", offload_modules: [expert_fc1]"), 40 * 2.0 * 4096 * 22 * 1024, 1e3);
+  absl::StatusOr<Job> bad = testing::JobFromYaml(
+      "model: nemotron-3-super-120b-a12b\nhardware: h100-sxm\nframework: megatron-core\ncluster: {gpu_count: 64}\n"
+      "parallelism: {tp: 1, ep: 32}\ntraining: {seq_length: 4096, global_batch_size: 1280, offload_modules: [core_attn]}");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("training.offload_modules: 'core_attn' is not modelled"));
+}
+
 TEST(HybridMtp, AnAttentionAndMoeModuleIsTheTransformersMtpModule) {
   // A hybrid alternating '*' and 'E' is the MoE transformer with half the layers
   // (hybrid_test.cc); its MTP module "*E" is then the transformer's MTP module (a block of its

@@ -46,7 +46,8 @@ const std::set<std::string>& ValueFlags() {
       "hybrid-layer-pattern", "hybrid-override-pattern", "hybrid-attention-ratio", "hybrid-mlp-ratio",
       "mamba-state-dim", "mamba-head-dim", "mamba-num-groups", "mamba-num-heads",
       // Latent MoE and MTP (twelfth session).
-      "moe-latent-size", "mtp-num-layers", "mtp-hybrid-override-pattern", "moe-expert-capacity-factor"};
+      "moe-latent-size", "mtp-num-layers", "mtp-hybrid-override-pattern", "moe-expert-capacity-factor",
+      "moe-token-dispatcher-type", "moe-flex-dispatcher-backend"};
   return k;
 }
 // Flags with nargs='*' / '+' that are modelled.
@@ -63,7 +64,7 @@ const std::set<std::string>& SwitchFlags() {
       "multi-latent-attention", "quick-geglu", "squared-relu", "grad-reduce-in-bf16", "fp8-param-gather",
       "accumulate-allreduce-grads-in-fp32",
       "enable-cuda-graph", "external-cuda-graph", "checkpoint-activations", "is-hybrid-model",
-      "mtp-use-repeated-layer", "moe-pad-expert-input-to-capacity"};
+      "mtp-use-repeated-layer", "moe-pad-expert-input-to-capacity", "moe-enable-deepep"};
   return k;
 }
 
@@ -1388,6 +1389,23 @@ absl::Status SetMegatronKernelsAndLength(const MegatronFlags& f, const MegatronN
   if ((!graphs.empty() && graphs != "none") || f.On("enable-cuda-graph") || f.On("external-cuda-graph")) {
     t.set_cuda_graphs(true);
   }
+  // The MoE token dispatcher (TransformerConfig moe_token_dispatcher_type "allgather" (default) /
+  // "alltoall" / "flex"; flex runs moe_flex_dispatcher_backend, "deepep" by default, or the older
+  // --moe-enable-deepep): allgather is not modelled (left to the framework's default, listed).
+  const std::string dispatcher = absl::AsciiStrToLower(f.Val("moe-token-dispatcher-type"));
+  if (dispatcher == "alltoall") {
+    t.set_moe_dispatcher("alltoall");
+  } else if (dispatcher == "flex") {
+    const std::string backend = absl::AsciiStrToLower(f.Val("moe-flex-dispatcher-backend"));
+    if (!backend.empty() && backend != "deepep" && backend != "hybridep") {
+      return FlagError("moe-flex-dispatcher-backend", absl::StrCat("'", backend, "' is not deepep or hybridep"));
+    }
+    t.set_moe_dispatcher(backend == "hybridep" ? "hybridep" : "deepep");
+  } else if (!dispatcher.empty()) {
+    if (dispatcher != "allgather") {
+      return FlagError("moe-token-dispatcher-type", absl::StrCat("'", dispatcher, "' is not allgather, alltoall or flex"));
+    }
+  }
   // MoE capacity (arguments.py: --moe-expert-capacity-factor, --moe-pad-expert-input-to-capacity
   // "requires --moe-expert-capacity-factor"): the padded rows the experts compute.
   if (f.Has("moe-expert-capacity-factor")) {
@@ -1713,6 +1731,9 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
     out.spec.mutable_model()->mutable_shape()->clear_mamba();
   }
   if (absl::Status s = SetMegatronMtp(f, *hybrid, mtp_pattern, mtp_depths, out); !s.ok()) return s;
+  if (absl::AsciiStrToLower(f.Val("moe-token-dispatcher-type")) == "allgather") {
+    out.ignored.push_back("--moe-token-dispatcher-type allgather (not modelled: costed as the framework's dispatcher)");
+  }
   if (f.Has("moe-latent-size") && n.experts == 0) {
     // Without experts the latent projections build nothing (moe_layer.py is not used).
     out.ignored.push_back(absl::StrCat("--moe-latent-size ", f.Val("moe-latent-size"), " (no --num-experts)"));

@@ -13,6 +13,7 @@
 #include "core/model_shape.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/codec.h"
@@ -604,6 +605,12 @@ TEST(MegatronLaunchLines, DeepSeekV3MegatronFsdpExample) {
   EXPECT_EQ(r->spec.model().shape().moe().first_dense_layers(), 3);
   EXPECT_NEAR(Count(*r).total / 671e9, 1.0, 0.01);
   EXPECT_THAT(r->ignored, ::testing::Contains("--megatron-fsdp-main-grads-dtype bf16"));
+  // --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep (read since the twelfth
+  // session; a flex line was costed as the all-to-all dispatcher before: review of 2026-11-29, L7).
+  EXPECT_EQ(r->spec.training().moe_dispatcher(), "hybridep");
+  auto deepep = JobFromMegatronArgs(Split(absl::StrReplaceAll(kDeepSeekV3Mfsdp, {{" --moe-flex-dispatcher-backend hybridep", ""}})));
+  ASSERT_TRUE(deepep.ok()) << deepep.status();
+  EXPECT_EQ(deepep->spec.training().moe_dispatcher(), "deepep");  // flex's default backend
 }
 
 TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {

@@ -1681,6 +1681,12 @@ absl::Status SetMegatronMtp(const MegatronFlags& f, const std::string& hybrid, c
     }
     depths = mtp_depths;
     if (depths > 0) ms.set_hybrid_mtp_pattern(mtp_pattern);
+    if (f.Has("mtp-hybrid-override-pattern") &&
+        (f.Val("hybrid-layer-pattern") + f.Val("hybrid-override-pattern")).find('/') != std::string::npos) {
+      // arguments.py converts the legacy flag only when the pattern has no '/'.
+      out.ignored.push_back(absl::StrCat("--mtp-hybrid-override-pattern ", f.Val("mtp-hybrid-override-pattern"),
+                                         " (the hybrid pattern's '/' parts are the MTP module)"));
+    }
   } else if (f.Has("mtp-hybrid-override-pattern")) {
     out.ignored.push_back(absl::StrCat("--mtp-hybrid-override-pattern ", f.Val("mtp-hybrid-override-pattern"),
                                        " (for hybrid models only: arguments.py ignores it for GPT models)"));

@@ -322,6 +322,7 @@ TEST(HybridMtp, HfConfigKeysAsMegatronBridgeMapsThem) {
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_EQ(none->shape.mtp_layers, 0);
   EXPECT_TRUE(none->shape.hybrid_mtp_pattern.empty());
+  EXPECT_FALSE(none->shape.mtp_repeated_layer);  // the bridge's default applies only with depths
   // Both spellings: transformers' NemotronHConfig keeps mtp_layers_block_type.
   absl::StatusOr<HfImport> both = ReadHfConfig(base + R"(, "num_nextn_predict_layers": 1,
       "mtp_hybrid_override_pattern": "*E", "mtp_layers_block_type": ["attention", "mlp"]})", "c.json");

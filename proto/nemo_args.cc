@@ -656,7 +656,14 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
     t.set_moe_dispatcher("alltoall");
   } else if (dispatcher == "flex") {
     const std::string backend = absl::AsciiStrToLower(v.Get("model.moe_flex_dispatcher_backend"));
+    if (backend != "hybridep" && backend != "deepep" && !IsNone(backend)) {
+      return Bad(v.SourceOf("model.moe_flex_dispatcher_backend"),
+                 absl::StrCat("'", backend, "' is not modelled (deepep, hybridep)"));
+    }
     t.set_moe_dispatcher(backend == "hybridep" ? "hybridep" : "deepep");
+  } else if (!IsNone(dispatcher) && dispatcher != "allgather") {
+    return Bad(v.SourceOf("model.moe_token_dispatcher_type"),
+               absl::StrCat("'", dispatcher, "' is not alltoall, flex or allgather"));
   }
   if (v.Has("model.moe_expert_capacity_factor")) {
     const std::string text = v.Get("model.moe_expert_capacity_factor");
@@ -665,9 +672,10 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
       if (!absl::SimpleAtod(text, &cap) || !std::isfinite(cap)) {
         return Bad(v.SourceOf("model.moe_expert_capacity_factor"), absl::StrCat("'", text, "' is not a number"));
       }
-      // Megatron-Core reads a negative factor as none (transformer_config.py).
-      if (cap > 0) t.set_moe_expert_capacity_factor(cap);
     }
+    // Megatron-Core reads a negative factor as none (transformer_config.py); none is stated
+    // (0), so that no recipe default pads.
+    t.set_moe_expert_capacity_factor(cap > 0 ? cap : 0.0);
   }
   // Fine-grained activation offloading (model.fine_grained_activation_offloading with
   // model.offload_modules): "moe_act" and "expert_fc1" as named; "fused_group_mlp" (the fused

@@ -306,7 +306,16 @@ class Interp:
                     cfg[key] = val
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
                 c = st.value
-                if isinstance(c.func, ast.Name) and self.find(c.func.id, package):
+                if isinstance(c.func, ast.Name) and c.func.id == "apply_flex_dispatcher_backend" and len(c.args) >= 2:
+                    # megatron/bridge/training/flex_dispatcher_backend.py: a deepep / hybridep
+                    # backend switches the dispatcher to "flex" (on the GPUs each backend supports;
+                    # DeepEP on GB200 / GB300 falls back to alltoall at run time, which a recipe
+                    # named for those GPUs does not ask for).
+                    backend = self.value(c.args[1], env, cfg, package)
+                    if backend in ("deepep", "hybridep"):
+                        cfg["model.moe_token_dispatcher_type"] = "flex"
+                        cfg["model.moe_flex_dispatcher_backend"] = backend
+                elif isinstance(c.func, ast.Name) and self.find(c.func.id, package):
                     self.call(c.func.id, c, env, cfg, package)
             elif isinstance(st, ast.If):
                 r = self.test(st.test, env, cfg, package)

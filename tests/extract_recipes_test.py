@@ -5,8 +5,10 @@ Megatron-Bridge's perf recipes import one library recipe *as* a name the library
 function (perf_recipes/nemotronh/common.py @067f987: `nemotron_3_super_pretrain_16gpu_h100_bf16_config
 as nemotron_3_super_pretrain_config`, while recipes/nemotronh/nemotron_3_super.py defines its own
 `nemotron_3_super_pretrain_config`). Before 2026-11-29 the extractor took the library's function, so
-every Super Blackwell perf recipe read sequence 4096 and a recompute it does not set. A tiny tree of
-the same shape, extracted: the perf recipe must read the aliased recipe's values.
+every Super Blackwell perf recipe read sequence 4096 and a recompute it does not set. And
+apply_flex_dispatcher_backend(cfg.model, backend), which many library recipes call, makes the
+dispatcher "flex". A tiny tree of the same shape, extracted: the perf recipe must read the aliased
+recipe's values, the flex dispatcher included.
 """
 import importlib.util
 import os
@@ -34,6 +36,9 @@ def fam_pretrain_config():
 def fam_pretrain_16gpu_h100_bf16_config():
     cfg = ConfigContainer()
     cfg.model.seq_length = 8192
+    cfg.model.moe_token_dispatcher_type = "alltoall"
+    cfg.model.moe_flex_dispatcher_backend = "hybridep"
+    apply_flex_dispatcher_backend(cfg.model, cfg.model.moe_flex_dispatcher_backend)
     return cfg
 ''',
     "src/megatron/bridge/perf_recipes/fam/common.py": '''
@@ -80,6 +85,11 @@ def main():
                                 % perf.get("model.seq_length"))
             if "model.recompute_granularity" in perf:
                 failures.append("perf recipe has the other function's recompute: %s" % perf)
+            # apply_flex_dispatcher_backend (megatron/bridge/training/flex_dispatcher_backend.py)
+            # switches a deepep / hybridep backend's dispatcher to flex.
+            if perf.get("model.moe_token_dispatcher_type") != '"flex"':
+                failures.append("dispatcher %s, wanted flex (apply_flex_dispatcher_backend)"
+                                % perf.get("model.moe_token_dispatcher_type"))
             if perf.get("train.global_batch_size") != "512":
                 failures.append("perf recipe global batch %s, wanted 512" % perf.get("train.global_batch_size"))
         lib = tables.get("fam_pretrain_config", {})

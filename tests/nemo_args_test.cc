@@ -272,6 +272,23 @@ TEST(Nemo, CurrentNemo2Recipes) {
   ASSERT_TRUE(h100_16.ok()) << h100_16.status();
   EXPECT_EQ(h100_16->spec.training().moe_dispatcher(), "alltoall");
   EXPECT_EQ(h100_16->spec.training().moe_expert_capacity_factor(), 0);
+  // The 64-GPU H100 recipe pads to capacity 1.10 (the preset's recipe, for its layout); a line
+  // that turns it off keeps it off (the fields are optional: stated false is not unset).
+  auto padded_off = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_super_pretrain_64gpu_h100_bf16_config "
+                                         "model.moe_expert_capacity_factor=None"), "");
+  ASSERT_TRUE(padded_off.ok()) << padded_off.status();
+  ASSERT_TRUE(padded_off->spec.training().has_moe_expert_capacity_factor());
+  EXPECT_EQ(padded_off->spec.training().moe_expert_capacity_factor(), 0);
+  auto typo = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_super_pretrain_64gpu_h100_bf16_config "
+                                   "model.moe_token_dispatcher_type=alltoal"), "");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_THAT(std::string(typo.status().message()), HasSubstr("'alltoal' is not alltoall, flex or allgather"));
+  // DeepSeek-V3's library recipes call apply_flex_dispatcher_backend(cfg.model, backend), which
+  // switches the dispatcher to flex (megatron/bridge/training/flex_dispatcher_backend.py): the
+  // GB200 perf recipe runs HybridEP, not the all-to-all its earlier assignment says.
+  auto dsv3 = JobFromCommand(Split("run_recipe.py --recipe deepseek_v3_pretrain_256gpu_gb200_bf16_config"), "");
+  ASSERT_TRUE(dsv3.ok()) << dsv3.status();
+  EXPECT_EQ(dsv3->spec.training().moe_dispatcher(), "hybridep");
   // Nemotron 3 Ultra's 256-GPU GB300 recipe: Megatron-FSDP, moe_act recomputed, the fused grouped
   // MLP's large inputs offloaded (read as the experts' fc1 output, as the recipe says).
   auto ultra_gb300 = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config"), "");

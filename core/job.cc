@@ -120,6 +120,12 @@ absl::Status ValidateJob(const Job& job) {
                "is not supported with the DeepEP dispatcher (Megatron-Core transformer_config.py raises: \"Flex token "
                "dispatcher with deepep backend does not support moe_pad_expert_input_to_capacity\")");
   }
+  if ((t.offload_moe_act_input || t.offload_expert_fc1_input) && t.recompute == Recompute::kSelective &&
+      std::find(t.recompute_modules.begin(), t.recompute_modules.end(), "moe") != t.recompute_modules.end()) {
+    return Bad("training.offload_modules",
+               "cannot offload inside the MoE layer while recompute_modules has 'moe' (Megatron-Core "
+               "transformer_config.py: \"Cannot offload ... while recomputing the entire MoE layer\")");
+  }
   if (m.Hybrid() && t.mtp_layers > 0 && m.hybrid_mtp_pattern.empty()) {
     return Bad("training.mtp_layers", "the hybrid model has no MTP module (model.shape.hybrid_mtp_pattern is empty)");
   }

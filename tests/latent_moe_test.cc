@@ -189,6 +189,13 @@ TEST(LatentMoe, OffloadingTheExpertsActivationInputFreesItsBytes) {
       "parallelism: {tp: 1, ep: 32}\ntraining: {seq_length: 4096, global_batch_size: 1280, offload_modules: [core_attn]}");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("training.offload_modules: 'core_attn' is not modelled"));
+  // Megatron-Core refuses offloading inside an MoE layer that 'moe' recomputes whole.
+  absl::StatusOr<Job> both = testing::JobFromYaml(
+      "model: nemotron-3-super-120b-a12b\nhardware: h100-sxm\nframework: megatron-core\ncluster: {gpu_count: 64}\n"
+      "parallelism: {tp: 1, ep: 32}\ntraining: {seq_length: 4096, global_batch_size: 1280, offload_modules: [moe_act], "
+      "recompute: selective, recompute_modules: [moe]}");
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(std::string(both.status().message()), HasSubstr("training.offload_modules: cannot offload inside the MoE layer"));
 }
 
 TEST(HybridMtp, AnAttentionAndMoeModuleIsTheTransformersMtpModule) {

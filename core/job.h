@@ -250,6 +250,8 @@ struct Job {
   int64_t MicroBatchesPerStep() const {
     return training.global_batch_size / (training.micro_batch_size * parallelism.dp);
   }
+  // MTP depths trained: training.mtp_layers when stated (a recipe's), else the model shape's.
+  int64_t MtpDepths() const { return training.mtp_layers >= 0 ? training.mtp_layers : model.mtp_layers; }
   double TokensPerStep() const {
     return static_cast<double>(training.global_batch_size) * training.seq_length;
   }

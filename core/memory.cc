@@ -202,7 +202,7 @@ LocalParameters LocalParametersOf(const Job& job, const ModelShape& m, const Par
   // embedding for the MTP modules' inputs, kept in sync with the first stage's (Megatron-Core
   // hybrid_model.py / gpt_model.py: `if self.pre_process or self.mtp_process: self.embedding`;
   // language_module.py); a tied model's copy already is there.
-  const int64_t depths = job.training.mtp_layers >= 0 ? job.training.mtp_layers : m.mtp_layers;
+  const int64_t depths = job.MtpDepths();
   if (last_stage && p.pp > 1 && depths > 0 && !m.tied_embeddings) stage_emb += input_emb;
   // The stage's own layers (ceil(layers / (pp*vpp)) per chunk, in order): its share of the dense
   // layer weights, and of the expert weights by its MoE layers (DeepSeek-V3's first dense
@@ -345,7 +345,7 @@ LayerActivationTerms ComputeLayerActivationTerms(const Job& job) {
   LayerActivationTerms out;
   out.dense_layer_bytes = non_moe_layers(li).mean;
   out.moe_layer_bytes = moe ? LayerActivationBytes(m, lm) : out.dense_layer_bytes;
-  if ((t.mtp_layers >= 0 ? t.mtp_layers : m.mtp_layers) > 0) {
+  if (job.MtpDepths() > 0) {
     if (!m.Hybrid()) {
       out.mtp_block_bytes = m.IsMoeLayer(m.layers - 1) ? out.moe_layer_bytes : out.dense_layer_bytes;
     } else {
@@ -537,7 +537,7 @@ MemoryEstimate StageMemory(const Job& job, bool last_stage, const LayerActivatio
     // MTP depths (on this stage): each one more block's activations per in-flight micro-batch,
     // and one more loss over the vocabulary (Megatron-Core multi_token_prediction.py: each
     // depth's logits and cross entropy, all in the graph when the backward starts).
-    const int64_t depths = t.mtp_layers >= 0 ? t.mtp_layers : m.mtp_layers;
+    const int64_t depths = job.MtpDepths();
     act += static_cast<double>(depths) * terms.mtp_block_bytes * in_flight;
     act += (1.0 + static_cast<double>(std::max<int64_t>(0, depths))) * loss_bytes * seq_tokens * micro_batch *
            m.vocab_size / p.tp;

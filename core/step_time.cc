@@ -521,7 +521,7 @@ class StepModel {
       if (m_.MoeLayerCount() > 0) Layer(kMoeLayerParts, c.moe);
     }
     Logits(c.logits);
-    if ((t_.mtp_layers >= 0 ? t_.mtp_layers : m_.mtp_layers) > 0) {
+    if (job_.MtpDepths() > 0) {
       const double h = static_cast<double>(m_.hidden_size);
       Gemm(tokens_, h / p_.tp, 2 * h, c.mtp_proj);
       Elementwise(2 * 2 * e_act_ * tokens_ * h / (sp_ ? p_.tp : 1), c.mtp_proj);  // enorm, hnorm: read + write
@@ -757,12 +757,9 @@ class StepModel {
   // per 128) for deepep-fp8, bf16 otherwise; combine in bf16. Inside one node: an all-to-all of
   // the k copies over NVLink. Times at the profile's all-to-all rate of the EP group's scope (one
   // NIC per GPU across nodes).
-  double DeepEpDispatchCombine(double tokens, double h) {
-    // Capacity padding happens in the router (moe_utils.py apply_router_token_dropping with
-    // pad_to_capacity: the routing map holds capacity token-expert pairs per expert, the padding
-    // real tokens at probability 0), so HybridEP dispatches the padded pairs: k x the factor per
-    // token (Megatron-Core refuses DeepEP with padding: ValidateJob).
-    const double k = m_.moe.top_k * t_.MoePaddedRowsFactor();
+  // DeepEP / HybridEP dispatch + combine of `tokens` tokens, each routed to `k` experts (EpComm:
+  // top-k, times the capacity factor when the router pads), `h` wide.
+  double DeepEpDispatchCombine(double tokens, double h, double k) {
     const GroupPlacement& g = place_.ep;
     const double per_node = std::max<int64_t>(1, g.members_per_node);
     const double nodes = std::max(1.0, static_cast<double>(g.size) / per_node);
@@ -1595,16 +1592,18 @@ void StepModel::EpComm(bool moe, LayerCost& c, const LayerScratch& s) {
   // stream: TP comm overlap does not cover it.
   if (moe && (p_.ep > 1 || p_.Etp() > 1)) {
     // Rows travel at the experts' width (latent MoE: moe_latent_size; token_dispatcher.py
-    // hidden_dim = moe_latent_size or hidden_size).
+    // hidden_dim = moe_latent_size or hidden_size). Capacity padding happens in the router
+    // (moe_utils.py apply_router_token_dropping with pad_to_capacity: the routing map holds
+    // capacity token-expert pairs per expert, the padding real tokens at probability 0), so every
+    // dispatcher moves the padded pairs: the all-to-all's input splits are the capacity
+    // (token_dispatcher.py drop_and_pad), HybridEP the padded map's pairs (Megatron-Core refuses
+    // DeepEP with padding: ValidateJob).
     const double w = static_cast<double>(m_.moe.ExpertWidth(m_.hidden_size));
-    // The all-to-all dispatcher sends each expert's capacity when it pads (token_dispatcher.py
-    // MoEAlltoAllTokenDispatcher drop_and_pad: num_global_tokens_per_local_expert = capacity);
-    // HybridEP the padded routing map's pairs (DeepEpDispatchCombine).
-    const double pad = t_.moe_dispatcher == MoeDispatcher::kAllToAll ? t_.MoePaddedRowsFactor() : 1.0;
-    const double S = T / p_.tp * m_.moe.top_k * w * e_act_ * pad;
+    const double k = m_.moe.top_k * t_.MoePaddedRowsFactor();
+    const double S = T / p_.tp * k * w * e_act_;
     const double a2a = p_.ep > 1 ? (t_.moe_dispatcher == MoeDispatcher::kAllToAll
                                         ? 2 * Comm(Collective::kAllToAll, place_.ep, S)
-                                        : DeepEpDispatchCombine(T / p_.tp, w))
+                                        : DeepEpDispatchCombine(T / p_.tp, w, k))
                                  : 0.0;
     double etp_s = 0;
     if (p_.Etp() > 1) {
@@ -2194,7 +2193,7 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
     FillLayers(own.emplace());
     layers = &*own;
   }
-  r.mtp_layers = t_.mtp_layers >= 0 ? t_.mtp_layers : m_.mtp_layers;
+  r.mtp_layers = job_.MtpDepths();
   if (r.uneven) SlowestStage(*layers, r);
   StageSums(*layers, r);
   PipelineComm(r);

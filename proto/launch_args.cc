@@ -325,6 +325,26 @@ void FallBackOnScript(PrefixScan& s, bool shell_scripts) {
 
 }  // namespace
 
+MegatronMoeDispatcher ReadMegatronMoeDispatcher(const std::string& type_in, const std::string& backend_in) {
+  const std::string type = absl::AsciiStrToLower(type_in), backend = absl::AsciiStrToLower(backend_in);
+  const bool no_backend = backend.empty() || backend == "none";
+  MegatronMoeDispatcher out;
+  if (type == "alltoall") {
+    out.dispatcher = "alltoall";
+  } else if (type == "flex") {
+    if (!no_backend && backend != "deepep" && backend != "hybridep") {
+      out.bad = "backend";
+      out.why = absl::StrCat("'", backend, "' is not deepep or hybridep");
+      return out;
+    }
+    out.dispatcher = backend == "hybridep" ? "hybridep" : "deepep";
+  } else if (!type.empty() && type != "none" && type != "allgather") {
+    out.bad = "type";
+    out.why = absl::StrCat("'", type, "' is not allgather, alltoall or flex");
+  }
+  return out;
+}
+
 LauncherPrefix ParseLauncherPrefix(const std::vector<std::string>& argv, bool shell_scripts) {
   LauncherPrefix out;
   out.program_index = argv.size();

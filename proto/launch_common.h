@@ -97,6 +97,19 @@ absl::StatusOr<std::vector<std::string>> SplitShellWords(const std::string& comm
 absl::StatusOr<std::vector<std::string>> CommandInsideShellC(
     const std::vector<std::string>& argv, bool (*is_training)(const std::vector<std::string>&));
 
+// Megatron-Core's MoE token dispatcher (TransformerConfig moe_token_dispatcher_type, and
+// moe_flex_dispatcher_backend for "flex"), as a job's training.moe_dispatcher: "alltoall";
+// "flex" with "hybridep", or "deepep" (flex's default backend); "allgather" (Megatron-Core's
+// default) is not modelled and gives "" (the framework's default), as does a type not given
+// ("" or None). Either value lower-cased. `bad` names the value that is none of those ("type" or
+// "backend", with `why`); `dispatcher` is then "". Shared by the Megatron-LM and Megatron-Bridge
+// importers.
+struct MegatronMoeDispatcher {
+  std::string dispatcher;
+  std::string bad, why;
+};
+MegatronMoeDispatcher ReadMegatronMoeDispatcher(const std::string& type, const std::string& backend);
+
 }  // namespace stepcast
 
 #endif  // STEPCAST_PROTO_LAUNCH_COMMON_H_

@@ -1392,20 +1392,12 @@ absl::Status SetMegatronKernelsAndLength(const MegatronFlags& f, const MegatronN
   // The MoE token dispatcher (TransformerConfig moe_token_dispatcher_type "allgather" (default) /
   // "alltoall" / "flex"; flex runs moe_flex_dispatcher_backend, "deepep" by default, or the older
   // --moe-enable-deepep): allgather is not modelled (left to the framework's default, listed).
-  const std::string dispatcher = absl::AsciiStrToLower(f.Val("moe-token-dispatcher-type"));
-  if (dispatcher == "alltoall") {
-    t.set_moe_dispatcher("alltoall");
-  } else if (dispatcher == "flex") {
-    const std::string backend = absl::AsciiStrToLower(f.Val("moe-flex-dispatcher-backend"));
-    if (!backend.empty() && backend != "deepep" && backend != "hybridep") {
-      return FlagError("moe-flex-dispatcher-backend", absl::StrCat("'", backend, "' is not deepep or hybridep"));
-    }
-    t.set_moe_dispatcher(backend == "hybridep" ? "hybridep" : "deepep");
-  } else if (!dispatcher.empty()) {
-    if (dispatcher != "allgather") {
-      return FlagError("moe-token-dispatcher-type", absl::StrCat("'", dispatcher, "' is not allgather, alltoall or flex"));
-    }
+  const MegatronMoeDispatcher d =
+      ReadMegatronMoeDispatcher(f.Val("moe-token-dispatcher-type"), f.Val("moe-flex-dispatcher-backend"));
+  if (!d.bad.empty()) {
+    return FlagError(d.bad == "type" ? "moe-token-dispatcher-type" : "moe-flex-dispatcher-backend", d.why);
   }
+  if (!d.dispatcher.empty()) t.set_moe_dispatcher(d.dispatcher);
   // MoE capacity (arguments.py: --moe-expert-capacity-factor, --moe-pad-expert-input-to-capacity
   // "requires --moe-expert-capacity-factor"): the padded rows the experts compute.
   if (f.Has("moe-expert-capacity-factor")) {

@@ -651,24 +651,17 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
   // "flex" with moe_flex_dispatcher_backend "deepep" (its default) or "hybridep"; "allgather" is not
   // modelled and left to the preset) and capacity padding (moe_expert_capacity_factor with
   // moe_pad_expert_input_to_capacity).
-  const std::string dispatcher = absl::AsciiStrToLower(v.Get("model.moe_token_dispatcher_type"));
-  if (dispatcher == "alltoall") {
-    t.set_moe_dispatcher("alltoall");
-  } else if (dispatcher == "flex") {
-    const std::string backend = absl::AsciiStrToLower(v.Get("model.moe_flex_dispatcher_backend"));
-    if (backend != "hybridep" && backend != "deepep" && !IsNone(backend)) {
-      return Bad(v.SourceOf("model.moe_flex_dispatcher_backend"),
-                 absl::StrCat("'", backend, "' is not modelled (deepep, hybridep)"));
-    }
-    t.set_moe_dispatcher(backend == "hybridep" ? "hybridep" : "deepep");
-  } else if (!IsNone(dispatcher) && dispatcher != "allgather") {
-    return Bad(v.SourceOf("model.moe_token_dispatcher_type"),
-               absl::StrCat("'", dispatcher, "' is not alltoall, flex or allgather"));
+  const MegatronMoeDispatcher d =
+      ReadMegatronMoeDispatcher(v.Get("model.moe_token_dispatcher_type"), v.Get("model.moe_flex_dispatcher_backend"));
+  if (!d.bad.empty()) {
+    return Bad(v.SourceOf(d.bad == "type" ? "model.moe_token_dispatcher_type" : "model.moe_flex_dispatcher_backend"),
+               d.why);
   }
+  if (!d.dispatcher.empty()) t.set_moe_dispatcher(d.dispatcher);
   if (v.Has("model.moe_expert_capacity_factor")) {
     const std::string text = v.Get("model.moe_expert_capacity_factor");
     double cap = 0;
-    if (text != "None" && text != "none" && !text.empty()) {
+    if (!IsNone(text)) {
       if (!absl::SimpleAtod(text, &cap) || !std::isfinite(cap)) {
         return Bad(v.SourceOf("model.moe_expert_capacity_factor"), absl::StrCat("'", text, "' is not a number"));
       }

@@ -282,7 +282,7 @@ TEST(Nemo, CurrentNemo2Recipes) {
   auto typo = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_super_pretrain_64gpu_h100_bf16_config "
                                    "model.moe_token_dispatcher_type=alltoal"), "");
   ASSERT_FALSE(typo.ok());
-  EXPECT_THAT(std::string(typo.status().message()), HasSubstr("'alltoal' is not alltoall, flex or allgather"));
+  EXPECT_THAT(std::string(typo.status().message()), HasSubstr("'alltoal' is not allgather, alltoall or flex"));
   // DeepSeek-V3's library recipes call apply_flex_dispatcher_backend(cfg.model, backend), which
   // switches the dispatcher to flex (megatron/bridge/training/flex_dispatcher_backend.py): the
   // GB200 perf recipe runs HybridEP, not the all-to-all its earlier assignment says.

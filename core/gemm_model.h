@@ -61,7 +61,19 @@ struct GemmShape {
   // wgrad that accumulates into the main gradient (Megatron-Core gradient_accumulation_fusion,
   // TE fuse_wgrad_accumulation: beta = 1) reads and writes the gradient dtype: 2 x its bytes.
   double c_bytes_per_element = 0;
+  // fp8 with MXFP8 block scaling (1x32 E8M0 scales on both operands; Transformer Engine
+  // MXFP8BlockScaling, Blackwell): costed at kMxfp8GemmRateFraction of the per-tensor fp8 time's
+  // compute term (a measured per-tensor shape: its time over that fraction). Ignored for other
+  // dtypes.
+  bool mx_block_scaled = false;
 };
+
+// MXFP8 GEMMs' throughput as a fraction of per-tensor-scaled fp8 GEMMs', the kernels alone:
+// Transformer Engine docs/examples/gemm_profiling/gemm_profiling.rst (NVIDIA/TransformerEngine
+// @d0067d0, benchmarks/gemm/benchmark_gemm.py --pre-quantize on an NVIDIA B300, a 5B model's 12
+// GEMMs of a layer at M = 15,872 tokens, hidden 4096, MLP 16384): per-layer FP8 current scaling
+// 6.812 ms, MXFP8 7.161 ms -> 6.812 / 7.161 = 0.9513.
+inline constexpr double kMxfp8GemmRateFraction = 6.812 / 7.161;
 
 enum class GemmKernel : uint8_t {
   kTiled,              // tensor-core tiled kernel (sm90_xmma / CUTLASS), 16-byte aligned

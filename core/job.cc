@@ -15,6 +15,14 @@ const char* RecomputeName(Recompute r) {
   }
   return "?";
 }
+const char* Fp8RecipeName(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kTensorwise: return "tensorwise";
+    case Fp8Recipe::kDelayed: return "delayed";
+    case Fp8Recipe::kMxfp8: return "mxfp8";
+  }
+  return "?";
+}
 const char* ShardingName(Sharding s) {
   switch (s) {
     case Sharding::kNone: return "none";
@@ -142,6 +150,17 @@ absl::Status ValidateJob(const Job& job) {
   if (!job.profile.GemmRate(t.precision.gemm, 4096, 4096, 4096).found) {
     return Bad("profile.gemm", absl::StrCat("no GEMM rate for ", DTypeName(t.precision.gemm),
                                             " in profile ", job.profile.name));
+  }
+  // MXFP8's block-scaled GEMMs run on Blackwell's tensor cores only (Megatron-Core
+  // transformer_config.py fp8_recipe: "'mxfp8' for Blackwell architecture only"; Transformer Engine
+  // MXFP8BlockScaling needs compute capability 10.0+).
+  if (t.precision.gemm == DType::kFP8 && t.precision.fp8_recipe == Fp8Recipe::kMxfp8 &&
+      job.hardware.architecture != "blackwell") {
+    return Bad("training.precision.fp8_recipe",
+               absl::StrCat("mxfp8 needs a Blackwell GPU (Transformer Engine MXFP8BlockScaling: compute capability "
+                            "10.0+); ",
+                            job.hardware.name, " is ",
+                            job.hardware.architecture.empty() ? "not one" : job.hardware.architecture));
   }
   if (t.precision.params != DType::kBF16 && t.precision.params != DType::kFP16 &&
       t.precision.params != DType::kFP32) {

@@ -68,6 +68,11 @@ uint32_t RecomputeModuleMask(const std::vector<std::string>& names);
 // Mixed precision. Defaults are Megatron-LM's bf16 recipe: bf16 weights and GEMMs, fp32 main
 // gradients, fp32 master weights and Adam moments (18 bytes/parameter before sharding;
 // Megatron-LM theoretical_memory_usage.py).
+// Transformer Engine's FP8 scaling recipes (job.proto PrecisionSpec.fp8_recipe; Megatron-Core
+// --fp8-recipe): per-tensor current scaling, delayed scaling (amax history), MXFP8 block scaling.
+enum class Fp8Recipe : uint8_t { kTensorwise, kDelayed, kMxfp8 };
+const char* Fp8RecipeName(Fp8Recipe r);
+
 struct Precision {
   DType gemm = DType::kBF16;
   DType params = DType::kBF16;
@@ -81,6 +86,8 @@ struct Precision {
   // OptimizerConfig.store_param_remainders with use_precision_aware_optimizer, TE FusedAdam):
   // effective only when master_weights is fp32 and params bf16 (MasterWeightBytes).
   bool master_weight_remainders = false;
+  // FP8 scaling recipe (job.proto PrecisionSpec.fp8_recipe); meaningful with gemm fp8 only.
+  Fp8Recipe fp8_recipe = Fp8Recipe::kTensorwise;
 
   // PyTorch automatic mixed precision (torch.autocast): fp32 weights and residual stream, GEMMs
   // and attention in bf16/fp16. PyTorch's AMP docs (torch.amp, "Autocast Op Reference"): linear,

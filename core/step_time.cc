@@ -116,15 +116,17 @@ struct LayerCost {
 // take two entries, each with its own estimate), its dtype and accumulation mode.
 struct GemmMemoKey {
   uint64_t m, n, k, batch, c, dtype_split;
-  static GemmMemoKey Of(DType dtype, double batch, double m, double n, double k, bool split, double c_bytes) {
-    return {std::bit_cast<uint64_t>(m),     std::bit_cast<uint64_t>(n),
-            std::bit_cast<uint64_t>(k),     std::bit_cast<uint64_t>(batch),
-            std::bit_cast<uint64_t>(c_bytes), static_cast<uint64_t>(dtype) << 1 | static_cast<uint64_t>(split)};
+  static GemmMemoKey Of(DType dtype, double batch, double m, double n, double k, bool split, double c_bytes,
+                        bool mx) {
+    return {std::bit_cast<uint64_t>(m),       std::bit_cast<uint64_t>(n),
+            std::bit_cast<uint64_t>(k),       std::bit_cast<uint64_t>(batch),
+            std::bit_cast<uint64_t>(c_bytes),
+            static_cast<uint64_t>(dtype) << 2 | static_cast<uint64_t>(mx) << 1 | static_cast<uint64_t>(split)};
   }
   GemmShape Shape() const {
-    return {static_cast<DType>(dtype_split >> 1), std::bit_cast<double>(batch), std::bit_cast<double>(m),
+    return {static_cast<DType>(dtype_split >> 2), std::bit_cast<double>(batch), std::bit_cast<double>(m),
             std::bit_cast<double>(n),           std::bit_cast<double>(k),     (dtype_split & 1) != 0,
-            std::bit_cast<double>(c)};
+            std::bit_cast<double>(c),           (dtype_split & 2) != 0};
   }
   // Folded bits (a double's information is in its top ~24 bits, so each is rotated to its own
   // place first): OpenMemo takes the slot from the top bits of one multiply.
@@ -426,6 +428,7 @@ class StepModel {
     // not counted: docs/MODEL.md).
     e_act_ = BytesPerElement(t_.precision.Autocast() ? t_.precision.gemm : t_.precision.params);
     e_in_ = BytesPerElement(t_.precision.gemm);
+    mx_ = t_.precision.gemm == DType::kFP8 && t_.precision.fp8_recipe == Fp8Recipe::kMxfp8;
     // The gradient buffer the wgrad accumulates into (Megatron's main_grad: fp32 with
     // grad_reduce_in_fp32, else the parameters' dtype; precision.grads).
     e_grad_ = BytesPerElement(t_.precision.grads);
@@ -550,7 +553,7 @@ class StepModel {
   // (ThreadGemmModel), else in this prediction's; a shape found with nothing to flag returns
   // at once.
   const GemmEstimate& EstimateGemmAs(double batch, double m, double n, double k, bool split, double c_bytes) {
-    const GemmMemoKey key = GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes);
+    const GemmMemoKey key = GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes, mx_);
     uint32_t slot = 0;  // unused when found
     const GemmMemoEntry* e = memo_->Find(key, &slot);
     if (e != nullptr && e->plain) return e->estimate;
@@ -607,7 +610,8 @@ class StepModel {
   // warnings in that order). Valid until the next call.
   const GemmPassesEntry& GemmPasses(double m, double n, double k) {
     const GemmPassesKey key{std::bit_cast<uint64_t>(m), std::bit_cast<uint64_t>(n), std::bit_cast<uint64_t>(k),
-                            std::bit_cast<uint64_t>(e_grad_), static_cast<uint64_t>(t_.precision.gemm)};
+                            std::bit_cast<uint64_t>(e_grad_),
+                            static_cast<uint64_t>(t_.precision.gemm) << 1 | static_cast<uint64_t>(mx_)};
     uint32_t slot;
     if (const GemmPassesEntry* e = passes_->Find(key, &slot); e != nullptr) return *e;
     return GemmPassesSlow(key, slot, m, n, k);
@@ -646,13 +650,13 @@ class StepModel {
     c.gemm_bwd.Gemm(est.dgrad, count, f, ((m * n + n * k) * e_in_ + m * k * e_act_) * count);
     c.gemm_bwd.Gemm(est.wgrad, count, f, ((n * m + m * k) * e_in_ + 2 * n * k * e_grad_) * count);
     if (t_.precision.gemm == DType::kFP8) {
-      // Transformer Engine fp8 with current scaling: an amax pass (read), the cast (read, write)
-      // and the transposed copy Hopper/Blackwell fp8 GEMMs need for wgrad/dgrad (write), of the
-      // activation input forward and of the output gradient backward: 2e + 2 bytes/element.
-      const double cast_bytes = (2 * e_act_ + 2) * m * k * count, cast_s = cast_bytes / bw_;
+      // The quantization of the activation input forward and of the output gradient backward,
+      // by the job's FP8 recipe (Fp8QuantizeBytesPerElement).
+      const double q = Fp8QuantizeBytesPerElement(t_.precision.fp8_recipe, e_act_);
+      const double cast_bytes = q * m * k * count, cast_s = cast_bytes / bw_;
       c.elem_fwd.BytesIn(cast_bytes, cast_s);
       if (into != nullptr) into->BytesIn(cast_bytes, cast_s);
-      c.elem_bwd.Bytes((2 * e_act_ + 2) * m * n * count, bw_);
+      c.elem_bwd.Bytes(q * m * n * count, bw_);
     }
   }
   // Forward work of `count` m x k by k x n GEMMs, not charged to any layer (Gemm charges it; the
@@ -1025,6 +1029,7 @@ class StepModel {
     return fw_.scaled_rope_eager && m_.rope_attention_factor > 0 && m_.rope_attention_factor != 1 &&
            !m_.mla.enabled() && m_.learned_position_embeddings == 0;
   }
+  bool mx_ = false;  // MXFP8 block-scaled GEMMs (GemmShape::mx_block_scaled)
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
   std::shared_ptr<ThreadGemm> thread_gemm_;  // the thread's model and memo, when none was given
   const GemmModel* gm_ = nullptr;
@@ -2243,6 +2248,15 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
 }
 
 }  // namespace
+
+double Fp8QuantizeBytesPerElement(Fp8Recipe r, double input_bytes) {
+  switch (r) {
+    case Fp8Recipe::kTensorwise: return 2 * input_bytes + 2;
+    case Fp8Recipe::kDelayed: return input_bytes + 2;
+    case Fp8Recipe::kMxfp8: return input_bytes + 2 + 2.0 / 32;
+  }
+  return 2 * input_bytes + 2;
+}
 
 StepTimeEstimate EstimateStepTime(const Job& job) { return StepModel(job).Run(); }
 

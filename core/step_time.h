@@ -89,6 +89,20 @@ inline constexpr double kSsdPeakFraction = kSsdTunedFlopsPerS / 989.4e12;
 inline constexpr double kSsdTritonFlopsPerS = 15.1e12;
 inline constexpr double kSsdTritonShare = kSsdTritonFlopsPerS / kSsdTunedFlopsPerS;
 
+// HBM bytes per element that quantizing one bf16/fp16 (`input_bytes` per element) tensor to fp8
+// moves under Transformer Engine's recipe `r`, for both uses of the tensor (the row-wise copy the
+// GEMM reads and the column-wise / transposed copy its backward reads):
+// - tensorwise (Float8CurrentScaling): an amax pass (read), then the cast with its transpose
+//   (read, write 1 + 1): 2 e + 2 (transformer_engine/common/recipe/current_scaling.cu,
+//   cast_transpose);
+// - delayed (DelayedScaling): the scale comes from the amax history, the amax is updated inside
+//   the cast: e + 2;
+// - mxfp8 (MXFP8BlockScaling): one pass writing row-wise and column-wise data and one E8M0 scale
+//   per 32 elements of each: e + 2 + 2 / 32.
+// Checked against TE's own benchmark of the three recipes (benchmark_gemm.py autocast minus
+// --pre-quantize, B300 and H200 NVL; tests/gemm_model_test.cc TeGemmProfiling*).
+double Fp8QuantizeBytesPerElement(Fp8Recipe r, double input_bytes);
+
 // Requires ValidateJob(job).ok().
 StepTimeEstimate EstimateStepTime(const Job& job);
 

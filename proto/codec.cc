@@ -1425,6 +1425,32 @@ absl::Status ReadBatchAndPrecision(const v1::TrainingSpec& tr, TrainingConfig& t
   t.precision.grad_reduce = cascade("training.precision.grad_reduce", pr.grad_reduce(), t.precision.grads,
                                     "gradients reduced in their own dtype");
   t.precision.master_weight_remainders = pr.master_weight_remainders();
+  // The FP8 scaling recipe: given, else (fp8 GEMMs) the framework's default already applied to
+  // the spec, else per-tensor current scaling, assumed.
+  const std::string& recipe = pr.fp8_recipe();
+  if (!recipe.empty() && t.precision.gemm != DType::kFP8) {
+    return FieldError("training.precision.fp8_recipe",
+                      absl::StrCat("'", recipe, "' is set but training.precision.gemm is ",
+                                   DTypeName(t.precision.gemm), ", not fp8"));
+  }
+  if (recipe == "tensorwise") {
+    t.precision.fp8_recipe = Fp8Recipe::kTensorwise;
+  } else if (recipe == "delayed") {
+    t.precision.fp8_recipe = Fp8Recipe::kDelayed;
+  } else if (recipe == "mxfp8") {
+    t.precision.fp8_recipe = Fp8Recipe::kMxfp8;
+  } else if (recipe == "blockwise") {
+    return FieldError("training.precision.fp8_recipe",
+                      "'blockwise' (128x128 / 1x128 block scaling) is not modelled: no measured rate of its GEMMs");
+  } else if (!recipe.empty()) {
+    return FieldError("training.precision.fp8_recipe",
+                      absl::StrCat("'", recipe, "' is not one of: tensorwise, delayed, mxfp8"));
+  } else if (t.precision.gemm == DType::kFP8) {
+    t.precision.fp8_recipe = Fp8Recipe::kTensorwise;
+    assumed.push_back({"training.precision.fp8_recipe", "tensorwise",
+                       "stepcast fallback: per-tensor current scaling (Transformer Engine Float8CurrentScaling, "
+                       "torchao Float8 tensorwise)"});
+  }
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 #include <csv.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -800,6 +801,97 @@ TEST(GemmModel, WgradAccumulatingIntoTheGradientBufferReadsAndWritesIt) {
   EXPECT_NEAR(b->memory_s, 28.953e-6, 0.001e-6);
   EXPECT_EQ(a->compute_s, b->compute_s);
   EXPECT_GT(b->time_s, a->time_s * 1.05);  // no longer hidden under the tile work
+}
+
+}  // namespace
+}  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+// Transformer Engine's own GEMM benchmark (NVIDIA/TransformerEngine @d0067d0
+// docs/examples/gemm_profiling/gemm_profiling.rst, benchmarks/gemm/benchmark_gemm.py, CUDA events,
+// 100 iterations): a 5B model's layer (hidden 4096, MLP 16384, QKV 12288; M = 31 x 512 = 15,872
+// tokens), its 4 forward, 4 dgrad and 4 wgrad shapes each run as one te.Linear forward (M x K
+// input, K x N weight). "Autocast" quantizes the input and the weight in every call; with
+// --pre-quantize only the GEMM kernels are timed. Per-layer milliseconds as the page prints them.
+struct TeLayerTimes {
+  const char* hardware;
+  double bf16_ms, current_ms, delayed_ms, mxfp8_ms;                 // autocast (0: not run)
+  double bf16_kernel_ms, current_kernel_ms, mxfp8_kernel_ms;        // --pre-quantize
+};
+constexpr TeLayerTimes kTeGemmProfiling[] = {
+    {"b300", 12.758, 9.147, 7.802, 8.984, 13.102, 6.812, 7.161},   // NVIDIA B300 SXM6 AC
+    {"h200-nvl", 32.014, 20.285, 18.978, 0, 31.968, 16.785, 0},   // NVIDIA H200 NVL (no MXFP8)
+};
+
+struct ModelLayerTimes {
+  double kernel_s = 0, quantize_s = 0;
+};
+// The model's time of TE's 12 calls: the GEMM shape model at the preset's reference profile, and
+// (fp8) each call's two quantizations (input and weight) at Fp8QuantizeBytesPerElement over the
+// profile's HBM bandwidth. TE's (M, K, N) is the model's m = M, k = K, n = N.
+ModelLayerTimes ModelTeLayer(const Hardware& hw, DType dtype, bool fp8, Fp8Recipe recipe) {
+  auto gm = GemmModel::Create(hw, hw.reference_profile);
+  EXPECT_TRUE(gm.ok()) << gm.status();
+  ModelLayerTimes out;
+  if (!gm.ok()) return out;
+  const double M = 15872;
+  const double fwd[4][2] = {{4096, 12288}, {4096, 4096}, {4096, 16384}, {16384, 4096}};  // K, N
+  std::vector<std::array<double, 3>> calls;                                              // M, K, N
+  for (const auto& f : fwd) {
+    calls.push_back({M, f[0], f[1]});   // fprop
+    calls.push_back({M, f[1], f[0]});   // dgrad: K and N swapped
+    calls.push_back({f[0], M, f[1]});   // wgrad: K x M by M x N
+  }
+  const double q = fp8 ? Fp8QuantizeBytesPerElement(recipe, 2) : 0;
+  for (const auto& c : calls) {
+    GemmShape s{dtype, 1, c[0], c[2], c[1]};
+    s.mx_block_scaled = fp8 && recipe == Fp8Recipe::kMxfp8;
+    auto e = gm->Estimate(s);
+    EXPECT_TRUE(e.ok()) << e.status();
+    if (e.ok()) out.kernel_s += e->time_s;
+    out.quantize_s += q * (c[0] * c[1] + c[1] * c[2]) / hw.reference_profile.hbm_bandwidth_bytes_per_s;
+  }
+  return out;
+}
+
+// The GEMM model's Blackwell and Hopper rates and the FP8 recipes' quantization traffic against
+// TE's benchmark: every per-layer time within 12%, and the recipes in TE's order. (Measured on
+// this tree: B300 -1.1 / -5.0 / -5.1% kernels, +1.6 / -6.5 / +0.7 / -8.7% autocast; H200 NVL
+// +1.9 / +10.0% kernels, +1.8 / +9.1 / +10.2% autocast: the h200-nvl preset's fp8 rate, derived
+// from other parts' measurements, is ~10% under this one; docs/MODEL.md "FP8 recipes".)
+TEST(GemmModel, TeGemmProfilingPerLayerTimes) {
+  for (const TeLayerTimes& te : kTeGemmProfiling) {
+    SCOPED_TRACE(te.hardware);
+    auto hw = testing::BuiltinCatalog().FindHardware(te.hardware);
+    ASSERT_TRUE(hw.ok()) << hw.status();
+    const ModelLayerTimes bf16 = ModelTeLayer(*hw, DType::kBF16, false, Fp8Recipe::kTensorwise);
+    const ModelLayerTimes current = ModelTeLayer(*hw, DType::kFP8, true, Fp8Recipe::kTensorwise);
+    const ModelLayerTimes delayed = ModelTeLayer(*hw, DType::kFP8, true, Fp8Recipe::kDelayed);
+    const ModelLayerTimes mx = ModelTeLayer(*hw, DType::kFP8, true, Fp8Recipe::kMxfp8);
+    auto near = [](double model_s, double measured_ms, const char* what) {
+      if (measured_ms <= 0) return;
+      printf("  %-26s model %.3f ms  TE %.3f ms  %+.1f%%\n", what, model_s * 1e3, measured_ms,
+             100 * (model_s * 1e3 / measured_ms - 1));
+      EXPECT_NEAR(model_s * 1e3 / measured_ms, 1.0, 0.12) << what;
+    };
+    near(bf16.kernel_s, te.bf16_kernel_ms, "bf16 kernels");
+    near(current.kernel_s, te.current_kernel_ms, "fp8 tensorwise kernels");
+    near(mx.kernel_s, te.mxfp8_kernel_ms, "mxfp8 kernels");
+    near(bf16.kernel_s, te.bf16_ms, "bf16 autocast");
+    near(current.kernel_s + current.quantize_s, te.current_ms, "fp8 tensorwise autocast");
+    near(delayed.kernel_s + delayed.quantize_s, te.delayed_ms, "fp8 delayed autocast");
+    near(mx.kernel_s + mx.quantize_s, te.mxfp8_ms, "mxfp8 autocast");
+    // TE's order: delayed < current in autocast (cheaper quantization), MXFP8's kernels slower
+    // than per-tensor fp8's, MXFP8 autocast between delayed and current (B300).
+    EXPECT_LT(delayed.kernel_s + delayed.quantize_s, current.kernel_s + current.quantize_s);
+    if (te.mxfp8_ms > 0) {
+      EXPECT_GT(mx.kernel_s, current.kernel_s);
+      EXPECT_LT(mx.kernel_s + mx.quantize_s, current.kernel_s + current.quantize_s);
+      EXPECT_GT(mx.kernel_s + mx.quantize_s, delayed.kernel_s + delayed.quantize_s);
+    }
+  }
 }
 
 }  // namespace

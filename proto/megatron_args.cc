@@ -47,7 +47,7 @@ const std::set<std::string>& ValueFlags() {
       "mamba-state-dim", "mamba-head-dim", "mamba-num-groups", "mamba-num-heads",
       // Latent MoE and MTP (twelfth session).
       "moe-latent-size", "mtp-num-layers", "mtp-hybrid-override-pattern", "moe-expert-capacity-factor",
-      "moe-token-dispatcher-type", "moe-flex-dispatcher-backend"};
+      "moe-token-dispatcher-type", "moe-flex-dispatcher-backend", "fp8-recipe"};
   return k;
 }
 // Flags with nargs='*' / '+' that are modelled.
@@ -1225,7 +1225,7 @@ absl::Status SetMegatronModel(const MegatronFlags& f, const MegatronNumbers& n, 
   return absl::OkStatus();
 }
 
-// Precision from --bf16 / --fp16 (else fp32), --fp8-format, --grad-reduce-in-bf16 and
+// Precision from --bf16 / --fp16 (else fp32), --fp8-format, --fp8-recipe, --grad-reduce-in-bf16 and
 // --fp8-param-gather (arguments.py validate_args and its mixed-precision arguments).
 absl::Status SetMegatronPrecision(const MegatronFlags& f, v1::TrainingSpec& t) {
   auto* prec = t.mutable_precision();
@@ -1237,6 +1237,14 @@ absl::Status SetMegatronPrecision(const MegatronFlags& f, v1::TrainingSpec& t) {
   else if (f.On("fp16")) prec->set_params(v1::D_TYPE_FP16), prec->set_gemm(v1::D_TYPE_FP16);
   else prec->set_params(v1::D_TYPE_FP32), prec->set_gemm(v1::D_TYPE_FP32), prec->set_grads(v1::D_TYPE_FP32);
   if (f.Has("fp8-format")) prec->set_gemm(v1::D_TYPE_FP8);
+  // --fp8-recipe (TransformerConfig.fp8_recipe; without --fp8-format Megatron trains no fp8 and
+  // ignores it). Unset: the megatron-core preset's default (delayed).
+  if (f.Has("fp8-recipe") && f.Has("fp8-format")) {
+    // blockwise and custom have no measured GEMM rate here: the job keeps the preset's default
+    // recipe (docs/LAUNCHERS.md).
+    const std::string recipe(f.Val("fp8-recipe"));
+    if (recipe == "tensorwise" || recipe == "delayed" || recipe == "mxfp8") prec->set_fp8_recipe(recipe);
+  }
   // --grad-reduce-in-bf16: the DP gradient reduction in bf16 (arguments.py mixed precision).
   // With --bf16 it also turns accumulate_allreduce_grads_in_fp32 off (arguments.py
   // validate_args), so the DDP gradient buffer is in the parameter dtype

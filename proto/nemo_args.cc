@@ -567,7 +567,25 @@ absl::Status SetNemoPrecision(const NemoValues& v, bool nemo, v1::TrainingSpec& 
     return Bad(nemo ? "trainer.plugins" : "mixed_precision",
                absl::StrCat("'", absl::StripAsciiWhitespace(precision), "': NVFP4 is not modelled (no fp4 GEMM dtype)"));
   }
-  if (absl::StrContains(precision, "fp8")) t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
+  if (absl::StrContains(precision, "fp8")) {
+    t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
+    // The scaling recipe: an override of mixed_precision.fp8_recipe, else the named config's
+    // (NeMo recipes/precision/mixed_precision.py: bf16_with_mxfp8_mixed -> mxfp8,
+    // bf16_with_fp8_current_scaling_mixed -> tensorwise, bf16_with_fp8_mixed and
+    // bf16_with_fp8_delayed_scaling_mixed -> delayed); Megatron-Bridge's names and its fp8_cs /
+    // fp8_mx alike. A config naming none keeps the framework preset's default.
+    std::string recipe = absl::AsciiStrToLower(v.Get("mixed_precision.fp8_recipe"));
+    if (IsNone(recipe)) recipe.clear();
+    if (const size_t dot = recipe.rfind('.'); dot != std::string::npos) recipe = recipe.substr(dot + 1);  // Fp8Recipe.x
+    if (recipe.empty()) {
+      if (absl::StrContains(precision, "mxfp8") || absl::StrContains(precision, "fp8_mx")) recipe = "mxfp8";
+      else if (absl::StrContains(precision, "current_scaling") || absl::StrContains(precision, "fp8_cs")) recipe = "tensorwise";
+      else if (absl::StrContains(precision, "delayed") || absl::StrContains(precision, "_with_fp8_mixed")) recipe = "delayed";
+    }
+    // 'blockwise' (Megatron-Bridge's H100 fp8sc recipes) has no measured GEMM rate here: the job
+    // keeps the preset's default recipe, as before recipes were read (docs/LAUNCHERS.md).
+    if (recipe == "tensorwise" || recipe == "delayed" || recipe == "mxfp8") t.mutable_precision()->set_fp8_recipe(recipe);
+  }
   return absl::OkStatus();
 }
 

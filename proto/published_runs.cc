@@ -462,13 +462,23 @@ absl::Status SetRowBatch(const PublishedRow& r, const std::string& model_name, v
   return absl::OkStatus();
 }
 
-// The precision column (fp8, fp8 params, bf16, fp16) and the recompute column (full, selective,
+// The precision column (fp8, fp8 params, its scaling recipe, bf16, fp16) and the recompute column (full, selective,
 // none, and Megatron's --recompute-modules as a row states them).
 void SetRowPrecisionAndRecompute(const PublishedRow& r, v1::TrainingSpec* tr) {
   const std::string prec = Lower(r, "precision");
   if (absl::StrContains(prec, "fp8")) {
     tr->mutable_precision()->set_gemm(v1::D_TYPE_FP8);
     if (absl::StrContains(prec, "fp8_params") || absl::StrContains(prec, "fp8 params")) tr->set_fp8_param_gather(true);
+    // The FP8 scaling recipe where the row names it (Transformer Engine's names and Megatron-Bridge's
+    // fp8_mx / fp8_cs); else the framework's default.
+    if (absl::StrContains(prec, "mxfp8") || absl::StrContains(prec, "fp8-mx") || absl::StrContains(prec, "fp8_mx")) {
+      tr->mutable_precision()->set_fp8_recipe("mxfp8");
+    } else if (absl::StrContains(prec, "current scaling") || absl::StrContains(prec, "tensorwise") ||
+               absl::StrContains(prec, "fp8-cs") || absl::StrContains(prec, "fp8_cs")) {
+      tr->mutable_precision()->set_fp8_recipe("tensorwise");
+    } else if (absl::StrContains(prec, "delayed")) {
+      tr->mutable_precision()->set_fp8_recipe("delayed");
+    }
   } else if (absl::StartsWith(prec, "bf16")) {
     tr->mutable_precision()->set_gemm(v1::D_TYPE_BF16);
   } else if (absl::StartsWith(prec, "fp16")) {

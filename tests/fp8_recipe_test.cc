@@ -1,0 +1,187 @@
+// FP8 scaling recipes (job.proto PrecisionSpec.fp8_recipe; docs/MODEL.md "FP8 recipes"): the job
+// field and its defaults, what each recipe costs in the step model, and how the launch importers
+// and the validation harness read it. The recipes' costs themselves are checked against
+// Transformer Engine's own benchmark in tests/gemm_model_test.cc (TeGemmProfilingPerLayerTimes).
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "core/gemm_model.h"
+#include "core/step_time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/codec.h"
+#include "proto/launch_args.h"
+#include "proto/published_runs.h"
+#include "tests/test_util.h"
+
+namespace stepcast {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Fp8Job(const std::string& hardware, const std::string& framework, const std::string& recipe) {
+  std::string y = "model: llama3-8b\nhardware: " + hardware + "\ncluster: {gpu_count: 8}\n";
+  if (!framework.empty()) y += "framework: " + framework + "\n";
+  y += "training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, precision: {gemm: fp8";
+  if (!recipe.empty()) y += ", fp8_recipe: " + recipe;
+  return y + "}}\n";
+}
+
+const AssumedInput* Assumed(const Job& job, const std::string& field) {
+  for (const AssumedInput& a : *job.assumed) {
+    if (a.field == field) return &a;
+  }
+  return nullptr;
+}
+
+// Unstated, the recipe is the framework's documented default (Megatron-Core's TransformerConfig
+// fp8_recipe "delayed"; Megatron-Bridge's performance scripts fp8_cs = tensorwise), else
+// per-tensor current scaling, each listed as assumed with its source.
+TEST(Fp8Recipe, UnstatedIsTheFrameworksDefaultAndAssumed) {
+  struct Case {
+    const char* framework;
+    Fp8Recipe recipe;
+    const char* source;
+  } cases[] = {
+      {"", Fp8Recipe::kDelayed, "transformer_config.py"},
+      {"nemo", Fp8Recipe::kDelayed, "mixed_precision.py"},
+      {"megatron-bridge", Fp8Recipe::kTensorwise, "fp8_cs"},
+      {"llm-foundry", Fp8Recipe::kDelayed, "DelayedScaling"},
+      {"torchtitan", Fp8Recipe::kTensorwise, "torchao"},
+      {"paxml", Fp8Recipe::kTensorwise, "stepcast fallback"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.framework);
+    auto job = testing::JobFromYaml(Fp8Job("h100-sxm", c.framework, ""));
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->training.precision.fp8_recipe, c.recipe);
+    const AssumedInput* a = Assumed(*job, "training.precision.fp8_recipe");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->value, Fp8RecipeName(c.recipe));
+    EXPECT_THAT(a->source, HasSubstr(c.source));
+  }
+  // Stated: read, not assumed; a bf16 job has no recipe to assume.
+  auto stated = testing::JobFromYaml(Fp8Job("b200", "", "mxfp8"));
+  ASSERT_TRUE(stated.ok()) << stated.status();
+  EXPECT_EQ(stated->training.precision.fp8_recipe, Fp8Recipe::kMxfp8);
+  EXPECT_EQ(Assumed(*stated, "training.precision.fp8_recipe"), nullptr);
+  auto bf16 = testing::JobFromYaml(
+      "model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\ntraining: {seq_length: 8192, global_batch_size: 64}\n");
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ(Assumed(*bf16, "training.precision.fp8_recipe"), nullptr);
+}
+
+TEST(Fp8Recipe, BadRecipesNameTheFieldAndReason) {
+  struct Case {
+    std::string yaml, expect;
+  } cases[] = {
+      {Fp8Job("h100-sxm", "", "mxfp8"), "training.precision.fp8_recipe: mxfp8 needs a Blackwell GPU"},
+      {Fp8Job("b200", "", "blockwise"), "training.precision.fp8_recipe: 'blockwise' (128x128 / 1x128 block scaling) is not modelled"},
+      {Fp8Job("b200", "", "e4m3"), "training.precision.fp8_recipe: 'e4m3' is not one of: tensorwise, delayed, mxfp8"},
+      {"model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\ntraining: {seq_length: 8192, "
+       "global_batch_size: 64, precision: {gemm: bf16, fp8_recipe: delayed}}\n",
+       "training.precision.fp8_recipe: 'delayed' is set but training.precision.gemm is bf16, not fp8"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.yaml);
+    auto job = testing::JobFromYaml(c.yaml);
+    ASSERT_FALSE(job.ok());
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(job.status().message()), HasSubstr(c.expect));
+  }
+}
+
+// The step model: MXFP8's GEMMs at kMxfp8GemmRateFraction of per-tensor fp8's (the reference
+// profiles have no measured fp8 shapes, so every GEMM is analytic and the ratio is exact on the
+// compute-bound ones), and each recipe's quantization traffic in the elementwise time: delayed
+// below tensorwise by the amax pass, MXFP8 between them.
+TEST(Fp8Recipe, StepCostsFollowTheRecipe) {
+  auto step = [](const std::string& recipe) {
+    auto job = testing::JobFromYaml(Fp8Job("b200", "megatron-core", recipe));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? EstimateStepTime(*job) : StepTimeEstimate{};
+  };
+  const StepTimeEstimate tw = step("tensorwise"), de = step("delayed"), mx = step("mxfp8");
+  ASSERT_GT(tw.breakdown.gemm_s, 0);
+  EXPECT_DOUBLE_EQ(de.breakdown.gemm_s, tw.breakdown.gemm_s);
+  const double ratio = mx.breakdown.gemm_s / tw.breakdown.gemm_s;
+  EXPECT_GT(ratio, 1.0 + 0.8 * (1 / kMxfp8GemmRateFraction - 1));
+  EXPECT_LE(ratio, 1 / kMxfp8GemmRateFraction + 1e-9);
+  EXPECT_LT(de.breakdown.elementwise_s, mx.breakdown.elementwise_s);
+  EXPECT_LT(mx.breakdown.elementwise_s, tw.breakdown.elementwise_s);
+  // Per element of a bf16 tensor: 6, 4 and 4 1/16 bytes.
+  EXPECT_DOUBLE_EQ(Fp8QuantizeBytesPerElement(Fp8Recipe::kTensorwise, 2), 6);
+  EXPECT_DOUBLE_EQ(Fp8QuantizeBytesPerElement(Fp8Recipe::kDelayed, 2), 4);
+  EXPECT_DOUBLE_EQ(Fp8QuantizeBytesPerElement(Fp8Recipe::kMxfp8, 2), 4.0625);
+}
+
+std::vector<std::string> Words(const std::string& s) { return absl::StrSplit(s, ' ', absl::SkipEmpty()); }
+
+// The importers: Megatron-LM's --fp8-recipe (with --fp8-format only; blockwise keeps the preset's
+// default), NeMo's and Megatron-Bridge's mixed-precision configs by name.
+TEST(Fp8Recipe, ImportersReadTheRecipe) {
+  const std::string base =
+      "torchrun pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+      "--group-query-attention --num-query-groups 8 --swiglu --normalization RMSNorm --position-embedding-type rope "
+      "--disable-bias-linear --untie-embeddings-and-output-weights --vocab-size 128256 --seq-length 8192 "
+      "--max-position-embeddings 8192 --micro-batch-size 1 --global-batch-size 64 --bf16";
+  struct Case {
+    std::string extra, recipe;
+  } cases[] = {
+      {" --fp8-format hybrid --fp8-recipe mxfp8", "mxfp8"},
+      {" --fp8-format hybrid --fp8-recipe tensorwise", "tensorwise"},
+      {" --fp8-format hybrid", ""},                       // the preset's default (delayed)
+      {" --fp8-format hybrid --fp8-recipe blockwise", ""},  // not modelled: the default
+      {" --fp8-recipe mxfp8", ""},                        // no fp8 without --fp8-format
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.extra);
+    auto r = JobFromCommand(Words(base + c.extra), "");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->spec.training().precision().fp8_recipe(), c.recipe);
+  }
+  struct NemoCase {
+    std::string line, recipe;
+  } nemo[] = {
+      {"nemo llm pretrain --factory llama3_8b trainer.plugins=bf16_with_mxfp8_mixed", "mxfp8"},
+      {"nemo llm pretrain --factory llama3_8b trainer.plugins=bf16_with_fp8_current_scaling_mixed", "tensorwise"},
+      {"nemo llm pretrain --factory llama3_8b trainer.plugins=bf16_with_fp8_mixed", "delayed"},
+      {"nemo llm pretrain --factory llama3_8b trainer.plugins=bf16_mixed", ""},
+  };
+  for (const NemoCase& c : nemo) {
+    SCOPED_TRACE(c.line);
+    auto r = JobFromCommand(Words(c.line), "");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->spec.training().precision().fp8_recipe(), c.recipe);
+  }
+}
+
+// The validation harness reads the recipe a row's precision text names (never its source id).
+TEST(Fp8Recipe, PublishedRowsNameTheirRecipe) {
+  PublishedRow row = {{"row_id", "1"}, {"source_id", "SX"}, {"source", "a table"}, {"model", "Llama 3.1 8B"},
+                      {"n_layers", "32"}, {"d_model", "4096"}, {"n_heads", "32"}, {"n_kv_heads", "8"},
+                      {"ffn_hidden", "14336"}, {"vocab", "128256"}, {"seq_len", "8192"}, {"gpu", "B200"},
+                      {"num_gpus", "8"}, {"tp", "1"}, {"pp", "1"}, {"cp", "1"}, {"micro_batch", "1"},
+                      {"global_batch_seqs", "128"}, {"framework", "Megatron-Core"}, {"iter_time_s", "5"}};
+  const struct {
+    const char* text;
+    const char* recipe;
+  } cases[] = {{"mxfp8", "mxfp8"},
+               {"fp8 (MXFP8 printed)", "mxfp8"},
+               {"fp8 (current scaling)", "tensorwise"},
+               {"fp8 (FP8-CS printed)", "tensorwise"},
+               {"fp8 (FP8=True, FP8_HYBRID, tensorwise recipe)", "tensorwise"},
+               {"fp8 (delayed scaling)", "delayed"},
+               {"fp8 (NeMo fp8 hybrid, fp8_params)", ""}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    row["precision"] = c.text;
+    auto run = PublishedRunFromRow(row, testing::BuiltinCatalog());
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->spec.training().precision().fp8_recipe(), c.recipe);
+  }
+}
+
+}  // namespace
+}  // namespace stepcast

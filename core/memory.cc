@@ -210,12 +210,13 @@ LocalParameters LocalParametersOf(const Job& job, const ModelShape& m, const Par
   const double stage_frac = static_cast<double>(sl.total()) / m.layers;
   const double moe_layers = static_cast<double>(moe_layer_count);
   const double expert_frac = moe_layers > 0 ? sl.moe / moe_layers : 0.0;
-  // Latent MoE's projections are duplicated on every TP rank (TELinear parallel_mode
-  // "duplicated": tp_size 1), not split by TP like the rest of the dense weights.
-  const double latent_per_moe_layer =
-      m.moe.latent_size > 0 ? 2.0 * h * static_cast<double>(m.moe.latent_size) : 0.0;
-  const double latent_total = latent_per_moe_layer * moe_layer_count;
-  out.dense = ((layer_dense - latent_total) * stage_frac + stage_emb) / p.tp + latent_per_moe_layer * sl.moe;
+  // What every TP rank holds whole (norms, MLA's down projections, the router, latent MoE's
+  // projections: ParameterCounts::tp_duplicated_*), by the stage's own MoE and other layers; the
+  // rest of the dense weights split by TP.
+  const double dup_moe = c.tp_duplicated_moe_layer, dup_other = c.tp_duplicated_other_layer;
+  const double dup_total = dup_moe * moe_layers + dup_other * (static_cast<double>(m.layers) - moe_layers);
+  out.dense = ((layer_dense - dup_total) * stage_frac + stage_emb) / p.tp + dup_moe * sl.moe +
+              dup_other * (static_cast<double>(sl.total()) - sl.moe);
   out.expert = expert_total * expert_frac / (p.ep * p.Etp());
   // The MTP modules with weights, on the last stage (Megatron-Core multi_token_prediction.py:
   // the MTP block follows the decoder on the last pipeline stage): their routed experts sharded
@@ -225,8 +226,8 @@ LocalParameters LocalParametersOf(const Job& job, const ModelShape& m, const Par
     const double moe_blocks = m.Hybrid() ? static_cast<double>(m.HybridMtpCounts().moe)
                                          : (m.IsMoeLayer(m.layers - 1) ? 1.0 : 0.0);
     const double module_experts = moe_layer_count > 0 ? moe_blocks * expert_total / moe_layers : 0.0;
-    out.dense += modules * ((c.mtp_module - module_experts - moe_blocks * latent_per_moe_layer) / p.tp +
-                            moe_blocks * latent_per_moe_layer);
+    out.dense += modules * ((c.mtp_module - module_experts - c.tp_duplicated_mtp_module) / p.tp +
+                            c.tp_duplicated_mtp_module);
     out.expert += modules * module_experts / (p.ep * p.Etp());
   }
   return out;

@@ -396,6 +396,26 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
     moe_active = s.moe.top_k * (fe + expert_bias) + s.moe.shared_experts * (fs + shared_bias) + router + latent_proj;
   }
 
+  // What every TP rank holds whole (ParameterCounts::tp_duplicated_*): each sub-layer's norm,
+  // MLA's down projections and latent norms, row-parallel output biases, the router and latent
+  // MoE's projections.
+  double attn_dup = norm;
+  if (s.mla.enabled()) {
+    const double rq = s.mla.q_lora_rank, rkv = s.mla.kv_lora_rank;
+    attn_dup += (rq > 0 ? h * rq + rq : 0.0) + h * (rkv + s.mla.qk_rope_head_dim) + rkv;
+  }
+  if (s.linear_bias) attn_dup += h;
+  const double mlp_dup = norm + (s.linear_bias ? h : 0.0);
+  double moe_dup = norm;
+  if (s.moe.enabled()) {
+    const double w = static_cast<double>(s.moe.ExpertWidth(s.hidden_size));
+    moe_dup += h * s.moe.routed_experts + (s.linear_bias ? s.moe.routed_experts : 0.0) +
+               (s.moe.latent_size > 0 ? 2 * h * w + (s.linear_bias ? w + h : 0.0) : 0.0) +
+               (s.linear_bias && s.moe.shared_experts > 0 ? h : 0.0);
+  }
+  c.tp_duplicated_other_layer = attn_dup + mlp_dup;
+  c.tp_duplicated_moe_layer = attn_dup + moe_dup;
+
   const double n_moe = s.MoeLayerCount();
   const double n_dense = s.DenseLayerCount();
   const double per_layer_fixed = attn + attn_extra + 2 * norm;
@@ -421,6 +441,12 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
     const double common = hc.mamba * mamba_all + hc.attention * attention_layer + hc.mlp * mlp_layer;
     layers_total = common + hc.moe * (moe_total + norm);
     layers_active = common + hc.moe * (moe_active + norm);
+    // One pre-norm per block; a Mamba mixer's own gated norm, conv and per-head values are split
+    // by TP with its channels (mamba_mixer.py: d_inner_local_tp).
+    const double non_moe = static_cast<double>(hc.NonMoe());
+    c.tp_duplicated_other_layer =
+        non_moe > 0 ? (hc.mamba * norm + hc.attention * attn_dup + hc.mlp * mlp_dup) / non_moe : 0.0;
+    c.tp_duplicated_moe_layer = moe_dup;
   }
   // The final norm, and BLOOM's norm on the embedding output.
   const double model_norms = norm * (s.embedding_norm ? 2 : 1);
@@ -451,6 +477,12 @@ ParameterCounts CountParametersUncached(const ModelShape& in) {
               mc.mlp * (dense_ffn + dense_ffn_bias + norm) + mc.moe * (moe_total + norm);
     }
     c.mtp_module = block + 2.0 * h * h + 3 * norm;
+    double block_dup = moe_block ? attn_dup + moe_dup : attn_dup + mlp_dup;
+    if (s.Hybrid()) {
+      const HybridLayerCounts mc = s.HybridMtpCounts();
+      block_dup = mc.mamba * norm + mc.attention * attn_dup + mc.mlp * mlp_dup + mc.moe * moe_dup;
+    }
+    c.tp_duplicated_mtp_module = block_dup + 3 * norm;
     c.mtp = s.MtpModulesWithWeights(s.mtp_layers) * c.mtp_module;
   }
   c.attention_gemm = attn;

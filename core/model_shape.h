@@ -235,6 +235,16 @@ struct ParameterCounts {
   double attention_gemm = 0;  // per layer, part of the two above
   double mamba_layer_gemm = 0;  // a hybrid's Mamba layer: in_proj + out_proj
   double mamba_layer = 0;       // and all its parameters (conv, A_log, D, dt_bias, norms)
+  // Parameters every tensor-parallel rank holds whole (Megatron-Core builds them unsplit), per
+  // layer: the layer norms (TE's fused LayerNormColumnParallelLinear keeps the full h-wide
+  // weight), MLA's down projections and latent norms (multi_latent_attention.py: TELinear
+  // parallel_mode "duplicated"), the router (moe/router.py: an unsplit E x h weight), latent
+  // MoE's two projections (moe_layer.py: "duplicated"), and row-parallel output biases (h).
+  // Per MoE layer, per other layer (a hybrid: the mean over its Mamba, attention and MLP
+  // layers), and per MTP module (its block's, and its three norms).
+  double tp_duplicated_moe_layer = 0;
+  double tp_duplicated_other_layer = 0;
+  double tp_duplicated_mtp_module = 0;
 };
 ParameterCounts CountParameters(const ModelShape& shape);
 

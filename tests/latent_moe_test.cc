@@ -155,7 +155,9 @@ TEST(LatentMoe, CapacityPaddingGrowsTheExpertsRowsAndTheAllToAllsOnly) {
 
 TEST(LatentMoe, TheProjectionsAreWholeOnEveryTensorParallelRank) {
   // fc1_latent_proj / fc2_latent_proj are TELinear with parallel_mode "duplicated" (tp_size 1):
-  // every TP rank holds them whole, while the rest of the dense weights split by TP.
+  // every TP rank holds them whole, as it holds the router (moe/router.py: an unsplit 512 x 4096
+  // weight) and every block's pre-norm (4096, fused into the first linear), while the rest of
+  // the dense weights split by TP.
   auto dense = [](int tp) {
     absl::StatusOr<Job> job = testing::JobFromYaml(absl::StrCat(
         "model: nemotron-3-super-120b-a12b\nhardware: h100-sxm\nframework: megatron-core\ncluster: {gpu_count: 64}\n"
@@ -164,8 +166,10 @@ TEST(LatentMoe, TheProjectionsAreWholeOnEveryTensorParallelRank) {
     EXPECT_TRUE(job.ok()) << job.status();
     return LocalParameterCount(*job).dense;
   };
-  const double latent = 40 * 2.0 * 4096 * 1024;
-  EXPECT_NEAR(dense(2) - (dense(1) - latent) / 2, latent, 1.0);
+  // Super's 88 blocks, 40 of them MoE: per MoE block 2 x 4096 x 1024 (latent) + 512 x 4096
+  // (router) + 4096 (norm); per other block its norm.
+  const double whole = 40 * (2.0 * 4096 * 1024 + 512.0 * 4096 + 4096) + 48 * 4096.0;
+  EXPECT_NEAR(dense(2) - (dense(1) - whole) / 2, whole, 1.0);
 }
 
 TEST(LatentMoe, OffloadingTheExpertsActivationInputFreesItsBytes) {

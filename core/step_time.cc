@@ -429,6 +429,11 @@ class StepModel {
     e_act_ = BytesPerElement(t_.precision.Autocast() ? t_.precision.gemm : t_.precision.params);
     e_in_ = BytesPerElement(t_.precision.gemm);
     mx_ = t_.precision.gemm == DType::kFP8 && t_.precision.fp8_recipe == Fp8Recipe::kMxfp8;
+    fp8_transpose_ = job.hardware.architecture != "blackwell";
+    quantize_bw_fraction_ = Fp8QuantizeBandwidthFraction(t_.precision.fp8_recipe, !fp8_transpose_);
+    attention_dtype_ = t_.precision.gemm != DType::kFP8         ? t_.precision.gemm
+                       : t_.precision.params == DType::kFP16 ? DType::kFP16
+                                                             : DType::kBF16;
     // The gradient buffer the wgrad accumulates into (Megatron's main_grad: fp32 with
     // grad_reduce_in_fp32, else the parameters' dtype; precision.grads).
     e_grad_ = BytesPerElement(t_.precision.grads);
@@ -532,12 +537,12 @@ class StepModel {
   }
 
  private:
-  double GemmRate(double m, double n, double k) {
-    const auto r = job_.profile.GemmRate(t_.precision.gemm, m, n, k);
+  double GemmRate(double m, double n, double k, DType d) {
+    const auto r = job_.profile.GemmRate(d, m, n, k);
     if (r.flat) return r.flops_per_s * WaveEfficiency(m, n, job_.hardware.sm_count);
     if (r.extrapolated && !warned_gemm_) {
       warned_gemm_ = true;
-      warnings_.push_back(absl::StrCat("GEMM rate for ", DTypeName(t_.precision.gemm),
+      warnings_.push_back(absl::StrCat("GEMM rate for ", DTypeName(d),
                                        " extrapolated beyond the profile's measured shapes"));
     }
     return r.flops_per_s;
@@ -553,7 +558,15 @@ class StepModel {
   // (ThreadGemmModel), else in this prediction's; a shape found with nothing to flag returns
   // at once.
   const GemmEstimate& EstimateGemmAs(double batch, double m, double n, double k, bool split, double c_bytes) {
-    const GemmMemoKey key = GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes, mx_);
+    return EstimateGemmKey(GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes, mx_));
+  }
+  // The unfused attention core's batched QK^T / AV products: in the activations' 16-bit type
+  // whatever the linear layers' GEMM dtype (Transformer Engine's fp8 covers its Linear modules;
+  // UnfusedDotProductAttention runs torch.baddbmm / bmm on the bf16 q, k, v).
+  const GemmEstimate& EstimateAttentionBmm(double m, double n, double k, double batch) {
+    return EstimateGemmKey(GemmMemoKey::Of(attention_dtype_, batch, m, n, k, false, 0, false));
+  }
+  const GemmEstimate& EstimateGemmKey(const GemmMemoKey& key) {
     uint32_t slot = 0;  // unused when found
     const GemmMemoEntry* e = memo_->Find(key, &slot);
     if (e != nullptr && e->plain) return e->estimate;
@@ -581,7 +594,7 @@ class StepModel {
     warned_gemm_ = true;
     warnings_.push_back(absl::StrCat(
         "GEMM ", static_cast<int64_t>(s.m), "x", static_cast<int64_t>(s.n), "x", static_cast<int64_t>(s.k), " ",
-        DTypeName(t_.precision.gemm), ": ",
+        DTypeName(s.dtype), ": ",
         e.dtype_borrowed       ? "rate borrowed from another dtype"
         : e.unaligned_fallback ? "unaligned shape (fallback kernel)"
                                : "outside the profile's measured shapes"));
@@ -592,8 +605,8 @@ class StepModel {
     GemmEstimate& e = *out;
     e = GemmEstimate{};
     const double f = 2 * m * n * k * batch;
-    const double rate = GemmRate(m, n, k);
-    const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * batch;
+    const double rate = GemmRate(m, n, k, s.dtype) * (s.mx_block_scaled && s.dtype == DType::kFP8 ? kMxfp8GemmRateFraction : 1.0);
+    const double b = ((m * k + k * n) * BytesPerElement(s.dtype) + m * n * e_act_) * batch;
     e.compute_s = f / rate;
     e.memory_s = b / bw_;
     e.time_s = std::max(e.compute_s, e.memory_s);
@@ -652,11 +665,13 @@ class StepModel {
     if (t_.precision.gemm == DType::kFP8) {
       // The quantization of the activation input forward and of the output gradient backward,
       // by the job's FP8 recipe (Fp8QuantizeBytesPerElement).
-      const double q = Fp8QuantizeBytesPerElement(t_.precision.fp8_recipe, e_act_);
-      const double cast_bytes = q * m * k * count, cast_s = cast_bytes / bw_;
+      // at the share of the HBM bandwidth TE's quantize kernels reach (Fp8QuantizeBandwidthFraction).
+      const double q = Fp8QuantizeBytesPerElement(t_.precision.fp8_recipe, e_act_, true, fp8_transpose_);
+      const double cast_bw = bw_ * quantize_bw_fraction_;
+      const double cast_bytes = q * m * k * count, cast_s = cast_bytes / cast_bw;
       c.elem_fwd.BytesIn(cast_bytes, cast_s);
       if (into != nullptr) into->BytesIn(cast_bytes, cast_s);
-      c.elem_bwd.Bytes(q * m * n * count, bw_);
+      c.elem_bwd.Bytes(q * m * n * count, cast_bw);
     }
   }
   // Forward work of `count` m x k by k x n GEMMs, not charged to any layer (Gemm charges it; the
@@ -1030,6 +1045,9 @@ class StepModel {
            !m_.mla.enabled() && m_.learned_position_embeddings == 0;
   }
   bool mx_ = false;  // MXFP8 block-scaled GEMMs (GemmShape::mx_block_scaled)
+  bool fp8_transpose_ = true;  // per-tensor fp8 writes a transposed copy (Fp8QuantizeBytesPerElement)
+  double quantize_bw_fraction_ = 1;  // Fp8QuantizeBandwidthFraction
+  DType attention_dtype_ = DType::kBF16;  // the attention core's products: the GEMM dtype, but 16-bit under fp8
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
   std::shared_ptr<ThreadGemm> thread_gemm_;  // the thread's model and memo, when none was given
   const GemmModel* gm_ = nullptr;
@@ -1149,7 +1167,7 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
     return;
   }
   const double dqk = m_.QkHeadDim();
-  *fwd = *bwd = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk);
+  *fwd = *bwd = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk, attention_dtype_);
 }
 
 void StepModel::Layer(unsigned parts, LayerCost& c, bool launch_floor) {
@@ -1238,8 +1256,8 @@ void StepModel::AttentionCore(LayerCost& c, LayerScratch& s) {
     // Batched QK^T (sq x dqk by dqk x skv) and AV (sq x skv by skv x dv) per head.
     const double qk_bytes = b * heads * (sq * dqk + dqk * skv + sq * skv) * e_act_;
     const double av_bytes = b * heads * (sq * skv + skv * dv + sq * dv) * e_act_;
-    const GemmEstimate qk = EstimateGemm(sq, skv, dqk, b * heads);
-    const GemmEstimate av = EstimateGemm(sq, dv, skv, b * heads);
+    const GemmEstimate qk = EstimateAttentionBmm(sq, skv, dqk, b * heads);
+    const GemmEstimate av = EstimateAttentionBmm(sq, dv, skv, b * heads);
     c.attn_fwd.Gemm(qk, 1, 2 * scores * dqk, qk_bytes);
     c.attn_fwd.Gemm(av, 1, 2 * scores * dv, av_bytes);
     c.attn_bwd.Gemm(qk, 2, 4 * scores * dqk, 2 * qk_bytes);
@@ -2249,13 +2267,24 @@ StepTimeEstimate StepModel::Run(const StepLayerCosts* layers) {
 
 }  // namespace
 
-double Fp8QuantizeBytesPerElement(Fp8Recipe r, double input_bytes) {
+double Fp8QuantizeBytesPerElement(Fp8Recipe r, double input_bytes, bool column_wise, bool fp8_transpose) {
+  constexpr double kMxScale = 1.0 / 32;  // one E8M0 byte per 32-element block
   switch (r) {
-    case Fp8Recipe::kTensorwise: return 2 * input_bytes + 2;
-    case Fp8Recipe::kDelayed: return input_bytes + 2;
-    case Fp8Recipe::kMxfp8: return input_bytes + 2 + 2.0 / 32;
+    case Fp8Recipe::kMxfp8: return input_bytes + (1 + kMxScale) * (column_wise ? 2 : 1);
+    case Fp8Recipe::kDelayed: return input_bytes + 1 + (column_wise && fp8_transpose ? 1 : 0);
+    case Fp8Recipe::kTensorwise: break;
   }
-  return 2 * input_bytes + 2;
+  return 2 * input_bytes + 1 + (column_wise && fp8_transpose ? 1 : 0);
+}
+
+double Fp8QuantizeBandwidthFraction(Fp8Recipe r, bool blackwell) {
+  if (!blackwell) return 1.0;
+  switch (r) {
+    case Fp8Recipe::kTensorwise: return 1.732 / 2.335;
+    case Fp8Recipe::kMxfp8: return 1.265 / 1.823;
+    case Fp8Recipe::kDelayed: break;
+  }
+  return 1.0;
 }
 
 StepTimeEstimate EstimateStepTime(const Job& job) { return StepModel(job).Run(); }

@@ -89,19 +89,32 @@ inline constexpr double kSsdPeakFraction = kSsdTunedFlopsPerS / 989.4e12;
 inline constexpr double kSsdTritonFlopsPerS = 15.1e12;
 inline constexpr double kSsdTritonShare = kSsdTritonFlopsPerS / kSsdTunedFlopsPerS;
 
-// HBM bytes per element that quantizing one bf16/fp16 (`input_bytes` per element) tensor to fp8
-// moves under Transformer Engine's recipe `r`, for both uses of the tensor (the row-wise copy the
-// GEMM reads and the column-wise / transposed copy its backward reads):
-// - tensorwise (Float8CurrentScaling): an amax pass (read), then the cast with its transpose
-//   (read, write 1 + 1): 2 e + 2 (transformer_engine/common/recipe/current_scaling.cu,
-//   cast_transpose);
-// - delayed (DelayedScaling): the scale comes from the amax history, the amax is updated inside
-//   the cast: e + 2;
-// - mxfp8 (MXFP8BlockScaling): one pass writing row-wise and column-wise data and one E8M0 scale
-//   per 32 elements of each: e + 2 + 2 / 32.
-// Checked against TE's own benchmark of the three recipes (benchmark_gemm.py autocast minus
-// --pre-quantize, B300 and H200 NVL; tests/gemm_model_test.cc TeGemmProfiling*).
-double Fp8QuantizeBytesPerElement(Fp8Recipe r, double input_bytes);
+// HBM bytes per element that quantizing one bf16/fp16 tensor (`input_bytes` per element) to fp8
+// moves under Transformer Engine's recipe `r` (transformer_engine/pytorch/csrc/quantizer.cpp,
+// common/cast): the reads, then the row-wise fp8 copy the forward GEMM reads, and with
+// `column_wise` the copy the backward GEMMs read:
+// - reads: tensorwise (Float8CurrentScaling) an amax pass, then the cast: 2 e; delayed
+//   (DelayedScaling: scale from the amax history, the amax taken inside the cast) and mxfp8
+//   (MXFP8BlockScaling: per-block scales computed in the cast): e;
+// - the row-wise copy: 1 byte, mxfp8 + one E8M0 scale per 32 elements;
+// - the column-wise copy: mxfp8 a second 1 + 1/32 (scaled along the other axis); per-tensor
+//   scaling a transposed copy (1 byte) only where the GPU's fp8 GEMMs take TN layouts alone
+//   (`fp8_transpose`: Hopper; Blackwell runs non-TN fp8 GEMMs and reuses the row-wise data:
+//   quantizer.cpp with_transpose = columnwise_usage && !is_non_tn_fp8_gemm_supported()).
+// So in training (both copies) on Hopper: 2 e + 2, e + 2, e + 2 + 2/32; on Blackwell 2 e + 1,
+// e + 1, e + 2 + 2/32. Not modelled: TE's fused paths (a LayerNormLinear's norm writing fp8 or
+// taking the amax itself, activation + quantize kernels), which move fewer bytes. Checked against
+// TE's own benchmark (tests/gemm_model_test.cc GemmModel.TeGemmProfilingPerLayerTimes).
+double Fp8QuantizeBytesPerElement(Fp8Recipe r, double input_bytes, bool column_wise, bool fp8_transpose);
+
+// The share of the profile's HBM bandwidth Transformer Engine's quantize kernels reach, by recipe
+// and GPU generation: TE's own benchmark (docs/examples/gemm_profiling/gemm_profiling.rst
+// @d0067d0: a 5B layer's 12 te.Linear calls, autocast minus --pre-quantize) against
+// Fp8QuantizeBytesPerElement's bytes at the b300 preset's 7.17 TB/s: on a B300 tensorwise
+// (current scaling: amax, scale and cast kernels) 1.732 / 2.335 ms = 0.742 and MXFP8 1.265 /
+// 1.823 = 0.694 of it; delayed 1.049 and, on an H200 NVL, tensorwise 0.977 and delayed 1.003:
+// taken as 1 (within 5%, the benchmark's repeat spread). tests/gemm_model_test.cc recomputes them.
+double Fp8QuantizeBandwidthFraction(Fp8Recipe r, bool blackwell);
 
 // Requires ValidateJob(job).ok().
 StepTimeEstimate EstimateStepTime(const Job& job);

@@ -1227,7 +1227,7 @@ absl::Status SetMegatronModel(const MegatronFlags& f, const MegatronNumbers& n, 
 
 // Precision from --bf16 / --fp16 (else fp32), --fp8-format, --fp8-recipe, --grad-reduce-in-bf16 and
 // --fp8-param-gather (arguments.py validate_args and its mixed-precision arguments).
-absl::Status SetMegatronPrecision(const MegatronFlags& f, v1::TrainingSpec& t) {
+absl::Status SetMegatronPrecision(const MegatronFlags& f, v1::TrainingSpec& t, std::vector<std::string>& ignored) {
   auto* prec = t.mutable_precision();
   // megatron/training/arguments.py validate_args: "if args.fp16: assert not args.bf16".
   if (f.On("bf16") && f.On("fp16")) {
@@ -1243,7 +1243,11 @@ absl::Status SetMegatronPrecision(const MegatronFlags& f, v1::TrainingSpec& t) {
     // blockwise and custom have no measured GEMM rate here: the job keeps the preset's default
     // recipe (docs/LAUNCHERS.md).
     const std::string recipe(f.Val("fp8-recipe"));
-    if (recipe == "tensorwise" || recipe == "delayed" || recipe == "mxfp8") prec->set_fp8_recipe(recipe);
+    if (recipe == "tensorwise" || recipe == "delayed" || recipe == "mxfp8") {
+      prec->set_fp8_recipe(recipe);
+    } else {
+      ignored.push_back(absl::StrCat("--fp8-recipe ", recipe, " (not modelled: costed with the framework's default recipe)"));
+    }
   }
   // --grad-reduce-in-bf16: the DP gradient reduction in bf16 (arguments.py mixed precision).
   // With --bf16 it also turns accumulate_allreduce_grads_in_fp32 off (arguments.py
@@ -1763,7 +1767,7 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
   t.set_seq_length(n.seq);
   t.set_global_batch_size(n.gbs);
   t.set_micro_batch_size(n.mbs);
-  if (absl::Status s = SetMegatronPrecision(f, t); !s.ok()) return s;
+  if (absl::Status s = SetMegatronPrecision(f, t, out.ignored); !s.ok()) return s;
   if (absl::Status s = SetMegatronRecompute(f, n, t, out.ignored); !s.ok()) return s;
   if (absl::Status s = SetMegatronSharding(f, t); !s.ok()) return s;
   if (absl::Status s = SetMegatronKernelsAndLength(f, n, t); !s.ok()) return s;

@@ -552,7 +552,7 @@ absl::Status SetNemoLayoutAndBatch(const NemoValues& v, bool nemo, const std::st
 
 // Precision: the recipe's mixed-precision config (bf16_mixed, bf16_with_fp8_*_mixed,
 // bf16_with_mxfp8_mixed; NeMo's trainer.plugins) or an override naming one; NVFP4 is refused.
-absl::Status SetNemoPrecision(const NemoValues& v, bool nemo, v1::TrainingSpec& t) {
+absl::Status SetNemoPrecision(const NemoValues& v, bool nemo, v1::TrainingSpec& t, std::vector<std::string>& ignored) {
   t.mutable_precision()->set_params(v1::D_TYPE_BF16);
   t.mutable_precision()->set_gemm(v1::D_TYPE_BF16);
   std::string precision = absl::AsciiStrToLower(v.Get("trainer.plugins"));
@@ -569,22 +569,35 @@ absl::Status SetNemoPrecision(const NemoValues& v, bool nemo, v1::TrainingSpec& 
   }
   if (absl::StrContains(precision, "fp8")) {
     t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
-    // The scaling recipe: an override of mixed_precision.fp8_recipe, else the named config's
-    // (NeMo recipes/precision/mixed_precision.py: bf16_with_mxfp8_mixed -> mxfp8,
-    // bf16_with_fp8_current_scaling_mixed -> tensorwise, bf16_with_fp8_mixed and
-    // bf16_with_fp8_delayed_scaling_mixed -> delayed); Megatron-Bridge's names and its fp8_cs /
-    // fp8_mx alike. A config naming none keeps the framework preset's default.
+    // The scaling recipe: an override of mixed_precision.fp8_recipe, else the one the named config
+    // sets, else the framework preset's default. The configs by name (first match; hyphenated
+    // names are registered too): Megatron-Bridge src/megatron/bridge/training/mixed_precision.py
+    // @067f987 (nanov2_bf16_with_fp8_current_scaling_mixed sets fp8_recipe "blockwise" despite its
+    // name; *_subchannel_scaling_mixed blockwise; *_mxfp8_mixed mxfp8; *_current_scaling_mixed
+    // tensorwise; *_delayed_scaling_mixed delayed), its perf_recipes/_common.py _perf_precision
+    // (fp8_sc, fp8_mx, fp8_cs, fp8_ds), and NeMo recipes/precision/mixed_precision.py
+    // (bf16_with_fp8_mixed delayed).
+    std::string named = precision;
+    absl::StrReplaceAll({{"-", "_"}}, &named);
+    static constexpr std::pair<const char*, const char*> kConfigs[] = {
+        {"nanov2_bf16_with_fp8_current_scaling", "blockwise"}, {"subchannel", "blockwise"}, {"fp8_sc", "blockwise"},
+        {"mxfp8", "mxfp8"},           {"fp8_mx", "mxfp8"},          {"current_scaling", "tensorwise"},
+        {"fp8_cs", "tensorwise"},     {"delayed", "delayed"},       {"fp8_ds", "delayed"},
+        {"_with_fp8_mixed", "delayed"}};
     std::string recipe = absl::AsciiStrToLower(v.Get("mixed_precision.fp8_recipe"));
     if (IsNone(recipe)) recipe.clear();
     if (const size_t dot = recipe.rfind('.'); dot != std::string::npos) recipe = recipe.substr(dot + 1);  // Fp8Recipe.x
-    if (recipe.empty()) {
-      if (absl::StrContains(precision, "mxfp8") || absl::StrContains(precision, "fp8_mx")) recipe = "mxfp8";
-      else if (absl::StrContains(precision, "current_scaling") || absl::StrContains(precision, "fp8_cs")) recipe = "tensorwise";
-      else if (absl::StrContains(precision, "delayed") || absl::StrContains(precision, "_with_fp8_mixed")) recipe = "delayed";
+    for (const auto& [key, value] : kConfigs) {
+      if (!recipe.empty()) break;
+      if (absl::StrContains(named, key)) recipe = value;
     }
-    // 'blockwise' (Megatron-Bridge's H100 fp8sc recipes) has no measured GEMM rate here: the job
-    // keeps the preset's default recipe, as before recipes were read (docs/LAUNCHERS.md).
-    if (recipe == "tensorwise" || recipe == "delayed" || recipe == "mxfp8") t.mutable_precision()->set_fp8_recipe(recipe);
+    if (recipe == "tensorwise" || recipe == "delayed" || recipe == "mxfp8") {
+      t.mutable_precision()->set_fp8_recipe(recipe);
+    } else if (!recipe.empty()) {
+      // blockwise (Megatron-Bridge's H100 fp8sc recipes) and custom: no measured rate of their
+      // GEMMs; costed with the framework preset's default recipe, and said so.
+      ignored.push_back(absl::StrCat("fp8 recipe ", recipe, " (not modelled: costed with the framework's default recipe)"));
+    }
   }
   return absl::OkStatus();
 }
@@ -779,7 +792,7 @@ absl::StatusOr<ImportedJob> JobFromNemoCommand(const std::vector<std::string>& a
   v1::TrainingSpec& t = *out.spec.mutable_training();
   v1::ParallelismSpec& p = *out.spec.mutable_parallelism();
   if (absl::Status s = SetNemoLayoutAndBatch(v, nemo, prefix, recipe_source, p, t); !s.ok()) return s;
-  if (absl::Status s = SetNemoPrecision(v, nemo, t); !s.ok()) return s;
+  if (absl::Status s = SetNemoPrecision(v, nemo, t, out.ignored); !s.ok()) return s;
   if (absl::Status s = SetNemoRecompute(v, t); !s.ok()) return s;
   // Sharding and overlaps (Megatron-Bridge's ddp / comm_overlap; NeMo 2's distributed optimizer
   // default, MegatronStrategy with distributed_fused_adam).

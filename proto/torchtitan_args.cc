@@ -505,7 +505,7 @@ absl::Status SetTorchtitanPrecision(const TorchtitanReader& r, v1::TrainingSpec&
   }
   // fp8 GEMMs: a float8 / mx converter (model.converters: the TOML names "float8",
   // "quantize.linear.float8", "mx"; the config registry's Float8LinearConverter, MXFP8...).
-  bool fp8 = false;
+  bool fp8 = false, mx = false;
   std::vector<std::string> converters;
   if (absl::Status st = r.Strings("model", "converters", &converters); !st.ok()) return st;
   for (const std::string& v : converters) {
@@ -514,8 +514,13 @@ absl::Status SetTorchtitanPrecision(const TorchtitanReader& r, v1::TrainingSpec&
     }
     if (v == "lora") return r.Err("model.converters", "LoRA (LoRAConverter) fine-tuning is not modelled (frozen base weights)");
     fp8 = fp8 || absl::StrContains(v, "float8") || absl::StrContains(v, "mx");
+    mx = mx || (absl::StrContains(v, "mx") && !absl::StrContains(v, "float8"));
   }
   if (fp8) t.mutable_precision()->set_gemm(v1::D_TYPE_FP8);
+  // The mx converter (torchao MXLinear) trains MXFP8 block-scaled GEMMs: costed with the mxfp8
+  // recipe (Transformer Engine's measured MXFP8 rates and traffic stand in for torchao's kernels);
+  // float8 keeps the preset's tensorwise default.
+  if (mx) t.mutable_precision()->set_fp8_recipe("mxfp8");
   // FSDP's float8 all-gather: [float8] enable_fsdp_float8_all_gather (job_config.py at 6404b93,
   // class Float8) or [quantize.linear.float8] enable_fsdp_float8_all_gather (the later TOML
   // configs, e.g. llama3_405b.toml), default False either way. Set explicitly, true or false: the

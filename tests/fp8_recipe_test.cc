@@ -15,6 +15,7 @@
 #include "proto/codec.h"
 #include "proto/launch_args.h"
 #include "proto/published_runs.h"
+#include "proto/torchtitan_args.h"
 #include "tests/test_util.h"
 
 namespace stepcast {
@@ -224,6 +225,20 @@ TEST(Fp8Recipe, ImportersReadTheRecipe) {
       EXPECT_THAT(r->ignored, ::testing::Contains(HasSubstr("fp8 recipe blockwise (not modelled")));
     }
   }
+}
+
+// torchtitan: the mx converter (torchao MXLinear) trains MXFP8, costed with the mxfp8 recipe; a
+// float8 converter keeps the preset's tensorwise (torchao Float8 dynamic scaling).
+TEST(Fp8Recipe, TorchtitanConvertersNameTheRecipe) {
+  auto recipe = [](const char* converter) {
+    auto r = JobFromTorchtitanToml(
+        absl::StrCat("[model]\nname = \"llama3\"\nflavor = \"8B\"\nconverters = [\"", converter, "\"]\n"), "t.toml");
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->spec.training().precision().fp8_recipe() : std::string("?");
+  };
+  EXPECT_EQ(recipe("mx"), "mxfp8");
+  EXPECT_EQ(recipe("quantize.linear.mx"), "mxfp8");
+  EXPECT_EQ(recipe("float8"), "");
 }
 
 // The validation harness reads the recipe a row's precision text names (never its source id).

@@ -431,9 +431,8 @@ class StepModel {
     mx_ = t_.precision.gemm == DType::kFP8 && t_.precision.fp8_recipe == Fp8Recipe::kMxfp8;
     fp8_transpose_ = job.hardware.architecture != "blackwell";
     quantize_bw_fraction_ = Fp8QuantizeBandwidthFraction(t_.precision.fp8_recipe, !fp8_transpose_);
-    attention_dtype_ = t_.precision.gemm != DType::kFP8         ? t_.precision.gemm
-                       : t_.precision.params == DType::kFP16 ? DType::kFP16
-                                                             : DType::kBF16;
+    // Under fp8 the attention core, the output head and the router run in the parameters' dtype.
+    attention_dtype_ = t_.precision.gemm != DType::kFP8 ? t_.precision.gemm : t_.precision.params;
     // The gradient buffer the wgrad accumulates into (Megatron's main_grad: fp32 with
     // grad_reduce_in_fp32, else the parameters' dtype; precision.grads).
     e_grad_ = BytesPerElement(t_.precision.grads);
@@ -560,6 +559,11 @@ class StepModel {
   const GemmEstimate& EstimateGemmAs(double batch, double m, double n, double k, bool split, double c_bytes) {
     return EstimateGemmKey(GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes, mx_));
   }
+  // The same in dtype `d` (MXFP8 only when `d` is the job's fp8).
+  const GemmEstimate& EstimateGemmIn(DType d, double batch, double m, double n, double k, bool split,
+                                     double c_bytes) {
+    return EstimateGemmKey(GemmMemoKey::Of(d, batch, m, n, k, split, c_bytes, mx_ && d == DType::kFP8));
+  }
   // The unfused attention core's batched QK^T / AV products: in the activations' 16-bit type
   // whatever the linear layers' GEMM dtype (Transformer Engine's fp8 covers its Linear modules;
   // UnfusedDotProductAttention runs torch.baddbmm / bmm on the bf16 q, k, v).
@@ -621,18 +625,18 @@ class StepModel {
   // epilogue; frameworks without the fusion move at least those bytes in autograd's .grad add.
   // Memoized as one entry when all three are plain, else the three estimates in turn (their
   // warnings in that order). Valid until the next call.
-  const GemmPassesEntry& GemmPasses(double m, double n, double k) {
+  const GemmPassesEntry& GemmPasses(double m, double n, double k, DType d) {
+    const bool mx = mx_ && d == DType::kFP8;
     const GemmPassesKey key{std::bit_cast<uint64_t>(m), std::bit_cast<uint64_t>(n), std::bit_cast<uint64_t>(k),
-                            std::bit_cast<uint64_t>(e_grad_),
-                            static_cast<uint64_t>(t_.precision.gemm) << 1 | static_cast<uint64_t>(mx_)};
+                            std::bit_cast<uint64_t>(e_grad_), static_cast<uint64_t>(d) << 1 | static_cast<uint64_t>(mx)};
     uint32_t slot;
     if (const GemmPassesEntry* e = passes_->Find(key, &slot); e != nullptr) return *e;
-    return GemmPassesSlow(key, slot, m, n, k);
+    return GemmPassesSlow(key, slot, m, n, k, d);
   }
   // GemmPasses for passes not in its memo (`slot`: where Find's probe ended).
   [[gnu::noinline]] const GemmPassesEntry& GemmPassesSlow(const GemmPassesKey& key, uint32_t slot, double m,
-                                                          double n, double k) {
-    const bool split = t_.precision.gemm == DType::kFP8;
+                                                          double n, double k, DType d) {
+    const bool split = d == DType::kFP8;
     bool plain = true;
     auto take = [&](const GemmEstimate& e, GemmEstimate* out) {
       *out = e;
@@ -641,9 +645,9 @@ class StepModel {
     // Built in the scratch entry, then kept when all three are plain (at `slot`: the estimates
     // add to the other table only).
     GemmPassesEntry& t = passes_scratch_;
-    take(EstimateGemm(m, n, k), &t.fwd);
-    take(EstimateGemmAs(1, m, k, n, split, 0), &t.dgrad);
-    take(EstimateGemmAs(1, n, k, m, split, 2 * e_grad_), &t.wgrad);
+    take(EstimateGemmIn(d, 1, m, n, k, false, 0), &t.fwd);
+    take(EstimateGemmIn(d, 1, m, k, n, split, 0), &t.dgrad);
+    take(EstimateGemmIn(d, 1, n, k, m, split, 2 * e_grad_), &t.wgrad);
     if (!plain) return t;
     GemmPassesEntry* out = passes_->Add(key, slot);
     *out = t;
@@ -652,20 +656,32 @@ class StepModel {
   // Forward GEMM m x k by k x n by the GEMM shape model; backward (dgrad + wgrad: the same FLOPs
   // twice) 2x. `into` (optional) also receives the forward work, for the module it belongs to.
   void Gemm(double m, double n, double k, LayerCost& c, double count = 1, Work* into = nullptr) {
+    GemmIn(t_.precision.gemm, m, n, k, c, count, into);
+  }
+  // A linear layer the frameworks keep in 16 bits under an fp8 job (GemmIn in attention_dtype_):
+  // the output head (Megatron-Core gpt_model.py output_layer is tensor_parallel.ColumnParallelLinear,
+  // not a Transformer Engine module, so TE's fp8_autocast leaves it in bf16; torchtitan's float8
+  // converter filters "output" by default) and the MoE router (router.py: a plain matmul in the
+  // router dtype, fp32 or the params').
+  void Gemm16(double m, double n, double k, LayerCost& c, double count = 1, Work* into = nullptr) {
+    GemmIn(attention_dtype_, m, n, k, c, count, into);
+  }
+  void GemmIn(DType d, double m, double n, double k, LayerCost& c, double count, Work* into) {
     if (m <= 0 || n <= 0 || k <= 0) return;
-    const GemmPassesEntry& est = GemmPasses(m, n, k);
+    const GemmPassesEntry& est = GemmPasses(m, n, k, d);
+    const double e_in = d == t_.precision.gemm ? e_in_ : BytesPerElement(d);
     const double f = 2 * m * n * k * count;
-    const double b = ((m * k + k * n) * e_in_ + m * n * e_act_) * count;
+    const double b = ((m * k + k * n) * e_in + m * n * e_act_) * count;
     // The forward work is added to each Work that receives it (the same sums as adding one
     // forward Work to each: its other terms are zero).
     c.gemm_fwd.Gemm(est.fwd, count, f, b);
     if (into != nullptr) into->Gemm(est.fwd, count, f, b);
-    c.gemm_bwd.Gemm(est.dgrad, count, f, ((m * n + n * k) * e_in_ + m * k * e_act_) * count);
-    c.gemm_bwd.Gemm(est.wgrad, count, f, ((n * m + m * k) * e_in_ + 2 * n * k * e_grad_) * count);
-    if (t_.precision.gemm == DType::kFP8) {
+    c.gemm_bwd.Gemm(est.dgrad, count, f, ((m * n + n * k) * e_in + m * k * e_act_) * count);
+    c.gemm_bwd.Gemm(est.wgrad, count, f, ((n * m + m * k) * e_in + 2 * n * k * e_grad_) * count);
+    if (d == DType::kFP8) {
       // The quantization of the activation input forward and of the output gradient backward,
-      // by the job's FP8 recipe (Fp8QuantizeBytesPerElement).
-      // at the share of the HBM bandwidth TE's quantize kernels reach (Fp8QuantizeBandwidthFraction).
+      // by the job's FP8 recipe (Fp8QuantizeBytesPerElement), at the share of the HBM bandwidth
+      // TE's quantize kernels reach (Fp8QuantizeBandwidthFraction).
       const double q = Fp8QuantizeBytesPerElement(t_.precision.fp8_recipe, e_act_, true, fp8_transpose_);
       const double cast_bw = bw_ * quantize_bw_fraction_;
       const double cast_bytes = q * m * k * count, cast_s = cast_bytes / cast_bw;
@@ -1283,7 +1299,7 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
   // is [s/tp, b, h] with SP; router.py TopKRouter: gating GEMM, then scores (softmax or
   // sigmoid), top-k, the probabilities and the auxiliary loss, in fp32 over T x E).
   const double t_local = T / t;
-  Gemm(t_local, E, h, c);
+  Gemm16(t_local, E, h, c);
   // Latent MoE (Megatron-Core moe_layer.py, moe_latent_size): fc1_latent_proj h -> w before the
   // dispatch and fc2_latent_proj w -> h after the combine, TELinear parallel_mode "duplicated"
   // (not split by TP) on the rank's own tokens; the routed experts and the dispatched rows are
@@ -1732,7 +1748,7 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share) 
 
 void StepModel::Logits(LayerCost& c) {
   const double T = tokens_, h = m_.hidden_size, t = p_.tp, V = m_.vocab_size;
-  Gemm(T, V / t, h, c);
+  Gemm16(T, V / t, h, c);
   // Final norm, then the loss over T x V/t logits: a fused vocab-parallel fp32 cross entropy
   // (Megatron) reads the logits and writes/reads fp32 softmax statistics (e + 8 bytes forward,
   // 4 + e backward); a framework whose loss moves more gives its bytes per logit.

@@ -704,6 +704,16 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   int64_t pp = 1;
   if (absl::Status s = SetTorchtitanBatch(r, keys, &pp, t, out); !s.ok()) return s;
   if (absl::Status s = SetTorchtitanPrecision(r, t); !s.ok()) return s;
+  // torchtitan's float8 converter at kTorchtitanCommit scales row-wise by default
+  // (components/quantization/float8.py: recipe_name Literal["rowwise", "rowwise_with_gw_hp"] =
+  // "rowwise"; the TOML-era configs took torchao's tensorwise Float8LinearConfig unless a
+  // recipe_name was given, and a given one is listed as not read): row-wise scaling is not
+  // modelled, so such a job is costed with the preset's tensorwise recipe, and says so.
+  if (keys.current_keys && t.precision().gemm() == v1::D_TYPE_FP8 && t.precision().fp8_recipe().empty()) {
+    out.ignored.push_back(
+        "float8 recipe rowwise (torchtitan's default at b5bcd76, torchao row-wise scaling; not modelled: costed "
+        "as tensorwise)");
+  }
   if (absl::Status s = SetTorchtitanRecompute(r, t); !s.ok()) return s;
   t.set_overlap_dp_comm(true);
   if (absl::Status s = SetTorchtitanParallelism(r, keys, pp, out); !s.ok()) return s;

@@ -168,6 +168,28 @@ TEST(Fp8Recipe, UnfusedAttentionProductsStaySixteenBit) {
   EXPECT_DOUBLE_EQ(attention_s("fp8"), bf16);
 }
 
+// The output head stays 16-bit under fp8 (Megatron-Core gpt_model.py: output_layer is a
+// tensor_parallel.ColumnParallelLinear, outside Transformer Engine's fp8_autocast; torchtitan's
+// float8 converter filters "output"): what a larger vocabulary adds to an fp8 job's GEMM and
+// elementwise time is what it adds to its bf16 twin's (no fp8 rate, no quantization).
+TEST(Fp8Recipe, TheOutputHeadStaysSixteenBit) {
+  auto breakdown = [](int vocab, const char* gemm) {
+    auto job = testing::JobFromYaml(absl::StrCat(
+        "model: {shape: {name: t, layers: 4, hidden_size: 4096, attention_heads: 32, kv_heads: 8, "
+        "ffn_hidden_size: 14336, ffn_type: swiglu, vocab_size: ", vocab, ", norm_type: rmsnorm}}\n"
+        "hardware: h100-sxm\ncluster: {gpu_count: 8}\nframework: megatron-core\n"
+        "training: {seq_length: 4096, global_batch_size: 64, precision: {gemm: ", gemm, "}}\n"));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? EstimateStepTime(*job).breakdown : StepBreakdown{};
+  };
+  const StepBreakdown b1 = breakdown(32768, "bf16"), b2 = breakdown(131072, "bf16");
+  const StepBreakdown f1 = breakdown(32768, "fp8"), f2 = breakdown(131072, "fp8");
+  ASSERT_GT(b2.gemm_s - b1.gemm_s, 0);
+  EXPECT_NEAR(f2.gemm_s - f1.gemm_s, b2.gemm_s - b1.gemm_s, 1e-9 * b2.gemm_s);
+  EXPECT_NEAR(f2.elementwise_s - f1.elementwise_s, b2.elementwise_s - b1.elementwise_s, 1e-9 * b2.elementwise_s);
+  EXPECT_LT(f1.gemm_s, b1.gemm_s);  // the layers' own GEMMs are fp8
+}
+
 std::vector<std::string> Words(const std::string& s) { return absl::StrSplit(s, ' ', absl::SkipEmpty()); }
 
 // The importers: Megatron-LM's --fp8-recipe (with --fp8-format only; blockwise keeps the preset's
@@ -239,6 +261,20 @@ TEST(Fp8Recipe, TorchtitanConvertersNameTheRecipe) {
   EXPECT_EQ(recipe("mx"), "mxfp8");
   EXPECT_EQ(recipe("quantize.linear.mx"), "mxfp8");
   EXPECT_EQ(recipe("float8"), "");
+  // The current config registry's float8 scales row-wise by default (b5bcd76 float8.py): costed as
+  // tensorwise and listed as not modelled; its mxfp8 configs are mxfp8.
+  auto registry = [](const char* module, const char* config) {
+    return JobFromCommand(Words(absl::StrCat("python -m torchtitan.train --module ", module, " --config ", config)), "");
+  };
+  auto f8 = registry("llama3", "llama3_405b");
+  ASSERT_TRUE(f8.ok()) << f8.status();
+  EXPECT_EQ(f8->spec.training().precision().gemm(), v1::D_TYPE_FP8);
+  EXPECT_EQ(f8->spec.training().precision().fp8_recipe(), "");
+  EXPECT_THAT(f8->ignored, ::testing::Contains(HasSubstr("float8 recipe rowwise")));
+  auto mx = registry("llama3", "llama3_8b_mxfp8");
+  ASSERT_TRUE(mx.ok()) << mx.status();
+  EXPECT_EQ(mx->spec.training().precision().fp8_recipe(), "mxfp8");
+  EXPECT_THAT(mx->ignored, ::testing::Not(::testing::Contains(HasSubstr("float8 recipe rowwise"))));
 }
 
 // The validation harness reads the recipe a row's precision text names (never its source id).

@@ -899,21 +899,25 @@ TEST(GemmModel, TeGemmProfilingPerLayerTimes) {
     // Its bytes at the full HBM bandwidth are TE's overhead within 5% on Hopper and for delayed
     // scaling; Blackwell's tensorwise and MXFP8 quantize kernels reach 0.742 and 0.694 of it
     // (Fp8QuantizeBandwidthFraction is this benchmark's ratio, recomputed here).
-    auto overhead = [&](const ModelLayerTimes& m, double autocast_ms, double kernel_ms, const char* what) {
+    const bool blackwell = hw->architecture == "blackwell";
+    auto overhead = [&](const ModelLayerTimes& m, double autocast_ms, double kernel_ms, Fp8Recipe recipe,
+                        const char* what) {
       if (autocast_ms <= 0 || kernel_ms <= 0) return;
       const double measured_ms = autocast_ms - kernel_ms;
       printf("  %-26s model %.3f ms (bytes at full bandwidth %.3f)  TE %.3f ms\n", what, m.quantize_s * 1e3,
              m.quantize_bytes_s * 1e3, measured_ms);
-      const double at_full = m.quantize_bytes_s * 1e3 / measured_ms;
-      if (std::abs(at_full - 1) <= 0.05) {
-        EXPECT_EQ(m.quantize_s, m.quantize_bytes_s) << what;  // no fraction where none is seen
+      if (blackwell && recipe != Fp8Recipe::kDelayed) {
+        // The fitted fraction: this benchmark's ratio, recomputed (not a check).
+        EXPECT_NEAR(m.quantize_s * 1e3 / measured_ms, 1.0, 0.01) << what;
       } else {
-        EXPECT_NEAR(m.quantize_s * 1e3 / measured_ms, 1.0, 0.01) << what;  // the fraction is this ratio
+        // The check: the bytes at the full HBM bandwidth, no fraction, within 5% of TE's time.
+        EXPECT_EQ(m.quantize_s, m.quantize_bytes_s) << what;
+        EXPECT_NEAR(m.quantize_bytes_s * 1e3 / measured_ms, 1.0, 0.05) << what;
       }
     };
-    overhead(current, te.current_ms, te.current_kernel_ms, "tensorwise quantization");
-    overhead(delayed, te.delayed_ms, te.current_kernel_ms, "delayed quantization");
-    overhead(mx, te.mxfp8_ms, te.mxfp8_kernel_ms, "mxfp8 quantization");
+    overhead(current, te.current_ms, te.current_kernel_ms, Fp8Recipe::kTensorwise, "tensorwise quantization");
+    overhead(delayed, te.delayed_ms, te.current_kernel_ms, Fp8Recipe::kDelayed, "delayed quantization");
+    overhead(mx, te.mxfp8_ms, te.mxfp8_kernel_ms, Fp8Recipe::kMxfp8, "mxfp8 quantization");
     // TE's order: delayed < current in autocast (cheaper quantization).
     EXPECT_LT(delayed.kernel_s + delayed.quantize_s, current.kernel_s + current.quantize_s);
   }

@@ -66,7 +66,19 @@ struct GemmShape {
   // compute term (a measured per-tensor shape: its time over that fraction). Ignored for other
   // dtypes.
   bool mx_block_scaled = false;
+  // fp8 with row-wise scales (torchao's "rowwise" forward GEMM: torch._scaled_mm with per-row
+  // scales, a CUTLASS kernel): kRowwiseGemmRateFraction of the per-tensor fp8 time's compute term,
+  // as mx_block_scaled. Ignored for other dtypes.
+  bool row_scaled = false;
 };
+
+// Row-wise-scaled fp8 GEMMs' throughput as a fraction of per-tensor (cuBLAS) fp8 GEMMs' on H100:
+// the geometric mean over the three shapes of pytorch/FBGEMM PR #2764 (median microseconds, cuBLAS
+// tensorwise / row-wise: 4176x12288x4096 310.3 / 317.5, 4176x4096x12288 330.4 / 363.5,
+// 3456x6144x4096 131.9 / 132.1) = 0.9608; PyTorch's row-wise kernel came from it (pytorch/pytorch
+// #147971: "most shapes within 90-100% of tensor-wise efficiency"). Taken for every GPU (Blackwell's
+// CUTLASS row-wise template is called not optimal, pytorch/pytorch #153555; no same-run figure).
+inline constexpr double kRowwiseGemmRateFraction = 0.9608;  // cbrt of the three ratios' product
 
 // MXFP8 GEMMs' throughput as a fraction of per-tensor-scaled fp8 GEMMs', the kernels alone:
 // Transformer Engine docs/examples/gemm_profiling/gemm_profiling.rst (NVIDIA/TransformerEngine

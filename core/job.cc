@@ -20,6 +20,7 @@ const char* Fp8RecipeName(Fp8Recipe r) {
     case Fp8Recipe::kTensorwise: return "tensorwise";
     case Fp8Recipe::kDelayed: return "delayed";
     case Fp8Recipe::kMxfp8: return "mxfp8";
+    case Fp8Recipe::kRowwise: return "rowwise";
   }
   return "?";
 }

@@ -68,9 +68,11 @@ uint32_t RecomputeModuleMask(const std::vector<std::string>& names);
 // Mixed precision. Defaults are Megatron-LM's bf16 recipe: bf16 weights and GEMMs, fp32 main
 // gradients, fp32 master weights and Adam moments (18 bytes/parameter before sharding;
 // Megatron-LM theoretical_memory_usage.py).
-// Transformer Engine's FP8 scaling recipes (job.proto PrecisionSpec.fp8_recipe; Megatron-Core
-// --fp8-recipe): per-tensor current scaling, delayed scaling (amax history), MXFP8 block scaling.
-enum class Fp8Recipe : uint8_t { kTensorwise, kDelayed, kMxfp8 };
+// FP8 scaling recipes (job.proto PrecisionSpec.fp8_recipe): Transformer Engine's per-tensor current
+// scaling, delayed scaling (amax history) and MXFP8 block scaling (Megatron-Core --fp8-recipe), and
+// torchao's row-wise scaling.
+// kRowwise: torchao's row-wise scaling (Float8LinearConfig "rowwise", torchtitan's float8 default).
+enum class Fp8Recipe : uint8_t { kTensorwise, kDelayed, kMxfp8, kRowwise };
 const char* Fp8RecipeName(Fp8Recipe r);
 
 struct Precision {

@@ -117,16 +117,17 @@ struct LayerCost {
 struct GemmMemoKey {
   uint64_t m, n, k, batch, c, dtype_split;
   static GemmMemoKey Of(DType dtype, double batch, double m, double n, double k, bool split, double c_bytes,
-                        bool mx) {
+                        bool mx, bool row = false) {
     return {std::bit_cast<uint64_t>(m),       std::bit_cast<uint64_t>(n),
             std::bit_cast<uint64_t>(k),       std::bit_cast<uint64_t>(batch),
             std::bit_cast<uint64_t>(c_bytes),
-            static_cast<uint64_t>(dtype) << 2 | static_cast<uint64_t>(mx) << 1 | static_cast<uint64_t>(split)};
+            static_cast<uint64_t>(dtype) << 3 | static_cast<uint64_t>(row) << 2 | static_cast<uint64_t>(mx) << 1 |
+                static_cast<uint64_t>(split)};
   }
   GemmShape Shape() const {
-    return {static_cast<DType>(dtype_split >> 2), std::bit_cast<double>(batch), std::bit_cast<double>(m),
+    return {static_cast<DType>(dtype_split >> 3), std::bit_cast<double>(batch), std::bit_cast<double>(m),
             std::bit_cast<double>(n),           std::bit_cast<double>(k),     (dtype_split & 1) != 0,
-            std::bit_cast<double>(c),           (dtype_split & 2) != 0};
+            std::bit_cast<double>(c),           (dtype_split & 2) != 0,         (dtype_split & 4) != 0};
   }
   // Folded bits (a double's information is in its top ~24 bits, so each is rotated to its own
   // place first): OpenMemo takes the slot from the top bits of one multiply.
@@ -429,6 +430,7 @@ class StepModel {
     e_act_ = BytesPerElement(t_.precision.Autocast() ? t_.precision.gemm : t_.precision.params);
     e_in_ = BytesPerElement(t_.precision.gemm);
     mx_ = t_.precision.gemm == DType::kFP8 && t_.precision.fp8_recipe == Fp8Recipe::kMxfp8;
+    rowwise_ = t_.precision.gemm == DType::kFP8 && t_.precision.fp8_recipe == Fp8Recipe::kRowwise;
     fp8_transpose_ = job.hardware.architecture != "blackwell";
     quantize_bw_fraction_ = Fp8QuantizeBandwidthFraction(t_.precision.fp8_recipe, !fp8_transpose_);
     // Under fp8 the attention core, the output head and the router run in the parameters' dtype.
@@ -561,8 +563,8 @@ class StepModel {
   }
   // The same in dtype `d` (MXFP8 only when `d` is the job's fp8).
   const GemmEstimate& EstimateGemmIn(DType d, double batch, double m, double n, double k, bool split,
-                                     double c_bytes) {
-    return EstimateGemmKey(GemmMemoKey::Of(d, batch, m, n, k, split, c_bytes, mx_ && d == DType::kFP8));
+                                     double c_bytes, bool row = false) {
+    return EstimateGemmKey(GemmMemoKey::Of(d, batch, m, n, k, split, c_bytes, mx_ && d == DType::kFP8, row));
   }
   // The unfused attention core's batched QK^T / AV products: in the activations' 16-bit type
   // whatever the linear layers' GEMM dtype (Transformer Engine's fp8 covers its Linear modules;
@@ -626,9 +628,10 @@ class StepModel {
   // Memoized as one entry when all three are plain, else the three estimates in turn (their
   // warnings in that order). Valid until the next call.
   const GemmPassesEntry& GemmPasses(double m, double n, double k, DType d) {
-    const bool mx = mx_ && d == DType::kFP8;
+    const bool mx = mx_ && d == DType::kFP8, row = rowwise_ && d == DType::kFP8;
     const GemmPassesKey key{std::bit_cast<uint64_t>(m), std::bit_cast<uint64_t>(n), std::bit_cast<uint64_t>(k),
-                            std::bit_cast<uint64_t>(e_grad_), static_cast<uint64_t>(d) << 1 | static_cast<uint64_t>(mx)};
+                            std::bit_cast<uint64_t>(e_grad_),
+                            static_cast<uint64_t>(d) << 2 | static_cast<uint64_t>(row) << 1 | static_cast<uint64_t>(mx)};
     uint32_t slot;
     if (const GemmPassesEntry* e = passes_->Find(key, &slot); e != nullptr) return *e;
     return GemmPassesSlow(key, slot, m, n, k, d);
@@ -645,7 +648,10 @@ class StepModel {
     // Built in the scratch entry, then kept when all three are plain (at `slot`: the estimates
     // add to the other table only).
     GemmPassesEntry& t = passes_scratch_;
-    take(EstimateGemmIn(d, 1, m, n, k, false, 0), &t.fwd);
+    // torchao's row-wise recipe scales the forward GEMM per row (a CUTLASS kernel) and runs the
+    // two backward GEMMs per-tensor with unit scales, then rescales their outputs
+    // (torchao/float8/config.py, float8_ops.py): only the forward pass is row-scaled.
+    take(EstimateGemmIn(d, 1, m, n, k, false, 0, rowwise_ && d == DType::kFP8), &t.fwd);
     take(EstimateGemmIn(d, 1, m, k, n, split, 0), &t.dgrad);
     take(EstimateGemmIn(d, 1, n, k, m, split, 2 * e_grad_), &t.wgrad);
     if (!plain) return t;
@@ -688,6 +694,9 @@ class StepModel {
       c.elem_fwd.BytesIn(cast_bytes, cast_s);
       if (into != nullptr) into->BytesIn(cast_bytes, cast_s);
       c.elem_bwd.Bytes(q * m * n * count, cast_bw);
+      // Row-wise: the backward GEMMs' outputs (dgrad m x k, wgrad n x k) rescaled afterwards
+      // (float8_ops.py: output *= scale), read and written.
+      if (rowwise_) c.elem_bwd.Bytes(2 * e_act_ * (m * k + n * k) * count, bw_);
     }
   }
   // Forward work of `count` m x k by k x n GEMMs, not charged to any layer (Gemm charges it; the
@@ -1061,6 +1070,7 @@ class StepModel {
            !m_.mla.enabled() && m_.learned_position_embeddings == 0;
   }
   bool mx_ = false;  // MXFP8 block-scaled GEMMs (GemmShape::mx_block_scaled)
+  bool rowwise_ = false;  // torchao row-wise scaling (GemmShape::row_scaled on the forward GEMMs)
   bool fp8_transpose_ = true;  // per-tensor fp8 writes a transposed copy (Fp8QuantizeBytesPerElement)
   double quantize_bw_fraction_ = 1;  // Fp8QuantizeBandwidthFraction
   DType attention_dtype_ = DType::kBF16;  // the attention core's products: the GEMM dtype, but 16-bit under fp8
@@ -2288,6 +2298,10 @@ double Fp8QuantizeBytesPerElement(Fp8Recipe r, double input_bytes, bool column_w
   switch (r) {
     case Fp8Recipe::kMxfp8: return input_bytes + (1 + kMxScale) * (column_wise ? 2 : 1);
     case Fp8Recipe::kDelayed: return input_bytes + 1 + (column_wise && fp8_transpose ? 1 : 0);
+    // torchao's row-wise cast (torchao/float8/float8_linear.py; its roofline_utils.py counts the
+    // same): the forward cast reads the tensor, writes its fp8 rows and keeps a bf16 copy for the
+    // backward (e + 1 + e), whose cast along the other axis reads that copy and writes fp8 (e + 1).
+    case Fp8Recipe::kRowwise: return column_wise ? 3 * input_bytes + 2 : input_bytes + 1;
     case Fp8Recipe::kTensorwise: break;
   }
   return 2 * input_bytes + 1 + (column_wise && fp8_transpose ? 1 : 0);
@@ -2299,6 +2313,7 @@ double Fp8QuantizeBandwidthFraction(Fp8Recipe r, bool blackwell) {
     case Fp8Recipe::kTensorwise: return 1.732 / 2.335;
     case Fp8Recipe::kMxfp8: return 1.265 / 1.823;
     case Fp8Recipe::kDelayed: break;
+    case Fp8Recipe::kRowwise: break;  // torchao's own casts: not measured by TE's benchmark
   }
   return 1.0;
 }

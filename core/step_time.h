@@ -102,7 +102,8 @@ inline constexpr double kSsdTritonShare = kSsdTritonFlopsPerS / kSsdTunedFlopsPe
 //   (`fp8_transpose`: Hopper; Blackwell runs non-TN fp8 GEMMs and reuses the row-wise data:
 //   quantizer.cpp with_transpose = columnwise_usage && !is_non_tn_fp8_gemm_supported()).
 // So in training (both copies) on Hopper: 2 e + 2, e + 2, e + 2 + 2/32; on Blackwell 2 e + 1,
-// e + 1, e + 2 + 2/32. Not modelled: TE's fused paths (a LayerNormLinear's norm writing fp8 or
+// e + 1, e + 2 + 2/32. torchao's row-wise (its own casts, any GPU): the forward cast keeps a bf16
+// copy that the backward casts along the other axis, 3 e + 2 (torchao roofline_utils.py: 5 + 3). Not modelled: TE's fused paths (a LayerNormLinear's norm writing fp8 or
 // taking the amax itself, activation + quantize kernels), which move fewer bytes. Checked against
 // TE's own benchmark (tests/gemm_model_test.cc GemmModel.TeGemmProfilingPerLayerTimes).
 double Fp8QuantizeBytesPerElement(Fp8Recipe r, double input_bytes, bool column_wise, bool fp8_transpose);

@@ -1439,12 +1439,14 @@ absl::Status ReadBatchAndPrecision(const v1::TrainingSpec& tr, TrainingConfig& t
     t.precision.fp8_recipe = Fp8Recipe::kDelayed;
   } else if (recipe == "mxfp8") {
     t.precision.fp8_recipe = Fp8Recipe::kMxfp8;
+  } else if (recipe == "rowwise") {
+    t.precision.fp8_recipe = Fp8Recipe::kRowwise;
   } else if (recipe == "blockwise") {
     return FieldError("training.precision.fp8_recipe",
                       "'blockwise' (128x128 / 1x128 block scaling) is not modelled: no measured rate of its GEMMs");
   } else if (!recipe.empty()) {
     return FieldError("training.precision.fp8_recipe",
-                      absl::StrCat("'", recipe, "' is not one of: tensorwise, delayed, mxfp8"));
+                      absl::StrCat("'", recipe, "' is not one of: tensorwise, delayed, mxfp8, rowwise"));
   } else if (t.precision.gemm == DType::kFP8) {
     t.precision.fp8_recipe = Fp8Recipe::kTensorwise;
     assumed.push_back({"training.precision.fp8_recipe", "tensorwise",

@@ -373,6 +373,7 @@ absl::Status ListUnreadTorchtitanKeys(const TorchtitanReader& r, TorchtitanKeys&
       "parallelism.enable_async_tensor_parallel", "parallelism.disable_loss_parallel",
       "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
       "float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.enable_fsdp_float8_all_gather",
+      "float8.recipe_name", "quantize.linear.float8.recipe_name",
       // The current keys (torchtitan #4121 "fold batch dim", #4045 async TP in compile, #3559
       // CUDA graphs).
       "training.max_context_length", "training.num_tokens_per_microbatch_per_dp_rank",
@@ -704,15 +705,28 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
   int64_t pp = 1;
   if (absl::Status s = SetTorchtitanBatch(r, keys, &pp, t, out); !s.ok()) return s;
   if (absl::Status s = SetTorchtitanPrecision(r, t); !s.ok()) return s;
-  // torchtitan's float8 converter at kTorchtitanCommit scales row-wise by default
+  // The float8 recipe: torchtitan's float8 converter at kTorchtitanCommit scales row-wise
   // (components/quantization/float8.py: recipe_name Literal["rowwise", "rowwise_with_gw_hp"] =
-  // "rowwise"; the TOML-era configs took torchao's tensorwise Float8LinearConfig unless a
-  // recipe_name was given, and a given one is listed as not read): row-wise scaling is not
-  // modelled, so such a job is costed with the preset's tensorwise recipe, and says so.
-  if (keys.current_keys && t.precision().gemm() == v1::D_TYPE_FP8 && t.precision().fp8_recipe().empty()) {
-    out.ignored.push_back(
-        "float8 recipe rowwise (torchtitan's default at b5bcd76, torchao row-wise scaling; not modelled: costed "
-        "as tensorwise)");
+  // "rowwise"); the TOML-era configs took torchao's tensorwise Float8LinearConfig unless
+  // [float8] recipe_name named one. "rowwise_with_gw_hp" keeps the weight-gradient GEMM in bf16,
+  // which is not modelled apart: costed as rowwise, and said so.
+  if (t.precision().gemm() == v1::D_TYPE_FP8 && t.precision().fp8_recipe().empty()) {
+    std::string recipe = keys.current_keys ? "rowwise" : "";
+    for (const char* key : {"float8.recipe_name", "quantize.linear.float8.recipe_name"}) {
+      const toml::node* n = NodeAt(r.tbl(), key);
+      if (n == nullptr) continue;
+      if (!n->is_string()) return r.Err(key, "must be a string");
+      recipe = **n->as_string();
+    }
+    if (recipe == "rowwise_with_gw_hp") {
+      out.ignored.push_back("float8 recipe rowwise_with_gw_hp (its bf16 weight-gradient GEMM not modelled: costed as rowwise)");
+      recipe = "rowwise";
+    }
+    if (recipe == "rowwise" || recipe == "tensorwise") {
+      t.mutable_precision()->set_fp8_recipe(recipe);
+    } else if (!recipe.empty()) {
+      return r.Err("float8.recipe_name", absl::StrCat("'", recipe, "' is not a float8 recipe torchtitan runs (tensorwise, rowwise, rowwise_with_gw_hp)"));
+    }
   }
   if (absl::Status s = SetTorchtitanRecompute(r, t); !s.ok()) return s;
   t.set_overlap_dp_comm(true);

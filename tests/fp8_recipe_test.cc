@@ -125,6 +125,9 @@ TEST(Fp8Recipe, StepCostsFollowTheRecipe) {
   EXPECT_DOUBLE_EQ(Fp8QuantizeBytesPerElement(Fp8Recipe::kTensorwise, 2, false, true), 5);
   EXPECT_DOUBLE_EQ(Fp8QuantizeBytesPerElement(Fp8Recipe::kDelayed, 2, false, true), 3);
   EXPECT_DOUBLE_EQ(Fp8QuantizeBytesPerElement(Fp8Recipe::kMxfp8, 2, false, true), 3.03125);
+  // torchao's row-wise, with its own casts on any GPU: 8 bytes (its roofline_utils.py: 5 + 3).
+  EXPECT_DOUBLE_EQ(Fp8QuantizeBytesPerElement(Fp8Recipe::kRowwise, 2, true, true), 8);
+  EXPECT_DOUBLE_EQ(Fp8QuantizeBytesPerElement(Fp8Recipe::kRowwise, 2, true, false), 8);
 }
 
 // The quantization traffic in the step by GPU generation: the elementwise time an fp8 job adds
@@ -149,6 +152,25 @@ TEST(Fp8Recipe, QuantizationTrafficFollowsTheGpuGeneration) {
     EXPECT_NEAR(tensorwise / delayed, ratio, 1e-6 * ratio);
   }
   EXPECT_NEAR(Fp8QuantizeBandwidthFraction(Fp8Recipe::kTensorwise, true), 0.742, 0.001);
+}
+
+// torchao's row-wise recipe: the forward GEMMs at kRowwiseGemmRateFraction of per-tensor fp8's, the
+// backward GEMMs per-tensor (unit scales) with their outputs rescaled afterwards, and its casts'
+// traffic (torchao/float8/config.py, float8_ops.py, float8_linear.py).
+TEST(Fp8Recipe, RowwiseScalesTheForwardGemmsAndRescalesTheBackward) {
+  auto step = [](const char* recipe) {
+    auto job = testing::JobFromYaml(absl::StrCat(
+        "model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\nframework: torchtitan\n"
+        "training: {seq_length: 8192, global_batch_size: 8, micro_batch_size: 1, precision: {gemm: fp8, fp8_recipe: ", recipe, "}}\n"));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? EstimateStepTime(*job) : StepTimeEstimate{};
+  };
+  const StepTimeEstimate tw = step("tensorwise"), rw = step("rowwise");
+  ASSERT_GT(tw.breakdown.gemm_s, 0);
+  const double ratio = rw.breakdown.gemm_s / tw.breakdown.gemm_s;
+  EXPECT_GT(ratio, 1.0);                                    // the forward GEMMs slower
+  EXPECT_LT(ratio, 1.0 + (1 / kRowwiseGemmRateFraction - 1) / 2);  // the backward (2/3) not
+  EXPECT_GT(rw.breakdown.elementwise_s, tw.breakdown.elementwise_s);  // 8 vs 6 bytes, the rescale
 }
 
 // The unfused attention core's batched products stay in bf16 under an fp8 job (TE's fp8 covers
@@ -260,21 +282,36 @@ TEST(Fp8Recipe, TorchtitanConvertersNameTheRecipe) {
   };
   EXPECT_EQ(recipe("mx"), "mxfp8");
   EXPECT_EQ(recipe("quantize.linear.mx"), "mxfp8");
-  EXPECT_EQ(recipe("float8"), "");
-  // The current config registry's float8 scales row-wise by default (b5bcd76 float8.py): costed as
-  // tensorwise and listed as not modelled; its mxfp8 configs are mxfp8.
+  EXPECT_EQ(recipe("float8"), "");  // the TOML era: the preset's tensorwise
+  // A TOML file's [float8] recipe_name.
+  auto named = [](const char* name) {
+    return JobFromTorchtitanToml(absl::StrCat("[model]\nname = \"llama3\"\nflavor = \"8B\"\nconverters = [\"float8\"]\n"
+                                              "[float8]\nrecipe_name = \"", name, "\"\n"),
+                                 "t.toml");
+  };
+  auto rw = named("rowwise");
+  ASSERT_TRUE(rw.ok()) << rw.status();
+  EXPECT_EQ(rw->spec.training().precision().fp8_recipe(), "rowwise");
+  EXPECT_THAT(rw->ignored, ::testing::Not(::testing::Contains(HasSubstr("recipe_name"))));
+  auto hp = named("rowwise_with_gw_hp");
+  ASSERT_TRUE(hp.ok()) << hp.status();
+  EXPECT_EQ(hp->spec.training().precision().fp8_recipe(), "rowwise");
+  EXPECT_THAT(hp->ignored, ::testing::Contains(HasSubstr("rowwise_with_gw_hp")));
+  auto bad = named("columnwise");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("float8.recipe_name: 'columnwise'"));
+  // The current config registry's float8 scales row-wise (b5bcd76 float8.py: recipe_name
+  // "rowwise" by default, tensorwise not offered); its mxfp8 configs are mxfp8.
   auto registry = [](const char* module, const char* config) {
     return JobFromCommand(Words(absl::StrCat("python -m torchtitan.train --module ", module, " --config ", config)), "");
   };
   auto f8 = registry("llama3", "llama3_405b");
   ASSERT_TRUE(f8.ok()) << f8.status();
   EXPECT_EQ(f8->spec.training().precision().gemm(), v1::D_TYPE_FP8);
-  EXPECT_EQ(f8->spec.training().precision().fp8_recipe(), "");
-  EXPECT_THAT(f8->ignored, ::testing::Contains(HasSubstr("float8 recipe rowwise")));
+  EXPECT_EQ(f8->spec.training().precision().fp8_recipe(), "rowwise");
   auto mx = registry("llama3", "llama3_8b_mxfp8");
   ASSERT_TRUE(mx.ok()) << mx.status();
   EXPECT_EQ(mx->spec.training().precision().fp8_recipe(), "mxfp8");
-  EXPECT_THAT(mx->ignored, ::testing::Not(::testing::Contains(HasSubstr("float8 recipe rowwise"))));
 }
 
 // The validation harness reads the recipe a row's precision text names (never its source id).

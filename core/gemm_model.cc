@@ -295,10 +295,8 @@ void GemmModel::AnalyticInto(const GemmShape& s, GemmEstimate* out) const {
   const double flops = 2.0 * s.batch * s.m * s.n * s.k;
   const double c_bytes = s.c_bytes_per_element > 0 ? s.c_bytes_per_element : OutputBytes(s.dtype);
   const double bytes = s.batch * ((s.m * s.k + s.k * s.n) * e_in + s.m * s.n * c_bytes);
-  const bool fp8 = s.dtype == DType::kFP8;
-  const double inv_rate = inv_flat_[d] * (s.split_accumulation && fp8 ? inv_fp8_split_ : 1.0) *
-                          (s.mx_block_scaled && fp8 ? 1.0 / kMxfp8GemmRateFraction : 1.0) *
-                          (s.row_scaled && fp8 ? 1.0 / kRowwiseGemmRateFraction : 1.0);
+  const double inv_rate = inv_flat_[d] * (s.split_accumulation && s.dtype == DType::kFP8 ? inv_fp8_split_ : 1.0) /
+                          Fp8ScalingRateFraction(s);
 
   GemmEstimate& e = *out;
   e = GemmEstimate{};
@@ -456,8 +454,7 @@ void GemmModel::Estimated(const GemmShape& s, GemmEstimate* out) const {
     const float dist = x0 * x0 + x1 * x1 + x2 * x2 + x3 * x3;
     if (dist == 0 && p.shape.batch == s.batch && p.shape.m == s.m && p.shape.n == s.n &&
         p.shape.k == s.k) {
-      e.time_s = p.time_s * (s.mx_block_scaled && s.dtype == DType::kFP8 ? 1.0 / kMxfp8GemmRateFraction : 1.0) *
-                 (s.row_scaled && s.dtype == DType::kFP8 ? 1.0 / kRowwiseGemmRateFraction : 1.0);
+      e.time_s = p.time_s / Fp8ScalingRateFraction(s);
       e.flops_per_s = 2.0 * s.batch * s.m * s.n * s.k / e.time_s;
       e.from_table = true;
       return;

@@ -87,6 +87,14 @@ inline constexpr double kRowwiseGemmRateFraction = 0.9608;  // cbrt of the three
 // 6.812 ms, MXFP8 7.161 ms -> 6.812 / 7.161 = 0.9513.
 inline constexpr double kMxfp8GemmRateFraction = 6.812 / 7.161;
 
+// The share of the per-tensor fp8 rate `s`'s scaling runs at: kMxfp8GemmRateFraction with
+// mx_block_scaled, kRowwiseGemmRateFraction with row_scaled, 1 otherwise (and for every other
+// dtype). One place for the analytic model, a measured shape and the flat-rate fallback.
+inline double Fp8ScalingRateFraction(const GemmShape& s) {
+  if (s.dtype != DType::kFP8) return 1.0;
+  return (s.mx_block_scaled ? kMxfp8GemmRateFraction : 1.0) * (s.row_scaled ? kRowwiseGemmRateFraction : 1.0);
+}
+
 enum class GemmKernel : uint8_t {
   kTiled,              // tensor-core tiled kernel (sm90_xmma / CUTLASS), 16-byte aligned
   kUnalignedFallback,  // n or k not a multiple of 16 bytes: align1/align2 fallback kernels

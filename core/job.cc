@@ -24,6 +24,15 @@ const char* Fp8RecipeName(Fp8Recipe r) {
   }
   return "?";
 }
+bool Fp8RecipeFromName(std::string_view name, Fp8Recipe* out) {
+  for (Fp8Recipe r : {Fp8Recipe::kTensorwise, Fp8Recipe::kDelayed, Fp8Recipe::kMxfp8, Fp8Recipe::kRowwise}) {
+    if (name == Fp8RecipeName(r)) {
+      *out = r;
+      return true;
+    }
+  }
+  return false;
+}
 const char* ShardingName(Sharding s) {
   switch (s) {
     case Sharding::kNone: return "none";

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -74,6 +75,10 @@ uint32_t RecomputeModuleMask(const std::vector<std::string>& names);
 // kRowwise: torchao's row-wise scaling (Float8LinearConfig "rowwise", torchtitan's float8 default).
 enum class Fp8Recipe : uint8_t { kTensorwise, kDelayed, kMxfp8, kRowwise };
 const char* Fp8RecipeName(Fp8Recipe r);
+// The recipe Fp8RecipeName gives `name` ("tensorwise", "delayed", "mxfp8", "rowwise"); false for any
+// other name (blockwise, custom: not modelled). The one list the job codec and the launch
+// importers read names against.
+bool Fp8RecipeFromName(std::string_view name, Fp8Recipe* out);
 
 struct Precision {
   DType gemm = DType::kBF16;

@@ -434,7 +434,7 @@ class StepModel {
     fp8_transpose_ = job.hardware.architecture != "blackwell";
     quantize_bw_fraction_ = Fp8QuantizeBandwidthFraction(t_.precision.fp8_recipe, !fp8_transpose_);
     // Under fp8 the attention core, the output head and the router run in the parameters' dtype.
-    attention_dtype_ = t_.precision.gemm != DType::kFP8 ? t_.precision.gemm : t_.precision.params;
+    sixteen_bit_dtype_ = t_.precision.gemm != DType::kFP8 ? t_.precision.gemm : t_.precision.params;
     // The gradient buffer the wgrad accumulates into (Megatron's main_grad: fp32 with
     // grad_reduce_in_fp32, else the parameters' dtype; precision.grads).
     e_grad_ = BytesPerElement(t_.precision.grads);
@@ -552,16 +552,12 @@ class StepModel {
   // profile rate when the model cannot be built. Flags extrapolation once.
   // The reference stays valid until the next call (a memo entry, or the overflow slot).
   const GemmEstimate& EstimateGemm(double m, double n, double k, double batch = 1) {
-    return EstimateGemmAs(batch, m, n, k, false, 0);
+    return EstimateGemmIn(t_.precision.gemm, batch, m, n, k, false, 0);
   }
-  // The same with the accumulation mode and C traffic (GemmShape), in the job's GEMM dtype.
-  // Memoized: in the thread's memo of the model when the model is the thread's
-  // (ThreadGemmModel), else in this prediction's; a shape found with nothing to flag returns
-  // at once.
-  const GemmEstimate& EstimateGemmAs(double batch, double m, double n, double k, bool split, double c_bytes) {
-    return EstimateGemmKey(GemmMemoKey::Of(t_.precision.gemm, batch, m, n, k, split, c_bytes, mx_));
-  }
-  // The same in dtype `d` (MXFP8 only when `d` is the job's fp8).
+  // The same in dtype `d` with the accumulation mode, C traffic and row scaling (GemmShape); MXFP8
+  // when `d` is the job's fp8 under that recipe. Memoized: in the thread's memo of the model when
+  // the model is the thread's (ThreadGemmModel), else in this prediction's; a shape found with
+  // nothing to flag returns at once.
   const GemmEstimate& EstimateGemmIn(DType d, double batch, double m, double n, double k, bool split,
                                      double c_bytes, bool row = false) {
     return EstimateGemmKey(GemmMemoKey::Of(d, batch, m, n, k, split, c_bytes, mx_ && d == DType::kFP8, row));
@@ -570,7 +566,7 @@ class StepModel {
   // whatever the linear layers' GEMM dtype (Transformer Engine's fp8 covers its Linear modules;
   // UnfusedDotProductAttention runs torch.baddbmm / bmm on the bf16 q, k, v).
   const GemmEstimate& EstimateAttentionBmm(double m, double n, double k, double batch) {
-    return EstimateGemmKey(GemmMemoKey::Of(attention_dtype_, batch, m, n, k, false, 0, false));
+    return EstimateGemmKey(GemmMemoKey::Of(sixteen_bit_dtype_, batch, m, n, k, false, 0, false));
   }
   const GemmEstimate& EstimateGemmKey(const GemmMemoKey& key) {
     uint32_t slot = 0;  // unused when found
@@ -578,7 +574,7 @@ class StepModel {
     if (e != nullptr && e->plain) return e->estimate;
     return EstimateGemmSlow(key, e, slot);
   }
-  // EstimateGemmAs for a shape not yet in the memo (`found` nullptr: `slot` is where it goes),
+  // EstimateGemmKey for a shape not yet in the memo (`found` nullptr: `slot` is where it goes),
   // refused by the model, or extrapolated (flagged once per prediction).
   [[gnu::noinline]] const GemmEstimate& EstimateGemmSlow(const GemmMemoKey& key, const GemmMemoEntry* found,
                                                          uint32_t slot) {
@@ -611,7 +607,7 @@ class StepModel {
     GemmEstimate& e = *out;
     e = GemmEstimate{};
     const double f = 2 * m * n * k * batch;
-    const double rate = GemmRate(m, n, k, s.dtype) * (s.mx_block_scaled && s.dtype == DType::kFP8 ? kMxfp8GemmRateFraction : 1.0);
+    const double rate = GemmRate(m, n, k, s.dtype) * Fp8ScalingRateFraction(s);
     const double b = ((m * k + k * n) * BytesPerElement(s.dtype) + m * n * e_act_) * batch;
     e.compute_s = f / rate;
     e.memory_s = b / bw_;
@@ -664,13 +660,13 @@ class StepModel {
   void Gemm(double m, double n, double k, LayerCost& c, double count = 1, Work* into = nullptr) {
     GemmIn(t_.precision.gemm, m, n, k, c, count, into);
   }
-  // A linear layer the frameworks keep in 16 bits under an fp8 job (GemmIn in attention_dtype_):
+  // A linear layer the frameworks keep in 16 bits under an fp8 job (GemmIn in sixteen_bit_dtype_):
   // the output head (Megatron-Core gpt_model.py output_layer is tensor_parallel.ColumnParallelLinear,
   // not a Transformer Engine module, so TE's fp8_autocast leaves it in bf16; torchtitan's float8
   // converter filters "output" by default) and the MoE router (router.py: a plain matmul in the
   // router dtype, fp32 or the params').
   void Gemm16(double m, double n, double k, LayerCost& c, double count = 1, Work* into = nullptr) {
-    GemmIn(attention_dtype_, m, n, k, c, count, into);
+    GemmIn(sixteen_bit_dtype_, m, n, k, c, count, into);
   }
   void GemmIn(DType d, double m, double n, double k, LayerCost& c, double count, Work* into) {
     if (m <= 0 || n <= 0 || k <= 0) return;
@@ -704,7 +700,9 @@ class StepModel {
   Work GemmForward(double m, double n, double k, double count = 1) {
     Work w;
     if (m <= 0 || n <= 0 || k <= 0) return w;
-    w.Gemm(EstimateGemm(m, n, k), count, 2 * m * n * k * count, ((m * k + k * n) * e_in_ + m * n * e_act_) * count);
+    // The forward pass as Gemm costs it (row-scaled under torchao's row-wise recipe).
+    w.Gemm(EstimateGemmIn(t_.precision.gemm, 1, m, n, k, false, 0, rowwise_), count, 2 * m * n * k * count,
+           ((m * k + k * n) * e_in_ + m * n * e_act_) * count);
     return w;
   }
   // Elementwise work of `bytes` forward and 2x backward, at the framework's traffic factor.
@@ -1073,7 +1071,7 @@ class StepModel {
   bool rowwise_ = false;  // torchao row-wise scaling (GemmShape::row_scaled on the forward GEMMs)
   bool fp8_transpose_ = true;  // per-tensor fp8 writes a transposed copy (Fp8QuantizeBytesPerElement)
   double quantize_bw_fraction_ = 1;  // Fp8QuantizeBandwidthFraction
-  DType attention_dtype_ = DType::kBF16;  // the attention core's products: the GEMM dtype, but 16-bit under fp8
+  DType sixteen_bit_dtype_ = DType::kBF16;  // the attention core, output head, router: the GEMM dtype, but the params' under fp8
   bool warned_gemm_ = false, warned_comm_ = false, warned_curve_ = false, warned_attention_ = false;
   std::shared_ptr<ThreadGemm> thread_gemm_;  // the thread's model and memo, when none was given
   const GemmModel* gm_ = nullptr;
@@ -1193,7 +1191,7 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
     return;
   }
   const double dqk = m_.QkHeadDim();
-  *fwd = *bwd = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk, attention_dtype_);
+  *fwd = *bwd = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk, sixteen_bit_dtype_);
 }
 
 void StepModel::Layer(unsigned parts, LayerCost& c, bool launch_floor) {

@@ -1433,20 +1433,15 @@ absl::Status ReadBatchAndPrecision(const v1::TrainingSpec& tr, TrainingConfig& t
                       absl::StrCat("'", recipe, "' is set but training.precision.gemm is ",
                                    DTypeName(t.precision.gemm), ", not fp8"));
   }
-  if (recipe == "tensorwise") {
-    t.precision.fp8_recipe = Fp8Recipe::kTensorwise;
-  } else if (recipe == "delayed") {
-    t.precision.fp8_recipe = Fp8Recipe::kDelayed;
-  } else if (recipe == "mxfp8") {
-    t.precision.fp8_recipe = Fp8Recipe::kMxfp8;
-  } else if (recipe == "rowwise") {
-    t.precision.fp8_recipe = Fp8Recipe::kRowwise;
-  } else if (recipe == "blockwise") {
-    return FieldError("training.precision.fp8_recipe",
-                      "'blockwise' (128x128 / 1x128 block scaling) is not modelled: no measured rate of its GEMMs");
-  } else if (!recipe.empty()) {
-    return FieldError("training.precision.fp8_recipe",
-                      absl::StrCat("'", recipe, "' is not one of: tensorwise, delayed, mxfp8, rowwise"));
+  if (!recipe.empty()) {
+    if (recipe == "blockwise") {
+      return FieldError("training.precision.fp8_recipe",
+                        "'blockwise' (128x128 / 1x128 block scaling) is not modelled: no measured rate of its GEMMs");
+    }
+    if (!Fp8RecipeFromName(recipe, &t.precision.fp8_recipe)) {
+      return FieldError("training.precision.fp8_recipe",
+                        absl::StrCat("'", recipe, "' is not one of: tensorwise, delayed, mxfp8, rowwise"));
+    }
   } else if (t.precision.gemm == DType::kFP8) {
     t.precision.fp8_recipe = Fp8Recipe::kTensorwise;
     assumed.push_back({"training.precision.fp8_recipe", "tensorwise",

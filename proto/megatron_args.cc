@@ -1243,7 +1243,12 @@ absl::Status SetMegatronPrecision(const MegatronFlags& f, v1::TrainingSpec& t, s
     // blockwise and custom have no measured GEMM rate here: the job keeps the preset's default
     // recipe (docs/LAUNCHERS.md).
     const std::string recipe(f.Val("fp8-recipe"));
-    if (recipe == "tensorwise" || recipe == "delayed" || recipe == "mxfp8") {
+    Fp8Recipe parsed;
+    if (Fp8RecipeFromName(recipe, &parsed) && parsed == Fp8Recipe::kRowwise) {
+      // torchao's recipe, not one of TransformerConfig.fp8_recipe's choices.
+      return FlagError("fp8-recipe", "'rowwise' is not a Megatron-LM recipe (tensorwise, delayed, mxfp8, blockwise, custom)");
+    }
+    if (Fp8RecipeFromName(recipe, &parsed)) {
       prec->set_fp8_recipe(recipe);
     } else {
       ignored.push_back(absl::StrCat("--fp8-recipe ", recipe, " (not modelled: costed with the framework's default recipe)"));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "toml++/toml.h"
+#include "core/job.h"
 #include "proto/catalog.h"
 #include "proto/launch_data.h"
 #include "proto/torchtitan_args.h"
@@ -591,7 +592,7 @@ absl::Status SetNemoPrecision(const NemoValues& v, bool nemo, v1::TrainingSpec& 
       if (!recipe.empty()) break;
       if (absl::StrContains(named, key)) recipe = value;
     }
-    if (recipe == "tensorwise" || recipe == "delayed" || recipe == "mxfp8") {
+    if (Fp8Recipe parsed; Fp8RecipeFromName(recipe, &parsed)) {
       t.mutable_precision()->set_fp8_recipe(recipe);
     } else if (!recipe.empty()) {
       // blockwise (Megatron-Bridge's H100 fp8sc recipes) and custom: no measured rate of their

@@ -231,6 +231,9 @@ TEST(Fp8Recipe, ImportersReadTheRecipe) {
       {" --fp8-format hybrid --fp8-recipe blockwise", ""},  // not modelled: the default, listed
       {" --fp8-recipe mxfp8", ""},                        // no fp8 without --fp8-format
   };
+  auto torchao_name = JobFromCommand(Words(base + " --fp8-format hybrid --fp8-recipe rowwise"), "");
+  ASSERT_FALSE(torchao_name.ok());
+  EXPECT_THAT(std::string(torchao_name.status().message()), HasSubstr("'rowwise' is not a Megatron-LM recipe"));
   for (const Case& c : cases) {
     SCOPED_TRACE(c.extra);
     auto r = JobFromCommand(Words(base + c.extra), "");

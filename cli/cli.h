@@ -50,8 +50,11 @@ absl::StatusOr<v1::ValidationReport> Validate(const std::string& csv_path, const
 // The text of presets/intervals.yaml for `table`, naming `command` as the one that wrote it.
 std::string IntervalTableFile(const IntervalTable& table, const std::string& command);
 // The full prediction report of one row (by row_id) of a published-runs CSV, with its measured
-// step time: what `stepcast validate --explain ROW` prints.
-absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalog& catalog, const std::string& row_id);
+// step time: what `stepcast validate --explain ROW` prints. `json`: one JSON object instead, with
+// the row's job spec as read (`spec`, a v1.JobSpec), the `prediction` (v1.Prediction), the measured
+// step time and the signed error in percent; what `--explain ROW --json` prints.
+absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalog& catalog, const std::string& row_id,
+                                       bool json = false);
 std::string FormatValidation(const v1::ValidationReport& r);
 
 }  // namespace stepcast::cli

@@ -311,7 +311,7 @@ void AddValidateCommand(CLI::App& app, ValidateCommand& c) {
   validate->add_option("csv", c.csv_path, "CSV with the columns of published_runs.csv")->required();
   validate->add_flag("--json", c.json, "print rows and summary as JSON");
   validate->add_option("--html", c.html_path, "also write a static HTML page (predicted vs measured, per-source errors)");
-  validate->add_option("--explain", c.explain_row, "print the full prediction of one row (its row_id)");
+  validate->add_option("--explain", c.explain_row, "print the full prediction of one row (its row_id); with --json, its job spec and prediction as JSON");
   validate->add_option("--informed", c.informed_path,
                        "YAML: source id -> model choices its rows informed (leave-one-source-out; "
                        "docs/validation_informed.yaml)");
@@ -341,7 +341,7 @@ absl::Status WriteIntervalTable(const ValidateCommand& c, const IntervalTable& t
 
 int RunValidate(const ValidateCommand& c, const Catalog& catalog) {
   if (!c.explain_row.empty()) {
-    absl::StatusOr<std::string> r = cli::ExplainRow(c.csv_path, catalog, c.explain_row);
+    absl::StatusOr<std::string> r = cli::ExplainRow(c.csv_path, catalog, c.explain_row, c.json);
     if (!r.ok()) return Fail(r.status());
     std::cout << *r;
     return 0;
@@ -630,14 +630,9 @@ int RunImport(const ImportCommand& c, const std::vector<std::string>& training_c
   if (!imported.ok()) return Fail(imported.status());
   for (const auto& a : imported->ignored) std::cerr << "stepcast: ignored (not modelled): " << a << "\n";
   // Only the fields that are set (no UNSPECIFIED enums), so the JSON reads back as a job file.
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  opts.add_whitespace = true;
-  if (!google::protobuf::util::MessageToJsonString(imported->spec, &out, opts).ok()) {
-    return Fail(absl::InternalError("import: the job does not print as JSON"));
-  }
-  std::cout << out;
+  absl::StatusOr<std::string> out = JobSpecToJson(imported->spec);
+  if (!out.ok()) return Fail(out.status());
+  std::cout << *out;
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -542,7 +543,8 @@ std::string IntervalTableFile(const IntervalTable& table, const std::string& com
   return IntervalTableYaml(IntervalTableToSpec(table, command));
 }
 
-absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalog& catalog, const std::string& row_id) {
+absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalog& catalog, const std::string& row_id,
+                                       bool json) {
   absl::StatusOr<std::vector<Row>> rows = ReadCsv(csv_path);
   if (!rows.ok()) return rows.status();
   for (const Row& r : *rows) {
@@ -555,6 +557,17 @@ absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalo
     absl::StatusOr<Prediction> p = Predict(*job);
     if (!p.ok()) return p.status();
     const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;
+    if (json) {
+      // One JSON object: the job spec as the row was read (a job file), the prediction, the
+      // measured step time.
+      absl::StatusOr<std::string> spec = JobSpecToJson(run->spec);
+      if (!spec.ok()) return spec.status();
+      return absl::StrCat("{\n\"row_id\": \"", row_id, "\",\n\"measured_iter_time_s\": ",
+                          absl::StrFormat("%.6g", run->measured_iter_time_s), ",\n\"measured_from\": \"",
+                          absl::CEscape(run->measured_from), "\",\n\"error_pct\": ", absl::StrFormat("%.4f", err),
+                          ",\n\"spec\": ", *spec, ",\n\"prediction\": ", ToJson(PredictionToProto(*p)),
+                          "}\n");
+    }
     return absl::StrCat(FormatReport(*job, *p),
                         absl::StrFormat("\n  measured   %.4f s (%s): predicted %+.1f%%\n", run->measured_iter_time_s,
                                         run->measured_from, err));

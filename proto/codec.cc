@@ -1744,4 +1744,15 @@ std::string ToJson(const pb::Message& msg) {
   return out;
 }
 
+absl::StatusOr<std::string> JobSpecToJson(const v1::JobSpec& spec) {
+  pb::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  opts.preserve_proto_field_names = true;
+  std::string out;
+  if (!pb::util::MessageToJsonString(spec, &out, opts).ok()) {
+    return absl::InternalError("the job spec does not print as JSON");
+  }
+  return out;
+}
+
 }  // namespace stepcast

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/catalog.h"
+#include "proto/codec.h"
 #include "tests/csv_line.h"
 #include "tests/test_util.h"
 
@@ -483,6 +484,32 @@ TEST(Validate, EveryPublishedRowIsPredicted) {
     EXPECT_TRUE(row.skipped_reason().empty()) << "row " << row.row_id() << ": " << row.skipped_reason();
   }
   EXPECT_EQ(r->summary().n_skipped(), 0);
+}
+
+// `validate --explain ROW --json`: the row's job spec is a job file. Written to disk and read back
+// by the job loader (`stepcast predict FILE`), it predicts the step time the explanation printed:
+// a user trying one change on a published run starts from the job the harness built.
+TEST(Validate, ExplainJsonSpecReadsBackAsTheSameJob) {
+  for (const char* row : {"112", "230"}) {
+    absl::StatusOr<std::string> out = cli::ExplainRow(STEPCAST_PUBLISHED_RUNS, testing::BuiltinCatalog(), row, true);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const size_t spec_at = out->find("\"spec\": "), prediction_at = out->find(",\n\"prediction\": ");
+    ASSERT_NE(spec_at, std::string::npos);
+    ASSERT_NE(prediction_at, std::string::npos);
+    const std::string spec = out->substr(spec_at + 8, prediction_at - spec_at - 8);
+    const std::string path = absl::StrCat(::testing::TempDir(), "/explain_", row, ".json");
+    std::ofstream(path) << spec;
+    absl::StatusOr<Job> job = LoadJob(path, testing::BuiltinCatalog(), nullptr);
+    ASSERT_TRUE(job.ok()) << job.status();
+    absl::StatusOr<Prediction> p = Predict(*job);
+    ASSERT_TRUE(p.ok()) << p.status();
+    const size_t step_at = out->find("\"step_time_s\": ", prediction_at);
+    ASSERT_NE(step_at, std::string::npos);
+    double printed = 0;
+    ASSERT_TRUE(absl::SimpleAtod(out->substr(step_at + 15, out->find_first_of(",\n", step_at) - step_at - 15), &printed));
+    EXPECT_NEAR(p->step_time_s, printed, 1e-9 * printed) << "row " << row;
+    EXPECT_NE(out->find("\"error_pct\": "), std::string::npos);
+  }
 }
 
 // Splits one CSV line into cells (quotes as RFC 4180; the file has no newline in a cell).

@@ -412,6 +412,39 @@ double ExpectedGroupsReached(double experts, double groups, double k) {
   return groups * (1 - miss);
 }
 
+// The same count under group-limited routing (DeepSeek-V3 report Sec. 2.1.2, node-limited
+// routing; Megatron-Core moe_utils.py group_limited_topk, HF n_group / topk_group): the E experts
+// in `routed_groups` equal contiguous groups, a token's k experts drawn from the
+// `max_routed_groups` groups of highest score, a group's score the sum of its top k /
+// max_routed_groups experts' scores. Balanced (random) scores choose the groups uniformly. EP
+// places experts contiguously, so:
+// - each of the `parts` holds routed_groups / parts whole groups (routed_groups a multiple of
+//   parts): a part is reached when one of its groups is chosen, taking each chosen group to hold
+//   one of the token's experts (its top experts made its score): hypergeometric,
+//   parts x (1 - C(G - G/parts, g) / C(G, g));
+// - each group spans parts / routed_groups parts (parts a multiple of routed_groups): the k experts
+//   uniform over the g chosen groups' g E / G experts on their g parts / G parts
+//   (ExpectedGroupsReached);
+// - otherwise, or without a limit, ExpectedGroupsReached over all E. Never more than that.
+double ExpectedGroupsReachedLimited(double experts, double parts, double k, int64_t routed_groups,
+                                    int64_t max_routed_groups) {
+  const double unlimited = ExpectedGroupsReached(experts, parts, k);
+  const double G = static_cast<double>(routed_groups), g = static_cast<double>(max_routed_groups);
+  if (routed_groups <= 1 || max_routed_groups <= 0 || max_routed_groups >= routed_groups || parts <= 1) return unlimited;
+  const int64_t n = static_cast<int64_t>(parts);
+  if (static_cast<double>(n) != parts) return unlimited;
+  if (routed_groups % n == 0) {
+    const double per_part = G / parts;
+    double none = 1;  // C(G - per_part, g) / C(G, g): no chosen group on a given part
+    for (int i = 0; i < max_routed_groups; ++i) none *= std::max(0.0, (G - per_part - i) / (G - i));
+    return std::min(unlimited, parts * (1 - none));
+  }
+  if (n % routed_groups == 0) {
+    return std::min(unlimited, ExpectedGroupsReached(g * experts / G, g * parts / G, k));
+  }
+  return unlimited;
+}
+
 class StepModel {
  public:
   // `gemm_model`: a GEMM model built from the job's hardware and profile (GemmModel::Create),
@@ -792,10 +825,10 @@ class StepModel {
   // DeepEP's normal kernels (deepseek-ai/DeepEP; DeepSeek-V3 report Sec. 3.2.2): one dispatch and
   // one combine of `tokens` local tokens of width h. Across nodes each token goes once to every
   // node that holds one of its experts (then over NVLink to the GPUs), so a rank sends
-  // tokens x (remote nodes per token) x h elements through its NIC: with group-limited routing
-  // whose groups are the nodes (DeepSeek-V3: 8 groups on 8 nodes at EP 64, topk_group 4), at most
-  // max_routed_groups nodes; otherwise the expected distinct nodes of k of the E experts
-  // (ExpectedGroupsReached); of them (n - 1)/n remote. Dispatch in fp8 (1 byte and a 4-byte scale
+  // tokens x (remote nodes per token) x h elements through its NIC: the expected distinct nodes
+  // of k of the E experts, under group-limited routing the nodes its chosen groups lie on
+  // (ExpectedGroupsReachedLimited; DeepSeek-V3: 8 groups, topk_group 4: at EP 64 on 8 nodes 4
+  // nodes, at EP 32 on 4 nodes 3.14 instead of 3.61); of them (n - 1)/n remote. Dispatch in fp8 (1 byte and a 4-byte scale
   // per 128) for deepep-fp8, bf16 otherwise; combine in bf16. Inside one node: an all-to-all of
   // the k copies over NVLink. Times at the profile's all-to-all rate of the EP group's scope (one
   // NIC per GPU across nodes).
@@ -810,13 +843,17 @@ class StepModel {
     if (nodes <= 1) {
       return Comm(Collective::kAllToAll, g, tokens * k * h * dispatch_b) + Comm(Collective::kAllToAll, g, tokens * k * h * combine_b);
     }
-    double distinct = ExpectedGroupsReached(static_cast<double>(m_.moe.routed_experts), nodes, k);
-    if (m_.moe.max_routed_groups > 0 && m_.moe.routed_groups == static_cast<int64_t>(nodes)) {
-      distinct = std::min(static_cast<double>(m_.moe.max_routed_groups), distinct);
-    }
+    const double distinct = ExpectedGroupsReachedLimited(static_cast<double>(m_.moe.routed_experts), nodes, k,
+                                                         m_.moe.routed_groups, m_.moe.max_routed_groups);
     const double remote = distinct * (nodes - 1) / nodes;
-    // Comm() charges an all-to-all of S bytes S (n - 1)/n at one NIC: give it the NIC's bytes.
-    const double n = static_cast<double>(g.size), to_s = n / (n - 1);
+    // Comm() times an all-to-all of S bytes a rank by the S (n - k)/n of them that leave its node
+    // through its NIC (k members a node, the fewest any node holds): give it the S whose share
+    // leaving the node is the NIC's bytes, S = bytes x n / (n - k). (Until 2026-11-29 this was
+    // n / (n - 1), from before Comm() counted only the bytes that leave the node: the NIC's bytes
+    // were charged (n - k)/(n - 1) of their time, 0.89 at EP 64 on 8 nodes, 0.53 at EP 16 on 2.)
+    const double n = static_cast<double>(g.size);
+    const double k_local = static_cast<double>(std::clamp<int64_t>(g.min_members_per_node, 1, g.members_per_node));
+    const double to_s = n / std::max(1.0, n - k_local);
     return Comm(Collective::kAllToAll, g, tokens * remote * h * dispatch_b * to_s) +
            Comm(Collective::kAllToAll, g, tokens * remote * h * combine_b * to_s);
   }
@@ -1362,8 +1399,9 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     // delivers each token once to every rank that holds one of its experts; TE's permute then
     // writes a row per local expert (reads the R received rows, writes the N expert rows) and the
     // unpermute before the combine reads N and writes R: e h (2 R + 2 N) forward. R = t_rank x the
-    // ranks a token reaches (ExpectedGroupsReached).
-    const double received = t_rank * ExpectedGroupsReached(E, static_cast<double>(p_.ep), k);
+    // ranks a token reaches (ExpectedGroupsReachedLimited).
+    const double received = t_rank * ExpectedGroupsReachedLimited(E, static_cast<double>(p_.ep), k, m_.moe.routed_groups,
+                                                                  m_.moe.max_routed_groups);
     permute = e_act_ * w * (2 * received + 2 * rows);
     if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * w;
   }

@@ -786,6 +786,59 @@ training: {seq_length: 4096, global_batch_size: 8, micro_batch_size: 1, precisio
   EXPECT_EQ(d.ep_comm_s, hy.ep_comm_s);
 }
 
+// Group-limited routing (DeepSeek-V3 report Sec. 2.1.2; Megatron-Core group_limited_topk): 256
+// experts in 8 groups, a token's 8 experts from its 4 best groups. HybridEP / DeepEP send a token
+// once to every node that holds one of its experts, so the bytes through a rank's NIC follow the
+// nodes a token reaches (ExpectedGroupsReachedLimited), worked here by hand:
+// - EP 32 on 4 nodes (2 groups a node): a node is missed when none of its 2 groups is among the
+//   4 chosen: C(6,4) / C(8,4) = 15/70, so 4 x 55/70 = 3.1429 nodes; without the limit, 8 of 256
+//   experts (64 a node) miss a node with prod_{i<8} (192-i)/(256-i) = 0.0966: 3.6142 nodes;
+// - EP 64 on 8 nodes (a group a node): exactly the 4 chosen groups' nodes; without the limit
+//   8 x (1 - prod_{i<8} (224-i)/(256-i)) = 5.2947;
+// - EP 128 on 16 nodes (a group spans 2 nodes): the 8 experts among the chosen groups' 128
+//   experts on 8 nodes: 8 x (1 - prod_{i<8} (112-i)/(128-i)) = 5.3394 nodes; without the limit
+//   16 x (1 - prod_{i<8} (240-i)/(256-i)) = 6.5233.
+// Of them (n-1)/n are remote: the transfer time scales with the nodes (bandwidth-bound rows of
+// 4096 tokens x 7168, the latency well under 1%).
+TEST(StepTime, GroupLimitedRoutingBoundsTheNodesAFlexDispatchReaches) {
+  auto transfer = [](int64_t gpus, int64_t ep, bool limited) {
+    absl::StatusOr<Job> job = testing::JobFromYaml(absl::StrCat(R"(
+model: {shape: {name: dsv3-shaped, layers: 2, hidden_size: 7168, attention_heads: 8, vocab_size: 1024, ffn_type: swiglu,
+        ffn_hidden_size: 4096, moe: {routed_experts: 256, top_k: 8, expert_ffn_hidden_size: 512)",
+        limited ? ", routed_groups: 8, max_routed_groups: 4" : "", R"(}}}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: )", gpus, R"(, gpus_per_node: 8}
+parallelism: {tp: 1, pp: 1, ep: )", ep, R"(}
+training: {seq_length: 4096, global_batch_size: )", gpus, R"(, micro_batch_size: 1, precision: {gemm: bf16}, recompute: none,
+           moe_dispatcher: hybridep})"));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? EstimateLayerModules(*job, true).ep_transfer_s : 0.0;
+  };
+  auto miss = [](double experts, double off, int k) {
+    double p = 1;
+    for (int i = 0; i < k; ++i) p *= (experts - off - i) / (experts - i);
+    return p;
+  };
+  const double ep32_limited = 4 * (1 - 15.0 / 70), ep32_free = 4 * (1 - miss(256, 64, 8));
+  EXPECT_NEAR(ep32_limited, 3.1429, 1e-4);
+  EXPECT_NEAR(ep32_free, 3.6142, 1e-4);
+  EXPECT_NEAR(transfer(32, 32, true) / transfer(32, 32, false), ep32_limited / ep32_free, 0.01);
+  // In absolute terms: each rank's NIC carries 4096 tokens x 3.1429 x 3/4 remote nodes x 7168 x 2
+  // bytes = 138.4 MB in the dispatch and again in the combine, at h100-sxm's 47 GB/s per NIC
+  // (presets/hardware/h100-sxm.yaml, inter-node all_to_all): 5.89 ms and two latencies.
+  const double nic_bytes = 4096 * ep32_limited * 3 / 4 * 7168 * 2;
+  EXPECT_NEAR(nic_bytes, 138.4e6, 0.1e6);
+  EXPECT_NEAR(transfer(32, 32, true), 2 * nic_bytes / 47e9, 0.03 * 2 * nic_bytes / 47e9);
+  const double ep64_free = 8 * (1 - miss(256, 32, 8));
+  EXPECT_NEAR(ep64_free, 5.2947, 1e-4);
+  EXPECT_NEAR(transfer(64, 64, true) / transfer(64, 64, false), 4 / ep64_free, 0.01);
+  const double ep128_limited = 8 * (1 - miss(128, 16, 8)), ep128_free = 16 * (1 - miss(256, 16, 8));
+  EXPECT_NEAR(ep128_limited, 5.3394, 1e-4);
+  EXPECT_NEAR(ep128_free, 6.5233, 1e-4);
+  EXPECT_NEAR(transfer(128, 128, true) / transfer(128, 128, false), ep128_limited / ep128_free, 0.01);
+}
+
 // Two MoE layers of GPT-OSS 120B's widths (hidden and expert FFN 2880, 64 heads of 64, 8 KV heads)
 // with 32 experts, top-4, 4,096 tokens on one H100 under CUDA graphs (no host floor): 16,384
 // routed rows a layer. `extra` adds a model field (linear_bias, activation_clamp).

@@ -748,6 +748,30 @@ training: {seq_length: 4096, global_batch_size: 4096, micro_batch_size: 1})"));
     EXPECT_EQ(j->training.moe_dispatcher, c.dispatcher);
     EXPECT_EQ(j->training.overlap_ep_comm, c.overlap_ep);
   }
+  // B200 in fp8 at PP 8, VPP 2, EP 32: the layout of DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2
+  // (commit 5acef9309, v0.4.2): DeepEP, the all-to-all overlapped, mla_up_proj and mlp recomputed;
+  // the same GPU at PP 16 / EP 8 (B200_V1) or in bf16 keeps HybridEP without the overlap.
+  auto b200 = [](const char* layout, const char* precision) {
+    return testing::JobFromYaml(absl::StrCat(R"(model: deepseek-v3
+framework: megatron-bridge
+hardware: b200
+cluster: {gpu_count: 256}
+parallelism: )", layout, R"(
+training: {seq_length: 4096, global_batch_size: 4096, micro_batch_size: 1, precision: {gemm: )", precision,
+                                             "}}"));
+  };
+  absl::StatusOr<Job> v2 = b200("{tp: 1, pp: 8, vpp: 2, ep: 32}", "fp8");
+  ASSERT_TRUE(v2.ok()) << v2.status();
+  EXPECT_EQ(v2->training.moe_dispatcher, MoeDispatcher::kDeepEP);
+  EXPECT_TRUE(v2->training.overlap_ep_comm);
+  EXPECT_THAT(v2->training.recompute_modules, ::testing::ElementsAre("mla_up_proj", "mlp"));
+  for (const auto& [layout, precision] : {std::pair<const char*, const char*>{"{tp: 1, pp: 16, ep: 8}", "fp8"},
+                                          {"{tp: 1, pp: 8, vpp: 2, ep: 32}", "bf16"}}) {
+    absl::StatusOr<Job> other = b200(layout, precision);
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_EQ(other->training.moe_dispatcher, MoeDispatcher::kHybridEP) << layout << " " << precision;
+    EXPECT_FALSE(other->training.overlap_ep_comm) << layout << " " << precision;
+  }
   absl::StatusOr<Job> mixtral = testing::JobFromYaml(R"(
 model: mixtral-8x7b
 framework: megatron-bridge

@@ -1,5 +1,7 @@
 #include "core/framework.h"
 
+#include "absl/strings/ascii.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -41,7 +43,8 @@ void AttentionKernel::ScaleRates(double scale) {
 }
 
 AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, DType dtype,
-                                              int64_t seq_length, bool causal) const {
+                                              int64_t seq_length, bool causal,
+                                              std::string_view hardware_name) const {
   // No allocation: one pass finds, among the rates of (architecture, dtype[, causal]), the
   // measured lengths that bracket seq_length (or the nearest end).
   Lookup out;
@@ -54,22 +57,40 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
   // The architecture compared by length and first character before its bytes (most rates are of
   // another GPU, often of a name as long: "ampere", "hopper").
   const char first = architecture.empty() ? '\0' : architecture[0];
+  // A rate that names GPUs applies to a job whose hardware name holds one of them (upper case,
+  // as the catalog stores them), and then wins over the architecture's general rates.
+  auto names_this_gpu = [&](const AttentionRate& r) {
+    for (const std::string& part : r.hardware) {
+      if (part.empty() || part.size() > hardware_name.size()) continue;
+      for (size_t i = 0; i + part.size() <= hardware_name.size(); ++i) {
+        size_t j = 0;
+        while (j < part.size() && absl::ascii_toupper(static_cast<unsigned char>(hardware_name[i + j])) == part[j]) ++j;
+        if (j == part.size()) return true;
+      }
+    }
+    return false;
+  };
   auto scan = [&](DType d, bool want_causal) {
-    Pick p;
+    Pick general, specific;
     for (const AttentionRate& r : rates) {
       if (r.dtype != d || r.causal != want_causal || r.architecture.size() != architecture.size() ||
           (!architecture.empty() && r.architecture[0] != first) || r.architecture != architecture) {
         continue;  // cheap tests first
       }
-      p.found = true;
+      Pick* p = &general;
+      if (!r.hardware.empty()) {
+        if (!names_this_gpu(r)) continue;
+        p = &specific;
+      }
+      p->found = true;
       if (r.seq_length <= 0) {
-        if (p.any == nullptr) p.any = &r;
+        if (p->any == nullptr) p->any = &r;
         continue;
       }
-      if (r.seq_length <= seq_length && (p.below == nullptr || r.seq_length > p.below->seq_length)) p.below = &r;
-      if (r.seq_length >= seq_length && (p.above == nullptr || r.seq_length < p.above->seq_length)) p.above = &r;
+      if (r.seq_length <= seq_length && (p->below == nullptr || r.seq_length > p->below->seq_length)) p->below = &r;
+      if (r.seq_length >= seq_length && (p->above == nullptr || r.seq_length < p->above->seq_length)) p->above = &r;
     }
-    return p;
+    return specific.found ? specific : general;
   };
   Pick p = scan(dtype, causal);
   if (!p.found) {  // the other kind (causal / not) of the same dtype

@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -30,6 +31,9 @@ struct AttentionRate {
   double forward_flops_per_s = 0;
   double backward_flops_per_s = 0;
   std::string source;
+  // Upper-case parts of hardware names this rate was measured on ("B300"); empty: the whole
+  // architecture (framework.proto AttentionRate.hardware).
+  std::vector<std::string> hardware;
 };
 
 // A framework's table of attention rates, immutable and shared: a job copies its framework on
@@ -77,8 +81,11 @@ struct AttentionKernel {
   // interpolated linearly in log(seq_length) between measured lengths, held at the nearest end
   // outside them (marked extrapolated). FP8 falls back to BF16 rates (marked extrapolated);
   // head_dim is matched when a rate gives one, else ignored. found = false when the
-  // architecture has no rate.
-  Lookup Rate(const std::string& architecture, DType dtype, int64_t seq_length, bool causal = true) const;
+  // architecture has no rate. `hardware_name` (the job's Hardware::name, any case): rates that
+  // name a part of it (AttentionRate::hardware) are used instead of the architecture's general
+  // ones, at each step of the fallbacks above; rates naming other GPUs are never used.
+  Lookup Rate(const std::string& architecture, DType dtype, int64_t seq_length, bool causal = true,
+              std::string_view hardware_name = {}) const;
   // Every rate of the table (forward and backward FLOP/s) multiplied by `scale` > 0: the kernel on
   // a part clocked by that factor (hardware.overrides.compute_rate_scale; the interval's slow end of
   // a bounded profile, core/interval.h ComputeRatesScaled).

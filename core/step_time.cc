@@ -1209,7 +1209,7 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
   // unless fp8 attention is enabled: Transformer Engine NVTE_FP8_DPA defaults off).
   const AttentionKernel::Lookup r =
       fw_.attention.Rate(job_.hardware.architecture, t_.precision.params == DType::kFP16 ? DType::kFP16 : DType::kBF16,
-                         t_.seq_length / p_.cp);
+                         t_.seq_length / p_.cp, true, job_.hardware.name);
   if (r.found) {
     *fwd = r.forward_flops_per_s;
     *bwd = r.backward_flops_per_s;

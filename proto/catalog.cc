@@ -663,6 +663,12 @@ absl::StatusOr<AttentionKernel> AttentionKernelFromProto(const v1::AttentionKern
     ar.forward_flops_per_s = r.forward_flops_per_s();
     ar.backward_flops_per_s = r.backward_flops_per_s();
     ar.source = r.source();
+    for (int j = 0; j < r.hardware_size(); ++j) {
+      if (r.hardware(j).empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(f, ".hardware[", j, "]: empty (name a part of a GPU's name, e.g. B300)"));
+      }
+      ar.hardware.push_back(absl::AsciiStrToUpper(r.hardware(j)));
+    }
     rates.push_back(std::move(ar));
   }
   out.rates = std::move(rates);

@@ -3,6 +3,7 @@
 // framework switches (attention kernel rates, overlap efficiency, FSDP semantics, schedules,
 // recompute modules, fp8 memory). Each expectation is worked by hand from the cited source.
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -46,6 +47,45 @@ TEST(AttentionKernel, InterpolatesInLogSequenceLength) {
   EXPECT_FALSE(k.Rate("ampere", DType::kBF16, 8192).found);
   // Non-causal asked: its own rate.
   EXPECT_DOUBLE_EQ(k.Rate("hopper", DType::kBF16, 8192, false).forward_flops_per_s, 700e12);
+}
+
+// Rates that name GPUs (AttentionRate::hardware, upper case as the catalog stores them) replace the
+// architecture's general ones for a job whose hardware name holds one of the names, in any case;
+// a GPU no rate names takes the general ones, and rates naming other GPUs are never borrowed.
+TEST(AttentionKernel, RatesNamingAGpuWinForThatGpuOnly) {
+  AttentionKernel k;
+  k.rates = {{"blackwell", DType::kBF16, 128, 8192, true, 1171e12, 943e12, "b200", {}},
+             {"blackwell", DType::kBF16, 128, 8192, true, 1496e12, 1130e12, "gb300", {"B300"}}};
+  EXPECT_DOUBLE_EQ(k.Rate("blackwell", DType::kBF16, 8192, true, "GB300-NVL72").forward_flops_per_s, 1496e12);
+  EXPECT_DOUBLE_EQ(k.Rate("blackwell", DType::kBF16, 8192, true, "b300-sxm-288gb").backward_flops_per_s, 1130e12);
+  EXPECT_DOUBLE_EQ(k.Rate("blackwell", DType::kBF16, 8192, true, "B200-SXM-180GB").forward_flops_per_s, 1171e12);
+  EXPECT_DOUBLE_EQ(k.Rate("blackwell", DType::kBF16, 8192, true, "GB200-NVL72").forward_flops_per_s, 1171e12);
+  EXPECT_DOUBLE_EQ(k.Rate("blackwell", DType::kBF16, 8192).forward_flops_per_s, 1171e12);  // no name given
+  AttentionKernel only_ultra;
+  only_ultra.rates = {{"blackwell", DType::kBF16, 128, 8192, true, 1496e12, 1130e12, "gb300", {"B300"}}};
+  EXPECT_FALSE(only_ultra.Rate("blackwell", DType::kBF16, 8192, true, "B200-SXM-180GB").found);
+  EXPECT_TRUE(only_ultra.Rate("blackwell", DType::kBF16, 8192, true, "GB300-NVL72").found);
+}
+
+// The shipped Blackwell rates against the measurement they come from (NVIDIA/cudnn-frontend
+// @0258951 benchmark/sdpa_benchmark_training/artifacts, cuDNN 9.13.1 through PyTorch SDPA): one
+// layer of Llama 3.1 405B's attention (128 query / 8 KV heads of 128), batch 1, causal, 8,192
+// tokens took 1.877 ms forward and 5.833 ms backward on a B200, 1.470 / 4.865 ms on a GB300. A
+// one-layer job of that shape predicts those attention-core times.
+TEST(AttentionKernel, BlackwellCoreTimesAreCudnnsMeasuredOnes) {
+  for (const auto& [hardware, fwd_ms, bwd_ms] :
+       {std::tuple<const char*, double, double>{"b200", 1.877, 5.833}, {"gb300", 1.470, 4.865}}) {
+    absl::StatusOr<Job> job = testing::JobFromYaml(absl::StrCat(R"(
+model: {shape: {name: llama405b-attention, layers: 1, hidden_size: 16384, attention_heads: 128, kv_heads: 8,
+        vocab_size: 1024, ffn_type: swiglu, ffn_hidden_size: 1024}}
+framework: megatron-core
+hardware: )", hardware, R"(
+cluster: {gpu_count: 1}
+training: {seq_length: 8192, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, recompute: none})"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    const double attention_s = EstimateStepTime(*job).breakdown.attention_s;
+    EXPECT_NEAR(attention_s * 1e3, fwd_ms + bwd_ms, 0.01 * (fwd_ms + bwd_ms)) << hardware;
+  }
 }
 
 // A job's framework is a copy of the catalog's, and the rate table is shared between the copies:

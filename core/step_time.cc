@@ -106,6 +106,10 @@ struct LayerCost {
   // One direction's EP all-to-all (dispatch + combine) and ETP gather/scatter before any overlap
   // (the schedule may overlap them differently: DualPipe, in StepModel::Run).
   double ep_a2a_s = 0, ep_etp_s = 0;
+  // The compute-stream time of the layer's attention sub-layer (projections, core, its norm and
+  // residual share, RoPE), forward and backward: what Megatron-Core's EP overlap runs beside the
+  // combine (StepModel::DualPipeExposeEp). The rest of the layer's compute is its MLP's.
+  double pre_dispatch_fwd_s = 0, pre_dispatch_bwd_s = 0;
   ModuleForward module;
   Work Forward() const {
     Work w = gemm_fwd; w += attn_fwd; w += elem_fwd; w += tp_fwd; w += ep_fwd; return w;
@@ -876,9 +880,26 @@ class StepModel {
     const double one = c.ep_a2a_s + c.ep_etp_s;
     if (one <= 0) return;
     const double comm = 2 * one;
-    const double window = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.gemm_bwd.time_s + c.attn_bwd.time_s;
-    const double paired = comm * (1 - unpaired_share);
-    const double exposed = std::max(0.0, paired - window * (1 - unpaired_share)) + comm * unpaired_share;
+    // What runs beside the communication is the other micro-batch's compute stream, elementwise
+    // kernels included (the modules are run whole).
+    double paired_exposed = 0;
+    if (p_.Schedule() == PipelineSchedule::kDualPipe) {
+      // DualPipe (DeepSeek-V3 report Fig. 4): a forward and a backward chunk's attention and MLP
+      // beside both chunks' dispatch and combine, as one window.
+      paired_exposed = std::max(0.0, comm - (LayerFwdS(c) + LayerBwdS(c)));
+    } else {
+      // Megatron-Core's combined 1F1B (models/common/model_chunk_schedule_plan.py
+      // TransformerLayerSchedulePlan.run @d98e8a6) runs one layer's forward beside another's
+      // backward in three phases, each exposing what its communication outlasts of its compute:
+      //   comm stream:  combine_bwd       | dispatch_fwd, dispatch_bwd        | combine_fwd
+      //   comp stream:  pre_dispatch_fwd  | mlp_bwd, mlp_bwd_dw, mlp_fwd      | pre_dispatch_bwd
+      // (pre_dispatch: attention, layernorm, router, dispatch preprocess). A dispatch and a
+      // combine move the same bytes: each is half of `one`.
+      const double a_f = c.pre_dispatch_fwd_s, a_b = c.pre_dispatch_bwd_s;
+      const double mlp = std::max(0.0, LayerFwdS(c) + LayerBwdS(c) - a_f - a_b);
+      paired_exposed = std::max(0.0, one / 2 - a_f) + std::max(0.0, one - mlp) + std::max(0.0, one / 2 - a_b);
+    }
+    const double exposed = paired_exposed * (1 - unpaired_share) + comm * unpaired_share;
     const double sms = job_.hardware.sm_count > 0 ? static_cast<double>(job_.hardware.sm_count) : 132.0;
     // DeepEP under DualPipe (DeepSeek's own stack): its GEMMs are launched on the SMs DeepEP
     // leaves (DeepGEMM's num_sms; the DeepSeek-V3 trace's GEMMs run on 112 of 132 SMs and only
@@ -1572,11 +1593,13 @@ void StepModel::NormsAndElementwise(unsigned parts, LayerCost& c, const LayerScr
     rope_eager_f_s = fwd / bw_;
     rope_eager_b_s = bwd / bw_;
   }
+  // Norms and residual adds: one of each per sub-layer, half to each; RoPE to attention.
+  const double shared_f = (norms + elem - rope) * elem_factor_ / bw_, rope_f = rope * elem_factor_ / bw_;
+  c.pre_dispatch_fwd_s = s.attn_part_f + shared_f / 2 + rope_f + rope_eager_f_s;
+  c.pre_dispatch_bwd_s = s.attn_part_b + shared_f + 2 * rope_f + rope_eager_b_s;
   if (modules_ != nullptr) {
-    // Norms and residual adds: one of each per sub-layer, half to each; RoPE to attention.
-    const double shared_f = (norms + elem - rope) * elem_factor_ / bw_, rope_f = rope * elem_factor_ / bw_;
-    modules_->attention_fwd_s = s.attn_part_f + shared_f / 2 + rope_f + rope_eager_f_s;
-    modules_->attention_bwd_s = s.attn_part_b + shared_f + 2 * rope_f + rope_eager_b_s;
+    modules_->attention_fwd_s = c.pre_dispatch_fwd_s;
+    modules_->attention_bwd_s = c.pre_dispatch_bwd_s;
     modules_->mlp_fwd_s = ffn_part_f + shared_f / 2;
     modules_->mlp_bwd_s = ffn_part_b + shared_f;
     modules_->attention_gemm_fwd_s = s.attn_gemm_f;

@@ -569,14 +569,30 @@ training: {seq_length: 4096, global_batch_size: 4, micro_batch_size: 1})");
   prof.contention.clear();
   EXPECT_NEAR(EstimateStepTime(*job).breakdown.ep_comm_s, 7 * S / 100e9, 1e-3 * 7 * S / 100e9);
   // With 4 micro-batches, 3/4 is paired and hidden behind the other direction's compute, 1/4 (the
-  // first forward, the last backward) stays exposed. Experts 64x wider make the compute exceed
-  // the communication, which depends only on the tokens, top-k and hidden size.
+  // first forward, the last backward) stays exposed. Megatron-Core pairs in three phases
+  // (model_chunk_schedule_plan.py): the combines beside the other layer's attention, the
+  // dispatches beside its MLP. Experts 64x wider and 64 heads of 128 (8x the attention) make each
+  // phase's compute exceed its communication, which depends only on the tokens, top-k and hidden
+  // size.
   job->model.moe.expert_ffn_hidden_size = 65536;
+  job->model.attention_heads = 64;
+  job->model.kv_heads = 64;
+  job->model.head_dim = 128;
   job->training.global_batch_size = 16;
   const double m = static_cast<double>(job->MicroBatchesPerStep());
   ASSERT_EQ(m, 4);
   const StepBreakdown b = EstimateStepTime(*job).breakdown;
   EXPECT_NEAR(b.ep_comm_s, m * 7 * S / 100e9 / 4, 1e-3 * 7 * S / 100e9);
+  // With the attention of 8 heads again, the combines outlast it: each phase is its own window,
+  // so more is exposed than the first forward and last backward, though the MLP outlasts the
+  // dispatches and the layer as a whole outlasts all of it.
+  job->model.attention_heads = 8;
+  job->model.kv_heads = 8;
+  job->model.head_dim = 0;
+  const LayerModuleTimes mod = EstimateLayerModules(*job, true);
+  ASSERT_LT(mod.attention_fwd_s, 0.5 * mod.ep_transfer_s);
+  ASSERT_GT(mod.mlp_fwd_s + mod.mlp_bwd_s, mod.ep_transfer_s);
+  EXPECT_GT(EstimateStepTime(*job).breakdown.ep_comm_s, 1.01 * m * 7 * S / 100e9 / 4);
 }
 
 TEST(StepTime, PipelineScheduleBubbles) {

@@ -299,7 +299,7 @@ struct StepTimeInterval {
   std::string compute_rate_low_source;
   double compute_rate_low_step_ratio = 1;
   // A hybrid Mamba-2 model: the step with its SSD scan at kSsdTritonShare of the point rate
-  // (core/step_time.h: the Triton kernels' measured rate over the tuned kernel's) over the point
+  // (core/step_time.h: the whole Triton scan's measured rate over its chunk-scan kernel's) over the point
   // estimate, by which high_s was widened; 1: no Mamba layer, or the profile gives the scan's rate.
   double ssd_slow_step_ratio = 1;
 };

@@ -68,26 +68,31 @@ struct StepTimeEstimate {
   std::vector<std::string> warnings;
 };
 
-// The Mamba-2 SSD chunk scan's rate (a hybrid's Mamba layers, StepModel::MambaMixer), the two
+// The Mamba-2 SSD chunk scan's rate (a hybrid's Mamba layers, StepModel::MambaMixer), the
 // published measurements at a stated shape:
-// - kSsdPeakFraction (the point estimate): a tuned Hopper chunk-scan forward kernel at about 135
-//   TFLOP/s on an H800 SXM (989.4 TFLOP/s dense bf16) at batch 8, 80 heads, 1 group, chunk 256,
-//   head dim 64, state 128, 8K-32K tokens (tile-ai/tilelang benchmark/mamba2/README.md @be9c08f:
-//   1.278 ms at 8K by its FLOP count 2 B L Q H P / 2 + 2 B L H P N, the count used here), as a
-//   fraction of the GPU's dense bf16 peak;
-// - kSsdTritonFlopsPerS: mamba_ssm's own mamba_chunk_scan_combined (the
-//   Triton kernels Megatron-Core runs), forward, bf16, batch 16, 8 heads of 128, 8 groups of state
-//   128, chunk 64, 2K-16K tokens: 0.76 ms per 1K tokens (6.25 ms at 8K; fla-org/flash-linear-
-//   attention PR #50, benchmarks/ops/benchmark_simple_gla_vs_mamba2.py @3e820d1, mamba-ssm 2.2.2,
-//   triton 2.3.1; its GPU is not stated), 15.1 TFLOP/s by the same count.
-// The Triton kernels Megatron-Core runs are the second kind, newer versions and GPUs faster: the
-// point estimate leans fast, and the interval's upper end holds the step with the scan at
-// kSsdTritonShare of the point rate (the second measurement over the first: the GPU of the second
-// is not stated, so its share, not its absolute rate, is carried to other GPUs).
+// - kSsdPeakFraction (the point estimate): mamba_ssm's Triton chunk-scan forward kernel
+//   (`mamba_ssm.ops.triton.ssd_chunk_scan._chunk_scan_fwd`, the kernel of the SSD Megatron-Core
+//   runs; mamba-ssm 2.2.6.post3, Triton 3.5.0) at about 91 TFLOP/s on an H800 SXM (989.4 TFLOP/s
+//   dense bf16) at batch 8, 80 heads, 1 group, chunk 256, head dim 64, state 128, 8K-32K tokens
+//   (90-91 there; 106-110 at 1K-4K), by the count 2 B L Q H P / 2 + 2 B L H P N used here: the
+//   Triton bars of tile-ai/tilelang benchmark/mamba2/mamba_benchmark_result.png (@4f3523d, read
+//   off the chart: approximate), beside the tuned TileLang kernel's 134-136 (its README's table,
+//   kSsdTunedFlopsPerS), as a fraction of the GPU's dense bf16 peak. Until 2026-11-29 the point
+//   was the tuned kernel's, which Megatron-Core does not run;
+// - kSsdTritonFlopsPerS: mamba_ssm's whole mamba_chunk_scan_combined forward (its five Triton
+//   kernels), bf16, batch 16, 8 heads of 128, 8 groups of state 128, chunk 64, 2K-16K tokens:
+//   0.76 ms per 1K tokens (6.25 ms at 8K; fla-org/flash-linear-attention PR #50,
+//   benchmarks/ops/benchmark_simple_gla_vs_mamba2.py @3e820d1, mamba-ssm 2.2.2, triton 2.3.1; its
+//   GPU is not stated), 15.1 TFLOP/s by the same count.
+// The point is one kernel of the five, the fastest measured: the step leans fast, and the
+// interval's upper end holds the step with the scan at kSsdTritonShare of the point rate (the
+// whole op's measurement over the kernel's: the GPU of the first is not stated, so its share, not
+// its absolute rate, is carried to other GPUs).
 inline constexpr double kSsdTunedFlopsPerS = 135e12;
-inline constexpr double kSsdPeakFraction = kSsdTunedFlopsPerS / 989.4e12;
+inline constexpr double kSsdTritonChunkScanFlopsPerS = 91e12;
+inline constexpr double kSsdPeakFraction = kSsdTritonChunkScanFlopsPerS / 989.4e12;
 inline constexpr double kSsdTritonFlopsPerS = 15.1e12;
-inline constexpr double kSsdTritonShare = kSsdTritonFlopsPerS / kSsdTunedFlopsPerS;
+inline constexpr double kSsdTritonShare = kSsdTritonFlopsPerS / kSsdTritonChunkScanFlopsPerS;
 
 // HBM bytes per element that quantizing one bf16/fp16 tensor (`input_bytes` per element) to fp8
 // moves under Transformer Engine's recipe `r` (transformer_engine/pytorch/csrc/quantizer.cpp,

@@ -7,12 +7,13 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "core/flops.h"
 #include "core/interval.h"
 #include "core/memory.h"
@@ -559,14 +560,30 @@ absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalo
     const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;
     if (json) {
       // One JSON object: the job spec as the row was read (a job file), the prediction, the
-      // measured step time.
-      absl::StatusOr<std::string> spec = JobSpecToJson(run->spec);
-      if (!spec.ok()) return spec.status();
-      return absl::StrCat("{\n\"row_id\": \"", row_id, "\",\n\"measured_iter_time_s\": ",
-                          absl::StrFormat("%.6g", run->measured_iter_time_s), ",\n\"measured_from\": \"",
-                          absl::CEscape(run->measured_from), "\",\n\"error_pct\": ", absl::StrFormat("%.4f", err),
-                          ",\n\"spec\": ", *spec, ",\n\"prediction\": ", ToJson(PredictionToProto(*p)),
-                          "}\n");
+      // measured step time; built as a google.protobuf.Struct so protobuf's JSON printer escapes
+      // every string.
+      absl::StatusOr<std::string> spec_json = JobSpecToJson(run->spec);
+      if (!spec_json.ok()) return spec_json.status();
+      google::protobuf::Struct out;
+      auto& fields = *out.mutable_fields();
+      fields["row_id"].set_string_value(row_id);
+      fields["measured_iter_time_s"].set_number_value(run->measured_iter_time_s);
+      fields["measured_from"].set_string_value(run->measured_from);
+      fields["error_pct"].set_number_value(err);
+      if (!google::protobuf::util::JsonStringToMessage(*spec_json, fields["spec"].mutable_struct_value()).ok() ||
+          !google::protobuf::util::JsonStringToMessage(ToJson(PredictionToProto(*p)),
+                                                       fields["prediction"].mutable_struct_value())
+               .ok()) {
+        return absl::InternalError("--explain --json: the job or its prediction does not print as JSON");
+      }
+      std::string text;
+      google::protobuf::util::JsonPrintOptions opts;
+      opts.add_whitespace = true;
+      opts.preserve_proto_field_names = true;
+      if (!google::protobuf::util::MessageToJsonString(out, &text, opts).ok()) {
+        return absl::InternalError("--explain --json: the result does not print as JSON");
+      }
+      return text;
     }
     return absl::StrCat(FormatReport(*job, *p),
                         absl::StrFormat("\n  measured   %.4f s (%s): predicted %+.1f%%\n", run->measured_iter_time_s,

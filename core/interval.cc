@@ -600,8 +600,8 @@ std::vector<std::string> IntervalNotes(const StepTimeInterval& i) {
         "no published run of a hybrid Mamba-2 model was validated: outside the validated region, the interval is ",
         i.from_outside_runs ? "how far the model has been off on regimes it had no validated run of"
                             : "the widest the table holds",
-        "; its Mamba-2 scan is costed at the rate of mamba_ssm's Triton chunk-scan kernel, the fastest of the five "
-        "kernels of the scan Megatron-Core runs (the step leans fast)"));
+        "; its Mamba-2 scan is costed at the rate of mamba_ssm's Triton chunk-scan kernel, one of the five kernels "
+        "of the scan Megatron-Core runs, which measured slower as a whole (the step leans fast)"));
     if (i.ssd_slow_step_ratio > 1) {
       out.push_back(absl::StrFormat(
           "the upper end holds the step with the Mamba-2 scan at %.2g of that rate (mamba_ssm's whole scan measured "

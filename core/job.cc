@@ -144,6 +144,12 @@ absl::Status ValidateJob(const Job& job) {
                "cannot offload inside the MoE layer while recompute_modules has 'moe' (Megatron-Core "
                "transformer_config.py: \"Cannot offload ... while recomputing the entire MoE layer\")");
   }
+  if (m.Hybrid() && t.overlap_ep_comm && p.ep > 1 && job.framework.overlap.ep_all_to_all.supported) {
+    return Bad("training.overlap_ep_comm",
+               "Megatron-Core's EP overlap runs GPT models only: combined_1f1b.py builds its schedule from "
+               "GPTModel.build_schedule_plan (models/gpt/gpt_model.py), which a hybrid (Mamba) model's MambaModel does "
+               "not have; set it false");
+  }
   if (m.Hybrid() && t.mtp_layers > 0 && m.hybrid_mtp_pattern.empty()) {
     return Bad("training.mtp_layers", "the hybrid model has no MTP module (model.shape.hybrid_mtp_pattern is empty)");
   }

@@ -106,9 +106,14 @@ struct LayerCost {
   // One direction's EP all-to-all (dispatch + combine) and ETP gather/scatter before any overlap
   // (the schedule may overlap them differently: DualPipe, in StepModel::Run).
   double ep_a2a_s = 0, ep_etp_s = 0;
-  // The compute-stream time of the layer's attention sub-layer (projections, core, its norm and
-  // residual share, RoPE), forward and backward: what Megatron-Core's EP overlap runs beside the
-  // combine (StepModel::DualPipeExposeEp). The rest of the layer's compute is its MLP's.
+  // The dispatch's part of ep_a2a_s (the rest is the combine's; they differ when the dispatch
+  // is fp8: deepep-fp8).
+  double ep_dispatch_s = 0;
+  // The compute-stream time before the dispatch, forward and backward: Megatron-Core's
+  // pre_dispatch_computation (models/gpt/fine_grained_callables.py @d98e8a6: attention, the
+  // pre-MLP norm, the shared experts, the router, the dispatcher's preprocess), which its EP
+  // overlap runs beside the combine (StepModel::DualPipeExposeEp). The rest of the layer's
+  // compute is its MLP's (experts, activation, the MLP's residual add).
   double pre_dispatch_fwd_s = 0, pre_dispatch_bwd_s = 0;
   ModuleForward module;
   Work Forward() const {
@@ -392,7 +397,10 @@ void AddScaled(LayerCost& into, const LayerCost& c, double k) {
     into.*member += (c.*member).Scaled(k);
   }
   into.ep_a2a_s += k * c.ep_a2a_s;
+  into.ep_dispatch_s += k * c.ep_dispatch_s;
   into.ep_etp_s += k * c.ep_etp_s;
+  into.pre_dispatch_fwd_s += k * c.pre_dispatch_fwd_s;
+  into.pre_dispatch_bwd_s += k * c.pre_dispatch_bwd_s;
   for (auto member : {&ModuleForward::core_attn, &ModuleForward::mlp, &ModuleForward::mlp_up, &ModuleForward::moe_act,
                       &ModuleForward::layernorm, &ModuleForward::mla_up_proj, &ModuleForward::moe,
                       &ModuleForward::shared_experts, &ModuleForward::activation_functions,
@@ -838,14 +846,17 @@ class StepModel {
   // NIC per GPU across nodes).
   // DeepEP / HybridEP dispatch + combine of `tokens` tokens, each routed to `k` experts (EpComm:
   // top-k, times the capacity factor when the router pads), `h` wide.
-  double DeepEpDispatchCombine(double tokens, double h, double k) {
+  // `dispatch_s` (may be null) receives the dispatch's part.
+  double DeepEpDispatchCombine(double tokens, double h, double k, double* dispatch_s = nullptr) {
     const GroupPlacement& g = place_.ep;
     const double per_node = std::max<int64_t>(1, g.members_per_node);
     const double nodes = std::max(1.0, static_cast<double>(g.size) / per_node);
     const double dispatch_b = t_.moe_dispatcher == MoeDispatcher::kDeepEPFp8 ? 1.0 + 4.0 / 128 : e_act_;
     const double combine_b = e_act_;
     if (nodes <= 1) {
-      return Comm(Collective::kAllToAll, g, tokens * k * h * dispatch_b) + Comm(Collective::kAllToAll, g, tokens * k * h * combine_b);
+      const double d = Comm(Collective::kAllToAll, g, tokens * k * h * dispatch_b);
+      if (dispatch_s != nullptr) *dispatch_s = d;
+      return d + Comm(Collective::kAllToAll, g, tokens * k * h * combine_b);
     }
     const double distinct = ExpectedGroupsReachedLimited(static_cast<double>(m_.moe.routed_experts), nodes, k,
                                                          m_.moe.routed_groups, m_.moe.max_routed_groups);
@@ -857,9 +868,13 @@ class StepModel {
     // were charged (n - k)/(n - 1) of their time, 0.89 at EP 64 on 8 nodes, 0.53 at EP 16 on 2.)
     const double n = static_cast<double>(g.size);
     const double k_local = static_cast<double>(std::clamp<int64_t>(g.min_members_per_node, 1, g.members_per_node));
-    const double to_s = n / std::max(1.0, n - k_local);
-    return Comm(Collective::kAllToAll, g, tokens * remote * h * dispatch_b * to_s) +
-           Comm(Collective::kAllToAll, g, tokens * remote * h * combine_b * to_s);
+    // Exact for the one-NIC rate without a measured curve (the presets); a curve measured at
+    // another layout is scaled as Comm() scales it. The leave-one-source-out ablation of the
+    // one-NIC rate (ModelChoices::alltoall_one_nic off) keeps the former n / (n - 1).
+    const double to_s = job_.choices.alltoall_one_nic ? n / std::max(1.0, n - k_local) : n / std::max(1.0, n - 1);
+    const double d = Comm(Collective::kAllToAll, g, tokens * remote * h * dispatch_b * to_s);
+    if (dispatch_s != nullptr) *dispatch_s = d;
+    return d + Comm(Collective::kAllToAll, g, tokens * remote * h * combine_b * to_s);
   }
   // DualPipe (DeepSeek-V3 report Sec. 3.2.1): a forward and a backward chunk run together, the
   // all-to-all of each beside the other's compute; the communication kernels keep their SMs for
@@ -893,11 +908,14 @@ class StepModel {
       // backward in three phases, each exposing what its communication outlasts of its compute:
       //   comm stream:  combine_bwd       | dispatch_fwd, dispatch_bwd        | combine_fwd
       //   comp stream:  pre_dispatch_fwd  | mlp_bwd, mlp_bwd_dw, mlp_fwd      | pre_dispatch_bwd
-      // (pre_dispatch: attention, layernorm, router, dispatch preprocess). A dispatch and a
-      // combine move the same bytes: each is half of `one`.
+      // (pre_dispatch: attention, layernorm, shared experts, router, dispatch preprocess:
+      // LayerCost::pre_dispatch_*). Each backward all-to-all is costed as its forward (as
+      // `comm` = 2 x one counts them); the ETP all-gather goes with the dispatch, the
+      // reduce-scatter with the combine.
       const double a_f = c.pre_dispatch_fwd_s, a_b = c.pre_dispatch_bwd_s;
       const double mlp = std::max(0.0, LayerFwdS(c) + LayerBwdS(c) - a_f - a_b);
-      paired_exposed = std::max(0.0, one / 2 - a_f) + std::max(0.0, one - mlp) + std::max(0.0, one / 2 - a_b);
+      const double dispatch = c.ep_dispatch_s + c.ep_etp_s / 2, combine = one - dispatch;
+      paired_exposed = std::max(0.0, combine - a_f) + std::max(0.0, 2 * dispatch - mlp) + std::max(0.0, combine - a_b);
     }
     const double exposed = paired_exposed * (1 - unpaired_share) + comm * unpaired_share;
     const double sms = job_.hardware.sm_count > 0 ? static_cast<double>(job_.hardware.sm_count) : 132.0;
@@ -965,6 +983,9 @@ class StepModel {
     int fm = 2;
     double b = 0, sq = 0;
     double attn_part_f = 0, attn_part_b = 0, attn_gemm_f = 0, attn_gemm_b = 0;
+    // An MoE block's compute before its dispatch (router, latent fc1, shared experts), forward
+    // and backward: LayerCost::pre_dispatch_fwd_s / _bwd_s.
+    double moe_pre_dispatch_f = 0, moe_pre_dispatch_b = 0;
   };
   static double LayerFwdS(const LayerCost& c) { return c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s; }
   static double LayerBwdS(const LayerCost& c) { return c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s; }
@@ -1365,14 +1386,22 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
   // is [s/tp, b, h] with SP; router.py TopKRouter: gating GEMM, then scores (softmax or
   // sigmoid), top-k, the probabilities and the auxiliary loss, in fp32 over T x E).
   const double t_local = T / t;
-  Gemm16(t_local, E, h, c);
+  // What runs before the dispatch (LayerCost::pre_dispatch_*): the router, fc1_latent_proj and the
+  // shared experts' GEMMs, as deltas of the layer's forward and backward times.
+  auto before_dispatch = [&](auto&& add) {
+    const double f = LayerFwdS(c), b = LayerBwdS(c);
+    add();
+    s.moe_pre_dispatch_f += LayerFwdS(c) - f;
+    s.moe_pre_dispatch_b += LayerBwdS(c) - b;
+  };
+  before_dispatch([&] { Gemm16(t_local, E, h, c); });
   // Latent MoE (Megatron-Core moe_layer.py, moe_latent_size): fc1_latent_proj h -> w before the
   // dispatch and fc2_latent_proj w -> h after the combine, TELinear parallel_mode "duplicated"
   // (not split by TP) on the rank's own tokens; the routed experts and the dispatched rows are
   // w wide (w = h without one).
   const double w = static_cast<double>(m_.moe.ExpertWidth(m_.hidden_size));
   if (m_.moe.latent_size > 0) {
-    Gemm(t_local, w, h, c);
+    before_dispatch([&] { Gemm(t_local, w, h, c); });
     Gemm(t_local, h, w, c);
   }
   // Tokens each GPU dispatches: its T/tp sequence-parallel share, gathered over ETP
@@ -1387,8 +1416,10 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
   Gemm(per_expert_tokens, w, fe / etp, c, local_experts);
   if (m_.moe.shared_experts > 0) {
     const double fs = m_.moe.shared_expert_ffn_hidden_size * m_.moe.shared_experts;
-    Gemm(T, (fm - 1) * fs / t, h, c, 1, &mod.shared_experts);
-    Gemm(T, h, fs / t, c, 1, &mod.shared_experts);
+    before_dispatch([&] {
+      Gemm(T, (fm - 1) * fs / t, h, c, 1, &mod.shared_experts);
+      Gemm(T, h, fs / t, c, 1, &mod.shared_experts);
+    });
     s.tp_ag_gemms.push_back({T, (fm - 1) * fs / t, h});
     s.tp_rs_gemms.push_back({T, h, fs / t});
   }
@@ -1595,11 +1626,15 @@ void StepModel::NormsAndElementwise(unsigned parts, LayerCost& c, const LayerScr
   }
   // Norms and residual adds: one of each per sub-layer, half to each; RoPE to attention.
   const double shared_f = (norms + elem - rope) * elem_factor_ / bw_, rope_f = rope * elem_factor_ / bw_;
-  c.pre_dispatch_fwd_s = s.attn_part_f + shared_f / 2 + rope_f + rope_eager_f_s;
-  c.pre_dispatch_bwd_s = s.attn_part_b + shared_f + 2 * rope_f + rope_eager_b_s;
+  // Before the dispatch: the attention sub-layer with its residual add, both norms (the pre-MLP
+  // norm precedes the router), RoPE, and the MoE block's router and shared experts; backward
+  // twice the elementwise bytes, as the module times below count them.
+  const double pre_elem_f = (norms + (attention ? (elem - rope) / sublayers : 0.0)) * elem_factor_ / bw_;
+  c.pre_dispatch_fwd_s = s.attn_part_f + s.moe_pre_dispatch_f + pre_elem_f + rope_f + rope_eager_f_s;
+  c.pre_dispatch_bwd_s = s.attn_part_b + s.moe_pre_dispatch_b + 2 * pre_elem_f + 2 * rope_f + rope_eager_b_s;
   if (modules_ != nullptr) {
-    modules_->attention_fwd_s = c.pre_dispatch_fwd_s;
-    modules_->attention_bwd_s = c.pre_dispatch_bwd_s;
+    modules_->attention_fwd_s = s.attn_part_f + shared_f / 2 + rope_f + rope_eager_f_s;
+    modules_->attention_bwd_s = s.attn_part_b + shared_f + 2 * rope_f + rope_eager_b_s;
     modules_->mlp_fwd_s = ffn_part_f + shared_f / 2;
     modules_->mlp_bwd_s = ffn_part_b + shared_f;
     modules_->attention_gemm_fwd_s = s.attn_gemm_f;
@@ -1709,9 +1744,10 @@ void StepModel::EpComm(bool moe, LayerCost& c, const LayerScratch& s) {
     const double w = static_cast<double>(m_.moe.ExpertWidth(m_.hidden_size));
     const double k = m_.moe.top_k * t_.MoePaddedRowsFactor();
     const double S = T / p_.tp * k * w * e_act_;
+    double dispatch_s = 0;
     const double a2a = p_.ep > 1 ? (t_.moe_dispatcher == MoeDispatcher::kAllToAll
-                                        ? 2 * Comm(Collective::kAllToAll, place_.ep, S)
-                                        : DeepEpDispatchCombine(T / p_.tp, w, k))
+                                        ? 2 * (dispatch_s = Comm(Collective::kAllToAll, place_.ep, S))
+                                        : DeepEpDispatchCombine(T / p_.tp, w, k, &dispatch_s))
                                  : 0.0;
     double etp_s = 0;
     if (p_.Etp() > 1) {
@@ -1722,6 +1758,7 @@ void StepModel::EpComm(bool moe, LayerCost& c, const LayerScratch& s) {
     if (modules_ != nullptr) modules_->ep_transfer_s = one;
     const OverlapMechanism& o = fw_.overlap.ep_all_to_all;
     c.ep_a2a_s = a2a;
+    c.ep_dispatch_s = dispatch_s;
     c.ep_etp_s = etp_s;
     // Exposed as it runs inside the layer: all of it, or a legacy single efficiency. Overlap
     // with another micro-batch (the job's overlap_ep_comm, DualPipe) is the schedule's: Run.

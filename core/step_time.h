@@ -75,16 +75,18 @@ struct StepTimeEstimate {
 //   runs; mamba-ssm 2.2.6.post3, Triton 3.5.0) at about 91 TFLOP/s on an H800 SXM (989.4 TFLOP/s
 //   dense bf16) at batch 8, 80 heads, 1 group, chunk 256, head dim 64, state 128, 8K-32K tokens
 //   (90-91 there; 106-110 at 1K-4K), by the count 2 B L Q H P / 2 + 2 B L H P N used here: the
-//   Triton bars of tile-ai/tilelang benchmark/mamba2/mamba_benchmark_result.png (@4f3523d, read
-//   off the chart: approximate), beside the tuned TileLang kernel's 134-136 (its README's table,
-//   kSsdTunedFlopsPerS), as a fraction of the GPU's dense bf16 peak. Until 2026-11-29 the point
-//   was the tuned kernel's, which Megatron-Core does not run;
+//   Triton bars of tile-ai/tilelang benchmark/mamba2/mamba_benchmark_result.png (the chart as of
+//   @4f3523d, read off: approximate; the baseline's versions and its `chunk_scan_triton` =
+//   `_chunk_scan_fwd` from @95e7bc3, #1131: README "Compare with Baselines",
+//   benchmark_mamba_chunk_scan.py), beside the tuned TileLang kernel's 134-136 (its README's
+//   table, kSsdTunedFlopsPerS), as a fraction of the GPU's dense bf16 peak. Until 2026-11-29 the
+//   point was the tuned kernel's, which Megatron-Core does not run;
 // - kSsdTritonFlopsPerS: mamba_ssm's whole mamba_chunk_scan_combined forward (its five Triton
 //   kernels), bf16, batch 16, 8 heads of 128, 8 groups of state 128, chunk 64, 2K-16K tokens:
 //   0.76 ms per 1K tokens (6.25 ms at 8K; fla-org/flash-linear-attention PR #50,
 //   benchmarks/ops/benchmark_simple_gla_vs_mamba2.py @3e820d1, mamba-ssm 2.2.2, triton 2.3.1; its
 //   GPU is not stated), 15.1 TFLOP/s by the same count.
-// The point is one kernel of the five, the fastest measured: the step leans fast, and the
+// The point is one kernel of the five (the others are not measured alone): the step leans fast, and the
 // interval's upper end holds the step with the scan at kSsdTritonShare of the point rate (the
 // whole op's measurement over the kernel's: the GPU of the first is not stated, so its share, not
 // its absolute rate, is carried to other GPUs).

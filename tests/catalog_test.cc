@@ -749,7 +749,7 @@ training: {seq_length: 4096, global_batch_size: 4096, micro_batch_size: 1})"));
     EXPECT_EQ(j->training.overlap_ep_comm, c.overlap_ep);
   }
   // B200 in fp8 at PP 8, VPP 2, EP 32: the layout of DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2
-  // (commit 5acef9309, v0.4.2): DeepEP, the all-to-all overlapped, mla_up_proj and mlp recomputed;
+  // (commit 5acef9309 on main, a8b6cb3d6 in v0.4.2): DeepEP, the all-to-all overlapped, mla_up_proj and mlp recomputed;
   // the same GPU at PP 16 / EP 8 (B200_V1) or in bf16 keeps HybridEP without the overlap.
   auto b200 = [](const char* layout, const char* precision) {
     return testing::JobFromYaml(absl::StrCat(R"(model: deepseek-v3

@@ -99,6 +99,18 @@ TEST(Hybrid, AlternatingAttentionAndMoeIsTheMoeTransformer) {
   EXPECT_NEAR(d->step_time_s / c->step_time_s, 1.0, 1e-9);
 }
 
+// Megatron-Core's EP overlap (combined_1f1b.py) builds its schedule from
+// GPTModel.build_schedule_plan; MambaModel has none, so a hybrid with EP cannot run it: refused,
+// naming the field. The transformer of the same blocks can.
+TEST(Hybrid, EpOverlapIsRefusedForAHybrid) {
+  absl::StatusOr<Job> hy = JobOf(Shape(8, true, true), "{tp: 1, ep: 4}", 8, ", overlap_ep_comm: true");
+  ASSERT_FALSE(hy.ok());
+  EXPECT_NE(hy.status().message().find("training.overlap_ep_comm"), std::string::npos) << hy.status();
+  EXPECT_NE(hy.status().message().find("build_schedule_plan"), std::string::npos) << hy.status();
+  absl::StatusOr<Job> tf = JobOf(Shape(8, false, true), "{tp: 1, ep: 4}", 8, ", overlap_ep_comm: true");
+  EXPECT_TRUE(tf.ok()) << tf.status();
+}
+
 TEST(Hybrid, MambaLayerFlopsAndTermsFromItsDefinition) {
   // Nemotron-H 8B: 24 Mamba-2 layers of d_inner 8192, state 128: Megatron's scan count
   // 7 d_inner N per token and layer on top of the GEMMs (2 per weight) and 4 attention layers'

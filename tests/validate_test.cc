@@ -14,6 +14,8 @@
 #include "cli/cli.h"
 #include "proto/published_runs.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/catalog.h"
 #include "proto/codec.h"
@@ -493,22 +495,25 @@ TEST(Validate, ExplainJsonSpecReadsBackAsTheSameJob) {
   for (const char* row : {"112", "230"}) {
     absl::StatusOr<std::string> out = cli::ExplainRow(STEPCAST_PUBLISHED_RUNS, testing::BuiltinCatalog(), row, true);
     ASSERT_TRUE(out.ok()) << out.status();
-    const size_t spec_at = out->find("\"spec\": "), prediction_at = out->find(",\n\"prediction\": ");
-    ASSERT_NE(spec_at, std::string::npos);
-    ASSERT_NE(prediction_at, std::string::npos);
-    const std::string spec = out->substr(spec_at + 8, prediction_at - spec_at - 8);
+    // The whole output is one JSON object.
+    google::protobuf::Struct parsed;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*out, &parsed).ok()) << *out;
+    const auto& f = parsed.fields();
+    ASSERT_TRUE(f.contains("spec") && f.contains("prediction") && f.contains("error_pct") &&
+                f.contains("measured_iter_time_s") && f.contains("row_id"));
+    EXPECT_EQ(f.at("row_id").string_value(), row);
+    std::string spec;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(f.at("spec").struct_value(), &spec).ok());
     const std::string path = absl::StrCat(::testing::TempDir(), "/explain_", row, ".json");
     std::ofstream(path) << spec;
     absl::StatusOr<Job> job = LoadJob(path, testing::BuiltinCatalog(), nullptr);
     ASSERT_TRUE(job.ok()) << job.status();
     absl::StatusOr<Prediction> p = Predict(*job);
     ASSERT_TRUE(p.ok()) << p.status();
-    const size_t step_at = out->find("\"step_time_s\": ", prediction_at);
-    ASSERT_NE(step_at, std::string::npos);
-    double printed = 0;
-    ASSERT_TRUE(absl::SimpleAtod(out->substr(step_at + 15, out->find_first_of(",\n", step_at) - step_at - 15), &printed));
+    const double printed = f.at("prediction").struct_value().fields().at("step_time_s").number_value();
     EXPECT_NEAR(p->step_time_s, printed, 1e-9 * printed) << "row " << row;
-    EXPECT_NE(out->find("\"error_pct\": "), std::string::npos);
+    const double measured = f.at("measured_iter_time_s").number_value();
+    EXPECT_NEAR(f.at("error_pct").number_value(), (printed - measured) / measured * 100, 1e-6);
   }
 }
 

@@ -559,31 +559,31 @@ absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalo
     if (!p.ok()) return p.status();
     const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;
     if (json) {
-      // One JSON object: the job spec as the row was read (a job file), the prediction, the
-      // measured step time; built as a google.protobuf.Struct so protobuf's JSON printer escapes
-      // every string.
+      // One JSON object, its keys in a fixed order: the row, the measured step time, the error,
+      // the job spec as the row was read (a job file), the prediction. Strings and numbers are
+      // printed by protobuf's JSON printer (as google.protobuf.Value), so they are escaped.
+      auto value_json = [](const google::protobuf::Value& v) {
+        std::string out;
+        (void)google::protobuf::util::MessageToJsonString(v, &out);
+        return out;
+      };
+      auto string_json = [&](const std::string& text) {
+        google::protobuf::Value v;
+        v.set_string_value(text);
+        return value_json(v);
+      };
+      auto number_json = [&](double x) {
+        google::protobuf::Value v;
+        v.set_number_value(x);
+        return value_json(v);
+      };
       absl::StatusOr<std::string> spec_json = JobSpecToJson(run->spec);
       if (!spec_json.ok()) return spec_json.status();
-      google::protobuf::Struct out;
-      auto& fields = *out.mutable_fields();
-      fields["row_id"].set_string_value(row_id);
-      fields["measured_iter_time_s"].set_number_value(run->measured_iter_time_s);
-      fields["measured_from"].set_string_value(run->measured_from);
-      fields["error_pct"].set_number_value(err);
-      if (!google::protobuf::util::JsonStringToMessage(*spec_json, fields["spec"].mutable_struct_value()).ok() ||
-          !google::protobuf::util::JsonStringToMessage(ToJson(PredictionToProto(*p)),
-                                                       fields["prediction"].mutable_struct_value())
-               .ok()) {
-        return absl::InternalError("--explain --json: the job or its prediction does not print as JSON");
-      }
-      std::string text;
-      google::protobuf::util::JsonPrintOptions opts;
-      opts.add_whitespace = true;
-      opts.preserve_proto_field_names = true;
-      if (!google::protobuf::util::MessageToJsonString(out, &text, opts).ok()) {
-        return absl::InternalError("--explain --json: the result does not print as JSON");
-      }
-      return text;
+      return absl::StrCat("{\n\"row_id\": ", string_json(row_id),
+                          ",\n\"measured_iter_time_s\": ", number_json(run->measured_iter_time_s),
+                          ",\n\"measured_from\": ", string_json(run->measured_from),
+                          ",\n\"error_pct\": ", number_json(err), ",\n\"spec\": ", *spec_json,
+                          ",\n\"prediction\": ", ToJson(PredictionToProto(*p)), "}\n");
     }
     return absl::StrCat(FormatReport(*job, *p),
                         absl::StrFormat("\n  measured   %.4f s (%s): predicted %+.1f%%\n", run->measured_iter_time_s,

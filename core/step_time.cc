@@ -1462,8 +1462,14 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
   // are). deepep-fp8 (DeepSeek's own stack) has no separate permute here: its module times are
   // held against the DeepSeek-V3 training trace (tests/deepseek_trace_test.cc).
   Elementwise(routed_act, c, &mod.moe_act);
-  Elementwise(shared_act, c, &mod.shared_experts);
-  Elementwise(routing + permute, c);
+  before_dispatch([&] { Elementwise(shared_act, c, &mod.shared_experts); });
+  // Before the dispatch too: the router's passes and the routing map, and the all-to-all
+  // dispatcher's preprocess, its permute (half of `permute`: the unpermute after the combine is
+  // the other; token_dispatcher.py MoEAlltoAllTokenDispatcher.dispatch_preprocess). DeepEP permutes
+  // the rows it received, after the dispatch.
+  const double pre_permute = t_.moe_dispatcher == MoeDispatcher::kAllToAll ? permute / 2 : 0.0;
+  before_dispatch([&] { Elementwise(routing + pre_permute, c); });
+  Elementwise(permute - pre_permute, c);
   if (fw_.expert_bias_eager && m_.linear_bias) {
     // The fc2 bias in an eager loop per local expert (Megatron-Core moe/experts.py _apply_bias at
     // core_r0.16 b0cc2706: torch.cat([t + b * p for t, b, p in zip(split(out), biases,

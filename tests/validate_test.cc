@@ -514,7 +514,27 @@ TEST(Validate, ExplainJsonSpecReadsBackAsTheSameJob) {
     EXPECT_NEAR(p->step_time_s, printed, 1e-9 * printed) << "row " << row;
     const double measured = f.at("measured_iter_time_s").number_value();
     EXPECT_NEAR(f.at("error_pct").number_value(), (printed - measured) / measured * 100, 1e-6);
+    // The same bytes every time (no map order in the printout).
+    absl::StatusOr<std::string> again = cli::ExplainRow(STEPCAST_PUBLISHED_RUNS, testing::BuiltinCatalog(), row, true);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, *out);
   }
+  // A row id with quotes and an apostrophe stays one JSON string (escaped, not concatenated).
+  std::ifstream in(STEPCAST_PUBLISHED_RUNS);
+  std::string header, line, row112;
+  std::getline(in, header);
+  while (std::getline(in, line)) {
+    if (line.rfind("112,", 0) == 0) row112 = line;
+  }
+  ASSERT_FALSE(row112.empty());
+  const std::string odd_id = R"(r"1'2\3)";
+  const std::string path = absl::StrCat(::testing::TempDir(), "/odd_row.csv");
+  std::ofstream(path) << header << "\n\"r\"\"1'2\\3\"" << row112.substr(3) << "\n";
+  absl::StatusOr<std::string> odd = cli::ExplainRow(path, testing::BuiltinCatalog(), odd_id, true);
+  ASSERT_TRUE(odd.ok()) << odd.status();
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*odd, &parsed).ok()) << *odd;
+  EXPECT_EQ(parsed.fields().at("row_id").string_value(), odd_id);
 }
 
 // Splits one CSV line into cells (quotes as RFC 4180; the file has no newline in a cell).

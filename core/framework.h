@@ -80,7 +80,9 @@ struct AttentionKernel {
   // causal; the other kind marked extrapolated when the table has none)
   // interpolated linearly in log(seq_length) between measured lengths, held at the nearest end
   // outside them (marked extrapolated). FP8 falls back to BF16 rates (marked extrapolated);
-  // head_dim is matched when a rate gives one, else ignored. found = false when the
+  // head_dim is not matched: a rate measured at one head dimension (the presets' 128) serves
+  // every head dimension (MLA's 192 / 128 runs within 5% of it on a GB200, cuDNN 9.19; a head
+  // dimension of 64 at about half of it: not modelled, docs/FRAMEWORKS.md). found = false when the
   // architecture has no rate. `hardware_name` (the job's Hardware::name, any case): rates that
   // name a part of it (AttentionRate::hardware) are used instead of the architecture's general
   // ones, at each step of the fallbacks above; rates naming other GPUs are never used.

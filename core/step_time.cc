@@ -983,8 +983,8 @@ class StepModel {
     int fm = 2;
     double b = 0, sq = 0;
     double attn_part_f = 0, attn_part_b = 0, attn_gemm_f = 0, attn_gemm_b = 0;
-    // An MoE block's compute before its dispatch (router, latent fc1, shared experts), forward
-    // and backward: LayerCost::pre_dispatch_fwd_s / _bwd_s.
+    // An MoE block's compute before its dispatch (router GEMM and passes, latent fc1, shared
+    // experts, the all-to-all's permute), forward and backward: LayerCost::pre_dispatch_fwd_s / _bwd_s.
     double moe_pre_dispatch_f = 0, moe_pre_dispatch_b = 0;
   };
   static double LayerFwdS(const LayerCost& c) { return c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s; }
@@ -1386,8 +1386,9 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
   // is [s/tp, b, h] with SP; router.py TopKRouter: gating GEMM, then scores (softmax or
   // sigmoid), top-k, the probabilities and the auxiliary loss, in fp32 over T x E).
   const double t_local = T / t;
-  // What runs before the dispatch (LayerCost::pre_dispatch_*): the router, fc1_latent_proj and the
-  // shared experts' GEMMs, as deltas of the layer's forward and backward times.
+  // What runs before the dispatch (LayerCost::pre_dispatch_*): the router, fc1_latent_proj, the
+  // shared experts and (below) the routing passes and the all-to-all's permute, as deltas of the
+  // layer's forward and backward times.
   auto before_dispatch = [&](auto&& add) {
     const double f = LayerFwdS(c), b = LayerBwdS(c);
     add();

@@ -12,8 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/cli.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "core/flops.h"
 #include "core/interval.h"
 #include "core/memory.h"
@@ -560,30 +558,18 @@ absl::StatusOr<std::string> ExplainRow(const std::string& csv_path, const Catalo
     const double err = (p->step_time_s - run->measured_iter_time_s) / run->measured_iter_time_s * 100;
     if (json) {
       // One JSON object, its keys in a fixed order: the row, the measured step time, the error,
-      // the job spec as the row was read (a job file), the prediction. Strings and numbers are
-      // printed by protobuf's JSON printer (as google.protobuf.Value), so they are escaped.
-      auto value_json = [](const google::protobuf::Value& v) {
-        std::string out;
-        (void)google::protobuf::util::MessageToJsonString(v, &out);
-        return out;
-      };
-      auto string_json = [&](const std::string& text) {
-        google::protobuf::Value v;
-        v.set_string_value(text);
-        return value_json(v);
-      };
-      auto number_json = [&](double x) {
-        google::protobuf::Value v;
-        v.set_number_value(x);
-        return value_json(v);
-      };
+      // the job spec as the row was read (a job file), the prediction; strings escaped by the
+      // codec's JsonString, numbers finite (a measured time is > 0, Predict's results are checked).
       absl::StatusOr<std::string> spec_json = JobSpecToJson(run->spec);
       if (!spec_json.ok()) return spec_json.status();
-      return absl::StrCat("{\n\"row_id\": ", string_json(row_id),
-                          ",\n\"measured_iter_time_s\": ", number_json(run->measured_iter_time_s),
-                          ",\n\"measured_from\": ", string_json(run->measured_from),
-                          ",\n\"error_pct\": ", number_json(err), ",\n\"spec\": ", *spec_json,
-                          ",\n\"prediction\": ", ToJson(PredictionToProto(*p)), "}\n");
+      std::string out = "{\n\"row_id\": ";
+      JsonString(row_id, out);
+      absl::StrAppend(&out, ",\n\"measured_iter_time_s\": ", absl::StrFormat("%.17g", run->measured_iter_time_s),
+                      ",\n\"measured_from\": ");
+      JsonString(run->measured_from, out);
+      absl::StrAppend(&out, ",\n\"error_pct\": ", absl::StrFormat("%.17g", err), ",\n\"spec\": ", *spec_json,
+                      ",\n\"prediction\": ", ToJson(PredictionToProto(*p)), "}\n");
+      return out;
     }
     return absl::StrCat(FormatReport(*job, *p),
                         absl::StrFormat("\n  measured   %.4f s (%s): predicted %+.1f%%\n", run->measured_iter_time_s,

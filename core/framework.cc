@@ -1,6 +1,6 @@
 #include "core/framework.h"
 
-#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 
 #include <algorithm>
 #include <cmath>
@@ -57,15 +57,12 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
   // The architecture compared by length and first character before its bytes (most rates are of
   // another GPU, often of a name as long: "ampere", "hopper").
   const char first = architecture.empty() ? '\0' : architecture[0];
-  // A rate that names GPUs applies to a job whose hardware name holds one of them (upper case,
-  // as the catalog stores them), and then wins over the architecture's general rates.
+  // A rate that names GPUs applies to a job whose hardware name holds one of them (in any case),
+  // and then wins over the architecture's general rates.
   auto names_this_gpu = [&](const AttentionRate& r) {
     for (const std::string& part : r.hardware) {
-      if (part.empty() || part.size() > hardware_name.size()) continue;
-      for (size_t i = 0; i + part.size() <= hardware_name.size(); ++i) {
-        size_t j = 0;
-        while (j < part.size() && absl::ascii_toupper(static_cast<unsigned char>(hardware_name[i + j])) == part[j]) ++j;
-        if (j == part.size()) return true;
+      for (size_t i = 0; !part.empty() && i + part.size() <= hardware_name.size(); ++i) {
+        if (absl::EqualsIgnoreCase(absl::string_view(hardware_name.data() + i, part.size()), part)) return true;
       }
     }
     return false;

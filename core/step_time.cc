@@ -1751,11 +1751,14 @@ void StepModel::EpComm(bool moe, LayerCost& c, const LayerScratch& s) {
     const double w = static_cast<double>(m_.moe.ExpertWidth(m_.hidden_size));
     const double k = m_.moe.top_k * t_.MoePaddedRowsFactor();
     const double S = T / p_.tp * k * w * e_act_;
-    double dispatch_s = 0;
-    const double a2a = p_.ep > 1 ? (t_.moe_dispatcher == MoeDispatcher::kAllToAll
-                                        ? 2 * (dispatch_s = Comm(Collective::kAllToAll, place_.ep, S))
-                                        : DeepEpDispatchCombine(T / p_.tp, w, k, &dispatch_s))
-                                 : 0.0;
+    // The all-to-all dispatcher's dispatch and combine move the same bytes; DeepEP's may not.
+    double dispatch_s = 0, a2a = 0;
+    if (p_.ep > 1 && t_.moe_dispatcher == MoeDispatcher::kAllToAll) {
+      dispatch_s = Comm(Collective::kAllToAll, place_.ep, S);
+      a2a = 2 * dispatch_s;
+    } else if (p_.ep > 1) {
+      a2a = DeepEpDispatchCombine(T / p_.tp, w, k, &dispatch_s);
+    }
     double etp_s = 0;
     if (p_.Etp() > 1) {
       const double gathered = S * static_cast<double>(p_.Etp());

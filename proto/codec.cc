@@ -187,8 +187,6 @@ absl::StatusOr<SpecFormat> FormatFromPath(absl::string_view path) {
       absl::StrCat(path, ": unknown file type; use .yaml, .yml, .json or .textproto"));
 }
 
-namespace {
-
 void JsonString(absl::string_view s, std::string& out) {
   out.push_back('"');
   for (char c : s) {
@@ -208,6 +206,8 @@ void JsonString(absl::string_view s, std::string& out) {
   }
   out.push_back('"');
 }
+
+namespace {
 
 absl::Status FieldError(const std::string& path, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));

@@ -100,6 +100,9 @@ v1::Prediction PredictionToProto(const Prediction& p);
 void PredictionToProto(const Prediction& p, v1::Prediction* out);
 // JSON with the proto field names (snake_case) and every field printed.
 std::string ToJson(const google::protobuf::Message& msg);
+// Appends `s` to `out` as a JSON string literal: quoted, with quotes, backslashes and control
+// characters escaped (bytes >= 0x20 are copied, so UTF-8 passes through).
+void JsonString(absl::string_view s, std::string& out);
 // A job spec as a job file: JSON with the proto field names and only the fields that are set (no
 // UNSPECIFIED enums, no zeros), so `stepcast predict FILE` reads it back as the same job. What
 // `stepcast import` and `stepcast validate --explain ROW --json` print. Internal if it cannot print.

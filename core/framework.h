@@ -9,6 +9,8 @@
 #ifndef STEPCAST_CORE_FRAMEWORK_H_
 #define STEPCAST_CORE_FRAMEWORK_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -111,6 +113,26 @@ struct OverlapCost {
 // chunks < 1 counts as 1. Formula: docs/MODEL.md "Overlap".
 double PipelinedExposed(double comm_s, double window_s, double chunks);
 
+// Seconds of one GEMM of m x n x k split into `pieces` equal pieces along m (Transformer Engine
+// userbuffers' chunked GEMMs), issued round-robin on `streams` compute streams so that up to
+// `streams` pieces run at once (comm_gemm_overlap.cpp `_stream_compute[i % size]`): rounds of
+// `streams` concurrent pieces, each round costing one GEMM of its pieces' rows together (they share
+// the SMs and fill each other's last wave), the last round the remaining pieces; all on
+// `sm_fraction` of the SMs (set_sm_margin: 1/sm_fraction as long). pieces and streams < 1 count as
+// 1 (pieces rounded to a whole number); streams >= pieces: the unsplit GEMM. gemm_s(m, n, k):
+// seconds of one GEMM (StepModel::EstimateGemm). Formula: docs/MODEL.md "TP overlap".
+template <typename GemmSeconds>
+double SplitGemmSeconds(const GemmSeconds& gemm_s, double m, double n, double k, double pieces, double streams,
+                        double sm_fraction) {
+  const double p = std::max(1.0, std::round(pieces));
+  const double s = std::clamp(std::floor(streams), 1.0, p);
+  const double f = sm_fraction > 0 ? sm_fraction : 1.0;
+  const double full_rounds = std::floor(p / s), rest = p - full_rounds * s;
+  double t = full_rounds * gemm_s(m * s / p, n, k);
+  if (rest > 0) t += gemm_s(m * rest / p, n, k);
+  return t / f;
+}
+
 // The compute slowed by communication running beside it: compute of alone-duration x overlapped
 // by communication takes x (1 + slowdown), so `hidden_s` of hidden communication adds
 // hidden_s * slowdown / (1 + slowdown) to the step. slowdown >= 0.
@@ -134,6 +156,8 @@ struct OverlapMechanism {
   bool concurrent = false;         // beside independent compute: exposed = max(0, C - W)
   bool backward_only = false;      // the forward's communication stays exposed
   bool ag_ring_first_chunk_local = false;  // TE userbuffers: AG ring (none exposed) + RS pipeline
+  int32_t compute_streams = 0;             // TE userbuffers: split GEMM pieces on this many streams
+  bool fp8_rs_ring_exchange = false;       // TE userbuffers: with fp8 GEMMs the RS half is a ring too
 
   // True when the chunking is given (the structured form).
   bool Structured() const {

@@ -86,7 +86,8 @@ bool ModelChoices::Disable(const std::string& name) {
   bool* flags[] = {&framework_attention_rates, &elementwise_traffic_factor, &cross_entropy_bytes,
                    &overlap_efficiency, &launch_floor, &fsdp_semantics, &framework_recipes,
                    &alltoall_one_nic, &ep_overlap_default_off, &dp_collective_per_unit, &expert_bias_eager,
-                   &expert_clamp_eager, &scaled_rope_eager, &attention_limits, &release_expert_layout};
+                   &expert_clamp_eager, &scaled_rope_eager, &attention_limits, &release_expert_layout,
+                   &userbuffers_as_run};
   const std::vector<std::string>& names = Names();
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) {
@@ -104,7 +105,7 @@ const std::vector<std::string>& ModelChoices::Names() {
                                                   "ep_overlap_default_off", "dp_collective_per_unit",
                                                   "expert_bias_eager", "expert_clamp_eager",
                                                   "scaled_rope_eager", "attention_limits",
-                                                  "release_expert_layout"};
+                                                  "release_expert_layout", "userbuffers_as_run"};
   return kNames;
 }
 

@@ -231,6 +231,12 @@ struct ModelChoices {
   // off: the preset's expert layout ignores the job's release (MoeModel.folded_from_release; before
   // 2026-11-28 a NeMo 25.04 job was laid out as core_r0.9). Used where jobs are built.
   bool release_expert_layout = true;
+  // off: Transformer Engine userbuffers' split GEMM pieces run one after another, an fp8 job's
+  // reduce-scatter half is the BF16 pipeline, and the pipelined reduce-scatter's hidden part is
+  // charged the measured contention beside its SM margin (before 2026-11-29; on: the pieces on TE's
+  // three compute streams, the fp8 ring exchange, the margin as that half's contention:
+  // OverlapMechanism::compute_streams / fp8_rs_ring_exchange, StepModel::UserbuffersCost).
+  bool userbuffers_as_run = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

@@ -298,7 +298,7 @@ bool AllOn(const Job& job) {
   const ModelChoices& c = job.choices;
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
          c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
-         c.expert_clamp_eager && c.scaled_rope_eager &&
+         c.expert_clamp_eager && c.scaled_rope_eager && c.userbuffers_as_run &&
          job.profile.overlaps.empty();
 }
 
@@ -348,6 +348,10 @@ Framework Effective(const Job& job) {
   if (!c.expert_bias_eager) f.expert_bias_eager = false;
   if (!c.expert_clamp_eager) f.expert_clamp_eager = false;
   if (!c.scaled_rope_eager) f.scaled_rope_eager = false;
+  if (!c.userbuffers_as_run) {
+    f.overlap.tp_comm.compute_streams = 0;
+    f.overlap.tp_comm.fp8_rs_ring_exchange = false;
+  }
   if (!c.fsdp_semantics) f.sharding = ShardingModel{};
   // Overlap efficiencies measured on the cluster replace the preset's.
   for (const RateProfile::Overlap& o : job.profile.overlaps) {
@@ -778,14 +782,21 @@ class StepModel {
   }
   // Transformer Engine userbuffers TP overlap of one layer (comm_gemm_overlap.cpp, TE v2.9):
   // `comm_s` of TP communication, half all-gathers feeding `ag` GEMMs, half reduce-scatters of
-  // `rs` GEMMs' outputs (forward shapes). Forward: each AG-fed GEMM split into TP chunks along m,
-  // the first on local data (ring exchange on copy engines: exposed = max(0, C - W (n-1)/n)); each
-  // RS GEMM split into o.chunks pieces (pipeline; the last piece's reduce-scatter exposed) on
-  // o.compute_sm_fraction of the SMs for its whole duration. Backward: the dgrad GEMMs of the RS
-  // layers (proj, FC2) split into TP chunks beside their ring all-gather; the rest (bulk
-  // overlaps beside unsplit dgrad / wgrad GEMMs) as a concurrent window. The chunking and SM
-  // margin costs are the GEMM shape model's time of the split GEMMs minus the unsplit ones;
-  // they, and the measured contention of the hidden part, are the result's contention_s.
+  // `rs` GEMMs' outputs (forward shapes). Forward: each AG-fed GEMM split into TP pieces along m,
+  // the first on local data (ring exchange on copy engines: exposed = max(0, C - W (n-1)/n)). Each
+  // RS GEMM either split into o.chunks pieces (pipeline, the BF16 configs; the last piece's
+  // reduce-scatter exposed) on o.compute_sm_fraction of the SMs for its whole duration, or, with
+  // fp8 GEMMs where o.fp8_rs_ring_exchange, into TP pieces whose outputs go out on copy engines,
+  // the local piece last (exposed as the AG ring), at most two pieces in flight, then a reduce
+  // kernel over the TP partial outputs (bf16: reads m x n, writes m/TP x n). Backward: the dgrad
+  // GEMMs of the RS layers (proj, FC2) split into TP pieces beside their ring all-gather; the rest
+  // (bulk overlaps beside unsplit dgrad / wgrad GEMMs) as a concurrent window. Pieces run on
+  // o.compute_streams streams (SplitGemmSeconds). The splitting, SM-margin and reduce costs are the
+  // GEMM shape model's time of the split GEMMs minus the unsplit ones (plus the reduce's bytes at
+  // the HBM rate); they, and the measured contention of the hidden part of the copy-engine and bulk
+  // transfers, are the result's contention_s. The pipelined reduce-scatter's hidden part adds no
+  // measured contention: its kernels run on the SMs the margin keeps from the GEMM (the margin is
+  // its contention, OverlapMechanism::Slowdown).
   template <typename Shapes>
   OverlapCost UserbuffersCost(const OverlapMechanism& o, double comm_s, const Shapes& ag, const Shapes& rs,
                               bool backward) {
@@ -794,40 +805,47 @@ class StepModel {
     const double tp = std::max<int64_t>(1, p_.tp), half = comm_s / 2;
     const double f = o.compute_sm_fraction > 0 ? o.compute_sm_fraction : 1.0;
     const double splits = o.chunks > 0 ? o.chunks : tp;
+    const double streams = std::max(1, o.compute_streams);
     const double slowdown = job_.profile.FindContention("gemm", "nccl").slowdown;
-    auto split_time = [&](double m, double n, double k, double pieces, double sm_fraction) {
-      return pieces * EstimateGemm(m / pieces, n, k).time_s / sm_fraction;
-    };
+    auto gemm_s = [&](double m, double n, double k) { return EstimateGemm(m, n, k).time_s; };
     double w_ag = 0, w_rs = 0, penalty = 0;
     if (!backward) {
       for (const auto& g : ag) {
-        const double whole = EstimateGemm(g.m, g.n, g.k).time_s, split = split_time(g.m, g.n, g.k, tp, 1.0);
+        const double whole = gemm_s(g.m, g.n, g.k), split = SplitGemmSeconds(gemm_s, g.m, g.n, g.k, tp, streams, 1.0);
         w_ag += split;
         penalty += split - whole;
       }
+      const bool rs_ring = o.fp8_rs_ring_exchange && t_.precision.gemm == DType::kFP8;
+      double reduce_s = 0;
       for (const auto& g : rs) {
-        const double whole = EstimateGemm(g.m, g.n, g.k).time_s, split = split_time(g.m, g.n, g.k, splits, f);
+        const double whole = gemm_s(g.m, g.n, g.k);
+        // The P2P reduce-scatter starts piece i after piece i - 2 has finished: two in flight.
+        const double split = rs_ring ? SplitGemmSeconds(gemm_s, g.m, g.n, g.k, tp, std::min(2.0, streams), 1.0)
+                                     : SplitGemmSeconds(gemm_s, g.m, g.n, g.k, splits, streams, f);
         w_rs += split;
         penalty += split - whole;
+        if (rs_ring && bw_ > 0) reduce_s += 2.0 * g.m * g.n * (1.0 + 1.0 / tp) / bw_;
       }
       const double ag_exposed = std::max(0.0, half - w_ag * (tp - 1) / tp);
-      const double rs_exposed = PipelinedExposed(half, w_rs, splits);
+      const double rs_exposed = rs_ring ? std::max(0.0, half - w_rs * (tp - 1) / tp) : PipelinedExposed(half, w_rs, splits);
       out.exposed_s = ag_exposed + rs_exposed;
-      // The AG half's copies run on copy engines; the measured NCCL contention is taken for the
-      // hidden part of both halves (an upper bound for the copy-engine half).
-      out.contention_s = penalty + ContentionCost(comm_s - out.exposed_s, slowdown);
+      // The copy-engine halves' hidden part at the measured NCCL contention (an upper bound for
+      // transfers that take no SMs); the pipelined reduce-scatter's none beyond its SM margin.
+      const double ce_hidden = !job_.choices.userbuffers_as_run ? comm_s - out.exposed_s
+                                                                : (half - ag_exposed) + (rs_ring ? half - rs_exposed : 0.0);
+      out.contention_s = penalty + reduce_s + ContentionCost(ce_hidden, slowdown);
       return out;
     }
     // Backward: ring all-gather beside the split dgrad GEMMs of proj / FC2 (dgrad shape m x k x n).
     for (const auto& g : rs) {
-      const double whole = EstimateGemm(g.m, g.k, g.n).time_s, split = split_time(g.m, g.k, g.n, tp, 1.0);
+      const double whole = gemm_s(g.m, g.k, g.n), split = SplitGemmSeconds(gemm_s, g.m, g.k, g.n, tp, streams, 1.0);
       w_ag += split;
       penalty += split - whole;
       // The rest of the backward GEMMs of these layers and all of the AG-fed layers' (dgrad and
       // wgrad, unsplit) are the bulk window.
-      w_rs += EstimateGemm(g.k, g.n, g.m).time_s;
+      w_rs += gemm_s(g.k, g.n, g.m);
     }
-    for (const auto& g : ag) w_rs += EstimateGemm(g.m, g.k, g.n).time_s + EstimateGemm(g.k, g.n, g.m).time_s;
+    for (const auto& g : ag) w_rs += gemm_s(g.m, g.k, g.n) + gemm_s(g.k, g.n, g.m);
     const double ag_exposed = std::max(0.0, half - w_ag * (tp - 1) / tp);
     const double bulk_exposed = std::max(0.0, half - w_rs);
     out.exposed_s = ag_exposed + bulk_exposed;
@@ -1675,7 +1693,12 @@ void StepModel::TpComm(unsigned parts, LayerCost& c, const LayerScratch& s) {
     c.tp_fwd.Comm(fwd, place_.tp.scope);
     c.tp_bwd.Comm(fwd, place_.tp.scope);
     const OverlapMechanism& o = fw_.overlap.tp_comm;
-    if (t_.overlap_tp_comm && o.supported) {
+    // Transformer Engine's userbuffers gather and scatter the sequence-parallel activations: they
+    // run only with sequence parallelism (Megatron-LM arguments.py @d98e8a6: "Tensor parallel
+    // communication/GEMM overlap can happen only when sequence parallelism is enabled"; requires
+    // --sequence-parallel), as the layout search enumerates them; a job asking for them without
+    // SP gets the framework's non-userbuffers path below.
+    if (t_.overlap_tp_comm && o.supported && (sp_ || !o.ag_ring_first_chunk_local)) {
       // Each TP collective beside its adjacent GEMMs, in the mechanism's chunks; the backward's
       // window is its dgrad + wgrad GEMMs (Megatron-LM 2022: concurrent, backward only).
       auto cost = [&](double comm_s, double window_s, bool backward) {

@@ -621,6 +621,11 @@ absl::Status CheckOverlap(const v1::OverlapMechanism& m, const std::string& path
   out.concurrent = m.concurrent();
   out.backward_only = m.backward_only();
   out.ag_ring_first_chunk_local = m.ag_ring_first_chunk_local();
+  if (m.compute_streams() < 0 || m.compute_streams() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".compute_streams: ", m.compute_streams(), " must be in [0, 64]"));
+  }
+  out.compute_streams = m.compute_streams();
+  out.fp8_rs_ring_exchange = m.fp8_rs_ring_exchange();
   // A supported mechanism without chunking rests on a single chosen efficiency: it must say so.
   if (out.supported && !out.Structured() && out.efficiency > 0 && !out.low_confidence) {
     return absl::InvalidArgumentError(absl::StrCat(

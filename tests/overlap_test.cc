@@ -325,5 +325,85 @@ training: {seq_length: 2048, global_batch_size: 2048, micro_batch_size: 1, shard
   EXPECT_LT(z2 - z1, 95 * kAlpha512 + 3 * (z1 - 2 * kAlpha512)) << z2 << " " << z1;
 }
 
+// Transformer Engine's userbuffers issue the pieces of a split GEMM round-robin on
+// min(3, pieces) compute streams (comm_gemm_overlap.cpp `_stream_compute[i % size]`,
+// cpp_extensions/gemm.py _NUM_MAX_UB_STREAMS = 3), so up to three pieces share the GPU. Worked by
+// hand on a GEMM that costs 1 us per wave of 132 tiles of 128 x 256: 4096 x 2304 is 32 x 9 = 288
+// tiles, 3 waves. Split into the 8 pieces of a TP-8 ring exchange (512 rows, 36 tiles each):
+// pieces 0-2 run together (108 tiles, one wave), then 3-5 (one wave), then 6-7 (72 tiles, one
+// wave): 3 us, no slower than unsplit; one after another, 8 waves. The fp8 reduce-scatter ring
+// keeps two in flight (split_overlap_rs P2P waits on piece i - 2): 4 rounds of 72 tiles, 4 us.
+// The BF16 pipeline's 4 pieces of 1024 rows (72 tiles) on 3 streams: 216 tiles (2 waves) then 72
+// (1 wave), on 108 of 132 SMs: 3 x 132/108 us.
+TEST(Overlap, SplitGemmPiecesShareTheGpuOnTransformerEnginesStreams) {
+  auto waves_us = [](double m, double n, double) {
+    return std::ceil(std::ceil(m / 128) * std::ceil(n / 256) / 132);
+  };
+  EXPECT_DOUBLE_EQ(waves_us(4096, 2304, 1), 3);
+  EXPECT_DOUBLE_EQ(SplitGemmSeconds(waves_us, 4096, 2304, 1, 8, 3, 1), 3);
+  EXPECT_DOUBLE_EQ(SplitGemmSeconds(waves_us, 4096, 2304, 1, 8, 1, 1), 8);
+  EXPECT_DOUBLE_EQ(SplitGemmSeconds(waves_us, 4096, 2304, 1, 8, 2, 1), 4);
+  EXPECT_DOUBLE_EQ(SplitGemmSeconds(waves_us, 4096, 2304, 1, 4, 3, 108.0 / 132), 3 * 132.0 / 108);
+  // As many streams as pieces: the unsplit GEMM; fewer than one stream or piece count as one.
+  EXPECT_DOUBLE_EQ(SplitGemmSeconds(waves_us, 4096, 2304, 1, 2, 3, 1), 3);
+  EXPECT_DOUBLE_EQ(SplitGemmSeconds(waves_us, 4096, 2304, 1, 0, 0, 0), 3);
+}
+
+// The step model's TP overlap against those mechanisms, per layer (the difference of a 32- and a
+// 16-layer Llama 3 8B, so the output layer's own TP work cancels), at TP 2 with long GEMM windows
+// (nothing exposed) and two pieces per split (no split cost on three streams).
+double TpCommPerLayer(Job job) {
+  job.model.layers = 32;
+  const double a = EstimateStepTime(job).breakdown.tp_comm_s;
+  job.model.layers = 16;
+  const double b = EstimateStepTime(job).breakdown.tp_comm_s;
+  return (a - b) / 16;
+}
+
+constexpr char kLlama8bTp2[] = R"(
+model: llama3-8b
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 2}
+parallelism: {tp: 2, sequence_parallel: true}
+training: {seq_length: 8192, global_batch_size: 1, micro_batch_size: 1, sharding: zero1)";
+
+TEST(Overlap, UserbuffersChargeMeasuredContentionOnlyToTransfersThatShareTheSms) {
+  // BF16: the forward's all-gathers run on copy engines beside the GEMMs (hidden, at the profile's
+  // measured contention, an upper bound); its reduce-scatters are pipelined on the SMs the margin
+  // keeps from the GEMM, which is their contention (no measured one on top); the backward's
+  // transfers are all hidden at the measured contention. With per-layer forward communication C
+  // (= the backward's) and contention x, the contention adds (C/2 + C) x / (1 + x), where the
+  // same layer without any overlap exposes 2 C.
+  Job none = JobOf(std::string(kLlama8bTp2) + ", overlap_tp_comm: false}");
+  none.framework.overlap.tp_comm_backward.supported = false;
+  const double two_c = TpCommPerLayer(none);
+  ASSERT_GT(two_c, 0);
+  Job ub = JobOf(std::string(kLlama8bTp2) + ", overlap_tp_comm: true}");
+  ASSERT_TRUE(ub.framework.overlap.tp_comm.ag_ring_first_chunk_local);
+  ub.profile.contention = {{"gemm", "nccl", 0.0, 1, "test"}};
+  const double at_zero = TpCommPerLayer(ub);
+  const double x = 0.4;
+  ub.profile.contention = {{"gemm", "nccl", x, 1, "test"}};
+  const double at_x = TpCommPerLayer(ub);
+  EXPECT_NEAR(at_x - at_zero, 0.75 * two_c * x / (1 + x), 1e-9 * two_c) << at_x << " " << at_zero << " " << two_c;
+}
+
+TEST(Overlap, Fp8ReduceScatterRingAddsItsReduceKernelAndExposesNothing) {
+  // FP8 (Megatron-Bridge userbuffers_fp8_* configs: proj_fprop / fc2_fprop ring exchange): at TP 2
+  // each RS GEMM runs as 2 pieces, both in flight (no split cost), the local piece last (nothing
+  // exposed), then reduce_bf16 reads the 2 partial outputs (T x h x 2 bytes) and writes T/2 x h x 2:
+  // per layer 2 RS GEMMs (proj, FC2) x 2 T h (1 + 1/2) bytes at the HBM rate, T = 8192, h = 4096.
+  Job fp8 = JobOf(std::string(kLlama8bTp2) + ", overlap_tp_comm: true, precision: {gemm: fp8}}");
+  ASSERT_TRUE(fp8.framework.overlap.tp_comm.fp8_rs_ring_exchange);
+  fp8.profile.contention.clear();
+  const double reduce_bytes = 2 * 2.0 * 8192 * 4096 * 1.5;
+  EXPECT_NEAR(TpCommPerLayer(fp8), reduce_bytes / fp8.profile.hbm_bandwidth_bytes_per_s, 1e-12);
+  // Without the ring (the BF16 pipeline for every dtype), the split costs and the last piece's
+  // exposed reduce-scatter instead: more than the reduce kernel.
+  fp8.framework.overlap.tp_comm.fp8_rs_ring_exchange = false;
+  EXPECT_GT(TpCommPerLayer(fp8), reduce_bytes / fp8.profile.hbm_bandwidth_bytes_per_s);
+}
+
 }  // namespace
 }  // namespace stepcast

@@ -268,6 +268,9 @@ struct Framework {
   LaunchModel launch;
   // Megatron-Core <= core_r0.9 expert layout (framework.proto MoeModel): EP groups stride TP x CP.
   bool expert_parallel_after_cp = false;
+  // The input embedding and a learned position table looked up as one-hot matmuls (framework.proto
+  // FrameworkSpec.embedding_lookup_matmul; Paxml / Praxis).
+  bool embedding_lookup_matmul = false;
   std::vector<std::string> sources;
 };
 

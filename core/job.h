@@ -237,6 +237,9 @@ struct ModelChoices {
   // three compute streams, the fp8 ring exchange, the margin as that half's contention:
   // OverlapMechanism::compute_streams / fp8_rs_ring_exchange, StepModel::UserbuffersCost).
   bool userbuffers_as_run = true;
+  // off: the input embedding is a free gather in every framework (before 2026-11-29; on: the
+  // framework's FrameworkSpec.embedding_lookup_matmul, Paxml's one-hot matmul lookup).
+  bool embedding_lookup_matmul = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

@@ -299,7 +299,7 @@ bool AllOn(const Job& job) {
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
          c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
          c.expert_clamp_eager && c.scaled_rope_eager && c.userbuffers_as_run &&
-         job.profile.overlaps.empty();
+         c.embedding_lookup_matmul && job.profile.overlaps.empty();
 }
 
 // The host cost per kernel of the eager PyTorch presets before 2026-11-28 (fifth session), what
@@ -348,6 +348,7 @@ Framework Effective(const Job& job) {
   if (!c.expert_bias_eager) f.expert_bias_eager = false;
   if (!c.expert_clamp_eager) f.expert_clamp_eager = false;
   if (!c.scaled_rope_eager) f.scaled_rope_eager = false;
+  if (!c.embedding_lookup_matmul) f.embedding_lookup_matmul = false;
   if (!c.userbuffers_as_run) {
     f.overlap.tp_comm.compute_streams = 0;
     f.overlap.tp_comm.fp8_rs_ring_exchange = false;
@@ -1145,6 +1146,10 @@ class StepModel {
     return intra ? intra->busbw_bytes_per_s : job_.hardware.intra_node_bandwidth_bytes_per_s;
   }
   void Logits(LayerCost& c);
+  // The input embedding (and a learned position table) as one-hot matmuls (framework.h
+  // Framework::embedding_lookup_matmul; praxis embedding_softmax.py): forward and weight-gradient
+  // GEMMs and the one-hot tensor's write, on the output layer's stage when PP is 1.
+  void EmbeddingLookupMatmul(LayerCost& c);
   // Attention-kernel rates of the framework on this GPU, or the profile's.
   void AttentionRates(double* fwd, double* bwd);
 
@@ -1888,6 +1893,7 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share) 
 void StepModel::Logits(LayerCost& c) {
   const double T = tokens_, h = m_.hidden_size, t = p_.tp, V = m_.vocab_size;
   Gemm16(T, V / t, h, c);
+  if (fw_.embedding_lookup_matmul) EmbeddingLookupMatmul(c);
   // Final norm, then the loss over T x V/t logits: a fused vocab-parallel fp32 cross entropy
   // (Megatron) reads the logits and writes/reads fp32 softmax statistics (e + 8 bytes forward,
   // 4 + e backward); a framework whose loss moves more gives its bytes per logit.
@@ -1909,6 +1915,28 @@ void StepModel::Logits(LayerCost& c) {
     const double stats = 3 * Comm(Collective::kAllReduce, place_.tp, T * 4);
     c.tp_fwd.Comm(one + stats, place_.tp.scope);
     c.tp_bwd.Comm(back, place_.tp.scope);
+  }
+}
+
+void StepModel::EmbeddingLookupMatmul(LayerCost& c) {
+  // The first stage's work, costed with the output layer's only when both are on one stage.
+  if (p_.pp > 1) {
+    warnings_.push_back("the input embedding's one-hot matmul (the framework's embedding_lookup_matmul) runs on the "
+                        "first pipeline stage and is not costed with PP > 1");
+    return;
+  }
+  const double T = tokens_, h = m_.hidden_size, t = p_.tp;
+  // The token table (vocabulary-parallel over TP, as the output layer's) and a learned position
+  // table, each: one_hot(ids) written in the 16-bit type and read by a T x h x rows GEMM forward,
+  // read again by the weight gradient's rows x h x T GEMM; no input gradient (the ids are integers).
+  for (const double rows : {static_cast<double>(m_.vocab_size) / t, static_cast<double>(m_.learned_position_embeddings)}) {
+    if (!(rows > 0)) continue;
+    const GemmPassesEntry& est = GemmPasses(T, h, rows, sixteen_bit_dtype_);
+    const GemmEstimate fwd = est.fwd, wgrad = est.wgrad;
+    const double e = BytesPerElement(sixteen_bit_dtype_), f = 2 * T * h * rows;
+    c.elem_fwd.Bytes(T * rows * e, bw_);
+    c.gemm_fwd.Gemm(fwd, 1, f, (T * rows + rows * h) * e + T * h * e_act_);
+    c.gemm_bwd.Gemm(wgrad, 1, f, (T * rows + T * h) * e + 2 * rows * h * e_grad_);
   }
 }
 

@@ -746,6 +746,7 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.sharding.gather_once_per_step_with_pp = spec.sharding().gather_once_per_step_with_pp();
   fw.sharding.reduce_once_per_step_with_accumulation = spec.sharding().reduce_once_per_step_with_accumulation();
   fw.expert_parallel_after_cp = spec.moe().expert_parallel_after_cp();
+  fw.embedding_lookup_matmul = spec.embedding_lookup_matmul();
   fw.sharding.gather_copy_out = spec.sharding().gather_copy_out();
   fw.sharding.reduce_scatter_copy_in = spec.sharding().reduce_scatter_copy_in();
   fw.sharding.sharded_params_are_master = spec.sharding().sharded_params_are_master();

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
+#include "core/gemm_model.h"
 #include "core/predict.h"
 #include "core/step_time.h"
 #include "gtest/gtest.h"
@@ -319,6 +320,48 @@ TEST(StepTime, MuonOrthogonalisesTheMatricesEachRankOwns) {
   EXPECT_NEAR(flops, 1.234e14, 0.001e14);
   EXPECT_GT(muon - sgd, flops / 700e12) << muon << " " << sgd;
   EXPECT_LT(muon - sgd, 1.1 * flops / 700e12) << muon << " " << sgd;
+}
+
+// Paxml looks its embeddings up as one-hot matmuls (praxis embedding_softmax.py emb_lookup,
+// lookup_style 'matmul'; paxml c4.py EMBEDDING_LOOKUP_STYLE): for GPT-5B at 4 x 2048 tokens per
+// GPU, the token table (50,304 rows) and the learned position table (2,048 rows) each cost a
+// T x h x rows forward GEMM (2 T h rows FLOPs), its weight gradient (h x rows x T, accumulated into
+// the fp32 gradient) and the one-hot tensor's T x rows bf16 write: 4 T h (V + P) = 7.03e12 FLOPs,
+// 2.6% on top of the model's 6 N T.
+TEST(StepTime, PaxmlEmbeddingLookupIsAOneHotMatmul) {
+  auto job = testing::JobFromYaml(R"yaml(
+model:
+  shape: {name: "GPT-3-style 5B (Paxml Synthetic5B)", layers: 24, hidden_size: 4096, attention_heads: 32,
+          ffn_hidden_size: 16384, ffn_type: gelu, vocab_size: 50304, tied_embeddings: true,
+          linear_bias: true, learned_position_embeddings: 2048, norm_type: layernorm}
+hardware: h100-sxm
+framework: paxml
+cluster: {gpu_count: 8}
+training: {seq_length: 2048, global_batch_size: 32, micro_batch_size: 4, sharding: zero3})yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->framework.embedding_lookup_matmul);
+  const StepBreakdown on = EstimateStepTime(*job).breakdown;
+  job->choices.embedding_lookup_matmul = false;
+  const StepBreakdown off = EstimateStepTime(*job).breakdown;
+  absl::StatusOr<GemmModel> gm = GemmModel::Create(job->hardware, job->profile);
+  ASSERT_TRUE(gm.ok()) << gm.status();
+  const double T = 4 * 2048, h = 4096;
+  double gemm_s = 0, one_hot_bytes = 0, flops = 0;
+  for (const double rows : {50304.0, 2048.0}) {
+    GemmEstimate fwd, wgrad;
+    ASSERT_TRUE(gm->TryEstimate(GemmShape{DType::kBF16, 1, T, h, rows}, &fwd));
+    GemmShape w{DType::kBF16, 1, h, rows, T};
+    w.c_bytes_per_element = 2 * 4;  // the fp32 gradient read and written in the epilogue
+    ASSERT_TRUE(gm->TryEstimate(w, &wgrad));
+    gemm_s += fwd.time_s + wgrad.time_s;
+    one_hot_bytes += T * rows * 2;
+    flops += 4 * T * h * rows;
+  }
+  EXPECT_NEAR(flops, 7.026e12, 0.001e12);
+  EXPECT_NEAR(on.gemm_s - off.gemm_s, gemm_s, 1e-9 * gemm_s);
+  EXPECT_NEAR(on.elementwise_s - off.elementwise_s, one_hot_bytes / job->profile.hbm_bandwidth_bytes_per_s, 1e-12);
+  // No faster than the tensor cores' bf16 peak allows.
+  EXPECT_GT(on.gemm_s - off.gemm_s, flops / job->hardware.PeakFlops(DType::kBF16));
 }
 
 }  // namespace

@@ -115,9 +115,11 @@ double PipelinedExposed(double comm_s, double window_s, double chunks);
 
 // Seconds of one GEMM of m x n x k split into `pieces` equal pieces along m (Transformer Engine
 // userbuffers' chunked GEMMs), issued round-robin on `streams` compute streams so that up to
-// `streams` pieces run at once (comm_gemm_overlap.cpp `_stream_compute[i % size]`): rounds of
-// `streams` concurrent pieces, each round costing one GEMM of its pieces' rows together (they share
-// the SMs and fill each other's last wave), the last round the remaining pieces; all on
+// `streams` pieces are in flight (comm_gemm_overlap.cpp `_stream_compute[i % size]`). The block
+// scheduler issues a kernel's CTAs before the next kernel's, so the pieces still finish in order,
+// each next one filling the SMs the previous one's last wave leaves: costed as rounds of `streams`
+// pieces, each round one GEMM of its pieces' rows together, the last round the remaining pieces
+// (between the pieces one after another and one GEMM of all rows); all on
 // `sm_fraction` of the SMs (set_sm_margin: 1/sm_fraction as long). pieces and streams < 1 count as
 // 1 (pieces rounded to a whole number); streams >= pieces: the unsplit GEMM. gemm_s(m, n, k):
 // seconds of one GEMM (StepModel::EstimateGemm). Formula: docs/MODEL.md "TP overlap".
@@ -131,6 +133,16 @@ double SplitGemmSeconds(const GemmSeconds& gemm_s, double m, double n, double k,
   double t = full_rounds * gemm_s(m * s / p, n, k);
   if (rest > 0) t += gemm_s(m * rest / p, n, k);
   return t / f;
+}
+
+// HBM bytes of the reduce kernel that ends Transformer Engine's ring-exchange reduce-scatter of an
+// m x n GEMM output over `tp` ranks (comm_gemm_overlap.cpp CommOverlapP2PBase::split_overlap_rs ->
+// reduce_bf16): it reads the tp partial m/tp x n outputs the ring delivered and writes their sum,
+// m/tp x n, all in `element_bytes` (bf16: 2; the RS buffers are bf16, fp8_buf being for the
+// all-gathers). Formula: docs/MODEL.md "TP overlap".
+inline double RingReduceScatterReduceBytes(double m, double n, double tp, double element_bytes) {
+  const double rows = m / std::max(1.0, tp);
+  return (std::max(1.0, tp) * rows * n + rows * n) * element_bytes;
 }
 
 // The compute slowed by communication running beside it: compute of alone-duration x overlapped

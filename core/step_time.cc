@@ -792,7 +792,11 @@ class StepModel {
   // kernel over the TP partial outputs (bf16: reads m x n, writes m/TP x n). Backward: the dgrad
   // GEMMs of the RS layers (proj, FC2) split into TP pieces beside their ring all-gather; the rest
   // (bulk overlaps beside unsplit dgrad / wgrad GEMMs) as a concurrent window. Pieces run on
-  // o.compute_streams streams (SplitGemmSeconds). The splitting, SM-margin and reduce costs are the
+  // o.compute_streams streams (SplitGemmSeconds); they still finish in order, spread over the split
+  // GEMM's time, which is what the exposure formulas assume (equal pieces over that time: the last
+  // AG piece waits for the last chunk; the RS pieces' transfers follow them; with the ring's local
+  // piece last the RS ring's exposure is max(0, C - W (n-1)/n) like the AG's). The splitting,
+  // SM-margin and reduce costs are the
   // GEMM shape model's time of the split GEMMs minus the unsplit ones (plus the reduce's bytes at
   // the HBM rate); they, and the measured contention of the hidden part of the copy-engine and bulk
   // transfers, are the result's contention_s. The pipelined reduce-scatter's hidden part adds no
@@ -825,7 +829,7 @@ class StepModel {
                                      : SplitGemmSeconds(gemm_s, g.m, g.n, g.k, splits, streams, f);
         w_rs += split;
         penalty += split - whole;
-        if (rs_ring && bw_ > 0) reduce_s += 2.0 * g.m * g.n * (1.0 + 1.0 / tp) / bw_;
+        if (rs_ring && bw_ > 0) reduce_s += RingReduceScatterReduceBytes(g.m, g.n, tp, 2.0) / bw_;
       }
       const double ag_exposed = std::max(0.0, half - w_ag * (tp - 1) / tp);
       const double rs_exposed = rs_ring ? std::max(0.0, half - w_rs * (tp - 1) / tp) : PipelinedExposed(half, w_rs, splits);
@@ -1703,7 +1707,8 @@ void StepModel::TpComm(unsigned parts, LayerCost& c, const LayerScratch& s) {
     // communication/GEMM overlap can happen only when sequence parallelism is enabled"; requires
     // --sequence-parallel), as the layout search enumerates them; a job asking for them without
     // SP gets the framework's non-userbuffers path below.
-    if (t_.overlap_tp_comm && o.supported && (sp_ || !o.ag_ring_first_chunk_local)) {
+    // (ModelChoices::userbuffers_as_run off: applied without SP, as before 2026-11-29.)
+    if (t_.overlap_tp_comm && o.supported && (sp_ || !o.ag_ring_first_chunk_local || !job_.choices.userbuffers_as_run)) {
       // Each TP collective beside its adjacent GEMMs, in the mechanism's chunks; the backward's
       // window is its dgrad + wgrad GEMMs (Megatron-LM 2022: concurrent, backward only).
       auto cost = [&](double comm_s, double window_s, bool backward) {
@@ -1928,11 +1933,14 @@ void StepModel::EmbeddingLookupMatmul(LayerCost& c) {
   const double T = tokens_, h = m_.hidden_size, t = p_.tp;
   // The token table (vocabulary-parallel over TP, as the output layer's) and a learned position
   // table, each: one_hot(ids) written in the 16-bit type and read by a T x h x rows GEMM forward,
-  // read again by the weight gradient's rows x h x T GEMM; no input gradient (the ids are integers).
-  for (const double rows : {static_cast<double>(m_.vocab_size) / t, static_cast<double>(m_.learned_position_embeddings)}) {
+  // read again by the weight gradient's h x rows x T GEMM (accumulated into the gradient); no input
+  // gradient (the ids are integers). The position table's one-hot is as wide as the sequence: Praxis
+  // slices the table to the batch's length first (TrainablePositionalEmbedding).
+  const double positions = std::min<double>(m_.learned_position_embeddings, t_.seq_length);
+  for (const double rows : {static_cast<double>(m_.vocab_size) / t, positions}) {
     if (!(rows > 0)) continue;
-    const GemmPassesEntry& est = GemmPasses(T, h, rows, sixteen_bit_dtype_);
-    const GemmEstimate fwd = est.fwd, wgrad = est.wgrad;
+    const GemmEstimate fwd = EstimateGemmIn(sixteen_bit_dtype_, 1, T, h, rows, false, 0);
+    const GemmEstimate wgrad = EstimateGemmIn(sixteen_bit_dtype_, 1, h, rows, T, false, 2 * e_grad_);
     const double e = BytesPerElement(sixteen_bit_dtype_), f = 2 * T * h * rows;
     c.elem_fwd.Bytes(T * rows * e, bw_);
     c.gemm_fwd.Gemm(fwd, 1, f, (T * rows + rows * h) * e + T * h * e_act_);

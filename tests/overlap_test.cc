@@ -350,8 +350,9 @@ TEST(Overlap, SplitGemmPiecesShareTheGpuOnTransformerEnginesStreams) {
 }
 
 // The step model's TP overlap against those mechanisms, per layer (the difference of a 32- and a
-// 16-layer Llama 3 8B, so the output layer's own TP work cancels), at TP 2 with long GEMM windows
-// (nothing exposed) and two pieces per split (no split cost on three streams).
+// 16-layer Llama 3 8B, so the output layer's own TP work cancels), at TP 2 with long GEMM windows:
+// the rings expose nothing and their two pieces cost no split on three streams (the BF16 pipeline's
+// four pieces and its exposed last piece are there, and cancel where two runs are compared).
 double TpCommPerLayer(Job job) {
   job.model.layers = 32;
   const double a = EstimateStepTime(job).breakdown.tp_comm_s;
@@ -387,6 +388,34 @@ TEST(Overlap, UserbuffersChargeMeasuredContentionOnlyToTransfersThatShareTheSms)
   ub.profile.contention = {{"gemm", "nccl", x, 1, "test"}};
   const double at_x = TpCommPerLayer(ub);
   EXPECT_NEAR(at_x - at_zero, 0.75 * two_c * x / (1 + x), 1e-9 * two_c) << at_x << " " << at_zero << " " << two_c;
+}
+
+// Transformer Engine's reduce_bf16 after a ring-exchange reduce-scatter, counted by hand from
+// comm_gemm_overlap.cpp split_overlap_rs: 405B's FC2 output, 4,096 tokens x 16,384 at TP 8, reaches
+// each rank as 8 partial 512 x 16,384 bf16 chunks, read once, and their sum written once:
+// (8 + 1) x 512 x 16,384 x 2 = 150,994,944 bytes. At TP 2: (2 + 1) x 2,048 x 4,096 x 2.
+// Megatron-LM asserts sequence parallelism for --tp-comm-overlap (arguments.py: "Tensor parallel
+// communication/GEMM overlap can happen only when sequence parallelism is enabled"): a job that asks
+// for userbuffers without SP runs as one that does not ask.
+TEST(Overlap, UserbuffersNeedSequenceParallelism) {
+  Job on = JobOf(R"(
+model: llama3-8b
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 2}
+parallelism: {tp: 2, sequence_parallel: false}
+training: {seq_length: 8192, global_batch_size: 1, micro_batch_size: 1, sharding: zero1, overlap_tp_comm: true})");
+  Job off = on;
+  off.training.overlap_tp_comm = false;
+  EXPECT_EQ(EstimateStepTime(on).breakdown.tp_comm_s, EstimateStepTime(off).breakdown.tp_comm_s);
+  on.parallelism.sequence_parallel = true;
+  off.parallelism.sequence_parallel = true;
+  EXPECT_NE(EstimateStepTime(on).breakdown.tp_comm_s, EstimateStepTime(off).breakdown.tp_comm_s);
+}
+
+TEST(Overlap, RingReduceScatterReadsEveryPartialOutputOnce) {
+  EXPECT_DOUBLE_EQ(RingReduceScatterReduceBytes(4096, 16384, 8, 2), 150994944.0);
+  EXPECT_DOUBLE_EQ(RingReduceScatterReduceBytes(4096, 4096, 2, 2), 3.0 * 2048 * 4096 * 2);
 }
 
 TEST(Overlap, Fp8ReduceScatterRingAddsItsReduceKernelAndExposesNothing) {

@@ -626,6 +626,13 @@ absl::Status CheckOverlap(const v1::OverlapMechanism& m, const std::string& path
   }
   out.compute_streams = m.compute_streams();
   out.fp8_rs_ring_exchange = m.fp8_rs_ring_exchange();
+  // Both describe Transformer Engine's userbuffers splits: without them the fields would be read
+  // and ignored.
+  if ((out.compute_streams > 0 || out.fp8_rs_ring_exchange) && !out.ag_ring_first_chunk_local) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, out.compute_streams > 0 ? ".compute_streams" : ".fp8_rs_ring_exchange",
+        ": describes Transformer Engine userbuffers' split GEMMs, which need ag_ring_first_chunk_local: true"));
+  }
   // A supported mechanism without chunking rests on a single chosen efficiency: it must say so.
   if (out.supported && !out.Structured() && out.efficiency > 0 && !out.low_confidence) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -248,6 +248,21 @@ framework: {spec: {base: nemo, overlap: {tp_comm: {supported: true, chunks: 4}}}
   ASSERT_FALSE(unsourced.ok());
   EXPECT_NE(unsourced.status().message().find("overlap.tp_comm.source: required"), std::string::npos)
       << unsourced.status();
+  // Userbuffers' compute streams and fp8 ring belong to its split-GEMM form, and are bounded.
+  absl::StatusOr<Job> streams_alone = testing::JobFromYaml(std::string(kLlama8B) + R"(
+framework: {spec: {base: nemo, overlap: {tp_comm: {supported: true, chunks: 4, compute_streams: 3, source: "x"}}}}
+)");
+  ASSERT_FALSE(streams_alone.ok());
+  EXPECT_NE(streams_alone.status().message().find("overlap.tp_comm.compute_streams: describes Transformer Engine"),
+            std::string::npos)
+      << streams_alone.status();
+  absl::StatusOr<Job> too_many = testing::JobFromYaml(std::string(kLlama8B) + R"(
+framework: {spec: {base: nemo, overlap: {tp_comm: {supported: true, chunks: 4, ag_ring_first_chunk_local: true,
+                                                   compute_streams: 65, source: "x"}}}}
+)");
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("overlap.tp_comm.compute_streams: 65 must be in [0, 64]"), std::string::npos)
+      << too_many.status();
 }
 
 TEST(FrameworkDefaults, ApplyDefaultParsesAsTheJobFileDoes) {

@@ -813,6 +813,9 @@ class StepModel {
     const double streams = std::max(1, o.compute_streams);
     const double slowdown = job_.profile.FindContention("gemm", "nccl").slowdown;
     auto gemm_s = [&](double m, double n, double k) { return EstimateGemm(m, n, k).time_s; };
+    // A ring of TP pieces whose first (all-gather) or last (reduce-scatter) piece is local: only
+    // what outruns the other pieces' `w` seconds of GEMMs is exposed.
+    auto ring_exposed = [&](double w) { return std::max(0.0, half - w * (tp - 1) / tp); };
     double w_ag = 0, w_rs = 0, penalty = 0;
     if (!backward) {
       for (const auto& g : ag) {
@@ -831,8 +834,8 @@ class StepModel {
         penalty += split - whole;
         if (rs_ring && bw_ > 0) reduce_s += RingReduceScatterReduceBytes(g.m, g.n, tp, 2.0) / bw_;
       }
-      const double ag_exposed = std::max(0.0, half - w_ag * (tp - 1) / tp);
-      const double rs_exposed = rs_ring ? std::max(0.0, half - w_rs * (tp - 1) / tp) : PipelinedExposed(half, w_rs, splits);
+      const double ag_exposed = ring_exposed(w_ag);
+      const double rs_exposed = rs_ring ? ring_exposed(w_rs) : PipelinedExposed(half, w_rs, splits);
       out.exposed_s = ag_exposed + rs_exposed;
       // The copy-engine halves' hidden part at the measured NCCL contention (an upper bound for
       // transfers that take no SMs); the pipelined reduce-scatter's none beyond its SM margin.
@@ -851,7 +854,7 @@ class StepModel {
       w_rs += gemm_s(g.k, g.n, g.m);
     }
     for (const auto& g : ag) w_rs += gemm_s(g.m, g.k, g.n) + gemm_s(g.k, g.n, g.m);
-    const double ag_exposed = std::max(0.0, half - w_ag * (tp - 1) / tp);
+    const double ag_exposed = ring_exposed(w_ag);
     const double bulk_exposed = std::max(0.0, half - w_rs);
     out.exposed_s = ag_exposed + bulk_exposed;
     out.contention_s = penalty + ContentionCost(comm_s - out.exposed_s, slowdown);

@@ -1,5 +1,6 @@
 #include "core/framework.h"
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 
 #include <algorithm>
@@ -35,6 +36,39 @@ double OverlapMechanism::Exposed(double comm_s, double compute_s) const {
   return comm_s - eff * std::min(comm_s, std::max(compute_s, 0.0));
 }
 
+AttentionRateTable::AttentionRateTable(std::vector<AttentionRate> rates) {
+  if (rates.empty()) return;
+  auto d = std::make_shared<Data>();
+  // Each rate's group (architectures in order of first appearance) found before any is moved.
+  std::vector<size_t> group(rates.size());
+  for (size_t i = 0; i < rates.size(); ++i) {
+    size_t g = 0;
+    while (g < d->ranges.size() && d->ranges[g].architecture != rates[i].architecture) ++g;
+    if (g == d->ranges.size()) d->ranges.push_back({rates[i].architecture, 0, 0});
+    group[i] = g;
+  }
+  d->rates.reserve(rates.size());
+  for (size_t g = 0; g < d->ranges.size(); ++g) {
+    d->ranges[g].first = d->rates.size();
+    for (size_t i = 0; i < rates.size(); ++i) {
+      if (group[i] == g) d->rates.push_back(std::move(rates[i]));
+    }
+    d->ranges[g].last = d->rates.size();
+  }
+  data_ = std::move(d);
+}
+
+std::pair<const AttentionRate*, const AttentionRate*> AttentionRateTable::OfArchitecture(
+    std::string_view architecture) const {
+  if (!data_) return {nullptr, nullptr};
+  for (const Data::Range& g : data_->ranges) {
+    if (g.architecture == architecture) {
+      return {data_->rates.data() + g.first, data_->rates.data() + g.last};
+    }
+  }
+  return {nullptr, nullptr};
+}
+
 void AttentionKernel::ScaleRates(double scale) {
   rates.Transform([scale](AttentionRate& r) {
     r.forward_flops_per_s *= scale;
@@ -44,19 +78,12 @@ void AttentionKernel::ScaleRates(double scale) {
 
 AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, DType dtype,
                                               int64_t seq_length, bool causal,
-                                              std::string_view hardware_name) const {
-  // No allocation: one pass finds, among the rates of (architecture, dtype[, causal]), the
-  // measured lengths that bracket seq_length (or the nearest end).
-  Lookup out;
-  struct Pick {
-    const AttentionRate* below = nullptr;  // largest length <= seq
-    const AttentionRate* above = nullptr;  // smallest length >= seq
-    const AttentionRate* any = nullptr;    // a rate without a length
-    bool found = false;
-  };
-  // The architecture compared by length and first character before its bytes (most rates are of
-  // another GPU, often of a name as long: "ampere", "hopper").
-  const char first = architecture.empty() ? '\0' : architecture[0];
+                                              std::string_view hardware_name, int64_t head_dim,
+                                              int64_t window) const {
+  // No allocation (inline vectors of the candidates): one pass over the architecture's rates per
+  // (dtype, causal, kind) tried gathers the GPU-specific or the general ones; then their
+  // nearest head dimension, the windows that bracket `window`, the lengths that bracket seq_length.
+  //
   // A rate that names GPUs applies to a job whose hardware name holds one of them (in any case),
   // and then wins over the architecture's general rates.
   auto names_this_gpu = [&](const AttentionRate& r) {
@@ -67,61 +94,138 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
     }
     return false;
   };
-  auto scan = [&](DType d, bool want_causal) {
-    Pick general, specific;
-    for (const AttentionRate& r : rates) {
-      if (r.dtype != d || r.causal != want_causal || r.architecture.size() != architecture.size() ||
-          (!architecture.empty() && r.architecture[0] != first) || r.architecture != architecture) {
-        continue;  // cheap tests first
-      }
-      Pick* p = &general;
-      if (!r.hardware.empty()) {
-        if (!names_this_gpu(r)) continue;
-        p = &specific;
-      }
-      p->found = true;
-      if (r.seq_length <= 0) {
-        if (p->any == nullptr) p->any = &r;
+  // 0: not a candidate; 1: a general rate of the architecture; 2: a rate naming this GPU.
+  const auto [arch_first, arch_last] = rates.OfArchitecture(architecture);
+  auto candidate = [&](const AttentionRate& r, DType d, bool want_causal, bool windowed) -> int {
+    if (r.dtype != d || r.causal != want_causal || (r.window > 0) != windowed) return 0;
+    if (r.hardware.empty()) return 1;
+    return names_this_gpu(r) ? 2 : 0;
+  };
+  // The head dimension asked for (0: the presets' 128); a measured head dimension's distance from
+  // it in log scale, ties to the larger one.
+  const double hd = head_dim > 0 ? static_cast<double>(head_dim) : 128.0;
+  auto hd_distance = [&](int64_t r_hd) {  // the ratio >= 1, monotone in |log(r_hd / hd)|
+    const double x = static_cast<double>(r_hd);
+    return x > hd ? x / hd : hd / x;
+  };
+  // Rates of `group` at one window (0: whole-sequence rates), interpolated linearly in
+  // log(seq_length) between the bracketing lengths, the nearest end held outside them.
+  using Group = absl::InlinedVector<const AttentionRate*, 24>;
+  auto at_window = [&](const Group& group, int64_t w) {
+    Lookup out;
+    const AttentionRate *lo = nullptr, *hi = nullptr, *any = nullptr;
+    for (const AttentionRate* r : group) {
+      if (r->window != w) continue;
+      out.found = true;
+      if (r->seq_length <= 0) {
+        if (any == nullptr) any = r;
         continue;
       }
-      if (r.seq_length <= seq_length && (p->below == nullptr || r.seq_length > p->below->seq_length)) p->below = &r;
-      if (r.seq_length >= seq_length && (p->above == nullptr || r.seq_length < p->above->seq_length)) p->above = &r;
+      if (r->seq_length <= seq_length && (lo == nullptr || r->seq_length > lo->seq_length)) lo = r;
+      if (r->seq_length >= seq_length && (hi == nullptr || r->seq_length < hi->seq_length)) hi = r;
     }
-    return specific.found ? specific : general;
+    if (!out.found) return out;
+    if (lo == nullptr && hi == nullptr) {
+      out.forward_flops_per_s = any->forward_flops_per_s;
+      out.backward_flops_per_s = any->backward_flops_per_s;
+      return out;
+    }
+    if (seq_length <= 0 || lo == nullptr || hi == nullptr || lo == hi || lo->seq_length == hi->seq_length) {
+      const AttentionRate* r = hi != nullptr && (lo == nullptr || seq_length <= 0) ? hi : lo;
+      out.forward_flops_per_s = r->forward_flops_per_s;
+      out.backward_flops_per_s = r->backward_flops_per_s;
+      if (r->seq_length != seq_length) out.extrapolated = true;
+      return out;
+    }
+    const double x0 = std::log(static_cast<double>(lo->seq_length));
+    const double x1 = std::log(static_cast<double>(hi->seq_length));
+    const double f = (std::log(static_cast<double>(seq_length)) - x0) / (x1 - x0);
+    out.forward_flops_per_s = lo->forward_flops_per_s + f * (hi->forward_flops_per_s - lo->forward_flops_per_s);
+    out.backward_flops_per_s = lo->backward_flops_per_s + f * (hi->backward_flops_per_s - lo->backward_flops_per_s);
+    return out;
   };
-  Pick p = scan(dtype, causal);
-  if (!p.found) {  // the other kind (causal / not) of the same dtype
-    p = scan(dtype, !causal);
-    out.extrapolated = p.found;
-  }
-  if (!p.found && (dtype == DType::kFP8 || dtype == DType::kFP16)) {
-    p = scan(DType::kBF16, causal);
-    if (!p.found) p = scan(DType::kBF16, !causal);
-    out.extrapolated = p.found;
-  }
-  if (!p.found) return out;
-  out.found = true;
-  const AttentionRate* lo = p.below;
-  const AttentionRate* hi = p.above;
-  if (lo == nullptr && hi == nullptr) {
-    out.forward_flops_per_s = p.any->forward_flops_per_s;
-    out.backward_flops_per_s = p.any->backward_flops_per_s;
+  // One (dtype, causal, kind): one pass over the architecture's rates gathers the candidates (the
+  // GPU's own rates if any, else the architecture's general ones), then the nearest head
+  // dimension's (`hd_out`: the one taken, 0 when none is named). Whole-sequence rates; or, for a
+  // window, the windowed ones interpolated linearly in log(window) between the measured windows
+  // that bracket it; below the narrowest the narrowest held (flagged); above the widest toward
+  // `whole` (the whole causal sequence's rates, which are a window of seq_length's), or the widest
+  // held (flagged) when `whole` was not found.
+  auto scan = [&](DType d, bool want_causal, bool windowed, int64_t* hd_out, const Lookup& whole) {
+    Group general, specific;
+    for (const AttentionRate* r = arch_first; r != arch_last; ++r) {
+      const int cls = candidate(*r, d, want_causal, windowed);
+      if (cls == 1) general.push_back(r);
+      if (cls == 2) specific.push_back(r);
+    }
+    Group& all = specific.empty() ? general : specific;
+    if (all.empty()) return Lookup{};
+    int64_t best_hd = 0;
+    for (const AttentionRate* r : all) {
+      if (r->head_dim <= 0 || r->head_dim == best_hd) continue;
+      const double dr = hd_distance(r->head_dim), db = best_hd > 0 ? hd_distance(best_hd) : 0;
+      if (best_hd == 0 || dr < db - 1e-12 || (std::fabs(dr - db) <= 1e-12 && r->head_dim > best_hd)) best_hd = r->head_dim;
+    }
+    *hd_out = best_hd;
+    Group group;
+    for (const AttentionRate* r : all) {
+      if (r->head_dim == best_hd || r->head_dim <= 0) group.push_back(r);
+    }
+    if (!windowed) return at_window(group, 0);
+    int64_t wlo = 0, whi = 0;
+    for (const AttentionRate* r : group) {
+      if (r->window <= window && r->window > wlo) wlo = r->window;
+      if (r->window >= window && (whi == 0 || r->window < whi)) whi = r->window;
+    }
+    auto between = [&](const Lookup& a, double wa, const Lookup& b, double wb) {
+      const double f = (std::log(static_cast<double>(window)) - std::log(wa)) / (std::log(wb) - std::log(wa));
+      Lookup out = a;
+      out.extrapolated = a.extrapolated || b.extrapolated;
+      out.forward_flops_per_s = a.forward_flops_per_s + f * (b.forward_flops_per_s - a.forward_flops_per_s);
+      out.backward_flops_per_s = a.backward_flops_per_s + f * (b.backward_flops_per_s - a.backward_flops_per_s);
+      return out;
+    };
+    if (whi == 0 && whole.found && seq_length > wlo) {  // wider than every measured window
+      return between(at_window(group, wlo), static_cast<double>(wlo), whole, static_cast<double>(seq_length));
+    }
+    if (wlo == 0 || whi == 0 || wlo == whi) {
+      const int64_t w = wlo != 0 ? wlo : whi;
+      Lookup out = at_window(group, w);
+      if (w != window) out.extrapolated = true;
+      return out;
+    }
+    return between(at_window(group, wlo), static_cast<double>(wlo), at_window(group, whi), static_cast<double>(whi));
+  };
+  // The fallbacks: the other kind (causal / not) of the same dtype, then bf16 for fp8 / fp16.
+  auto fallbacks = [&](bool windowed, int64_t* hd_out, const Lookup& whole) {
+    Lookup out = scan(dtype, causal, windowed, hd_out, whole);
+    if (!out.found) {
+      out = scan(dtype, !causal, windowed, hd_out, whole);
+      out.extrapolated = out.extrapolated || out.found;
+    }
+    if (!out.found && (dtype == DType::kFP8 || dtype == DType::kFP16)) {
+      out = scan(DType::kBF16, causal, windowed, hd_out, whole);
+      if (!out.found) out = scan(DType::kBF16, !causal, windowed, hd_out, whole);
+      out.extrapolated = out.extrapolated || out.found;
+    }
     return out;
+  };
+  int64_t whole_hd = 0;
+  Lookup whole = fallbacks(false, &whole_hd, Lookup{});
+  // A rate taken at another head dimension than the job's is flagged.
+  if (whole.found && head_dim > 0 && whole_hd > 0 && whole_hd != head_dim) whole.extrapolated = true;
+  if (window <= 0 || (seq_length > 0 && window >= seq_length)) return whole;  // as long as the sequence: whole
+  // The windowed rates serve only when measured at a head dimension as near the job's as the
+  // whole-sequence rates' (64-wide windowed measurements do not serve a 128-wide model); else the
+  // band runs at the whole-sequence rate, flagged.
+  int64_t window_hd = 0;
+  Lookup windowed = fallbacks(true, &window_hd, whole);
+  if (windowed.found && (whole_hd == 0 || window_hd == 0 || hd_distance(window_hd) <= hd_distance(whole_hd) + 1e-12)) {
+    if (head_dim > 0 && window_hd > 0 && window_hd != head_dim) windowed.extrapolated = true;
+    return windowed;
   }
-  if (seq_length <= 0 || lo == nullptr || hi == nullptr || lo == hi || lo->seq_length == hi->seq_length) {
-    const AttentionRate* r = hi != nullptr && (lo == nullptr || seq_length <= 0) ? hi : lo;
-    out.forward_flops_per_s = r->forward_flops_per_s;
-    out.backward_flops_per_s = r->backward_flops_per_s;
-    if (r->seq_length != seq_length) out.extrapolated = true;
-    return out;
-  }
-  // Linear in log(seq_length) between the bracketing lengths.
-  const double x0 = std::log(static_cast<double>(lo->seq_length));
-  const double x1 = std::log(static_cast<double>(hi->seq_length));
-  const double w = (std::log(static_cast<double>(seq_length)) - x0) / (x1 - x0);
-  out.forward_flops_per_s = lo->forward_flops_per_s + w * (hi->forward_flops_per_s - lo->forward_flops_per_s);
-  out.backward_flops_per_s = lo->backward_flops_per_s + w * (hi->backward_flops_per_s - lo->backward_flops_per_s);
-  return out;
+  whole.extrapolated = whole.extrapolated || whole.found;
+  return whole;
 }
 
 }  // namespace stepcast

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -36,6 +37,10 @@ struct AttentionRate {
   // Upper-case parts of hardware names this rate was measured on ("B300"); empty: the whole
   // architecture (framework.proto AttentionRate.hardware).
   std::vector<std::string> hardware;
+  // A sliding-window measurement: the window in tokens, FLOPs counted over the band each query
+  // visits (W (W + 1)/2 + (s - W) W score elements, cuDNN's SDPA benchmark); 0: the whole causal or
+  // non-causal sequence (framework.proto AttentionRate.window).
+  int64_t window = 0;
 };
 
 // A framework's table of attention rates, immutable and shared: a job copies its framework on
@@ -45,26 +50,37 @@ struct AttentionRate {
 class AttentionRateTable {
  public:
   AttentionRateTable() = default;
-  AttentionRateTable(std::vector<AttentionRate> rates)  // NOLINT: implicit, as the vector was
-      : rates_(rates.empty() ? nullptr : std::make_shared<const std::vector<AttentionRate>>(std::move(rates))) {}
+  // The rates are kept grouped by architecture (stable: the given order within one), so that a
+  // lookup reads only its architecture's (AttentionKernel::Rate, once per prediction).
+  AttentionRateTable(std::vector<AttentionRate> rates);  // NOLINT: implicit, as the vector was
   AttentionRateTable(std::initializer_list<AttentionRate> rates) : AttentionRateTable(std::vector<AttentionRate>(rates)) {}
-  const AttentionRate* begin() const { return rates_ ? rates_->data() : nullptr; }
-  const AttentionRate* end() const { return rates_ ? rates_->data() + rates_->size() : nullptr; }
-  size_t size() const { return rates_ ? rates_->size() : 0; }
+  const AttentionRate* begin() const { return data_ ? data_->rates.data() : nullptr; }
+  const AttentionRate* end() const { return data_ ? data_->rates.data() + data_->rates.size() : nullptr; }
+  size_t size() const { return data_ ? data_->rates.size() : 0; }
   bool empty() const { return size() == 0; }
-  const AttentionRate& operator[](size_t i) const { return (*rates_)[i]; }
-  void clear() { rates_.reset(); }
+  const AttentionRate& operator[](size_t i) const { return data_->rates[i]; }
+  // The rates of one architecture (exact name, as stored: lower case), [first, second).
+  std::pair<const AttentionRate*, const AttentionRate*> OfArchitecture(std::string_view architecture) const;
+  void clear() { data_.reset(); }
   // A private copy of the rates, `f` applied to each, shared from then on.
   template <typename F>
   void Transform(F f) {
-    if (!rates_) return;
-    std::vector<AttentionRate> v = *rates_;
+    if (!data_) return;
+    std::vector<AttentionRate> v = data_->rates;
     for (AttentionRate& r : v) f(r);
     *this = AttentionRateTable(std::move(v));
   }
 
  private:
-  std::shared_ptr<const std::vector<AttentionRate>> rates_;
+  struct Data {
+    std::vector<AttentionRate> rates;
+    struct Range {
+      std::string architecture;
+      size_t first = 0, last = 0;
+    };
+    std::vector<Range> ranges;
+  };
+  std::shared_ptr<const Data> data_;
 };
 
 struct AttentionKernel {
@@ -81,15 +97,26 @@ struct AttentionKernel {
   // Rates for an architecture, dtype and sequence length: the rates of (architecture, dtype,
   // causal; the other kind marked extrapolated when the table has none)
   // interpolated linearly in log(seq_length) between measured lengths, held at the nearest end
-  // outside them (marked extrapolated). FP8 falls back to BF16 rates (marked extrapolated);
-  // head_dim is not matched: a rate measured at one head dimension (the presets' 128) serves
-  // every head dimension (MLA's 192 / 128 runs within 5% of it on a GB200, cuDNN 9.19; a head
-  // dimension of 64 at about half of it: not modelled, docs/FRAMEWORKS.md). found = false when the
-  // architecture has no rate. `hardware_name` (the job's Hardware::name, any case): rates that
-  // name a part of it (AttentionRate::hardware) are used instead of the architecture's general
-  // ones, at each step of the fallbacks above; rates naming other GPUs are never used.
+  // outside them (marked extrapolated). FP8 falls back to BF16 rates (marked extrapolated).
+  // `head_dim` (0: 128): the rates measured at the head dimension nearest it in log scale (ties to
+  // the larger; a rate with head_dim 0 serves every one; another head dimension's is flagged): a
+  // 64-wide head runs at ~0.70 of a 128-wide one forward and ~0.87 backward on Hopper
+  // (FlashAttention-3 paper Fig. 5/6, cuDNN), while MLA's 192 / 128 heads run within 5% of 128
+  // (cuDNN 9.19 on a GB200), so a table measured at 128 only serves all.
+  // `window` > 0 (a sliding-window layer, tokens): the rates measured with a window (FLOPs over the
+  // band), interpolated linearly in log(window) between the measured windows that bracket it; the
+  // narrowest held below them (flagged); above the widest, toward the whole causal sequence's rate
+  // at W = seq_length (a window as long as the sequence is the causal kernel). Windowed rates serve
+  // only when measured at a head dimension as near `head_dim` as the whole-sequence rates'; else,
+  // or without windowed rates, the band gets the whole-sequence rates, flagged (a narrow band runs
+  // far below them: cuDNN 9.22 on a GB200 runs a 128-token window of 64-wide heads at 161 TFLOP/s
+  // forward where a whole causal sequence of 128-wide heads runs at 856-1,335: docs/FRAMEWORKS.md).
+  // found = false when the architecture has no rate. `hardware_name` (the job's Hardware::name,
+  // any case): rates that name a part of it (AttentionRate::hardware) are used instead of the
+  // architecture's general ones, at each step of the fallbacks above; rates naming other GPUs are
+  // never used.
   Lookup Rate(const std::string& architecture, DType dtype, int64_t seq_length, bool causal = true,
-              std::string_view hardware_name = {}) const;
+              std::string_view hardware_name = {}, int64_t head_dim = 0, int64_t window = 0) const;
   // Every rate of the table (forward and backward FLOP/s) multiplied by `scale` > 0: the kernel on
   // a part clocked by that factor (hardware.overrides.compute_rate_scale; the interval's slow end of
   // a bounded profile, core/interval.h ComputeRatesScaled).

@@ -240,6 +240,11 @@ struct ModelChoices {
   // off: the input embedding is a free gather in every framework (before 2026-11-29; on: the
   // framework's FrameworkSpec.embedding_lookup_matmul, Paxml's one-hot matmul lookup).
   bool embedding_lookup_matmul = true;
+  // off: every layer takes the attention table's 128-wide whole-sequence rates, a sliding window's
+  // band at them too (before 2026-11-29, sixteenth session; on: the rates measured at the head
+  // dimension nearest the model's and, for sliding-window layers, at a window: AttentionRate
+  // head_dim / window, core/framework.h AttentionKernel::Rate).
+  bool attention_shape_rates = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

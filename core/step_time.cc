@@ -299,7 +299,7 @@ bool AllOn(const Job& job) {
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
          c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
          c.expert_clamp_eager && c.scaled_rope_eager && c.userbuffers_as_run &&
-         c.embedding_lookup_matmul && job.profile.overlaps.empty();
+         c.embedding_lookup_matmul && c.attention_shape_rates && job.profile.overlaps.empty();
 }
 
 // The host cost per kernel of the eager PyTorch presets before 2026-11-28 (fifth session), what
@@ -506,7 +506,7 @@ class StepModel {
       }
     }
     pc_ = CountParameters(m_);
-    if (t_.flash_attention) AttentionRates(&attn_rate_fwd_, &attn_rate_bwd_);
+    if (t_.flash_attention) AttentionRates();
   }
 
   // The step from the layer costs (computed here when `layers` is nullptr).
@@ -976,13 +976,22 @@ class StepModel {
   // Dao-AILab/flash-attention "sliding window (local) attention", v2.3). Not for unfused
   // attention, which computes the whole score matrix.
   double CausalKeyShare() const {
+    const KeyShares k = LayerKeyShares();
+    return k.local_fraction * k.local + (1 - k.local_fraction) * 0.5;
+  }
+  // CausalKeyShare's parts: the local layers' share of the s x s score blocks and their fraction
+  // of the layers (0 without a window, or with a window as long as the sequence).
+  struct KeyShares {
+    double local = 0.5, local_fraction = 0;
+  };
+  KeyShares LayerKeyShares() const {
     const double s = static_cast<double>(t_.seq_length), w = static_cast<double>(m_.local_attention_window);
-    if (w <= 0 || w >= s || m_.layers <= 0) return 0.5;
-    const double local = m_.local_attention_kind == LocalAttentionKind::kChunked
-                             ? (w + 1) / 2 / s
-                             : (w * (w + 1) / 2 + (s - w) * w) / (s * s);
-    const double n_local = static_cast<double>(m_.LocalAttentionLayerCount()), n = static_cast<double>(m_.layers);
-    return (n_local * local + (n - n_local) * 0.5) / n;
+    if (w <= 0 || w >= s || m_.layers <= 0) return {};
+    KeyShares k;
+    k.local = m_.local_attention_kind == LocalAttentionKind::kChunked ? (w + 1) / 2 / s
+                                                                      : (w * (w + 1) / 2 + (s - w) * w) / (s * s);
+    k.local_fraction = static_cast<double>(m_.LocalAttentionLayerCount()) / static_cast<double>(m_.layers);
+    return k;
   }
   // Chunks of one overlapped operation over a group of `group` ranks (framework.proto
   // OverlapMechanism.chunks / chunks_per_group_rank).
@@ -1158,7 +1167,9 @@ class StepModel {
   // GEMMs and the one-hot tensor's write, on the output layer's stage when PP is 1.
   void EmbeddingLookupMatmul(LayerCost& c);
   // Attention-kernel rates of the framework on this GPU, or the profile's.
-  void AttentionRates(double* fwd, double* bwd);
+  // The fused attention kernel's rates for this job (attn_rate_*_), and for its sliding-window
+  // layers (attn_local_rate_*_: the kernel's windowed measurements at the model's window).
+  void AttentionRates();
 
   const Job& job_;
   std::optional<Framework> fw_copy_;  // only when a ModelChoices mechanism is off (not built otherwise)
@@ -1192,6 +1203,7 @@ class StepModel {
   GemmPassesEntry passes_scratch_;  // passes not kept (one estimate not plain)
   ParameterCounts pc_;
   double attn_rate_fwd_ = 0, attn_rate_bwd_ = 0;
+  double attn_local_rate_fwd_ = 0, attn_local_rate_bwd_ = 0;
   std::vector<std::string> warnings_;
   LayerModuleTimes* modules_ = nullptr;  // filled by Layer() when set (EstimateLayerModules)
 };
@@ -1276,15 +1288,27 @@ double StepModel::Comm(Collective coll, const GroupPlacement& g, double size_byt
   return e.time_s;
 }
 
-void StepModel::AttentionRates(double* fwd, double* bwd) {
+void StepModel::AttentionRates() {
   // Attention runs in the activation dtype (fp8 recipes keep dot-product attention in bf16
   // unless fp8 attention is enabled: Transformer Engine NVTE_FP8_DPA defaults off).
-  const AttentionKernel::Lookup r =
-      fw_.attention.Rate(job_.hardware.architecture, t_.precision.params == DType::kFP16 ? DType::kFP16 : DType::kBF16,
-                         t_.seq_length / p_.cp, true, job_.hardware.name);
+  const DType dtype = t_.precision.params == DType::kFP16 ? DType::kFP16 : DType::kBF16;
+  // ModelChoices::attention_shape_rates off: the rates nearest a 128-wide head for every model, no
+  // windowed rates (before 2026-11-29, sixteenth session).
+  const bool shape_rates = job_.choices.attention_shape_rates;
+  const int64_t head_dim = shape_rates ? m_.QkHeadDim() : 0;
+  const AttentionKernel::Lookup r = fw_.attention.Rate(job_.hardware.architecture, dtype, t_.seq_length / p_.cp, true,
+                                                       job_.hardware.name, head_dim);
   if (r.found) {
-    *fwd = r.forward_flops_per_s;
-    *bwd = r.backward_flops_per_s;
+    attn_rate_fwd_ = r.forward_flops_per_s;
+    attn_rate_bwd_ = r.backward_flops_per_s;
+    attn_local_rate_fwd_ = attn_rate_fwd_, attn_local_rate_bwd_ = attn_rate_bwd_;
+    // Sliding-window layers: the kernel's windowed rates (FLOPs over the band) where it has them.
+    if (shape_rates && m_.local_attention_window > 0 && m_.local_attention_kind == LocalAttentionKind::kSliding) {
+      const AttentionKernel::Lookup l = fw_.attention.Rate(job_.hardware.architecture, dtype, t_.seq_length / p_.cp,
+                                                           true, job_.hardware.name, head_dim,
+                                                           m_.local_attention_window);
+      if (l.found) attn_local_rate_fwd_ = l.forward_flops_per_s, attn_local_rate_bwd_ = l.backward_flops_per_s;
+    }
     return;
   }
   if (!fw_.attention.rates.empty() && !warned_attention_) {
@@ -1296,11 +1320,12 @@ void StepModel::AttentionRates(double* fwd, double* bwd) {
                                                                             : "GEMM rate of its shape"));
   }
   if (job_.profile.attention_flops_per_s > 0) {
-    *fwd = *bwd = job_.profile.attention_flops_per_s;
-    return;
+    attn_rate_fwd_ = attn_rate_bwd_ = job_.profile.attention_flops_per_s;
+  } else {
+    const double dqk = m_.QkHeadDim();
+    attn_rate_fwd_ = attn_rate_bwd_ = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk, sixteen_bit_dtype_);
   }
-  const double dqk = m_.QkHeadDim();
-  *fwd = *bwd = GemmRate(t_.seq_length / p_.cp, t_.seq_length, dqk, sixteen_bit_dtype_);
+  attn_local_rate_fwd_ = attn_rate_fwd_, attn_local_rate_bwd_ = attn_rate_bwd_;
 }
 
 void StepModel::Layer(unsigned parts, LayerCost& c, bool launch_floor) {
@@ -1378,9 +1403,19 @@ void StepModel::AttentionCore(LayerCost& c, LayerScratch& s) {
   const double scores = b * heads * sq * skv;
   if (t_.flash_attention) {
     // Causal: half the blocks; with a local window, the layers' average share of the keys a
-    // fused kernel visits (CausalKeyShare).
-    const double f = 2 * scores * (dqk + dv) * CausalKeyShare();
-    const double rate_fwd = attn_rate_fwd_, rate_bwd = attn_rate_bwd_;
+    // fused kernel visits (CausalKeyShare). A layer's cost is the layers' average: the global
+    // layers' FLOPs at the kernel's whole-sequence rates, the sliding-window layers' band at its
+    // windowed rates (AttentionRates), as one effective rate.
+    const KeyShares k = LayerKeyShares();
+    const double f_global = 2 * scores * (dqk + dv) * 0.5 * (1 - k.local_fraction);
+    const double f_local = 2 * scores * (dqk + dv) * k.local * k.local_fraction;
+    const double f = f_global + f_local;
+    auto effective = [&](double global_rate, double local_rate) {
+      if (!(f_local > 0) || !(local_rate > 0) || !(global_rate > 0)) return global_rate;
+      return f / (f_global / global_rate + f_local / local_rate);
+    };
+    const double rate_fwd = effective(attn_rate_fwd_, attn_local_rate_fwd_);
+    const double rate_bwd = effective(attn_rate_bwd_, attn_local_rate_bwd_);
     const double io = e_act_ * b * sq * heads * (2 * dqk + 2 * dv);  // Q, K, V in, O out
     c.attn_fwd.Roofline(f, io, rate_fwd, bw_);
     c.attn_bwd.Roofline(2.5 * f, 2 * io, rate_bwd, bw_);

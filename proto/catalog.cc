@@ -666,11 +666,19 @@ absl::StatusOr<AttentionKernel> AttentionKernelFromProto(const v1::AttentionKern
     if (r.seq_length() < 0 || r.head_dim() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(f, ": seq_length and head_dim must be >= 0"));
     }
+    if (r.window() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ".window: ", r.window(), " must be >= 0 (0: a whole-sequence rate)"));
+    }
+    if (r.window() > 0 && !r.causal()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(f, ".window: a sliding-window rate is causal (each query attends to its last window keys); set causal: true"));
+    }
     AttentionRate ar;
     ar.architecture = absl::AsciiStrToLower(r.architecture());
     ar.dtype = DTypeFromProto(r.dtype());
     ar.head_dim = r.head_dim();
     ar.seq_length = r.seq_length();
+    ar.window = r.window();
     ar.causal = r.causal();
     ar.forward_flops_per_s = r.forward_flops_per_s();
     ar.backward_flops_per_s = r.backward_flops_per_s();

@@ -68,6 +68,124 @@ TEST(AttentionKernel, RatesNamingAGpuWinForThatGpuOnly) {
   EXPECT_TRUE(only_ultra.Rate("blackwell", DType::kBF16, 8192, true, "GB300-NVL72").found);
 }
 
+// Head dimension and sliding window (AttentionRate head_dim / window), on cuDNN's own measurements:
+// the GB200 runs a 128-token window of 64-wide heads at 161 / 182 TFLOP/s and a 1,024-token one at
+// 574 / 617 at 4k (NVIDIA/cudnn-frontend sdpa_benchmark_training, gpt_oss configs, cuDNN 9.22 /
+// 9.19.1); the H100's 64-wide causal forward 363 TFLOP/s against 518 at 128 (FlashAttention-3
+// paper Fig. 5, cuDNN).
+TEST(AttentionKernel, TakesTheNearestHeadDimensionAndTheWindowsOwnRates) {
+  AttentionKernel k;
+  k.rates = {{"hopper", DType::kBF16, 128, 4096, true, 518e12, 424e12, "fa3 hd128"},
+             {"hopper", DType::kBF16, 64, 4096, true, 363e12, 371e12, "fa3 hd64"},
+             {"blackwell", DType::kBF16, 128, 4096, true, 856e12, 701e12, "b200 hd128"},
+             {"blackwell", DType::kBF16, 64, 4096, true, 161e12, 182e12, "gb200 w128", {}, 128},
+             {"blackwell", DType::kBF16, 64, 4096, true, 574e12, 617e12, "gb200 w1024", {}, 1024}};
+  // The nearest measured head dimension in log scale, ties to the larger; 0 asks for 128.
+  EXPECT_DOUBLE_EQ(k.Rate("hopper", DType::kBF16, 4096, true, {}, 64).forward_flops_per_s, 363e12);
+  EXPECT_DOUBLE_EQ(k.Rate("hopper", DType::kBF16, 4096, true, {}, 80).forward_flops_per_s, 363e12);
+  EXPECT_DOUBLE_EQ(k.Rate("hopper", DType::kBF16, 4096, true, {}, 96).forward_flops_per_s, 518e12);  // log(128/96) 0.29 < log(96/64) 0.41
+  EXPECT_DOUBLE_EQ(k.Rate("hopper", DType::kBF16, 4096, true, {}, 192).forward_flops_per_s, 518e12);
+  EXPECT_DOUBLE_EQ(k.Rate("hopper", DType::kBF16, 4096).forward_flops_per_s, 518e12);
+  // Half-way in log scale (128 between 64 and 256): the larger.
+  AttentionKernel tie;
+  tie.rates = {{"hopper", DType::kBF16, 64, 4096, true, 363e12, 371e12, "64"},
+               {"hopper", DType::kBF16, 256, 4096, true, 480e12, 400e12, "256"}};
+  EXPECT_DOUBLE_EQ(tie.Rate("hopper", DType::kBF16, 4096, true, {}, 128).forward_flops_per_s, 480e12);
+  // A window takes the windowed rates: at a measured window its own, between two linear in
+  // log(window) (362 = sqrt(128 x 1024) is half-way), outside them the nearest, flagged.
+  const auto w128 = k.Rate("blackwell", DType::kBF16, 4096, true, "GB200-NVL72", 64, 128);
+  EXPECT_DOUBLE_EQ(w128.forward_flops_per_s, 161e12);
+  EXPECT_DOUBLE_EQ(w128.backward_flops_per_s, 182e12);
+  EXPECT_FALSE(w128.extrapolated);
+  EXPECT_DOUBLE_EQ(k.Rate("blackwell", DType::kBF16, 4096, true, {}, 64, 1024).forward_flops_per_s, 574e12);
+  EXPECT_NEAR(k.Rate("blackwell", DType::kBF16, 4096, true, {}, 64, 362).forward_flops_per_s, (161e12 + 574e12) / 2, 1e11);
+  const auto w64 = k.Rate("blackwell", DType::kBF16, 4096, true, {}, 64, 64);
+  EXPECT_DOUBLE_EQ(w64.forward_flops_per_s, 161e12);
+  EXPECT_TRUE(w64.extrapolated);
+  // Wider than every measured window: toward the whole causal sequence's rate, the window of
+  // seq_length's (2048 is half-way between 1024 and 4096 in log scale); as long as the sequence:
+  // the whole-sequence rate.
+  EXPECT_NEAR(k.Rate("blackwell", DType::kBF16, 4096, true, {}, 64, 2048).forward_flops_per_s, (574e12 + 856e12) / 2,
+              1e9);
+  EXPECT_DOUBLE_EQ(k.Rate("blackwell", DType::kBF16, 4096, true, {}, 64, 4096).forward_flops_per_s, 856e12);
+  // Whole-sequence lookups never take a windowed rate (Blackwell's whole-sequence rates are 128
+  // wide only: a 64-wide head takes them, flagged).
+  const auto whole64 = k.Rate("blackwell", DType::kBF16, 4096, true, {}, 64);
+  EXPECT_DOUBLE_EQ(whole64.forward_flops_per_s, 856e12);
+  EXPECT_TRUE(whole64.extrapolated);
+  // 64-wide windowed measurements do not serve a 128-wide model's window: its band runs at the
+  // whole-sequence rate, flagged.
+  const auto wide_window = k.Rate("blackwell", DType::kBF16, 4096, true, {}, 128, 128);
+  EXPECT_DOUBLE_EQ(wide_window.forward_flops_per_s, 856e12);
+  EXPECT_TRUE(wide_window.extrapolated);
+  // Without windowed rates (Hopper here) a window gets the whole-sequence rates, flagged.
+  const auto hopper_window = k.Rate("hopper", DType::kBF16, 4096, true, {}, 64, 128);
+  EXPECT_DOUBLE_EQ(hopper_window.forward_flops_per_s, 363e12);
+  EXPECT_TRUE(hopper_window.extrapolated);
+}
+
+// A sliding-window layer costs cuDNN's measured time for that window: the cuDNN frontend's
+// GB200 gpt_oss run (batch 2, 128 heads of 64, window 128, s = 4096) took 0.210 ms forward and
+// 0.465 ms backward (gpt_oss_20260424_100011.csv); two such layers of a model whose every layer is
+// local, one micro-batch of 2 on one GB200, cost 2 x (0.210 + 0.465) ms of attention core. Off
+// (ModelChoices::attention_shape_rates), the band ran at the 128-wide whole-sequence rate, bounded
+// by reading Q, K, V and writing O at HBM speed: about a third.
+TEST(StepTime, SlidingWindowLayersRunAtCudnnsMeasuredWindowRate) {
+  auto job = testing::JobFromYaml(R"yaml(
+model:
+  shape: {name: "windowed", layers: 2, hidden_size: 8192, attention_heads: 128, kv_heads: 128, head_dim: 64,
+          ffn_hidden_size: 8192, ffn_type: swiglu, vocab_size: 32000,
+          local_attention_window: 128, local_attention_kind: LOCAL_ATTENTION_KIND_SLIDING}
+hardware: gb200
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recompute: none})yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const double on = EstimateStepTime(*job).breakdown.attention_s;
+  EXPECT_NEAR(on, 2 * (0.210e-3 + 0.465e-3), 0.01 * 2 * (0.210e-3 + 0.465e-3));
+  job->choices.attention_shape_rates = false;
+  const double off = EstimateStepTime(*job).breakdown.attention_s;
+  EXPECT_LT(off, on / 2);
+}
+
+// Global and local layers mixed (global_attention_every 2, GPT-OSS's alternation): each at its own
+// rate. The local layer as above (cuDNN's 0.210 / 0.465 ms); the global one, 64-wide heads on a
+// GB200 with no 64-wide whole-sequence measurement, at the 128-wide rates (cuDNN 9.13.1 on a B200,
+// 855.678 / 701.265 TFLOP/s at 4k): forward 4 x 2 x 128 x 4096^2 x 64 / 2 FLOPs, backward 2.5x.
+TEST(StepTime, AlternatingWindowedAndGlobalLayersEachAtTheirRate) {
+  auto job = testing::JobFromYaml(R"yaml(
+model:
+  shape: {name: "alternating", layers: 2, hidden_size: 8192, attention_heads: 128, kv_heads: 128, head_dim: 64,
+          ffn_hidden_size: 8192, ffn_type: swiglu, vocab_size: 32000, global_attention_every: 2,
+          local_attention_window: 128, local_attention_kind: LOCAL_ATTENTION_KIND_SLIDING}
+hardware: gb200
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recompute: none})yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const double global_fwd = 4.0 * 2 * 128 * 4096.0 * 4096 * 64 / 2;
+  const double want = global_fwd / 855.678e12 + 2.5 * global_fwd / 701.265e12 + 0.210e-3 + 0.465e-3;
+  EXPECT_NEAR(EstimateStepTime(*job).breakdown.attention_s, want, 0.01 * want);
+}
+
+// A 64-wide head on an H100 runs at the FlashAttention-3 paper's 64-wide cuDNN rates (Fig. 5,
+// causal, 363 TFLOP/s forward at 4k; backward 417 x 363 / 408 = 371 from Fig. 6), not the 128-wide
+// ones (518 / 424): 32 heads of 64 (the paper's hidden 2048), batch 4 x 4096 (its 16k tokens).
+TEST(StepTime, SixtyFourWideHeadsRunAtTheirOwnMeasuredRate) {
+  auto job = testing::JobFromYaml(R"yaml(
+model:
+  shape: {name: "hd64", layers: 1, hidden_size: 2048, attention_heads: 32, kv_heads: 32, head_dim: 64,
+          ffn_hidden_size: 8192, ffn_type: swiglu, vocab_size: 32000}
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 4, micro_batch_size: 4, recompute: none})yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const double fwd_flops = 4.0 * 4 * 32 * 4096.0 * 4096 * 64 / 2;
+  EXPECT_NEAR(EstimateStepTime(*job).breakdown.attention_s, fwd_flops / 363e12 + 2.5 * fwd_flops / 371.0e12,
+              0.005 * (fwd_flops / 363e12 + 2.5 * fwd_flops / 371.0e12));
+}
+
 // A preset's GPU names are stored upper case (matched in any case); an empty name is an error
 // naming the field.
 TEST(AttentionKernel, GpuNamesAreReadUpperCaseAndAnEmptyOneIsRefused) {
@@ -85,6 +203,30 @@ TEST(AttentionKernel, GpuNamesAreReadUpperCaseAndAnEmptyOneIsRefused) {
   k = AttentionKernelFromProto(spec, "framework.attention");
   ASSERT_FALSE(k.ok());
   EXPECT_NE(k.status().message().find("framework.attention.rates[0].hardware[1]"), std::string::npos) << k.status();
+}
+
+// A windowed rate is read with its window; a negative window, or a window on a non-causal rate (a
+// sliding window attends to each query's last keys), is refused naming the field.
+TEST(AttentionKernel, AWindowedRateIsCausalWithAPositiveWindow) {
+  v1::AttentionKernel spec;
+  v1::AttentionRate* r = spec.add_rates();
+  r->set_architecture("blackwell");
+  r->set_forward_flops_per_s(1.61e14);
+  r->set_backward_flops_per_s(1.82e14);
+  r->set_causal(true);
+  r->set_window(128);
+  absl::StatusOr<AttentionKernel> k = AttentionKernelFromProto(spec, "framework.attention");
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->rates[0].window, 128);
+  r->set_window(-1);
+  k = AttentionKernelFromProto(spec, "framework.attention");
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("framework.attention.rates[0].window"), std::string::npos) << k.status();
+  r->set_window(128);
+  r->set_causal(false);
+  k = AttentionKernelFromProto(spec, "framework.attention");
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("causal"), std::string::npos) << k.status();
 }
 
 // The shipped Blackwell rates against the measurement they come from (NVIDIA/cudnn-frontend

@@ -172,6 +172,31 @@ inline double RingReduceScatterReduceBytes(double m, double n, double tp, double
   return (std::max(1.0, tp) * rows * n + rows * n) * element_bytes;
 }
 
+// HBM bytes of ring attention's merges over `cp` context-parallel ranks, per layer and micro-batch
+// (Transformer Engine context_parallel.py AttnFuncWithCPAndKVP2P, cp_comm_type p2p, bf16, bshd /
+// sbhd), for the rank that merges the most (the last: every step of its ring is a whole one). Each
+// step computes a partial output; the forward merges them with their log-sum-exp
+// (flash_attn_fwd_out_correction_init: read one, write the output; flash_attn_fwd_out_correction,
+// one fused kernel per further step: read the step's output, read and write the output), and
+// concatenates K and V into the ring's send buffer (torch.cat: read both, write both). The backward
+// copies K, V into its buffer again (p2p_comm_buffers[0][0].copy_), and accumulates each step's dQ
+// (copy, then an add per step: read both, write one) and dK, dV (the last rank: copy of one half
+// at step 0, adds of one half at steps 1 .. cp-2, an add of the whole at step cp-1).
+// q_bytes / o_bytes / kv_bytes: the rank's Q, O and K + V tensors (its s/cp tokens; K + V at the KV
+// heads' width). cp < 2: none. Formula: docs/MODEL.md "CP".
+struct CpRingMerge {
+  double forward_bytes = 0, backward_bytes = 0;
+};
+inline CpRingMerge CpRingMergeBytes(double q_bytes, double o_bytes, double kv_bytes, int64_t cp) {
+  if (cp < 2) return {};
+  const double n = static_cast<double>(cp);
+  CpRingMerge m;
+  m.forward_bytes = (2 + 3 * (n - 1)) * o_bytes + 2 * kv_bytes;
+  const double dkv = 1 + 1.5 * (n - 2) + 3;  // in K + V bytes: copy of a half, adds of halves, one whole add
+  m.backward_bytes = 2 * kv_bytes + (2 + 3 * (n - 1)) * q_bytes + dkv * kv_bytes;
+  return m;
+}
+
 // The compute slowed by communication running beside it: compute of alone-duration x overlapped
 // by communication takes x (1 + slowdown), so `hidden_s` of hidden communication adds
 // hidden_s * slowdown / (1 + slowdown) to the step. slowdown >= 0.
@@ -300,6 +325,9 @@ struct Framework {
   bool expert_clamp_eager = false;
   // RoPE as eager ops for a model with a YaRN attention factor (ElementwiseModel.scaled_rope_eager).
   bool scaled_rope_eager = false;
+  // The input embedding's gather, TP reduce and dense gradient added to the gradient buffer
+  // (ElementwiseModel.dense_embedding_grad; Megatron-Core).
+  bool dense_embedding_grad = false;
   OverlapModel overlap;
   ShardingModel sharding;
   std::string default_schedule = "1f1b";

@@ -87,7 +87,8 @@ bool ModelChoices::Disable(const std::string& name) {
                    &overlap_efficiency, &launch_floor, &fsdp_semantics, &framework_recipes,
                    &alltoall_one_nic, &ep_overlap_default_off, &dp_collective_per_unit, &expert_bias_eager,
                    &expert_clamp_eager, &scaled_rope_eager, &attention_limits, &release_expert_layout,
-                   &userbuffers_as_run, &embedding_lookup_matmul, &attention_shape_rates};
+                   &userbuffers_as_run, &embedding_lookup_matmul, &attention_shape_rates,
+                   &cp_ring_merge, &input_embedding};
   const std::vector<std::string>& names = Names();
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) {
@@ -106,7 +107,8 @@ const std::vector<std::string>& ModelChoices::Names() {
                                                   "expert_bias_eager", "expert_clamp_eager",
                                                   "scaled_rope_eager", "attention_limits",
                                                   "release_expert_layout", "userbuffers_as_run",
-                                                  "embedding_lookup_matmul", "attention_shape_rates"};
+                                                  "embedding_lookup_matmul", "attention_shape_rates",
+                                                  "cp_ring_merge", "input_embedding"};
   return kNames;
 }
 

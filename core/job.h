@@ -245,6 +245,13 @@ struct ModelChoices {
   // dimension nearest the model's and, for sliding-window layers, at a window: AttentionRate
   // head_dim / window, core/framework.h AttentionKernel::Rate).
   bool attention_shape_rates = true;
+  // off: context-parallel ring attention costs its attention and its exchange only (before
+  // 2026-11-29, sixteenth session; on: also the merges of its partial outputs and gradients,
+  // CpRingMergeBytes, Transformer Engine's AttnFuncWithCPAndKVP2P).
+  bool cp_ring_merge = true;
+  // off: the input embedding costs nothing (before 2026-11-29, sixteenth session; on: the
+  // framework's ElementwiseModel.dense_embedding_grad, StepModel::InputEmbedding).
+  bool input_embedding = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

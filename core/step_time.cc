@@ -299,7 +299,8 @@ bool AllOn(const Job& job) {
   return c.framework_attention_rates && c.elementwise_traffic_factor && c.cross_entropy_bytes &&
          c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
          c.expert_clamp_eager && c.scaled_rope_eager && c.userbuffers_as_run &&
-         c.embedding_lookup_matmul && c.attention_shape_rates && job.profile.overlaps.empty();
+         c.embedding_lookup_matmul && c.attention_shape_rates && c.cp_ring_merge && c.input_embedding &&
+         job.profile.overlaps.empty();
 }
 
 // The host cost per kernel of the eager PyTorch presets before 2026-11-28 (fifth session), what
@@ -349,6 +350,7 @@ Framework Effective(const Job& job) {
   if (!c.expert_clamp_eager) f.expert_clamp_eager = false;
   if (!c.scaled_rope_eager) f.scaled_rope_eager = false;
   if (!c.embedding_lookup_matmul) f.embedding_lookup_matmul = false;
+  if (!c.input_embedding) f.dense_embedding_grad = false;
   if (!c.userbuffers_as_run) {
     f.overlap.tp_comm.compute_streams = 0;
     f.overlap.tp_comm.fp8_rs_ring_exchange = false;
@@ -378,6 +380,9 @@ Framework Effective(const Job& job) {
 // or moe, not copied); a hybrid's the layers of its hybrid_mtp_pattern, summed into `mtp`.
 struct StepLayerCosts {
   LayerCost dense, moe, logits;
+  // The input embedding's work (StepModel::InputEmbedding), on the single stage's cost when PP is 1
+  // (with PP on the first stage, never the slowest: StepModel::LastStageExtra).
+  LayerCost embedding;
   LayerCost mtp;
   bool mtp_own = false;
   // Each MTP depth's projection of [norm(h); norm(emb)] (eh_proj, 2h -> h, column-parallel;
@@ -580,6 +585,11 @@ class StepModel {
       if (m_.MoeLayerCount() > 0) Layer(kMoeLayerParts, c.moe);
     }
     Logits(c.logits);
+    if (fw_.embedding_lookup_matmul) {
+      EmbeddingLookupMatmul(c.embedding);
+    } else if (fw_.dense_embedding_grad) {
+      InputEmbedding(c.embedding);
+    }
     if (job_.MtpDepths() > 0) {
       const double h = static_cast<double>(m_.hidden_size);
       Gemm(tokens_, h / p_.tp, 2 * h, c.mtp_proj);
@@ -1166,6 +1176,13 @@ class StepModel {
   // Framework::embedding_lookup_matmul; praxis embedding_softmax.py): forward and weight-gradient
   // GEMMs and the one-hot tensor's write, on the output layer's stage when PP is 1.
   void EmbeddingLookupMatmul(LayerCost& c);
+  // The input embedding as PyTorch / Megatron-Core run it (Framework::dense_embedding_grad), on
+  // the output layer's cost when one stage holds both (PP 1): per micro-batch, forward the
+  // gather (read T rows of h, write T x h) and over TP the vocabulary mask's zeroing write and the
+  // all-reduce (SP: reduce-scatter; its backward an all-gather) of T x h; backward the zeroed
+  // V/tp x h gradient (write), the rows' scatter (read T x h, write T x h) and the gradient's add
+  // into the gradient buffer (read it, read and write the buffer in its dtype).
+  void InputEmbedding(LayerCost& c);
   // Attention-kernel rates of the framework on this GPU, or the profile's.
   // The fused attention kernel's rates for this job (attn_rate_*_), and for its sliding-window
   // layers (attn_local_rate_*_: the kernel's windowed measurements at the model's window).
@@ -1797,6 +1814,15 @@ void StepModel::CpComm(LayerCost& c, const LayerScratch& s) {
       const OverlapCost f = ring(fwd, c.attn_fwd.time_s), b = ring(bwd, c.attn_bwd.time_s);
       c.cp.Comm(f.exposed_s + b.exposed_s, place_.cp.scope);
       c.cp.Contention(f.contention_s + b.contention_s);
+      if (t_.flash_attention && job_.choices.cp_ring_merge) {
+        // The ring's merges, after its steps (so not a window for the exchanges):
+        // CpRingMergeBytes, on the attention core (a recomputed core_attn redoes them).
+        const double rows = s.b * sq * a / t;  // the rank's query rows x heads
+        const CpRingMerge m = CpRingMergeBytes(rows * dqk * e_act_, rows * dv * e_act_, kv_bytes, p_.cp);
+        c.attn_fwd.Bytes(m.forward_bytes, bw_);
+        c.attn_bwd.Bytes(m.backward_bytes, bw_);
+        c.module.core_attn.Bytes(m.forward_bytes, bw_);
+      }
     } else {
       c.cp.Comm(o.Exposed(fwd, c.attn_fwd.time_s) + o.Exposed(bwd, c.attn_bwd.time_s), place_.cp.scope);
     }
@@ -1936,7 +1962,6 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share) 
 void StepModel::Logits(LayerCost& c) {
   const double T = tokens_, h = m_.hidden_size, t = p_.tp, V = m_.vocab_size;
   Gemm16(T, V / t, h, c);
-  if (fw_.embedding_lookup_matmul) EmbeddingLookupMatmul(c);
   // Final norm, then the loss over T x V/t logits: a fused vocab-parallel fp32 cross entropy
   // (Megatron) reads the logits and writes/reads fp32 softmax statistics (e + 8 bytes forward,
   // 4 + e backward); a framework whose loss moves more gives its bytes per logit.
@@ -1961,13 +1986,27 @@ void StepModel::Logits(LayerCost& c) {
   }
 }
 
-void StepModel::EmbeddingLookupMatmul(LayerCost& c) {
-  // The first stage's work, costed with the output layer's only when both are on one stage.
-  if (p_.pp > 1) {
-    warnings_.push_back("the input embedding's one-hot matmul (the framework's embedding_lookup_matmul) runs on the "
-                        "first pipeline stage and is not costed with PP > 1");
-    return;
+void StepModel::InputEmbedding(LayerCost& c) {
+  const double T = tokens_, h = m_.hidden_size, t = p_.tp, V = m_.vocab_size;
+  const double e = BytesPerElement(sixteen_bit_dtype_);  // the bf16 / fp16 parameters
+  c.elem_fwd.Bytes(T * h * e + T * h * e_act_, bw_);
+  if (p_.tp > 1) {
+    c.elem_fwd.Bytes(T * h * e_act_, bw_);  // output_parallel[input_mask, :] = 0.0
+    const double S = T * h * e_act_;
+    if (sp_) {
+      c.tp_fwd.Comm(Comm(Collective::kReduceScatter, place_.tp, S), place_.tp.scope);
+      c.tp_bwd.Comm(Comm(Collective::kAllGather, place_.tp, S), place_.tp.scope);
+    } else {
+      c.tp_fwd.Comm(Comm(Collective::kAllReduce, place_.tp, S), place_.tp.scope);
+    }
   }
+  const double table = V / t * h;
+  c.elem_bwd.Bytes(table * e + T * h * (e_act_ + e) + table * (e + 2 * e_grad_), bw_);
+}
+
+void StepModel::EmbeddingLookupMatmul(LayerCost& c) {
+  // The first stage's work, costed with the output layer's only when both are on one stage
+  // (StepModel::LastStageExtra).
   const double T = tokens_, h = m_.hidden_size, t = p_.tp;
   // The token table (vocabulary-parallel over TP, as the output layer's) and a learned position
   // table, each: one_hot(ids) written in the 16-bit type and read by a T x h x rows GEMM forward,
@@ -2153,6 +2192,19 @@ void StepModel::LastStageExtra(const StepLayerCosts& layers, RunScratch& r) {
   last_extra_elem += logits.elem_bwd;
   last_extra_tp = logits.tp_fwd;
   last_extra_tp += logits.tp_bwd;
+  // The input embedding, when the one stage holds it and the output layer.
+  const LayerCost& embedding = layers.embedding;
+  if (p_.pp == 1) {
+    last_extra_gemm += embedding.gemm_fwd;
+    last_extra_gemm += embedding.gemm_bwd;
+    last_extra_elem += embedding.elem_fwd;
+    last_extra_elem += embedding.elem_bwd;
+    last_extra_tp += embedding.tp_fwd;
+    last_extra_tp += embedding.tp_bwd;
+  } else if (fw_.embedding_lookup_matmul) {
+    warnings_.push_back("the input embedding's one-hot matmul (the framework's embedding_lookup_matmul) runs on the "
+                        "first pipeline stage and is not costed with PP > 1");
+  }
   if (mtp_layers > 0) {
     // Multi-token prediction (DeepSeek-V3 report Sec. 2.2; Megatron-Core --mtp-num-layers puts
     // the MTP modules on the last pipeline stage): each module is one more transformer block of

@@ -741,6 +741,7 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.expert_bias_eager = e.expert_bias_eager();
   fw.expert_clamp_eager = e.expert_clamp_eager();
   fw.scaled_rope_eager = e.scaled_rope_eager();
+  fw.dense_embedding_grad = e.dense_embedding_grad();
   if (!(fw.loss_peak_bytes_per_logit >= 0 && fw.loss_peak_bytes_per_logit < 1000)) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".elementwise.loss_peak_bytes_per_logit: ",
                                                    e.loss_peak_bytes_per_logit(), " must be in [0, 1000)"));

@@ -418,6 +418,38 @@ TEST(Overlap, RingReduceScatterReadsEveryPartialOutputOnce) {
   EXPECT_DOUBLE_EQ(RingReduceScatterReduceBytes(4096, 4096, 2, 2), 3.0 * 2048 * 4096 * 2);
 }
 
+// Ring attention's merges, counted by hand from Transformer Engine's AttnFuncWithCPAndKVP2P
+// (context_parallel.py, bf16, bshd) for Llama 3.1 8B at 8,192 tokens, CP 2, micro-batch 1: the rank
+// holds 4,096 tokens, Q and O 4096 x 32 x 128 x 2 = 33,554,432 bytes, K + V 4096 x 8 x 256 x 2 =
+// 16,777,216. The last rank's forward: out_correction_init (read O_0, write O) 2 O, one
+// out_correction (read O_1, read and write O) 3 O, torch.cat(k, v) 2 (K + V): 201,326,592 bytes.
+// Its backward: the KV buffer copy 2 (K + V); dq.copy_ (2 Q) at step 0, dq.add_ (3 Q) at step 1; dk,
+// dv: half copied at step 0 (K + V), whole added at step 1 (3 (K + V)): 268,435,456 bytes. At CP 4,
+// per unit tensors: forward 2 + 3 x 3 = 11 O + 2 KV; backward 2 KV + 11 Q + (1 + 1.5 x 2 + 3) KV.
+TEST(Overlap, RingAttentionMergesItsPartialOutputsAndGradients) {
+  const CpRingMerge cp2 = CpRingMergeBytes(33554432.0, 33554432.0, 16777216.0, 2);
+  EXPECT_DOUBLE_EQ(cp2.forward_bytes, 201326592.0);
+  EXPECT_DOUBLE_EQ(cp2.backward_bytes, 268435456.0);
+  const CpRingMerge cp4 = CpRingMergeBytes(1, 1, 1, 4);
+  EXPECT_DOUBLE_EQ(cp4.forward_bytes, 13);
+  EXPECT_DOUBLE_EQ(cp4.backward_bytes, 2 + 11 + 7);
+  EXPECT_DOUBLE_EQ(CpRingMergeBytes(1, 1, 1, 1).forward_bytes, 0);
+  // In the step: 32 layers x 16 micro-batches (GBS 64 over DP 4) of those bytes at the HBM rate, on
+  // the attention core; ModelChoices::cp_ring_merge off removes them.
+  Job on = JobOf(R"(
+model: llama3-8b
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 8}
+parallelism: {cp: 2}
+training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, sharding: zero1, recompute: none})");
+  ASSERT_EQ(on.parallelism.dp, 4);
+  Job off = on;
+  off.choices.cp_ring_merge = false;
+  const double added = EstimateStepTime(on).breakdown.attention_s - EstimateStepTime(off).breakdown.attention_s;
+  EXPECT_NEAR(added, 32 * 16 * (201326592.0 + 268435456.0) / on.profile.hbm_bandwidth_bytes_per_s, 1e-9);
+}
+
 TEST(Overlap, Fp8ReduceScatterRingAddsItsReduceKernelAndExposesNothing) {
   // FP8 (Megatron-Bridge userbuffers_fp8_* configs: proj_fprop / fc2_fprop ring exchange): at TP 2
   // each RS GEMM runs as 2 pieces, both in flight (no split cost), the local piece last (nothing

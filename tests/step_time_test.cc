@@ -327,6 +327,48 @@ TEST(StepTime, MuonOrthogonalisesTheMatricesEachRankOwns) {
 // GPU, the token table (50,304 rows) and the learned position table (2,048 rows) each cost a
 // T x h x rows forward GEMM (2 T h rows FLOPs), its weight gradient (h x rows x T, accumulated into
 // the fp32 gradient) and the one-hot tensor's T x rows bf16 write: 4 T h (V + P) = 7.03e12 FLOPs,
+// The input embedding as Megatron-Core runs it, counted by hand for Llama 3 8B (V 128,256, h 4,096)
+// at 8,192 tokens a micro-batch, TP 1, bf16 parameters, fp32 main_grad: forward F.embedding reads
+// the 8,192 rows and writes them (T h (2 + 2) = 134,217,728 bytes); backward aten's
+// at::zeros({V, h}) gradient (2 V h = 1,050,673,152), the rows' scatter (read the bf16 output
+// gradient, write the rows: 134,217,728) and the DDP hook's main_grad.add_(grad) (read 2 V h, read
+// and write 8 V h: 5,253,365,760). GBS 64 over DP 8: 8 micro-batches a step, at the HBM rate.
+// At TP 2 with SP the forward adds the vocabulary mask's zeroing write (T h 2) and a reduce-scatter
+// of the output, the backward its all-gather; the table is half as tall.
+TEST(StepTime, InputEmbeddingAsMegatronRunsIt) {
+  auto job = testing::JobFromYaml(R"yaml(
+model: llama3-8b
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 8}
+training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, sharding: zero1, recompute: none})yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->framework.dense_embedding_grad);
+  const double on = EstimateStepTime(*job).breakdown.elementwise_s;
+  job->choices.input_embedding = false;
+  const double off = EstimateStepTime(*job).breakdown.elementwise_s;
+  const double per_micro_batch = 134217728.0 + 1050673152.0 + 134217728.0 + 5253365760.0;
+  EXPECT_NEAR(on - off, 8 * per_micro_batch / job->profile.hbm_bandwidth_bytes_per_s, 1e-9);
+
+  auto tp = testing::JobFromYaml(R"yaml(
+model: llama3-8b
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 8}
+parallelism: {tp: 2, sequence_parallel: true}
+training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, sharding: zero1, recompute: none,
+           overlap_tp_comm: false})yaml");
+  ASSERT_TRUE(tp.ok()) << tp.status();
+  const StepBreakdown tp_on = EstimateStepTime(*tp).breakdown;
+  tp->choices.input_embedding = false;
+  const StepBreakdown tp_off = EstimateStepTime(*tp).breakdown;
+  // 16 micro-batches (DP 4); T h 2 more forward bytes, the table V/2 x h.
+  const double half_table = 64128.0 * 4096;
+  const double tp_bytes = 134217728.0 + 67108864.0 + 2 * half_table + 134217728.0 + 10 * half_table;
+  EXPECT_NEAR(tp_on.elementwise_s - tp_off.elementwise_s, 16 * tp_bytes / tp->profile.hbm_bandwidth_bytes_per_s, 1e-9);
+  EXPECT_GT(tp_on.tp_comm_s, tp_off.tp_comm_s);
+}
+
 // 2.8% on top of the model's 6 N T (2.6% with attention's 12 L h s T).
 TEST(StepTime, PaxmlEmbeddingLookupIsAOneHotMatmul) {
   auto job = testing::JobFromYaml(R"yaml(

@@ -86,7 +86,17 @@ int main(int argc, char** argv) {
   app.add_option("--sources", sources, "comma-separated source ids whose rows are searched");
   app.add_option("--claim", claim, "regret above which the mechanism is printed");
   app.add_option("--time-limit", time_limit_s, "seconds per search");
+  std::vector<std::string> disabled;
+  app.add_option("--disable", disabled,
+                 "model choices switched off (core/job.h ModelChoices names, as validate --informed takes them): "
+                 "the regret as it was before that mechanism");
   CLI11_PARSE(app, argc, argv);
+  for (const std::string& name : disabled) {
+    if (!stepcast::ModelChoices().Disable(name)) {
+      std::fprintf(stderr, "--disable: unknown model choice '%s'\n", name.c_str());
+      return 2;
+    }
+  }
   const std::vector<std::string> wanted = absl::StrSplit(sources, ',', absl::SkipEmpty());
   absl::StatusOr<stepcast::Catalog> catalog = stepcast::Catalog::Builtin();
   if (!catalog.ok()) {
@@ -108,6 +118,7 @@ int main(int argc, char** argv) {
       ++skipped;
       continue;
     }
+    for (const std::string& name : disabled) job->choices.Disable(name);
     absl::StatusOr<stepcast::Prediction> own = stepcast::Predict(*job);
     stepcast::SearchOptions o;
     o.top_n = 1;

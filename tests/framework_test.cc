@@ -148,6 +148,28 @@ training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recomput
   EXPECT_LT(off, on / 2);
 }
 
+// ModelChoices::attention_shape_rates off: no windowed rate serves, even one measured at the model's
+// own head dimension (a table with a 128-wide windowed rate, made up for the test: 100 TFLOP/s
+// against the whole sequence's 856).
+TEST(StepTime, AttentionShapeRatesOffIgnoresWindowedRates) {
+  auto job = testing::JobFromYaml(R"yaml(
+model:
+  shape: {name: "windowed128", layers: 2, hidden_size: 8192, attention_heads: 64, kv_heads: 64, head_dim: 128,
+          ffn_hidden_size: 8192, ffn_type: swiglu, vocab_size: 32000,
+          local_attention_window: 128, local_attention_kind: LOCAL_ATTENTION_KIND_SLIDING}
+hardware: gb200
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recompute: none})yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  job->framework.attention.rates = AttentionRateTable({{"blackwell", DType::kBF16, 128, 4096, true, 856e12, 701e12, "whole"},
+                                                       {"blackwell", DType::kBF16, 128, 4096, true, 100e12, 100e12, "w128", {}, 128}});
+  const double on = EstimateStepTime(*job).breakdown.attention_s;
+  job->choices.attention_shape_rates = false;
+  const double off = EstimateStepTime(*job).breakdown.attention_s;
+  EXPECT_LT(off, on / 2);
+}
+
 // Global and local layers mixed (global_attention_every 2, GPT-OSS's alternation): each at its own
 // rate. The local layer as above (cuDNN's 0.210 / 0.465 ms); the global one, 64-wide heads on a
 // GB200 with no 64-wide whole-sequence measurement, at the 128-wide rates (cuDNN 9.13.1 on a B200,

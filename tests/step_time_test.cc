@@ -367,6 +367,20 @@ training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, shardin
   const double tp_bytes = 134217728.0 + 67108864.0 + 2 * half_table + 134217728.0 + 10 * half_table;
   EXPECT_NEAR(tp_on.elementwise_s - tp_off.elementwise_s, 16 * tp_bytes / tp->profile.hbm_bandwidth_bytes_per_s, 1e-9);
   EXPECT_GT(tp_on.tp_comm_s, tp_off.tp_comm_s);
+
+  // With PP the embedding is the first stage's, and the last stage (with the output layer) sets
+  // the pace: nothing added.
+  auto pp = testing::JobFromYaml(R"yaml(
+model: llama3-8b
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 8}
+parallelism: {pp: 2}
+training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, sharding: zero1, recompute: none})yaml");
+  ASSERT_TRUE(pp.ok()) << pp.status();
+  const double pp_on = EstimateStepTime(*pp).step_time_s;
+  pp->choices.input_embedding = false;
+  EXPECT_EQ(pp_on, EstimateStepTime(*pp).step_time_s);
 }
 
 // 2.8% on top of the model's 6 N T (2.6% with attention's 12 L h s T).

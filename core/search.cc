@@ -529,6 +529,13 @@ void Worker::RunUnit(const Unit& u) {
   for (int64_t vpp : VppOptions(P, u.pp)) {
     if (CheckStop()) return;
     par.vpp = vpp;
+    // As ToLayout reports it: an uneven first / last stage is the job's own pipeline's; other
+    // pipelines split evenly. (Until 2026-11-29 the job's split stayed on every pipeline here, so
+    // a PP 2 layout of a PP 16 recipe with 4 / 1 layers on its end stages was evaluated with 5 of
+    // its 61 layers, "fit", and was reported, whole, as a layout that does not: row 230.)
+    const bool own_pipeline = u.pp == P.base->parallelism.pp && vpp == P.base->parallelism.vpp;
+    par.first_stage_layers = own_pipeline ? P.base->parallelism.first_stage_layers : 0;
+    par.last_stage_layers = own_pipeline ? P.base->parallelism.last_stage_layers : 0;
     const std::vector<PipelineSchedule> schedules = ScheduleOptions(P, u.pp, vpp);
     std::vector<int64_t> mbs_list;
     for (int64_t b : mbs_all) {

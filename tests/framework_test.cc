@@ -124,6 +124,22 @@ TEST(AttentionKernel, TakesTheNearestHeadDimensionAndTheWindowsOwnRates) {
   EXPECT_TRUE(hopper_window.extrapolated);
 }
 
+// Two layers of `heads` heads of `head_dim` (hidden 8,192) with a 128-token sliding window (every
+// `global_every`-th layer global; 0: all local), 4,096 tokens, one micro-batch of 2 on one GB200.
+absl::StatusOr<Job> WindowedJob(int heads, int head_dim, int global_every) {
+  return testing::JobFromYaml(absl::StrCat(R"yaml(
+model:
+  shape: {name: "windowed", layers: 2, hidden_size: 8192, attention_heads: )yaml", heads, ", kv_heads: ", heads,
+                                           ", head_dim: ", head_dim, ", global_attention_every: ", global_every,
+                                           R"yaml(,
+          ffn_hidden_size: 8192, ffn_type: swiglu, vocab_size: 32000,
+          local_attention_window: 128, local_attention_kind: LOCAL_ATTENTION_KIND_SLIDING}
+hardware: gb200
+framework: megatron-core
+cluster: {gpu_count: 1}
+training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recompute: none})yaml"));
+}
+
 // A sliding-window layer costs cuDNN's measured time for that window: the cuDNN frontend's
 // GB200 gpt_oss run (batch 2, 128 heads of 64, window 128, s = 4096) took 0.210 ms forward and
 // 0.465 ms backward (gpt_oss_20260424_100011.csv); two such layers of a model whose every layer is
@@ -131,15 +147,7 @@ TEST(AttentionKernel, TakesTheNearestHeadDimensionAndTheWindowsOwnRates) {
 // (ModelChoices::attention_shape_rates), the band ran at the 128-wide whole-sequence rate, bounded
 // by reading Q, K, V and writing O at HBM speed: about a third.
 TEST(StepTime, SlidingWindowLayersRunAtCudnnsMeasuredWindowRate) {
-  auto job = testing::JobFromYaml(R"yaml(
-model:
-  shape: {name: "windowed", layers: 2, hidden_size: 8192, attention_heads: 128, kv_heads: 128, head_dim: 64,
-          ffn_hidden_size: 8192, ffn_type: swiglu, vocab_size: 32000,
-          local_attention_window: 128, local_attention_kind: LOCAL_ATTENTION_KIND_SLIDING}
-hardware: gb200
-framework: megatron-core
-cluster: {gpu_count: 1}
-training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recompute: none})yaml");
+  auto job = WindowedJob(128, 64, 0);
   ASSERT_TRUE(job.ok()) << job.status();
   const double on = EstimateStepTime(*job).breakdown.attention_s;
   EXPECT_NEAR(on, 2 * (0.210e-3 + 0.465e-3), 0.01 * 2 * (0.210e-3 + 0.465e-3));
@@ -152,15 +160,7 @@ training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recomput
 // own head dimension (a table with a 128-wide windowed rate, made up for the test: 100 TFLOP/s
 // against the whole sequence's 856).
 TEST(StepTime, AttentionShapeRatesOffIgnoresWindowedRates) {
-  auto job = testing::JobFromYaml(R"yaml(
-model:
-  shape: {name: "windowed128", layers: 2, hidden_size: 8192, attention_heads: 64, kv_heads: 64, head_dim: 128,
-          ffn_hidden_size: 8192, ffn_type: swiglu, vocab_size: 32000,
-          local_attention_window: 128, local_attention_kind: LOCAL_ATTENTION_KIND_SLIDING}
-hardware: gb200
-framework: megatron-core
-cluster: {gpu_count: 1}
-training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recompute: none})yaml");
+  auto job = WindowedJob(64, 128, 0);
   ASSERT_TRUE(job.ok()) << job.status();
   job->framework.attention.rates = AttentionRateTable({{"blackwell", DType::kBF16, 128, 4096, true, 856e12, 701e12, "whole"},
                                                        {"blackwell", DType::kBF16, 128, 4096, true, 100e12, 100e12, "w128", {}, 128}});
@@ -175,15 +175,7 @@ training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recomput
 // GB200 with no 64-wide whole-sequence measurement, at the 128-wide rates (cuDNN 9.13.1 on a B200,
 // 855.678 / 701.265 TFLOP/s at 4k): forward 4 x 2 x 128 x 4096^2 x 64 / 2 FLOPs, backward 2.5x.
 TEST(StepTime, AlternatingWindowedAndGlobalLayersEachAtTheirRate) {
-  auto job = testing::JobFromYaml(R"yaml(
-model:
-  shape: {name: "alternating", layers: 2, hidden_size: 8192, attention_heads: 128, kv_heads: 128, head_dim: 64,
-          ffn_hidden_size: 8192, ffn_type: swiglu, vocab_size: 32000, global_attention_every: 2,
-          local_attention_window: 128, local_attention_kind: LOCAL_ATTENTION_KIND_SLIDING}
-hardware: gb200
-framework: megatron-core
-cluster: {gpu_count: 1}
-training: {seq_length: 4096, global_batch_size: 2, micro_batch_size: 2, recompute: none})yaml");
+  auto job = WindowedJob(128, 64, 2);
   ASSERT_TRUE(job.ok()) << job.status();
   const double global_fwd = 4.0 * 2 * 128 * 4096.0 * 4096 * 64 / 2;
   const double want = global_fwd / 855.678e12 + 2.5 * global_fwd / 701.265e12 + 0.210e-3 + 0.465e-3;

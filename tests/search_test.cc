@@ -402,6 +402,32 @@ training: {seq_length: 2048, global_batch_size: 256})");
   EXPECT_EQ(pruned->pareto.size(), full->pareto.size());
 }
 
+// A job whose own pipeline puts fewer layers on its end stages (Megatron-Core
+// --decoder-first/last-pipeline-num-layers, a recipe's PP 4 with 2 + 14 + 14 + 2 of 32 layers):
+// other pipelines split evenly, in the search's evaluation as in the layouts it reports
+// (ToLayout). Every reported layout is what Predict says of it: it fits, at the step time it was
+// ranked by. Until 2026-11-29 the worker kept the job's 2 / 2 on every pipeline, so a PP 2 layout
+// was ranked with 4 of its 32 layers (Megatron-Bridge's DeepSeek-V3 on 256 B200, row 230, had a
+// best that needed 554 GiB).
+TEST(Search, UnevenStagesOfTheJobsPipelineStayWithIt) {
+  const Job base = MustJob(R"(
+model: llama3-8b
+hardware: h100-sxm
+framework: megatron-core
+cluster: {gpu_count: 8}
+parallelism: {pp: 4, first_stage_layers: 2, last_stage_layers: 2}
+training: {seq_length: 8192, global_batch_size: 32})");
+  SearchOptions o;
+  o.top_n = 20;
+  absl::StatusOr<SearchResult> r = SearchLayouts(base, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->top.empty());
+  for (const RankedLayout& l : r->top) {
+    EXPECT_TRUE(l.prediction.memory.fits) << LayoutSummary(l.layout);
+    EXPECT_NEAR(l.objective_value, l.prediction.step_time_s, 1e-9 * l.prediction.step_time_s) << LayoutSummary(l.layout);
+  }
+}
+
 // A long front is listed thinned, evenly, its ends kept; the count says how long it is.
 TEST(Search, ParetoFrontIsThinnedToMaxPareto) {
   const Job base = MustJob(kEvalCases[0].yaml);

@@ -95,7 +95,10 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
     return false;
   };
   // 0: not a candidate; 1: a general rate of the architecture; 2: a rate naming this GPU.
-  const auto [arch_first, arch_last] = rates.OfArchitecture(architecture);
+  // (Not a structured binding: clang 14, the fuzz and sanitizer builds' compiler, cannot capture one.)
+  const std::pair<const AttentionRate*, const AttentionRate*> arch = rates.OfArchitecture(architecture);
+  const AttentionRate* const arch_first = arch.first;
+  const AttentionRate* const arch_last = arch.second;
   auto candidate = [&](const AttentionRate& r, DType d, bool want_causal, bool windowed) -> int {
     if (r.dtype != d || r.causal != want_causal || (r.window > 0) != windowed) return 0;
     if (r.hardware.empty()) return 1;

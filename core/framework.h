@@ -173,15 +173,20 @@ inline double RingReduceScatterReduceBytes(double m, double n, double tp, double
 }
 
 // HBM bytes of ring attention's merges over `cp` context-parallel ranks, per layer and micro-batch
-// (Transformer Engine context_parallel.py AttnFuncWithCPAndKVP2P, cp_comm_type p2p, bf16, bshd /
-// sbhd), for the rank that merges the most (the last: every step of its ring is a whole one). Each
+// (Transformer Engine context_parallel.py AttnFuncWithCPAndKVP2P, cp_comm_type p2p, bf16, sbhd (Megatron's;
+// sbhd), for the last rank: its dQ and output merges are whole at every step, which makes its total
+// the largest (for equal Q and K+V widths 9cp units against rank 0's 9cp - 1; rank 0 merges more
+// of dK / dV, whose steps are mostly halves on the last rank). Each
 // step computes a partial output; the forward merges them with their log-sum-exp
 // (flash_attn_fwd_out_correction_init: read one, write the output; flash_attn_fwd_out_correction,
 // one fused kernel per further step: read the step's output, read and write the output), and
 // concatenates K and V into the ring's send buffer (torch.cat: read both, write both). The backward
 // copies K, V into its buffer again (p2p_comm_buffers[0][0].copy_), and accumulates each step's dQ
 // (copy, then an add per step: read both, write one) and dK, dV (the last rank: copy of one half
-// at step 0, adds of one half at steps 1 .. cp-2, an add of the whole at step cp-1).
+// at step 0, adds of one half at steps 1 .. cp-2, an add of the whole at step cp-1). Not counted:
+// bshd's .contiguous() of the K / V halves with micro-batches > 1, the fused backend making a
+// non-contiguous V contiguous (both ~(K+V) per step at most); the dQ accumulation that runs inside
+// the backward exchange's window is counted outside it (conservative).
 // q_bytes / o_bytes / kv_bytes: the rank's Q, O and K + V tensors (its s/cp tokens; K + V at the KV
 // heads' width). cp < 2: none. Formula: docs/MODEL.md "CP".
 struct CpRingMerge {

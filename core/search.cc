@@ -607,7 +607,9 @@ void Worker::RunUnit(const Unit& u) {
                 }
                 for (size_t oi = 0; oi < P.otps.size(); ++oi) {
                   const bool otp = P.otps[oi];
-                  t.overlap_tp_comm = otp;
+                  // As ToLayout reports it: TP overlap needs TP > 1 and SP (a framework whose step
+                  // model does not ignore it without SP would otherwise rank an overlap it reports off).
+                  t.overlap_tp_comm = otp && u.tp > 1 && sp;
                   c.otp = static_cast<int8_t>(oi);
                   auto [lit, lnew] = layer_cache.try_emplace({mbs, sp, otp});
                   if (lnew) lit->second = ComputeStepLayerCosts(job_, gemm_ ? &*gemm_ : nullptr);

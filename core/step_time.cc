@@ -1183,6 +1183,9 @@ class StepModel {
   // V/tp x h gradient (write), the rows' scatter (read T x h, write T x h) and the gradient's add
   // into the gradient buffer (read it, read and write the buffer in its dtype).
   void InputEmbedding(LayerCost& c);
+  // Per micro-batch, the input embedding's dense gradient into the gradient buffer, by the job's
+  // sharding (0 without Framework::dense_embedding_grad).
+  double EmbeddingGradIntoBufferBytes() const;
   // Attention-kernel rates of the framework on this GPU, or the profile's.
   // The fused attention kernel's rates for this job (attn_rate_*_), and for its sliding-window
   // layers (attn_local_rate_*_: the kernel's windowed measurements at the model's window).
@@ -2000,8 +2003,22 @@ void StepModel::InputEmbedding(LayerCost& c) {
       c.tp_fwd.Comm(Comm(Collective::kAllReduce, place_.tp, S), place_.tp.scope);
     }
   }
+  // The zeroed gradient and the rows' scatter; the gradient's way into the gradient buffer depends
+  // on the sharding, which the layer costs do not read: LastStageExtra.
   const double table = V / t * h;
-  c.elem_bwd.Bytes(table * e + T * h * (e_act_ + e) + table * (e + 2 * e_grad_), bw_);
+  c.elem_bwd.Bytes(table * e + T * h * (e_act_ + e), bw_);
+}
+
+double StepModel::EmbeddingGradIntoBufferBytes() const {
+  // Megatron-Core DDP (ZeRO-1 / none): the backward hook's param.main_grad.add_(param.grad) reads
+  // the gradient and reads and writes the buffer (distributed_data_parallel.py
+  // _make_backward_post_hook); Megatron-FSDP (ZeRO-2 / ZeRO-3): _grad_acc copies it in
+  // (megatron_fsdp.py: main_grad.copy_(grad)): read the gradient, write the buffer.
+  if (!fw_.dense_embedding_grad || fw_.embedding_lookup_matmul) return 0;
+  const double table = static_cast<double>(m_.vocab_size) / p_.tp * m_.hidden_size;
+  const double e = BytesPerElement(sixteen_bit_dtype_);
+  const bool fsdp = t_.sharding == Sharding::kZero2 || t_.sharding == Sharding::kZero3;
+  return table * (e + (fsdp ? 1 : 2) * e_grad_);
 }
 
 void StepModel::EmbeddingLookupMatmul(LayerCost& c) {
@@ -2201,6 +2218,11 @@ void StepModel::LastStageExtra(const StepLayerCosts& layers, RunScratch& r) {
     last_extra_elem += embedding.elem_bwd;
     last_extra_tp += embedding.tp_fwd;
     last_extra_tp += embedding.tp_bwd;
+    if (const double grad_bytes = EmbeddingGradIntoBufferBytes(); grad_bytes > 0 && bw_ > 0) {
+      Work into_buffer;
+      into_buffer.Bytes(grad_bytes, bw_);
+      last_extra_elem += into_buffer;
+    }
   } else if (fw_.embedding_lookup_matmul) {
     warnings_.push_back("the input embedding's one-hot matmul (the framework's embedding_lookup_matmul) runs on the "
                         "first pipeline stage and is not costed with PP > 1");

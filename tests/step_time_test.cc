@@ -322,11 +322,6 @@ TEST(StepTime, MuonOrthogonalisesTheMatricesEachRankOwns) {
   EXPECT_LT(muon - sgd, 1.1 * flops / 700e12) << muon << " " << sgd;
 }
 
-// Paxml looks its embeddings up as one-hot matmuls (praxis embedding_softmax.py emb_lookup,
-// lookup_style 'matmul'; paxml c4.py EMBEDDING_LOOKUP_STYLE): for GPT-5B at 4 x 2048 tokens per
-// GPU, the token table (50,304 rows) and the learned position table (2,048 rows) each cost a
-// T x h x rows forward GEMM (2 T h rows FLOPs), its weight gradient (h x rows x T, accumulated into
-// the fp32 gradient) and the one-hot tensor's T x rows bf16 write: 4 T h (V + P) = 7.03e12 FLOPs,
 // The input embedding as Megatron-Core runs it, counted by hand for Llama 3 8B (V 128,256, h 4,096)
 // at 8,192 tokens a micro-batch, TP 1, bf16 parameters, fp32 main_grad: forward F.embedding reads
 // the 8,192 rows and writes them (T h (2 + 2) = 134,217,728 bytes); backward aten's
@@ -349,6 +344,15 @@ training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, shardin
   const double off = EstimateStepTime(*job).breakdown.elementwise_s;
   const double per_micro_batch = 134217728.0 + 1050673152.0 + 134217728.0 + 5253365760.0;
   EXPECT_NEAR(on - off, 8 * per_micro_batch / job->profile.hbm_bandwidth_bytes_per_s, 1e-9);
+  // Megatron-FSDP (ZeRO-3 in the Megatron-Core family) copies the gradient into its buffer
+  // (megatron_fsdp.py _grad_acc: main_grad.copy_(grad)): read 2 V h, write 4 V h, not 10 V h.
+  job->choices.input_embedding = true;
+  job->training.sharding = Sharding::kZero3;
+  const double z3_on = EstimateStepTime(*job).breakdown.elementwise_s;
+  job->choices.input_embedding = false;
+  const double z3_off = EstimateStepTime(*job).breakdown.elementwise_s;
+  EXPECT_NEAR(z3_on - z3_off, 8 * (per_micro_batch - 4 * 128256.0 * 4096) / job->profile.hbm_bandwidth_bytes_per_s,
+              1e-9);
 
   auto tp = testing::JobFromYaml(R"yaml(
 model: llama3-8b
@@ -383,6 +387,11 @@ training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, shardin
   EXPECT_EQ(pp_on, EstimateStepTime(*pp).step_time_s);
 }
 
+// Paxml looks its embeddings up as one-hot matmuls (praxis embedding_softmax.py emb_lookup,
+// lookup_style 'matmul'; paxml c4.py EMBEDDING_LOOKUP_STYLE): for GPT-5B at 4 x 2048 tokens per
+// GPU, the token table (50,304 rows) and the learned position table (2,048 rows) each cost a
+// T x h x rows forward GEMM (2 T h rows FLOPs), its weight gradient (h x rows x T, accumulated into
+// the fp32 gradient) and the one-hot tensor's T x rows bf16 write: 4 T h (V + P) = 7.03e12 FLOPs,
 // 2.8% on top of the model's 6 N T (2.6% with attention's 12 L h s T).
 TEST(StepTime, PaxmlEmbeddingLookupIsAOneHotMatmul) {
   auto job = testing::JobFromYaml(R"yaml(

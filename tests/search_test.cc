@@ -428,26 +428,6 @@ training: {seq_length: 8192, global_batch_size: 32})");
   }
 }
 
-// The same for TP overlap: a layout is ranked with the overlap it is reported with (ToLayout: on
-// only with TP > 1 and SP). torchtitan's step model reads TP overlap without SP (its async TP), so
-// a TP 2 layout without SP had been ranked 6% faster than its own prediction, TP 4 21%.
-TEST(Search, RankedTimeIsTheReportedPredictionsForTorchtitan) {
-  const Job base = MustJob(R"(
-model: llama3-8b
-hardware: a100-80gb
-framework: torchtitan
-cluster: {gpu_count: 8}
-training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1})");
-  SearchOptions o;
-  o.top_n = 40;
-  absl::StatusOr<SearchResult> r = SearchLayouts(base, o);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_FALSE(r->top.empty());
-  for (const RankedLayout& l : r->top) {
-    EXPECT_NEAR(l.objective_value, l.prediction.step_time_s, 1e-9 * l.prediction.step_time_s) << LayoutSummary(l.layout);
-  }
-}
-
 // A long front is listed thinned, evenly, its ends kept; the count says how long it is.
 TEST(Search, ParetoFrontIsThinnedToMaxPareto) {
   const Job base = MustJob(kEvalCases[0].yaml);

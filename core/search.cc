@@ -581,9 +581,13 @@ void Worker::RunUnit(const Unit& u) {
           if (CheckStop()) return;
           t.micro_batch_size = mbs;
           c.mbs = mbs;
-          for (bool sp : sps) {
+          for (size_t spi = 0; spi < sps.size(); ++spi) {
+            const bool sp = sps[spi];
             par.sequence_parallel = sp;
-            c.sp = sp;
+            // The index into the plan's list, as ToLayout reads it (until 2026-11-29 the value: with
+            // the job's SP kept on, the list is {true} and index 1 was read past its end, so a
+            // layout evaluated with SP was reported without it).
+            c.sp = static_cast<int8_t>(spi);
             for (int ri = 0; ri < static_cast<int>(P.recomputes.size()); ++ri) {
               if (CheckStop()) return;
               SetRecompute(ri);
@@ -660,7 +664,8 @@ Layout ToLayout(const Plan& plan, const Cand& c) {
   if (c.pp != plan.base->parallelism.pp || c.vpp != plan.base->parallelism.vpp) {
     p.first_stage_layers = p.last_stage_layers = 0;
   }
-  p.sequence_parallel = c.tp > 1 ? plan.sps[c.sp] : plan.sps_tp1[c.sp];
+  // .at: an index past the list is a defect of the worker (it once recorded the value: M136).
+  p.sequence_parallel = c.tp > 1 ? plan.sps.at(c.sp) : plan.sps_tp1.at(c.sp);
   p.schedule = ScheduleOptions(plan, c.pp, c.vpp)[c.schedule];
   l.micro_batch_size = c.mbs;
   l.recompute = plan.recomputes[c.recompute];

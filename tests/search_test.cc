@@ -428,6 +428,35 @@ training: {seq_length: 8192, global_batch_size: 32})");
   }
 }
 
+// With the job's sequence parallelism kept (`--keep-sp`, SearchSpace.sequence_parallel false) and
+// on (torchtitan's TP runs SP norms), the SP list is {true}: every TP layout is evaluated with SP and
+// must be reported with it, at the time it was ranked by. Until 2026-11-29 the worker recorded the
+// SP value where ToLayout reads an index, so the layouts were reported without SP and 6-21% slower
+// than they had been ranked (the second review's torchtitan finding).
+TEST(Search, KeptSequenceParallelismIsReportedAsEvaluated) {
+  const Job base = MustJob(R"(
+model: llama3-8b
+hardware: a100-80gb
+framework: torchtitan
+cluster: {gpu_count: 64}
+training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1})");
+  SearchOptions o;
+  o.top_n = 40;
+  o.space.sequence_parallel = false;
+  o.space.max_tp = 4;
+  absl::StatusOr<SearchResult> r = SearchLayouts(base, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int tp_layouts = 0;
+  for (const RankedLayout& l : r->top) {
+    EXPECT_NEAR(l.objective_value, l.prediction.step_time_s, 1e-9 * l.prediction.step_time_s) << LayoutSummary(l.layout);
+    if (l.layout.parallelism.tp > 1) {
+      ++tp_layouts;
+      EXPECT_EQ(l.layout.parallelism.sequence_parallel, base.parallelism.sequence_parallel) << LayoutSummary(l.layout);
+    }
+  }
+  EXPECT_GT(tp_layouts, 0);
+}
+
 // A long front is listed thinned, evenly, its ends kept; the count says how long it is.
 TEST(Search, ParetoFrontIsThinnedToMaxPareto) {
   const Job base = MustJob(kEvalCases[0].yaml);

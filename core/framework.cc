@@ -111,6 +111,13 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
     const double x = static_cast<double>(r_hd);
     return x > hd ? x / hd : hd / x;
   };
+  // Rates linearly interpolated in log(x) between (xa, a) and (xb, b), at `x`.
+  auto lerp_log = [](double x, double xa, double fwd_a, double bwd_a, double xb, double fwd_b, double bwd_b,
+                     Lookup* out) {
+    const double f = (std::log(x) - std::log(xa)) / (std::log(xb) - std::log(xa));
+    out->forward_flops_per_s = fwd_a + f * (fwd_b - fwd_a);
+    out->backward_flops_per_s = bwd_a + f * (bwd_b - bwd_a);
+  };
   // Rates of `group` at one window (0: whole-sequence rates), interpolated linearly in
   // log(seq_length) between the bracketing lengths, the nearest end held outside them.
   using Group = absl::InlinedVector<const AttentionRate*, 24>;
@@ -140,11 +147,9 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
       if (r->seq_length != seq_length) out.extrapolated = true;
       return out;
     }
-    const double x0 = std::log(static_cast<double>(lo->seq_length));
-    const double x1 = std::log(static_cast<double>(hi->seq_length));
-    const double f = (std::log(static_cast<double>(seq_length)) - x0) / (x1 - x0);
-    out.forward_flops_per_s = lo->forward_flops_per_s + f * (hi->forward_flops_per_s - lo->forward_flops_per_s);
-    out.backward_flops_per_s = lo->backward_flops_per_s + f * (hi->backward_flops_per_s - lo->backward_flops_per_s);
+    lerp_log(static_cast<double>(seq_length), static_cast<double>(lo->seq_length), lo->forward_flops_per_s,
+             lo->backward_flops_per_s, static_cast<double>(hi->seq_length), hi->forward_flops_per_s,
+             hi->backward_flops_per_s, &out);
     return out;
   };
   // One (dtype, causal, kind): one pass over the architecture's rates gathers the candidates (the
@@ -181,11 +186,10 @@ AttentionKernel::Lookup AttentionKernel::Rate(const std::string& architecture, D
       if (r->window >= window && (whi == 0 || r->window < whi)) whi = r->window;
     }
     auto between = [&](const Lookup& a, double wa, const Lookup& b, double wb) {
-      const double f = (std::log(static_cast<double>(window)) - std::log(wa)) / (std::log(wb) - std::log(wa));
       Lookup out = a;
       out.extrapolated = a.extrapolated || b.extrapolated;
-      out.forward_flops_per_s = a.forward_flops_per_s + f * (b.forward_flops_per_s - a.forward_flops_per_s);
-      out.backward_flops_per_s = a.backward_flops_per_s + f * (b.backward_flops_per_s - a.backward_flops_per_s);
+      lerp_log(static_cast<double>(window), wa, a.forward_flops_per_s, a.backward_flops_per_s, wb,
+               b.forward_flops_per_s, b.backward_flops_per_s, &out);
       return out;
     };
     if (whi == 0 && whole.found && seq_length > wlo) {  // wider than every measured window

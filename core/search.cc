@@ -498,6 +498,15 @@ class Worker {
   int64_t flushed_evaluated_ = 0, flushed_pruned_ = 0, flushed_fitting_ = 0;
 };
 
+// What a candidate layout keeps of the job, shared by the search's worker (which evaluates it)
+// and ToLayout (which reports it), so the two cannot differ: the job's uneven first / last stage
+// only on the job's own pipeline (other pipelines split evenly), and TP overlap only with TP > 1
+// and SP (Megatron-LM's validate_args asserts it; at TP 1 there is nothing to overlap).
+bool KeepsOwnStageSplit(const Plan& plan, int64_t pp, int64_t vpp) {
+  return pp == plan.base->parallelism.pp && vpp == plan.base->parallelism.vpp;
+}
+bool TpOverlapOn(bool requested, int64_t tp, bool sp) { return requested && tp > 1 && sp; }
+
 void Worker::RunUnit(const Unit& u) {
   const Plan& P = plan_;
   Parallelism& par = job_.parallelism;
@@ -529,11 +538,10 @@ void Worker::RunUnit(const Unit& u) {
   for (int64_t vpp : VppOptions(P, u.pp)) {
     if (CheckStop()) return;
     par.vpp = vpp;
-    // As ToLayout reports it: an uneven first / last stage is the job's own pipeline's; other
-    // pipelines split evenly. (Until 2026-11-29 the job's split stayed on every pipeline here, so
-    // a PP 2 layout of a PP 16 recipe with 4 / 1 layers on its end stages was evaluated with 5 of
-    // its 61 layers, "fit", and was reported, whole, as a layout that does not: row 230.)
-    const bool own_pipeline = u.pp == P.base->parallelism.pp && vpp == P.base->parallelism.vpp;
+    // As ToLayout reports it (until 2026-11-29 the job's split stayed on every pipeline here, so a
+    // PP 2 layout of a PP 16 recipe with 4 / 1 layers on its end stages was evaluated with 5 of its
+    // 61 layers, "fit", and was reported, whole, as a layout that does not: row 230).
+    const bool own_pipeline = KeepsOwnStageSplit(P, u.pp, vpp);
     par.first_stage_layers = own_pipeline ? P.base->parallelism.first_stage_layers : 0;
     par.last_stage_layers = own_pipeline ? P.base->parallelism.last_stage_layers : 0;
     const std::vector<PipelineSchedule> schedules = ScheduleOptions(P, u.pp, vpp);
@@ -611,9 +619,7 @@ void Worker::RunUnit(const Unit& u) {
                 }
                 for (size_t oi = 0; oi < P.otps.size(); ++oi) {
                   const bool otp = P.otps[oi];
-                  // As ToLayout reports it: TP overlap needs TP > 1 and SP (a framework whose step
-                  // model does not ignore it without SP would otherwise rank an overlap it reports off).
-                  t.overlap_tp_comm = otp && u.tp > 1 && sp;
+                  t.overlap_tp_comm = TpOverlapOn(otp, u.tp, sp);  // as ToLayout reports it
                   c.otp = static_cast<int8_t>(oi);
                   auto [lit, lnew] = layer_cache.try_emplace({mbs, sp, otp});
                   if (lnew) lit->second = ComputeStepLayerCosts(job_, gemm_ ? &*gemm_ : nullptr);
@@ -659,20 +665,14 @@ Layout ToLayout(const Plan& plan, const Cand& c) {
   p = plan.base->parallelism;
   p.tp = c.tp; p.cp = c.cp; p.pp = c.pp; p.ep = c.ep; p.etp = c.etp; p.dp = c.dp; p.vpp = c.vpp;
   p.dp_replicate = c.dp_replicate;
-  // An uneven first / last stage is a layout of the job's own pipeline: other pipelines split
-  // evenly.
-  if (c.pp != plan.base->parallelism.pp || c.vpp != plan.base->parallelism.vpp) {
-    p.first_stage_layers = p.last_stage_layers = 0;
-  }
+  if (!KeepsOwnStageSplit(plan, c.pp, c.vpp)) p.first_stage_layers = p.last_stage_layers = 0;
   // .at: an index past the list is a defect of the worker (it once recorded the value: M136).
   p.sequence_parallel = c.tp > 1 ? plan.sps.at(c.sp) : plan.sps_tp1.at(c.sp);
   p.schedule = ScheduleOptions(plan, c.pp, c.vpp)[c.schedule];
   l.micro_batch_size = c.mbs;
   l.recompute = plan.recomputes[c.recompute];
   l.sharding = plan.shardings[c.sharding];
-  // TP communication overlap needs TP > 1 and sequence parallelism (Megatron-LM's validate_args
-  // asserts it; at TP 1 there is nothing to overlap).
-  l.overlap_tp_comm = plan.otps[c.otp] && c.tp > 1 && p.sequence_parallel;
+  l.overlap_tp_comm = TpOverlapOn(plan.otps[c.otp], c.tp, p.sequence_parallel);
   l.overlap_dp_comm = plan.odps[c.odp];
   l.gemm = plan.precisions[c.precision].gemm;
   l.fp8_param_gather = plan.precisions[c.precision].fp8_param_gather;

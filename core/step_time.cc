@@ -978,19 +978,14 @@ class StepModel {
   // DeepEP's normal kernels' SMs by default (deepseek-ai/DeepEP deep_ep/buffer.py Buffer.num_sms
   // = 20; DeepSeek-V3 report Sec. 3.2.2: "only 20 SMs" for communication on the H800).
   static constexpr double kDeepEpSms = 20;
-  // The share of the s x s score blocks a fused, block-skipping attention kernel computes,
-  // averaged over the layers: 1/2 for causal attention; a sliding window of W tokens visits
-  // (W (W + 1)/2 + (s - W) W) / s keys per query (each query its last min(i, W) keys), a chunked
-  // window (Llama 4's iRoPE layers) (W + 1)/2, divided by s; global layers (every
-  // global_attention_every-th) keep 1/2 (FlashAttention-2/3 window_size skips the masked blocks:
-  // Dao-AILab/flash-attention "sliding window (local) attention", v2.3). Not for unfused
-  // attention, which computes the whole score matrix.
-  double CausalKeyShare() const {
-    const KeyShares k = LayerKeyShares();
-    return k.local_fraction * k.local + (1 - k.local_fraction) * 0.5;
-  }
-  // CausalKeyShare's parts: the local layers' share of the s x s score blocks and their fraction
-  // of the layers (0 without a window, or with a window as long as the sequence).
+  // The share of the s x s score blocks a fused, block-skipping attention kernel computes: 1/2 for
+  // causal attention; a sliding window of W tokens visits (W (W + 1)/2 + (s - W) W) / s keys per
+  // query (each query its last min(i, W) keys), a chunked window (Llama 4's iRoPE layers)
+  // (W + 1)/2, divided by s; global layers (every global_attention_every-th) keep 1/2
+  // (FlashAttention-2/3 window_size skips the masked blocks: Dao-AILab/flash-attention "sliding
+  // window (local) attention", v2.3). Not for unfused attention, which computes the whole score
+  // matrix. `local`: the local layers' share; `local_fraction`: their fraction of the layers (0
+  // without a window, or with a window as long as the sequence).
   struct KeyShares {
     double local = 0.5, local_fraction = 0;
   };
@@ -1423,7 +1418,7 @@ void StepModel::AttentionCore(LayerCost& c, LayerScratch& s) {
   const double scores = b * heads * sq * skv;
   if (t_.flash_attention) {
     // Causal: half the blocks; with a local window, the layers' average share of the keys a
-    // fused kernel visits (CausalKeyShare). A layer's cost is the layers' average: the global
+    // fused kernel visits (LayerKeyShares). A layer's cost is the layers' average: the global
     // layers' FLOPs at the kernel's whole-sequence rates, the sliding-window layers' band at its
     // windowed rates (AttentionRates), as one effective rate.
     const KeyShares k = LayerKeyShares();

@@ -36,6 +36,14 @@ double OverlapMechanism::Exposed(double comm_s, double compute_s) const {
   return comm_s - eff * std::min(comm_s, std::max(compute_s, 0.0));
 }
 
+double MoeLaunchModel::KernelsBeforeSync(bool group_limited_router, bool router_fusion, bool flex_dispatcher) const {
+  double n = group_limited_router && group_limited_kernels_before_sync > 0 ? group_limited_kernels_before_sync
+                                                                            : kernels_before_sync;
+  if (router_fusion && fused_router_kernels_before_sync > 0) n = std::min(n, fused_router_kernels_before_sync);
+  if (flex_dispatcher) n -= flex_dispatcher_fewer_kernels_before_sync;
+  return std::max(0.0, n);
+}
+
 AttentionRateTable::AttentionRateTable(std::vector<AttentionRate> rates) {
   if (rates.empty()) return;
   auto d = std::make_shared<Data>();

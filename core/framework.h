@@ -302,6 +302,15 @@ struct MoeLaunchModel {
   // The eager fc2-bias loop's kernels per local expert (with Framework::expert_bias_eager and a
   // biased model), issued from Python.
   double bias_loop_kernels_per_expert_forward = 0, bias_loop_kernels_per_expert_backward = 0;
+  // Before-the-wait counts by router and dispatcher (framework.proto MoeLaunchModel 9-11); 0: none.
+  double group_limited_kernels_before_sync = 0;
+  double fused_router_kernels_before_sync = 0;
+  double flex_dispatcher_fewer_kernels_before_sync = 0;
+  // The kernels an MoE layer's forward launches before the host waits for the token counts:
+  // kernels_before_sync, or the group-limited router's count for a model with routed groups;
+  // with the fused router the fused count where lower; less the flex dispatcher's preprocess.
+  // Not below 0.
+  double KernelsBeforeSync(bool group_limited_router, bool router_fusion, bool flex_dispatcher) const;
 };
 
 // Host cost of launching a layer's kernels (framework.proto LaunchModel).

@@ -139,6 +139,9 @@ struct TrainingConfig {
   double activation_offload_fraction = 0;  // of activation memory, moved to host
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   bool overlap_ep_comm = false;  // MoE all-to-all beside another micro-batch's compute
+  // Transformer Engine's fused MoE router (job.proto TrainingSpec.moe_router_fusion): fewer kernels
+  // before the dispatch's host wait (framework.proto MoeLaunchModel.fused_router_kernels_before_sync).
+  bool moe_router_fusion = false;
   int64_t mtp_layers = -1;       // MTP modules trained; -1: the model shape's mtp_layers
   // MoE expert capacity with padding (Megatron-Core moe_expert_capacity_factor,
   // moe_pad_expert_input_to_capacity; job.proto): each expert computes `factor` x its balanced
@@ -252,6 +255,11 @@ struct ModelChoices {
   // off: the input embedding costs nothing (before 2026-11-29, sixteenth session; on: the
   // framework's ElementwiseModel.dense_embedding_grad, StepModel::InputEmbedding).
   bool input_embedding = true;
+  // off: an MoE layer launches the preset's kernels_before_sync before the dispatch's host wait,
+  // whatever its router and dispatcher (before 2026-11-29, seventeenth session; on: the
+  // group-limited router's, the fused router's and the flex dispatcher's counts,
+  // MoeLaunchModel::KernelsBeforeSync).
+  bool moe_router_kernels = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

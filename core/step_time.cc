@@ -300,6 +300,7 @@ bool AllOn(const Job& job) {
          c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
          c.expert_clamp_eager && c.scaled_rope_eager && c.userbuffers_as_run &&
          c.embedding_lookup_matmul && c.attention_shape_rates && c.cp_ring_merge && c.input_embedding &&
+         c.moe_router_kernels &&
          job.profile.overlaps.empty();
 }
 
@@ -351,6 +352,11 @@ Framework Effective(const Job& job) {
   if (!c.scaled_rope_eager) f.scaled_rope_eager = false;
   if (!c.embedding_lookup_matmul) f.embedding_lookup_matmul = false;
   if (!c.input_embedding) f.dense_embedding_grad = false;
+  if (!c.moe_router_kernels) {
+    f.launch.moe.group_limited_kernels_before_sync = 0;
+    f.launch.moe.fused_router_kernels_before_sync = 0;
+    f.launch.moe.flex_dispatcher_fewer_kernels_before_sync = 0;
+  }
   if (!c.userbuffers_as_run) {
     f.overlap.tp_comm.compute_streams = 0;
     f.overlap.tp_comm.fp8_rs_ring_exchange = false;
@@ -1936,9 +1942,13 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share) 
   const bool bias_loop = fw_.expert_bias_eager && m_.linear_bias;
   const double bias_f = bias_loop ? ml.bias_loop_kernels_per_expert_forward * local_experts * L : 0.0;
   const double bias_b = bias_loop ? ml.bias_loop_kernels_per_expert_backward * local_experts * L : 0.0;
-  const double host_before_f = (n_f + ml.kernels_before_sync) * L,
+  // Router and EP preprocess before the wait, by router kind, router fusion and dispatcher
+  // (MoeLaunchModel::KernelsBeforeSync; the counts' sources in the preset).
+  const double before = ml.KernelsBeforeSync(m_.moe.routed_groups > 0, t_.moe_router_fusion,
+                                             t_.moe_dispatcher != MoeDispatcher::kAllToAll);
+  const double host_before_f = (n_f + before) * L,
                host_after_f = ml.kernels_after_sync * L + experts_f + bias_f;
-  const double host_b = (n_b + 2 * (ml.kernels_before_sync + ml.kernels_after_sync)) * L + experts_b + bias_b;
+  const double host_b = (n_b + 2 * (before + ml.kernels_after_sync)) * L + experts_b + bias_b;
   // The GPU's forward of the layer, the EP all-to-all included (on the compute stream in the
   // all-to-all dispatcher), and the part after the wait: the MoE block (module.moe holds its
   // router, experts and exposed dispatch / combine).

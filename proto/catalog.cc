@@ -830,8 +830,16 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
                                   {m.kernels_after_sync(), "kernels_after_sync"},
                                   {m.grouped_linears(), "grouped_linears"},
                                   {m.bias_loop_kernels_per_expert_forward(), "bias_loop_kernels_per_expert_forward"},
-                                  {m.bias_loop_kernels_per_expert_backward(), "bias_loop_kernels_per_expert_backward"}}) {
+                                  {m.bias_loop_kernels_per_expert_backward(), "bias_loop_kernels_per_expert_backward"},
+                                  {m.group_limited_kernels_before_sync(), "group_limited_kernels_before_sync"},
+                                  {m.fused_router_kernels_before_sync(), "fused_router_kernels_before_sync"},
+                                  {m.flex_dispatcher_fewer_kernels_before_sync(), "flex_dispatcher_fewer_kernels_before_sync"}}) {
       if (absl::Status st = count(v, absl::StrCat(mp, ".", name)); !st.ok()) return st;
+    }
+    if ((m.group_limited_kernels_before_sync() > 0 || m.fused_router_kernels_before_sync() > 0 ||
+         m.flex_dispatcher_fewer_kernels_before_sync() > 0) &&
+        m.router_kernels_source().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(mp, ".router_kernels_source: required with the router counts"));
     }
     if (m.expert_gemms_size() == 0) return absl::InvalidArgumentError(absl::StrCat(mp, ".expert_gemms: at least one entry is needed"));
     if (m.grouped_linears() < 1) return absl::InvalidArgumentError(absl::StrCat(mp, ".grouped_linears: must be >= 1"));
@@ -861,6 +869,10 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     fw.launch.moe.grouped_linears = static_cast<double>(m.grouped_linears());
     fw.launch.moe.bias_loop_kernels_per_expert_forward = static_cast<double>(m.bias_loop_kernels_per_expert_forward());
     fw.launch.moe.bias_loop_kernels_per_expert_backward = static_cast<double>(m.bias_loop_kernels_per_expert_backward());
+    fw.launch.moe.group_limited_kernels_before_sync = static_cast<double>(m.group_limited_kernels_before_sync());
+    fw.launch.moe.fused_router_kernels_before_sync = static_cast<double>(m.fused_router_kernels_before_sync());
+    fw.launch.moe.flex_dispatcher_fewer_kernels_before_sync =
+        static_cast<double>(m.flex_dispatcher_fewer_kernels_before_sync());
   }
   for (const std::string& s : spec.sources()) fw.sources.push_back(s);
   return fw;

@@ -1258,6 +1258,10 @@ absl::Status ApplyStepcastFallbacks(v1::JobSpec& spec, const Job& job, std::vect
       {{"training.overlap_ep_comm", "false"},
        "the all-to-all not overlapped with another micro-batch (Megatron-Core --overlap-moe-expert-parallel-comm "
        "defaults off)"},
+      // 16: MoE models only
+      {{"training.moe_router_fusion", "false"},
+       "the router's unfused PyTorch ops (Megatron-Core --moe-router-fusion, TransformerConfig moe_router_fusion, "
+       "defaults off)"},
   };
   const std::vector<Fallback>& f = *kFallbacks;
   const auto apply = [&](const Fallback& fb) {
@@ -1276,7 +1280,7 @@ absl::Status ApplyStepcastFallbacks(v1::JobSpec& spec, const Job& job, std::vect
     if (absl::Status s = apply(*fb); !s.ok()) return s;
   }
   if (job.model.moe.enabled()) {
-    for (const Fallback* fb : {&f[14], &f[15]}) {
+    for (const Fallback* fb : {&f[14], &f[15], &f[16]}) {
       if (absl::Status s = apply(*fb); !s.ok()) return s;
     }
   }
@@ -1499,6 +1503,7 @@ absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vec
   t.cuda_graphs = tr.cuda_graphs();
   t.activation_offload_fraction = tr.activation_offload_fraction();
   t.overlap_ep_comm = tr.overlap_ep_comm();
+  t.moe_router_fusion = tr.moe_router_fusion();
   if (tr.has_mtp_layers()) {
     if (tr.mtp_layers() < 0 || tr.mtp_layers() > 16) {
       return FieldError("training.mtp_layers", absl::StrCat(tr.mtp_layers(), " must be in [0, 16]"));

@@ -64,7 +64,9 @@ const std::set<std::string>& SwitchFlags() {
       "multi-latent-attention", "quick-geglu", "squared-relu", "grad-reduce-in-bf16", "fp8-param-gather",
       "accumulate-allreduce-grads-in-fp32",
       "enable-cuda-graph", "external-cuda-graph", "checkpoint-activations", "is-hybrid-model",
-      "mtp-use-repeated-layer", "moe-pad-expert-input-to-capacity", "moe-enable-deepep"};
+      "mtp-use-repeated-layer", "moe-pad-expert-input-to-capacity", "moe-enable-deepep",
+      // Seventeenth session.
+      "moe-router-fusion"};
   return k;
 }
 
@@ -1415,6 +1417,8 @@ absl::Status SetMegatronKernelsAndLength(const MegatronFlags& f, const MegatronN
     return FlagError(d.bad == "type" ? "moe-token-dispatcher-type" : "moe-flex-dispatcher-backend", d.why);
   }
   if (!d.dispatcher.empty()) t.set_moe_dispatcher(d.dispatcher);
+  // Transformer Engine's fused router (arguments.py --moe-router-fusion, store_true).
+  if (f.On("moe-router-fusion")) t.set_moe_router_fusion(true);
   // MoE capacity (arguments.py: --moe-expert-capacity-factor, --moe-pad-expert-input-to-capacity
   // "requires --moe-expert-capacity-factor"): the padded rows the experts compute.
   if (f.Has("moe-expert-capacity-factor")) {

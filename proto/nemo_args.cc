@@ -451,6 +451,7 @@ void ListUnreadOverrides(const NemoLine& line, ImportedJob& out) {
         (!absl::StartsWith(key, "trainer.") &&
          (leaf == "mtp_num_layers" || leaf == "moe_token_dispatcher_type" || leaf == "moe_flex_dispatcher_backend" ||
           leaf == "moe_expert_capacity_factor" || leaf == "moe_pad_expert_input_to_capacity" ||
+          leaf == "moe_router_fusion" ||
           leaf == "fine_grained_activation_offloading" || leaf == "offload_modules"));
     if (key == "trainer.num_nodes" || key == "trainer.devices") {
       out.ignored.push_back(absl::StrCat(kv.first, "=", kv.second, " (the GPU count comes from the allocation or --gpus)"));
@@ -720,6 +721,12 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
     }
     if (act) t.add_offload_modules("moe_act");
     if (fc1) t.add_offload_modules("expert_fc1");
+  }
+  // Transformer Engine's fused router (TransformerConfig moe_router_fusion; Megatron-Bridge's
+  // performance scripts set cfg.model.moe_router_fusion = True for their MoE models).
+  if (v.Has("model.moe_router_fusion")) {
+    NEMO_BOOL(fusion, "model.moe_router_fusion", false);
+    t.set_moe_router_fusion(fusion);
   }
   if (v.Has("model.moe_pad_expert_input_to_capacity")) {
     NEMO_BOOL(pad, "model.moe_pad_expert_input_to_capacity", false);

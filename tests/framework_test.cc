@@ -948,6 +948,86 @@ TEST(StepTime, LoopedExpertLaunchesCostTheLaunchCallOnly) {
   EXPECT_DOUBLE_EQ(spec->framework.launch.looped_launch_overhead_s, 2e-5);
 }
 
+// NVIDIA's DeepSeek-V3 GB200 write-up (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization,
+// Sec. 2.1.4 and 2.2.1) counted the router and EP-preprocess kernels on its Nsys timelines: 72
+// unfused, 31 with the fused router, 17 with the fused router and DeepEP. The megatron-core preset
+// gives those three for a group-limited router; a softmax router keeps its own 26 (fused or not:
+// the fused count was measured on the larger router), less the flex dispatcher's 14.
+TEST(StepTime, RouterKernelsBeforeTheWaitAreNvidiasTimelineCounts) {
+  absl::StatusOr<Job> job = testing::JobFromYaml(TinyMoeJob(""));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const MoeLaunchModel& m = job->framework.launch.moe;
+  EXPECT_EQ(m.KernelsBeforeSync(/*group_limited_router=*/true, /*router_fusion=*/false, /*flex_dispatcher=*/false), 72);
+  EXPECT_EQ(m.KernelsBeforeSync(true, true, false), 31);
+  EXPECT_EQ(m.KernelsBeforeSync(true, true, true), 17);
+  EXPECT_EQ(m.KernelsBeforeSync(false, false, false), 26);
+  EXPECT_EQ(m.KernelsBeforeSync(false, true, false), 26);
+  EXPECT_EQ(m.KernelsBeforeSync(false, true, true), 12);
+  // A preset without the counts: kernels_before_sync, never below zero.
+  MoeLaunchModel bare;
+  bare.kernels_before_sync = 10;
+  bare.flex_dispatcher_fewer_kernels_before_sync = 14;
+  EXPECT_EQ(bare.KernelsBeforeSync(true, true, false), 10);
+  EXPECT_EQ(bare.KernelsBeforeSync(true, true, true), 0);
+}
+
+// Megatron-Bridge's performance scripts fuse the router for every MoE family they run
+// (deepseek_llm_pretrain.py, gpt_oss_llm_pretrain.py, qwen3_llm_pretrain.py:
+// cfg.model.moe_router_fusion = True); Megatron-Core and NeMo 2 leave it off (TransformerConfig
+// moe_router_fusion = False). Each is reported as assumed, with its source.
+TEST(StepTime, MegatronBridgeFusesTheRouterOfItsMoeRecipes) {
+  const std::string yaml = "model: deepseek-v3\nhardware: b200\ncluster: {gpu_count: 256}\n"
+                           "parallelism: {pp: 16, ep: 8}\ntraining: {seq_length: 4096, global_batch_size: 2048}\n";
+  absl::StatusOr<Job> bridge = testing::JobFromYaml(yaml + "framework: megatron-bridge\n");
+  ASSERT_TRUE(bridge.ok()) << bridge.status();
+  EXPECT_TRUE(bridge->training.moe_router_fusion);
+  const AssumedInput* a = Assumed(*bridge, "training.moe_router_fusion");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->value, "true");
+  EXPECT_NE(a->source.find("deepseek_llm_pretrain.py"), std::string::npos) << a->source;
+  absl::StatusOr<Job> nemo = testing::JobFromYaml(yaml + "framework: nemo\n");
+  ASSERT_TRUE(nemo.ok()) << nemo.status();
+  EXPECT_FALSE(nemo->training.moe_router_fusion);
+  ASSERT_NE(Assumed(*nemo, "training.moe_router_fusion"), nullptr);
+  // Stated, it wins.
+  absl::StatusOr<Job> stated = testing::JobFromYaml(
+      absl::StrReplaceAll(yaml, {{"global_batch_size: 2048}", "global_batch_size: 2048, moe_router_fusion: false}"}}) +
+      "framework: megatron-bridge\n");
+  ASSERT_TRUE(stated.ok()) << stated.status();
+  EXPECT_FALSE(stated->training.moe_router_fusion);
+  EXPECT_EQ(Assumed(*stated, "training.moe_router_fusion"), nullptr);
+}
+
+// A host-bound MoE layer with DeepSeek-V3's group-limited router launches 72 - 26 = 46 more kernels
+// before the wait than a softmax router's: forward once, backward twice (the preset's backward
+// count), 3 x 46 x 42 us = 5.8 ms a layer; the fused router takes back 72 - 31 = 41 of them.
+TEST(StepTime, GroupLimitedRouterLaunchesMoreBeforeTheWait) {
+  auto total = [](bool group_limited, bool fusion, bool choice, const std::string& dispatcher = "alltoall") {
+    std::string yaml = absl::StrReplaceAll(TinyMoeJob(""), {{"cuda_graphs: false}", "cuda_graphs: false, moe_dispatcher: " + dispatcher + "}"}});
+    if (group_limited) {
+      yaml = absl::StrReplaceAll(yaml, {{"expert_ffn_hidden_size: 128}",
+                                         "expert_ffn_hidden_size: 128, routed_groups: 8, max_routed_groups: 4}"}});
+    }
+    absl::StatusOr<Job> j = testing::JobFromYaml(yaml);
+    EXPECT_TRUE(j.ok()) << j.status();
+    if (!j.ok()) return 0.0;
+    EXPECT_EQ(j->model.moe.routed_groups, group_limited ? 8 : 0);
+    j->training.moe_router_fusion = fusion;
+    j->choices.moe_router_kernels = choice;
+    const StepBreakdown b = EstimateStepTime(*j).breakdown;
+    return b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
+  };
+  const double softmax_s = total(false, false, true);
+  const double L = 42e-6, layers = 2;
+  EXPECT_NEAR(total(true, false, true) - softmax_s, layers * 3 * 46 * L, 1e-9);
+  EXPECT_NEAR(total(true, false, true) - total(true, true, true), layers * 3 * 41 * L, 1e-9);
+  // HybridEP runs the EP preprocess inside its kernels: 14 fewer before the wait (its permute is
+  // inside them too, so nothing else of this host-bound layer changes).
+  EXPECT_NEAR(total(true, true, true) - total(true, true, true, "hybridep"), layers * 3 * 14 * L, 1e-9);
+  // moe_router_kernels off (leave-one-source-out): the former count for every router.
+  EXPECT_NEAR(total(true, false, false), softmax_s, 1e-12);
+}
+
 // Leave-one-source-out's launch_floor off (docs/validation_informed.yaml, S26) restores the host
 // cost per kernel the eager presets had before the DeepSeek-V3 trace's 42 us: 5 us for every
 // launch, issued or looped (the looped ones had no figure of their own then), not no floor at all.
@@ -1254,6 +1334,10 @@ TEST(StepTime, MoeLaunchModelErrorsNameTheField) {
             "framework.spec.launch.moe.expert_gemms[0].kernels_per_expert_backward: 2000000 must be in [0, 1000000]");
   EXPECT_EQ(error("{grouped_linears: 2, host_sync: MOE_HOST_SYNC_NONE, expert_gemms: [{kernels_forward: 1}]}"),
             "framework.spec.launch.moe.expert_gemms[0].gemm_dtype: must be set");
+  EXPECT_EQ(error("{grouped_linears: 2, host_sync: MOE_HOST_SYNC_NONE, fused_router_kernels_before_sync: 31, " + gemm + "}"),
+            "framework.spec.launch.moe.router_kernels_source: required with the router counts");
+  EXPECT_EQ(error("{grouped_linears: 2, host_sync: MOE_HOST_SYNC_NONE, group_limited_kernels_before_sync: -1, " + gemm + "}"),
+            "framework.spec.launch.moe.group_limited_kernels_before_sync: -1 must be in [0, 1000000]");
 }
 
 TEST(Recipes, ApplyToTheMatchingModelOnly) {

@@ -611,6 +611,11 @@ TEST(MegatronLaunchLines, DeepSeekV3MegatronFsdpExample) {
   auto deepep = JobFromMegatronArgs(Split(absl::StrReplaceAll(kDeepSeekV3Mfsdp, {{" --moe-flex-dispatcher-backend hybridep", ""}})));
   ASSERT_TRUE(deepep.ok()) << deepep.status();
   EXPECT_EQ(deepep->spec.training().moe_dispatcher(), "deepep");  // flex's default backend
+  // --moe-router-fusion (store_true): Transformer Engine's fused router; absent, left to the framework.
+  EXPECT_FALSE(r->spec.training().has_moe_router_fusion());
+  auto fused = JobFromMegatronArgs(Split(absl::StrCat(kDeepSeekV3Mfsdp, " --moe-router-fusion")));
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  EXPECT_TRUE(fused->spec.training().moe_router_fusion());
 }
 
 TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {

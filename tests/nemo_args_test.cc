@@ -289,6 +289,16 @@ TEST(Nemo, CurrentNemo2Recipes) {
   auto dsv3 = JobFromCommand(Split("run_recipe.py --recipe deepseek_v3_pretrain_256gpu_gb200_bf16_config"), "");
   ASSERT_TRUE(dsv3.ok()) << dsv3.status();
   EXPECT_EQ(dsv3->spec.training().moe_dispatcher(), "hybridep");
+  // model.moe_router_fusion (Transformer Engine's fused router) as a line states it.
+  auto fused = JobFromCommand(Split("run_recipe.py --recipe deepseek_v3_pretrain_256gpu_gb200_bf16_config "
+                                    "model.moe_router_fusion=False"), "");
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(fused->spec.training().has_moe_router_fusion());
+  EXPECT_FALSE(fused->spec.training().moe_router_fusion());
+  auto fused_on = JobFromCommand(Split("run_recipe.py --recipe deepseek_v3_pretrain_256gpu_gb200_bf16_config "
+                                       "model.moe_router_fusion=True"), "");
+  ASSERT_TRUE(fused_on.ok()) << fused_on.status();
+  EXPECT_TRUE(fused_on->spec.training().moe_router_fusion());
   // Nemotron 3 Ultra's 256-GPU GB300 recipe: Megatron-FSDP, moe_act recomputed, the fused grouped
   // MLP's large inputs offloaded (read as the experts' fc1 output, as the recipe says).
   auto ultra_gb300 = JobFromCommand(Split("run_recipe.py --recipe nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config"), "");

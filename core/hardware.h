@@ -241,6 +241,9 @@ struct Hardware {
   int64_t gpus_per_node = 8;
   int64_t sm_count = 0;  // 0: no wave quantization
   std::string architecture;  // GPU generation ("hopper", "cdna3", ...; HardwareSpec field 15); "" unknown
+  // The host CPU's time per framework op relative to an x86 DGX H100 host (HardwareSpec field 16);
+  // scales the framework's launch overheads (StepModel::LaunchFloor).
+  double host_overhead_ratio = 1.0;
   double power_w = 0;
   double price_per_gpu_hour_usd = 0;
   std::vector<std::string> sources;

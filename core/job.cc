@@ -88,7 +88,7 @@ bool ModelChoices::Disable(const std::string& name) {
                    &alltoall_one_nic, &ep_overlap_default_off, &dp_collective_per_unit, &expert_bias_eager,
                    &expert_clamp_eager, &scaled_rope_eager, &attention_limits, &release_expert_layout,
                    &userbuffers_as_run, &embedding_lookup_matmul, &attention_shape_rates,
-                   &cp_ring_merge, &input_embedding, &moe_router_kernels};
+                   &cp_ring_merge, &input_embedding, &moe_router_kernels, &host_overhead_ratio};
   const std::vector<std::string>& names = Names();
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) {
@@ -108,7 +108,8 @@ const std::vector<std::string>& ModelChoices::Names() {
                                                   "scaled_rope_eager", "attention_limits",
                                                   "release_expert_layout", "userbuffers_as_run",
                                                   "embedding_lookup_matmul", "attention_shape_rates",
-                                                  "cp_ring_merge", "input_embedding", "moe_router_kernels"};
+                                                  "cp_ring_merge", "input_embedding", "moe_router_kernels",
+                                                  "host_overhead_ratio"};
   return kNames;
 }
 
@@ -141,6 +142,11 @@ absl::Status ValidateJob(const Job& job) {
     return Bad("training.moe_pad_expert_input_to_capacity",
                "is not supported with the DeepEP dispatcher (Megatron-Core transformer_config.py raises: \"Flex token "
                "dispatcher with deepep backend does not support moe_pad_expert_input_to_capacity\")");
+  }
+  if (t.cuda_graphs && t.cuda_graph_scope.moe && !t.moe_pad_expert_input_to_capacity) {
+    return Bad("training.cuda_graph_scope",
+               "'moe' captures an MoE layer's whole block, which needs token drop with padding "
+               "(training.moe_pad_expert_input_to_capacity; Megatron-LM arguments.py: \"moe\" only supports token-drop MoE)");
   }
   if ((t.offload_moe_act_input || t.offload_expert_fc1_input) && t.recompute == Recompute::kSelective &&
       std::find(t.recompute_modules.begin(), t.recompute_modules.end(), "moe") != t.recompute_modules.end()) {

@@ -136,6 +136,18 @@ struct TrainingConfig {
   int64_t recompute_num_layers = 0;
   bool fp8_param_gather = false;  // fp8 weights gathered/stored (Megatron --fp8-param-gather)
   bool cuda_graphs = false;       // layers captured in CUDA graphs: no host launch floor
+  // With cuda_graphs, the parts captured (job.proto TrainingSpec.cuda_graph_scope; Megatron-Core
+  // --cuda-graph-scope with --cuda-graph-impl transformer_engine): none set = the whole layer (or
+  // step). attn: TransformerLayer._forward_attention; mlp: a dense layer's _forward_mlp; moe: an
+  // MoE layer's _forward_mlp (token drop only); moe_router: _forward_mlp up to the router (the
+  // pre-MLP norm, shared experts, router); moe_preprocess: MoELayer.preprocess; mamba: a Mamba layer.
+  struct CudaGraphScope {
+    bool attn = false, mlp = false, moe = false, moe_router = false, moe_preprocess = false, mamba = false;
+    bool Partial() const { return attn || mlp || moe || moe_router || moe_preprocess || mamba; }
+  };
+  CudaGraphScope cuda_graph_scope;
+  // The host launch floor applies: no CUDA graphs, or graphs of some parts only.
+  bool HostLaunchesLayers() const { return !cuda_graphs || cuda_graph_scope.Partial(); }
   double activation_offload_fraction = 0;  // of activation memory, moved to host
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   bool overlap_ep_comm = false;  // MoE all-to-all beside another micro-batch's compute
@@ -260,6 +272,9 @@ struct ModelChoices {
   // group-limited router's, the fused router's and the flex dispatcher's counts,
   // MoeLaunchModel::KernelsBeforeSync).
   bool moe_router_kernels = true;
+  // off: the framework's host cost per kernel is the x86 hosts' on every machine (before
+  // 2026-11-29, seventeenth session; on: scaled by Hardware::host_overhead_ratio, Grace 2.46-2.75).
+  bool host_overhead_ratio = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

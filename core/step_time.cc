@@ -300,7 +300,7 @@ bool AllOn(const Job& job) {
          c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
          c.expert_clamp_eager && c.scaled_rope_eager && c.userbuffers_as_run &&
          c.embedding_lookup_matmul && c.attention_shape_rates && c.cp_ring_merge && c.input_embedding &&
-         c.moe_router_kernels &&
+         c.moe_router_kernels && c.host_overhead_ratio &&
          job.profile.overlaps.empty();
 }
 
@@ -502,7 +502,8 @@ class StepModel {
     tokens_ = static_cast<double>(t_.micro_batch_size) * t_.seq_length / p_.cp;
     sp_ = p_.SequenceParallelOn();
     elem_factor_ = std::max(1.0, fw_.elementwise_traffic_factor);
-    launch_floor_ = !t_.cuda_graphs && fw_.launch.kernel_launch_overhead_s > 0 &&
+    grace_host_overhead_ = job_.choices.host_overhead_ratio;
+    launch_floor_ = t_.HostLaunchesLayers() && fw_.launch.kernel_launch_overhead_s > 0 &&
                     fw_.launch.kernels_per_layer_forward > 0;
     layers_needed_ = layers_needed;
     if (!layers_needed) return;
@@ -546,16 +547,19 @@ class StepModel {
       // The host launch floor is the average layer's (the host issues the kernels of a stage's
       // layers one after another: a short attention layer's launches are hidden by the long
       // Mamba or MLP layer beside it, as inside a transformer layer).
-      double share = 0;
+      double share = 0, captured = 0, graphs = 0;
       for (auto [part, count] : {std::pair<unsigned, int64_t>{kMambaPart, n.mamba}, {kAttentionPart, n.attention},
                                  {kMlpPart, n.mlp}}) {
         if (count == 0) continue;
         LayerCost one;
         Layer(part, one, /*launch_floor=*/false);
-        AddScaled(c.dense, one, static_cast<double>(count) / non_moe);
-        share += LaunchShare(part) * static_cast<double>(count) / non_moe;
+        const double w = static_cast<double>(count) / non_moe;
+        AddScaled(c.dense, one, w);
+        share += LaunchShare(part) * w;
+        captured += CapturedShare(part) * w;
+        graphs += GraphLaunches(part) * w;
       }
-      if (non_moe > 0) LaunchFloor(kDenseLayerParts, c.dense, share);
+      if (non_moe > 0) LaunchFloor(kDenseLayerParts, c.dense, share, captured, graphs);
       if (m_.MoeLayerCount() > 0) {
         Layer(kMoePart, c.moe, /*launch_floor=*/false);
         // An MoE layer's wait for its token counts (LaunchFloor) drains the queue the layer before
@@ -564,7 +568,9 @@ class StepModel {
         LayerCost pair = c.dense;
         pair.launch = Work{};
         AddScaled(pair, c.moe, 1.0);
-        LaunchFloor(kMoeLayerParts, pair, non_moe > 0 ? share + LaunchShare(kMoePart) : LaunchShare(kMoePart));
+        LaunchFloor(kMoeLayerParts, pair, non_moe > 0 ? share + LaunchShare(kMoePart) : LaunchShare(kMoePart),
+                    (non_moe > 0 ? captured : 0.0) + CapturedShare(kMoePart),
+                    (non_moe > 0 ? graphs : 0.0) + GraphLaunches(kMoePart));
         c.moe.launch = pair.launch;
         if (non_moe > 0) c.moe.launch.time_s = std::max(0.0, pair.launch.time_s - c.dense.launch.time_s);
         c.moe.launch.compute_s = c.moe.launch.time_s;
@@ -575,7 +581,7 @@ class StepModel {
         // their kernels together.
         c.mtp_own = true;
         unsigned parts = 0;
-        double mtp_share = 0;
+        double mtp_share = 0, mtp_captured = 0, mtp_graphs = 0;
         for (char k : m_.hybrid_mtp_pattern) {
           const unsigned part = k == 'M' ? kMambaPart : k == '*' ? kAttentionPart : k == '-' ? kMlpPart : kMoePart;
           LayerCost one;
@@ -583,8 +589,10 @@ class StepModel {
           AddScaled(c.mtp, one, 1.0);
           parts |= part;
           mtp_share += LaunchShare(part);
+          mtp_captured += CapturedShare(part);
+          mtp_graphs += GraphLaunches(part);
         }
-        LaunchFloor(parts, c.mtp, mtp_share);
+        LaunchFloor(parts, c.mtp, mtp_share, mtp_captured, mtp_graphs);
       }
     } else {
       Layer(kDenseLayerParts, c.dense);
@@ -1068,7 +1076,24 @@ class StepModel {
   // overhead; an MoE layer adds its block's launches and may wait for the GPU once per forward).
   // `kernels_share`: the layer's share of the preset's kernels_per_layer_forward (LaunchShare of
   // its parts when < 0).
-  void LaunchFloor(unsigned parts, LayerCost& c, double kernels_share = -1);
+  void LaunchFloor(unsigned parts, LayerCost& c, double kernels_share = -1, double captured_share = -1,
+                   double graph_launches = -1);
+  // With partial CUDA graphs (TrainingConfig::cuda_graph_scope): the share of a transformer layer's
+  // kernels the graphs of `parts` capture (attention, MLP and the MoE block's dense half 0.5 each,
+  // a Mamba layer 1: LaunchShare's halves) and the graph launches that replace them, one a part.
+  double CapturedShare(unsigned parts) const {
+    const TrainingConfig::CudaGraphScope& g = t_.cuda_graph_scope;
+    if (!t_.cuda_graphs) return 0.0;
+    return ((parts & kAttentionPart) && g.attn ? 0.5 : 0.0) + ((parts & kMlpPart) && g.mlp ? 0.5 : 0.0) +
+           ((parts & kMoePart) && (g.moe || g.moe_router) ? 0.5 : 0.0) + ((parts & kMambaPart) && g.mamba ? 1.0 : 0.0);
+  }
+  double GraphLaunches(unsigned parts) const {
+    const TrainingConfig::CudaGraphScope& g = t_.cuda_graph_scope;
+    if (!t_.cuda_graphs) return 0.0;
+    return ((parts & kAttentionPart) && g.attn ? 1.0 : 0.0) + ((parts & kMlpPart) && g.mlp ? 1.0 : 0.0) +
+           ((parts & kMoePart) && (g.moe || g.moe_router) ? 1.0 : 0.0) +
+           ((parts & kMoePart) && g.moe_preprocess ? 1.0 : 0.0) + ((parts & kMambaPart) && g.mamba ? 1.0 : 0.0);
+  }
   // A layer's share of a transformer layer's kernels: a hybrid's attention, MLP or MoE layer
   // half (the preset's count is both halves'), its Mamba layer all of it (LaunchFloor).
   static double LaunchShare(unsigned parts) {
@@ -1202,6 +1227,7 @@ class StepModel {
   const Placement place_;
   double bw_ = 0, e_act_ = 2, e_in_ = 2, e_grad_ = 4, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false, layers_needed_ = true;
+  bool grace_host_overhead_ = true;  // ModelChoices::host_overhead_ratio
   // RoPE runs eager: the framework's TE fused RoPE takes no YaRN attention factor
   // (ElementwiseModel.scaled_rope_eager) and the model's rotary cos / sin carry one.
   bool ScaledRopeEager() const {
@@ -1900,23 +1926,33 @@ void StepModel::FillModuleComm(bool moe, const LayerCost& c) {
   modules_->cp_s = c.cp.time_s;
 }
 
-void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share) {
+void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share, double captured_share,
+                            double graph_launches) {
   // Host launch floor: an eager framework cannot run a layer faster than it launches its
   // kernels (forward n kernels, backward ~2n), unless CUDA graphs replay them.
   if (!launch_floor_) return;
   const bool moe = (parts & kMoePart) != 0;
-  const double L = fw_.launch.kernel_launch_overhead_s;
+  // The framework's host cost per kernel, measured on x86 DGX / HGX hosts, on this machine's host
+  // CPU (Hardware::host_overhead_ratio: Grace runs PyTorch's ops 2.5-2.75x slower).
+  const double host_ratio = grace_host_overhead_ ? job_.hardware.host_overhead_ratio : 1.0;
+  const double L = fw_.launch.kernel_launch_overhead_s * host_ratio;
   // The dense layer's kernels: n forward, 2n backward, and eager RoPE's own counts beside them.
   // A hybrid's attention, MLP or MoE layer is half a transformer layer's n (the preset's count
   // is both halves'); its Mamba layer n: LayerNorm + in_proj (2), the layout copy, the causal
   // conv and the SSD's five chunk kernels (mamba_split_conv1d_scan_combined: conv, chunk_cumsum,
   // chunk_state, state_passing, bmm_chunk, chunk_scan), the copy back, the gated norm, out_proj
   // and the residual add: 13 (counted from mamba_mixer.py and ssd_combined.py, not measured).
-  const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward) *
-                   (kernels_share >= 0 ? kernels_share : LaunchShare(parts));
-  const bool rope_eager = (parts & kAttentionPart) && ScaledRopeEager();
-  const double n_f = n + (rope_eager ? fw_.launch.scaled_rope_kernels_forward : 0.0);
-  const double n_b = 2 * n + (rope_eager ? fw_.launch.scaled_rope_kernels_backward : 0.0);
+  // Partial CUDA graphs (training.cuda_graph_scope, Megatron-Core --cuda-graph-impl
+  // transformer_engine): a captured part's kernels replay from its graph, one launch forward and
+  // one backward (TE make_graphed_callables captures both); the rest stay on the host.
+  const TrainingConfig::CudaGraphScope& g = t_.cuda_graph_scope;
+  const double share = kernels_share >= 0 ? kernels_share : LaunchShare(parts);
+  const double captured = std::min(share, captured_share >= 0 ? captured_share : CapturedShare(parts));
+  const double graphs = graph_launches >= 0 ? graph_launches : GraphLaunches(parts);
+  const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward) * (share - captured);
+  const bool rope_eager = (parts & kAttentionPart) && ScaledRopeEager() && !(t_.cuda_graphs && g.attn);
+  const double n_f = n + graphs + (rope_eager ? fw_.launch.scaled_rope_kernels_forward : 0.0);
+  const double n_b = 2 * n + graphs + (rope_eager ? fw_.launch.scaled_rope_kernels_backward : 0.0);
   const double gpu_fwd = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s;
   const double gpu_bwd = c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s;
   const MoeLaunchModel& ml = fw_.launch.moe;
@@ -1929,26 +1965,38 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share) 
   // their quantize kernels (Transformer Engine GroupedLinear: one cuBLAS GEMM per local expert,
   // common/gemm/cublaslt_gemm.cu multi_stream_cublas_gemm; counts per dtype in the preset).
   const double local_experts = m_.moe.routed_experts / std::max<int64_t>(1, p_.ep);
-  const ExpertGemmLaunches* g = &ml.expert_gemms.front();
-  for (const ExpertGemmLaunches& e : ml.expert_gemms) {
-    if (e.gemm_dtype == t_.precision.gemm) g = &e;
+  const ExpertGemmLaunches* e = &ml.expert_gemms.front();
+  for (const ExpertGemmLaunches& x : ml.expert_gemms) {
+    if (x.gemm_dtype == t_.precision.gemm) e = &x;
   }
   // Host seconds: the kernels the framework's code issues at L each, the per-expert ones (a C++
   // loop inside the grouped linear) at the launch call's own cost.
-  const double LE = fw_.launch.looped_launch_overhead_s;
-  const double experts_f = ml.grouped_linears * (g->kernels_forward * L + g->kernels_per_expert_forward * local_experts * LE);
-  const double experts_b = ml.grouped_linears * (g->kernels_backward * L + g->kernels_per_expert_backward * local_experts * LE);
+  const double LE = fw_.launch.looped_launch_overhead_s * host_ratio;
+  // The whole MoE block in a graph (scope moe, token drop only): its launches replay.
+  const bool moe_block_graphed = t_.cuda_graphs && g.moe;
+  const double experts_f = moe_block_graphed ? 0.0 : ml.grouped_linears * (e->kernels_forward * L + e->kernels_per_expert_forward * local_experts * LE);
+  const double experts_b = moe_block_graphed ? 0.0 : ml.grouped_linears * (e->kernels_backward * L + e->kernels_per_expert_backward * local_experts * LE);
   // A biased model's fc2 bias, added in Python per local expert (ElementwiseModel.expert_bias_eager).
-  const bool bias_loop = fw_.expert_bias_eager && m_.linear_bias;
+  const bool bias_loop = fw_.expert_bias_eager && m_.linear_bias && !moe_block_graphed;
   const double bias_f = bias_loop ? ml.bias_loop_kernels_per_expert_forward * local_experts * L : 0.0;
   const double bias_b = bias_loop ? ml.bias_loop_kernels_per_expert_backward * local_experts * L : 0.0;
   // Router and EP preprocess before the wait, by router kind, router fusion and dispatcher
   // (MoeLaunchModel::KernelsBeforeSync; the counts' sources in the preset).
-  const double before = ml.KernelsBeforeSync(m_.moe.routed_groups > 0, t_.moe_router_fusion,
-                                             t_.moe_dispatcher != MoeDispatcher::kAllToAll);
-  const double host_before_f = (n_f + before) * L,
-               host_after_f = ml.kernels_after_sync * L + experts_f + bias_f;
-  const double host_b = (n_b + 2 * (before + ml.kernels_after_sync)) * L + experts_b + bias_b;
+  const bool flex = t_.moe_dispatcher != MoeDispatcher::kAllToAll;
+  double before = ml.KernelsBeforeSync(m_.moe.routed_groups > 0, t_.moe_router_fusion, flex);
+  // Graphed router (scope moe_router): what stays eager before the wait is the EP preprocess (the
+  // flex dispatcher's count of it, none with a flex dispatcher; the whole count where the preset
+  // has no split), unless moe_preprocess is graphed too.
+  if (t_.cuda_graphs && (g.moe || (g.moe_router && g.moe_preprocess))) {
+    before = 0;
+  } else if (t_.cuda_graphs && g.moe_router) {
+    before = flex ? 0.0
+                  : (ml.flex_dispatcher_fewer_kernels_before_sync > 0 ? std::min(before, ml.flex_dispatcher_fewer_kernels_before_sync)
+                                                                      : before);
+  }
+  const double after = moe_block_graphed ? 0.0 : ml.kernels_after_sync;
+  const double host_before_f = (n_f + before) * L, host_after_f = after * L + experts_f + bias_f;
+  const double host_b = (n_b + 2 * (before + after)) * L + experts_b + bias_b;
   // The GPU's forward of the layer, the EP all-to-all included (on the compute stream in the
   // all-to-all dispatcher), and the part after the wait: the MoE block (module.moe holds its
   // router, experts and exposed dispatch / combine).
@@ -1959,9 +2007,13 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share) 
   // torchtitan models/common/token_dispatcher.py _sync_token_count_exchange): the GPU's queue
   // drains there, so the host's launches after the wait are not hidden behind the work before
   // it. Forward = max(host, GPU) before the wait + max(host, GPU) after; the backward reuses the
-  // counts on the host and does not wait.
-  const bool sync = ml.host_sync == MoeHostSync::kEveryLayer ||
-                    (ml.host_sync == MoeHostSync::kWithExpertParallel && p_.ep > 1);
+  // counts on the host and does not wait. Padded to capacity (drop and pad), the all-to-all
+  // dispatcher knows every count in advance and does not wait (token_dispatcher.py core_r0.16
+  // MoEAlltoAllTokenDispatcher.preprocess returns before any D2H copy; cuda_sync_point "no_sync").
+  const bool padded = t_.moe_pad_expert_input_to_capacity && t_.moe_expert_capacity_factor > 0 &&
+                      t_.moe_dispatcher == MoeDispatcher::kAllToAll;
+  const bool sync = !padded && (ml.host_sync == MoeHostSync::kEveryLayer ||
+                                (ml.host_sync == MoeHostSync::kWithExpertParallel && p_.ep > 1));
   const double floor_f = sync ? std::max(host_before_f, g_before) + std::max(host_after_f, g_after)
                               : std::max(host_before_f + host_after_f, g_f);
   c.launch.Host(std::max(0.0, floor_f - g_f) + std::max(0.0, host_b - g_b));

@@ -964,6 +964,10 @@ absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareSpec& h, const std:
   hw.sm_count = h.sm_count();
   if (hw.sm_count < 0) return FieldError(prefix + ".sm_count", "must be >= 0");
   hw.architecture = h.architecture();
+  if (h.host_overhead_ratio() < 0 || !std::isfinite(h.host_overhead_ratio())) {
+    return FieldError(prefix + ".host_overhead_ratio", "must be a finite number >= 0 (0: 1, an x86 DGX host)");
+  }
+  hw.host_overhead_ratio = h.host_overhead_ratio() > 0 ? h.host_overhead_ratio() : 1.0;
   hw.power_w = h.power_w();
   hw.price_per_gpu_hour_usd = h.price_per_gpu_hour_usd();
   for (const auto& s : h.sources()) hw.sources.push_back(s);
@@ -1501,6 +1505,36 @@ absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vec
   t.recompute_num_layers = tr.recompute_num_layers();
   t.fp8_param_gather = tr.fp8_param_gather();
   t.cuda_graphs = tr.cuda_graphs();
+  for (const std::string& scope : tr.cuda_graph_scope()) {
+    TrainingConfig::CudaGraphScope& g = t.cuda_graph_scope;
+    if (scope == "attn") g.attn = true;
+    else if (scope == "mlp") g.mlp = true;
+    else if (scope == "moe") g.moe = true;
+    else if (scope == "moe_router") g.moe_router = true;
+    else if (scope == "moe_preprocess") g.moe_preprocess = true;
+    else if (scope == "mamba") g.mamba = true;
+    else if (scope != "full" && scope != "full_iteration") {
+      return FieldError("training.cuda_graph_scope",
+                        absl::StrCat("'", scope, "' is not one of: attn, mlp, moe, moe_router, moe_preprocess, mamba, "
+                                     "full, full_iteration"));
+    }
+  }
+  if (tr.cuda_graph_scope_size() > 0 && !t.cuda_graphs) {
+    return FieldError("training.cuda_graph_scope", "needs training.cuda_graphs true (the scope says what the graphs capture)");
+  }
+  if (t.cuda_graph_scope.moe_preprocess && !t.cuda_graph_scope.moe_router) {
+    return FieldError("training.cuda_graph_scope",
+                      "moe_preprocess needs moe_router (Megatron-Core arguments.py: 'Must be used together with \"moe_router\"')");
+  }
+  if (t.cuda_graph_scope.moe && (t.cuda_graph_scope.moe_router || t.cuda_graph_scope.moe_preprocess)) {
+    return FieldError("training.cuda_graph_scope", "moe captures the whole MoE block: not with moe_router / moe_preprocess");
+  }
+  const auto named = [&](const char* scope) {
+    return std::find(tr.cuda_graph_scope().begin(), tr.cuda_graph_scope().end(), scope) != tr.cuda_graph_scope().end();
+  };
+  if (t.cuda_graph_scope.Partial() && (named("full") || named("full_iteration"))) {
+    return FieldError("training.cuda_graph_scope", "full / full_iteration capture everything: not with other scopes");
+  }
   t.activation_offload_fraction = tr.activation_offload_fraction();
   t.overlap_ep_comm = tr.overlap_ep_comm();
   t.moe_router_fusion = tr.moe_router_fusion();

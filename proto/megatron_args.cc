@@ -52,7 +52,7 @@ const std::set<std::string>& ValueFlags() {
 }
 // Flags with nargs='*' / '+' that are modelled.
 const std::set<std::string>& ListFlags() {
-  static const std::set<std::string> k = {"recompute-modules"};
+  static const std::set<std::string> k = {"recompute-modules", "cuda-graph-scope"};
   return k;
 }
 const std::set<std::string>& SwitchFlags() {
@@ -1407,6 +1407,15 @@ absl::Status SetMegatronKernelsAndLength(const MegatronFlags& f, const MegatronN
   }
   if ((!graphs.empty() && graphs != "none") || f.On("enable-cuda-graph") || f.On("external-cuda-graph")) {
     t.set_cuda_graphs(true);
+    // --cuda-graph-scope (nargs='+', default []: the whole layer; "full" the same, deprecated):
+    // the parts captured, the others' launches stay on the host (transformer_engine only).
+    if (auto scopes = f.lists.find("cuda-graph-scope"); scopes != f.lists.end()) {
+      for (const std::string& scope : scopes->second) {
+        if (scope != "full") t.add_cuda_graph_scope(scope);
+      }
+    }
+  } else if (f.lists.count("cuda-graph-scope") > 0) {
+    return FlagError("cuda-graph-scope", "needs --cuda-graph-impl local or transformer_engine (no graphs without it)");
   }
   // The MoE token dispatcher (TransformerConfig moe_token_dispatcher_type "allgather" (default) /
   // "alltoall" / "flex"; flex runs moe_flex_dispatcher_backend, "deepep" by default, or the older

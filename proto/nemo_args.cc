@@ -448,6 +448,7 @@ void ListUnreadOverrides(const NemoLine& line, ImportedJob& out) {
         key == "mixed_precision" || absl::StartsWith(key, "mixed_precision.") || key == "ddp.use_distributed_optimizer" ||
         key == "ddp.use_megatron_fsdp" || key == "ddp.data_parallel_sharding_strategy" || key == "ddp.overlap_grad_reduce" ||
         key == "ddp.grad_reduce_in_fp32" || key == "comm_overlap.tp_comm_overlap" || leaf == "cuda_graph_impl" ||
+        leaf == "cuda_graph_scope" ||
         (!absl::StartsWith(key, "trainer.") &&
          (leaf == "mtp_num_layers" || leaf == "moe_token_dispatcher_type" || leaf == "moe_flex_dispatcher_backend" ||
           leaf == "moe_expert_capacity_factor" || leaf == "moe_pad_expert_input_to_capacity" ||
@@ -667,12 +668,24 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
     t.set_overlap_tp_comm(tpo && tp > 1);
   }
   // CUDA graphs: cuda_graph_impl "local" with scope "full_iteration" captures the whole step
-  // (scripts/performance/utils/overrides.py); "none" none; a partial transformer_engine
-  // capture is not expressible (left to the preset).
+  // (scripts/performance/utils/overrides.py); "none" none; "transformer_engine" with a scope list
+  // (["attn", "moe_router", "moe_preprocess"]) the parts named (training.cuda_graph_scope),
+  // without one the whole layer.
   const std::string graphs = v.Get("model.cuda_graph_impl");
   if (graphs == "none") t.set_cuda_graphs(false);
   else if (graphs == "local" && absl::StrContains(v.Get("model.cuda_graph_scope"), "full_iteration")) t.set_cuda_graphs(true);
   else if (graphs == "full_iteration") t.set_cuda_graphs(true);
+  else if (graphs == "transformer_engine") {
+    t.set_cuda_graphs(true);
+    std::string scopes = v.Get("model.cuda_graph_scope");
+    for (char& c : scopes) {
+      if (c == '[' || c == ']' || c == '\'' || c == '"') c = ' ';
+    }
+    for (absl::string_view part : absl::StrSplit(scopes, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+      if (absl::StartsWith(part, "CudaGraphScope.")) part.remove_prefix(15);  // the enum, as Bridge writes it
+      if (part != "full" && !IsNone(std::string(part))) t.add_cuda_graph_scope(std::string(part));
+    }
+  }
   // MTP depths (model.mtp_num_layers: Nemotron 3 Super / Ultra 2, with the model preset's
   // repeated layer; DeepSeek-V3's recipes 1).
   if (v.Has("model.mtp_num_layers")) {

@@ -724,18 +724,23 @@ training: {seq_length: 4096, global_batch_size: 8192, micro_batch_size: 1)", dis
   // DeepEP with the all-to-all overlapped on H100, the all-to-all dispatcher on B200 (and on GB200
   // in 25.09), HybridEP on GB200 from 25.11; an unstated release takes the 26.x recipe (HybridEP;
   // deepseek_workload_base_configs.py @0426418 DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1 moe_a2a_overlap=False).
+  // CUDA graphs: on GB200 Transformer Engine's partial capture, of the router and preprocess in
+  // 25.11 (v0.2.0 DEEPSEEK_V3_GB200_BASE_CONFIG), with attention from 26.x
+  // (DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_V1); none in 25.09 (v0.1.0rc4 cuda_graphs: false) nor on H100 / B200.
   const struct {
     const char* hardware;
     const char* release;
     MoeDispatcher dispatcher;
     bool overlap_ep;
-  } by_release[] = {{"h100-sxm", "25.09", MoeDispatcher::kDeepEP, true},
-                    {"h100-sxm", "25.11", MoeDispatcher::kDeepEP, true},
-                    {"h100-sxm", "26.02", MoeDispatcher::kHybridEP, false},
-                    {"b200", "25.11", MoeDispatcher::kAllToAll, false},
-                    {"b200", "", MoeDispatcher::kHybridEP, false},
-                    {"gb200", "25.09", MoeDispatcher::kAllToAll, false},
-                    {"gb200", "25.11", MoeDispatcher::kHybridEP, false}};
+    bool graphs, graphed_attention;
+  } by_release[] = {{"h100-sxm", "25.09", MoeDispatcher::kDeepEP, true, false, false},
+                    {"h100-sxm", "25.11", MoeDispatcher::kDeepEP, true, false, false},
+                    {"h100-sxm", "26.02", MoeDispatcher::kHybridEP, false, false, false},
+                    {"b200", "25.11", MoeDispatcher::kAllToAll, false, false, false},
+                    {"b200", "", MoeDispatcher::kHybridEP, false, false, false},
+                    {"gb200", "25.09", MoeDispatcher::kAllToAll, false, false, false},
+                    {"gb200", "25.11", MoeDispatcher::kHybridEP, false, true, false},
+                    {"gb200", "", MoeDispatcher::kHybridEP, false, true, true}};
   for (const auto& c : by_release) {
     SCOPED_TRACE(absl::StrCat(c.hardware, " ", c.release));
     absl::StatusOr<Job> j = testing::JobFromYaml(absl::StrCat(
@@ -747,7 +752,20 @@ training: {seq_length: 4096, global_batch_size: 4096, micro_batch_size: 1})"));
     ASSERT_TRUE(j.ok()) << j.status();
     EXPECT_EQ(j->training.moe_dispatcher, c.dispatcher);
     EXPECT_EQ(j->training.overlap_ep_comm, c.overlap_ep);
+    EXPECT_EQ(j->training.cuda_graphs, c.graphs);
+    EXPECT_EQ(j->training.cuda_graph_scope.moe_router && j->training.cuda_graph_scope.moe_preprocess, c.graphs);
+    EXPECT_EQ(j->training.cuda_graph_scope.attn, c.graphed_attention);
   }
+  // A job that turns the graphs off gets no scope with them.
+  absl::StatusOr<Job> eager = testing::JobFromYaml(R"(model: deepseek-v3
+framework: megatron-bridge
+hardware: gb200
+cluster: {gpu_count: 256}
+parallelism: {tp: 1, pp: 4, ep: 64}
+training: {seq_length: 4096, global_batch_size: 4096, micro_batch_size: 1, cuda_graphs: false})");
+  ASSERT_TRUE(eager.ok()) << eager.status();
+  EXPECT_FALSE(eager->training.cuda_graphs);
+  EXPECT_FALSE(eager->training.cuda_graph_scope.Partial());
   // B200 in fp8 at PP 8, VPP 2, EP 32: the layout of DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2
   // (commit 5acef9309 on main, a8b6cb3d6 in v0.4.2): DeepEP, the all-to-all overlapped, mla_up_proj and mlp recomputed;
   // the same GPU at PP 16 / EP 8 (B200_V1) or in bf16 keeps HybridEP without the overlap.

@@ -1028,6 +1028,100 @@ TEST(StepTime, GroupLimitedRouterLaunchesMoreBeforeTheWait) {
   EXPECT_NEAR(total(true, false, false), softmax_s, 1e-12);
 }
 
+// Partial CUDA graphs (Megatron-Core --cuda-graph-impl transformer_engine --cuda-graph-scope):
+// the captured parts replay from one graph launch each, forward and backward; the rest stays on
+// the host. Per layer of the host-bound tiny MoE model, by hand (as
+// LoopedExpertLaunchesCostTheLaunchCallOnly: 14 + 26 + 10 issued forward, twice backward, 384
+// looped expert launches):
+// - moe_router + moe_preprocess: the MoE half of the 14 (7) and the 26 before the wait replay
+//   from 2 graphs: forward 7 + 2 + 10 = 19, backward 14 + 2 + 20 = 36;
+// - attn too: the other 7 as well, 3 graphs: forward 3 + 10 = 13, backward 3 + 20 = 23;
+// - moe_router alone: the preprocess stays eager (the preset's 14 of the 26): forward 7 + 1 + 14 +
+//   10 = 32, backward 14 + 1 + 2 x 24 = 63.
+TEST(StepTime, PartialCudaGraphsTakeTheCapturedPartsOffTheHost) {
+  auto total = [](const std::string& scope) {
+    absl::StatusOr<Job> j = testing::JobFromYaml(absl::StrReplaceAll(
+        TinyMoeJob(""), {{"cuda_graphs: false}", "cuda_graphs: true, cuda_graph_scope: [" + scope + "]}"}}));
+    EXPECT_TRUE(j.ok()) << j.status();
+    if (!j.ok()) return 0.0;
+    j->framework.launch.kernel_launch_overhead_s = 50e-6;
+    j->framework.launch.looped_launch_overhead_s = 5e-6;
+    const StepBreakdown b = EstimateStepTime(*j).breakdown;
+    return b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
+  };
+  auto host = [](double issued) { return 2 * (issued * 50e-6 + 384 * 5e-6); };
+  for (const auto& [scope, issued] : {std::pair<std::string, double>{"moe_router, moe_preprocess", 19 + 36},
+                                      {"attn, moe_router, moe_preprocess", 13 + 23},
+                                      {"moe_router", 32 + 63}}) {
+    SCOPED_TRACE(scope);
+    EXPECT_GE(total(scope), host(issued));
+    EXPECT_LE(total(scope), host(issued) + 0.5e-3);
+  }
+  // The whole layer (no scope, or full): no host floor at all.
+  absl::StatusOr<Job> whole = testing::JobFromYaml(
+      absl::StrReplaceAll(TinyMoeJob(""), {{"cuda_graphs: false}", "cuda_graphs: true, cuda_graph_scope: [full]}"}}));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(EstimateStepTime(*whole).breakdown.launch_overhead_s, 0);
+}
+
+TEST(StepTime, CudaGraphScopeErrorsNameTheField) {
+  auto error = [](const std::string& training) {
+    absl::StatusOr<Job> j =
+        testing::JobFromYaml(absl::StrReplaceAll(TinyMoeJob(""), {{"cuda_graphs: false}", training + "}"}}));
+    return j.ok() ? std::string("ok") : std::string(j.status().message());
+  };
+  EXPECT_EQ(error("cuda_graphs: true, cuda_graph_scope: [attn, moe_router]"), "ok");
+  EXPECT_EQ(error("cuda_graphs: true, cuda_graph_scope: [atn]"),
+            "training.cuda_graph_scope: 'atn' is not one of: attn, mlp, moe, moe_router, moe_preprocess, mamba, full, "
+            "full_iteration");
+  EXPECT_EQ(error("cuda_graphs: false, cuda_graph_scope: [attn]"),
+            "training.cuda_graph_scope: needs training.cuda_graphs true (the scope says what the graphs capture)");
+  EXPECT_EQ(error("cuda_graphs: true, cuda_graph_scope: [moe_preprocess]"),
+            "training.cuda_graph_scope: moe_preprocess needs moe_router (Megatron-Core arguments.py: 'Must be used "
+            "together with \"moe_router\"')");
+  EXPECT_EQ(error("cuda_graphs: true, cuda_graph_scope: [attn, full]"),
+            "training.cuda_graph_scope: full / full_iteration capture everything: not with other scopes");
+  EXPECT_NE(error("cuda_graphs: true, cuda_graph_scope: [moe]").find("needs token drop with padding"), std::string::npos);
+}
+
+// A Grace host runs PyTorch's ops slower than the x86 DGX hosts the launch overheads were measured
+// on: TransformerEngine issue #2053 timed one torch.nn.Linear forward's CPU work at 37.08 us on
+// GB200, 33.17 us on GH200 and 13.48 us on a DGX H100 (Xeon 8480C): 2.75 and 2.46. The host-bound
+// tiny MoE layer (LoopedExpertLaunchesCostTheLaunchCallOnly: 150 issued kernels at 42 us, 384
+// looped at 3.8 us a layer, two layers) takes 2.75 times its x86 host time on GB200.
+TEST(StepTime, GraceHostRunsTheFrameworksOpsSlower) {
+  auto total = [](const std::string& hardware, bool choice) {
+    absl::StatusOr<Job> j =
+        testing::JobFromYaml(absl::StrReplaceAll(TinyMoeJob(""), {{"hardware: h100-sxm", "hardware: " + hardware}}));
+    EXPECT_TRUE(j.ok()) << j.status();
+    if (!j.ok()) return 0.0;
+    j->choices.host_overhead_ratio = choice;
+    const StepBreakdown b = EstimateStepTime(*j).breakdown;
+    return b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
+  };
+  absl::StatusOr<Job> gb200 = testing::JobFromYaml(absl::StrReplaceAll(TinyMoeJob(""), {{"hardware: h100-sxm", "hardware: gb200"}}));
+  ASSERT_TRUE(gb200.ok()) << gb200.status();
+  EXPECT_NEAR(gb200->hardware.host_overhead_ratio, 37.08 / 13.48, 0.005);
+  absl::StatusOr<Job> gh200 = testing::JobFromYaml(absl::StrReplaceAll(TinyMoeJob(""), {{"hardware: h100-sxm", "hardware: gh200"}}));
+  ASSERT_TRUE(gh200.ok()) << gh200.status();
+  EXPECT_NEAR(gh200->hardware.host_overhead_ratio, 33.17 / 13.48, 0.005);
+  const double x86_host_s = 2 * (150 * 42e-6 + 384 * 3.8e-6);
+  EXPECT_GE(total("b200", true), x86_host_s);
+  EXPECT_LE(total("b200", true), x86_host_s + 0.5e-3);
+  EXPECT_GE(total("gb200", true), 2.75 * x86_host_s);
+  EXPECT_LE(total("gb200", true), 2.75 * x86_host_s + 0.5e-3);
+  // host_overhead_ratio off (leave-one-source-out): the x86 host's cost on every machine.
+  EXPECT_NEAR(total("gb200", false), total("b200", false), 0.5e-3);
+  // A preset's ratio must be a finite number >= 0 (0: 1).
+  absl::StatusOr<Job> bad = testing::JobFromYaml(absl::StrReplaceAll(
+      TinyMoeJob(""), {{"hardware: h100-sxm", "hardware: {spec: {name: x, peak: [{dtype: D_TYPE_BF16, flops_per_s: 1e15}], "
+                                              "hbm_capacity_bytes: 8e10, hbm_bandwidth_bytes_per_s: 3e12, gpus_per_node: 8, "
+                                              "host_overhead_ratio: -1}}"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("host_overhead_ratio: must be a finite number >= 0"), std::string::npos)
+      << bad.status();
+}
+
 // Leave-one-source-out's launch_floor off (docs/validation_informed.yaml, S26) restores the host
 // cost per kernel the eager presets had before the DeepSeek-V3 trace's 42 us: 5 us for every
 // launch, issued or looped (the looped ones had no figure of their own then), not no floor at all.
@@ -1081,6 +1175,13 @@ training: {seq_length: 131072, global_batch_size: 1, micro_batch_size: 1, precis
   // (512 small GEMMs): at least 80% of 2 layers x 26.1 ms.
   EXPECT_GE(with.launch_overhead_s, 0.8 * 2 * 522 * 50e-6);
   EXPECT_LE(with.launch_overhead_s, 2 * 522 * 50e-6);
+  // Padded to capacity, the all-to-all dispatcher knows its counts and does not wait
+  // (token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess, drop_and_pad): no floor, as without
+  // the wait (a factor of 1 keeps the experts' rows).
+  Job padded = *job;
+  padded.training.moe_expert_capacity_factor = 1.0;
+  padded.training.moe_pad_expert_input_to_capacity = true;
+  EXPECT_EQ(EstimateStepTime(padded).breakdown.launch_overhead_s, 0);
   // torchtitan waits only with EP > 1 (its all-to-all's split sizes): one GPU, no wait.
   Job titan = *job;
   titan.framework.launch.moe.host_sync = MoeHostSync::kWithExpertParallel;

@@ -616,6 +616,20 @@ TEST(MegatronLaunchLines, DeepSeekV3MegatronFsdpExample) {
   auto fused = JobFromMegatronArgs(Split(absl::StrCat(kDeepSeekV3Mfsdp, " --moe-router-fusion")));
   ASSERT_TRUE(fused.ok()) << fused.status();
   EXPECT_TRUE(fused->spec.training().moe_router_fusion());
+  // --cuda-graph-impl transformer_engine --cuda-graph-scope: the parts captured ("full", deprecated,
+  // is the whole layer: no scope); a scope without an impl is refused.
+  auto graphed = JobFromMegatronArgs(Split(absl::StrCat(
+      kDeepSeekV3Mfsdp, " --cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_router moe_preprocess")));
+  ASSERT_TRUE(graphed.ok()) << graphed.status();
+  EXPECT_TRUE(graphed->spec.training().cuda_graphs());
+  EXPECT_THAT(graphed->spec.training().cuda_graph_scope(), ::testing::ElementsAre("attn", "moe_router", "moe_preprocess"));
+  auto whole = JobFromMegatronArgs(Split(absl::StrCat(kDeepSeekV3Mfsdp, " --cuda-graph-impl transformer_engine --cuda-graph-scope full")));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(whole->spec.training().cuda_graphs());
+  EXPECT_EQ(whole->spec.training().cuda_graph_scope_size(), 0);
+  auto no_impl = JobFromMegatronArgs(Split(absl::StrCat(kDeepSeekV3Mfsdp, " --cuda-graph-scope attn")));
+  ASSERT_FALSE(no_impl.ok());
+  EXPECT_THAT(std::string(no_impl.status().message()), ::testing::HasSubstr("cuda-graph-scope"));
 }
 
 TEST(MegatronLaunchLines, HybridModelsAreTheirLayerPattern) {

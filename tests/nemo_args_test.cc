@@ -289,6 +289,9 @@ TEST(Nemo, CurrentNemo2Recipes) {
   auto dsv3 = JobFromCommand(Split("run_recipe.py --recipe deepseek_v3_pretrain_256gpu_gb200_bf16_config"), "");
   ASSERT_TRUE(dsv3.ok()) << dsv3.status();
   EXPECT_EQ(dsv3->spec.training().moe_dispatcher(), "hybridep");
+  // Its CUDA graphs: transformer_engine over attention, router and preprocess (partial capture).
+  EXPECT_TRUE(dsv3->spec.training().cuda_graphs());
+  EXPECT_THAT(dsv3->spec.training().cuda_graph_scope(), ::testing::ElementsAre("attn", "moe_router", "moe_preprocess"));
   // model.moe_router_fusion (Transformer Engine's fused router) as a line states it.
   auto fused = JobFromCommand(Split("run_recipe.py --recipe deepseek_v3_pretrain_256gpu_gb200_bf16_config "
                                     "model.moe_router_fusion=False"), "");

@@ -36,12 +36,21 @@ double OverlapMechanism::Exposed(double comm_s, double compute_s) const {
   return comm_s - eff * std::min(comm_s, std::max(compute_s, 0.0));
 }
 
+double MoeLaunchModel::RouterKernels(bool group_limited_router, bool router_fusion) const {
+  double router = group_limited_router && group_limited_router_kernels > 0
+                      ? group_limited_router_kernels
+                      : std::max(0.0, kernels_before_sync - preprocess_kernels);
+  if (router_fusion && fused_router_kernels > 0) router = std::min(router, fused_router_kernels);
+  return router;
+}
+
 double MoeLaunchModel::KernelsBeforeSync(bool group_limited_router, bool router_fusion, bool flex_dispatcher) const {
-  double n = group_limited_router && group_limited_kernels_before_sync > 0 ? group_limited_kernels_before_sync
-                                                                            : kernels_before_sync;
-  if (router_fusion && fused_router_kernels_before_sync > 0) n = std::min(n, fused_router_kernels_before_sync);
-  if (flex_dispatcher) n -= flex_dispatcher_fewer_kernels_before_sync;
-  return std::max(0.0, n);
+  const double router = RouterKernels(group_limited_router, router_fusion);
+  if (!flex_dispatcher) return router + preprocess_kernels;
+  if (router_fusion && flex_fused_router_kernels_before_sync > 0) {
+    return std::min(router, flex_fused_router_kernels_before_sync);
+  }
+  return router;
 }
 
 AttentionRateTable::AttentionRateTable(std::vector<AttentionRate> rates) {

@@ -302,14 +302,19 @@ struct MoeLaunchModel {
   // The eager fc2-bias loop's kernels per local expert (with Framework::expert_bias_eager and a
   // biased model), issued from Python.
   double bias_loop_kernels_per_expert_forward = 0, bias_loop_kernels_per_expert_backward = 0;
-  // Before-the-wait counts by router and dispatcher (framework.proto MoeLaunchModel 9-11); 0: none.
-  double group_limited_kernels_before_sync = 0;
-  double fused_router_kernels_before_sync = 0;
-  double flex_dispatcher_fewer_kernels_before_sync = 0;
-  // The kernels an MoE layer's forward launches before the host waits for the token counts:
-  // kernels_before_sync, or the group-limited router's count for a model with routed groups;
-  // with the fused router the fused count where lower; less the flex dispatcher's preprocess.
-  // Not below 0.
+  // Router and preprocess counts (framework.proto MoeLaunchModel 9-11, 13); 0: none.
+  double group_limited_router_kernels = 0;
+  double fused_router_kernels = 0;
+  double flex_fused_router_kernels_before_sync = 0;
+  double preprocess_kernels = 0;
+  // The kernels an MoE layer's forward launches before the host waits for the token counts, a
+  // count (host seconds = count x kernel_launch_overhead_s): the router's (the softmax router's
+  // kernels_before_sync - preprocess_kernels, or group_limited_router_kernels; with the fused
+  // router at most fused_router_kernels) + the EP preprocess (preprocess_kernels, none with a flex
+  // dispatcher, which runs it inside its kernels); fused with a flex dispatcher at most
+  // flex_fused_router_kernels_before_sync. Counts: NVIDIA's DeepSeek-V3 GB200 write-up (Megatron-LM
+  // docs/discussions/deepseek-v3-gb200-optimization Sec. 2.1.4, 2.2.1) and the preset's hand counts.
+  double RouterKernels(bool group_limited_router, bool router_fusion) const;
   double KernelsBeforeSync(bool group_limited_router, bool router_fusion, bool flex_dispatcher) const;
 };
 

@@ -135,7 +135,7 @@ struct TrainingConfig {
   // Full recompute: layers per stage recomputed (block method); 0: all.
   int64_t recompute_num_layers = 0;
   bool fp8_param_gather = false;  // fp8 weights gathered/stored (Megatron --fp8-param-gather)
-  bool cuda_graphs = false;       // layers captured in CUDA graphs: no host launch floor
+  bool cuda_graphs = false;       // CUDA graphs: no host launch floor, or, with a partial cuda_graph_scope, less of one
   // With cuda_graphs, the parts captured (job.proto TrainingSpec.cuda_graph_scope; Megatron-Core
   // --cuda-graph-scope with --cuda-graph-impl transformer_engine): none set = the whole layer (or
   // step). attn: TransformerLayer._forward_attention; mlp: a dense layer's _forward_mlp; moe: an

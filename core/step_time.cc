@@ -353,9 +353,10 @@ Framework Effective(const Job& job) {
   if (!c.embedding_lookup_matmul) f.embedding_lookup_matmul = false;
   if (!c.input_embedding) f.dense_embedding_grad = false;
   if (!c.moe_router_kernels) {
-    f.launch.moe.group_limited_kernels_before_sync = 0;
-    f.launch.moe.fused_router_kernels_before_sync = 0;
-    f.launch.moe.flex_dispatcher_fewer_kernels_before_sync = 0;
+    // The preprocess split of kernels_before_sync stays: it is that count's own decomposition.
+    f.launch.moe.group_limited_router_kernels = 0;
+    f.launch.moe.fused_router_kernels = 0;
+    f.launch.moe.flex_fused_router_kernels_before_sync = 0;
   }
   if (!c.userbuffers_as_run) {
     f.overlap.tp_comm.compute_streams = 0;
@@ -502,7 +503,7 @@ class StepModel {
     tokens_ = static_cast<double>(t_.micro_batch_size) * t_.seq_length / p_.cp;
     sp_ = p_.SequenceParallelOn();
     elem_factor_ = std::max(1.0, fw_.elementwise_traffic_factor);
-    grace_host_overhead_ = job_.choices.host_overhead_ratio;
+    host_ratio_on_ = job_.choices.host_overhead_ratio;
     launch_floor_ = t_.HostLaunchesLayers() && fw_.launch.kernel_launch_overhead_s > 0 &&
                     fw_.launch.kernels_per_layer_forward > 0;
     layers_needed_ = layers_needed;
@@ -1227,7 +1228,7 @@ class StepModel {
   const Placement place_;
   double bw_ = 0, e_act_ = 2, e_in_ = 2, e_grad_ = 4, tokens_ = 0, elem_factor_ = 1;
   bool sp_ = false, launch_floor_ = false, layers_needed_ = true;
-  bool grace_host_overhead_ = true;  // ModelChoices::host_overhead_ratio
+  bool host_ratio_on_ = true;  // ModelChoices::host_overhead_ratio
   // RoPE runs eager: the framework's TE fused RoPE takes no YaRN attention factor
   // (ElementwiseModel.scaled_rope_eager) and the model's rotary cos / sin carry one.
   bool ScaledRopeEager() const {
@@ -1932,9 +1933,11 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share, 
   // kernels (forward n kernels, backward ~2n), unless CUDA graphs replay them.
   if (!launch_floor_) return;
   const bool moe = (parts & kMoePart) != 0;
-  // The framework's host cost per kernel, measured on x86 DGX / HGX hosts, on this machine's host
-  // CPU (Hardware::host_overhead_ratio: Grace runs PyTorch's ops 2.5-2.75x slower).
-  const double host_ratio = grace_host_overhead_ ? job_.hardware.host_overhead_ratio : 1.0;
+  // The framework's host cost per kernel it issues (Python, op dispatch, launch), measured on x86
+  // DGX / HGX hosts, on this machine's host CPU (Hardware::host_overhead_ratio: Grace runs a
+  // PyTorch op 2.46-2.75x slower, TransformerEngine issue #2053). The looped launches (a C++ loop
+  // of launch calls) keep their x86 cost: the issue timed whole ops, not the launch call.
+  const double host_ratio = host_ratio_on_ ? job_.hardware.host_overhead_ratio : 1.0;
   const double L = fw_.launch.kernel_launch_overhead_s * host_ratio;
   // The dense layer's kernels: n forward, 2n backward, and eager RoPE's own counts beside them.
   // A hybrid's attention, MLP or MoE layer is half a transformer layer's n (the preset's count
@@ -1971,7 +1974,7 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share, 
   }
   // Host seconds: the kernels the framework's code issues at L each, the per-expert ones (a C++
   // loop inside the grouped linear) at the launch call's own cost.
-  const double LE = fw_.launch.looped_launch_overhead_s * host_ratio;
+  const double LE = fw_.launch.looped_launch_overhead_s;
   // The whole MoE block in a graph (scope moe, token drop only): its launches replay.
   const bool moe_block_graphed = t_.cuda_graphs && g.moe;
   const double experts_f = moe_block_graphed ? 0.0 : ml.grouped_linears * (e->kernels_forward * L + e->kernels_per_expert_forward * local_experts * LE);
@@ -1984,15 +1987,13 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share, 
   // (MoeLaunchModel::KernelsBeforeSync; the counts' sources in the preset).
   const bool flex = t_.moe_dispatcher != MoeDispatcher::kAllToAll;
   double before = ml.KernelsBeforeSync(m_.moe.routed_groups > 0, t_.moe_router_fusion, flex);
-  // Graphed router (scope moe_router): what stays eager before the wait is the EP preprocess (the
-  // flex dispatcher's count of it, none with a flex dispatcher; the whole count where the preset
-  // has no split), unless moe_preprocess is graphed too.
+  // Graphed router (scope moe_router): what stays eager before the wait is the EP preprocess
+  // (preprocess_kernels; none with a flex dispatcher, which runs it in its kernels; the whole count
+  // where the preset has no split), unless moe_preprocess is graphed too.
   if (t_.cuda_graphs && (g.moe || (g.moe_router && g.moe_preprocess))) {
     before = 0;
   } else if (t_.cuda_graphs && g.moe_router) {
-    before = flex ? 0.0
-                  : (ml.flex_dispatcher_fewer_kernels_before_sync > 0 ? std::min(before, ml.flex_dispatcher_fewer_kernels_before_sync)
-                                                                      : before);
+    before = flex ? 0.0 : (ml.preprocess_kernels > 0 ? ml.preprocess_kernels : before);
   }
   const double after = moe_block_graphed ? 0.0 : ml.kernels_after_sync;
   const double host_before_f = (n_f + before) * L, host_after_f = after * L + experts_f + bias_f;
@@ -2010,8 +2011,8 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share, 
   // counts on the host and does not wait. Padded to capacity (drop and pad), the all-to-all
   // dispatcher knows every count in advance and does not wait (token_dispatcher.py core_r0.16
   // MoEAlltoAllTokenDispatcher.preprocess returns before any D2H copy; cuda_sync_point "no_sync").
-  const bool padded = t_.moe_pad_expert_input_to_capacity && t_.moe_expert_capacity_factor > 0 &&
-                      t_.moe_dispatcher == MoeDispatcher::kAllToAll;
+  const bool padded = job_.choices.moe_router_kernels && t_.moe_pad_expert_input_to_capacity &&
+                      t_.moe_expert_capacity_factor > 0 && t_.moe_dispatcher == MoeDispatcher::kAllToAll;
   const bool sync = !padded && (ml.host_sync == MoeHostSync::kEveryLayer ||
                                 (ml.host_sync == MoeHostSync::kWithExpertParallel && p_.ep > 1));
   const double floor_f = sync ? std::max(host_before_f, g_before) + std::max(host_after_f, g_after)

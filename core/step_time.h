@@ -157,7 +157,9 @@ LayerModuleTimes EstimateLayerModules(const Job& job, bool moe_layer);
 // For layout search (core/search.h): the per-micro-batch costs of a dense layer, an MoE layer
 // and the output layer (opaque). They read the model, hardware, profile, framework, model
 // choices, precision, seq_length, micro_batch_size, flash_attention, dropout, overlap_tp_comm,
-// cuda_graphs, TP, CP, EP, ETP, sequence parallelism and GPUs per node, not PP, VPP, DP, the schedule,
+// cuda_graphs and cuda_graph_scope, moe_router_fusion, the MoE dispatcher and padding, TP, CP, EP,
+// ETP, sequence parallelism and GPUs per node (and the hardware's host_overhead_ratio with the rest of
+// the hardware), not PP, VPP, DP, the schedule,
 // sharding, HSDP replicas, recompute or overlap_dp_comm, so one computation serves every job
 // that differs from `job` only in those. `gemm_model`: GemmModel::Create(job.hardware,
 // job.profile) built once by the caller, or nullptr to build it here.

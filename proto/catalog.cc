@@ -831,13 +831,14 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
                                   {m.grouped_linears(), "grouped_linears"},
                                   {m.bias_loop_kernels_per_expert_forward(), "bias_loop_kernels_per_expert_forward"},
                                   {m.bias_loop_kernels_per_expert_backward(), "bias_loop_kernels_per_expert_backward"},
-                                  {m.group_limited_kernels_before_sync(), "group_limited_kernels_before_sync"},
-                                  {m.fused_router_kernels_before_sync(), "fused_router_kernels_before_sync"},
-                                  {m.flex_dispatcher_fewer_kernels_before_sync(), "flex_dispatcher_fewer_kernels_before_sync"}}) {
+                                  {m.group_limited_router_kernels(), "group_limited_router_kernels"},
+                                  {m.fused_router_kernels(), "fused_router_kernels"},
+                                  {m.flex_fused_router_kernels_before_sync(), "flex_fused_router_kernels_before_sync"},
+                                  {m.preprocess_kernels(), "preprocess_kernels"}}) {
       if (absl::Status st = count(v, absl::StrCat(mp, ".", name)); !st.ok()) return st;
     }
-    if ((m.group_limited_kernels_before_sync() > 0 || m.fused_router_kernels_before_sync() > 0 ||
-         m.flex_dispatcher_fewer_kernels_before_sync() > 0) &&
+    if ((m.group_limited_router_kernels() > 0 || m.fused_router_kernels() > 0 ||
+         m.flex_fused_router_kernels_before_sync() > 0 || m.preprocess_kernels() > 0) &&
         m.router_kernels_source().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(mp, ".router_kernels_source: required with the router counts"));
     }
@@ -869,10 +870,15 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     fw.launch.moe.grouped_linears = static_cast<double>(m.grouped_linears());
     fw.launch.moe.bias_loop_kernels_per_expert_forward = static_cast<double>(m.bias_loop_kernels_per_expert_forward());
     fw.launch.moe.bias_loop_kernels_per_expert_backward = static_cast<double>(m.bias_loop_kernels_per_expert_backward());
-    fw.launch.moe.group_limited_kernels_before_sync = static_cast<double>(m.group_limited_kernels_before_sync());
-    fw.launch.moe.fused_router_kernels_before_sync = static_cast<double>(m.fused_router_kernels_before_sync());
-    fw.launch.moe.flex_dispatcher_fewer_kernels_before_sync =
-        static_cast<double>(m.flex_dispatcher_fewer_kernels_before_sync());
+    fw.launch.moe.group_limited_router_kernels = static_cast<double>(m.group_limited_router_kernels());
+    fw.launch.moe.fused_router_kernels = static_cast<double>(m.fused_router_kernels());
+    fw.launch.moe.flex_fused_router_kernels_before_sync = static_cast<double>(m.flex_fused_router_kernels_before_sync());
+    fw.launch.moe.preprocess_kernels = static_cast<double>(m.preprocess_kernels());
+    if (m.preprocess_kernels() > m.kernels_before_sync()) {
+      return absl::InvalidArgumentError(absl::StrCat(mp, ".preprocess_kernels: ", m.preprocess_kernels(),
+                                                     " exceeds kernels_before_sync (", m.kernels_before_sync(),
+                                                     "), of which it is the EP preprocess's part"));
+    }
   }
   for (const std::string& s : spec.sources()) fw.sources.push_back(s);
   return fw;

@@ -1408,14 +1408,22 @@ absl::Status SetMegatronKernelsAndLength(const MegatronFlags& f, const MegatronN
   if ((!graphs.empty() && graphs != "none") || f.On("enable-cuda-graph") || f.On("external-cuda-graph")) {
     t.set_cuda_graphs(true);
     // --cuda-graph-scope (nargs='+', default []: the whole layer; "full" the same, deprecated):
-    // the parts captured, the others' launches stay on the host (transformer_engine only).
+    // the parts captured, the others' launches stay on the host. arguments.py: "full_iteration
+    // scope is only supported with --cuda-graph-impl=local, other scopes are only supported with
+    // --cuda-graph-impl=transformer_engine" (--enable-cuda-graph is local, --external-cuda-graph
+    // transformer_engine).
+    const bool te = graphs == "transformer_engine" || (graphs.empty() && f.On("external-cuda-graph"));
     if (auto scopes = f.lists.find("cuda-graph-scope"); scopes != f.lists.end()) {
       for (const std::string& scope : scopes->second) {
-        if (scope != "full") t.add_cuda_graph_scope(scope);
+        if (scope == "full" || scope == "full_iteration") continue;
+        if (!te) {
+          return FlagError("cuda-graph-scope", absl::StrCat("'", scope, "' needs --cuda-graph-impl transformer_engine "
+                                                             "(arguments.py: other scopes than full_iteration are only "
+                                                             "supported with transformer_engine)"));
+        }
+        t.add_cuda_graph_scope(scope);
       }
     }
-  } else if (f.lists.count("cuda-graph-scope") > 0) {
-    return FlagError("cuda-graph-scope", "needs --cuda-graph-impl local or transformer_engine (no graphs without it)");
   }
   // The MoE token dispatcher (TransformerConfig moe_token_dispatcher_type "allgather" (default) /
   // "alltoall" / "flex"; flex runs moe_flex_dispatcher_backend, "deepep" by default, or the older
@@ -1759,6 +1767,10 @@ absl::StatusOr<ImportedJob> JobFromMegatronArgs(const std::vector<std::string>& 
     out.spec.mutable_model()->mutable_shape()->clear_mamba();
   }
   if (absl::Status s = SetMegatronMtp(f, *hybrid, mtp_pattern, mtp_depths, out); !s.ok()) return s;
+  if (f.lists.count("cuda-graph-scope") > 0 && !out.spec.training().cuda_graphs()) {
+    out.ignored.push_back(absl::StrCat("--cuda-graph-scope ", absl::StrJoin(f.lists.at("cuda-graph-scope"), " "),
+                                       " (no CUDA graphs without --cuda-graph-impl)"));
+  }
   if (absl::AsciiStrToLower(f.Val("moe-token-dispatcher-type")) == "allgather") {
     out.ignored.push_back("--moe-token-dispatcher-type allgather (not modelled: costed as the framework's dispatcher)");
   }

@@ -672,6 +672,15 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
   // (["attn", "moe_router", "moe_preprocess"]) the parts named (training.cuda_graph_scope),
   // without one the whole layer.
   const std::string graphs = v.Get("model.cuda_graph_impl");
+  if (graphs == "local") {
+    // arguments.py: "other scopes are only supported with --cuda-graph-impl=transformer_engine".
+    for (const char* part : {"attn", "mlp", "moe", "mamba"}) {
+      if (absl::StrContains(v.Get("model.cuda_graph_scope"), part)) {
+        return Bad(v.SourceOf("model.cuda_graph_scope"),
+                   absl::StrCat("'", part, "' needs cuda_graph_impl transformer_engine (local captures full_iteration only)"));
+      }
+    }
+  }
   if (graphs == "none") t.set_cuda_graphs(false);
   else if (graphs == "local" && absl::StrContains(v.Get("model.cuda_graph_scope"), "full_iteration")) t.set_cuda_graphs(true);
   else if (graphs == "full_iteration") t.set_cuda_graphs(true);

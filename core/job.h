@@ -148,6 +148,8 @@ struct TrainingConfig {
   CudaGraphScope cuda_graph_scope;
   // The host launch floor applies: no CUDA graphs, or graphs of some parts only.
   bool HostLaunchesLayers() const { return !cuda_graphs || cuda_graph_scope.Partial(); }
+  // The parts partial graphs capture: cuda_graph_scope with graphs on, none without.
+  CudaGraphScope GraphedParts() const { return cuda_graphs ? cuda_graph_scope : CudaGraphScope{}; }
   double activation_offload_fraction = 0;  // of activation memory, moved to host
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   bool overlap_ep_comm = false;  // MoE all-to-all beside another micro-batch's compute

@@ -8,6 +8,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -548,7 +549,7 @@ class StepModel {
       // The host launch floor is the average layer's (the host issues the kernels of a stage's
       // layers one after another: a short attention layer's launches are hidden by the long
       // Mamba or MLP layer beside it, as inside a transformer layer).
-      double share = 0, captured = 0, graphs = 0;
+      LaunchShares dense;
       for (auto [part, count] : {std::pair<unsigned, int64_t>{kMambaPart, n.mamba}, {kAttentionPart, n.attention},
                                  {kMlpPart, n.mlp}}) {
         if (count == 0) continue;
@@ -556,11 +557,9 @@ class StepModel {
         Layer(part, one, /*launch_floor=*/false);
         const double w = static_cast<double>(count) / non_moe;
         AddScaled(c.dense, one, w);
-        share += LaunchShare(part) * w;
-        captured += CapturedShare(part) * w;
-        graphs += GraphLaunches(part) * w;
+        dense.Add(SharesOf(part), w);
       }
-      if (non_moe > 0) LaunchFloor(kDenseLayerParts, c.dense, share, captured, graphs);
+      if (non_moe > 0) LaunchFloor(kDenseLayerParts, c.dense, &dense);
       if (m_.MoeLayerCount() > 0) {
         Layer(kMoePart, c.moe, /*launch_floor=*/false);
         // An MoE layer's wait for its token counts (LaunchFloor) drains the queue the layer before
@@ -569,9 +568,9 @@ class StepModel {
         LayerCost pair = c.dense;
         pair.launch = Work{};
         AddScaled(pair, c.moe, 1.0);
-        LaunchFloor(kMoeLayerParts, pair, non_moe > 0 ? share + LaunchShare(kMoePart) : LaunchShare(kMoePart),
-                    (non_moe > 0 ? captured : 0.0) + CapturedShare(kMoePart),
-                    (non_moe > 0 ? graphs : 0.0) + GraphLaunches(kMoePart));
+        LaunchShares with_moe = non_moe > 0 ? dense : LaunchShares{};
+        with_moe.Add(SharesOf(kMoePart), 1.0);
+        LaunchFloor(kMoeLayerParts, pair, &with_moe);
         c.moe.launch = pair.launch;
         if (non_moe > 0) c.moe.launch.time_s = std::max(0.0, pair.launch.time_s - c.dense.launch.time_s);
         c.moe.launch.compute_s = c.moe.launch.time_s;
@@ -582,18 +581,16 @@ class StepModel {
         // their kernels together.
         c.mtp_own = true;
         unsigned parts = 0;
-        double mtp_share = 0, mtp_captured = 0, mtp_graphs = 0;
+        LaunchShares mtp;
         for (char k : m_.hybrid_mtp_pattern) {
           const unsigned part = k == 'M' ? kMambaPart : k == '*' ? kAttentionPart : k == '-' ? kMlpPart : kMoePart;
           LayerCost one;
           Layer(part, one, /*launch_floor=*/false);
           AddScaled(c.mtp, one, 1.0);
           parts |= part;
-          mtp_share += LaunchShare(part);
-          mtp_captured += CapturedShare(part);
-          mtp_graphs += GraphLaunches(part);
+          mtp.Add(SharesOf(part), 1.0);
         }
-        LaunchFloor(parts, c.mtp, mtp_share, mtp_captured, mtp_graphs);
+        LaunchFloor(parts, c.mtp, &mtp);
       }
     } else {
       Layer(kDenseLayerParts, c.dense);
@@ -1073,27 +1070,39 @@ class StepModel {
   void EpComm(bool moe, LayerCost& c, const LayerScratch& s);
   // The communication part of modules_ (EstimateLayerModules).
   void FillModuleComm(bool moe, const LayerCost& c);
+  // A layer's launch shares (LaunchFloor): of a transformer layer's kernels_per_layer_forward, the
+  // share it launches, the share partial CUDA graphs capture (TrainingConfig::cuda_graph_scope) and
+  // the graph launches that replace those, one a captured part, forward and backward each.
+  struct LaunchShares {
+    double kernels = 0, captured = 0, graphs = 0;
+    void Add(const LaunchShares& o, double w) {
+      kernels += o.kernels * w;
+      captured += o.captured * w;
+      graphs += o.graphs * w;
+    }
+  };
   // Host launch floor of an eager framework (framework preset's kernels per layer x launch
   // overhead; an MoE layer adds its block's launches and may wait for the GPU once per forward).
-  // `kernels_share`: the layer's share of the preset's kernels_per_layer_forward (LaunchShare of
-  // its parts when < 0).
-  void LaunchFloor(unsigned parts, LayerCost& c, double kernels_share = -1, double captured_share = -1,
-                   double graph_launches = -1);
-  // With partial CUDA graphs (TrainingConfig::cuda_graph_scope): the share of a transformer layer's
-  // kernels the graphs of `parts` capture (attention, MLP and the MoE block's dense half 0.5 each,
-  // a Mamba layer 1: LaunchShare's halves) and the graph launches that replace them, one a part.
-  double CapturedShare(unsigned parts) const {
-    const TrainingConfig::CudaGraphScope& g = t_.cuda_graph_scope;
-    if (!t_.cuda_graphs) return 0.0;
-    return ((parts & kAttentionPart) && g.attn ? 0.5 : 0.0) + ((parts & kMlpPart) && g.mlp ? 0.5 : 0.0) +
-           ((parts & kMoePart) && (g.moe || g.moe_router) ? 0.5 : 0.0) + ((parts & kMambaPart) && g.mamba ? 1.0 : 0.0);
-  }
-  double GraphLaunches(unsigned parts) const {
-    const TrainingConfig::CudaGraphScope& g = t_.cuda_graph_scope;
-    if (!t_.cuda_graphs) return 0.0;
-    return ((parts & kAttentionPart) && g.attn ? 1.0 : 0.0) + ((parts & kMlpPart) && g.mlp ? 1.0 : 0.0) +
-           ((parts & kMoePart) && (g.moe || g.moe_router) ? 1.0 : 0.0) +
-           ((parts & kMoePart) && g.moe_preprocess ? 1.0 : 0.0) + ((parts & kMambaPart) && g.mamba ? 1.0 : 0.0);
+  // `shares`: the layer's launch shares (a hybrid's averaged kinds); nullptr: SharesOf(parts).
+  void LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* shares = nullptr);
+  // The shares of `parts`: each half (attention, MLP, the MoE block's dense part) 0.5 of the
+  // kernels, a Mamba layer 1 (LaunchShare), captured as the graphed parts say (moe or moe_router
+  // the MoE block's dense part; moe_preprocess one more graph launch).
+  LaunchShares SharesOf(unsigned parts) const {
+    const TrainingConfig::CudaGraphScope g = t_.GraphedParts();
+    LaunchShares s;
+    s.kernels = LaunchShare(parts);
+    for (auto [part, half, graphed] : {std::tuple<unsigned, double, bool>{kAttentionPart, 0.5, g.attn},
+                                       {kMlpPart, 0.5, g.mlp},
+                                       {kMoePart, 0.5, g.moe || g.moe_router},
+                                       {kMambaPart, 1.0, g.mamba}}) {
+      if ((parts & part) && graphed) {
+        s.captured += half;
+        s.graphs += 1;
+      }
+    }
+    if ((parts & kMoePart) && g.moe_preprocess) s.graphs += 1;
+    return s;
   }
   // A layer's share of a transformer layer's kernels: a hybrid's attention, MLP or MoE layer
   // half (the preset's count is both halves'), its Mamba layer all of it (LaunchFloor).
@@ -1927,8 +1936,7 @@ void StepModel::FillModuleComm(bool moe, const LayerCost& c) {
   modules_->cp_s = c.cp.time_s;
 }
 
-void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share, double captured_share,
-                            double graph_launches) {
+void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* shares) {
   // Host launch floor: an eager framework cannot run a layer faster than it launches its
   // kernels (forward n kernels, backward ~2n), unless CUDA graphs replay them.
   if (!launch_floor_) return;
@@ -1948,14 +1956,12 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share, 
   // Partial CUDA graphs (training.cuda_graph_scope, Megatron-Core --cuda-graph-impl
   // transformer_engine): a captured part's kernels replay from its graph, one launch forward and
   // one backward (TE make_graphed_callables captures both); the rest stay on the host.
-  const TrainingConfig::CudaGraphScope& g = t_.cuda_graph_scope;
-  const double share = kernels_share >= 0 ? kernels_share : LaunchShare(parts);
-  const double captured = std::min(share, captured_share >= 0 ? captured_share : CapturedShare(parts));
-  const double graphs = graph_launches >= 0 ? graph_launches : GraphLaunches(parts);
-  const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward) * (share - captured);
-  const bool rope_eager = (parts & kAttentionPart) && ScaledRopeEager() && !(t_.cuda_graphs && g.attn);
-  const double n_f = n + graphs + (rope_eager ? fw_.launch.scaled_rope_kernels_forward : 0.0);
-  const double n_b = 2 * n + graphs + (rope_eager ? fw_.launch.scaled_rope_kernels_backward : 0.0);
+  const TrainingConfig::CudaGraphScope g = t_.GraphedParts();
+  const LaunchShares s = shares != nullptr ? *shares : SharesOf(parts);
+  const double n = static_cast<double>(fw_.launch.kernels_per_layer_forward) * std::max(0.0, s.kernels - s.captured);
+  const bool rope_eager = (parts & kAttentionPart) && ScaledRopeEager() && !g.attn;
+  const double n_f = n + s.graphs + (rope_eager ? fw_.launch.scaled_rope_kernels_forward : 0.0);
+  const double n_b = 2 * n + s.graphs + (rope_eager ? fw_.launch.scaled_rope_kernels_backward : 0.0);
   const double gpu_fwd = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s;
   const double gpu_bwd = c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s;
   const MoeLaunchModel& ml = fw_.launch.moe;
@@ -1976,7 +1982,7 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share, 
   // loop inside the grouped linear) at the launch call's own cost.
   const double LE = fw_.launch.looped_launch_overhead_s;
   // The whole MoE block in a graph (scope moe, token drop only): its launches replay.
-  const bool moe_block_graphed = t_.cuda_graphs && g.moe;
+  const bool moe_block_graphed = g.moe;
   const double experts_f = moe_block_graphed ? 0.0 : ml.grouped_linears * (e->kernels_forward * L + e->kernels_per_expert_forward * local_experts * LE);
   const double experts_b = moe_block_graphed ? 0.0 : ml.grouped_linears * (e->kernels_backward * L + e->kernels_per_expert_backward * local_experts * LE);
   // A biased model's fc2 bias, added in Python per local expert (ElementwiseModel.expert_bias_eager).
@@ -1990,9 +1996,9 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, double kernels_share, 
   // Graphed router (scope moe_router): what stays eager before the wait is the EP preprocess
   // (preprocess_kernels; none with a flex dispatcher, which runs it in its kernels; the whole count
   // where the preset has no split), unless moe_preprocess is graphed too.
-  if (t_.cuda_graphs && (g.moe || (g.moe_router && g.moe_preprocess))) {
+  if (g.moe || (g.moe_router && g.moe_preprocess)) {
     before = 0;
-  } else if (t_.cuda_graphs && g.moe_router) {
+  } else if (g.moe_router) {
     before = flex ? 0.0 : (ml.preprocess_kernels > 0 ? ml.preprocess_kernels : before);
   }
   const double after = moe_block_graphed ? 0.0 : ml.kernels_after_sync;

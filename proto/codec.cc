@@ -1505,19 +1505,20 @@ absl::Status ReadTrainingSettings(const v1::TrainingSpec& tr, Job& job, std::vec
   t.recompute_num_layers = tr.recompute_num_layers();
   t.fp8_param_gather = tr.fp8_param_gather();
   t.cuda_graphs = tr.cuda_graphs();
+  using Scope = TrainingConfig::CudaGraphScope;
+  static constexpr std::pair<const char*, bool Scope::*> kScopes[] = {
+      {"attn", &Scope::attn},         {"mlp", &Scope::mlp},
+      {"moe", &Scope::moe},           {"moe_router", &Scope::moe_router},
+      {"moe_preprocess", &Scope::moe_preprocess}, {"mamba", &Scope::mamba}};
   for (const std::string& scope : tr.cuda_graph_scope()) {
-    TrainingConfig::CudaGraphScope& g = t.cuda_graph_scope;
-    if (scope == "attn") g.attn = true;
-    else if (scope == "mlp") g.mlp = true;
-    else if (scope == "moe") g.moe = true;
-    else if (scope == "moe_router") g.moe_router = true;
-    else if (scope == "moe_preprocess") g.moe_preprocess = true;
-    else if (scope == "mamba") g.mamba = true;
-    else if (scope != "full" && scope != "full_iteration") {
+    if (scope == "full" || scope == "full_iteration") continue;
+    const auto* it = std::find_if(std::begin(kScopes), std::end(kScopes), [&](const auto& k) { return scope == k.first; });
+    if (it == std::end(kScopes)) {
       return FieldError("training.cuda_graph_scope",
                         absl::StrCat("'", scope, "' is not one of: attn, mlp, moe, moe_router, moe_preprocess, mamba, "
                                      "full, full_iteration"));
     }
+    t.cuda_graph_scope.*(it->second) = true;
   }
   if (tr.cuda_graph_scope_size() > 0 && !t.cuda_graphs) {
     return FieldError("training.cuda_graph_scope", "needs training.cuda_graphs true (the scope says what the graphs capture)");

@@ -229,6 +229,21 @@ std::string TomlText(const toml::node* n) {
 
 bool IsNone(const std::string& v) { return v == "None" || v == "null" || v == "none" || v == "~" || v.empty(); }
 
+// The items of a Python list as a recipe or override writes it ("['attn', 'mlp']", "[CudaGraphScope.attn]",
+// "moe_act,expert_fc1"): brackets and quotes dropped, split at commas and spaces, an enum's
+// "Name." prefix removed.
+std::vector<std::string> PythonListItems(std::string text) {
+  for (char& c : text) {
+    if (c == '[' || c == ']' || c == '\'' || c == '"') c = ' ';
+  }
+  std::vector<std::string> items;
+  for (absl::string_view part : absl::StrSplit(text, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+    if (const size_t dot = part.rfind('.'); dot != absl::string_view::npos) part.remove_prefix(dot + 1);
+    items.emplace_back(part);
+  }
+  return items;
+}
+
 // The values of a recipe (or the command line's overrides of them) by their ConfigContainer /
 // NeMo-Run paths.
 using Values = std::map<std::string, std::string>;
@@ -672,27 +687,23 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
   // (["attn", "moe_router", "moe_preprocess"]) the parts named (training.cuda_graph_scope),
   // without one the whole layer.
   const std::string graphs = v.Get("model.cuda_graph_impl");
+  const std::vector<std::string> scopes = PythonListItems(v.Get("model.cuda_graph_scope"));
   if (graphs == "local") {
     // arguments.py: "other scopes are only supported with --cuda-graph-impl=transformer_engine".
-    for (const char* part : {"attn", "mlp", "moe", "mamba"}) {
-      if (absl::StrContains(v.Get("model.cuda_graph_scope"), part)) {
+    for (const std::string& part : scopes) {
+      if (part != "full_iteration" && part != "full" && !IsNone(part)) {
         return Bad(v.SourceOf("model.cuda_graph_scope"),
                    absl::StrCat("'", part, "' needs cuda_graph_impl transformer_engine (local captures full_iteration only)"));
       }
     }
   }
   if (graphs == "none") t.set_cuda_graphs(false);
-  else if (graphs == "local" && absl::StrContains(v.Get("model.cuda_graph_scope"), "full_iteration")) t.set_cuda_graphs(true);
+  else if (graphs == "local" && std::find(scopes.begin(), scopes.end(), "full_iteration") != scopes.end()) t.set_cuda_graphs(true);
   else if (graphs == "full_iteration") t.set_cuda_graphs(true);
   else if (graphs == "transformer_engine") {
     t.set_cuda_graphs(true);
-    std::string scopes = v.Get("model.cuda_graph_scope");
-    for (char& c : scopes) {
-      if (c == '[' || c == ']' || c == '\'' || c == '"') c = ' ';
-    }
-    for (absl::string_view part : absl::StrSplit(scopes, absl::ByAnyChar(", "), absl::SkipEmpty())) {
-      if (absl::StartsWith(part, "CudaGraphScope.")) part.remove_prefix(15);  // the enum, as Bridge writes it
-      if (part != "full" && !IsNone(std::string(part))) t.add_cuda_graph_scope(std::string(part));
+    for (const std::string& part : scopes) {
+      if (part != "full" && !IsNone(part)) t.add_cuda_graph_scope(part);
     }
   }
   // MTP depths (model.mtp_num_layers: Nemotron 3 Super / Ultra 2, with the model preset's
@@ -732,12 +743,8 @@ absl::Status SetBridgeShardingAndOverlaps(const NemoValues& v, int64_t tp, v1::T
   // modules are not modelled (listed by ListRecipeNotes' caller as the recipe's unread settings).
   NEMO_BOOL(offload, "model.fine_grained_activation_offloading", false);
   if (offload) {
-    std::string mods = v.Get("model.offload_modules");
-    for (char& c : mods) {
-      if (c == '[' || c == ']' || c == '\'' || c == '"') c = ' ';
-    }
     bool act = false, fc1 = false;
-    for (absl::string_view part : absl::StrSplit(mods, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+    for (const std::string& part : PythonListItems(v.Get("model.offload_modules"))) {
       act = act || part == "moe_act" || part == "fused_group_mlp";
       fc1 = fc1 || part == "expert_fc1";
     }

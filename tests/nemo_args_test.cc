@@ -292,6 +292,15 @@ TEST(Nemo, CurrentNemo2Recipes) {
   // Its CUDA graphs: transformer_engine over attention, router and preprocess (partial capture).
   EXPECT_TRUE(dsv3->spec.training().cuda_graphs());
   EXPECT_THAT(dsv3->spec.training().cuda_graph_scope(), ::testing::ElementsAre("attn", "moe_router", "moe_preprocess"));
+  // A scope written as the enum, and a partial scope with the local impl (refused, as arguments.py says).
+  auto enum_scope = JobFromCommand(Split("run_recipe.py --recipe deepseek_v3_pretrain_256gpu_gb200_bf16_config "
+                                         "model.cuda_graph_scope=[CudaGraphScope.moe_router,CudaGraphScope.moe_preprocess]"), "");
+  ASSERT_TRUE(enum_scope.ok()) << enum_scope.status();
+  EXPECT_THAT(enum_scope->spec.training().cuda_graph_scope(), ::testing::ElementsAre("moe_router", "moe_preprocess"));
+  auto local_attn = JobFromCommand(Split("run_recipe.py --recipe deepseek_v3_pretrain_256gpu_gb200_bf16_config "
+                                         "model.cuda_graph_impl=local model.cuda_graph_scope=[attn]"), "");
+  ASSERT_FALSE(local_attn.ok());
+  EXPECT_THAT(std::string(local_attn.status().message()), HasSubstr("needs cuda_graph_impl transformer_engine"));
   // model.moe_router_fusion (Transformer Engine's fused router) as a line states it.
   auto fused = JobFromCommand(Split("run_recipe.py --recipe deepseek_v3_pretrain_256gpu_gb200_bf16_config "
                                     "model.moe_router_fusion=False"), "");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/job_defaults.h"
@@ -691,6 +692,97 @@ training: {seq_length: 8192, global_batch_size: 128, micro_batch_size: 1, shardi
   }
 }
 
+
+// Megatron-Bridge's performance recipes capture parts of each layer in Transformer Engine's CUDA
+// graphs, per model, GPU, precision and config variant (read in the recipe files, not measured):
+// hybrids (v0.3.1 nemotronh_workload_base_configs.py / nemotron_3_nano_workload_base_configs.py,
+// v0.5.1 nemotron_3_workload_base_configs.py, perf_recipes/nemotronh/*/nemotronh.py @067f987):
+// Nemotron 3 Super attn, mamba, moe_router, moe_preprocess on GB300 / GB200 / B300, none on B200;
+// Nemotron 3 Nano the four on Blackwell, attn + mamba on H100 (mamba alone in 26.02's fp8 config);
+// NemotronH 56B mamba + attn on Blackwell, mamba on H100; Nemotron 3.5 Lightning Nano's, none with
+// Megatron-FSDP. MoE transformers (v0.3.0 qwen3_ / gpt_oss_workload_base_configs.py, v0.3.1
+// kimi_workload_base_configs.py): the router and preprocess, with attention where the config says.
+// A job without a recipe for its GPU keeps the framework's eager default.
+TEST(Catalog, MegatronBridgePerformanceRecipesCaptureTheirScopes) {
+  using Scope = TrainingConfig::CudaGraphScope;
+  struct Case {
+    const char* model;
+    const char* hardware;
+    const char* extra;  // more training fields
+    const char* release;
+    bool graphs;
+    Scope scope;
+  };
+  const Scope four{.attn = true, .moe_router = true, .moe_preprocess = true, .mamba = true};
+  const Scope attn_mamba{.attn = true, .mamba = true};
+  const Scope mamba{.mamba = true};
+  const Scope router{.moe_router = true, .moe_preprocess = true};
+  const Scope attn_router{.attn = true, .moe_router = true, .moe_preprocess = true};
+  // Qwen3 MoE has no model preset: an inline shape named as the recipes name it (Qwen3-30B-A3B's
+  // and Qwen3-235B-A22B's config.json).
+  static const char* const kQwen3_30b =
+      "{shape: {name: Qwen3-30B-A3B, layers: 48, hidden_size: 2048, attention_heads: 32, kv_heads: 4, head_dim: 128, "
+      "ffn_type: swiglu, vocab_size: 151936, moe: {routed_experts: 128, top_k: 8, expert_ffn_hidden_size: 768}}}";
+  static const char* const kQwen3_235b =
+      "{shape: {name: Qwen3-235B-A22B, layers: 94, hidden_size: 4096, attention_heads: 64, kv_heads: 4, head_dim: 128, "
+      "ffn_type: swiglu, vocab_size: 151936, moe: {routed_experts: 128, top_k: 8, expert_ffn_hidden_size: 1536}}}";
+  const Case cases[] = {
+      {"nemotron-3-super-120b-a12b", "gb200", "", "", true, four},
+      {"nemotron-3-super-120b-a12b", "gb300", "", "", true, four},
+      {"nemotron-3-super-120b-a12b", "b300", "", "", true, four},
+      {"nemotron-3-super-120b-a12b", "b200", "", "", false, Scope{}},
+      {"nemotron-3-super-120b-a12b", "b200", ", precision: {gemm: bf16}", "", false, Scope{}},
+      {"nemotron-3-super-120b-a12b", "h100-sxm", ", precision: {gemm: bf16}", "", false, Scope{}},
+      {"nemotron-3-nano-30b-a3b", "gb300", "", "", true, four},
+      {"nemotron-3-nano-30b-a3b", "h100-sxm", "", "", true, attn_mamba},
+      {"nemotron-3-nano-30b-a3b", "h100-sxm", "", "26.02", true, mamba},
+      {"nemotron-3-nano-30b-a3b", "h100-sxm", ", precision: {gemm: bf16}", "26.02", true, attn_mamba},
+      {"nemotron-h-56b", "gb200", "", "", true, Scope{.attn = true, .mamba = true}},
+      {"nemotron-h-56b", "h100-sxm", "", "", true, mamba},
+      {"nemotron-3.5-lightning-30b-a3b", "gb200", "", "", true, four},
+      {"nemotron-3.5-lightning-30b-a3b", "gb200", ", sharding: zero3", "", false, Scope{}},
+      {"nemotron-3.5-lightning-30b-a3b", "h100-sxm", "", "", true, attn_mamba},
+      // MoE transformers (v0.3.0 qwen3 / gpt_oss, v0.3.1 kimi workload_base_configs.py).
+      {"gpt-oss-120b", "b300", "", "", true, attn_router},
+      {"gpt-oss-120b", "gb300", "", "", true, attn_router},
+      {"gpt-oss-120b", "b200", "", "", false, Scope{}},
+      {"gpt-oss-120b", "gb200", "", "", false, Scope{}},
+      {"kimi-k2", "gb200", "", "", true, router},
+      {"kimi-k2", "gb300", "", "", false, Scope{}},
+      {kQwen3_30b, "b200", "", "", true, router},
+      {kQwen3_30b, "gb200", "", "", true, attn_router},
+      {kQwen3_30b, "gb200", ", precision: {gemm: fp8, fp8_recipe: mxfp8}", "", true, router},
+      {kQwen3_30b, "h100-sxm", "", "", false, Scope{}},
+      {kQwen3_30b, "h100-sxm", ", precision: {gemm: bf16}", "", true, router},
+      {kQwen3_235b, "gb300", "", "", true, router},
+      {kQwen3_235b, "gb300", ", global_batch_size: 8192", "", true, attn_router},
+      {kQwen3_235b, "gb300", ", global_batch_size: 8192, precision: {gemm: bf16}", "", true, router},
+      {kQwen3_235b, "h100-sxm", "", "", false, Scope{}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.model, " ", c.hardware, c.extra, " ", c.release));
+    absl::StatusOr<Job> j = testing::JobFromYaml(absl::StrCat(
+        "model: ", c.model, "\nframework: {preset: megatron-bridge",
+        *c.release ? absl::StrCat(", release: '", c.release, "'") : "", "}\nhardware: ", c.hardware, R"(
+cluster: {gpu_count: 64}
+parallelism: {tp: 1, pp: 1, ep: )", std::string(c.model).find("nemotron-h") == 0 ? 1 : 8, R"(}
+training: {seq_length: 8192, micro_batch_size: 1)",
+        // The case's own precision and batch replace the fp8 / 512 defaults (no key twice).
+        absl::StrContains(c.extra, "precision") ? "" : ", precision: {gemm: fp8}",
+        absl::StrContains(c.extra, "global_batch_size") ? "" : ", global_batch_size: 512", c.extra, "}\n"));
+    ASSERT_TRUE(j.ok()) << j.status();
+    EXPECT_EQ(j->training.cuda_graphs, c.graphs);
+    const Scope& s = j->training.GraphedParts();
+    EXPECT_EQ(s.attn, c.scope.attn);
+    EXPECT_EQ(s.mlp, c.scope.mlp);
+    EXPECT_EQ(s.moe, c.scope.moe);
+    EXPECT_EQ(s.moe_router, c.scope.moe_router);
+    EXPECT_EQ(s.moe_preprocess, c.scope.moe_preprocess);
+    EXPECT_EQ(s.mamba, c.scope.mamba);
+    // The host floor stays on the parts left out of the graphs (none is captured whole).
+    EXPECT_TRUE(j->training.HostLaunchesLayers());
+  }
+}
 
 // Megatron-Bridge's DeepSeek-V3 performance recipes run the flex dispatcher (HybridEP / DeepEP) on
 // every GPU (deepseek_workload_base_configs.py: moe_flex_dispatcher_backend in every *_V1 config,

@@ -289,6 +289,8 @@ struct ExpertGemmLaunches {
   DType gemm_dtype = DType::kBF16;
   double kernels_forward = 0, kernels_per_expert_forward = 0;
   double kernels_backward = 0, kernels_per_expert_backward = 0;
+  // Of the per-expert kernels, the cuBLAS(Lt) GEMM calls (LaunchModel::gemm_call_overhead_s each).
+  double gemms_per_expert_forward = 0, gemms_per_expert_backward = 0;
 };
 
 enum class MoeHostSync { kNone, kEveryLayer, kWithExpertParallel };
@@ -323,6 +325,9 @@ struct LaunchModel {
   bool cuda_graphs = false;
   double kernel_launch_overhead_s = 0;   // per kernel the framework's code issues (Python, dispatch, launch)
   double looped_launch_overhead_s = 0;   // per kernel launched from a C++ loop inside one op (the launch call)
+  // Per cuBLAS(Lt) GEMM call from such a loop (descriptors, heuristic query, runtime calls, launch);
+  // the codec sets looped_launch_overhead_s where the preset gives none.
+  double gemm_call_overhead_s = 0;
   double scaled_rope_kernels_forward = 0, scaled_rope_kernels_backward = 0;  // eager RoPE's extra kernels a layer
   int64_t kernels_per_layer_forward = 0;
   MoeLaunchModel moe;

@@ -88,7 +88,8 @@ bool ModelChoices::Disable(const std::string& name) {
                    &alltoall_one_nic, &ep_overlap_default_off, &dp_collective_per_unit, &expert_bias_eager,
                    &expert_clamp_eager, &scaled_rope_eager, &attention_limits, &release_expert_layout,
                    &userbuffers_as_run, &embedding_lookup_matmul, &attention_shape_rates,
-                   &cp_ring_merge, &input_embedding, &moe_router_kernels, &host_overhead_ratio};
+                   &cp_ring_merge, &input_embedding, &moe_router_kernels, &host_overhead_ratio,
+                   &expert_gemm_calls};
   const std::vector<std::string>& names = Names();
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) {
@@ -109,7 +110,7 @@ const std::vector<std::string>& ModelChoices::Names() {
                                                   "release_expert_layout", "userbuffers_as_run",
                                                   "embedding_lookup_matmul", "attention_shape_rates",
                                                   "cp_ring_merge", "input_embedding", "moe_router_kernels",
-                                                  "host_overhead_ratio"};
+                                                  "host_overhead_ratio", "expert_gemm_calls"};
   return kNames;
 }
 

@@ -277,6 +277,10 @@ struct ModelChoices {
   // off: the framework's host cost per kernel is the x86 hosts' on every machine (before
   // 2026-11-29, seventeenth session; on: scaled by Hardware::host_overhead_ratio, Grace 2.46-2.75).
   bool host_overhead_ratio = true;
+  // off: a per-expert GEMM of a grouped linear costs a bare launch call, like its quantize kernels
+  // (before 2026-11-30, eighteenth session; on: a cuBLAS(Lt) call, LaunchModel::gemm_call_overhead_s,
+  // the host time a cuBLAS GEMM takes beyond an elementwise op in a real H100 trace).
+  bool expert_gemm_calls = true;
   // The names above, for files and flags ("overlap_efficiency"); false for an unknown name.
   bool Disable(const std::string& name);
   static const std::vector<std::string>& Names();

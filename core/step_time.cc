@@ -1979,12 +1979,29 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
     if (x.gemm_dtype == t_.precision.gemm) e = &x;
   }
   // Host seconds: the kernels the framework's code issues at L each, the per-expert ones (a C++
-  // loop inside the grouped linear) at the launch call's own cost.
+  // loop inside the grouped linear) at the launch call's own cost, but for the per-expert GEMMs:
+  // each a cuBLAS(Lt) call (Transformer Engine v2.12 common/gemm/cublaslt_gemm.cu
+  // multi_stream_cublas_gemm -> cublas_gemm: layouts, descriptor, preference, heuristic query,
+  // cublasLtMatmul, per expert) at LaunchModel::gemm_call_overhead_s, on this machine's host CPU
+  // like the framework's ops (the Grace ratio was measured on whole torch.nn.Linear calls, a
+  // cuBLAS GEMM's host path).
   const double LE = fw_.launch.looped_launch_overhead_s;
+  // ModelChoices::expert_gemm_calls off (or launch_floor off, which restores the former costs): the
+  // bare launch call's, as before 2026-11-30.
+  const bool gemm_calls = job_.choices.expert_gemm_calls && job_.choices.launch_floor;
+  const double G = gemm_calls ? fw_.launch.gemm_call_overhead_s * host_ratio : LE;
+  const auto per_expert = [&](double kernels, double gemms) {
+    const double calls = std::min(kernels, gemms);
+    return ((kernels - calls) * LE + calls * G) * local_experts;
+  };
   // The whole MoE block in a graph (scope moe, token drop only): its launches replay.
   const bool moe_block_graphed = g.moe;
-  const double experts_f = moe_block_graphed ? 0.0 : ml.grouped_linears * (e->kernels_forward * L + e->kernels_per_expert_forward * local_experts * LE);
-  const double experts_b = moe_block_graphed ? 0.0 : ml.grouped_linears * (e->kernels_backward * L + e->kernels_per_expert_backward * local_experts * LE);
+  const double experts_f = moe_block_graphed ? 0.0
+                                             : ml.grouped_linears * (e->kernels_forward * L +
+                                                                     per_expert(e->kernels_per_expert_forward, e->gemms_per_expert_forward));
+  const double experts_b = moe_block_graphed ? 0.0
+                                             : ml.grouped_linears * (e->kernels_backward * L +
+                                                                     per_expert(e->kernels_per_expert_backward, e->gemms_per_expert_backward));
   // A biased model's fc2 bias, added in Python per local expert (ElementwiseModel.expert_bias_eager).
   const bool bias_loop = fw_.expert_bias_eager && m_.linear_bias && !moe_block_graphed;
   const double bias_f = bias_loop ? ml.bias_loop_kernels_per_expert_forward * local_experts * L : 0.0;

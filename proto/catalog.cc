@@ -803,6 +803,10 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.looped_launch_overhead_s: ",
                                                    l.looped_launch_overhead_s(), " must be in [0, 0.01)"));
   }
+  if (!(l.gemm_call_overhead_s() >= 0 && l.gemm_call_overhead_s() < 1e-2)) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, ".launch.gemm_call_overhead_s: ",
+                                                   l.gemm_call_overhead_s(), " must be in [0, 0.01)"));
+  }
   // Kernel counts: above a million per layer is a typo that would make every layer host-bound.
   auto count = [](int64_t v, absl::string_view path) -> absl::Status {
     if (v < 0 || v > 1000000) return absl::InvalidArgumentError(absl::StrCat(path, ": ", v, " must be in [0, 1000000]"));
@@ -820,6 +824,9 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   // 0: a looped launch costs what any other does (framework.proto LaunchModel).
   fw.launch.looped_launch_overhead_s =
       l.looped_launch_overhead_s() > 0 ? l.looped_launch_overhead_s() : l.kernel_launch_overhead_s();
+  // 0: a GEMM in such a loop costs a looped launch.
+  fw.launch.gemm_call_overhead_s =
+      l.gemm_call_overhead_s() > 0 ? l.gemm_call_overhead_s() : fw.launch.looped_launch_overhead_s;
   fw.launch.kernels_per_layer_forward = l.kernels_per_layer_forward();
   fw.launch.scaled_rope_kernels_forward = static_cast<double>(l.scaled_rope_kernels_forward());
   fw.launch.scaled_rope_kernels_backward = static_cast<double>(l.scaled_rope_kernels_backward());
@@ -857,13 +864,31 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
       for (const auto& [v, name] : {std::pair<int64_t, absl::string_view>{g.kernels_forward(), "kernels_forward"},
                                     {g.kernels_per_expert_forward(), "kernels_per_expert_forward"},
                                     {g.kernels_backward(), "kernels_backward"},
-                                    {g.kernels_per_expert_backward(), "kernels_per_expert_backward"}}) {
+                                    {g.kernels_per_expert_backward(), "kernels_per_expert_backward"},
+                                    {g.gemms_per_expert_forward(), "gemms_per_expert_forward"},
+                                    {g.gemms_per_expert_backward(), "gemms_per_expert_backward"}}) {
         if (absl::Status st = count(v, absl::StrCat(mp, ".", gp, ".", name)); !st.ok()) return st;
       }
-      fw.launch.moe.expert_gemms.push_back({DTypeFromProto(g.gemm_dtype()), static_cast<double>(g.kernels_forward()),
-                                            static_cast<double>(g.kernels_per_expert_forward()),
-                                            static_cast<double>(g.kernels_backward()),
-                                            static_cast<double>(g.kernels_per_expert_backward())});
+      // The GEMMs are among the per-expert kernels, not beside them.
+      if (g.gemms_per_expert_forward() > g.kernels_per_expert_forward()) {
+        return absl::InvalidArgumentError(absl::StrCat(mp, ".", gp, ".gemms_per_expert_forward: ", g.gemms_per_expert_forward(),
+                                                       " exceeds kernels_per_expert_forward (", g.kernels_per_expert_forward(),
+                                                       "): the GEMMs are counted among them"));
+      }
+      if (g.gemms_per_expert_backward() > g.kernels_per_expert_backward()) {
+        return absl::InvalidArgumentError(absl::StrCat(mp, ".", gp, ".gemms_per_expert_backward: ", g.gemms_per_expert_backward(),
+                                                       " exceeds kernels_per_expert_backward (", g.kernels_per_expert_backward(),
+                                                       "): the GEMMs are counted among them"));
+      }
+      ExpertGemmLaunches e;
+      e.gemm_dtype = DTypeFromProto(g.gemm_dtype());
+      e.kernels_forward = static_cast<double>(g.kernels_forward());
+      e.kernels_per_expert_forward = static_cast<double>(g.kernels_per_expert_forward());
+      e.kernels_backward = static_cast<double>(g.kernels_backward());
+      e.kernels_per_expert_backward = static_cast<double>(g.kernels_per_expert_backward());
+      e.gemms_per_expert_forward = static_cast<double>(g.gemms_per_expert_forward());
+      e.gemms_per_expert_backward = static_cast<double>(g.gemms_per_expert_backward());
+      fw.launch.moe.expert_gemms.push_back(e);
     }
     fw.launch.moe.kernels_before_sync = static_cast<double>(m.kernels_before_sync());
     fw.launch.moe.kernels_after_sync = static_cast<double>(m.kernels_after_sync());

@@ -22,7 +22,8 @@ const std::set<std::string>& KnownFields() {
       "moe.first_dense_layers", "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim", "mla.qk_rope_head_dim",
       "mla.v_head_dim", "local_attention_window", "global_attention_every", "attention_logit_softcap",
       "final_logit_softcap", "mtp_layers", "mamba.state_dim", "mamba.head_dim", "mamba.num_groups", "mamba.num_heads",
-      "mamba.conv_kernel", "mamba.chunk_size", "moe.latent_size", "mtp_repeated_layer"};
+      "mamba.conv_kernel", "mamba.chunk_size", "moe.latent_size", "mtp_repeated_layer", "moe.routed_groups",
+      "moe.max_routed_groups"};
   return k;
 }
 const std::set<std::string>& KnownRules() {

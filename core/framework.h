@@ -325,8 +325,8 @@ struct LaunchModel {
   bool cuda_graphs = false;
   double kernel_launch_overhead_s = 0;   // per kernel the framework's code issues (Python, dispatch, launch)
   double looped_launch_overhead_s = 0;   // per kernel launched from a C++ loop inside one op (the launch call)
-  // Per cuBLAS(Lt) GEMM call from such a loop (descriptors, heuristic query, runtime calls, launch);
-  // the codec sets looped_launch_overhead_s where the preset gives none.
+  // Per cuBLAS(Lt) GEMM call from such a loop (descriptors, heuristic query, runtime calls, launch),
+  // on an x86 host; 0: the GEMM is a looped launch (looped_launch_overhead_s, x86 cost everywhere).
   double gemm_call_overhead_s = 0;
   double scaled_rope_kernels_forward = 0, scaled_rope_kernels_backward = 0;  // eager RoPE's extra kernels a layer
   int64_t kernels_per_layer_forward = 0;

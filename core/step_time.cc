@@ -1988,7 +1988,8 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
   const double LE = fw_.launch.looped_launch_overhead_s;
   // ModelChoices::expert_gemm_calls off (or launch_floor off, which restores the former costs): the
   // bare launch call's, as before 2026-11-30.
-  const bool gemm_calls = job_.choices.expert_gemm_calls && job_.choices.launch_floor;
+  const bool gemm_calls =
+      job_.choices.expert_gemm_calls && job_.choices.launch_floor && fw_.launch.gemm_call_overhead_s > 0;
   const double G = gemm_calls ? fw_.launch.gemm_call_overhead_s * host_ratio : LE;
   const auto per_expert = [&](double kernels, double gemms) {
     const double calls = std::min(kernels, gemms);
@@ -2009,7 +2010,10 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
   // Router and EP preprocess before the wait, by router kind, router fusion and dispatcher
   // (MoeLaunchModel::KernelsBeforeSync; the counts' sources in the preset).
   const bool flex = t_.moe_dispatcher != MoeDispatcher::kAllToAll;
-  double before = ml.KernelsBeforeSync(m_.moe.routed_groups > 0, t_.moe_router_fusion, flex);
+  // Group-limited routing runs when the model limits the groups a token reaches (Megatron-Core
+  // moe_utils.py _compute_topk: `if group_topk: group_limited_topk(...)`, moe_router_group_topk =
+  // max_routed_groups), one group of all the experts included (Kimi K2's 1 / 1).
+  double before = ml.KernelsBeforeSync(m_.moe.max_routed_groups > 0, t_.moe_router_fusion, flex);
   // Graphed router (scope moe_router): what stays eager before the wait is the EP preprocess
   // (preprocess_kernels; none with a flex dispatcher, which runs it in its kernels; the whole count
   // where the preset has no split), unless moe_preprocess is graphed too.

@@ -824,9 +824,8 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   // 0: a looped launch costs what any other does (framework.proto LaunchModel).
   fw.launch.looped_launch_overhead_s =
       l.looped_launch_overhead_s() > 0 ? l.looped_launch_overhead_s() : l.kernel_launch_overhead_s();
-  // 0: a GEMM in such a loop costs a looped launch.
-  fw.launch.gemm_call_overhead_s =
-      l.gemm_call_overhead_s() > 0 ? l.gemm_call_overhead_s() : fw.launch.looped_launch_overhead_s;
+  // 0: a GEMM in such a loop costs a looped launch (StepModel::LaunchFloor reads 0 so).
+  fw.launch.gemm_call_overhead_s = l.gemm_call_overhead_s();
   fw.launch.kernels_per_layer_forward = l.kernels_per_layer_forward();
   fw.launch.scaled_rope_kernels_forward = static_cast<double>(l.scaled_rope_kernels_forward());
   fw.launch.scaled_rope_kernels_backward = static_cast<double>(l.scaled_rope_kernels_backward());

@@ -559,14 +559,57 @@ absl::Status SetRowSharding(const PublishedRow& r, const Catalog& catalog, const
   return absl::OkStatus();
 }
 
+// The row's text squashed (Squash), with, for each squashed character, whether the word it belongs
+// to follows a negation ("no", "not", "without": "EP64, no CUDA graphs, recompute ..."). A name
+// that starts a word after one of them is not stated (held-out row 1049 read "no CUDA graphs" as
+// graphs on: 2026-11-30 review).
+struct SquashedText {
+  std::string text;
+  std::vector<bool> negated;  // per character of `text`
+  // Whether `name` (squashed, non-empty) occurs starting a word not preceded by a negation.
+  bool StatesName(const std::string& name) const {
+    for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+      if (!negated[at]) return true;
+    }
+    return false;
+  }
+};
+SquashedText SquashWithNegations(const std::string& s) {
+  SquashedText out;
+  bool after_negation = false;
+  size_t i = 0;
+  while (i < s.size()) {
+    if (!std::isalnum(static_cast<unsigned char>(s[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    std::string word;
+    while (j < s.size() && std::isalnum(static_cast<unsigned char>(s[j]))) {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(s[j])));
+      ++j;
+    }
+    out.text += word;
+    // The first character of the word carries the negation; the rest of a name starting mid-word
+    // is not a word start and reads as stated.
+    out.negated.push_back(after_negation);
+    out.negated.insert(out.negated.end(), word.size() - 1, false);
+    after_negation = word == "no" || word == "not" || word == "without";
+    i = j;
+  }
+  return out;
+}
+
 // Named settings of the framework (its preset's settings: flags, config values) stated anywhere
-// in the row's text; a row's own explicit column wins over a setting inferred from free text.
+// in the row's text, not after "no" / "not" / "without"; a row's own explicit column wins over a
+// setting inferred from free text.
 absl::Status ApplyRowStatedSettings(const PublishedRow& r, const RowFramework& fw, v1::JobSpec& spec) {
-  const std::string text = Squash(absl::StrCat(Str(r, "precision"), " ", Str(r, "recompute"), " ",
-                                               Str(r, "optimizer_sharding"), " ", fw.text, " ", Str(r, "notes")));
+  const SquashedText text = SquashWithNegations(absl::StrCat(Str(r, "precision"), " ", Str(r, "recompute"), " ",
+                                                             Str(r, "optimizer_sharding"), " ", fw.text, " ",
+                                                             Str(r, "notes")));
   for (const v1::NamedSetting& ns : fw.spec.settings()) {
     bool stated = false;
-    for (const std::string& n : ns.names()) stated |= !Squash(n).empty() && absl::StrContains(text, Squash(n));
+    for (const std::string& n : ns.names()) stated |= !Squash(n).empty() && text.StatesName(Squash(n));
     if (!stated) continue;
     for (const v1::FrameworkDefault& v : ns.values()) {
       // A row's own explicit column wins over a setting inferred from free text.

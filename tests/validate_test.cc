@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -411,6 +412,25 @@ TEST(PublishedRuns, AnOptimizerShardingCellNamingMuonRunsMuon) {
   auto plain = PublishedRunFromRow(MaverickRow({{"optimizer_sharding", "distributed optimizer"}}), catalog);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_NE(plain->spec.training().optimizer(), v1::OPTIMIZER_MUON);
+}
+
+// A framework setting a row's text names is stated (the preset's settings: "CUDA graphs", flags),
+// but not after "no", "not" or "without": held-out row 1049's notes say "(EP64, no CUDA graphs,
+// recompute moe_act and layernorm)" and were read as graphs on (2026-11-30 review).
+TEST(PublishedRuns, ASettingNamedAfterANegationIsNotStated) {
+  const Catalog& catalog = testing::BuiltinCatalog();
+  auto graphs = [&](const std::string& notes) -> std::optional<bool> {
+    auto run = PublishedRunFromRow(MaverickRow({{"notes", notes}}), catalog);
+    EXPECT_TRUE(run.ok()) << run.status();
+    if (!run.ok() || !run->spec.training().has_cuda_graphs()) return std::nullopt;
+    return run->spec.training().cuda_graphs();
+  };
+  EXPECT_EQ(graphs("ETP=4. Recipe: HybridEP, CUDA graphs on attn."), std::optional<bool>(true));
+  EXPECT_EQ(graphs("ETP=4. Recipe: BASE_CONFIG_B200 (EP64, no CUDA graphs, recompute moe_act)."), std::nullopt);
+  EXPECT_EQ(graphs("ETP=4. Run without CUDA graphs."), std::nullopt);
+  EXPECT_EQ(graphs("ETP=4. CUDA graphs: not used; elsewhere no CUDA graphs."), std::optional<bool>(true));  // stated once plainly
+  // A negation ends at the next word: "no padding, CUDA graphs" states the graphs.
+  EXPECT_EQ(graphs("ETP=4. no padding, CUDA graphs"), std::optional<bool>(true));
 }
 
 TEST(PublishedRuns, ARunOfAnotherContainerReleaseSaysSo) {

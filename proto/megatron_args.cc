@@ -47,7 +47,9 @@ const std::set<std::string>& ValueFlags() {
       "mamba-state-dim", "mamba-head-dim", "mamba-num-groups", "mamba-num-heads",
       // Latent MoE and MTP (twelfth session).
       "moe-latent-size", "mtp-num-layers", "mtp-hybrid-override-pattern", "moe-expert-capacity-factor",
-      "moe-token-dispatcher-type", "moe-flex-dispatcher-backend", "fp8-recipe"};
+      "moe-token-dispatcher-type", "moe-flex-dispatcher-backend", "fp8-recipe",
+      // Group-limited routing (eighteenth session).
+      "moe-router-num-groups", "moe-router-group-topk"};
   return k;
 }
 // Flags with nargs='*' / '+' that are modelled.
@@ -1214,6 +1216,29 @@ absl::Status SetMegatronModel(const MegatronFlags& f, const MegatronNumbers& n, 
     }
     if (f.Has("moe-layer-freq")) {
       if (absl::Status s = SetMoeLayerFreq(f.Val("moe-layer-freq"), n.layers, moe); !s.ok()) return s;
+    }
+    // --moe-router-num-groups / --moe-router-group-topk (TransformerConfig moe_router_num_groups /
+    // moe_router_group_topk): group-limited routing, the experts in num_groups groups and each token
+    // routed within group_topk of them, as transformer_config.py __post_init__ checks them (group-topk
+    // needs num-groups, the experts divide into the groups, group-topk at most num-groups). The
+    // node-limited all-to-all and the group-limited router's launches read them (docs/MODEL.md).
+    if (f.Has("moe-router-num-groups") || f.Has("moe-router-group-topk")) {
+      absl::StatusOr<int64_t> groups = f.Int("moe-router-num-groups", 0, 1 << 20);
+      if (!groups.ok()) return groups.status();
+      absl::StatusOr<int64_t> group_topk = f.Int("moe-router-group-topk", 0, 1 << 20);
+      if (!group_topk.ok()) return group_topk.status();
+      if (*group_topk > 0 && *groups < 1) {
+        return FlagError("moe-router-group-topk", "needs --moe-router-num-groups (transformer_config.py: \"When using group "
+                                                  "limited routing, moe_router_num_groups must be specified.\")");
+      }
+      if (*groups > 0 && n.experts % *groups != 0) {
+        return FlagError("moe-router-num-groups", absl::StrCat(*groups, " must divide --num-experts ", n.experts));
+      }
+      if (*group_topk > *groups) {
+        return FlagError("moe-router-group-topk", absl::StrCat(*group_topk, " exceeds --moe-router-num-groups ", *groups));
+      }
+      moe.set_routed_groups(*groups);
+      moe.set_max_routed_groups(*group_topk);
     }
     // --moe-latent-size (arguments.py: "MoE latent projection dimension has to be greater than
     // zero"): the routed experts' width (Megatron-Core moe_layer.py).

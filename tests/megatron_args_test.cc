@@ -603,6 +603,20 @@ TEST(MegatronLaunchLines, DeepSeekV3MegatronFsdpExample) {
   EXPECT_EQ(r->spec.training().sharding(), v1::SHARDING_ZERO3);
   EXPECT_EQ(r->spec.model().shape().vocab_size(), 129280);  // 3232 x 40
   EXPECT_EQ(r->spec.model().shape().moe().first_dense_layers(), 3);
+  // --moe-router-num-groups 8 --moe-router-group-topk 4: node-limited routing (read since
+  // 2026-11-30; the model had neither, so no node limit and a softmax router's launches).
+  EXPECT_EQ(r->spec.model().shape().moe().routed_groups(), 8);
+  EXPECT_EQ(r->spec.model().shape().moe().max_routed_groups(), 4);
+  EXPECT_THAT(r->ignored, ::testing::Not(::testing::Contains(::testing::HasSubstr("moe-router-num-groups"))));
+  // Refused as Megatron-Core's transformer_config.py refuses them, naming the flag.
+  for (const auto& [from, to, message] :
+       {std::tuple<const char*, const char*, const char*>{"--moe-router-num-groups 8 ", "", "--moe-router-group-topk: needs --moe-router-num-groups"},
+        {"--moe-router-num-groups 8 ", "--moe-router-num-groups 7 ", "--moe-router-num-groups: 7 must divide --num-experts 256"},
+        {"--moe-router-group-topk 4 ", "--moe-router-group-topk 16 ", "--moe-router-group-topk: 16 exceeds --moe-router-num-groups 8"}}) {
+    auto bad = JobFromMegatronArgs(Split(absl::StrReplaceAll(kDeepSeekV3Mfsdp, {{from, to}})));
+    ASSERT_FALSE(bad.ok()) << from;
+    EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr(message));
+  }
   EXPECT_NEAR(Count(*r).total / 671e9, 1.0, 0.01);
   EXPECT_THAT(r->ignored, ::testing::Contains("--megatron-fsdp-main-grads-dtype bf16"));
   // --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep (read since the twelfth

@@ -698,11 +698,12 @@ training: {seq_length: 8192, global_batch_size: 128, micro_batch_size: 1, shardi
 // hybrids (v0.3.1 nemotronh_workload_base_configs.py / nemotron_3_nano_workload_base_configs.py,
 // v0.5.1 nemotron_3_workload_base_configs.py, perf_recipes/nemotronh/*/nemotronh.py @067f987):
 // Nemotron 3 Super attn, mamba, moe_router, moe_preprocess on GB300 / GB200 / B300, none on B200;
-// Nemotron 3 Nano the four on Blackwell, attn + mamba on H100 (mamba alone in 26.02's fp8 config);
-// NemotronH 56B mamba + attn on Blackwell, mamba on H100; Nemotron 3.5 Lightning Nano's, none with
-// Megatron-FSDP. MoE transformers (v0.3.0 qwen3_ / gpt_oss_workload_base_configs.py, v0.3.1
-// kimi_workload_base_configs.py): the router and preprocess, with attention where the config says.
-// A job without a recipe for its GPU keeps the framework's eager default.
+// Nemotron 3 Nano the four on Blackwell, on H100 attn + mamba in bf16 and mamba alone in fp8 (every
+// release through v0.6.0); NemotronH 56B mamba + attn on Blackwell, mamba on H100; Nemotron 3.5
+// Lightning Nano's, none with Megatron-FSDP. MoE transformers (v0.3.0 / v0.3.1 qwen3_ and gpt_oss_,
+// v0.3.1 kimi_workload_base_configs.py): the router and preprocess, with attention where the config
+// says; 25.09 (v0.1.0rc4) whole layers or none; 26.02.01's configs by their layouts. A job without
+// a recipe for its GPU keeps the framework's eager default.
 TEST(Catalog, MegatronBridgePerformanceRecipesCaptureTheirScopes) {
   using Scope = TrainingConfig::CudaGraphScope;
   struct Case {
@@ -734,14 +735,16 @@ TEST(Catalog, MegatronBridgePerformanceRecipesCaptureTheirScopes) {
       {"nemotron-3-super-120b-a12b", "b200", ", precision: {gemm: bf16}", "", false, Scope{}},
       {"nemotron-3-super-120b-a12b", "h100-sxm", ", precision: {gemm: bf16}", "", false, Scope{}},
       {"nemotron-3-nano-30b-a3b", "gb300", "", "", true, four},
-      {"nemotron-3-nano-30b-a3b", "h100-sxm", "", "", true, attn_mamba},
+      {"nemotron-3-nano-30b-a3b", "h100-sxm", "", "", true, mamba},
       {"nemotron-3-nano-30b-a3b", "h100-sxm", "", "26.02", true, mamba},
+      {"nemotron-3-nano-30b-a3b", "h100-sxm", ", precision: {gemm: bf16}", "", true, attn_mamba},
       {"nemotron-3-nano-30b-a3b", "h100-sxm", ", precision: {gemm: bf16}", "26.02", true, attn_mamba},
       {"nemotron-h-56b", "gb200", "", "", true, Scope{.attn = true, .mamba = true}},
       {"nemotron-h-56b", "h100-sxm", "", "", true, mamba},
       {"nemotron-3.5-lightning-30b-a3b", "gb200", "", "", true, four},
       {"nemotron-3.5-lightning-30b-a3b", "gb200", ", sharding: zero3", "", false, Scope{}},
-      {"nemotron-3.5-lightning-30b-a3b", "h100-sxm", "", "", true, attn_mamba},
+      {"nemotron-3.5-lightning-30b-a3b", "h100-sxm", "", "", true, mamba},
+      {"nemotron-3.5-lightning-30b-a3b", "h100-sxm", ", precision: {gemm: bf16}", "", true, attn_mamba},
       // MoE transformers (v0.3.0 qwen3 / gpt_oss, v0.3.1 kimi workload_base_configs.py).
       {"gpt-oss-120b", "b300", "", "", true, attn_router},
       {"gpt-oss-120b", "gb300", "", "", true, attn_router},
@@ -750,14 +753,16 @@ TEST(Catalog, MegatronBridgePerformanceRecipesCaptureTheirScopes) {
       {"kimi-k2", "gb200", "", "", true, router},
       {"kimi-k2", "gb300", "", "", false, Scope{}},
       {kQwen3_30b, "b200", "", "", true, router},
+      {kQwen3_30b, "b200", ", micro_batch_size: 4", "", true, attn_router},  // v0.3.1 (26.02.01)
       {kQwen3_30b, "gb200", "", "", true, attn_router},
       {kQwen3_30b, "gb200", ", precision: {gemm: fp8, fp8_recipe: mxfp8}", "", true, router},
       {kQwen3_30b, "h100-sxm", "", "", false, Scope{}},
       {kQwen3_30b, "h100-sxm", ", precision: {gemm: bf16}", "", true, router},
       {kQwen3_235b, "gb300", "", "", true, router},
       {kQwen3_235b, "gb300", ", global_batch_size: 8192", "", true, attn_router},
-      {kQwen3_235b, "gb300", ", global_batch_size: 8192, precision: {gemm: bf16}", "", true, router},
+      {kQwen3_235b, "gb300", ", global_batch_size: 8192, precision: {gemm: bf16}", "", true, attn_router},
       {kQwen3_235b, "h100-sxm", "", "", false, Scope{}},
+      {kQwen3_235b, "gb200", "", "", true, attn_router},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat(c.model, " ", c.hardware, c.extra, " ", c.release));
@@ -766,8 +771,9 @@ TEST(Catalog, MegatronBridgePerformanceRecipesCaptureTheirScopes) {
         *c.release ? absl::StrCat(", release: '", c.release, "'") : "", "}\nhardware: ", c.hardware, R"(
 cluster: {gpu_count: 64}
 parallelism: {tp: 1, pp: 1, ep: )", std::string(c.model).find("nemotron-h") == 0 ? 1 : 8, R"(}
-training: {seq_length: 8192, micro_batch_size: 1)",
-        // The case's own precision and batch replace the fp8 / 512 defaults (no key twice).
+training: {seq_length: 8192)",
+        // The case's own precision and batches replace the fp8 / 512 / 1 defaults (no key twice).
+        absl::StrContains(c.extra, "micro_batch_size") ? "" : ", micro_batch_size: 1",
         absl::StrContains(c.extra, "precision") ? "" : ", precision: {gemm: fp8}",
         absl::StrContains(c.extra, "global_batch_size") ? "" : ", global_batch_size: 512", c.extra, "}\n"));
     ASSERT_TRUE(j.ok()) << j.status();
@@ -782,6 +788,38 @@ training: {seq_length: 8192, micro_batch_size: 1)",
     // The host floor stays on the parts left out of the graphs (none is captured whole).
     EXPECT_TRUE(j->training.HostLaunchesLayers());
   }
+  auto qwen = [](const char* model, const char* hardware, const char* release, const char* layout, const char* extra) {
+    return testing::JobFromYaml(absl::StrCat("model: ", model, "\nframework: {preset: megatron-bridge",
+                                             *release ? absl::StrCat(", release: '", release, "'") : "", "}\nhardware: ",
+                                             hardware, "\ncluster: {gpu_count: 16}\nparallelism: ", layout,
+                                             "\ntraining: {seq_length: 4096, global_batch_size: 1024", extra, "}\n"));
+  };
+  // 25.09 (v0.1.0rc4 perf_matrix): whole layers on GB200 and the 30B's B200, none on H100.
+  for (const char* hw : {"gb200", "b200"}) {
+    absl::StatusOr<Job> j = qwen(kQwen3_30b, hw, "25.09", "{tp: 1, pp: 1, ep: 8}", ", micro_batch_size: 1");
+    ASSERT_TRUE(j.ok()) << j.status();
+    EXPECT_TRUE(j->training.cuda_graphs) << hw;
+    EXPECT_FALSE(j->training.HostLaunchesLayers()) << hw;
+  }
+  absl::StatusOr<Job> h100_2509 = qwen(kQwen3_30b, "h100-sxm", "25.09", "{tp: 1, pp: 1, ep: 8}", ", precision: {gemm: bf16}");
+  ASSERT_TRUE(h100_2509.ok()) << h100_2509.status();
+  EXPECT_FALSE(h100_2509->training.cuda_graphs);
+  // 26.02.01 (v0.3.1) by its layouts: HybridEP on B200 at micro-batch 4 and on H100 at EP 16 (the
+  // latter without v0.3.0's all-to-all overlap); v0.3.0's layouts keep the all-to-all dispatcher
+  // (B200) and the overlap (H100).
+  absl::StatusOr<Job> b200_mbs4 = qwen(kQwen3_30b, "b200", "", "{tp: 1, pp: 1, ep: 8}", ", micro_batch_size: 4");
+  ASSERT_TRUE(b200_mbs4.ok()) << b200_mbs4.status();
+  EXPECT_EQ(b200_mbs4->training.moe_dispatcher, MoeDispatcher::kHybridEP);
+  absl::StatusOr<Job> b200_mbs1 = qwen(kQwen3_30b, "b200", "", "{tp: 1, pp: 1, ep: 8}", ", micro_batch_size: 1");
+  ASSERT_TRUE(b200_mbs1.ok()) << b200_mbs1.status();
+  EXPECT_EQ(b200_mbs1->training.moe_dispatcher, MoeDispatcher::kAllToAll);
+  absl::StatusOr<Job> h100_ep16 = qwen(kQwen3_30b, "h100-sxm", "", "{tp: 1, pp: 1, ep: 16}", ", micro_batch_size: 1");
+  ASSERT_TRUE(h100_ep16.ok()) << h100_ep16.status();
+  EXPECT_EQ(h100_ep16->training.moe_dispatcher, MoeDispatcher::kHybridEP);
+  EXPECT_FALSE(h100_ep16->training.overlap_ep_comm);
+  absl::StatusOr<Job> h100_pp2 = qwen(kQwen3_30b, "h100-sxm", "", "{tp: 1, pp: 2, vpp: 12, ep: 8}", ", micro_batch_size: 1");
+  ASSERT_TRUE(h100_pp2.ok()) << h100_pp2.status();
+  EXPECT_TRUE(h100_pp2->training.overlap_ep_comm);
 }
 
 // Megatron-Bridge's DeepSeek-V3 performance recipes run the flex dispatcher (HybridEP / DeepEP) on

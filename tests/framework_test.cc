@@ -983,24 +983,21 @@ TEST(StepTime, LoopedExpertLaunchesCostTheLaunchCallOnly) {
   unset.framework.launch.gemm_call_overhead_s = 0;
   EXPECT_NEAR(total(unset), total(off), 1e-12);
   // The GEMMs are among the per-expert kernels: more GEMMs than kernels is refused, naming the field.
-  absl::StatusOr<Job> bad = testing::JobFromYaml(absl::StrReplaceAll(
-      yaml, {{"framework: megatron-core",
-              "framework: {spec: {base: megatron-core, launch: {kernel_launch_overhead_s: 2e-5, kernels_per_layer_forward: 14, "
-              "moe: {kernels_before_sync: 26, kernels_after_sync: 10, host_sync: MOE_HOST_SYNC_EVERY_LAYER, grouped_linears: 2, "
-              "expert_gemms: [{gemm_dtype: D_TYPE_BF16, kernels_per_expert_forward: 1, gemms_per_expert_forward: 2}]}}}}"}}));
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(std::string(bad.status().message()).find("gemms_per_expert_forward: 2 exceeds kernels_per_expert_forward (1)"),
-            std::string::npos)
-      << bad.status();
-  absl::StatusOr<Job> bad_b = testing::JobFromYaml(absl::StrReplaceAll(
-      yaml, {{"framework: megatron-core",
-              "framework: {spec: {base: megatron-core, launch: {kernel_launch_overhead_s: 2e-5, kernels_per_layer_forward: 14, "
-              "moe: {kernels_before_sync: 26, kernels_after_sync: 10, host_sync: MOE_HOST_SYNC_EVERY_LAYER, grouped_linears: 2, "
-              "expert_gemms: [{gemm_dtype: D_TYPE_BF16, kernels_per_expert_backward: 2, gemms_per_expert_backward: 3}]}}}}"}}));
-  ASSERT_FALSE(bad_b.ok());
-  EXPECT_NE(std::string(bad_b.status().message()).find("gemms_per_expert_backward: 3 exceeds kernels_per_expert_backward (2)"),
-            std::string::npos)
-      << bad_b.status();
+  for (const auto& [entry, message] :
+       {std::pair<const char*, const char*>{"kernels_per_expert_forward: 1, gemms_per_expert_forward: 2",
+                                            "gemms_per_expert_forward: 2 exceeds kernels_per_expert_forward (1)"},
+        {"kernels_per_expert_backward: 2, gemms_per_expert_backward: 3",
+         "gemms_per_expert_backward: 3 exceeds kernels_per_expert_backward (2)"}}) {
+    absl::StatusOr<Job> bad = testing::JobFromYaml(absl::StrReplaceAll(
+        yaml, {{"framework: megatron-core",
+                absl::StrCat("framework: {spec: {base: megatron-core, launch: {kernel_launch_overhead_s: 2e-5, "
+                             "kernels_per_layer_forward: 14, moe: {kernels_before_sync: 26, kernels_after_sync: 10, "
+                             "host_sync: MOE_HOST_SYNC_EVERY_LAYER, grouped_linears: 2, expert_gemms: [{gemm_dtype: "
+                             "D_TYPE_BF16, ",
+                             entry, "}]}}}}")}}));
+    ASSERT_FALSE(bad.ok()) << entry;
+    EXPECT_NE(std::string(bad.status().message()).find(message), std::string::npos) << bad.status();
+  }
 }
 
 // NVIDIA's DeepSeek-V3 GB200 write-up (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization)

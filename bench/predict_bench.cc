@@ -2,6 +2,9 @@
 // the whole request path a Predict RPC runs around it (spec message in, Prediction message out).
 // Reproduce: build/bin/predict_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // Figures: docs/PERFORMANCE.md.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -192,11 +195,20 @@ BENCHMARK(BM_GemmEstimateTable56);
 // defaults and recipes, fallbacks, validation) -> Predict -> PredictionToProto, against one
 // catalog built once (BenchCatalog).
 
+// `path` below the source tree (STEPCAST_SOURCE_DIR), so the bench runs from any directory; a file
+// that cannot be read ends the run with its error, not an abort.
 stepcast::v1::JobSpec ReadSpec(const char* path) {
+  const std::string root = STEPCAST_SOURCE_DIR;
   stepcast::v1::JobSpec spec;
-  if (!stepcast::ParseMessageFile(path, &spec).ok()) std::abort();
+  if (absl::Status s = stepcast::ParseMessageFile(root + "/" + path, &spec); !s.ok()) {
+    std::fprintf(stderr, "predict_bench: %s\n", std::string(s.message()).c_str());
+    std::exit(1);
+  }
   // A model given as hf_config is sent inline, as the clients do.
-  if (!stepcast::InlineHfConfig(spec, "examples").ok()) std::abort();
+  if (absl::Status s = stepcast::InlineHfConfig(spec, root + "/examples"); !s.ok()) {
+    std::fprintf(stderr, "predict_bench: %s\n", std::string(s.message()).c_str());
+    std::exit(1);
+  }
   return spec;
 }
 

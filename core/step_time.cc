@@ -301,7 +301,7 @@ bool AllOn(const Job& job) {
          c.overlap_efficiency && c.launch_floor && c.fsdp_semantics && c.ep_overlap_default_off && c.expert_bias_eager &&
          c.expert_clamp_eager && c.scaled_rope_eager && c.userbuffers_as_run &&
          c.embedding_lookup_matmul && c.attention_shape_rates && c.cp_ring_merge && c.input_embedding &&
-         c.moe_router_kernels && c.host_overhead_ratio &&
+         c.moe_router_kernels && c.host_overhead_ratio && c.expert_gemm_calls &&
          job.profile.overlaps.empty();
 }
 
@@ -348,6 +348,9 @@ Framework Effective(const Job& job) {
     f.launch.kernel_launch_overhead_s = kFormerHostCostPerKernelS;
     f.launch.looped_launch_overhead_s = kFormerHostCostPerKernelS;
   }
+  // A per-expert GEMM at the bare launch call's cost (gemm_call_overhead_s 0), as before
+  // 2026-11-30: with expert_gemm_calls off, and with launch_floor off, which restores those costs.
+  if (!c.expert_gemm_calls || !c.launch_floor) f.launch.gemm_call_overhead_s = 0;
   if (!c.expert_bias_eager) f.expert_bias_eager = false;
   if (!c.expert_clamp_eager) f.expert_clamp_eager = false;
   if (!c.scaled_rope_eager) f.scaled_rope_eager = false;
@@ -1986,23 +1989,20 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
   // like the framework's ops (the Grace ratio was measured on whole torch.nn.Linear calls, a
   // cuBLAS GEMM's host path).
   const double LE = fw_.launch.looped_launch_overhead_s;
-  // ModelChoices::expert_gemm_calls off (or launch_floor off, which restores the former costs): the
-  // bare launch call's, as before 2026-11-30.
-  const bool gemm_calls =
-      job_.choices.expert_gemm_calls && job_.choices.launch_floor && fw_.launch.gemm_call_overhead_s > 0;
-  const double G = gemm_calls ? fw_.launch.gemm_call_overhead_s * host_ratio : LE;
-  const auto per_expert = [&](double kernels, double gemms) {
-    const double calls = std::min(kernels, gemms);
-    return ((kernels - calls) * LE + calls * G) * local_experts;
-  };
+  // gemm_call_overhead_s 0 (a preset without it; ModelChoices::expert_gemm_calls or launch_floor
+  // off, Effective): the bare launch call's cost, x86 everywhere.
+  const double G = fw_.launch.gemm_call_overhead_s > 0 ? fw_.launch.gemm_call_overhead_s * host_ratio : LE;
   // The whole MoE block in a graph (scope moe, token drop only): its launches replay.
   const bool moe_block_graphed = g.moe;
-  const double experts_f = moe_block_graphed ? 0.0
-                                             : ml.grouped_linears * (e->kernels_forward * L +
-                                                                     per_expert(e->kernels_per_expert_forward, e->gemms_per_expert_forward));
-  const double experts_b = moe_block_graphed ? 0.0
-                                             : ml.grouped_linears * (e->kernels_backward * L +
-                                                                     per_expert(e->kernels_per_expert_backward, e->gemms_per_expert_backward));
+  // One direction's grouped linears: `fixed` issued kernels each, and per local expert `kernels`
+  // looped ones of which `gemms` are GEMM calls.
+  const auto grouped_linears = [&](double fixed, double kernels, double gemms) {
+    if (moe_block_graphed) return 0.0;
+    const double calls = std::min(kernels, gemms);
+    return ml.grouped_linears * (fixed * L + ((kernels - calls) * LE + calls * G) * local_experts);
+  };
+  const double experts_f = grouped_linears(e->kernels_forward, e->kernels_per_expert_forward, e->gemms_per_expert_forward);
+  const double experts_b = grouped_linears(e->kernels_backward, e->kernels_per_expert_backward, e->gemms_per_expert_backward);
   // A biased model's fc2 bias, added in Python per local expert (ElementwiseModel.expert_bias_eager).
   const bool bias_loop = fw_.expert_bias_eager && m_.linear_bias && !moe_block_graphed;
   const double bias_f = bias_loop ? ml.bias_loop_kernels_per_expert_forward * local_experts * L : 0.0;

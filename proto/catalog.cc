@@ -869,15 +869,14 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
         if (absl::Status st = count(v, absl::StrCat(mp, ".", gp, ".", name)); !st.ok()) return st;
       }
       // The GEMMs are among the per-expert kernels, not beside them.
-      if (g.gemms_per_expert_forward() > g.kernels_per_expert_forward()) {
-        return absl::InvalidArgumentError(absl::StrCat(mp, ".", gp, ".gemms_per_expert_forward: ", g.gemms_per_expert_forward(),
-                                                       " exceeds kernels_per_expert_forward (", g.kernels_per_expert_forward(),
-                                                       "): the GEMMs are counted among them"));
-      }
-      if (g.gemms_per_expert_backward() > g.kernels_per_expert_backward()) {
-        return absl::InvalidArgumentError(absl::StrCat(mp, ".", gp, ".gemms_per_expert_backward: ", g.gemms_per_expert_backward(),
-                                                       " exceeds kernels_per_expert_backward (", g.kernels_per_expert_backward(),
-                                                       "): the GEMMs are counted among them"));
+      for (const auto& [gemms, kernels, direction] :
+           {std::tuple<int64_t, int64_t, absl::string_view>{g.gemms_per_expert_forward(), g.kernels_per_expert_forward(), "forward"},
+            {g.gemms_per_expert_backward(), g.kernels_per_expert_backward(), "backward"}}) {
+        if (gemms > kernels) {
+          return absl::InvalidArgumentError(absl::StrCat(mp, ".", gp, ".gemms_per_expert_", direction, ": ", gemms,
+                                                         " exceeds kernels_per_expert_", direction, " (", kernels,
+                                                         "): the GEMMs are counted among them"));
+        }
       }
       ExpertGemmLaunches e;
       e.gemm_dtype = DTypeFromProto(g.gemm_dtype());

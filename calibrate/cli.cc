@@ -109,6 +109,7 @@ int CalibrateMain(int argc, char** argv, const std::function<std::unique_ptr<Gpu
   app.add_flag("--skip-hbm", m.skip_hbm, "no HBM kernels");
   app.add_flag("--skip-collectives", m.skip_collectives, "no collective sweep");
   app.add_flag("--skip-contention", m.skip_contention, "no contention sweep (GEMMs beside a communication-shaped kernel; --skip-gemm skips it too)");
+  app.add_flag("--skip-host", m.skip_host, "no host-call pass (the host's time per kernel launch and per cuBLASLt GEMM call; --skip-gemm skips it too)");
   app.add_option("--max-collective-bytes", m.max_collective_bytes, "largest collective (default 4 GiB, --quick 256 MiB)");
   app.add_option("--warmup-s", m.warmup_s, "sustained warm-up before the sweeps (default 30 s, --quick 5 s)");
   app.add_option("--timeout-s", m.timeout_s, "a collective not done after this long is aborted (exit 4); ranks wait 2x for each other, "

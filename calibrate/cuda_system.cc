@@ -42,6 +42,9 @@ class CudaGpuSystem final : public GpuSystem {
                                                                     const BenchOptions& o) override {
     return calibrate::BenchContention(gpu, plan, o);
   }
+  absl::StatusOr<std::vector<v1::HostCallSample>> BenchHostCalls(const GpuInfo& gpu, const BenchOptions& o) override {
+    return calibrate::BenchHostCalls(gpu, o);
+  }
   absl::StatusOr<CuptiCheck> CuptiGemmCheck(const GpuInfo& gpu, DType d, const GemmShape& sh) override {
     std::lock_guard<std::mutex> l(cupti_mu_);  // CUPTI activity is process-wide: one window at a time
     CuptiTimer& c = Cupti();

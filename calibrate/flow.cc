@@ -44,10 +44,11 @@ absl::StatusOr<Injection> ParseInjection(const std::string& s) {
   if (s.empty()) return in;
   std::vector<std::string> p = absl::StrSplit(s, ':');
   if (p.size() < 2 || p.size() > 3 || !absl::SimpleAtoi(p[0], &in.rank) ||
-      !(p[1] == "collective" || p[1] == "hang" || p[1] == "gemm" || p[1] == "hbm" || p[1] == "contention" || p[1] == "list") ||
+      !(p[1] == "collective" || p[1] == "hang" || p[1] == "gemm" || p[1] == "hbm" || p[1] == "contention" || p[1] == "host" ||
+        p[1] == "list") ||
       (p.size() == 3 && !absl::SimpleAtod(p[2], &in.size_bytes))) {
     return absl::InvalidArgumentError(absl::StrCat("--inject-failure: '", s,
-                                                   "' is not RANK:WHAT[:SIZE] with WHAT collective, hang, gemm, hbm, contention or list"));
+                                                   "' is not RANK:WHAT[:SIZE] with WHAT collective, hang, gemm, hbm, contention, host or list"));
   }
   in.what = p[1];
   return in;
@@ -79,6 +80,10 @@ class InjectingGpuSystem final : public GpuSystem {
                                                                     const BenchOptions& o) override {
     if (me_ && in_.what == "contention") return absl::InternalError("injected failure");
     return inner_.BenchContention(g, p, o);
+  }
+  absl::StatusOr<std::vector<v1::HostCallSample>> BenchHostCalls(const GpuInfo& g, const BenchOptions& o) override {
+    if (me_ && in_.what == "host") return absl::InternalError("injected failure");
+    return inner_.BenchHostCalls(g, o);
   }
   absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>& g, double m,
                                                                       double t) override {
@@ -407,6 +412,28 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
     p.compute_rate_low_source = "not measured; reference profile: " + ref.compute_rate_low_source;
   }
   p.contention = ContentionOf(run, ref);
+  // Host calls (docs/CALIBRATION.md "Host calls"): per call the slowest GPU's median (every rank
+  // of a synchronous job waits for the slowest host); the GEMM call the slowest over the dtypes
+  // measured (Transformer Engine's fp8 call sets three attributes more than bf16's).
+  double launch_s = 0, gemm_s = 0;
+  std::set<std::string> host_gpus;
+  for (const auto& s : run.host_calls()) {
+    double& slowest = s.call() == "kernel_launch" ? launch_s : gemm_s;
+    slowest = std::max(slowest, s.time().median_s());
+    host_gpus.insert(GpuName(s.gpu_id()));
+  }
+  if (launch_s > 0 && gemm_s > 0) {
+    p.host_launch_call_s = launch_s;
+    p.host_gemm_call_s = gemm_s;
+    p.host_calls_source = absl::StrFormat(
+        "stepcast-calibrate host-call pass: an empty kernel's launch and a cuBLASLt GEMM call as Transformer "
+        "Engine's cublas_gemm issues one, host steady clock, slowest of %d GPUs, median of %d batches of %d calls",
+        static_cast<int>(host_gpus.size()), kHostCallBatches, kHostCallsPerBatch);
+  } else {
+    p.host_launch_call_s = ref.host_launch_call_s;
+    p.host_gemm_call_s = ref.host_gemm_call_s;
+    if (!ref.host_calls_source.empty()) p.host_calls_source = "not measured; reference profile: " + ref.host_calls_source;
+  }
   p.attention_flops_per_s = ref.attention_flops_per_s;
   p.attention_source = "not measured; reference profile: " + ref.attention_source;
   p.attention_origin = RateOrigin::kReference;
@@ -554,6 +581,7 @@ struct Measurement {
   std::optional<int> MeasureGemm();          // 4. GEMM sweep, CUPTI cross-check
   std::optional<int> MeasureHbm();           // 5. HBM kernels, CUPTI cross-check
   std::optional<int> MeasureContention();    //    GEMMs beside a communication-shaped kernel
+  std::optional<int> MeasureHostCalls();     //    the host's time per launch and per GEMM call
   std::optional<int> GatherGpuConditions();  //    every rank's GPU conditions to rank 0
   void FindStragglersAndFitGemm();           //    rank 0: stragglers, GEMM rate by size
   void MeasureCollectives();                 // 6. collective sweep (and inside each host)
@@ -638,6 +666,9 @@ int Measurement::Run() {
   }
   if (!o.skip_gemm && !o.skip_contention && need_gpu) {  // its GEMMs are part of the GEMM sweep
     if (std::optional<int> exit = MeasureContention()) return *exit;
+  }
+  if (!o.skip_gemm && !o.skip_host && need_gpu) {  // so are the host-call pass's
+    if (std::optional<int> exit = MeasureHostCalls()) return *exit;
   }
   sampler->Stop();
   if (std::optional<int> exit = GatherGpuConditions()) return *exit;
@@ -810,6 +841,7 @@ absl::Status Measurement::Gather(v1::CalibrationRun mine) {
     for (const auto& s : other.gemm()) *run.add_gemm() = s;
     for (const auto& s : other.hbm()) *run.add_hbm() = s;
     for (const auto& s : other.contention()) *run.add_contention() = s;
+    for (const auto& s : other.host_calls()) *run.add_host_calls() = s;
     for (const auto& w : other.warnings()) run.add_warnings(w);
     for (const auto& g : other.conditions().gpus()) *cond.add_gpus() = g;
   }
@@ -980,6 +1012,31 @@ std::optional<int> Measurement::MeasureContention() {
   });
   return GatherSamples(samples, [](v1::CalibrationRun& r) { return r.mutable_contention(); },
                        "contention: no GPU measured the contention sweep (see the warnings)");
+}
+
+// Every local GPU at once, as the ranks of a training job issue their kernels from one host at
+// once (so the figure holds the host's shared caches and memory bandwidth as they run).
+std::optional<int> Measurement::MeasureHostCalls() {
+  Progress(absl::StrFormat("host calls: kernel launch and cuBLASLt GEMM call, %d x %d calls on %d GPU(s) at once",
+                           kHostCallBatches, kHostCallsPerBatch, static_cast<int>(local.size())));
+  std::vector<std::vector<v1::HostCallSample>> samples(local.size());
+  ForEachConcurrently(local.size(), [&](size_t i) {
+    const double t0 = NvmlSampler::Now();
+    absl::StatusOr<std::vector<v1::HostCallSample>> h = gpus.BenchHostCalls(local[i], bo);
+    watchdog.Beat("the host-call pass");
+    const v1::ClockWindow w = sampler->Window(buses[i], t0, NvmlSampler::Now());
+    if (!h.ok()) {
+      Warn(absl::StrCat("host calls on ", GpuName(ids[i]), ": ", h.status().message()));
+      return;
+    }
+    for (auto& s : *h) {
+      *s.mutable_gpu_id() = ids[i];
+      *s.mutable_conditions() = w;
+      samples[i].push_back(std::move(s));
+    }
+  });
+  return GatherSamples(samples, [](v1::CalibrationRun& r) { return r.mutable_host_calls(); },
+                       "host: no GPU measured the host-call pass (see the warnings)");
 }
 
 std::optional<int> Measurement::GatherGpuConditions() {

@@ -53,6 +53,7 @@ struct MeasureOptions {
   bool quick = false;
   bool mpi = false;
   bool skip_gemm = false, skip_hbm = false, skip_collectives = false, skip_contention = false;
+  bool skip_host = false;  // the host-call pass (--skip-gemm skips it too)
   double max_collective_bytes = 0;  // 0: 4 GiB, --quick 256 MiB
   double warmup_s = -1;             // < 0: 30 s, --quick 5 s
   // A collective not done after timeout_s is aborted (ncclCommAbort; exit 4 on every rank); MPI

@@ -694,6 +694,147 @@ absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const Be
   return out;
 }
 
+namespace {
+
+// One GEMM issued as Transformer Engine v2.12's cublas_gemm issues each expert's
+// (common/gemm/cublaslt_gemm.cu l.454-796, read 2026-11-30): layouts of A (k x m, transposed), B
+// (k x n) and D; the matmul descriptor with TRANSA / TRANSB, for fp8 FAST_ACCUM and the A and B
+// scale pointers, and the epilogue; C's layout; a preference with the workspace and the four
+// operands' alignments; the heuristic query for one algorithm; cublasLtMatmul on `stream`; the six
+// objects destroyed. The status of the first call that failed.
+struct TeGemmCall {
+  cublasLtHandle_t lt = nullptr;
+  GemmTypes ty;
+  bool fp8 = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void *A = nullptr, *B = nullptr;
+  void* D = nullptr;
+  const float* scales = nullptr;  // device: A's and B's scale (fp8)
+  void* work = nullptr;
+  size_t workspace = 0;
+  cudaStream_t stream = nullptr;
+
+  cublasStatus_t operator()() const {
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr, ld = nullptr;
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    cublasLtMatmulHeuristicResult_t heur = {};
+    int found = 0;
+    const cublasOperation_t op_a = CUBLAS_OP_T, op_b = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    const float alpha = 1, beta = 0;
+    const uint32_t align = 256;
+    cublasStatus_t s = cublasLtMatrixLayoutCreate(&la, ty.ab, k, m, k);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&lb, ty.ab, k, n, k);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&ld, ty.cd, m, n, m);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescCreate(&desc, ty.compute, CUDA_R_32F);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
+    if (fp8) {
+      const int8_t fast = 1;
+      const float* scale_a = scales;
+      const float* scale_b = scales + 1;
+      if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
+      if (s == CUBLAS_STATUS_SUCCESS) {
+        s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a, sizeof(scale_a));
+      }
+      if (s == CUBLAS_STATUS_SUCCESS) {
+        s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof(scale_b));
+      }
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&lc, ty.cd, m, n, m);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulPreferenceCreate(&pref);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+      s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+    }
+    for (const cublasLtMatmulPreferenceAttributes_t a :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+      if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof(align));
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 1, &heur, &found);
+    if (s == CUBLAS_STATUS_SUCCESS && found == 0) s = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (s == CUBLAS_STATUS_SUCCESS) {
+      s = cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, lc, D, ld, &heur.algo, work, workspace, stream);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatmulDescDestroy(desc);
+    return s;
+  }
+};
+
+// kHostCallBatches timed batches (after 2 untimed) of kHostCallsPerBatch calls of `call` (an
+// absl::Status per call), each batch's host time over its calls; the stream synchronised before
+// each batch, outside the window.
+template <typename Call>
+absl::StatusOr<v1::SampleSummary> TimeHostCalls(cudaStream_t stream, const char* what, const Call& call) {
+  std::vector<double> per_call_s;
+  for (int b = -2; b < kHostCallBatches; ++b) {
+    RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(stream), what));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kHostCallsPerBatch; ++i) RETURN_IF_ERROR(call());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (b >= 0) per_call_s.push_back(s / kHostCallsPerBatch);
+  }
+  RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(stream), what));
+  return Summarize(std::move(per_call_s));
+}
+
+void DestroyStream(cudaStream_t s) { cudaStreamDestroy(s); }
+
+}  // namespace
+
+absl::StatusOr<std::vector<v1::HostCallSample>> BenchHostCalls(const GpuInfo& gpu, const BenchOptions& /*o*/) {
+  RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));
+  cudaStream_t stream = nullptr;
+  RETURN_IF_ERROR(Cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+  std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> stream_guard(stream, DestroyStream);
+  std::vector<v1::HostCallSample> out;
+  absl::StatusOr<v1::SampleSummary> launch = TimeHostCalls(stream, "kernel_launch", [&] {
+    return Cuda(kernels::LaunchEmptyKernel(stream), "kernel_launch");
+  });
+  if (!launch.ok()) return launch.status();
+  v1::HostCallSample& l = out.emplace_back();
+  l.set_call("kernel_launch");
+  l.set_calls_per_batch(kHostCallsPerBatch);
+  *l.mutable_time() = *launch;
+
+  constexpr int64_t m = 1536, n = 1536, k = 2048;
+  cublasLtHandle_t lt = nullptr;
+  RETURN_IF_ERROR(Lt(cublasLtCreate(&lt), "cublasLtCreate"));
+  std::unique_ptr<cublasLtContext, void (*)(cublasLtHandle_t)> lt_guard(lt, DestroyLtHandle);
+  const bool has_fp8 = gpu.cc_major > 8 || (gpu.cc_major == 8 && gpu.cc_minor >= 9);
+  for (const DType dtype : {DType::kBF16, DType::kFP8}) {
+    if (dtype == DType::kFP8 && !has_fp8) continue;
+    absl::StatusOr<GemmTypes> ty = GemmTypesFor(gpu, dtype, GemmRun{GemmLayout::kTN, dtype == DType::kFP8});
+    if (!ty.ok()) return ty.status();
+    GemmBuffers buf;
+    RETURN_IF_ERROR(AllocGemmBuffers(gpu, *ty, m, n, k, &buf));
+    DeviceBuffer scales;
+    RETURN_IF_ERROR(scales.Alloc(2 * sizeof(float)));
+    RETURN_IF_ERROR(Cuda(kernels::LaunchFillConstant(static_cast<float*>(scales.p), 2, 1.0f, stream), "fill scales"));
+    const TeGemmCall call{lt, *ty, dtype == DType::kFP8, m, n, k, buf.A.p, buf.B.p, buf.C.p,
+                          static_cast<const float*>(scales.p), buf.work.p, buf.workspace, stream};
+    const std::string what = absl::StrCat("cublaslt_gemm_call ", DTypeName(dtype));
+    absl::StatusOr<v1::SampleSummary> t = TimeHostCalls(stream, what.c_str(), [&] { return Lt(call(), what.c_str()); });
+    if (!t.ok()) return t.status();
+    v1::HostCallSample& g = out.emplace_back();
+    g.set_call("cublaslt_gemm_call");
+    g.set_dtype(DTypeToProto(dtype));
+    g.set_m(m);
+    g.set_n(n);
+    g.set_k(k);
+    g.set_calls_per_batch(kHostCallsPerBatch);
+    *g.mutable_time() = *t;
+  }
+  return out;
+}
+
 absl::StatusOr<CuptiCheck> CuptiHbmCopy(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer& cupti) {
   if (!cupti.enabled()) return absl::UnavailableError(cupti.why_disabled());
   RETURN_IF_ERROR(Cuda(cudaSetDevice(gpu.index), "cudaSetDevice"));

@@ -49,6 +49,15 @@ absl::StatusOr<std::vector<v1::HbmSample>> BenchHbm(const GpuInfo& gpu, const Be
 // competitor's achieved copy rate over its whole run.
 absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo& gpu, const ContentionPlan& plan,
                                                                   const BenchOptions& o);
+// The host-call pass (gpu_system.h GpuSystem::BenchHostCalls; docs/CALIBRATION.md "Host calls"):
+// "kernel_launch" (an empty kernel, kernels/stream.h LaunchEmptyKernel, and cudaGetLastError as
+// Transformer Engine checks each launch) and "cublaslt_gemm_call" per dtype (bf16; fp8 e4m3 with
+// fast accumulation and scale pointers on compute capability 8.9+) at one expert GEMM's shape,
+// m = n = 1536, k = 2048 (Qwen3-30B-A3B's fc1 at 2,048 tokens an expert; the host's path does not
+// depend on the shape once cuBLASLt's heuristic cache holds it). kHostCallBatches batches of
+// kHostCallsPerBatch calls, each batch timed on the host's steady clock and divided by its calls,
+// the device synchronised between batches outside the window; 2 untimed batches first.
+absl::StatusOr<std::vector<v1::HostCallSample>> BenchHostCalls(const GpuInfo& gpu, const BenchOptions& o);
 // The copy kernel's CUPTI kernel time and CUDA-event time over the same o.iters runs (medians).
 absl::StatusOr<CuptiCheck> CuptiHbmCopy(const GpuInfo& gpu, const BenchOptions& o, CuptiTimer& cupti);
 absl::Status SustainedWarmup(const GpuInfo& gpu, double seconds);

@@ -83,6 +83,12 @@ inline v1::ContentionSample ContentionVariant(const ContentionPlan& plan, const 
   return c;
 }
 
+// The host-call pass's batches (GpuSystem::BenchHostCalls): 30 timed batches of 64 calls, after 2
+// untimed ones. 64 launches stay far below a CUDA launch queue's depth (about a thousand), so no
+// call in a batch waits for the queue to drain.
+inline constexpr int kHostCallBatches = 30;
+inline constexpr int kHostCallsPerBatch = 64;
+
 class GpuSystem {
  public:
   virtual ~GpuSystem() = default;
@@ -111,6 +117,14 @@ class GpuSystem {
   virtual absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo& gpu,
                                                                             const ContentionPlan& plan,
                                                                             const BenchOptions& options) = 0;
+  // The host-call pass (docs/CALIBRATION.md "Host calls"): the host's seconds per call of an
+  // empty kernel's launch and of a GEMM issued as Transformer Engine's cublas_gemm issues one per
+  // expert (bf16; fp8 too on compute capability 8.9+), each timed on the host's steady clock over
+  // batches of back-to-back calls with the device synchronised between batches. Fills call, dtype,
+  // shape, calls_per_batch and time; the flow fills gpu_id and conditions. Errors: CUDA or
+  // cuBLASLt failures (no algorithm for the shape), each naming the call.
+  virtual absl::StatusOr<std::vector<v1::HostCallSample>> BenchHostCalls(const GpuInfo& gpu,
+                                                                         const BenchOptions& options) = 0;
   // Collectives between this process's GPUs (one process, every local GPU).
   virtual absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>& gpus,
                                                                               double max_bytes, double timeout_s) = 0;

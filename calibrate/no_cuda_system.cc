@@ -26,6 +26,9 @@ class NoCudaGpuSystem final : public GpuSystem {
                                                                     const BenchOptions&) override {
     return NoCuda();
   }
+  absl::StatusOr<std::vector<v1::HostCallSample>> BenchHostCalls(const GpuInfo&, const BenchOptions&) override {
+    return NoCuda();
+  }
   absl::StatusOr<std::unique_ptr<CollectiveBackend>> LocalCollectives(const std::vector<GpuInfo>&, double,
                                                                       double) override {
     return NoCuda();

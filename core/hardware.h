@@ -122,6 +122,15 @@ struct RateProfile {
   // (else it holds the step at kSsdTritonShare of the default). hardware.proto field 15-16.
   double ssd_flops_per_s = 0;
   std::string ssd_source;
+  // The host's own seconds per call of what a framework issues from a C++ loop, measured on this
+  // profile's hosts (stepcast-calibrate's host-call pass, calibrate/gpu_bench.h BenchHostCalls):
+  // a bare kernel launch, and a GEMM as Transformer Engine's cublas_gemm issues it per expert
+  // (descriptors, heuristic query, cublasLtMatmul). Replace FrameworkSpec.launch's
+  // looped_launch_overhead_s and gemm_call_overhead_s (core/step_time.cc LaunchFloor), unscaled by
+  // Hardware::host_overhead_ratio; 0: the preset's. hardware.proto fields 17-19.
+  double host_launch_call_s = 0;
+  double host_gemm_call_s = 0;
+  std::string host_calls_source;
   RateOrigin attention_origin = RateOrigin::kUnknown;
   RateOrigin hbm_origin = RateOrigin::kUnknown;
   int format_version = 0;  // as read (0: absent, a version-1 profile); written as kRateProfileFormatVersion

@@ -116,6 +116,13 @@ struct LayerCost {
   // overlap runs beside the combine (StepModel::DualPipeExposeEp). The rest of the layer's
   // compute is its MLP's (experts, activation, the MLP's residual add).
   double pre_dispatch_fwd_s = 0, pre_dispatch_bwd_s = 0;
+  // The launch floor's backward (StepModel::LaunchFloor), kept for recomputation, which the layer
+  // costs do not read (StepModel::RecomputeLaunchDelta applies it): the host and GPU seconds it
+  // compared, and the host seconds a recomputed forward adds to the backward: the whole forward's
+  // launches (full recomputation) and the MoE block's (selective `moe`). launch_less_dense: `launch`
+  // is this layer's floor less the dense layer's (a hybrid's MoE layer; StepModel::Layers).
+  double launch_bwd_host_s = 0, launch_bwd_gpu_s = 0, launch_rec_full_host_s = 0, launch_rec_moe_host_s = 0;
+  bool launch_less_dense = false;
   ModuleForward module;
   Work Forward() const {
     Work w = gemm_fwd; w += attn_fwd; w += elem_fwd; w += tp_fwd; w += ep_fwd; return w;
@@ -575,6 +582,10 @@ class StepModel {
         with_moe.Add(SharesOf(kMoePart), 1.0);
         LaunchFloor(kMoeLayerParts, pair, &with_moe);
         c.moe.launch = pair.launch;
+        c.moe.launch_bwd_host_s = pair.launch_bwd_host_s, c.moe.launch_bwd_gpu_s = pair.launch_bwd_gpu_s;
+        c.moe.launch_rec_full_host_s = pair.launch_rec_full_host_s;
+        c.moe.launch_rec_moe_host_s = pair.launch_rec_moe_host_s;
+        c.moe.launch_less_dense = non_moe > 0;
         if (non_moe > 0) c.moe.launch.time_s = std::max(0.0, pair.launch.time_s - c.dense.launch.time_s);
         c.moe.launch.compute_s = c.moe.launch.time_s;
       }
@@ -1088,6 +1099,11 @@ class StepModel {
   // overhead; an MoE layer adds its block's launches and may wait for the GPU once per forward).
   // `shares`: the layer's launch shares (a hybrid's averaged kinds); nullptr: SharesOf(parts).
   void LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* shares = nullptr);
+  // What recomputation adds to a layer's launch floor (LayerCost::launch_bwd_* above): the
+  // backward's host holds the recomputed forward's launches too and its GPU the recomputed work
+  // `recomputed_gpu_s`; `share` of the layers recomputed (full recomputation of
+  // recompute_num_layers).
+  double RecomputeLaunchDelta(const LayerCost& c, double recomputed_gpu_s, double share) const;
   // The shares of `parts`: each half (attention, MLP, the MoE block's dense part) 0.5 of the
   // kernels, a Mamba layer 1 (LaunchShare), captured as the graphed parts say (moe or moe_router
   // the MoE block's dense part; moe_preprocess one more graph launch).
@@ -1967,9 +1983,17 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
   const double n_b = 2 * n + s.graphs + (rope_eager ? fw_.launch.scaled_rope_kernels_backward : 0.0);
   const double gpu_fwd = c.gemm_fwd.time_s + c.attn_fwd.time_s + c.elem_fwd.time_s;
   const double gpu_bwd = c.gemm_bwd.time_s + c.attn_bwd.time_s + c.elem_bwd.time_s;
+  // Recomputation re-runs the recomputed forward inside the backward, its launches with it
+  // (torch.utils.checkpoint and Megatron-Core's CheckpointFunction re-execute the forward's
+  // Python): kept here for RecomputeLaunchDelta, the whole forward's launches (full) and the MoE
+  // block's (selective `moe`: moe_layer.py core_r0.16 moe_layer_recompute re-runs custom_forward:
+  // router, dispatch, experts; below). The other selective modules' few kernels each are not
+  // counted.
   const MoeLaunchModel& ml = fw_.launch.moe;
   if (!moe || ml.expert_gemms.empty()) {
     c.launch.Host(std::max(0.0, n_f * L - gpu_fwd) + std::max(0.0, n_b * L - gpu_bwd));
+    c.launch_bwd_host_s = n_b * L, c.launch_bwd_gpu_s = gpu_bwd;
+    c.launch_rec_full_host_s = n_f * L, c.launch_rec_moe_host_s = 0;
     return;
   }
   // An MoE layer: the dense layer's n kernels stand for its attention half and norms; the MoE
@@ -1988,10 +2012,17 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
   // cublasLtMatmul, per expert) at LaunchModel::gemm_call_overhead_s, on this machine's host CPU
   // like the framework's ops (the Grace ratio was measured on whole torch.nn.Linear calls, a
   // cuBLAS GEMM's host path).
-  const double LE = fw_.launch.looped_launch_overhead_s;
+  // A profile that measured them on its hosts (RateProfile::host_launch_call_s / host_gemm_call_s,
+  // stepcast-calibrate's host-call pass) gives both instead, unscaled: they are this host's own
+  // (not while ModelChoices::launch_floor restores the former costs).
+  const RateProfile& prof = job_.profile;
+  const bool measured = job_.choices.launch_floor;
+  const double LE = measured && prof.host_launch_call_s > 0 ? prof.host_launch_call_s : fw_.launch.looped_launch_overhead_s;
   // gemm_call_overhead_s 0 (a preset without it; ModelChoices::expert_gemm_calls or launch_floor
   // off, Effective): the bare launch call's cost, x86 everywhere.
-  const double G = fw_.launch.gemm_call_overhead_s > 0 ? fw_.launch.gemm_call_overhead_s * host_ratio : LE;
+  const double G = fw_.launch.gemm_call_overhead_s <= 0 ? LE
+                   : measured && prof.host_gemm_call_s > 0 ? prof.host_gemm_call_s
+                                                           : fw_.launch.gemm_call_overhead_s * host_ratio;
   // The whole MoE block in a graph (scope moe, token drop only): its launches replay.
   const bool moe_block_graphed = g.moe;
   // One direction's grouped linears: `fixed` issued kernels each, and per local expert `kernels`
@@ -2038,13 +2069,32 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
   // counts on the host and does not wait. Padded to capacity (drop and pad), the all-to-all
   // dispatcher knows every count in advance and does not wait (token_dispatcher.py core_r0.16
   // MoEAlltoAllTokenDispatcher.preprocess returns before any D2H copy; cuda_sync_point "no_sync").
+  // HybridEP likewise: with drop and pad Megatron passes num_permuted_tokens (the capacity), so the
+  // dispatch is non-blocking (core_r0.16 fused_a2a.py HybridEPDispatch: `non_blocking =
+  // num_permuted_tokens is not None`; token_dispatcher.py _HybridEPManager.setup_metadata).
+  // DeepEP refuses padding (ValidateJob).
   const bool padded = job_.choices.moe_router_kernels && t_.moe_pad_expert_input_to_capacity &&
-                      t_.moe_expert_capacity_factor > 0 && t_.moe_dispatcher == MoeDispatcher::kAllToAll;
+                      t_.moe_expert_capacity_factor > 0 &&
+                      (t_.moe_dispatcher == MoeDispatcher::kAllToAll || t_.moe_dispatcher == MoeDispatcher::kHybridEP);
   const bool sync = !padded && (ml.host_sync == MoeHostSync::kEveryLayer ||
                                 (ml.host_sync == MoeHostSync::kWithExpertParallel && p_.ep > 1));
   const double floor_f = sync ? std::max(host_before_f, g_before) + std::max(host_after_f, g_after)
                               : std::max(host_before_f + host_after_f, g_f);
   c.launch.Host(std::max(0.0, floor_f - g_f) + std::max(0.0, host_b - g_b));
+  c.launch_bwd_host_s = host_b, c.launch_bwd_gpu_s = g_b;
+  c.launch_rec_full_host_s = host_before_f + host_after_f;
+  c.launch_rec_moe_host_s = before * L + host_after_f;
+}
+
+double StepModel::RecomputeLaunchDelta(const LayerCost& c, double recomputed_gpu_s, double share) const {
+  if (t_.recompute == Recompute::kNone || share <= 0) return 0;
+  const bool moe_module = t_.recompute == Recompute::kSelective &&
+                          (RecomputeModuleMask(t_.recompute_modules) & kRecomputeMoe) != 0;
+  const double host_s = t_.recompute == Recompute::kFull ? c.launch_rec_full_host_s
+                        : moe_module                     ? c.launch_rec_moe_host_s
+                                                         : 0.0;
+  const double hb = c.launch_bwd_host_s, gb = c.launch_bwd_gpu_s;
+  return share * (std::max(0.0, hb + host_s - gb - recomputed_gpu_s) - std::max(0.0, hb - gb));
 }
 
 void StepModel::Logits(LayerCost& c) {
@@ -2127,7 +2177,8 @@ void StepModel::EmbeddingLookupMatmul(LayerCost& c) {
   }
 }
 
-// Recomputed forward work of one layer under the job's recomputation.
+// Recomputed forward work of one layer under the job's recomputation (full: the whole forward;
+// selective: the modules').
 Work Recomputed(const LayerCost& c, const TrainingConfig& t) {
   Work w;
   if (t.recompute == Recompute::kFull) return c.Forward();
@@ -2241,8 +2292,24 @@ void StepModel::StageSums(const StepLayerCosts& layers, RunScratch& r) {
   if (t_.recompute == Recompute::kFull && t_.recompute_num_layers > 0) {
     recomputed_layers = std::min(layers_per_stage, static_cast<double>(t_.recompute_num_layers) * v);
   }
-  r.recompute = Recomputed(dense, t_).Scaled(recomputed_layers * (1 - moe_frac));
-  if (moe_frac > 0) r.recompute += Recomputed(moe, t_).Scaled(recomputed_layers * moe_frac);
+  const Work dense_rec = Recomputed(dense, t_), moe_rec = moe_frac > 0 ? Recomputed(moe, t_) : Work{};
+  r.recompute = dense_rec.Scaled(recomputed_layers * (1 - moe_frac));
+  if (moe_frac > 0) r.recompute += moe_rec.Scaled(recomputed_layers * moe_frac);
+  // The recomputed forward's launches and GPU work in each layer's backward floor.
+  if (t_.recompute != Recompute::kNone && layers_per_stage > 0) {
+    const double share = recomputed_layers / layers_per_stage;
+    const double dense_delta = RecomputeLaunchDelta(dense, dense_rec.time_s, share);
+    double delta = dense_delta * layers_per_stage * (1 - moe_frac);
+    if (moe_frac > 0) {
+      // A hybrid's MoE layer: its floor is the pair's (the dense layer's included) less the dense
+      // layer's.
+      const double moe_delta = moe.launch_less_dense
+                                   ? RecomputeLaunchDelta(moe, dense_rec.time_s + moe_rec.time_s, share) - dense_delta
+                                   : RecomputeLaunchDelta(moe, moe_rec.time_s, share);
+      delta += moe_delta * layers_per_stage * moe_frac;
+    }
+    r.launch.Host(delta);
+  }
 }
 
 void StepModel::PipelineComm(RunScratch& r) {

@@ -145,6 +145,13 @@ cudaError_t LaunchFillConstant(float* p, size_t n, float v, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+__global__ void EmptyKernel() {}
+
+cudaError_t LaunchEmptyKernel(cudaStream_t s) {
+  EmptyKernel<<<1, 1, 0, s>>>();
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchFlush(void* buffer, size_t bytes, cudaStream_t s) {
   return cudaMemsetAsync(buffer, 0x5a, bytes, s);
 }

@@ -30,6 +30,9 @@ cudaError_t LaunchFillRandom(void* p, size_t count, FillType type, uint64_t seed
 cudaError_t LaunchFillConstant(float* p, size_t count, float value, cudaStream_t stream);
 cudaError_t LaunchFlush(void* buffer, size_t bytes, cudaStream_t stream);
 cudaError_t LaunchFillPattern(float* p, size_t count, int rank, int salt, cudaStream_t stream);
+// An empty kernel, one block of one thread, and the launch's error (cudaGetLastError): what a
+// framework pays per launch on the host (calibrate/gpu_bench.h BenchHostCalls times it).
+cudaError_t LaunchEmptyKernel(cudaStream_t stream);
 // `open` and `timed_out` are device pointers of host memory allocated with cudaHostAllocMapped.
 cudaError_t LaunchGate(const volatile int* open, int* timed_out, uint64_t timeout_ns, cudaStream_t stream);
 

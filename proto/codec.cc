@@ -766,6 +766,20 @@ absl::StatusOr<RateProfile> RateProfileFromProto(const v1::RateProfile& p, const
   if (r.ssd_flops_per_s > 0 && r.ssd_source.empty()) {
     return FieldError(prefix + ".ssd_source", "required with ssd_flops_per_s (where the rate was measured)");
   }
+  r.host_launch_call_s = p.host_launch_call_s();
+  r.host_gemm_call_s = p.host_gemm_call_s();
+  r.host_calls_source = p.host_calls_source();
+  // A host call above 10 ms is not a call's cost but a stall (a synchronisation, a full queue).
+  for (const auto& [field, v] : {std::pair{".host_launch_call_s", r.host_launch_call_s},
+                                 std::pair{".host_gemm_call_s", r.host_gemm_call_s}}) {
+    if (!(v >= 0 && v <= 1e-2)) {
+      return FieldError(prefix + field, "must be seconds per call in [0, 0.01] (0: the framework preset's figure)");
+    }
+  }
+  if ((r.host_launch_call_s > 0 || r.host_gemm_call_s > 0) && r.host_calls_source.empty()) {
+    return FieldError(prefix + ".host_calls_source",
+                      "required with host_launch_call_s or host_gemm_call_s (where they were measured)");
+  }
   if (!(r.compute_rate_low_fraction == 0 ||
         (r.compute_rate_low_fraction >= 0.1 && r.compute_rate_low_fraction <= 1))) {
     return FieldError(prefix + ".compute_rate_low_fraction",
@@ -849,6 +863,11 @@ v1::RateProfile RateProfileToProto(const RateProfile& r) {
   if (r.ssd_flops_per_s > 0) {
     p.set_ssd_flops_per_s(r.ssd_flops_per_s);
     p.set_ssd_source(r.ssd_source);
+  }
+  if (r.host_launch_call_s > 0 || r.host_gemm_call_s > 0) {
+    p.set_host_launch_call_s(r.host_launch_call_s);
+    p.set_host_gemm_call_s(r.host_gemm_call_s);
+    p.set_host_calls_source(r.host_calls_source);
   }
   p.set_compute_rate_low_source(r.compute_rate_low_source);
   for (const auto& c : r.collectives) {

@@ -28,7 +28,10 @@ struct FakeConfig {
   double f_half_flops = 2e9;
   double hbm_bytes_per_s = 3.0e12;
   std::map<int, double> gemm_scale, hbm_scale;  // CUDA index -> rate multiplier
-  std::set<int> fail_gemm, fail_hbm, fail_contention;
+  std::set<int> fail_gemm, fail_hbm, fail_contention, fail_host;
+  // Host calls: seconds per call of the host-call pass's launch and GEMM call (bf16; fp8 x
+  // host_fp8_factor), the GPU at CUDA index i x (1 + i / 10): the slowest GPU is the last.
+  double host_launch_call_s = 4e-6, host_gemm_call_s = 11e-6, host_fp8_factor = 1.2;
   // Contention: a GEMM of m rows beside c CTAs in clusters of l takes (1 + contention_per_cta x c
   // x 8192 / m x the GPU's contention_scale / l) its time alone; with the SM target c / (SMs - c).
   double contention_per_cta = 0.01;
@@ -158,6 +161,25 @@ class FakeGpuSystem final : public GpuSystem {
           }
         }
       }
+    }
+    return out;
+  }
+  absl::StatusOr<std::vector<v1::HostCallSample>> BenchHostCalls(const GpuInfo& g, const BenchOptions&) override {
+    if (c_.fail_host.count(g.index)) return absl::InternalError("cublaslt_gemm_call bf16: cuBLASLt status 15");
+    const double scale = 1 + g.index / 10.0;
+    std::vector<v1::HostCallSample> out;
+    auto add = [&](const char* call, v1::DType dtype, double s) {
+      v1::HostCallSample x;
+      x.set_call(call);
+      x.set_dtype(dtype);
+      x.set_calls_per_batch(kHostCallsPerBatch);
+      *x.mutable_time() = Summarize({s * scale, s * scale * 1.02, s * scale * 0.98});
+      out.push_back(x);
+    };
+    add("kernel_launch", v1::D_TYPE_UNSPECIFIED, c_.host_launch_call_s);
+    add("cublaslt_gemm_call", v1::D_TYPE_BF16, c_.host_gemm_call_s);
+    if (g.cc_major > 8 || (g.cc_major == 8 && g.cc_minor >= 9)) {
+      add("cublaslt_gemm_call", v1::D_TYPE_FP8, c_.host_gemm_call_s * c_.host_fp8_factor);
     }
     return out;
   }

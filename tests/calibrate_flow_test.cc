@@ -423,6 +423,62 @@ TEST(Flow, ProfileKeepsTheReferenceContentionWithoutTheSweep) {
   EXPECT_EQ(Measure({}, o).run.contention_size(), 0);
 }
 
+// The host-call pass (docs/CALIBRATION.md "Host calls"): every GPU's launch and cuBLASLt GEMM call
+// in the run; the profile takes per call the slowest GPU's median (the fake's GPU i runs
+// 1 + i/10 slower: GPU 3 of 4, 1.3x) and for the GEMM call the slower dtype (fp8, 1.2x bf16 in the
+// fake): launch 4 us x 1.3 = 5.2 us, GEMM call 11 us x 1.2 x 1.3 = 17.16 us. A failing GPU is a
+// warning and the others still give the figures; --skip-host and --skip-gemm leave the pass out
+// and the profile without figures (the preset's then apply).
+TEST(Flow, HostCallsGoIntoTheProfileAsTheSlowestGpusMedian) {
+  MeasureOptions o = Quick();
+  o.skip_collectives = true;
+  o.skip_contention = true;
+  Outcome r = Measure({}, o);
+  ASSERT_EQ(r.code, kExitOk);
+  EXPECT_EQ(r.run.host_calls_size(), 4 * 3);  // per GPU: the launch, bf16 and fp8 GEMM calls
+  for (const auto& s : r.run.host_calls()) {
+    EXPECT_FALSE(s.gpu_id().uuid().empty());
+    EXPECT_EQ(s.calls_per_batch(), kHostCallsPerBatch);
+  }
+  EXPECT_NEAR(r.profile.host_launch_call_s(), 4e-6 * 1.3, 1e-12);
+  EXPECT_NEAR(r.profile.host_gemm_call_s(), 11e-6 * 1.2 * 1.3, 1e-12);
+  EXPECT_TRUE(absl::StartsWith(r.profile.host_calls_source(), "stepcast-calibrate host-call pass"))
+      << r.profile.host_calls_source();
+  EXPECT_NE(r.profile.host_calls_source().find("slowest of 4 GPUs"), std::string::npos);
+  // The profile reads back (RateProfileFromProto checks the fields).
+  absl::StatusOr<RateProfile> p = RateProfileFromProto(r.profile, "p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->host_gemm_call_s, 11e-6 * 1.2 * 1.3, 1e-12);
+
+  // GPU 3 fails: a warning naming it; the slowest of the other three (GPU 2, 1.2x).
+  FakeConfig c;
+  c.fail_host = {3};
+  Outcome f = Measure(c, o);
+  ASSERT_EQ(f.code, kExitOk);
+  EXPECT_EQ(f.run.host_calls_size(), 3 * 3);
+  EXPECT_NEAR(f.profile.host_launch_call_s(), 4e-6 * 1.2, 1e-12);
+  bool warned = false;
+  for (const auto& w : f.run.warnings()) warned |= absl::StrContains(w, "host calls on") && absl::StrContains(w, "status 15");
+  EXPECT_TRUE(warned);
+  // Every GPU failing: exit 3, nothing in the profile.
+  c.fail_host = {0, 1, 2, 3};
+  Outcome none = Measure(c, o);
+  EXPECT_EQ(none.code, kExitNothingMeasured);
+  EXPECT_EQ(none.profile.host_gemm_call_s(), 0);
+
+  for (bool skip_gemm : {false, true}) {
+    MeasureOptions skip = o;
+    skip.skip_host = !skip_gemm;
+    skip.skip_gemm = skip_gemm;
+    Outcome x = Measure({}, skip);
+    ASSERT_EQ(x.code, kExitOk);
+    EXPECT_EQ(x.run.host_calls_size(), 0);
+    EXPECT_EQ(x.profile.host_launch_call_s(), 0);
+    EXPECT_EQ(x.profile.host_gemm_call_s(), 0);
+    EXPECT_TRUE(x.profile.host_calls_source().empty());
+  }
+}
+
 // The reference's bound on its part's compute rates (the 500 W HBM2e H100: the SXM's rates, as low
 // as 835/989 of them) stays in a calibrated profile for the rates it took from the reference (the
 // attention rate, unswept dtypes); the swept GEMM points are measured, which ComputeRatesScaled

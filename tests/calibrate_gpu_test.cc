@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "calibrate/communicator.h"
@@ -107,6 +108,32 @@ TEST(CalibrateGpu, GateHoldsTheStreamUntilOpenedAndTimesOut) {
   EXPECT_EQ(v[1], 1);
   cudaStreamDestroy(s);
   cudaFreeHost(flag);
+}
+
+// The host-call pass on a GPU (docs/CALIBRATION.md "Host calls"): an empty kernel's launch, then a
+// cuBLASLt GEMM issued as Transformer Engine issues each expert's, bf16 and (8.9+) fp8; every call
+// succeeded (the pass stops at the first error), each figure a few microseconds (a launch call on
+// an x86 DGX H100 host is ~2-5 us, a cuBLASLt call with its heuristic query ~10-30 us: under 1 ms
+// holds any host that is not stalled), the GEMM call dearer than the bare launch.
+TEST(CalibrateGpu, HostCallsAreTimedOnTheHost) {
+  const auto gpus = GpusOrSkip();
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA device: " << ListCudaGpus().status().message();
+  absl::StatusOr<std::vector<v1::HostCallSample>> s = BenchHostCalls(gpus[0], BenchOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const bool fp8 = gpus[0].cc_major > 8 || (gpus[0].cc_major == 8 && gpus[0].cc_minor >= 9);
+  ASSERT_EQ(s->size(), fp8 ? 3u : 2u);
+  EXPECT_EQ((*s)[0].call(), "kernel_launch");
+  for (const auto& x : *s) {
+    EXPECT_EQ(x.time().count(), kHostCallBatches) << x.ShortDebugString();
+    EXPECT_GT(x.time().median_s(), 0) << x.ShortDebugString();
+    EXPECT_LT(x.time().median_s(), 1e-3) << x.ShortDebugString();
+    std::printf("%s %s: %.2f us a call (p10 %.2f, p90 %.2f)\n", x.call().c_str(), v1::DType_Name(x.dtype()).c_str(),
+                x.time().median_s() * 1e6, x.time().p10_s() * 1e6, x.time().p90_s() * 1e6);
+  }
+  for (size_t i = 1; i < s->size(); ++i) {
+    EXPECT_EQ((*s)[i].call(), "cublaslt_gemm_call");
+    EXPECT_GT((*s)[i].time().median_s(), (*s)[0].time().median_s());
+  }
 }
 
 // The contention sweep on a GPU: the communication-shaped kernel copies what it was asked to

@@ -1000,6 +1000,116 @@ TEST(StepTime, LoopedExpertLaunchesCostTheLaunchCallOnly) {
   }
 }
 
+// Recomputation re-runs the recomputed forward in the backward, its launches with it (Megatron-Core
+// CheckpointFunction; moe_layer.py moe_layer_recompute re-runs the MoE block's custom_forward). By
+// hand on the host-bound tiny layer (LoopedExpertLaunchesCostTheLaunchCallOnly's costs: 50 us an
+// issued kernel, 20 us a per-expert GEMM call): eager 150 issued + 384 calls a layer; full
+// recomputation adds the forward's 50 issued + 128 calls, selective `moe` the MoE block's issued
+// 26 + 10 and its 128 calls, selective core_attn none (its few kernels are not counted).
+TEST(StepTime, RecomputationRelaunchesTheRecomputedForward) {
+  auto total = [](const std::string& recompute) {
+    absl::StatusOr<Job> j = testing::JobFromYaml(
+        absl::StrReplaceAll(TinyMoeJob(""), {{"cuda_graphs: false}", "cuda_graphs: false, " + recompute + "}"}}));
+    EXPECT_TRUE(j.ok()) << j.status();
+    if (!j.ok()) return 0.0;
+    j->framework.launch.kernel_launch_overhead_s = 50e-6;
+    j->framework.launch.looped_launch_overhead_s = 5e-6;
+    j->framework.launch.gemm_call_overhead_s = 20e-6;
+    const StepBreakdown b = EstimateStepTime(*j).breakdown;
+    return b.gemm_s + b.attention_s + b.elementwise_s + b.recompute_s + b.launch_overhead_s;
+  };
+  auto host = [](double issued, double calls) { return 2 * (issued * 50e-6 + calls * 20e-6); };
+  for (const auto& [recompute, issued, calls] :
+       {std::tuple<std::string, double, double>{"recompute: none", 150, 384},
+        {"recompute: full", 150 + 50, 384 + 128},
+        {"recompute: selective, recompute_modules: [moe]", 150 + 36, 384 + 128},
+        {"recompute: selective, recompute_modules: [core_attn]", 150, 384}}) {
+    SCOPED_TRACE(recompute);
+    EXPECT_GE(total(recompute), host(issued, calls));
+    EXPECT_LE(total(recompute), host(issued, calls) + 0.5e-3);
+  }
+}
+
+// A profile whose hosts were measured (RateProfile::host_launch_call_s / host_gemm_call_s,
+// stepcast-calibrate's host-call pass) prices the looped launches and the per-expert GEMM calls at
+// its figures, unscaled by the hardware's host_overhead_ratio (they are that host's own); the
+// kernels the framework's Python issues keep the preset's cost x the ratio. By hand on
+// Megatron-Bridge's fp8 tiny layer (LoopedExpertLaunchesCostTheLaunchCallOnly's): 150 issued
+// kernels at 50 us x 2 = 100 us, and per layer 2 x 64 experts x ((4 x LE + G) + (4 x LE + 2 G)).
+TEST(StepTime, AProfilesMeasuredHostCallsReplaceThePresetsOnItsHost) {
+  const std::string yaml = absl::StrReplaceAll(
+      TinyMoeJob(""), {{"megatron-core", "megatron-bridge"}, {"precision: {gemm: bf16}", "precision: {gemm: fp8}"}});
+  absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
+  ASSERT_TRUE(job.ok()) << job.status();
+  job->framework.launch.kernel_launch_overhead_s = 50e-6;
+  job->framework.launch.looped_launch_overhead_s = 5e-6;
+  job->framework.launch.gemm_call_overhead_s = 20e-6;
+  job->hardware.host_overhead_ratio = 2;
+  auto total = [](const Job& j) {
+    const StepBreakdown b = EstimateStepTime(j).breakdown;
+    return b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
+  };
+  auto by_hand = [](double le, double g) { return 2 * (150 * 100e-6 + 2 * 64 * ((4 * le + g) + (4 * le + 2 * g))); };
+  // The preset's: looped launches at 5 us (x86 everywhere), GEMM calls at 20 us x 2.
+  EXPECT_GE(total(*job), by_hand(5e-6, 40e-6));
+  EXPECT_LE(total(*job), by_hand(5e-6, 40e-6) + 0.5e-3);
+  Job measured = *job;
+  measured.profile.host_launch_call_s = 7e-6;
+  measured.profile.host_gemm_call_s = 30e-6;
+  measured.profile.host_calls_source = "a test";
+  EXPECT_GE(total(measured), by_hand(7e-6, 30e-6));
+  EXPECT_LE(total(measured), by_hand(7e-6, 30e-6) + 0.5e-3);
+  // expert_gemm_calls off: every per-expert kernel a looped launch, at the measured launch.
+  Job calls_off = measured;
+  calls_off.choices.expert_gemm_calls = false;
+  EXPECT_GE(total(calls_off), by_hand(7e-6, 7e-6));
+  EXPECT_LE(total(calls_off), by_hand(7e-6, 7e-6) + 0.5e-3);
+  // launch_floor off restores the former costs: the measured figures are not read.
+  Job floor_off = measured, floor_off_unmeasured = *job;
+  floor_off.choices.launch_floor = floor_off_unmeasured.choices.launch_floor = false;
+  EXPECT_DOUBLE_EQ(total(floor_off), total(floor_off_unmeasured));
+}
+
+// RateProfile's host-call fields (hardware.proto 17-19): seconds per call in [0, 0.01] with their
+// source, else an error naming the field.
+TEST(HardwareVariant, MeasuredHostCallsNeedSecondsInRangeAndASource) {
+  auto job_with = [](const std::string& fields) {
+    return testing::JobFromYaml(absl::StrCat(R"(
+model: llama3-8b
+hardware:
+  spec:
+    name: "H100 host"
+    peak: [{dtype: D_TYPE_BF16, flops_per_s: 9.89e14}]
+    hbm_capacity_bytes: 80e9
+    hbm_bandwidth_bytes_per_s: 3.35e12
+    intra_node_bandwidth_bytes_per_s: 4.5e11
+    inter_node_bandwidth_bytes_per_s: 5e10
+    gpus_per_node: 8
+    sm_count: 132
+    architecture: hopper
+    reference_profile:
+      name: "host"
+      gemm: [{dtype: D_TYPE_BF16, flops_per_s: 6.9e14}]
+      hbm_bandwidth_bytes_per_s: 3.0e12
+      )", fields, R"(
+cluster: {gpu_count: 8}
+training: {seq_length: 8192, global_batch_size: 64})"));
+  };
+  absl::StatusOr<Job> ok = job_with("host_launch_call_s: 4.1e-6\n      host_gemm_call_s: 1.9e-5\n      host_calls_source: \"calibrated\"");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_DOUBLE_EQ(ok->profile.host_launch_call_s, 4.1e-6);
+  EXPECT_DOUBLE_EQ(ok->profile.host_gemm_call_s, 1.9e-5);
+  for (const auto& [bad, field] :
+       {std::pair<std::string, std::string>{"host_launch_call_s: -1e-6\n      host_calls_source: \"x\"", "host_launch_call_s"},
+        {"host_gemm_call_s: 0.5\n      host_calls_source: \"x\"", "host_gemm_call_s"},
+        {"host_gemm_call_s: .nan\n      host_calls_source: \"x\"", "host_gemm_call_s"},
+        {"host_gemm_call_s: 1e-5", "host_calls_source"}}) {
+    absl::StatusOr<Job> j = job_with(bad);
+    ASSERT_FALSE(j.ok()) << bad;
+    EXPECT_NE(j.status().message().find("reference_profile." + field), std::string::npos) << j.status();
+  }
+}
+
 // NVIDIA's DeepSeek-V3 GB200 write-up (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization)
 // counted kernels on its Nsys timelines: "the router part from 72 to 31" with the fused router
 // (Sec. 2.1.4), "the router and preprocess parts to 17" with the fused router and DeepEP (Sec.

@@ -916,9 +916,17 @@ class StepModel {
     const double dispatch_b = t_.moe_dispatcher == MoeDispatcher::kDeepEPFp8 ? 1.0 + 4.0 / 128 : e_act_;
     const double combine_b = e_act_;
     if (nodes <= 1) {
-      const double d = Comm(Collective::kAllToAll, g, tokens * k * h * dispatch_b);
+      // Inside a node a token goes once to every rank holding one of its experts, not once per
+      // expert (DeepEP intranode dispatch by is_token_in_rank, deep_ep/buffer.py; HybridEP by
+      // sparse_to_dense_map over the node's ranks, hybrid_ep.cu @7febc6e): the expected distinct
+      // ranks of its k experts (the ranks R that the permute counts, ExpectedGroupsReachedLimited),
+      // at the all-to-all rate of those bytes.
+      const double ranks = ExpectedGroupsReachedLimited(static_cast<double>(m_.moe.routed_experts),
+                                                        static_cast<double>(g.size), k, m_.moe.routed_groups,
+                                                        m_.moe.max_routed_groups);
+      const double d = Comm(Collective::kAllToAll, g, tokens * ranks * h * dispatch_b);
       if (dispatch_s != nullptr) *dispatch_s = d;
-      return d + Comm(Collective::kAllToAll, g, tokens * k * h * combine_b);
+      return d + Comm(Collective::kAllToAll, g, tokens * ranks * h * combine_b);
     }
     const double distinct = ExpectedGroupsReachedLimited(static_cast<double>(m_.moe.routed_experts), nodes, k,
                                                          m_.moe.routed_groups, m_.moe.max_routed_groups);
@@ -1587,22 +1595,28 @@ void StepModel::MoeBlock(LayerCost& c, LayerScratch& s) {
     // fp8 GEMMs: each expert's rows padded to the fp8 alignment and unpadded after (TE
     // Fp8Padding / Fp8Unpadding, one read and write of [N, w] each).
     if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * w;
-  } else if (t_.moe_dispatcher == MoeDispatcher::kDeepEP) {
+  } else if (t_.moe_dispatcher == MoeDispatcher::kDeepEP || t_.moe_dispatcher == MoeDispatcher::kHybridEP) {
     // Megatron-Core's flex dispatcher with DeepEP (token_dispatcher.py _DeepepManager,
     // get_permuted_hidden_states_by_experts / get_restored_hidden_states_by_experts): DeepEP
     // delivers each token once to every rank that holds one of its experts; TE's permute then
     // writes a row per local expert (reads the R received rows, writes the N expert rows) and the
     // unpermute before the combine reads N and writes R: e h (2 R + 2 N) forward. R = t_rank x the
     // ranks a token reaches (ExpectedGroupsReachedLimited).
+    // HybridEP (_HybridEPManager, core_r0.16): Megatron takes the dispatched rows as they are, but
+    // DeepEP's hybrid-ep dispatch_with_permute runs the same permute as a kernel of its own after
+    // the dispatch kernel, and the unpermute before the combine (deepseek-ai/DeepEP hybrid-ep
+    // @7febc6e csrc/hybrid_ep/executor/executor.cu l.280 permute_launcher, l.355
+    // unpermute_launcher; hybrid_ep.cu l.319 enable_permute): the same bytes. It pads each
+    // expert's rows to the fp8 GEMMs' alignment itself (pad_multiple), so no Fp8Padding pass.
     const double received = t_rank * ExpectedGroupsReachedLimited(E, static_cast<double>(p_.ep), k, m_.moe.routed_groups,
                                                                   m_.moe.max_routed_groups);
     permute = e_act_ * w * (2 * received + 2 * rows);
-    if (t_.precision.gemm == DType::kFP8) permute += 4 * e_act_ * rows * w;
+    if (t_.precision.gemm == DType::kFP8 && t_.moe_dispatcher == MoeDispatcher::kDeepEP) {
+      permute += 4 * e_act_ * rows * w;
+    }
   }
-  // HybridEP permutes inside its dispatch / combine kernels (Megatron-Core
-  // _HybridEPManager.get_permuted_hidden_states_by_experts returns the dispatched rows as they
-  // are). deepep-fp8 (DeepSeek's own stack) has no separate permute here: its module times are
-  // held against the DeepSeek-V3 training trace (tests/deepseek_trace_test.cc).
+  // deepep-fp8 (DeepSeek's own stack) has no separate permute here: its module times are held
+  // against the DeepSeek-V3 training trace (tests/deepseek_trace_test.cc).
   Elementwise(routed_act, c, &mod.moe_act);
   before_dispatch([&] { Elementwise(shared_act, c, &mod.shared_experts); });
   // Before the dispatch too: the router's passes and the routing map, and the all-to-all

@@ -1425,16 +1425,28 @@ training: {seq_length: 131072, global_batch_size: 1, micro_batch_size: 1, precis
   padded.training.moe_expert_capacity_factor = 1.0;
   padded.training.moe_pad_expert_input_to_capacity = true;
   EXPECT_EQ(EstimateStepTime(padded).breakdown.launch_overhead_s, 0);
+  // HybridEP too: padded, Megatron gives it the capacity as num_permuted_tokens and its dispatch
+  // does not block (core_r0.16 fused_a2a.py `non_blocking = num_permuted_tokens is not None`);
+  // dropless, it waits like the others.
+  Job hybrid = *job, hybrid_padded = padded;
+  hybrid.training.moe_dispatcher = hybrid_padded.training.moe_dispatcher = MoeDispatcher::kHybridEP;
+  EXPECT_GE(EstimateStepTime(hybrid).breakdown.launch_overhead_s, 0.8 * 2 * 522 * 50e-6);
+  EXPECT_EQ(EstimateStepTime(hybrid_padded).breakdown.launch_overhead_s, 0);
   // torchtitan waits only with EP > 1 (its all-to-all's split sizes): one GPU, no wait.
   Job titan = *job;
   titan.framework.launch.moe.host_sync = MoeHostSync::kWithExpertParallel;
   EXPECT_EQ(EstimateStepTime(titan).breakdown.launch_overhead_s, 0);
 }
 
-// Megatron-Core's flex dispatcher with DeepEP permutes the rows it receives into expert order and
-// back (token_dispatcher.py _DeepepManager); HybridEP does it inside its kernels (_HybridEPManager
-// returns the dispatched rows as they are). Same traffic, so the step differs by the permute only.
-TEST(StepTime, DeepEpInMegatronPermutesTheReceivedRowsHybridEpDoesNot) {
+// Megatron-Core's flex dispatcher permutes the rows a rank receives into expert order and back:
+// with DeepEP through TE's permute (token_dispatcher.py _DeepepManager), with HybridEP inside
+// DeepEP's dispatch_with_permute, a permute kernel of its own after the dispatch kernel
+// (deepseek-ai/DeepEP hybrid-ep @7febc6e executor.cu permute_launcher / unpermute_launcher;
+// _HybridEPManager returns those rows as they are). Both send a token once to each rank holding
+// one of its experts (DeepEP's is_token_in_rank, HybridEP's sparse_to_dense_map), the all-to-all
+// dispatcher once per expert. Worked by hand below; the steps with the all-to-all dispatcher
+// differ from the flex ones by the permute and the transfer.
+TEST(StepTime, TheFlexDispatcherPermutesTheReceivedRowsAndSendsATokenOncePerRank) {
   const char* yaml = R"(
 model: {shape: {name: moe-64, layers: 2, hidden_size: 1024, attention_heads: 8, vocab_size: 1024, ffn_type: swiglu,
         ffn_hidden_size: 4096, moe: {routed_experts: 64, top_k: 4, expert_ffn_hidden_size: 512}}}
@@ -1458,10 +1470,26 @@ training: {seq_length: 4096, global_batch_size: 8, micro_batch_size: 1, precisio
   EXPECT_NEAR(bytes, 123.7e6, 0.1e6);
   const double bw = deepep->profile.hbm_bandwidth_bytes_per_s;
   ASSERT_GT(bw, 0);
-  const double expected_s = 2 * 3 * bytes / bw * std::max(1.0, deepep->framework.elementwise_traffic_factor);
   const StepBreakdown d = EstimateStepTime(*deepep).breakdown, hy = EstimateStepTime(*hybridep).breakdown;
-  EXPECT_NEAR(d.elementwise_s - hy.elementwise_s, expected_s, 0.01 * expected_s);
-  EXPECT_EQ(d.ep_comm_s, hy.ep_comm_s);
+  // bf16: the same permute bytes and the same transfer.
+  EXPECT_DOUBLE_EQ(d.elementwise_s, hy.elementwise_s);
+  EXPECT_DOUBLE_EQ(d.ep_comm_s, hy.ep_comm_s);
+  // Against the all-to-all dispatcher, whose TE permute moves e h (2 T + 2 T k + 4 N) a layer
+  // forward (a sort by local expert besides: MoEAlltoAllTokenDispatcher): the flex permute's
+  // bytes less that, x 3 (forward and backward) x 2 layers at the HBM rate.
+  absl::StatusOr<Job> a2a = testing::JobFromYaml(std::string(yaml) + "alltoall}");
+  ASSERT_TRUE(a2a.ok()) << a2a.status();
+  const StepBreakdown a = EstimateStepTime(*a2a).breakdown;
+  const double a2a_bytes = 2.0 * 1024 * (2 * 4096 + 2 * N + 4 * N);
+  const double factor = std::max(1.0, deepep->framework.elementwise_traffic_factor);
+  EXPECT_NEAR(d.elementwise_s - a.elementwise_s, 2 * 3 * (bytes - a2a_bytes) / bw * factor, 1e-3 * a.elementwise_s);
+  // The transfer: R rows a rank (13,825) instead of N (16,384), of 2 KiB each, on the profile's
+  // intra-node all-to-all curve for 8 ranks (dispatch and combine alike).
+  const CollectiveRate* a2a_rate = a2a->profile.FindCollective(Collective::kAllToAll, Scope::kIntraNode, 8, 8);
+  ASSERT_NE(a2a_rate, nullptr);
+  const double flex_s = CollectiveTime(*a2a_rate, 8, R * 2048), copies_s = CollectiveTime(*a2a_rate, 8, N * 2048);
+  EXPECT_NEAR(d.ep_comm_s / a.ep_comm_s, flex_s / copies_s, 1e-6);
+  EXPECT_LT(flex_s / copies_s, 0.95);
 }
 
 // Group-limited routing (DeepSeek-V3 report Sec. 2.1.2; Megatron-Core group_limited_topk): 256

@@ -352,6 +352,9 @@ struct Framework {
   // The input embedding's gather, TP reduce and dense gradient added to the gradient buffer
   // (ElementwiseModel.dense_embedding_grad; Megatron-Core).
   bool dense_embedding_grad = false;
+  // torchao Float8Linear's fp8 cast of the weight at every use, forward and backward
+  // (ElementwiseModel.fp8_weight_cast_every_use; core/step_time.cc GemmIn).
+  bool fp8_weight_cast_every_use = false;
   OverlapModel overlap;
   ShardingModel sharding;
   std::string default_schedule = "1f1b";

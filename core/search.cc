@@ -1324,7 +1324,7 @@ struct LayoutEvaluator::Impl {
   // Cache keys: every input the cached parts read besides the fixed model, hardware, profile,
   // framework and choices (core/step_time.h, core/memory.h).
   using LayerKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, int, int, bool, bool, bool,
-                              int64_t, int64_t>;
+                              int64_t, int64_t, bool>;
   using ActKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, bool, bool, int,
                             std::vector<std::string>, int64_t, int64_t>;
   std::map<LayerKey, std::shared_ptr<const StepLayerCosts>> layers;
@@ -1355,7 +1355,7 @@ LayoutEvaluator::Result LayoutEvaluator::Evaluate(const Job& job) {
   if (!mem.fits) return r;
   const Impl::LayerKey lk{p.tp, p.cp, p.ep, p.Etp(), t.micro_batch_size, t.seq_length, sp, t.overlap_tp_comm,
                           static_cast<int>(t.precision.gemm), static_cast<int>(t.precision.params), t.flash_attention,
-                          t.dropout, t.cuda_graphs, job.GpusPerNode(), 0};
+                          t.dropout, t.cuda_graphs, job.GpusPerNode(), 0, t.fp8_param_gather};
   auto [lit, lnew] = impl_->layers.try_emplace(lk);
   if (lnew) lit->second = ComputeStepLayerCosts(job, impl_->gemm ? &*impl_->gemm : nullptr);
   r.step_time_s = EstimateStepTime(job, *lit->second).step_time_s;

@@ -779,6 +779,19 @@ class StepModel {
       // Row-wise: the backward GEMMs' outputs (dgrad m x k, wgrad n x k) rescaled afterwards
       // (float8_ops.py: output *= scale), read and written.
       if (rowwise_) c.elem_bwd.Bytes(2 * e_act_ * (m * k + n * k) * count, bw_);
+      // torchao casts the k x n weight at each use (ElementwiseModel.fp8_weight_cast_every_use,
+      // torchao roofline_utils.py's weight counts): forward tensorwise amax + cast (2 e + 1),
+      // row-wise the cast (e + 1); backward the cast for the input gradient (e + 1), row-wise after
+      // a transposed copy (2 e). Not when the weight arrives in fp8 (an fp8 all-gather).
+      if (fw_.fp8_weight_cast_every_use && !t_.fp8_param_gather &&
+          (t_.precision.fp8_recipe == Fp8Recipe::kTensorwise || rowwise_)) {
+        const double ew = BytesPerElement(sixteen_bit_dtype_), weights = k * n * count;
+        const double fwd_b = (rowwise_ ? ew + 1 : 2 * ew + 1) * weights;
+        const double bwd_b = (rowwise_ ? 3 * ew + 1 : ew + 1) * weights;
+        c.elem_fwd.BytesIn(fwd_b, fwd_b / cast_bw);
+        if (into != nullptr) into->BytesIn(fwd_b, fwd_b / cast_bw);
+        c.elem_bwd.Bytes(bwd_b, cast_bw);
+      }
     }
   }
   // Forward work of `count` m x k by k x n GEMMs, not charged to any layer (Gemm charges it; the

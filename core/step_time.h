@@ -157,7 +157,8 @@ LayerModuleTimes EstimateLayerModules(const Job& job, bool moe_layer);
 // For layout search (core/search.h): the per-micro-batch costs of a dense layer, an MoE layer
 // and the output layer (opaque). They read the model, hardware, profile, framework, model
 // choices, precision, seq_length, micro_batch_size, flash_attention, dropout, overlap_tp_comm,
-// cuda_graphs and cuda_graph_scope, moe_router_fusion, the MoE dispatcher and padding, TP, CP, EP,
+// cuda_graphs and cuda_graph_scope, moe_router_fusion, the MoE dispatcher and padding,
+// fp8_param_gather (torchao's weight casts, ElementwiseModel.fp8_weight_cast_every_use), TP, CP, EP,
 // ETP, sequence parallelism and GPUs per node (and the hardware's host_overhead_ratio with the rest of
 // the hardware), not PP, VPP, DP, the schedule,
 // sharding, HSDP replicas, recompute or overlap_dp_comm, so one computation serves every job

@@ -742,6 +742,7 @@ absl::StatusOr<Framework> FrameworkFromProto(const v1::FrameworkSpec& spec, cons
   fw.expert_clamp_eager = e.expert_clamp_eager();
   fw.scaled_rope_eager = e.scaled_rope_eager();
   fw.dense_embedding_grad = e.dense_embedding_grad();
+  fw.fp8_weight_cast_every_use = e.fp8_weight_cast_every_use();
   if (!(fw.loss_peak_bytes_per_logit >= 0 && fw.loss_peak_bytes_per_logit < 1000)) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".elementwise.loss_peak_bytes_per_logit: ",
                                                    e.loss_peak_bytes_per_logit(), " must be in [0, 1000)"));

@@ -173,6 +173,50 @@ TEST(Fp8Recipe, RowwiseScalesTheForwardGemmsAndRescalesTheBackward) {
   EXPECT_GT(rw.breakdown.elementwise_s, tw.breakdown.elementwise_s);  // 8 vs 6 bytes, the rescale
 }
 
+// torchao's Float8Linear (torchtitan) casts each 16-bit weight to fp8 at every use: forward, and
+// again for the input gradient (float8_linear.py), each an amax pass and a cast under tensorwise,
+// a cast forward and a transposed copy with its cast backward under rowwise. Bytes per weight
+// element from torchao's own roofline (roofline_utils.py, tensor_role "weight"): tensorwise
+// e + 2 (e + 1) = 8, rowwise (e + 1) + 2 e + (e + 1) = 10 with e = 2. Llama 3 8B's layer holds
+// 4096 x (4096 + 2 x 1024) + 4096 x 4096 + 3 x 4096 x 14336 = 218.1M weights in its fp8 Linears
+// (the output head stays bf16): 32 layers x 218.1M x 8 bytes = 55.8 GB a micro-batch at the HBM
+// rate. None when the weights arrive in fp8 (FSDP float8 all-gather), nor under Transformer
+// Engine (megatron-core), which quantizes a weight once a step.
+TEST(Fp8Recipe, TorchaoCastsTheWeightAtEveryUse) {
+  auto elementwise_s = [](const char* framework, const char* recipe, bool cast, bool fp8_gather) {
+    auto job = testing::JobFromYaml(absl::StrCat(
+        "model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\nframework: ", framework,
+        "\ntraining: {seq_length: 8192, global_batch_size: 8, micro_batch_size: 1, recompute: none, fp8_param_gather: ",
+        fp8_gather ? "true" : "false", ", precision: {gemm: fp8, fp8_recipe: ", recipe, "}}\n"));
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return 0.0;
+    EXPECT_TRUE(std::string(framework) != "torchtitan" || job->framework.fp8_weight_cast_every_use);
+    job->framework.fp8_weight_cast_every_use = cast;
+    return EstimateStepTime(*job).breakdown.elementwise_s;
+  };
+  auto bw = testing::JobFromYaml(
+      "model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\ntraining: {seq_length: 8192, global_batch_size: 8}\n");
+  ASSERT_TRUE(bw.ok()) << bw.status();
+  const double hbm = bw->profile.hbm_bandwidth_bytes_per_s;
+  const double weights = 4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096 + 3 * 4096.0 * 14336;
+  EXPECT_NEAR(weights, 218.1e6, 0.1e6);
+  for (const auto& [recipe, bytes] : {std::pair<const char*, double>{"tensorwise", 8}, {"rowwise", 10}}) {
+    SCOPED_TRACE(recipe);
+    const double expected_s = 32 * weights * bytes / hbm;
+    const double on = elementwise_s("torchtitan", recipe, true, false), off = elementwise_s("torchtitan", recipe, false, false);
+    EXPECT_NEAR(on - off, expected_s, 1e-6 * expected_s);
+    EXPECT_DOUBLE_EQ(elementwise_s("torchtitan", recipe, true, true), elementwise_s("torchtitan", recipe, false, true));
+  }
+  // Transformer Engine's presets do not set it; both torchtitan presets do.
+  for (const auto& [framework, set] : {std::pair<const char*, bool>{"megatron-core", false}, {"megatron-bridge", false},
+                                       {"nemo", false}, {"torchtitan", true}, {"torchtitan-compile", true}}) {
+    auto job = testing::JobFromYaml(absl::StrCat("model: llama3-8b\nhardware: h100-sxm\ncluster: {gpu_count: 8}\nframework: ",
+                                                 framework, "\ntraining: {seq_length: 8192, global_batch_size: 8, micro_batch_size: 1}\n"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->framework.fp8_weight_cast_every_use, set) << framework;
+  }
+}
+
 // The unfused attention core's batched products stay in bf16 under an fp8 job (TE's fp8 covers
 // its Linear modules; UnfusedDotProductAttention's baddbmm / bmm run on the bf16 q, k, v): the
 // attention time of an fp8 job is its bf16 twin's.

@@ -546,9 +546,14 @@ absl::Status SetRowSharding(const PublishedRow& r, const Catalog& catalog, const
   if (const std::string n = DigitsBetween(shard, "x ", " data-parallel replica"); !n.empty()) {
     if (absl::Status s = count(n, &replicas); !s.ok()) return s;
   }
-  if (const std::string n = DigitsBetween(shard, "over ", " gpus"); replicas == 0 && !n.empty()) {
+  // The FSDP group's size: "over 128 GPUs", or a product the text works out ("FSDP over 16 nodes x
+  // 8 GPUs = 128 GPUs", dgxc-benchmarking's Paxml rows: configure.sh FSDP=16 nodes, DCN mesh
+  // [nodes/16, 16, 1]; until 2026-11-30 not read, so row 177's 2,048 GPUs were one FSDP group).
+  std::string group_text = DigitsBetween(shard, "over ", " gpus");
+  if (group_text.empty() && absl::StrContains(shard, "fsdp over")) group_text = DigitsBetween(shard, "= ", " gpus");
+  if (replicas == 0 && !group_text.empty()) {
     int64_t group = 0;
-    if (absl::Status s = count(n, &group); !s.ok()) return s;
+    if (absl::Status s = count(group_text, &group); !s.ok()) return s;
     if (group > 0 && gpus % group == 0) replicas = gpus / group;
   }
   if (replicas == 0 && absl::StrContains(shard, "within each node")) {

@@ -414,6 +414,26 @@ TEST(PublishedRuns, AnOptimizerShardingCellNamingMuonRunsMuon) {
   EXPECT_NE(plain->spec.training().optimizer(), v1::OPTIMIZER_MUON);
 }
 
+// HSDP from the optimizer_sharding text: the FSDP group a row names and the replicas over it, as a
+// count ("x 16 data-parallel replica(s)"), a group ("over 128 GPUs"), or a product the text works
+// out ("FSDP over 16 nodes x 8 GPUs = 128 GPUs ... x data-parallel replicas": Paxml's rows 176-177,
+// where 2,048 GPUs are 16 replicas of a 128-GPU FSDP group).
+TEST(PublishedRuns, TheFsdpGroupARowNamesSetsTheReplicas) {
+  const Catalog& catalog = testing::BuiltinCatalog();
+  auto replicas = [&](const std::string& gpus, const std::string& cell) {
+    auto run = PublishedRunFromRow(MaverickRow({{"num_gpus", gpus}, {"optimizer_sharding", cell}, {"ep", "1"},
+                                                {"tp", "1"}, {"vpp", ""}}),
+                                   catalog);
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? run->spec.parallelism().dp_replicate() : -1;
+  };
+  const std::string paxml = "FSDP over 16 nodes x 8 GPUs = 128 GPUs (DCN mesh [nodes/16,16,1], ICI [1,8,1]) x data-parallel replicas";
+  EXPECT_EQ(replicas("2048", paxml), 16);
+  EXPECT_EQ(replicas("128", paxml), 0);  // one group: no replicas set
+  EXPECT_EQ(replicas("2048", "FSDP (ZeRO-3-like) over 128 GPUs (ici_fsdp 8 x dcn_fsdp 16) x 16 data-parallel replica(s)"), 16);
+  EXPECT_EQ(replicas("512", "FSDP within each node"), 64);
+}
+
 // A framework setting a row's text names is stated (the preset's settings: "CUDA graphs", flags),
 // but not after "no", "not" or "without": held-out row 1049's notes say "(EP64, no CUDA graphs,
 // recompute moe_act and layernorm)" and were read as graphs on (2026-11-30 review).

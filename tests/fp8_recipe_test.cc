@@ -52,7 +52,8 @@ TEST(Fp8Recipe, UnstatedIsTheFrameworksDefaultAndAssumed) {
       {"megatron-bridge", Fp8Recipe::kTensorwise, "fp8_cs"},
       {"llm-foundry", Fp8Recipe::kDelayed, "DelayedScaling"},
       {"torchtitan", Fp8Recipe::kTensorwise, "torchao"},
-      {"paxml", Fp8Recipe::kTensorwise, "stepcast fallback"},
+      {"paxml", Fp8Recipe::kDelayed, "PR-46"},  // JAX-Toolbox's Paxml te_helper: DelayedScaling
+      {"maxtext", Fp8Recipe::kTensorwise, "stepcast fallback"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.framework);

@@ -387,6 +387,28 @@ training: {seq_length: 8192, global_batch_size: 64, micro_batch_size: 1, shardin
   EXPECT_EQ(pp_on, EstimateStepTime(*pp).step_time_s);
 }
 
+// Praxis's SAVE_QKV_OUT_PROJ (checkpoint_policy.py @cad2a3a: save_only_these_names('combined_qkv_proj',
+// 'out_proj')), Paxml's GPT-3 175B policy: the attention core, the MLP's input GEMM and the
+// elementwise ops are recomputed; the MLP's output GEMM is not (its output feeds nothing the
+// backward needs: JAX's rematerialisation drops the dead dot). The recomputed GEMM time is the
+// input GEMM's alone: half the MLP's (h -> 4h and 4h -> h are the same FLOPs).
+TEST(StepTime, PaxmlSaveQkvOutProjRecomputesTheMlpsInputGemmOnly) {
+  auto job = testing::JobFromYaml(R"yaml(
+model: gpt3-175b
+hardware: h100-sxm
+framework: paxml
+cluster: {gpu_count: 128}
+training: {seq_length: 2048, global_batch_size: 256, micro_batch_size: 2, sharding: zero3})yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->training.recompute, Recompute::kSelective);
+  EXPECT_EQ(job->training.recompute_modules, (std::vector<std::string>{"core_attn", "mlp_up", "activation_functions"}));
+  Job whole = *job;
+  whole.training.recompute_modules = {"core_attn", "mlp", "activation_functions"};
+  const StepBreakdown up = EstimateStepTime(*job).breakdown, mlp = EstimateStepTime(whole).breakdown;
+  EXPECT_LT(up.recompute_s, mlp.recompute_s);
+  EXPECT_GT(up.recompute_s, 0.5 * mlp.recompute_s);
+}
+
 // Paxml looks its embeddings up as one-hot matmuls (praxis embedding_softmax.py emb_lookup,
 // lookup_style 'matmul'; paxml c4.py EMBEDDING_LOOKUP_STYLE): for GPT-5B at 4 x 2048 tokens per
 // GPU, the token table (50,304 rows) and the learned position table (2,048 rows) each cost a

@@ -1284,7 +1284,13 @@ TEST(Catalog, FsdpFamilyPresetsLoad) {
     return fw.ok() ? *fw : Framework{};
   };
   const Framework f1 = load("pytorch-fsdp1"), f2 = load("pytorch-fsdp2"), am = load("nemo-automodel"),
-                  gem = load("colossalai-gemini"), gen = load("generic"), ds = load("deepspeed");
+                  gem = load("colossalai-gemini"), gen = load("generic"), ds = load("deepspeed"),
+                  foundry = load("llm-foundry");
+  // Composer's BACKWARD_POST prefetches from the post-backward hook without synchronising (FSDP1
+  // _post_backward_reshard -> _prefetch_handle): its gathers run beside the backward, as
+  // BACKWARD_PRE's; its train metrics add two fp32 cross entropies (28 B) to the loss's 8 a logit.
+  EXPECT_FALSE(foundry.sharding.backward_gathers_exposed);
+  EXPECT_DOUBLE_EQ(foundry.cross_entropy_bytes_per_logit, 8 + 2 * (2 + 4 + 4 + 4));
   // FSDP1: FlatParameter (no copies), BACKWARD_PRE (gathers prefetched), reduce every micro-batch.
   EXPECT_FALSE(f1.sharding.gather_copy_out);
   EXPECT_FALSE(f1.sharding.backward_gathers_exposed);

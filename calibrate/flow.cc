@@ -625,6 +625,30 @@ struct Measurement {
   }
   // Every rank learns of rank 0's write failure and ends with it.
   std::optional<int> AgreeOnCheckpoint();
+  // `bench` on every local GPU at once; each GPU's samples stamped with its id and the NVML window
+  // of its run, then gathered (GatherSamples) into the run's `field`. A GPU whose bench fails is a
+  // warning ("`what` on GPU: ..."); `beat` names the part to the watchdog.
+  template <typename Sample, typename Bench, typename Field>
+  std::optional<int> MeasureEachGpu(const char* beat, const char* what, const Bench& bench, Field field,
+                                    const char* failure) {
+    std::vector<std::vector<Sample>> samples(local.size());
+    ForEachConcurrently(local.size(), [&](size_t i) {
+      const double t0 = NvmlSampler::Now();
+      absl::StatusOr<std::vector<Sample>> s = bench(local[i]);
+      watchdog.Beat(beat);
+      const v1::ClockWindow w = sampler->Window(buses[i], t0, NvmlSampler::Now());
+      if (!s.ok()) {
+        Warn(absl::StrCat(what, " on ", GpuName(ids[i]), ": ", s.status().message()));
+        return;
+      }
+      for (auto& x : *s) {
+        *x.mutable_gpu_id() = ids[i];
+        *x.mutable_conditions() = w;
+        samples[i].push_back(std::move(x));
+      }
+    });
+    return GatherSamples(samples, field, failure);
+  }
 
   MeasureOptions o;
   Communicator& comm;
@@ -994,24 +1018,10 @@ std::optional<int> Measurement::MeasureContention() {
   Progress(absl::StrFormat("contention: %d bf16 GEMMs alone and beside %d CTA counts at %.0f GB/s on %d GPU(s) at once",
                            static_cast<int>(plan.shapes.size()), static_cast<int>(plan.ctas.size()),
                            plan.target_bytes_per_s / 1e9, static_cast<int>(local.size())));
-  std::vector<std::vector<v1::ContentionSample>> samples(local.size());
-  ForEachConcurrently(local.size(), [&](size_t i) {
-    const double t0 = NvmlSampler::Now();
-    absl::StatusOr<std::vector<v1::ContentionSample>> c = gpus.BenchContention(local[i], plan, bo);
-    watchdog.Beat("the contention sweep");
-    const v1::ClockWindow w = sampler->Window(buses[i], t0, NvmlSampler::Now());
-    if (!c.ok()) {
-      Warn(absl::StrCat("contention on ", GpuName(ids[i]), ": ", c.status().message()));
-      return;
-    }
-    for (auto& s : *c) {
-      *s.mutable_gpu_id() = ids[i];
-      *s.mutable_conditions() = w;
-      samples[i].push_back(std::move(s));
-    }
-  });
-  return GatherSamples(samples, [](v1::CalibrationRun& r) { return r.mutable_contention(); },
-                       "contention: no GPU measured the contention sweep (see the warnings)");
+  return MeasureEachGpu<v1::ContentionSample>(
+      "the contention sweep", "contention", [&](const GpuInfo& g) { return gpus.BenchContention(g, plan, bo); },
+      [](v1::CalibrationRun& r) { return r.mutable_contention(); },
+      "contention: no GPU measured the contention sweep (see the warnings)");
 }
 
 // Every local GPU at once, as the ranks of a training job issue their kernels from one host at
@@ -1019,24 +1029,10 @@ std::optional<int> Measurement::MeasureContention() {
 std::optional<int> Measurement::MeasureHostCalls() {
   Progress(absl::StrFormat("host calls: kernel launch and cuBLASLt GEMM call, %d x %d calls on %d GPU(s) at once",
                            kHostCallBatches, kHostCallsPerBatch, static_cast<int>(local.size())));
-  std::vector<std::vector<v1::HostCallSample>> samples(local.size());
-  ForEachConcurrently(local.size(), [&](size_t i) {
-    const double t0 = NvmlSampler::Now();
-    absl::StatusOr<std::vector<v1::HostCallSample>> h = gpus.BenchHostCalls(local[i], bo);
-    watchdog.Beat("the host-call pass");
-    const v1::ClockWindow w = sampler->Window(buses[i], t0, NvmlSampler::Now());
-    if (!h.ok()) {
-      Warn(absl::StrCat("host calls on ", GpuName(ids[i]), ": ", h.status().message()));
-      return;
-    }
-    for (auto& s : *h) {
-      *s.mutable_gpu_id() = ids[i];
-      *s.mutable_conditions() = w;
-      samples[i].push_back(std::move(s));
-    }
-  });
-  return GatherSamples(samples, [](v1::CalibrationRun& r) { return r.mutable_host_calls(); },
-                       "host: no GPU measured the host-call pass (see the warnings)");
+  return MeasureEachGpu<v1::HostCallSample>(
+      "the host-call pass", "host calls", [&](const GpuInfo& g) { return gpus.BenchHostCalls(g, bo); },
+      [](v1::CalibrationRun& r) { return r.mutable_host_calls(); },
+      "host: no GPU measured the host-call pass (see the warnings)");
 }
 
 std::optional<int> Measurement::GatherGpuConditions() {

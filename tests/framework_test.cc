@@ -490,11 +490,10 @@ TEST(HardwareVariant, ComputeRateScaleSlowsTheFrameworksAttentionTableToo) {
   EXPECT_NEAR(b.breakdown.gemm_s, 2 * a.breakdown.gemm_s, 0.01 * a.breakdown.gemm_s);
 }
 
-// RateProfile.compute_rate_low_fraction (an upper bound of a part's rates, hardware.proto 13-14):
-// in (0, 1] with its source, else a clear error naming the field.
-TEST(HardwareVariant, AComputeRateBoundNeedsAFractionInRangeAndASource) {
-  auto job_with = [](const std::string& bound) {
-    return testing::JobFromYaml(absl::StrCat(R"(
+// A Llama 3 8B job on an H100 variant given inline, its reference profile's extra fields
+// `profile_fields` (YAML lines indented as the profile's).
+absl::StatusOr<Job> HardwareVariantJob(const std::string& profile_fields) {
+  return testing::JobFromYaml(absl::StrCat(R"(
 model: llama3-8b
 hardware:
   spec:
@@ -511,10 +510,15 @@ hardware:
       name: "variant"
       gemm: [{dtype: D_TYPE_BF16, flops_per_s: 6.9e14}]
       hbm_bandwidth_bytes_per_s: 2.0e12
-      )", bound, R"(
+      )", profile_fields, R"(
 cluster: {gpu_count: 8}
 training: {seq_length: 8192, global_batch_size: 64})"));
-  };
+}
+
+// RateProfile.compute_rate_low_fraction (an upper bound of a part's rates, hardware.proto 13-14):
+// in (0, 1] with its source, else a clear error naming the field.
+TEST(HardwareVariant, AComputeRateBoundNeedsAFractionInRangeAndASource) {
+  auto job_with = [](const std::string& bound) { return HardwareVariantJob(bound); };
   absl::StatusOr<Job> ok = job_with("compute_rate_low_fraction: 0.8\n      compute_rate_low_source: \"datasheet bracket\"");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_DOUBLE_EQ(ok->profile.compute_rate_low_fraction, 0.8);
@@ -1073,28 +1077,7 @@ TEST(StepTime, AProfilesMeasuredHostCallsReplaceThePresetsOnItsHost) {
 // RateProfile's host-call fields (hardware.proto 17-19): seconds per call in [0, 0.01] with their
 // source, else an error naming the field.
 TEST(HardwareVariant, MeasuredHostCallsNeedSecondsInRangeAndASource) {
-  auto job_with = [](const std::string& fields) {
-    return testing::JobFromYaml(absl::StrCat(R"(
-model: llama3-8b
-hardware:
-  spec:
-    name: "H100 host"
-    peak: [{dtype: D_TYPE_BF16, flops_per_s: 9.89e14}]
-    hbm_capacity_bytes: 80e9
-    hbm_bandwidth_bytes_per_s: 3.35e12
-    intra_node_bandwidth_bytes_per_s: 4.5e11
-    inter_node_bandwidth_bytes_per_s: 5e10
-    gpus_per_node: 8
-    sm_count: 132
-    architecture: hopper
-    reference_profile:
-      name: "host"
-      gemm: [{dtype: D_TYPE_BF16, flops_per_s: 6.9e14}]
-      hbm_bandwidth_bytes_per_s: 3.0e12
-      )", fields, R"(
-cluster: {gpu_count: 8}
-training: {seq_length: 8192, global_batch_size: 64})"));
-  };
+  auto job_with = [](const std::string& fields) { return HardwareVariantJob(fields); };
   absl::StatusOr<Job> ok = job_with("host_launch_call_s: 4.1e-6\n      host_gemm_call_s: 1.9e-5\n      host_calls_source: \"calibrated\"");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_DOUBLE_EQ(ok->profile.host_launch_call_s, 4.1e-6);

@@ -379,8 +379,7 @@ absl::Status ListUnreadTorchtitanKeys(const TorchtitanReader& r, TorchtitanKeys&
       "training.max_context_length", "training.num_tokens_per_microbatch_per_dp_rank",
       "training.num_tokens_per_train_step", "parallelism.num_pp_microbatches", "parallelism.enable_sequence_parallel",
       "training.disable_cuda_graphs", "training.dtype", "compile.enable", "compile.components",
-      "compile.enable_async_tensor_parallel", "model.moe_comm_backend", "model.non_blocking_capacity_factor",
-      "model.attn_backend"};
+      "compile.enable_async_tensor_parallel", "model.moe_comm_backend", "model.non_blocking_capacity_factor"};
   std::vector<std::string> paths;
   LeafPaths(r.tbl(), "", paths);
   keys.current_keys = keys.current;
@@ -728,22 +727,6 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
     } else if (!recipe.empty()) {
       return r.Err("float8.recipe_name", absl::StrCat("'", recipe, "' is not a float8 recipe torchtitan runs (tensorwise, rowwise, rowwise_with_gw_hp)"));
     }
-  }
-  // The attention kernel: the current registry's SDPA module puts cuDNN first
-  // (models/common/attention.py @b5bcd76 ScaledDotProductAttention: [CUDNN_ATTENTION,
-  // FLASH_ATTENTION, MATH] under sdpa_kernel(..., set_priority=True); since main 6a3a9da95,
-  // 2025-10-09), where the TOML-era SDPA left PyTorch to pick (the preset's sdpa-flash). Flex and
-  // varlen attention (model.attn_backend, the "_flex_attn" / "_varlen_attn" flavors) keep the
-  // preset's kernel, not modelled apart.
-  std::string backend, flavor;
-  if (absl::Status s = r.Str("model", "attn_backend", "sdpa", &backend); !s.ok()) return s;
-  if (absl::Status s = r.Str("model", "flavor", "", &flavor); !s.ok()) return s;
-  if (keys.current_keys && t.attention_kernel().empty() && backend == "sdpa" && !absl::StrContains(flavor, "_flex") &&
-      !absl::StrContains(flavor, "_varlen")) {
-    t.set_attention_kernel("sdpa-cudnn");
-  }
-  if (backend != "sdpa") {
-    out.ignored.push_back(absl::StrCat("model.attn_backend = \"", backend, "\" (costed as the preset's SDPA kernel)"));
   }
   if (absl::Status s = SetTorchtitanRecompute(r, t); !s.ok()) return s;
   t.set_overlap_dp_comm(true);

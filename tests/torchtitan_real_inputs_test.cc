@@ -313,27 +313,6 @@ TEST(TorchtitanRegistry, CurrentKeysAndTheirRules) {
   EXPECT_EQ(moe->spec.model().preset(), "deepseek-v3");
 }
 
-// The current registry's SDPA puts cuDNN first (models/common/attention.py @b5bcd76
-// ScaledDotProductAttention: [CUDNN_ATTENTION, FLASH_ATTENTION, MATH], set_priority=True): its
-// configs get sdpa-cudnn; a flex or varlen attention keeps the preset's kernel, listed; a TOML-era
-// file keeps the preset's (PyTorch chose the kernel then).
-TEST(TorchtitanRegistry, TheRegistrysSdpaRunsCudnnFirst) {
-  auto r = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_8b"), "");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->spec.training().attention_kernel(), "sdpa-cudnn");
-  auto flex = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_8b --model.attn_backend flex"), "");
-  ASSERT_TRUE(flex.ok()) << flex.status();
-  EXPECT_EQ(flex->spec.training().attention_kernel(), "");
-  bool listed = false;
-  for (const auto& i : flex->ignored) listed |= absl::StrContains(i, "model.attn_backend = \"flex\"");
-  EXPECT_TRUE(listed);
-  auto toml = JobFromCommand(Split("torchrun -m torchtitan.train --job.config_file "
-                                  "torchtitan_models_llama3_train_configs_llama3_8b.toml"),
-                             CorpusDir());
-  ASSERT_TRUE(toml.ok()) << toml.status();
-  EXPECT_EQ(toml->spec.training().attention_kernel(), "");
-}
-
 TEST(TorchtitanRegistry, RunTrainShWithModuleConfigAndNgpu) {
   // torchtitan's README: MODULE=llama3 CONFIG=llama3_8b ./run_train.sh (run_train.sh at b5bcd76c,
   // tests/data/real_inputs/torchtitan_registry/run_train.sh: NGPU default 8).

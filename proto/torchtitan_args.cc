@@ -379,7 +379,8 @@ absl::Status ListUnreadTorchtitanKeys(const TorchtitanReader& r, TorchtitanKeys&
       "training.max_context_length", "training.num_tokens_per_microbatch_per_dp_rank",
       "training.num_tokens_per_train_step", "parallelism.num_pp_microbatches", "parallelism.enable_sequence_parallel",
       "training.disable_cuda_graphs", "training.dtype", "compile.enable", "compile.components",
-      "compile.enable_async_tensor_parallel", "model.moe_comm_backend", "model.non_blocking_capacity_factor"};
+      "compile.enable_async_tensor_parallel", "model.moe_comm_backend", "model.non_blocking_capacity_factor",
+      "model.attn_backend"};
   std::vector<std::string> paths;
   LeafPaths(r.tbl(), "", paths);
   keys.current_keys = keys.current;
@@ -727,6 +728,19 @@ absl::StatusOr<ImportedJob> JobFromTorchtitanTable(const toml::table& tbl, absl:
     } else if (!recipe.empty()) {
       return r.Err("float8.recipe_name", absl::StrCat("'", recipe, "' is not a float8 recipe torchtitan runs (tensorwise, rowwise, rowwise_with_gw_hp)"));
     }
+  }
+  // The attention kernel of the current registry: its language models run FlexAttention or varlen
+  // attention, not SDPA (models/common/config_utils.py @b5bcd76 get_attention_config: "sdpa is no
+  // longer supported for language models"; model_registry(attn_backend="flex") for llama3 and
+  // qwen3, "varlen" for gpt_oss). Neither has rates here: costed as the preset's SDPA kernel, and
+  // listed.
+  if (keys.current_keys || r.Has("model.attn_backend")) {
+    std::string backend;
+    if (absl::Status s = r.Str("model", "attn_backend", "", &backend); !s.ok()) return s;
+    out.ignored.push_back(backend.empty()
+                              ? "attention backend: the registry's default (flex or varlen: SDPA no longer runs for "
+                                "language models), costed as the preset's SDPA kernel"
+                              : absl::StrCat("model.attn_backend = \"", backend, "\" (costed as the preset's SDPA kernel)"));
   }
   if (absl::Status s = SetTorchtitanRecompute(r, t); !s.ok()) return s;
   t.set_overlap_dp_comm(true);

@@ -313,6 +313,32 @@ TEST(TorchtitanRegistry, CurrentKeysAndTheirRules) {
   EXPECT_EQ(moe->spec.model().preset(), "deepseek-v3");
 }
 
+// The current registry's language models run FlexAttention or varlen attention (models/common/
+// config_utils.py @b5bcd76: "sdpa is no longer supported for language models"), which have no
+// rates here: the import keeps the preset's kernel and lists the backend; a TOML-era file, whose
+// SDPA the preset models, lists nothing.
+TEST(TorchtitanRegistry, TheRegistrysAttentionBackendIsListed) {
+  auto listed = [](const ImportedJob& j, const std::string& what) {
+    for (const auto& i : j.ignored) {
+      if (absl::StrContains(i, what)) return true;
+    }
+    return false;
+  };
+  auto r = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_8b"), "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.training().attention_kernel(), "");
+  EXPECT_TRUE(listed(*r, "attention backend: the registry's default (flex or varlen"));
+  auto flex = JobFromCommand(Split("python -m torchtitan.train --module llama3 --config llama3_8b --model.attn_backend varlen"), "");
+  ASSERT_TRUE(flex.ok()) << flex.status();
+  EXPECT_TRUE(listed(*flex, "model.attn_backend = \"varlen\""));
+  auto toml = JobFromCommand(Split("torchrun -m torchtitan.train --job.config_file "
+                                  "torchtitan_models_llama3_train_configs_llama3_8b.toml"),
+                             CorpusDir());
+  ASSERT_TRUE(toml.ok()) << toml.status();
+  EXPECT_FALSE(listed(*toml, "attention backend"));
+  EXPECT_FALSE(listed(*toml, "attn_backend"));
+}
+
 TEST(TorchtitanRegistry, RunTrainShWithModuleConfigAndNgpu) {
   // torchtitan's README: MODULE=llama3 CONFIG=llama3_8b ./run_train.sh (run_train.sh at b5bcd76c,
   // tests/data/real_inputs/torchtitan_registry/run_train.sh: NGPU default 8).

@@ -414,7 +414,7 @@ v1::RateProfile BuildProfile(const v1::CalibrationRun& run, const Hardware& hw, 
   p.contention = ContentionOf(run, ref);
   // Host calls (docs/CALIBRATION.md "Host calls"): per call the slowest GPU's median (every rank
   // of a synchronous job waits for the slowest host); the GEMM call the slowest over the dtypes
-  // measured (Transformer Engine's fp8 call sets three attributes more than bf16's).
+  // measured (Transformer Engine's fp8 call sets up to five attributes more than bf16's).
   double launch_s = 0, gemm_s = 0;
   std::set<std::string> host_gpus;
   for (const auto& s : run.host_calls()) {
@@ -625,14 +625,15 @@ struct Measurement {
   }
   // Every rank learns of rank 0's write failure and ends with it.
   std::optional<int> AgreeOnCheckpoint();
-  // `bench` on every local GPU at once; each GPU's samples stamped with its id and the NVML window
-  // of its run, then gathered (GatherSamples) into the run's `field`. A GPU whose bench fails is a
-  // warning ("`what` on GPU: ..."); `beat` names the part to the watchdog.
+  // `bench` on every local GPU, at once (`concurrent`) or one after another; each GPU's samples
+  // stamped with its id and the NVML window of its run, then gathered (GatherSamples) into the run's
+  // `field`. A GPU whose bench fails is a warning ("`what` on GPU: ..."); `beat` names the part to
+  // the watchdog.
   template <typename Sample, typename Bench, typename Field>
   std::optional<int> MeasureEachGpu(const char* beat, const char* what, const Bench& bench, Field field,
-                                    const char* failure) {
+                                    const char* failure, bool concurrent = true) {
     std::vector<std::vector<Sample>> samples(local.size());
-    ForEachConcurrently(local.size(), [&](size_t i) {
+    auto one = [&](size_t i) {
       const double t0 = NvmlSampler::Now();
       absl::StatusOr<std::vector<Sample>> s = bench(local[i]);
       watchdog.Beat(beat);
@@ -646,7 +647,12 @@ struct Measurement {
         *x.mutable_conditions() = w;
         samples[i].push_back(std::move(x));
       }
-    });
+    };
+    if (concurrent) {
+      ForEachConcurrently(local.size(), one);
+    } else {
+      for (size_t i = 0; i < local.size(); ++i) one(i);
+    }
     return GatherSamples(samples, field, failure);
   }
 
@@ -1024,15 +1030,18 @@ std::optional<int> Measurement::MeasureContention() {
       "contention: no GPU measured the contention sweep (see the warnings)");
 }
 
-// Every local GPU at once, as the ranks of a training job issue their kernels from one host at
-// once (so the figure holds the host's shared caches and memory bandwidth as they run).
+// One local GPU after another: threads of one process share the CUDA driver's and cuBLASLt's
+// process-wide state, which a job's ranks, separate processes, do not, so timing them at once here
+// would charge each call a contention training does not have. Under --mpi every rank times its
+// own GPU, all ranks at once, as a job's ranks issue from one host.
 std::optional<int> Measurement::MeasureHostCalls() {
-  Progress(absl::StrFormat("host calls: kernel launch and cuBLASLt GEMM call, %d x %d calls on %d GPU(s) at once",
-                           kHostCallBatches, kHostCallsPerBatch, static_cast<int>(local.size())));
+  Progress(absl::StrFormat("host calls: kernel launch and cuBLASLt GEMM call, %d x %d calls on %d GPU(s) %s",
+                           kHostCallBatches, kHostCallsPerBatch, static_cast<int>(local.size()),
+                           o.mpi ? "(every rank at once)" : "one after another"));
   return MeasureEachGpu<v1::HostCallSample>(
       "the host-call pass", "host calls", [&](const GpuInfo& g) { return gpus.BenchHostCalls(g, bo); },
       [](v1::CalibrationRun& r) { return r.mutable_host_calls(); },
-      "host: no GPU measured the host-call pass (see the warnings)");
+      "host: no GPU measured the host-call pass (see the warnings)", /*concurrent=*/false);
 }
 
 std::optional<int> Measurement::GatherGpuConditions() {

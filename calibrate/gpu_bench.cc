@@ -698,8 +698,8 @@ namespace {
 
 // One GEMM issued as Transformer Engine v2.12's cublas_gemm issues each expert's
 // (common/gemm/cublaslt_gemm.cu l.454-796, read 2026-11-30): layouts of A (k x m, transposed), B
-// (k x n) and D; the matmul descriptor with TRANSA / TRANSB, for fp8 FAST_ACCUM and the A and B
-// scale pointers, and the epilogue; C's layout; a preference with the workspace and the four
+// (k x n) and D; the matmul descriptor with TRANSA / TRANSB, for fp8 FAST_ACCUM, the A and B
+// scale pointers and (cuBLAS 12.8+) their scalar scale modes, and the epilogue; C's layout; a preference with the workspace and the four
 // operands' alignments; the heuristic query for one algorithm; cublasLtMatmul on `stream`; the six
 // objects destroyed. The status of the first call that failed.
 struct TeGemmCall {
@@ -741,6 +741,14 @@ struct TeGemmCall {
       if (s == CUBLAS_STATUS_SUCCESS) {
         s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof(scale_b));
       }
+#if CUBLAS_VERSION >= 120800
+      // The scale modes, which TE sets from cuBLAS 12.8 on (per-tensor: a scalar fp32 scale).
+      if (cublasLtGetVersion() >= 120800) {
+        const cublasLtMatmulMatrixScale_t scalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &scalar, sizeof(scalar));
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &scalar, sizeof(scalar));
+      }
+#endif
     }
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&lc, ty.cd, m, n, m);

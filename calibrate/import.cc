@@ -385,6 +385,7 @@ RateProfile StartProfile(const RateProfile& base, bool base_is_reference, const 
     // A bound on the part's compute rates stays for the rates kept from the reference; imported
     // GEMM points are the part's own (core/interval.h ComputeRatesScaled skips them).
     if (p.compute_rate_low_fraction > 0) p.compute_rate_low_source = pre + p.compute_rate_low_source;
+    if (!p.host_calls_source.empty()) p.host_calls_source = pre + p.host_calls_source;
     p.provenance = ProfileProvenance{};
   }
   return p;

@@ -123,6 +123,7 @@ struct LayerCost {
   // is this layer's floor less the dense layer's (a hybrid's MoE layer; StepModel::Layers).
   double launch_bwd_host_s = 0, launch_bwd_gpu_s = 0, launch_rec_full_host_s = 0, launch_rec_moe_host_s = 0;
   bool launch_less_dense = false;
+  double launch_pair_s = 0;  // with launch_less_dense: the pair's floor, before the dense layer's is taken off
   ModuleForward module;
   Work Forward() const {
     Work w = gemm_fwd; w += attn_fwd; w += elem_fwd; w += tp_fwd; w += ep_fwd; return w;
@@ -586,6 +587,7 @@ class StepModel {
         c.moe.launch_rec_full_host_s = pair.launch_rec_full_host_s;
         c.moe.launch_rec_moe_host_s = pair.launch_rec_moe_host_s;
         c.moe.launch_less_dense = non_moe > 0;
+        c.moe.launch_pair_s = pair.launch.time_s;
         if (non_moe > 0) c.moe.launch.time_s = std::max(0.0, pair.launch.time_s - c.dense.launch.time_s);
         c.moe.launch.compute_s = c.moe.launch.time_s;
       }
@@ -2115,11 +2117,14 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
 
 double StepModel::RecomputeLaunchDelta(const LayerCost& c, double recomputed_gpu_s, double share) const {
   if (t_.recompute == Recompute::kNone || share <= 0) return 0;
-  const bool moe_module = t_.recompute == Recompute::kSelective &&
-                          (RecomputeModuleMask(t_.recompute_modules) & kRecomputeMoe) != 0;
-  const double host_s = t_.recompute == Recompute::kFull ? c.launch_rec_full_host_s
-                        : moe_module                     ? c.launch_rec_moe_host_s
-                                                         : 0.0;
+  const uint32_t mods = t_.recompute == Recompute::kSelective ? RecomputeModuleMask(t_.recompute_modules) : 0;
+  // torchtitan's per-op SAC (`every_second_mm`) checkpoints the whole block: its recompute re-runs
+  // every op of the forward through the dispatcher, the saved ones returning their stored output
+  // (torch.utils.checkpoint create_selective_checkpoint_contexts; torchtitan
+  // activation_checkpoint.py _apply_op_sac): the forward's host cost again.
+  const double host_s = t_.recompute == Recompute::kFull || (mods & kRecomputeEverySecondMm) ? c.launch_rec_full_host_s
+                        : (mods & kRecomputeMoe)                                            ? c.launch_rec_moe_host_s
+                                                                                            : 0.0;
   const double hb = c.launch_bwd_host_s, gb = c.launch_bwd_gpu_s;
   return share * (std::max(0.0, hb + host_s - gb - recomputed_gpu_s) - std::max(0.0, hb - gb));
 }
@@ -2329,10 +2334,13 @@ void StepModel::StageSums(const StepLayerCosts& layers, RunScratch& r) {
     double delta = dense_delta * layers_per_stage * (1 - moe_frac);
     if (moe_frac > 0) {
       // A hybrid's MoE layer: its floor is the pair's (the dense layer's included) less the dense
-      // layer's.
-      const double moe_delta = moe.launch_less_dense
-                                   ? RecomputeLaunchDelta(moe, dense_rec.time_s + moe_rec.time_s, share) - dense_delta
-                                   : RecomputeLaunchDelta(moe, moe_rec.time_s, share);
+      // layer's, never below zero (as Layers clamps it).
+      const double moe_delta =
+          moe.launch_less_dense
+              ? std::max(0.0, moe.launch_pair_s + RecomputeLaunchDelta(moe, dense_rec.time_s + moe_rec.time_s, share) -
+                                  dense.launch.time_s - dense_delta) -
+                    moe.launch.time_s
+              : RecomputeLaunchDelta(moe, moe_rec.time_s, share);
       delta += moe_delta * layers_per_stage * moe_frac;
     }
     r.launch.Host(delta);

@@ -1034,6 +1034,33 @@ TEST(StepTime, RecomputationRelaunchesTheRecomputedForward) {
   }
 }
 
+// torchtitan's per-op SAC checkpoints the whole block: its recompute re-runs every forward op through
+// the dispatcher (the saved ones return their stored output), so an eager host-bound layer pays its
+// forward's launches again in the backward: per layer the preset's 40 kernels at 50 us, 2 ms, on
+// top of the step without recomputation (the recomputed GPU work, tiny here, is hidden under the
+// host and counted once).
+TEST(StepTime, TorchtitansOpSacRelaunchesTheWholeForward) {
+  auto total = [](const std::string& recompute) {
+    absl::StatusOr<Job> j = testing::JobFromYaml(absl::StrCat(R"(
+model: {shape: {name: tiny, layers: 4, hidden_size: 256, attention_heads: 4, vocab_size: 1024, ffn_type: swiglu,
+        ffn_hidden_size: 512}}
+hardware: h100-sxm
+framework: torchtitan
+cluster: {gpu_count: 1}
+training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, )", recompute, "}"));
+    EXPECT_TRUE(j.ok()) << j.status();
+    if (!j.ok()) return 0.0;
+    EXPECT_EQ(j->framework.launch.kernels_per_layer_forward, 40);
+    j->framework.launch.kernel_launch_overhead_s = 50e-6;
+    const StepBreakdown b = EstimateStepTime(*j).breakdown;
+    return b.gemm_s + b.attention_s + b.elementwise_s + b.recompute_s + b.launch_overhead_s;
+  };
+  const double none = total("recompute: none");
+  EXPECT_NEAR(total("recompute: selective, recompute_modules: [activation_functions, every_second_mm]") - none,
+              4 * 40 * 50e-6, 1e-6);
+  EXPECT_NEAR(total("recompute: full") - none, 4 * 40 * 50e-6, 1e-6);
+}
+
 // A profile whose hosts were measured (RateProfile::host_launch_call_s / host_gemm_call_s,
 // stepcast-calibrate's host-call pass) prices the looped launches and the per-expert GEMM calls at
 // its figures, unscaled by the hardware's host_overhead_ratio (they are that host's own); the

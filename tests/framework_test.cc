@@ -1034,6 +1034,27 @@ TEST(StepTime, RecomputationRelaunchesTheRecomputedForward) {
   }
 }
 
+// An MTP module is one more transformer block on the last stage (DeepSeek-V3 report Sec. 2.2;
+// Megatron-Core --mtp-num-layers): an eager framework launches its kernels as a layer's. On the
+// host-bound tiny MoE model (2 MoE layers, LoopedExpertLaunchesCostTheLaunchCallOnly's costs) one
+// MTP depth adds exactly one layer's launch floor: half of the two layers'.
+TEST(StepTime, AnMtpBlockLaunchesItsKernelsAsALayer) {
+  auto launch_s = [](int mtp) {
+    absl::StatusOr<Job> j = testing::JobFromYaml(absl::StrReplaceAll(
+        TinyMoeJob(""), {{"cuda_graphs: false}", absl::StrCat("cuda_graphs: false, mtp_layers: ", mtp, "}")}}));
+    EXPECT_TRUE(j.ok()) << j.status();
+    if (!j.ok()) return 0.0;
+    j->framework.launch.kernel_launch_overhead_s = 50e-6;
+    j->framework.launch.looped_launch_overhead_s = 5e-6;
+    j->framework.launch.gemm_call_overhead_s = 20e-6;
+    return EstimateStepTime(*j).breakdown.launch_overhead_s;
+  };
+  const double none = launch_s(0);
+  ASSERT_GT(none, 0);
+  EXPECT_NEAR(launch_s(1) - none, none / 2, 1e-9);
+  EXPECT_NEAR(launch_s(2) - none, none, 1e-9);
+}
+
 // torchtitan's per-op SAC checkpoints the whole block: its recompute re-runs every forward op through
 // the dispatcher (the saved ones return their stored output), so an eager host-bound layer pays its
 // forward's launches again in the backward: per layer the preset's 40 kernels at 50 us, 2 ms, on

@@ -121,7 +121,9 @@ struct LayerCost {
   // compared, and the host seconds a recomputed forward adds to the backward: the whole forward's
   // launches (full recomputation) and the MoE block's (selective `moe`). launch_less_dense: `launch`
   // is this layer's floor less the dense layer's (a hybrid's MoE layer; StepModel::Layers).
-  double launch_bwd_host_s = 0, launch_bwd_gpu_s = 0, launch_rec_full_host_s = 0, launch_rec_moe_host_s = 0;
+  struct LaunchBackward {
+    double host_s = 0, gpu_s = 0, rec_full_host_s = 0, rec_moe_host_s = 0;
+  } launch_bwd;
   bool launch_less_dense = false;
   double launch_pair_s = 0;  // with launch_less_dense: the pair's floor, before the dense layer's is taken off
   ModuleForward module;
@@ -583,9 +585,7 @@ class StepModel {
         with_moe.Add(SharesOf(kMoePart), 1.0);
         LaunchFloor(kMoeLayerParts, pair, &with_moe);
         c.moe.launch = pair.launch;
-        c.moe.launch_bwd_host_s = pair.launch_bwd_host_s, c.moe.launch_bwd_gpu_s = pair.launch_bwd_gpu_s;
-        c.moe.launch_rec_full_host_s = pair.launch_rec_full_host_s;
-        c.moe.launch_rec_moe_host_s = pair.launch_rec_moe_host_s;
+        c.moe.launch_bwd = pair.launch_bwd;
         c.moe.launch_less_dense = non_moe > 0;
         c.moe.launch_pair_s = pair.launch.time_s;
         if (non_moe > 0) c.moe.launch.time_s = std::max(0.0, pair.launch.time_s - c.dense.launch.time_s);
@@ -1122,7 +1122,7 @@ class StepModel {
   // overhead; an MoE layer adds its block's launches and may wait for the GPU once per forward).
   // `shares`: the layer's launch shares (a hybrid's averaged kinds); nullptr: SharesOf(parts).
   void LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* shares = nullptr);
-  // What recomputation adds to a layer's launch floor (LayerCost::launch_bwd_* above): the
+  // What recomputation adds to a layer's launch floor (LayerCost::launch_bwd above): the
   // backward's host holds the recomputed forward's launches too and its GPU the recomputed work
   // `recomputed_gpu_s`; `share` of the layers recomputed (full recomputation of
   // recompute_num_layers).
@@ -2023,8 +2023,7 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
   const MoeLaunchModel& ml = fw_.launch.moe;
   if (!moe || ml.expert_gemms.empty()) {
     c.launch.Host(std::max(0.0, n_f * L - gpu_fwd) + std::max(0.0, n_b * L - gpu_bwd));
-    c.launch_bwd_host_s = n_b * L, c.launch_bwd_gpu_s = gpu_bwd;
-    c.launch_rec_full_host_s = n_f * L, c.launch_rec_moe_host_s = 0;
+    c.launch_bwd = {n_b * L, gpu_bwd, n_f * L, 0.0};
     return;
   }
   // An MoE layer: the dense layer's n kernels stand for its attention half and norms; the MoE
@@ -2112,9 +2111,7 @@ void StepModel::LaunchFloor(unsigned parts, LayerCost& c, const LaunchShares* sh
   const double floor_f = sync ? std::max(host_before_f, g_before) + std::max(host_after_f, g_after)
                               : std::max(host_before_f + host_after_f, g_f);
   c.launch.Host(std::max(0.0, floor_f - g_f) + std::max(0.0, host_b - g_b));
-  c.launch_bwd_host_s = host_b, c.launch_bwd_gpu_s = g_b;
-  c.launch_rec_full_host_s = host_before_f + host_after_f;
-  c.launch_rec_moe_host_s = before * L + host_after_f;
+  c.launch_bwd = {host_b, g_b, host_before_f + host_after_f, before * L + host_after_f};
 }
 
 double StepModel::RecomputeLaunchDelta(const LayerCost& c, double recomputed_gpu_s, double share) const {
@@ -2124,10 +2121,10 @@ double StepModel::RecomputeLaunchDelta(const LayerCost& c, double recomputed_gpu
   // every op of the forward through the dispatcher, the saved ones returning their stored output
   // (torch.utils.checkpoint create_selective_checkpoint_contexts; torchtitan
   // activation_checkpoint.py _apply_op_sac): the forward's host cost again.
-  const double host_s = t_.recompute == Recompute::kFull || (mods & kRecomputeEverySecondMm) ? c.launch_rec_full_host_s
-                        : (mods & kRecomputeMoe)                                            ? c.launch_rec_moe_host_s
+  const double host_s = t_.recompute == Recompute::kFull || (mods & kRecomputeEverySecondMm) ? c.launch_bwd.rec_full_host_s
+                        : (mods & kRecomputeMoe)                                            ? c.launch_bwd.rec_moe_host_s
                                                                                             : 0.0;
-  const double hb = c.launch_bwd_host_s, gb = c.launch_bwd_gpu_s;
+  const double hb = c.launch_bwd.host_s, gb = c.launch_bwd.gpu_s;
   return share * (std::max(0.0, hb + host_s - gb - recomputed_gpu_s) - std::max(0.0, hb - gb));
 }
 

@@ -894,6 +894,14 @@ cluster: {gpu_count: 1}
 training: {seq_length: 128, global_batch_size: 1, micro_batch_size: 1, precision: {gemm: bf16}, cuda_graphs: false})");
 }
 
+// Sets the host's costs that make the tiny MoE job host-bound, seconds: an issued kernel, a looped
+// one (a per-expert kernel in a host loop), a per-expert GEMM call.
+void SetHostCosts(Job& j, double issued_s, double looped_s, double gemm_call_s) {
+  j.framework.launch.kernel_launch_overhead_s = issued_s;
+  j.framework.launch.looped_launch_overhead_s = looped_s;
+  j.framework.launch.gemm_call_overhead_s = gemm_call_s;
+}
+
 // A tiny MoE layer on one GPU with a slow host is host-bound: its launches, counted by hand from
 // Transformer Engine's GroupedLinear (one cuBLAS GEMM per local expert, common/gemm/
 // cublaslt_gemm.cu multi_stream_cublas_gemm) and megatron-core's preset counts, set its time.
@@ -902,9 +910,7 @@ TEST(StepTime, MoeLayerLaunchesAGemmPerLocalExpert) {
   // 50 us a launch, looped or not, a per-expert GEMM call too: every segment of the layer is
   // host-bound, so the layer takes its launches x 50 us.
   auto run = [](Job j, DType gemm) {
-    j.framework.launch.kernel_launch_overhead_s = 50e-6;
-    j.framework.launch.looped_launch_overhead_s = 50e-6;
-    j.framework.launch.gemm_call_overhead_s = 50e-6;
+    SetHostCosts(j, 50e-6, 50e-6, 50e-6);
     j.training.precision.gemm = gemm;
     j.training.cuda_graphs = false;
     const StepBreakdown b = EstimateStepTime(j).breakdown;
@@ -943,9 +949,7 @@ TEST(StepTime, LoopedExpertLaunchesCostTheLaunchCallOnly) {
   EXPECT_DOUBLE_EQ(job->framework.launch.kernel_launch_overhead_s, 42e-6);
   EXPECT_DOUBLE_EQ(job->framework.launch.looped_launch_overhead_s, 3.8e-6);
   EXPECT_NEAR(job->framework.launch.gemm_call_overhead_s, 13.48e-6, 0.05e-6);
-  job->framework.launch.kernel_launch_overhead_s = 50e-6;
-  job->framework.launch.looped_launch_overhead_s = 5e-6;
-  job->framework.launch.gemm_call_overhead_s = 20e-6;
+  SetHostCosts(*job, 50e-6, 5e-6, 20e-6);
   auto total = [](const Job& j) {
     const StepBreakdown b = EstimateStepTime(j).breakdown;
     return b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
@@ -1016,9 +1020,7 @@ TEST(StepTime, RecomputationRelaunchesTheRecomputedForward) {
         absl::StrReplaceAll(TinyMoeJob(""), {{"cuda_graphs: false}", "cuda_graphs: false, " + recompute + "}"}}));
     EXPECT_TRUE(j.ok()) << j.status();
     if (!j.ok()) return 0.0;
-    j->framework.launch.kernel_launch_overhead_s = 50e-6;
-    j->framework.launch.looped_launch_overhead_s = 5e-6;
-    j->framework.launch.gemm_call_overhead_s = 20e-6;
+    SetHostCosts(*j, 50e-6, 5e-6, 20e-6);
     const StepBreakdown b = EstimateStepTime(*j).breakdown;
     return b.gemm_s + b.attention_s + b.elementwise_s + b.recompute_s + b.launch_overhead_s;
   };
@@ -1044,9 +1046,7 @@ TEST(StepTime, AnMtpBlockLaunchesItsKernelsAsALayer) {
         TinyMoeJob(""), {{"cuda_graphs: false}", absl::StrCat("cuda_graphs: false, mtp_layers: ", mtp, "}")}}));
     EXPECT_TRUE(j.ok()) << j.status();
     if (!j.ok()) return 0.0;
-    j->framework.launch.kernel_launch_overhead_s = 50e-6;
-    j->framework.launch.looped_launch_overhead_s = 5e-6;
-    j->framework.launch.gemm_call_overhead_s = 20e-6;
+    SetHostCosts(*j, 50e-6, 5e-6, 20e-6);
     return EstimateStepTime(*j).breakdown.launch_overhead_s;
   };
   const double none = launch_s(0);
@@ -1093,9 +1093,7 @@ TEST(StepTime, AProfilesMeasuredHostCallsReplaceThePresetsOnItsHost) {
       TinyMoeJob(""), {{"megatron-core", "megatron-bridge"}, {"precision: {gemm: bf16}", "precision: {gemm: fp8}"}});
   absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
   ASSERT_TRUE(job.ok()) << job.status();
-  job->framework.launch.kernel_launch_overhead_s = 50e-6;
-  job->framework.launch.looped_launch_overhead_s = 5e-6;
-  job->framework.launch.gemm_call_overhead_s = 20e-6;
+  SetHostCosts(*job, 50e-6, 5e-6, 20e-6);
   job->hardware.host_overhead_ratio = 2;
   auto total = [](const Job& j) {
     const StepBreakdown b = EstimateStepTime(j).breakdown;
@@ -1247,18 +1245,14 @@ TEST(StepTime, PartialCudaGraphsTakeTheCapturedPartsOffTheHost) {
         TinyMoeJob(""), {{"cuda_graphs: false}", "cuda_graphs: true, cuda_graph_scope: [" + scope + "]}"}}));
     EXPECT_TRUE(j.ok()) << j.status();
     if (!j.ok()) return 0.0;
-    j->framework.launch.kernel_launch_overhead_s = 50e-6;
-    j->framework.launch.looped_launch_overhead_s = 5e-6;
-    j->framework.launch.gemm_call_overhead_s = 5e-6;
+    SetHostCosts(*j, 50e-6, 5e-6, 5e-6);
     const StepBreakdown b = EstimateStepTime(*j).breakdown;
     return b.gemm_s + b.attention_s + b.elementwise_s + b.launch_overhead_s;
   };
   auto host = [](double issued) { return 2 * (issued * 50e-6 + 384 * 5e-6); };
   absl::StatusOr<Job> eager = testing::JobFromYaml(TinyMoeJob(""));
   ASSERT_TRUE(eager.ok()) << eager.status();
-  eager->framework.launch.kernel_launch_overhead_s = 50e-6;
-  eager->framework.launch.looped_launch_overhead_s = 5e-6;
-  eager->framework.launch.gemm_call_overhead_s = 5e-6;
+  SetHostCosts(*eager, 50e-6, 5e-6, 5e-6);
   const StepBreakdown e = EstimateStepTime(*eager).breakdown;
   const double eager_s = e.gemm_s + e.attention_s + e.elementwise_s + e.launch_overhead_s;
   for (const auto& [scope, issued] : {std::pair<std::string, double>{"moe_router, moe_preprocess", 19 + 36},
@@ -1412,9 +1406,7 @@ TEST(StepTime, LaunchFloorOffRestoresTheFormerFiveMicroseconds) {
   // A compiled preset's own figure below 5 us is its own, not raised.
   absl::StatusOr<Job> compiled = testing::JobFromYaml(TinyMoeJob(""));
   ASSERT_TRUE(compiled.ok());
-  compiled->framework.launch.kernel_launch_overhead_s = 3.3e-6;
-  compiled->framework.launch.looped_launch_overhead_s = 3.3e-6;
-  compiled->framework.launch.gemm_call_overhead_s = 3.3e-6;
+  SetHostCosts(*compiled, 3.3e-6, 3.3e-6, 3.3e-6);
   const double on_s = EstimateStepTime(*compiled).step_time_s;
   compiled->choices.launch_floor = false;
   EXPECT_DOUBLE_EQ(EstimateStepTime(*compiled).step_time_s, on_s);
@@ -1436,9 +1428,7 @@ training: {seq_length: 131072, global_batch_size: 1, micro_batch_size: 1, precis
            recompute: none})";
   absl::StatusOr<Job> job = testing::JobFromYaml(yaml);
   ASSERT_TRUE(job.ok()) << job.status();
-  job->framework.launch.kernel_launch_overhead_s = 50e-6;
-  job->framework.launch.looped_launch_overhead_s = 50e-6;
-  job->framework.launch.gemm_call_overhead_s = 50e-6;
+  SetHostCosts(*job, 50e-6, 50e-6, 50e-6);
   Job no_wait = *job;
   no_wait.framework.launch.moe.host_sync = MoeHostSync::kNone;
   const StepBreakdown with = EstimateStepTime(*job).breakdown, without = EstimateStepTime(no_wait).breakdown;

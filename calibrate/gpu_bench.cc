@@ -228,7 +228,8 @@ absl::StatusOr<GemmTypes> GemmTypesFor(const GpuInfo& gpu, DType dtype, const Ge
 }
 
 // The GEMM's device memory: A, B, C, the cuBLASLt workspace and the L2 flush buffer (freed in
-// the reverse order, as locals declared in this order were).
+// the reverse order, as locals declared in this order were; no flush buffer for a pass that does
+// not flush, flush_bytes 0).
 struct GemmBuffers {
   DeviceBuffer A, B, C, work, flush;
   size_t workspace = 0, flush_bytes = 0;
@@ -236,16 +237,18 @@ struct GemmBuffers {
 
 // Step 2: the buffers (workspace 32 MiB on Hopper and later, 4 MiB before, as cuBLAS's
 // documentation recommends; flush: twice the L2, at least 64 MiB), then A and B filled with random
-// values before the flush (DeepGEMM's note: flush after creating inputs).
+// values before the flush (DeepGEMM's note: flush after creating inputs). `with_l2_flush` false:
+// no flush buffer (the host-call pass times calls; the contention sweep runs its GEMM back to back,
+// solo and beside the competitor, without flushing).
 absl::Status AllocGemmBuffers(const GpuInfo& gpu, const GemmTypes& ty, int64_t m, int64_t n, int64_t k,
-                              GemmBuffers* b) {
+                              bool with_l2_flush, GemmBuffers* b) {
   b->workspace = gpu.cc_major >= 9 ? (32u << 20) : (4u << 20);
-  b->flush_bytes = std::max<size_t>(2 * gpu.l2_bytes, 64u << 20);
+  b->flush_bytes = with_l2_flush ? std::max<size_t>(2 * gpu.l2_bytes, 64u << 20) : 0;
   RETURN_IF_ERROR(b->A.Alloc(m * k * ty.ab_bytes));
   RETURN_IF_ERROR(b->B.Alloc(k * n * ty.ab_bytes));
   RETURN_IF_ERROR(b->C.Alloc(m * n * ty.cd_bytes));
   RETURN_IF_ERROR(b->work.Alloc(b->workspace));
-  RETURN_IF_ERROR(b->flush.Alloc(b->flush_bytes));
+  if (with_l2_flush) RETURN_IF_ERROR(b->flush.Alloc(b->flush_bytes));
   // Random inputs, filled before the flush (DeepGEMM's note: flush after creating inputs).
   RETURN_IF_ERROR(Cuda(kernels::LaunchFillRandom(b->A.p, m * k, ty.fill, 1, nullptr), "fill A"));
   RETURN_IF_ERROR(Cuda(kernels::LaunchFillRandom(b->B.p, k * n, ty.fill, 2, nullptr), "fill B"));
@@ -417,7 +420,7 @@ absl::StatusOr<v1::GemmSample> BenchGemm(const GpuInfo& gpu, DType dtype, const 
   // Declared in this order, destroyed in the reverse: the timed events, the candidates' events, the
   // cuBLASLt handle, then the buffers.
   GemmBuffers buf;
-  RETURN_IF_ERROR(AllocGemmBuffers(gpu, *ty, m, n, k, &buf));
+  RETURN_IF_ERROR(AllocGemmBuffers(gpu, *ty, m, n, k, /*with_l2_flush=*/true, &buf));
   LtGemm g;
   RETURN_IF_ERROR(CreateLtGemm(*ty, how, dtype, m, n, k, buf.workspace, &g));
   const float alpha = 1.0f, beta = 0.0f;
@@ -567,7 +570,7 @@ absl::StatusOr<std::vector<v1::ContentionSample>> BenchContention(const GpuInfo&
     absl::StatusOr<GemmTypes> ty = GemmTypesFor(gpu, dtype, how);
     if (!ty.ok()) return ty.status();
     GemmBuffers buf;
-    RETURN_IF_ERROR(AllocGemmBuffers(gpu, *ty, sh.m, sh.n, sh.k, &buf));
+    RETURN_IF_ERROR(AllocGemmBuffers(gpu, *ty, sh.m, sh.n, sh.k, /*with_l2_flush=*/false, &buf));
     RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "fill"));
     // The GEMM with cuBLASLt's default kernel (sm_target 0), and sized for the SMs left.
     auto time_variant = [&](int sm_target, int ctas, int cluster) -> absl::StatusOr<std::pair<std::vector<double>, double>> {
@@ -822,7 +825,7 @@ absl::StatusOr<std::vector<v1::HostCallSample>> BenchHostCalls(const GpuInfo& gp
     absl::StatusOr<GemmTypes> ty = GemmTypesFor(gpu, dtype, GemmRun{GemmLayout::kTN, dtype == DType::kFP8});
     if (!ty.ok()) return ty.status();
     GemmBuffers buf;
-    RETURN_IF_ERROR(AllocGemmBuffers(gpu, *ty, m, n, k, &buf));
+    RETURN_IF_ERROR(AllocGemmBuffers(gpu, *ty, m, n, k, /*with_l2_flush=*/false, &buf));
     DeviceBuffer scales;
     RETURN_IF_ERROR(scales.Alloc(2 * sizeof(float)));
     RETURN_IF_ERROR(Cuda(kernels::LaunchFillConstant(static_cast<float*>(scales.p), 2, 1.0f, stream), "fill scales"));
